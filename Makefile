@@ -1,0 +1,51 @@
+# metaplane build targets. `make run` and `make test` are the two commands a
+# new user needs (see README.md).
+
+GO        ?= go
+BIN       := $(CURDIR)/bin
+PKGS      := ./...
+TEST_TIMEOUT ?= 15m
+export METAPLANE_BIN_DIR := $(BIN)
+
+.PHONY: all build test test-short run demo lint vet proto proto-check soak bench deps-test clean
+
+all: build
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ ./cmd/... ./plugins/...
+
+# deps-test installs what the tests start for real (a ZooKeeper server from
+# Debian's package) when it is missing.
+deps-test:
+	@./scripts/ensure-test-deps.sh
+
+test: build deps-test
+	$(GO) vet $(PKGS)
+	$(GO) test -timeout $(TEST_TIMEOUT) $(PKGS)
+
+test-short: build
+	$(GO) test -short -timeout $(TEST_TIMEOUT) $(PKGS)
+
+run: build
+	$(BIN)/metaplane coordinator
+
+demo: build
+	$(BIN)/metaplane demo
+
+lint: vet
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet $(PKGS)
+
+# soak runs the long chaos and soak tests, kept out of `make test`.
+soak: build deps-test
+	METAPLANE_SOAK=1 $(GO) test -timeout 60m -run 'Soak|Chaos' $(PKGS)
+
+bench: build deps-test
+	$(BIN)/metaplane bench
+
+clean:
+	rm -rf $(BIN)

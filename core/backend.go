@@ -1,0 +1,207 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// MetadataBackend is the contract every metadata backend fulfils: a
+// hierarchical, versioned key space with ZooKeeper's shape, sessions with
+// ephemeral nodes, prefix watches, leader election with fencing, sequence
+// counters, status and capabilities.
+//
+// A MetadataBackend value is one client of a (possibly shared, replicated)
+// store: it has exactly one session of its own. Every method is safe for
+// concurrent use. Slices passed in are not retained after the call returns
+// (the caller may reuse them); slices returned belong to the caller.
+//
+// Cancelling a call's context abandons the call: it returns an error that
+// wraps ctx.Err(). For a write, the outcome is then unknown (it may or may
+// not have been applied); for a read, nothing changes. After Close every
+// call fails with ErrClosed.
+//
+// The required interface is deliberately small: convenience calls (Get,
+// Exists, Create, Set, Delete, AllocateIDs) are functions in this package
+// built on it, and optional parts (LeaseManager, IDAllocator,
+// MembershipManager, FaultInjector) are separate interfaces found by type
+// assertion, so that a new optional part never breaks an existing backend.
+type MetadataBackend interface {
+	Reader
+	Writer
+	Watcher
+	Sessions
+	Elector
+
+	// Status returns this member's view of the backend. It does not need a
+	// quorum. Errors: ErrClosed.
+	Status(ctx context.Context) (Status, error)
+
+	// Capabilities returns what the backend supports. It does not block and
+	// its result does not change over the backend's life.
+	Capabilities() Capabilities
+
+	// Close ends the client's session (deleting its ephemeral nodes on a
+	// best-effort basis), resigns any leadership, closes every watch and
+	// session-event channel and releases resources. It is idempotent; calls
+	// after the first return nil.
+	Close() error
+}
+
+// Reader is the read half of the key space.
+type Reader interface {
+	// GetMany reads many paths in one call (the plugin hop costs more than
+	// a read: batch). The result has one entry per path, in order; a
+	// missing or malformed path is reported in its entry's Err
+	// (ErrNotFound, ErrInvalidPath), not as the call's error. The call's
+	// error is for the call as a whole: ErrUnavailable, ErrClosed, a
+	// context error, or ErrNotLeader on a member that cannot serve
+	// linearizable reads. Reads are linearizable unless opts.Stale.
+	GetMany(ctx context.Context, paths []string, opts ReadOptions) ([]GetResult, error)
+
+	// Children returns the sorted names (not paths) of path's direct
+	// children and path's stat. Errors: ErrNotFound, ErrInvalidPath,
+	// ErrUnavailable, ErrClosed, ErrNotLeader.
+	Children(ctx context.Context, path string, opts ReadOptions) ([]string, Stat, error)
+
+	// Snapshot reads every node at or below prefix, consistently, at one
+	// revision, sorted by path. A prefix that does not exist gives an empty
+	// snapshot with the current revision. Errors: ErrInvalidPath,
+	// ErrUnavailable, ErrClosed, ErrNotLeader.
+	Snapshot(ctx context.Context, prefix string) (Snapshot, error)
+}
+
+// Writer is the write half of the key space.
+type Writer interface {
+	// Txn applies ops atomically: all of them or none. On failure the error
+	// is a *TxnError naming the failing op's index and wrapping its
+	// sentinel (ErrNotFound, ErrNodeExists, ErrBadVersion, ErrNotEmpty,
+	// ErrNoParent, ErrInvalidPath, ErrTooLarge, ErrInvalidArgument), or,
+	// for the transaction as a whole, ErrFenced (opts.Fence not current),
+	// ErrSessionExpired (an ephemeral create's session or lease is gone),
+	// ErrNotLeader, ErrUnavailable, ErrClosed or a context error. On a
+	// refused transaction nothing changed; on ErrUnavailable or a context
+	// error the outcome is unknown.
+	//
+	// Ops see the effects of earlier ops of the same transaction (create a
+	// parent, then its child). An empty ops slice fails with
+	// ErrInvalidArgument.
+	Txn(ctx context.Context, ops []Op, opts TxnOptions) (TxnResult, error)
+}
+
+// Watcher delivers changes.
+type Watcher interface {
+	// Watch delivers the changes at or below prefix, in revision order,
+	// starting at fromRevision (0: from the next change on). The channel is
+	// closed when ctx ends, when the backend closes, or after a response
+	// whose Err is set. The backend never blocks on a slow consumer for
+	// long: a consumer that falls too far behind gets a final response with
+	// ErrCompacted (exact history) or a Reset (without).
+	//
+	// With exact history, a fromRevision older than the backend keeps fails
+	// at once with ErrCompacted. Without exact history a fromRevision > 0
+	// is answered with a first Reset response holding the current state.
+	// Errors: ErrInvalidPath, ErrCompacted, ErrClosed, ErrUnavailable.
+	Watch(ctx context.Context, prefix string, fromRevision int64) (<-chan WatchResponse, error)
+}
+
+// Sessions exposes the client's own session.
+type Sessions interface {
+	// Session returns the current session; it does not block.
+	Session() SessionInfo
+
+	// SessionEvents returns a channel of this client's session events in
+	// the order they happen, starting with the next one. The channel is
+	// closed when ctx ends or the backend closes. A consumer that does not
+	// keep up loses the oldest undelivered events but always receives the
+	// latest state. Errors: ErrClosed.
+	SessionEvents(ctx context.Context) (<-chan SessionEvent, error)
+}
+
+// Elector is the leader election, one per store.
+type Elector interface {
+	// Campaign blocks until c is elected leader or ctx ends. The returned
+	// Leadership's epoch is greater than every earlier leader's. Campaign
+	// returns only once the backend is ready for the leader's fenced
+	// writes. Errors: context errors (the candidacy is withdrawn),
+	// ErrSessionExpired, ErrUnavailable, ErrClosed.
+	Campaign(ctx context.Context, c Candidate) (Leadership, error)
+
+	// Leader returns the current leader. Errors: ErrNotFound when there is
+	// none, ErrUnavailable, ErrClosed.
+	Leader(ctx context.Context) (LeaderInfo, error)
+
+	// ObserveLeader delivers the current leader (if any) and then every
+	// change of leader. The channel is closed when ctx ends or the backend
+	// closes; a slow consumer sees the latest leader, maybe not every
+	// intermediate one. Errors: ErrClosed.
+	ObserveLeader(ctx context.Context) (<-chan LeaderInfo, error)
+}
+
+// Leadership is an elected leader's handle.
+type Leadership interface {
+	// Epoch is the leadership's epoch.
+	Epoch() int64
+	// Fence returns the fence to put on this leader's writes.
+	Fence() Fence
+	// Lost is closed when the leadership ends: resigned, session lost,
+	// superseded, or backend closed. It is never closed while the
+	// leadership is current from the backend's point of view.
+	Lost() <-chan struct{}
+	// Resign gives leadership up and withdraws the candidacy; afterwards
+	// the fence is stale. Idempotent. Errors: ErrUnavailable (the
+	// leadership is lost anyway), context errors.
+	Resign(ctx context.Context) error
+}
+
+// LeaseManager is implemented by backends that grant sessions on behalf of
+// others (Raft: tablet-server leases held by the coordinator leader). A
+// lease's ephemeral nodes (Op.Lease) are deleted when it expires or is
+// revoked.
+type LeaseManager interface {
+	// GrantLease creates a lease with ttl for owner (a free-form label).
+	// Errors: ErrFenced, ErrNotLeader, ErrInvalidArgument, ErrUnavailable,
+	// ErrClosed.
+	GrantLease(ctx context.Context, owner string, ttl time.Duration, fence Fence) (int64, error)
+	// RenewLease restarts the lease's clock. Errors: ErrSessionExpired (the
+	// lease is gone), ErrNotLeader, ErrUnavailable, ErrClosed.
+	RenewLease(ctx context.Context, id int64) error
+	// RevokeLease ends the lease now, deleting its ephemerals. Errors:
+	// ErrSessionExpired, ErrFenced, ErrNotLeader, ErrUnavailable, ErrClosed.
+	RevokeLease(ctx context.Context, id int64, fence Fence) error
+}
+
+// IDAllocator is implemented by backends that reserve counter ranges
+// natively (one replicated record per range). Backends without it get
+// AllocateIDs's compare-and-set loop over the counter node.
+type IDAllocator interface {
+	// AllocateIDs reserves [first, first+n) from the counter at path,
+	// which holds the next value as an 8-byte big-endian integer (created
+	// at 0 when missing). Ranges never overlap. Errors: ErrInvalidArgument
+	// (n < 1), ErrInvalidPath, ErrFenced, ErrNotLeader, ErrUnavailable,
+	// ErrClosed.
+	AllocateIDs(ctx context.Context, path string, n int64, fence Fence) (first int64, err error)
+}
+
+// MembershipManager is implemented by replicated backends whose voter set
+// can change at run time.
+type MembershipManager interface {
+	// AddVoter adds a voter. Errors: ErrNotLeader, ErrInvalidArgument,
+	// ErrUnavailable, ErrClosed.
+	AddVoter(ctx context.Context, id string, address string) error
+	// RemoveVoter removes a voter. Errors: ErrNotLeader, ErrInvalidArgument,
+	// ErrUnavailable, ErrClosed.
+	RemoveVoter(ctx context.Context, id string) error
+}
+
+// FaultInjector is implemented by test backends to provoke failures.
+type FaultInjector interface {
+	// FailNextWrite makes the next Txn fail with err (before changing
+	// anything).
+	FailNextWrite(err error)
+	// SetLatency adds d before every call; 0 removes it.
+	SetLatency(d time.Duration)
+	// ExpireSession expires the client's session now, as if its timeout
+	// had passed: its ephemerals go, SessionExpired is delivered, then a
+	// new session is established.
+	ExpireSession()
+}
