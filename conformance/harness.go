@@ -1,11 +1,25 @@
 package conformance
 
 import (
-	"testing"
 	"time"
 
 	"github.com/metaplane/metaplane/core"
 )
+
+// T is the part of *testing.T the suite and harnesses use. Run adapts a
+// *testing.T to it; the `metaplane conformance` command provides its own
+// implementation, so the suite runs without `go test`.
+type T interface {
+	Helper()
+	Name() string
+	Logf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Skipf(format string, args ...any)
+	Failed() bool
+	Cleanup(func())
+	TempDir() string
+}
 
 // Harness tells the suite how to get stores of the backend under test.
 type Harness struct {
@@ -14,7 +28,7 @@ type Harness struct {
 	// NewStore opens a fresh, empty store for one property. It registers
 	// its own cleanup with t.Cleanup and fails t (never skips it) when the
 	// store cannot be started.
-	NewStore func(t testing.TB) Store
+	NewStore func(t T) Store
 }
 
 // Store is one shared store of the backend under test, with as many clients
@@ -23,11 +37,11 @@ type Store interface {
 	// NewClient opens a new client of the store: a MetadataBackend with a
 	// session of its own. The store closes it at cleanup if the property
 	// did not.
-	NewClient(t testing.TB, opts ClientOptions) core.MetadataBackend
+	NewClient(t T, opts ClientOptions) core.MetadataBackend
 	// ExpireSession expires client c's session now, as if its timeout had
 	// passed without a heartbeat: its ephemerals are deleted and c sees
 	// SessionExpired (then, usually, a new session).
-	ExpireSession(t testing.TB, c core.MetadataBackend)
+	ExpireSession(t T, c core.MetadataBackend)
 }
 
 // ClientOptions are the options of a new client.

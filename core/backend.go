@@ -200,8 +200,6 @@ type FaultInjector interface {
 	FailNextWrite(err error)
 	// SetLatency adds d before every call; 0 removes it.
 	SetLatency(d time.Duration)
-	// ExpireSession expires the client's session now, as if its timeout
-	// had passed: its ephemerals go, SessionExpired is delivered, then a
-	// new session is established.
-	ExpireSession()
+	// Expiring the session on demand is SessionExpirer's job; a
+	// FaultInjector backend implements that too.
 }

@@ -1,0 +1,61 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// BackendDescriptor describes a backend implementation: what it is called
+// and which configuration key selects it.
+type BackendDescriptor struct {
+	// Name is the backend's name ("memory", "zookeeper", "raft", "etcd",
+	// ...); its plugin binary is metaplane-backend-<Name>.
+	Name string
+	// SelectorKey is the configuration key whose presence selects this
+	// backend (e.g. "zookeeper.address", "coordinator.seed.nodes"). Empty
+	// for a backend that is only ever chosen explicitly (memory).
+	SelectorKey string
+	// Description is one line for operators.
+	Description string
+	// Deprecated, when set, is the warning printed when it is selected.
+	Deprecated string
+}
+
+// ClientOptions are the options of a new backend client.
+type ClientOptions struct {
+	// SessionTimeout is the session timeout to ask for; 0 means the
+	// backend's configured default.
+	SessionTimeout time.Duration
+	// Name labels the client in logs and status (e.g. a coordinator id).
+	Name string
+}
+
+// Provider is what a backend package offers to the process that hosts it
+// (the plugin server, or a test): start the backend's member or connection
+// from configuration, then open clients of it. Each client is a
+// MetadataBackend with its own session. STYLE: core defines the factory
+// type; the binary (cmd, plugins) fills the registry of known backends.
+type Provider interface {
+	// Descriptor returns the backend's descriptor. It does not block.
+	Descriptor() BackendDescriptor
+	// Start opens the backend from cfg (connects to ZooKeeper, starts the
+	// Raft member, ...). It is called once, before NewClient. Errors name
+	// the configuration key at fault where there is one.
+	Start(ctx context.Context, cfg *Config) error
+	// NewClient opens a client with a session of its own. Safe for
+	// concurrent use after Start. Errors: ErrUnavailable, ErrClosed,
+	// context errors.
+	NewClient(ctx context.Context, opts ClientOptions) (MetadataBackend, error)
+	// Close closes every client and stops the backend. Idempotent.
+	Close() error
+}
+
+// SessionExpirer is implemented by backends that can expire the client's
+// own session on demand, as its timeout would. The conformance suite uses it
+// (across the plugin boundary too) to test expiry; operators never need it.
+type SessionExpirer interface {
+	// ExpireSession expires the client's session now: its ephemerals are
+	// deleted, SessionExpired is delivered, then a new session is
+	// established. Errors: ErrUnavailable, ErrClosed, context errors.
+	ExpireSession(ctx context.Context) error
+}
