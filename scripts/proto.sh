@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Regenerates the Go code of every .proto file under proto/ (`make proto`),
+# or, with --check, regenerates into a temporary copy and fails when the
+# committed code differs (`make proto-check`, run by CI).
+#
+# The generators are pinned and installed when missing: protoc from Debian's
+# protobuf-compiler package, protoc-gen-go and protoc-gen-go-grpc from the Go
+# module proxy into $(go env GOPATH)/bin.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PROTOC_GEN_GO_VERSION=v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION=v1.6.1
+
+GOBIN_DIR="$(go env GOPATH)/bin"
+export PATH="$GOBIN_DIR:$PATH"
+
+ensure_protoc() {
+	if command -v protoc >/dev/null 2>&1; then return; fi
+	local sudo=""
+	if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+	echo "installing protoc (Debian package protobuf-compiler)" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	$sudo apt-get update -qq
+	$sudo apt-get install -y -qq --no-install-recommends protobuf-compiler >/dev/null
+}
+
+# ensure_gen BINARY MODULE VERSION: installs BINARY unless the installed one
+# reports VERSION.
+ensure_gen() {
+	local bin=$1 module=$2 version=$3
+	if command -v "$bin" >/dev/null 2>&1 && "$bin" --version 2>/dev/null | grep -q "${version#v}"; then
+		return
+	fi
+	echo "installing $module@$version into $GOBIN_DIR" >&2
+	GOFLAGS= GOBIN="$GOBIN_DIR" go install "$module@$version"
+}
+
+ensure_protoc
+ensure_gen protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go "$PROTOC_GEN_GO_VERSION"
+ensure_gen protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc "$PROTOC_GEN_GO_GRPC_VERSION"
+
+# generate SRC_ROOT: runs protoc over every .proto under SRC_ROOT/proto,
+# writing the Go files beside their sources.
+generate() {
+	local root=$1
+	local files
+	mapfile -t files < <(cd "$root/proto" && find . -name '*.proto' | sed 's|^\./||' | sort)
+	if [ ${#files[@]} -eq 0 ]; then return; fi
+	(cd "$root/proto" && protoc -I . \
+		--go_out=. --go_opt=paths=source_relative \
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative \
+		"${files[@]}")
+}
+
+if [ "${1:-}" = "--check" ]; then
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	cp -r proto "$tmp/proto"
+	generate "$tmp"
+	# The generators' version comment lines are ignored: a different protoc
+	# release writes the same code.
+	if ! diff -r -I '^// .*protoc' proto "$tmp/proto"; then
+		echo "proto-check: the generated code under proto/ is stale; run 'make proto' and commit the result" >&2
+		exit 1
+	fi
+	echo "proto-check: generated code is up to date"
+	exit 0
+fi
+
+generate .
