@@ -49,3 +49,11 @@ bench: build deps-test
 
 clean:
 	rm -rf $(BIN)
+
+# proto regenerates the Go code of every .proto under proto/ (installing the
+# pinned generators when missing); proto-check fails when it is stale.
+proto:
+	./scripts/proto.sh
+
+proto-check:
+	./scripts/proto.sh --check
