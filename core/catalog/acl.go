@@ -1,0 +1,292 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/metaplane/metaplane/core"
+)
+
+// readModifyWrite reads path (linearizably, from the backend), lets modify
+// compute the new value (nil data: delete the node), and writes it with the
+// version read, plus extra ops, in one fenced transaction; it retries on a
+// concurrent change (ErrBadVersion, ErrNodeExists, ErrNotFound on the
+// node) up to MaxRetries times.
+func (c *Catalog) readModifyWrite(ctx context.Context, path string, modify func(old []byte, found bool) ([]byte, error), extra ...core.Op) (int64, error) {
+	for attempt := 0; ; attempt++ {
+		n, err := core.Get(ctx, c.b, path)
+		found := err == nil
+		if err != nil && !errors.Is(err, core.ErrNotFound) {
+			return 0, err
+		}
+		data, err := modify(n.Data, found)
+		if err != nil {
+			return 0, err
+		}
+		var op core.Op
+		switch {
+		case data == nil && !found:
+			return 0, nil // nothing to delete
+		case data == nil:
+			op = core.DeleteOp(path, n.Stat.Version)
+		case found:
+			op = core.SetOp(path, data, n.Stat.Version)
+		default:
+			op = core.CreateOp(path, data, core.Persistent).WithParents()
+		}
+		res, err := c.txn(ctx, append([]core.Op{op}, extra...))
+		if err != nil && core.FailedOpIndex(err) == 0 && attempt < c.maxRetries &&
+			(errors.Is(err, core.ErrBadVersion) || errors.Is(err, core.ErrNodeExists) || errors.Is(err, core.ErrNotFound)) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		return res.Revision, nil
+	}
+}
+
+// ResourceKey names an ACL resource: a type ("CLUSTER", "DATABASE",
+// "TABLE") and a name ("fluss-cluster", "db1", "db1.t1").
+type ResourceKey struct {
+	Type string
+	Name string
+}
+
+func (k ResourceKey) validate() error {
+	if err := ValidateName("acl resource type", k.Type); err != nil {
+		return err
+	}
+	if k.Name == "" || strings.Contains(k.Name, "/") || core.ValidatePath("/"+k.Name) != nil {
+		return invalid("acl resource name %q is not a valid name (non-empty, no '/', no control characters)", k.Name)
+	}
+	return nil
+}
+
+// AddACLs adds entries (those not already present) to resource's ACL in
+// one fenced, version-checked transaction together with the
+// /fluss-acl-changes/acl_changes_ notification node; it is retried on a
+// concurrent change. Errors: ErrInvalidArgument, backend errors.
+func (c *Catalog) AddACLs(ctx context.Context, resource ResourceKey, entries []ACLEntry) (int64, error) {
+	if err := resource.validate(); err != nil {
+		return 0, err
+	}
+	for _, e := range entries {
+		if e.PrincipalType == "" || e.PrincipalName == "" || e.PermissionType == "" || e.Operation == "" {
+			return 0, invalid("acl entry %+v: principal type, principal name, permission type and operation are required", e)
+		}
+	}
+	return c.readModifyWrite(ctx, ResourceACLPath(resource.Type, resource.Name), func(old []byte, found bool) ([]byte, error) {
+		var cur ResourceACL
+		if found {
+			var err error
+			if cur, err = UnmarshalResourceACL(old); err != nil {
+				return nil, err
+			}
+		}
+		for _, e := range entries {
+			if e.Host == "" {
+				e.Host = "*"
+			}
+			if !containsACL(cur.ACLs, e) {
+				cur.ACLs = append(cur.ACLs, e)
+			}
+		}
+		return cur.Marshal(), nil
+	}, aclChangeOp(resource))
+}
+
+// RemoveACLs removes the entries matching filter (empty fields match
+// everything) from resource's ACL; a resource left without entries is
+// deleted. Errors: ErrInvalidArgument, backend errors.
+func (c *Catalog) RemoveACLs(ctx context.Context, resource ResourceKey, filter ACLEntry) (int64, error) {
+	if err := resource.validate(); err != nil {
+		return 0, err
+	}
+	return c.readModifyWrite(ctx, ResourceACLPath(resource.Type, resource.Name), func(old []byte, found bool) ([]byte, error) {
+		if !found {
+			return nil, nil
+		}
+		cur, err := UnmarshalResourceACL(old)
+		if err != nil {
+			return nil, err
+		}
+		kept := cur.ACLs[:0]
+		for _, e := range cur.ACLs {
+			if !matchACL(filter, e) {
+				kept = append(kept, e)
+			}
+		}
+		if len(kept) == 0 {
+			return nil, nil
+		}
+		return ResourceACL{ACLs: kept}.Marshal(), nil
+	}, aclChangeOp(resource))
+}
+
+// ResourceACLs is one resource's ACL.
+type ResourceACLs struct {
+	Resource ResourceKey
+	ACLs     []ACLEntry
+}
+
+// ListACLs returns the ACLs of every resource (resourceType "" for all
+// types), sorted by type and name.
+func (c *Catalog) ListACLs(ctx context.Context, resourceType string) ([]ResourceACLs, error) {
+	types := []string{resourceType}
+	if resourceType == "" {
+		var err error
+		types, _, err = c.r.Children(ctx, ACLsPath, core.ReadOptions{})
+		if errors.Is(err, core.ErrNotFound) {
+			return []ResourceACLs{}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	out := []ResourceACLs{}
+	for _, t := range types {
+		names, _, err := c.r.Children(ctx, ResourceTypePath(t), core.ReadOptions{})
+		if errors.Is(err, core.ErrNotFound) || errors.Is(err, core.ErrInvalidPath) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		paths := make([]string, len(names))
+		for i, n := range names {
+			paths[i] = ResourceACLPath(t, n)
+		}
+		res, err := c.r.GetMany(ctx, paths, core.ReadOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for i, r := range res {
+			if r.Err != nil {
+				continue
+			}
+			acl, err := UnmarshalResourceACL(r.Node.Data)
+			if err != nil {
+				return nil, fmt.Errorf("acl %s/%s: %w", t, names[i], err)
+			}
+			out = append(out, ResourceACLs{Resource: ResourceKey{Type: t, Name: names[i]}, ACLs: acl.ACLs})
+		}
+	}
+	return out, nil
+}
+
+func aclChangeOp(resource ResourceKey) core.Op {
+	return core.CreateOp(ACLChangePrefix, []byte(resource.Type+":"+resource.Name), core.PersistentSequential).WithParents()
+}
+
+func containsACL(list []ACLEntry, e ACLEntry) bool {
+	for _, x := range list {
+		if x == e {
+			return true
+		}
+	}
+	return false
+}
+
+func matchACL(f, e ACLEntry) bool {
+	m := func(a, b string) bool { return a == "" || a == b }
+	return m(f.PrincipalType, e.PrincipalType) && m(f.PrincipalName, e.PrincipalName) &&
+		m(f.PermissionType, e.PermissionType) && m(f.Host, e.Host) && m(f.Operation, e.Operation)
+}
+
+// ------------------------------------------------------------ dynamic config
+
+// AlterConfigs changes the dynamic server configuration
+// (/config/server/global): each key of set is set, each key of remove is
+// deleted, in one fenced, version-checked transaction together with a
+// /config/changes/config_change_ notification node. Errors:
+// ErrInvalidArgument (an empty key), backend errors.
+func (c *Catalog) AlterConfigs(ctx context.Context, set map[string]string, remove []string) (int64, error) {
+	for k := range set {
+		if k == "" {
+			return 0, invalid("config key is empty")
+		}
+	}
+	return c.readModifyWrite(ctx, ConfigGlobalPath, func(old []byte, found bool) ([]byte, error) {
+		cur := ConfigJSON{Configs: map[string]string{}}
+		if found {
+			var err error
+			if cur, err = UnmarshalConfigJSON(old); err != nil {
+				return nil, err
+			}
+		}
+		for k, v := range set {
+			cur.Configs[k] = v
+		}
+		for _, k := range remove {
+			delete(cur.Configs, k)
+		}
+		return cur.Marshal(), nil
+	}, core.CreateOp(ConfigChangePrefix, nil, core.PersistentSequential).WithParents())
+}
+
+// Configs returns the dynamic server configuration (empty when none).
+func (c *Catalog) Configs(ctx context.Context) (map[string]string, error) {
+	n, err := core.Get(ctx, c.r, ConfigGlobalPath)
+	if errors.Is(err, core.ErrNotFound) {
+		return map[string]string{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := UnmarshalConfigJSON(n.Data)
+	return cfg.Configs, err
+}
+
+// --------------------------------------------------------------- server tags
+
+// SetServerTags tags the given tablet servers (tag >= 0) or removes their
+// tags (tag < 0) in /tabletservers/server_tags, version-checked and fenced.
+func (c *Catalog) SetServerTags(ctx context.Context, servers []int32, tag int32) (int64, error) {
+	if len(servers) == 0 {
+		return 0, invalid("no tablet server ids given")
+	}
+	return c.readModifyWrite(ctx, ServerTagsPath, func(old []byte, found bool) ([]byte, error) {
+		cur := ServerTags{Tags: map[int32]int32{}}
+		if found {
+			var err error
+			if cur, err = UnmarshalServerTags(old); err != nil {
+				return nil, err
+			}
+		}
+		for _, id := range servers {
+			if tag < 0 {
+				delete(cur.Tags, id)
+			} else {
+				cur.Tags[id] = tag
+			}
+		}
+		return cur.Marshal(), nil
+	})
+}
+
+// ServerTags returns the tablet servers' tags.
+func (c *Catalog) ServerTags(ctx context.Context) (map[int32]int32, error) {
+	n, err := core.Get(ctx, c.r, ServerTagsPath)
+	if errors.Is(err, core.ErrNotFound) {
+		return map[int32]int32{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	t, err := UnmarshalServerTags(n.Data)
+	return t.Tags, err
+}
+
+// SortedServerIDs returns m's keys in order.
+func SortedServerIDs(m map[int32]int32) []int32 {
+	ids := make([]int32, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}

@@ -1,0 +1,934 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/metaplane/metaplane/core"
+)
+
+// Options configure a Catalog.
+type Options struct {
+	// Fence is put on every write: the leadership's fence. The zero Fence
+	// writes unfenced (tests and tools only).
+	Fence core.Fence
+	// Epoch is the coordinator epoch written into LeaderAndIsr records
+	// (coordinator_epoch). Usually the leadership's epoch.
+	Epoch int64
+	// Reader serves the catalog's reads; nil means the backend itself. The
+	// coordinator passes its metadata image here.
+	Reader core.Reader
+	// OnWrite, when set, is called after every successful write with its
+	// ops and result (before the operation returns), so an image can apply
+	// the writer's own changes at once (read-your-writes). It must not
+	// retain ops.
+	OnWrite func(ops []core.Op, res core.TxnResult)
+	// IDBlockSize is the number of ids one counter write reserves
+	// (coordinator.raft.id-block-size); default 1000.
+	IDBlockSize int64
+	// DefaultBucketCount is the bucket count of a table created without
+	// one; default 1.
+	DefaultBucketCount int32
+	// DefaultReplicationFactor is the replication factor of a table created
+	// without one; default 3. It is capped at the number of registered
+	// tablet servers (see CreateTable).
+	DefaultReplicationFactor int
+	// Now returns the current time; default time.Now.
+	Now func() time.Time
+	// MaxRetries bounds the retries of version-checked read-modify-write
+	// operations (ACLs, config, server tags); default 20.
+	MaxRetries int
+}
+
+// Catalog performs the catalog's multi-key operations on a backend, each
+// as one fenced transaction, and reads the catalog. Build one per
+// leadership (its fence and id blocks belong to that leadership).
+//
+// It is safe for concurrent use. Every method's ctx bounds the backend
+// calls it makes; cancelling it abandons the operation, and a write whose
+// transaction was already sent may or may not have been applied.
+type Catalog struct {
+	b          core.MetadataBackend
+	r          core.Reader
+	opts       Options
+	tableIDs   *core.BlockAllocator
+	partIDs    *core.BlockAllocator
+	writerIDs  *core.BlockAllocator
+	maxRetries int
+}
+
+// New returns a Catalog writing to b with opts.
+func New(b core.MetadataBackend, opts Options) *Catalog {
+	if opts.IDBlockSize < 1 {
+		opts.IDBlockSize = 1000
+	}
+	if opts.DefaultBucketCount < 1 {
+		opts.DefaultBucketCount = 1
+	}
+	if opts.DefaultReplicationFactor < 1 {
+		opts.DefaultReplicationFactor = 3
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.MaxRetries < 1 {
+		opts.MaxRetries = 20
+	}
+	r := opts.Reader
+	if r == nil {
+		r = b
+	}
+	return &Catalog{
+		b: b, r: r, opts: opts, maxRetries: opts.MaxRetries,
+		tableIDs:  core.NewBlockAllocator(b, TableSeqIDPath, opts.IDBlockSize),
+		partIDs:   core.NewBlockAllocator(b, PartitionSeqIDPath, opts.IDBlockSize),
+		writerIDs: core.NewBlockAllocator(b, WriterIDPath, opts.IDBlockSize),
+	}
+}
+
+// Backend returns the backend the catalog writes to.
+func (c *Catalog) Backend() core.MetadataBackend { return c.b }
+
+// Fence returns the fence the catalog puts on its writes.
+func (c *Catalog) Fence() core.Fence { return c.opts.Fence }
+
+func (c *Catalog) txn(ctx context.Context, ops []core.Op) (core.TxnResult, error) {
+	res, err := c.b.Txn(ctx, ops, core.TxnOptions{Fence: c.opts.Fence})
+	if err != nil {
+		return res, err
+	}
+	if c.opts.OnWrite != nil {
+		c.opts.OnWrite(ops, res)
+	}
+	return res, nil
+}
+
+func (c *Catalog) nowMillis() int64 { return c.opts.Now().UnixMilli() }
+
+// opErr reports whether err is op index's failure with sentinel.
+func opErr(err error, index int, sentinel error) bool {
+	return core.FailedOpIndex(err) == index && errors.Is(err, sentinel)
+}
+
+// ---------------------------------------------------------------- databases
+
+// CreateDatabase registers database name. It returns the revision of the
+// write (0 when ignoreIfExists and the database already existed). Errors:
+// ErrInvalidArgument (bad name), *ExistsError unless ignoreIfExists, and the
+// backend's errors (ErrFenced, ErrNotLeader, ErrUnavailable, ...).
+func (c *Catalog) CreateDatabase(ctx context.Context, name string, reg DatabaseRegistration, ignoreIfExists bool) (int64, error) {
+	if err := ValidateName(KindDatabase, name); err != nil {
+		return 0, err
+	}
+	now := c.nowMillis()
+	if reg.CreatedTime == 0 {
+		reg.CreatedTime = now
+	}
+	if reg.ModifiedTime == 0 {
+		reg.ModifiedTime = reg.CreatedTime
+	}
+	res, err := c.txn(ctx, []core.Op{core.CreateOp(DatabasePath(name), reg.Marshal(), core.Persistent).WithParents()})
+	if opErr(err, 0, core.ErrNodeExists) {
+		if ignoreIfExists {
+			return 0, nil
+		}
+		return 0, exists(KindDatabase, name)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("create database %s: %w", name, err)
+	}
+	return res.Revision, nil
+}
+
+// DropDatabase deletes database name. A database that still has tables is
+// refused with *NotEmptyError unless cascade, which drops its tables (with
+// their partitions, assignments and buckets) in the same transaction.
+// Errors: *NotFoundError unless ignoreIfNotExists, *NotEmptyError, backend
+// errors.
+func (c *Catalog) DropDatabase(ctx context.Context, name string, ignoreIfNotExists, cascade bool) (int64, error) {
+	if err := ValidateName(KindDatabase, name); err != nil {
+		return 0, err
+	}
+	for attempt := 0; ; attempt++ {
+		snap, err := c.b.Snapshot(ctx, DatabasePath(name))
+		if err != nil {
+			return 0, fmt.Errorf("drop database %s: %w", name, err)
+		}
+		if len(snap.Nodes) == 0 {
+			if ignoreIfNotExists {
+				return 0, nil
+			}
+			return 0, notFound(KindDatabase, name)
+		}
+		var tables []string
+		prefix := TablesPath(name) + "/"
+		for _, n := range snap.Nodes {
+			if rest, ok := strings.CutPrefix(n.Path, prefix); ok && !strings.Contains(rest, "/") {
+				tables = append(tables, rest)
+			}
+		}
+		if len(tables) > 0 && !cascade {
+			return 0, &NotEmptyError{Kind: KindDatabase, Name: name, Detail: plural(len(tables), "table")}
+		}
+		var ops []core.Op
+		for _, t := range tables {
+			more, err := c.assignmentDeletes(ctx, snap.Nodes, name, t)
+			if err != nil {
+				return 0, err
+			}
+			ops = append(ops, more...)
+		}
+		ops = append(ops, deletesOf(snap.Nodes)...)
+		res, err := c.txn(ctx, ops)
+		if err != nil && retryableDrop(err) && attempt < c.maxRetries {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("drop database %s: %w", name, err)
+		}
+		return res.Revision, nil
+	}
+}
+
+// GetDatabase reads database name's registration. Errors: *NotFoundError,
+// ErrBadRecord, backend errors.
+func (c *Catalog) GetDatabase(ctx context.Context, name string) (DatabaseRegistration, error) {
+	n, err := core.Get(ctx, c.r, DatabasePath(name))
+	if errors.Is(err, core.ErrNotFound) || errors.Is(err, core.ErrInvalidPath) {
+		return DatabaseRegistration{}, notFound(KindDatabase, name)
+	}
+	if err != nil {
+		return DatabaseRegistration{}, err
+	}
+	return UnmarshalDatabaseRegistration(n.Data)
+}
+
+// ListDatabases returns the databases' names, sorted.
+func (c *Catalog) ListDatabases(ctx context.Context) ([]string, error) {
+	names, _, err := c.r.Children(ctx, DatabasesPath, core.ReadOptions{})
+	if errors.Is(err, core.ErrNotFound) {
+		return []string{}, nil
+	}
+	return names, err
+}
+
+// ------------------------------------------------------------------- tables
+
+// TableSpec describes a table to create.
+type TableSpec struct {
+	Schema        Schema   // columns (ids are assigned 0..n-1) and primary key
+	PartitionKeys []string // columns; a partitioned table gets its buckets per partition
+	// BucketKeys default to the primary key without the partition keys.
+	BucketKeys       []string
+	BucketCount      int32 // 0: Options.DefaultBucketCount
+	Comment          string
+	Properties       map[string]string
+	CustomProperties map[string]string
+	RemoteDataDir    string
+	// ReplicationFactor is the number of replicas per bucket; 0 means
+	// Options.DefaultReplicationFactor. It is capped at the number of
+	// registered tablet servers; with none registered, buckets are created
+	// without replicas and without a leader (leader -1) until an operator
+	// reassigns them.
+	ReplicationFactor int
+}
+
+// TableInfo is a table as the catalog holds it.
+type TableInfo struct {
+	Database     string
+	Table        string
+	Registration TableRegistration
+	SchemaID     int32
+	Schema       Schema
+	// Revision is the store revision of the table node's creation.
+	Revision int64
+}
+
+// Name is "db.table".
+func (t TableInfo) Name() string { return t.Database + "." + t.Table }
+
+// validateSpec normalises spec (column ids, bucket keys, bucket count) and
+// reports the first problem, naming the table and the column.
+func (c *Catalog) validateSpec(name string, spec *TableSpec) error {
+	s := &spec.Schema
+	if len(s.Columns) == 0 {
+		return invalid("table %s: no columns", name)
+	}
+	seen := map[string]bool{}
+	for i := range s.Columns {
+		col := &s.Columns[i]
+		if col.Name == "" {
+			return invalid("table %s: column %d has no name", name, i)
+		}
+		if seen[col.Name] {
+			return invalid("table %s: column %q appears twice", name, col.Name)
+		}
+		seen[col.Name] = true
+		if col.Type.Type == "" {
+			return invalid("table %s: column %q has no type", name, col.Name)
+		}
+		col.ID = int32(i)
+	}
+	s.HighestFieldID = int32(len(s.Columns) - 1)
+	check := func(what string, cols []string) error {
+		dup := map[string]bool{}
+		for _, k := range cols {
+			if !seen[k] {
+				return invalid("table %s: %s column %q is not a column of the table", name, what, k)
+			}
+			if dup[k] {
+				return invalid("table %s: %s column %q appears twice", name, what, k)
+			}
+			dup[k] = true
+		}
+		return nil
+	}
+	if err := check("primary key", s.PrimaryKey); err != nil {
+		return err
+	}
+	for i := range s.Columns {
+		for _, k := range s.PrimaryKey {
+			if s.Columns[i].Name == k {
+				s.Columns[i].Type.Nullable = false
+			}
+		}
+	}
+	if err := check("partition key", spec.PartitionKeys); err != nil {
+		return err
+	}
+	if len(s.PrimaryKey) > 0 {
+		for _, p := range spec.PartitionKeys {
+			if !contains(s.PrimaryKey, p) {
+				return invalid("table %s: partition key %q must be part of the primary key of a primary-key table", name, p)
+			}
+		}
+	}
+	if len(spec.BucketKeys) == 0 {
+		for _, k := range s.PrimaryKey {
+			if !contains(spec.PartitionKeys, k) {
+				spec.BucketKeys = append(spec.BucketKeys, k)
+			}
+		}
+	}
+	if err := check("bucket key", spec.BucketKeys); err != nil {
+		return err
+	}
+	if spec.BucketCount < 0 {
+		return invalid("table %s: bucket count %d is negative", name, spec.BucketCount)
+	}
+	if spec.BucketCount == 0 {
+		spec.BucketCount = c.opts.DefaultBucketCount
+	}
+	if spec.ReplicationFactor < 0 {
+		return invalid("table %s: replication factor %d is negative", name, spec.ReplicationFactor)
+	}
+	if spec.ReplicationFactor == 0 {
+		spec.ReplicationFactor = c.opts.DefaultReplicationFactor
+	}
+	return nil
+}
+
+// TabletServerIDs returns the registered tablet servers' ids, sorted.
+func (c *Catalog) TabletServerIDs(ctx context.Context) ([]int32, error) {
+	names, _, err := c.r.Children(ctx, TabletServerIDsPath, core.ReadOptions{})
+	if errors.Is(err, core.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int32, 0, len(names))
+	for _, n := range names {
+		id, err := strconv.ParseInt(n, 10, 32)
+		if err != nil {
+			continue // not a tablet server node
+		}
+		ids = append(ids, int32(id))
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids, nil
+}
+
+// AssignBuckets spreads buckets round-robin over servers with
+// replicationFactor replicas each (capped at len(servers)), starting at an
+// offset derived from seed so that tables do not all lead on one server.
+func AssignBuckets(buckets int32, replicationFactor int, servers []int32, seed int64) map[int32][]int32 {
+	out := make(map[int32][]int32, buckets)
+	rf := replicationFactor
+	if rf > len(servers) {
+		rf = len(servers)
+	}
+	start := 0
+	if len(servers) > 0 {
+		start = int(seed % int64(len(servers)))
+		if start < 0 {
+			start += len(servers)
+		}
+	}
+	for b := int32(0); b < buckets; b++ {
+		replicas := make([]int32, 0, rf)
+		for i := 0; i < rf; i++ {
+			replicas = append(replicas, servers[(start+int(b)+i)%len(servers)])
+		}
+		out[b] = replicas
+	}
+	return out
+}
+
+// bucketOps creates the bucket containers and each bucket's LeaderAndIsr
+// (leader: the first replica; ISR: all replicas).
+func (c *Catalog) bucketOps(tableID, partitionID int64, buckets map[int32][]int32) []core.Op {
+	ops := []core.Op{core.CreateOp(BucketsPath(tableID, partitionID), nil, core.Persistent)}
+	for _, b := range sortedKeys(buckets) {
+		replicas := buckets[b]
+		leader := NoLeader
+		if len(replicas) > 0 {
+			leader = replicas[0]
+		}
+		isr := append([]int32{}, replicas...)
+		lai := LeaderAndIsr{Leader: leader, LeaderEpoch: 0, ISR: isr, CoordinatorEpoch: int32(c.opts.Epoch),
+			BucketEpoch: 0, StandbyReplicas: []int32{}}
+		ops = append(ops,
+			core.CreateOp(BucketPath(tableID, partitionID, b), nil, core.Persistent),
+			core.CreateOp(LeaderAndIsrPath(tableID, partitionID, b), lai.Marshal(), core.Persistent))
+	}
+	return ops
+}
+
+// CreateTable creates db.table in one fenced transaction: the table
+// registration (table id from /metadata/table_seqid through the block
+// allocator), its first schema, and, for a table without partition keys,
+// the bucket assignment across the registered tablet servers, the bucket
+// nodes and a LeaderAndIsr (v2, coordinator_epoch = Options.Epoch) for every
+// bucket. A partitioned table gets its buckets per partition
+// (CreatePartition). Errors: ErrInvalidArgument (naming the table and the
+// column at fault), *NotFoundError (the database), *ExistsError (unless
+// ignoreIfExists; then the existing table's info is returned), backend
+// errors.
+func (c *Catalog) CreateTable(ctx context.Context, db, table string, spec TableSpec, ignoreIfExists bool) (TableInfo, error) {
+	if err := ValidateName(KindDatabase, db); err != nil {
+		return TableInfo{}, err
+	}
+	if err := ValidateName(KindTable, table); err != nil {
+		return TableInfo{}, err
+	}
+	name := db + "." + table
+	if err := c.validateSpec(name, &spec); err != nil {
+		return TableInfo{}, err
+	}
+	servers, err := c.TabletServerIDs(ctx)
+	if err != nil {
+		return TableInfo{}, fmt.Errorf("create table %s: list tablet servers: %w", name, err)
+	}
+	tableID, err := c.tableIDs.Next(ctx, 1, c.opts.Fence)
+	if err != nil {
+		return TableInfo{}, fmt.Errorf("create table %s: allocate table id: %w", name, err)
+	}
+	now := c.nowMillis()
+	reg := TableRegistration{TableID: tableID, Comment: spec.Comment, PartitionKeys: spec.PartitionKeys,
+		BucketKeys: spec.BucketKeys, BucketCount: spec.BucketCount, Properties: nonNil(spec.Properties),
+		CustomProperties: nonNil(spec.CustomProperties), RemoteDataDir: spec.RemoteDataDir,
+		CreatedTime: now, ModifiedTime: now}
+	ops := []core.Op{
+		core.CheckOp(DatabasePath(db), core.AnyVersion),
+		core.CreateOp(TablePath(db, table), reg.Marshal(), core.Persistent).WithParents(),
+		core.CreateOp(SchemasPath(db, table), nil, core.Persistent),
+		core.CreateOp(SchemaPath(db, table, firstSchemaID), spec.Schema.Marshal(), core.Persistent),
+	}
+	if !reg.Partitioned() {
+		buckets := AssignBuckets(spec.BucketCount, spec.ReplicationFactor, servers, tableID)
+		ops = append(ops, core.CreateOp(TableAssignmentPath(tableID), TableAssignment{Buckets: buckets}.Marshal(), core.Persistent).WithParents())
+		ops = append(ops, c.bucketOps(tableID, -1, buckets)...)
+	}
+	res, err := c.txn(ctx, ops)
+	switch {
+	case opErr(err, 0, core.ErrNotFound):
+		return TableInfo{}, notFound(KindDatabase, db)
+	case opErr(err, 1, core.ErrNodeExists):
+		if ignoreIfExists {
+			return c.GetTable(ctx, db, table)
+		}
+		return TableInfo{}, exists(KindTable, name)
+	case err != nil:
+		return TableInfo{}, fmt.Errorf("create table %s: %w", name, err)
+	}
+	return TableInfo{Database: db, Table: table, Registration: reg, SchemaID: firstSchemaID, Schema: spec.Schema,
+		Revision: res.Revision}, nil
+}
+
+// GetTable reads db.table's registration and current (highest) schema.
+// Errors: *NotFoundError (a table node without data, still being created,
+// does not exist yet), ErrBadRecord, backend errors.
+func (c *Catalog) GetTable(ctx context.Context, db, table string) (TableInfo, error) {
+	name := db + "." + table
+	if ValidateName(KindDatabase, db) != nil || ValidateName(KindTable, table) != nil {
+		return TableInfo{}, notFound(KindTable, name)
+	}
+	res, err := c.r.GetMany(ctx, []string{TablePath(db, table), SchemaPath(db, table, firstSchemaID)}, core.ReadOptions{})
+	if err != nil {
+		return TableInfo{}, err
+	}
+	if res[0].Err != nil || len(res[0].Node.Data) == 0 {
+		if res[0].Err != nil && !errors.Is(res[0].Err, core.ErrNotFound) {
+			return TableInfo{}, res[0].Err
+		}
+		return TableInfo{}, notFound(KindTable, name)
+	}
+	reg, err := UnmarshalTableRegistration(res[0].Node.Data)
+	if err != nil {
+		return TableInfo{}, fmt.Errorf("table %s: %w", name, err)
+	}
+	info := TableInfo{Database: db, Table: table, Registration: reg, Revision: res[0].Node.Stat.CreateRevision}
+	schemaNode := res[1]
+	// The current schema is the highest child of schemas/.
+	ids, _, err := c.r.Children(ctx, SchemasPath(db, table), core.ReadOptions{})
+	if err != nil && !errors.Is(err, core.ErrNotFound) {
+		return TableInfo{}, err
+	}
+	best := int32(-1)
+	for _, s := range ids {
+		if n, err := strconv.ParseInt(s, 10, 32); err == nil && int32(n) > best {
+			best = int32(n)
+		}
+	}
+	if best < 0 {
+		return TableInfo{}, fmt.Errorf("%w: table %s has no schema", ErrBadRecord, name)
+	}
+	if best != firstSchemaID {
+		schemaNode.Node, schemaNode.Err = core.Get(ctx, c.r, SchemaPath(db, table, best))
+	}
+	if schemaNode.Err != nil {
+		return TableInfo{}, fmt.Errorf("table %s schema %d: %w", name, best, schemaNode.Err)
+	}
+	schema, err := UnmarshalSchema(schemaNode.Node.Data)
+	if err != nil {
+		return TableInfo{}, fmt.Errorf("table %s schema %d: %w", name, best, err)
+	}
+	info.SchemaID, info.Schema = best, schema
+	return info, nil
+}
+
+// ListTables returns db's tables' names, sorted (tables still being
+// created are left out). Errors: *NotFoundError (the database), backend
+// errors.
+func (c *Catalog) ListTables(ctx context.Context, db string) ([]string, error) {
+	names, _, err := c.r.Children(ctx, TablesPath(db), core.ReadOptions{})
+	if errors.Is(err, core.ErrNotFound) || errors.Is(err, core.ErrInvalidPath) {
+		if _, ok, err := core.Exists(ctx, c.r, DatabasePath(db)); err == nil && ok {
+			return []string{}, nil
+		}
+		return nil, notFound(KindDatabase, db)
+	}
+	if err != nil {
+		return nil, err
+	}
+	paths := make([]string, len(names))
+	for i, n := range names {
+		paths[i] = TablePath(db, n)
+	}
+	res, err := c.r.GetMany(ctx, paths, core.ReadOptions{NoData: true})
+	if err != nil {
+		return nil, err
+	}
+	out := names[:0]
+	for i, r := range res {
+		if r.Err == nil && r.Node.Stat.DataLength > 0 {
+			out = append(out, names[i])
+		}
+	}
+	return out, nil
+}
+
+// DropTable deletes db.table in one fenced transaction: its registration,
+// schemas and partitions, and its (and its partitions') assignments,
+// buckets and LeaderAndIsr records. Errors: *NotFoundError unless
+// ignoreIfNotExists, backend errors.
+func (c *Catalog) DropTable(ctx context.Context, db, table string, ignoreIfNotExists bool) (int64, error) {
+	name := db + "." + table
+	if ValidateName(KindDatabase, db) != nil || ValidateName(KindTable, table) != nil {
+		if ignoreIfNotExists {
+			return 0, nil
+		}
+		return 0, notFound(KindTable, name)
+	}
+	for attempt := 0; ; attempt++ {
+		snap, err := c.b.Snapshot(ctx, TablePath(db, table))
+		if err != nil {
+			return 0, fmt.Errorf("drop table %s: %w", name, err)
+		}
+		if len(snap.Nodes) == 0 {
+			if ignoreIfNotExists {
+				return 0, nil
+			}
+			return 0, notFound(KindTable, name)
+		}
+		ops, err := c.assignmentDeletes(ctx, snap.Nodes, db, table)
+		if err != nil {
+			return 0, fmt.Errorf("drop table %s: %w", name, err)
+		}
+		ops = append(ops, deletesOf(snap.Nodes)...)
+		// The table node itself must still be the one we read.
+		for i := range ops {
+			if ops[i].Path == snap.Nodes[0].Path {
+				ops[i].Version = snap.Nodes[0].Stat.Version
+			}
+		}
+		res, err := c.txn(ctx, ops)
+		if err != nil && retryableDrop(err) && attempt < c.maxRetries {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("drop table %s: %w", name, err)
+		}
+		return res.Revision, nil
+	}
+}
+
+// assignmentDeletes returns the deletes of table's assignment subtree and
+// of its partitions' assignment subtrees, found from the registrations in
+// nodes (a snapshot covering the table).
+func (c *Catalog) assignmentDeletes(ctx context.Context, nodes []core.Node, db, table string) ([]core.Op, error) {
+	var ops []core.Op
+	tp := TablePath(db, table)
+	pp := PartitionsPath(db, table) + "/"
+	for _, n := range nodes {
+		var sub string
+		switch {
+		case n.Path == tp && len(n.Data) > 0:
+			reg, err := UnmarshalTableRegistration(n.Data)
+			if err != nil {
+				return nil, fmt.Errorf("table %s.%s: %w", db, table, err)
+			}
+			sub = TableAssignmentPath(reg.TableID)
+		case strings.HasPrefix(n.Path, pp) && !strings.Contains(n.Path[len(pp):], "/") && len(n.Data) > 0:
+			reg, err := UnmarshalPartitionRegistration(n.Data)
+			if err != nil {
+				return nil, fmt.Errorf("partition %s: %w", n.Path, err)
+			}
+			sub = PartitionAssignmentPath(reg.PartitionID)
+		default:
+			continue
+		}
+		snap, err := c.b.Snapshot(ctx, sub)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, deletesOf(snap.Nodes)...)
+	}
+	return ops, nil
+}
+
+// deletesOf deletes nodes children first.
+func deletesOf(nodes []core.Node) []core.Op {
+	paths := make([]string, len(nodes))
+	for i, n := range nodes {
+		paths[i] = n.Path
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(paths)))
+	ops := make([]core.Op, len(paths))
+	for i, p := range paths {
+		ops[i] = core.DeleteOp(p, core.AnyVersion)
+	}
+	return ops
+}
+
+// retryableDrop: the subtree changed between the snapshot and the delete.
+func retryableDrop(err error) bool {
+	return core.FailedOpIndex(err) >= 0 &&
+		(errors.Is(err, core.ErrNotEmpty) || errors.Is(err, core.ErrNotFound) || errors.Is(err, core.ErrBadVersion))
+}
+
+// --------------------------------------------------------------- partitions
+
+// PartitionInfo is a partition as the catalog holds it.
+type PartitionInfo struct {
+	Name         string
+	Registration PartitionRegistration
+}
+
+// CreatePartition creates partition of the partitioned table db.table in
+// one fenced transaction: its registration (partition id from
+// /metadata/partition_seqid), its assignment, bucket nodes and LeaderAndIsr
+// records. It returns the partition's id. Errors: ErrInvalidArgument (bad
+// name, table not partitioned), *NotFoundError (the table), *ExistsError
+// unless ignoreIfExists, backend errors.
+func (c *Catalog) CreatePartition(ctx context.Context, db, table, partition string, ignoreIfExists bool) (PartitionInfo, int64, error) {
+	name := db + "." + table
+	if err := ValidatePartitionName(partition); err != nil {
+		return PartitionInfo{}, 0, err
+	}
+	node, err := core.Get(ctx, c.r, TablePath(db, table))
+	if errors.Is(err, core.ErrNotFound) || errors.Is(err, core.ErrInvalidPath) || (err == nil && len(node.Data) == 0) {
+		return PartitionInfo{}, 0, notFound(KindTable, name)
+	}
+	if err != nil {
+		return PartitionInfo{}, 0, err
+	}
+	treg, err := UnmarshalTableRegistration(node.Data)
+	if err != nil {
+		return PartitionInfo{}, 0, fmt.Errorf("table %s: %w", name, err)
+	}
+	if !treg.Partitioned() {
+		return PartitionInfo{}, 0, invalid("table %s is not partitioned: it has no partition keys", name)
+	}
+	servers, err := c.TabletServerIDs(ctx)
+	if err != nil {
+		return PartitionInfo{}, 0, err
+	}
+	pid, err := c.partIDs.Next(ctx, 1, c.opts.Fence)
+	if err != nil {
+		return PartitionInfo{}, 0, fmt.Errorf("create partition %s/%s: allocate partition id: %w", name, partition, err)
+	}
+	preg := PartitionRegistration{TableID: treg.TableID, PartitionID: pid, RemoteDataDir: treg.RemoteDataDir}
+	buckets := AssignBuckets(treg.BucketCount, c.opts.DefaultReplicationFactor, servers, pid)
+	ops := []core.Op{
+		core.CheckOp(TablePath(db, table), node.Stat.Version),
+		core.CreateOp(PartitionPath(db, table, partition), preg.Marshal(), core.Persistent).WithParents(),
+		core.CreateOp(PartitionAssignmentPath(pid), PartitionAssignment{TableID: treg.TableID, Buckets: buckets}.Marshal(), core.Persistent).WithParents(),
+	}
+	ops = append(ops, c.bucketOps(treg.TableID, pid, buckets)...)
+	res, err := c.txn(ctx, ops)
+	switch {
+	case opErr(err, 0, core.ErrNotFound) || opErr(err, 0, core.ErrBadVersion):
+		return PartitionInfo{}, 0, notFound(KindTable, name)
+	case opErr(err, 1, core.ErrNodeExists):
+		if ignoreIfExists {
+			n, err := core.Get(ctx, c.b, PartitionPath(db, table, partition))
+			if err != nil {
+				return PartitionInfo{}, 0, err
+			}
+			reg, err := UnmarshalPartitionRegistration(n.Data)
+			return PartitionInfo{Name: partition, Registration: reg}, 0, err
+		}
+		return PartitionInfo{}, 0, exists(KindPartition, name+"/"+partition)
+	case err != nil:
+		return PartitionInfo{}, 0, fmt.Errorf("create partition %s/%s: %w", name, partition, err)
+	}
+	return PartitionInfo{Name: partition, Registration: preg}, res.Revision, nil
+}
+
+// DropPartition deletes a partition with its assignment, buckets and
+// LeaderAndIsr records in one fenced transaction. Errors: *NotFoundError
+// unless ignoreIfNotExists, backend errors.
+func (c *Catalog) DropPartition(ctx context.Context, db, table, partition string, ignoreIfNotExists bool) (int64, error) {
+	full := db + "." + table + "/" + partition
+	if ValidatePartitionName(partition) != nil || ValidateName(KindTable, table) != nil || ValidateName(KindDatabase, db) != nil {
+		if ignoreIfNotExists {
+			return 0, nil
+		}
+		return 0, notFound(KindPartition, full)
+	}
+	for attempt := 0; ; attempt++ {
+		n, err := core.Get(ctx, c.b, PartitionPath(db, table, partition))
+		if errors.Is(err, core.ErrNotFound) {
+			if ignoreIfNotExists {
+				return 0, nil
+			}
+			return 0, notFound(KindPartition, full)
+		}
+		if err != nil {
+			return 0, err
+		}
+		reg, err := UnmarshalPartitionRegistration(n.Data)
+		if err != nil {
+			return 0, fmt.Errorf("partition %s: %w", full, err)
+		}
+		snap, err := c.b.Snapshot(ctx, PartitionAssignmentPath(reg.PartitionID))
+		if err != nil {
+			return 0, err
+		}
+		ops := deletesOf(snap.Nodes)
+		ops = append(ops, core.DeleteOp(n.Path, n.Stat.Version))
+		res, err := c.txn(ctx, ops)
+		if err != nil && retryableDrop(err) && attempt < c.maxRetries {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("drop partition %s: %w", full, err)
+		}
+		return res.Revision, nil
+	}
+}
+
+// ListPartitions returns db.table's partitions, sorted by name. Errors:
+// *NotFoundError (the table), backend errors.
+func (c *Catalog) ListPartitions(ctx context.Context, db, table string) ([]PartitionInfo, error) {
+	name := db + "." + table
+	names, _, err := c.r.Children(ctx, PartitionsPath(db, table), core.ReadOptions{})
+	if errors.Is(err, core.ErrNotFound) || errors.Is(err, core.ErrInvalidPath) {
+		n, err := core.Get(ctx, c.r, TablePath(db, table))
+		if err == nil && len(n.Data) > 0 {
+			return []PartitionInfo{}, nil
+		}
+		return nil, notFound(KindTable, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	paths := make([]string, len(names))
+	for i, p := range names {
+		paths[i] = PartitionPath(db, table, p)
+	}
+	res, err := c.r.GetMany(ctx, paths, core.ReadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PartitionInfo, 0, len(names))
+	for i, r := range res {
+		if r.Err != nil || len(r.Node.Data) == 0 {
+			continue
+		}
+		reg, err := UnmarshalPartitionRegistration(r.Node.Data)
+		if err != nil {
+			return nil, fmt.Errorf("partition %s/%s: %w", name, names[i], err)
+		}
+		out = append(out, PartitionInfo{Name: names[i], Registration: reg})
+	}
+	return out, nil
+}
+
+// ------------------------------------------------------------- assignments
+
+// BucketInfo is one bucket's replicas and leadership.
+type BucketInfo struct {
+	Bucket       int32
+	Replicas     []int32
+	LeaderAndIsr LeaderAndIsr
+}
+
+// Buckets returns the buckets of a table (partitionID < 0) or partition,
+// in bucket order. Errors: ErrNotFound (no assignment), ErrBadRecord,
+// backend errors.
+func (c *Catalog) Buckets(ctx context.Context, tableID, partitionID int64) ([]BucketInfo, error) {
+	path := TableAssignmentPath(tableID)
+	if partitionID >= 0 {
+		path = PartitionAssignmentPath(partitionID)
+	}
+	n, err := core.Get(ctx, c.r, path)
+	if err != nil {
+		return nil, err
+	}
+	var buckets map[int32][]int32
+	if partitionID >= 0 {
+		a, err := UnmarshalPartitionAssignment(n.Data)
+		if err != nil {
+			return nil, err
+		}
+		buckets = a.Buckets
+	} else {
+		a, err := UnmarshalTableAssignment(n.Data)
+		if err != nil {
+			return nil, err
+		}
+		buckets = a.Buckets
+	}
+	ids := sortedKeys(buckets)
+	paths := make([]string, len(ids))
+	for i, b := range ids {
+		paths[i] = LeaderAndIsrPath(tableID, partitionID, b)
+	}
+	res, err := c.r.GetMany(ctx, paths, core.ReadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]BucketInfo, len(ids))
+	for i, b := range ids {
+		out[i] = BucketInfo{Bucket: b, Replicas: buckets[b], LeaderAndIsr: LeaderAndIsr{Leader: NoLeader, ISR: []int32{}, StandbyReplicas: []int32{}}}
+		if res[i].Err == nil {
+			if l, err := UnmarshalLeaderAndIsr(res[i].Node.Data); err == nil {
+				out[i].LeaderAndIsr = l
+			}
+		}
+	}
+	return out, nil
+}
+
+// ----------------------------------------------------------- tablet servers
+
+// TabletServerInfo is a registered tablet server.
+type TabletServerInfo struct {
+	ID           int32
+	Registration TabletServerRegistration
+	// Owner is the session or lease owning the ephemeral registration.
+	Owner int64
+}
+
+// ListTabletServers returns the registered tablet servers, by id.
+func (c *Catalog) ListTabletServers(ctx context.Context) ([]TabletServerInfo, error) {
+	ids, err := c.TabletServerIDs(ctx)
+	if err != nil || len(ids) == 0 {
+		return []TabletServerInfo{}, err
+	}
+	paths := make([]string, len(ids))
+	for i, id := range ids {
+		paths[i] = TabletServerPath(id)
+	}
+	res, err := c.r.GetMany(ctx, paths, core.ReadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TabletServerInfo, 0, len(ids))
+	for i, r := range res {
+		if r.Err != nil {
+			continue
+		}
+		reg, err := UnmarshalTabletServerRegistration(r.Node.Data)
+		if err != nil {
+			reg = TabletServerRegistration{}
+		}
+		out = append(out, TabletServerInfo{ID: ids[i], Registration: reg, Owner: r.Node.Stat.EphemeralOwner})
+	}
+	return out, nil
+}
+
+// ---------------------------------------------------------------- ids
+
+// Counters the admin API allocates from, by name.
+var Counters = map[string]string{
+	"table":     TableSeqIDPath,
+	"partition": PartitionSeqIDPath,
+	"writer":    WriterIDPath,
+}
+
+// AllocateIDs reserves n contiguous ids [first, first+n) from the named
+// counter ("table", "partition" or "writer"), out of the leadership's
+// blocks. Errors: ErrInvalidArgument (unknown counter, n < 1), backend
+// errors.
+func (c *Catalog) AllocateIDs(ctx context.Context, counter string, n int64) (int64, error) {
+	var a *core.BlockAllocator
+	switch counter {
+	case "table":
+		a = c.tableIDs
+	case "partition":
+		a = c.partIDs
+	case "writer":
+		a = c.writerIDs
+	default:
+		return 0, invalid("unknown id counter %q (want table, partition or writer)", counter)
+	}
+	if n < 1 {
+		return 0, invalid("allocate %d ids from %s: count must be at least 1", n, counter)
+	}
+	return a.Next(ctx, n, c.opts.Fence)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}
