@@ -1,0 +1,251 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/metaplane/metaplane/core"
+)
+
+func newTestStore(t *testing.T, opts StoreOptions) *Store {
+	t.Helper()
+	s := NewStore(opts)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestFailNextWriteFailsOnceAndChangesNothing(t *testing.T) {
+	ctx := context.Background()
+	c := newTestStore(t, StoreOptions{}).NewClient(core.ClientOptions{})
+	boom := errors.New("injected")
+	c.FailNextWrite(boom)
+	_, _, err := core.Create(ctx, c, "/a", []byte("x"), core.CreateOptions{})
+	if !errors.Is(err, boom) {
+		t.Fatalf("first create: got %v, want the injected error", err)
+	}
+	if _, ok, _ := core.Exists(ctx, c, "/a"); ok {
+		t.Fatalf("/a exists after an injected failure")
+	}
+	if _, _, err := core.Create(ctx, c, "/a", []byte("x"), core.CreateOptions{}); err != nil {
+		t.Fatalf("second create: %v (the fault should fire once)", err)
+	}
+}
+
+func TestSetLatencyDelaysAndHonoursContext(t *testing.T) {
+	c := newTestStore(t, StoreOptions{}).NewClient(core.ClientOptions{})
+	c.SetLatency(50 * time.Millisecond)
+	start := time.Now()
+	if _, err := core.Get(context.Background(), c, "/"); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 50*time.Millisecond {
+		t.Fatalf("get took %v with 50ms latency injected", d)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer cancel()
+	c.SetLatency(time.Hour)
+	if _, err := core.Get(ctx, c, "/"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("get under an hour of latency: got %v, want deadline exceeded", err)
+	}
+	c.SetLatency(0)
+	if _, err := core.Get(context.Background(), c, "/"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHistoryRetentionCompacts(t *testing.T) {
+	ctx := context.Background()
+	s := newTestStore(t, StoreOptions{HistoryRetention: 5})
+	c := s.NewClient(core.ClientOptions{})
+	if _, _, err := core.Create(ctx, c, "/n", nil, core.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		if _, err := core.Set(ctx, c, "/n", []byte{byte(i)}, core.AnyVersion, core.Fence{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := s.CompactedRevision(), s.Revision()-5; got != want {
+		t.Fatalf("compacted revision %d, want %d", got, want)
+	}
+	if _, err := c.Watch(ctx, "/", s.CompactedRevision()); !errors.Is(err, core.ErrCompacted) {
+		t.Fatalf("watch from a compacted revision: got %v, want ErrCompacted", err)
+	}
+	ch, err := c.Watch(ctx, "/", s.CompactedRevision()+1)
+	if err != nil {
+		t.Fatalf("watch from the oldest kept revision: %v", err)
+	}
+	n := 0
+	for r := range ch {
+		n += len(r.Events)
+		if n == 5 {
+			break
+		}
+	}
+	s.Compact(s.Revision())
+	if got := s.CompactedRevision(); got != s.Revision() {
+		t.Fatalf("after Compact: compacted %d, want %d", got, s.Revision())
+	}
+}
+
+func TestSlowWatcherGetsErrCompactedAndWriterNeverBlocks(t *testing.T) {
+	ctx := context.Background()
+	s := newTestStore(t, StoreOptions{HistoryRetention: 50})
+	c := s.NewClient(core.ClientOptions{})
+	ch, err := c.Watch(ctx, "/", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := core.Create(ctx, c, "/n", nil, core.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Far more changes than the channel buffer and the retention hold,
+	// with nobody reading: the writes must all complete.
+	for i := 0; i < 1000; i++ {
+		if _, err := core.Set(ctx, c, "/n", nil, core.AnyVersion, core.Fence{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var last core.WatchResponse
+	prev := int64(0)
+	for r := range ch {
+		if r.Err == nil && r.Revision <= prev {
+			t.Fatalf("revision %d after %d", r.Revision, prev)
+		}
+		prev = r.Revision
+		last = r
+	}
+	if !errors.Is(last.Err, core.ErrCompacted) {
+		t.Fatalf("last response of a slow watch: err %v, want ErrCompacted", last.Err)
+	}
+}
+
+func TestPausedHeartbeatsExpireTheSession(t *testing.T) {
+	ctx := context.Background()
+	s := newTestStore(t, StoreOptions{})
+	c := s.NewClient(core.ClientOptions{SessionTimeout: 150 * time.Millisecond})
+	other := s.NewClient(core.ClientOptions{})
+	events, err := c.SessionEvents(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := c.Session().ID
+	if _, _, err := core.Create(ctx, c, "/eph", nil, core.CreateOptions{Mode: core.Ephemeral}); err != nil {
+		t.Fatal(err)
+	}
+	// Heartbeats running: the session outlives several timeouts.
+	time.Sleep(500 * time.Millisecond)
+	if c.Session().ID != old {
+		t.Fatalf("session expired although heartbeats were running")
+	}
+	c.PauseHeartbeats()
+	timeout := time.After(5 * time.Second)
+	var got []core.SessionEvent
+	for len(got) < 2 {
+		select {
+		case ev := <-events:
+			got = append(got, ev)
+		case <-timeout:
+			t.Fatalf("no expiry within 5s of pausing heartbeats; events %v", got)
+		}
+	}
+	if got[0].State != core.SessionExpired || got[0].SessionID != old {
+		t.Fatalf("first event %+v, want expired of %#x", got[0], old)
+	}
+	if got[1].State != core.SessionConnected || got[1].SessionID == old {
+		t.Fatalf("second event %+v, want connected with a new id", got[1])
+	}
+	if _, ok, err := core.Exists(ctx, other, "/eph"); err != nil || ok {
+		t.Fatalf("ephemeral after expiry: exists=%v err=%v, want gone", ok, err)
+	}
+	c.ResumeHeartbeats()
+}
+
+func TestExpiredLeaseDeletesItsEphemerals(t *testing.T) {
+	ctx := context.Background()
+	s := newTestStore(t, StoreOptions{})
+	c := s.NewClient(core.ClientOptions{})
+	id, err := c.GrantLease(ctx, "ts-1", 100*time.Millisecond, core.Fence{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, st, err := core.Create(ctx, c, "/ts", nil, core.CreateOptions{Mode: core.Ephemeral, Lease: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.EphemeralOwner != id {
+		t.Fatalf("ephemeral owner %#x, want the lease %#x", st.EphemeralOwner, id)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, ok, err := core.Exists(ctx, c, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lease ephemeral still there 5s after a 100ms ttl")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := c.RenewLease(ctx, id); !errors.Is(err, core.ErrSessionExpired) {
+		t.Fatalf("renew of an expired lease: got %v, want ErrSessionExpired", err)
+	}
+}
+
+func TestStoreCloseClosesClients(t *testing.T) {
+	s := NewStore(StoreOptions{})
+	c := s.NewClient(core.ClientOptions{})
+	ch, err := c.Watch(context.Background(), "/", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, ok := <-ch; ok {
+		t.Fatalf("watch channel open after the store closed")
+	}
+	if _, err := core.Get(context.Background(), c, "/"); !errors.Is(err, core.ErrClosed) {
+		t.Fatalf("get after store close: got %v, want ErrClosed", err)
+	}
+	late := s.NewClient(core.ClientOptions{})
+	if _, err := core.Get(context.Background(), late, "/"); !errors.Is(err, core.ErrClosed) {
+		t.Fatalf("client of a closed store: got %v, want ErrClosed", err)
+	}
+}
+
+func TestProviderClients(t *testing.T) {
+	ctx := context.Background()
+	p := NewProvider(StoreOptions{MaxValueSize: 10})
+	defer p.Close()
+	if err := p.Start(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	a, err := p.NewClient(ctx, core.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.NewClient(ctx, core.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Session().ID == b.Session().ID {
+		t.Fatalf("two clients share session %#x", a.Session().ID)
+	}
+	if _, _, err := core.Create(ctx, a, "/x", nil, core.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := core.Get(ctx, b, "/x"); err != nil {
+		t.Fatalf("second client of one provider does not see the first's write: %v", err)
+	}
+	if got := a.Capabilities().MaxValueSize; got != 10 {
+		t.Fatalf("MaxValueSize %d, want 10", got)
+	}
+	p.Close()
+	if _, err := p.NewClient(ctx, core.ClientOptions{}); !errors.Is(err, core.ErrClosed) {
+		t.Fatalf("NewClient after Close: got %v, want ErrClosed", err)
+	}
+}
