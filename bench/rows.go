@@ -1,0 +1,455 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/metaplane/metaplane/core"
+)
+
+// The bench's own key space, under which every store row works.
+const benchRoot = "/metaplane-bench"
+
+// seq hands out unique suffixes for names across rounds and backends.
+var seq atomic.Int64
+
+func nextName(prefix string) string { return fmt.Sprintf("%s%d", prefix, seq.Add(1)) }
+
+// allRows is the table, in the order of the seeds' table.
+func allRows() []rowSpec {
+	return []rowSpec{
+		{
+			id: "store.get", title: "store get (through the plugin)", group: "reads", metric: MetricP50,
+			seed:    &SeedFigure{ZooKeeperMicros: 102, RaftMicros: 1.6, Note: "seed getTable store read; its Raft figure is an in-process KvStore read, ours crosses the plugin process boundary"},
+			prepare: prepareStoreGet,
+		},
+		{
+			id: "image.get-table", title: "catalog read from the image", group: "reads", metric: MetricP50,
+			seed:    &SeedFigure{RaftMicros: 1.6, Note: "the seed's closest figure: an in-process store read"},
+			prepare: prepareImageRead,
+		},
+		{
+			id: "admin.get-table-info", title: "getTableInfo (admin API)", group: "admin reads", metric: MetricP50,
+			seed: &SeedFigure{ZooKeeperMicros: 421, RaftMicros: 89}, prepare: prepareGetTableInfo,
+		},
+		{
+			id: "admin.list-tables", title: "listTables (admin API)", group: "admin reads", metric: MetricP50,
+			seed: &SeedFigure{ZooKeeperMicros: 283, RaftMicros: 70}, prepare: prepareListTables,
+		},
+		{
+			id: "admin.list-partitions", title: "listPartitionInfos, 1000 partitions", group: "admin reads", metric: MetricP50,
+			seed: &SeedFigure{ZooKeeperMicros: 18500, RaftMicros: 500}, prepare: prepareListPartitions,
+		},
+		{
+			id: "ids.block-1", title: "sequence id, blocks of 1 (ZK: 1:1 CAS)", group: "sequence ids", metric: MetricMean,
+			seed:    &SeedFigure{ZooKeeperMicros: 4871, RaftMicros: 8194, Note: "µs per id"},
+			prepare: prepareIDs(1),
+		},
+		{
+			id: "ids.block-64", title: "sequence id, blocks of 64", group: "sequence ids", metric: MetricMean,
+			seed:    &SeedFigure{RaftMicros: 127, Note: "µs per id"},
+			prepare: prepareIDs(64),
+		},
+		{
+			id: "ids.block-1000", title: "sequence id, blocks of 1000", group: "sequence ids", metric: MetricMean,
+			seed:    &SeedFigure{RaftMicros: 8.5, Note: "µs per id; the seed's ZooKeeper comparison is its 1:1 CAS (4871 µs)"},
+			prepare: prepareIDs(1000),
+		},
+		{
+			id: "admin.create-table", title: "createTable (admin API)", group: "DDL", metric: MetricP50,
+			seed: &SeedFigure{ZooKeeperMicros: 40300, RaftMicros: 9300}, prepare: prepareCreateTable,
+		},
+		{
+			id: "admin.drop-table", title: "dropTable (admin API)", group: "DDL", metric: MetricP50,
+			seed: &SeedFigure{ZooKeeperMicros: 89300, RaftMicros: 43700}, prepare: prepareDropTable,
+		},
+		{
+			id: "admin.create-partition", title: "createPartition (admin API)", group: "DDL", metric: MetricP50,
+			seed: &SeedFigure{ZooKeeperMicros: 28800, RaftMicros: 17000}, prepare: prepareCreatePartition,
+		},
+		{
+			id: "store.write-serial", title: "single-key write, serial", group: "writes", metric: MetricP50,
+			seed: &SeedFigure{ZooKeeperMicros: 4700, RaftMicros: 8500, Note: "seed registerTable, one voter"}, prepare: prepareSerialWrite,
+		},
+		{
+			id: "store.write-16", title: "write throughput, 16 clients", group: "writes", metric: MetricThroughput,
+			prepare: prepareThroughput(16),
+		},
+		{
+			id: "store.write-64", title: "write throughput, 64 clients", group: "writes", metric: MetricThroughput,
+			prepare: prepareThroughput(64),
+		},
+		{
+			id: "election.sigkill", title: "leader election after SIGKILL (3 members)", group: "election", metric: MetricP50,
+			note:    "from the SIGKILL of the leader's process until another candidate's Campaign returned",
+			prepare: prepareElection,
+		},
+	}
+}
+
+// openClient opens one client and registers its Close with the workload.
+func openClient(ctx context.Context, s *System, name string) (core.MetadataBackend, error) {
+	if s.NewClient == nil {
+		return nil, s.missing("client")
+	}
+	c, err := s.NewClient(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("open client: %w", err)
+	}
+	return c, nil
+}
+
+// ensureNode creates path (and parents) with data, or sets it when it
+// exists.
+func ensureNode(ctx context.Context, c core.MetadataBackend, path string, data []byte) error {
+	_, _, err := core.Create(ctx, c, path, data, core.CreateOptions{MakeParents: true})
+	if errors.Is(err, core.ErrNodeExists) {
+		_, err = core.Set(ctx, c, path, data, core.AnyVersion, core.Fence{})
+	}
+	return err
+}
+
+func value(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte('a' + i%26)
+	}
+	return b
+}
+
+func prepareStoreGet(ctx context.Context, s *System, p plan) (*workload, error) {
+	c, err := openClient(ctx, s, "bench-get")
+	if err != nil {
+		return nil, err
+	}
+	path := benchRoot + "/get/key"
+	if err := ensureNode(ctx, c, path, value(256)); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("seed %s: %w", path, err)
+	}
+	// Warm the path (connections, caches).
+	for i := 0; i < 20; i++ {
+		if _, err := core.Get(ctx, c, path); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return &workload{
+		op: func(ctx context.Context, _, _ int) (int64, error) {
+			_, err := core.Get(ctx, c, path)
+			return 1, err
+		},
+		close: func() { c.Close() },
+	}, nil
+}
+
+func prepareSerialWrite(ctx context.Context, s *System, p plan) (*workload, error) {
+	c, err := openClient(ctx, s, "bench-write")
+	if err != nil {
+		return nil, err
+	}
+	path := benchRoot + "/write/serial"
+	data := value(128)
+	if err := ensureNode(ctx, c, path, data); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("seed %s: %w", path, err)
+	}
+	return &workload{
+		op: func(ctx context.Context, _, _ int) (int64, error) {
+			_, err := core.Set(ctx, c, path, data, core.AnyVersion, core.Fence{})
+			return 1, err
+		},
+		// Each write is a durable append: keep the batch small.
+		calls: p.batch / 4,
+		close: func() { c.Close() },
+	}, nil
+}
+
+func prepareThroughput(clients int) func(ctx context.Context, s *System, p plan) (*workload, error) {
+	return func(ctx context.Context, s *System, p plan) (*workload, error) {
+		cs := make([]core.MetadataBackend, 0, clients)
+		closeAll := func() {
+			for _, c := range cs {
+				c.Close()
+			}
+		}
+		data := value(128)
+		paths := make([]string, clients)
+		for k := 0; k < clients; k++ {
+			c, err := openClient(ctx, s, fmt.Sprintf("bench-tp-%d", k))
+			if err != nil {
+				closeAll()
+				return nil, fmt.Errorf("client %d of %d: %w", k+1, clients, err)
+			}
+			cs = append(cs, c)
+			paths[k] = fmt.Sprintf("%s/throughput/c%d/k%d", benchRoot, clients, k)
+			if err := ensureNode(ctx, c, paths[k], data); err != nil {
+				closeAll()
+				return nil, fmt.Errorf("seed %s: %w", paths[k], err)
+			}
+		}
+		return &workload{
+			op: func(ctx context.Context, k, _ int) (int64, error) {
+				_, err := core.Set(ctx, cs[k], paths[k], data, core.AnyVersion, core.Fence{})
+				return 1, err
+			},
+			workers: clients,
+			calls:   p.throughputOps,
+			memory:  true,
+			close:   closeAll,
+		}, nil
+	}
+}
+
+func prepareIDs(block int64) func(ctx context.Context, s *System, p plan) (*workload, error) {
+	return func(ctx context.Context, s *System, p plan) (*workload, error) {
+		c, err := openClient(ctx, s, fmt.Sprintf("bench-ids-%d", block))
+		if err != nil {
+			return nil, err
+		}
+		path := fmt.Sprintf("%s/ids/block-%d", benchRoot, block)
+		a := core.NewBlockAllocator(c, path, block)
+		if _, err := a.Next(ctx, 1, core.Fence{}); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("first id from %s: %w", path, err)
+		}
+		calls := p.batch * 5
+		if block == 1 {
+			calls = p.batch / 4
+		}
+		return &workload{
+			op: func(ctx context.Context, _, _ int) (int64, error) {
+				_, err := a.Next(ctx, 1, core.Fence{})
+				return 1, err
+			},
+			calls: calls,
+			close: func() { c.Close() },
+		}, nil
+	}
+}
+
+// coordinator returns the system's coordinator rig or why it has none.
+func coordinator(s *System) (CoordinatorRig, error) {
+	if s.Coordinator == nil {
+		return nil, s.missing("coordinator")
+	}
+	return s.Coordinator, nil
+}
+
+// benchDB is the database the admin rows work in.
+const benchDB = "bench"
+
+var dbOnce sync.Map // system name -> error
+
+func ensureDB(ctx context.Context, s *System, a AdminAPI) error {
+	if v, ok := dbOnce.Load(s.Name); ok && v == nil {
+		return nil
+	}
+	err := a.CreateDatabase(ctx, benchDB)
+	if err != nil && !errors.Is(err, core.ErrNodeExists) {
+		return fmt.Errorf("create database %s: %w", benchDB, err)
+	}
+	dbOnce.Store(s.Name, nil)
+	return nil
+}
+
+// readyTable creates a table for the read rows.
+func readyTable(ctx context.Context, s *System, name string, partitioned bool) (AdminAPI, error) {
+	co, err := coordinator(s)
+	if err != nil {
+		return nil, err
+	}
+	a := co.Admin()
+	if err := ensureDB(ctx, s, a); err != nil {
+		return nil, err
+	}
+	if err := a.CreateTable(ctx, benchDB, name, partitioned); err != nil && !errors.Is(err, core.ErrNodeExists) {
+		return nil, fmt.Errorf("create table %s.%s: %w", benchDB, name, err)
+	}
+	return a, nil
+}
+
+func prepareImageRead(ctx context.Context, s *System, p plan) (*workload, error) {
+	if _, err := readyTable(ctx, s, "image_read", false); err != nil {
+		return nil, err
+	}
+	co := s.Coordinator
+	// The image follows the store asynchronously: wait (bounded) until
+	// the table shows.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := co.ImageGetTable(benchDB, "image_read")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("table not in the image after 10s: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return &workload{
+		op: func(ctx context.Context, _, _ int) (int64, error) {
+			return 1, co.ImageGetTable(benchDB, "image_read")
+		},
+		calls: p.batch * 10,
+	}, nil
+}
+
+func prepareGetTableInfo(ctx context.Context, s *System, p plan) (*workload, error) {
+	a, err := readyTable(ctx, s, "info", false)
+	if err != nil {
+		return nil, err
+	}
+	return &workload{op: func(ctx context.Context, _, _ int) (int64, error) {
+		return 1, a.GetTableInfo(ctx, benchDB, "info")
+	}}, nil
+}
+
+func prepareListTables(ctx context.Context, s *System, p plan) (*workload, error) {
+	a, err := readyTable(ctx, s, "list", false)
+	if err != nil {
+		return nil, err
+	}
+	return &workload{op: func(ctx context.Context, _, _ int) (int64, error) {
+		_, err := a.ListTables(ctx, benchDB)
+		return 1, err
+	}}, nil
+}
+
+func prepareListPartitions(ctx context.Context, s *System, p plan) (*workload, error) {
+	const table = "parts1000"
+	a, err := readyTable(ctx, s, table, true)
+	if err != nil {
+		return nil, err
+	}
+	n, err := a.ListPartitionInfos(ctx, benchDB, table)
+	if err != nil {
+		return nil, fmt.Errorf("list partitions: %w", err)
+	}
+	// Create the missing partitions, 16 at a time.
+	work := make(chan int)
+	errc := make(chan error, 16)
+	var wg sync.WaitGroup
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				err := a.CreatePartition(ctx, benchDB, table, fmt.Sprintf("p%04d", i))
+				if err != nil && !errors.Is(err, core.ErrNodeExists) {
+					select {
+					case errc <- fmt.Errorf("create partition p%04d: %w", i, err):
+					default:
+					}
+				}
+			}
+		}()
+	}
+feed:
+	for i := n; i < p.partitions; i++ {
+		select {
+		case work <- i:
+		case <-ctx.Done():
+			break feed
+		case err := <-errc:
+			close(work)
+			wg.Wait()
+			return nil, err
+		}
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return nil, err
+	default:
+	}
+	if n, err = a.ListPartitionInfos(ctx, benchDB, table); err != nil {
+		return nil, err
+	}
+	if n < p.partitions {
+		return nil, fmt.Errorf("table has %d partitions after setup, want %d", n, p.partitions)
+	}
+	return &workload{
+		op: func(ctx context.Context, _, _ int) (int64, error) {
+			_, err := a.ListPartitionInfos(ctx, benchDB, table)
+			return 1, err
+		},
+		calls: p.batch / 10,
+	}, nil
+}
+
+func prepareCreateTable(ctx context.Context, s *System, p plan) (*workload, error) {
+	a, err := readyTable(ctx, s, "warm_create", false)
+	if err != nil {
+		return nil, err
+	}
+	return &workload{
+		op: func(ctx context.Context, _, _ int) (int64, error) {
+			return 1, a.CreateTable(ctx, benchDB, nextName("ct_"), false)
+		},
+		calls: p.batch / 10,
+	}, nil
+}
+
+func prepareDropTable(ctx context.Context, s *System, p plan) (*workload, error) {
+	a, err := readyTable(ctx, s, "warm_drop", false)
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	pending := map[int]string{}
+	return &workload{
+		pre: func(ctx context.Context, k, i int) error {
+			name := nextName("dt_")
+			if err := a.CreateTable(ctx, benchDB, name, false); err != nil {
+				return err
+			}
+			mu.Lock()
+			pending[k] = name
+			mu.Unlock()
+			return nil
+		},
+		op: func(ctx context.Context, k, _ int) (int64, error) {
+			mu.Lock()
+			name := pending[k]
+			mu.Unlock()
+			return 1, a.DropTable(ctx, benchDB, name)
+		},
+		calls: p.batch / 20,
+	}, nil
+}
+
+func prepareCreatePartition(ctx context.Context, s *System, p plan) (*workload, error) {
+	a, err := readyTable(ctx, s, "parts_create", true)
+	if err != nil {
+		return nil, err
+	}
+	return &workload{
+		op: func(ctx context.Context, _, _ int) (int64, error) {
+			return 1, a.CreatePartition(ctx, benchDB, "parts_create", nextName("p"))
+		},
+		calls: p.batch / 10,
+	}, nil
+}
+
+func prepareElection(ctx context.Context, s *System, p plan) (*workload, error) {
+	if s.Election == nil {
+		return nil, s.missing("election")
+	}
+	e := s.Election
+	return &workload{
+		timed: func(ctx context.Context, _ int) (time.Duration, error) {
+			return e.KillLeaderAndWait(ctx)
+		},
+		calls: p.elections,
+	}, nil
+}

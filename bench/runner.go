@@ -1,0 +1,522 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/metaplane/metaplane/core"
+)
+
+// Options configure a run.
+type Options struct {
+	// Backends to measure, in order ("memory", "zookeeper", "raft").
+	Backends []string
+	// Voters is the number of Raft voters (and ZooKeeper servers) of the
+	// measured quorum: 1 or 3. The leader-election row always uses 3.
+	Voters int
+	// Quick runs fewer rounds and smaller batches (under two minutes).
+	Quick bool
+	// BinDir holds the plugin binaries (metaplane-backend-<name>); empty:
+	// beside the running executable, then bin/ under the working directory.
+	BinDir string
+	// WorkDir is where data directories go; empty: a new temporary
+	// directory, removed at the end.
+	WorkDir string
+	// Rows, when set, runs only the rows whose id has one of these
+	// prefixes.
+	Rows []string
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+}
+
+// plan holds the sizes a run uses, derived from Options.
+type plan struct {
+	rounds int
+	// batch is the number of timed calls per backend, row and round for
+	// cheap calls; slow rows scale it down.
+	batch int
+	// batchTime bounds one batch's wall time.
+	batchTime time.Duration
+	// throughputOps is the number of writes per worker per round in the
+	// throughput rows.
+	throughputOps int
+	// elections is the number of leader kills per backend and round.
+	elections  int
+	partitions int
+}
+
+func newPlan(o Options) plan {
+	if o.Quick {
+		return plan{rounds: 3, batch: 200, batchTime: 700 * time.Millisecond, throughputOps: 30, elections: 1, partitions: 1000}
+	}
+	return plan{rounds: 5, batch: 2000, batchTime: 4 * time.Second, throughputOps: 150, elections: 2, partitions: 1000}
+}
+
+// workload is a row prepared on one backend.
+type workload struct {
+	// op runs one timed call (worker in [0, workers), i counts the
+	// worker's calls) and returns how many operations it stood for.
+	op func(ctx context.Context, worker, i int) (int64, error)
+	// pre, when set, runs untimed before each call of op (e.g. creating
+	// the table a timed drop removes).
+	pre func(ctx context.Context, worker, i int) error
+	// timed, when set instead of op, measures itself: it returns the
+	// measured duration (e.g. kill to new leader).
+	timed func(ctx context.Context, i int) (time.Duration, error)
+	// workers > 1 runs op concurrently; ops/s is then the throughput.
+	workers int
+	// calls is the number of calls per worker per round; 0 means the
+	// plan's batch.
+	calls int
+	// memory marks the write-throughput rows, under which peak RSS is
+	// measured.
+	memory bool
+	close  func()
+}
+
+// rowSpec is one row of the table.
+type rowSpec struct {
+	id, title, group string
+	metric           Metric
+	seed             *SeedFigure
+	note             string
+	// backends, when set, restricts the row to these backends.
+	backends []string
+	// prepare readies the row on one system; an error makes the row "not
+	// available" on that backend with the error as the reason.
+	prepare func(ctx context.Context, s *System, p plan) (*workload, error)
+}
+
+// System is one backend under test and what the rows need of it. A part
+// that is missing is nil, and Missing says why.
+type System struct {
+	Name string
+	// NewClient opens a new client of the store, with a session of its
+	// own, through the plugin boundary.
+	NewClient func(ctx context.Context, name string) (core.MetadataBackend, error)
+	// Processes lists the processes to profile (plugins, servers).
+	Processes func() []ProcessMemory
+	// Coordinator gives the coordinator-level rows (image, admin API).
+	Coordinator CoordinatorRig
+	// Election gives the leader-election row.
+	Election ElectionRig
+	// Missing says why a part is nil, by part name ("coordinator",
+	// "election").
+	Missing map[string]string
+	// Settings are the settings this system runs with, key=value.
+	Settings []string
+	closers  []func() error
+}
+
+// onClose registers f to run (in reverse order) when the system closes.
+func (s *System) onClose(f func() error) { s.closers = append(s.closers, f) }
+
+// Close stops everything the system started. It returns the first error.
+func (s *System) Close() error {
+	var first error
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		if err := s.closers[i](); err != nil && first == nil {
+			first = err
+		}
+	}
+	s.closers = nil
+	return first
+}
+
+func (s *System) missing(part string) error {
+	if why, ok := s.Missing[part]; ok && why != "" {
+		return errors.New(why)
+	}
+	return fmt.Errorf("%s not available on %s", part, s.Name)
+}
+
+// CoordinatorRig is a coordinator running on a backend: its metadata
+// image and its admin API.
+type CoordinatorRig interface {
+	// ImageGetTable reads one table's record from the coordinator's
+	// in-process metadata image.
+	ImageGetTable(db, table string) error
+	// Admin returns the admin API client of the coordinator leader.
+	Admin() AdminAPI
+	// Close stops the coordinator.
+	Close() error
+}
+
+// AdminAPI is the admin calls the rows time.
+type AdminAPI interface {
+	CreateDatabase(ctx context.Context, db string) error
+	CreateTable(ctx context.Context, db, table string, partitioned bool) error
+	DropTable(ctx context.Context, db, table string) error
+	CreatePartition(ctx context.Context, db, table, partition string) error
+	GetTableInfo(ctx context.Context, db, table string) error
+	ListTables(ctx context.Context, db string) (int, error)
+	ListPartitionInfos(ctx context.Context, db, table string) (int, error)
+}
+
+// ElectionRig is a set of three candidates on three members of a store.
+type ElectionRig interface {
+	// KillLeaderAndWait SIGKILLs the current leader's process and returns
+	// the time from the kill until another candidate's Campaign returned,
+	// then restores the killed member.
+	KillLeaderAndWait(ctx context.Context) (time.Duration, error)
+	Close() error
+}
+
+// logf writes a progress line.
+func (o Options) logf(format string, args ...any) {
+	if o.Log != nil {
+		fmt.Fprintf(o.Log, format+"\n", args...)
+	}
+}
+
+// Run starts every backend of o, measures every row on each, interleaved
+// (round by round, row by row, alternating the backends' order), and
+// returns the report. It stops what it started before returning.
+// Cancelling ctx stops the run between calls; Run then returns the report
+// so far with ctx's error.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if o.Voters == 0 {
+		o.Voters = 1
+	}
+	if o.Voters != 1 && o.Voters != 3 {
+		return nil, fmt.Errorf("voters: %d: must be 1 or 3", o.Voters)
+	}
+	if len(o.Backends) == 0 {
+		return nil, errors.New("backends: none given")
+	}
+	for _, b := range o.Backends {
+		if _, ok := starters[b]; !ok {
+			return nil, fmt.Errorf("backends: unknown backend %q (known: %s)", b, strings.Join(knownBackends(), ", "))
+		}
+	}
+	p := newPlan(o)
+	start := time.Now()
+	rep := &Report{
+		Schema:  ReportSchema,
+		Machine: DescribeMachine(start),
+		Options: RunConfig{Backends: o.Backends, Voters: o.Voters, Quick: o.Quick, Rounds: p.rounds},
+		Started: start.UTC(),
+	}
+	if o.WorkDir == "" {
+		d, err := os.MkdirTemp("", "metaplane-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		o.WorkDir = d
+	}
+	env := &runEnv{opts: o, plan: p}
+
+	// Start the systems.
+	systems := map[string]*System{}
+	startErr := map[string]error{}
+	for _, name := range o.Backends {
+		o.logf("starting %s ...", name)
+		s, err := starters[name](ctx, env)
+		if err != nil {
+			o.logf("  %s not available: %v", name, err)
+			startErr[name] = err
+			continue
+		}
+		systems[name] = s
+		rep.Options.Settings = append(rep.Options.Settings, s.Settings...)
+		defer s.Close()
+	}
+	if v := javaVersion(); v != "" && systems[ZooKeeper] != nil {
+		rep.Machine.JavaVersion = v
+	}
+
+	// Prepare the rows.
+	specs := selectRows(allRows(), o.Rows)
+	type cell struct {
+		w        *workload
+		samples  []time.Duration
+		ops      int64
+		wall     time.Duration
+		errs     int
+		firstErr error
+		why      string
+	}
+	cells := make([]map[string]*cell, len(specs))
+	for i, spec := range specs {
+		cells[i] = map[string]*cell{}
+		for _, name := range o.Backends {
+			if len(spec.backends) > 0 && !contains(spec.backends, name) {
+				continue
+			}
+			c := &cell{}
+			cells[i][name] = c
+			s := systems[name]
+			if s == nil {
+				c.why = "backend did not start: " + startErr[name].Error()
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				c.why = err.Error()
+				continue
+			}
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			w, err := spec.prepare(pctx, s, p)
+			cancel()
+			if err != nil {
+				c.why = err.Error()
+				o.logf("  %s on %s: not available: %v", spec.id, name, err)
+				continue
+			}
+			c.w = w
+		}
+	}
+	defer func() {
+		for _, m := range cells {
+			for _, c := range m {
+				if c.w != nil && c.w.close != nil {
+					c.w.close()
+				}
+			}
+		}
+	}()
+
+	// The rounds.
+	var memProcs []ProcessMemory
+	for round := 0; round < p.rounds && ctx.Err() == nil; round++ {
+		o.logf("round %d/%d", round+1, p.rounds)
+		last := round == p.rounds-1
+		for i, spec := range specs {
+			order := append([]string(nil), o.Backends...)
+			if (round+i)%2 == 1 {
+				for l, r := 0, len(order)-1; l < r; l, r = l+1, r-1 {
+					order[l], order[r] = order[r], order[l]
+				}
+			}
+			for _, name := range order {
+				c := cells[i][name]
+				if c == nil || c.w == nil || ctx.Err() != nil {
+					continue
+				}
+				if last && c.w.memory {
+					resetPeaks(systems[name])
+				}
+				samples, ops, wall, errs, firstErr := runBatch(ctx, c.w, p)
+				c.samples = append(c.samples, samples...)
+				c.ops += ops
+				c.wall += wall
+				c.errs += errs
+				if c.firstErr == nil {
+					c.firstErr = firstErr
+				}
+				if last && c.w.memory {
+					memProcs = append(memProcs, readPeaks(systems[name], spec.title)...)
+				}
+			}
+		}
+	}
+
+	// Summarize.
+	for i, spec := range specs {
+		row := Row{ID: spec.id, Title: spec.title, Group: spec.group, Metric: spec.metric, Seed: spec.seed, Note: spec.note}
+		for _, name := range o.Backends {
+			c := cells[i][name]
+			if c == nil {
+				continue
+			}
+			if c.w == nil {
+				row.Results = append(row.Results, Result{Backend: name, Unavailable: c.why})
+				continue
+			}
+			if len(c.samples) == 0 {
+				why := "no successful call"
+				if c.firstErr != nil {
+					why += ": " + c.firstErr.Error()
+				}
+				if ctx.Err() != nil {
+					why = "run cancelled"
+				}
+				row.Results = append(row.Results, Result{Backend: name, Unavailable: why, Errors: c.errs})
+				continue
+			}
+			res := resultFromSummary(name, Summarize(c.samples, c.ops, c.wall), c.ops, c.errs, c.firstErr)
+			row.Results = append(row.Results, res)
+		}
+		row.computeRatio()
+		rep.Rows = append(rep.Rows, row)
+	}
+	rep.Memory = dedupeMemory(memProcs)
+	rep.Targets = EvaluateTargets(rep)
+	rep.DurationSeconds = round3(time.Since(start).Seconds())
+	return rep, ctx.Err()
+}
+
+// runEnv is what system starters get.
+type runEnv struct {
+	opts Options
+	plan plan
+}
+
+// starters start a backend's system by name.
+var starters = map[string]func(ctx context.Context, env *runEnv) (*System, error){}
+
+func knownBackends() []string {
+	var out []string
+	for k := range starters {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// runBatch runs one batch of a workload: p.batch (or w.calls) calls per
+// worker, bounded by p.batchTime.
+func runBatch(ctx context.Context, w *workload, p plan) (samples []time.Duration, ops int64, wall time.Duration, errs int, firstErr error) {
+	calls := w.calls
+	if calls == 0 {
+		calls = p.batch
+	}
+	workers := w.workers
+	if workers < 1 {
+		workers = 1
+	}
+	deadline := time.Now().Add(p.batchTime)
+	var mu sync.Mutex
+	record := func(d time.Duration, n int64, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			errs++
+			if firstErr == nil {
+				firstErr = err
+			}
+			return
+		}
+		samples = append(samples, d)
+		ops += n
+	}
+	start := time.Now()
+	if w.timed != nil {
+		for i := 0; i < calls && ctx.Err() == nil; i++ {
+			d, err := w.timed(ctx, i)
+			record(d, 1, err)
+		}
+		return samples, ops, time.Since(start), errs, firstErr
+	}
+	var wg sync.WaitGroup
+	for k := 0; k < workers; k++ {
+		wg.Add(1)
+		go func(k int) {
+			defer wg.Done()
+			for i := 0; i < calls && ctx.Err() == nil; i++ {
+				// Throughput rows run their fixed count; serial rows stop
+				// at the batch's time bound.
+				if workers == 1 && i > 0 && time.Now().After(deadline) {
+					return
+				}
+				if w.pre != nil {
+					if err := w.pre(ctx, k, i); err != nil {
+						record(0, 0, fmt.Errorf("setup: %w", err))
+						continue
+					}
+				}
+				t0 := time.Now()
+				n, err := w.op(ctx, k, i)
+				record(time.Since(t0), n, err)
+			}
+		}(k)
+	}
+	wg.Wait()
+	return samples, ops, time.Since(start), errs, firstErr
+}
+
+func selectRows(all []rowSpec, prefixes []string) []rowSpec {
+	if len(prefixes) == 0 {
+		return all
+	}
+	var out []rowSpec
+	for _, r := range all {
+		for _, p := range prefixes {
+			if strings.HasPrefix(r.id, p) {
+				out = append(out, r)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// resetPeaks resets the peak RSS of the system's processes (writing 5 to
+// /proc/<pid>/clear_refs), so that the next reading covers what follows.
+func resetPeaks(s *System) {
+	if s == nil || s.Processes == nil {
+		return
+	}
+	for _, p := range s.Processes() {
+		if p.PID > 0 {
+			_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", p.PID), []byte("5"), 0)
+		}
+	}
+}
+
+// readPeaks reads the peak RSS of the system's processes.
+func readPeaks(s *System, under string) []ProcessMemory {
+	if s == nil || s.Processes == nil {
+		return nil
+	}
+	var out []ProcessMemory
+	for _, p := range s.Processes() {
+		if p.PID <= 0 {
+			continue
+		}
+		v, err := PeakRSS(p.PID)
+		if err != nil {
+			p.Note = err.Error()
+		} else {
+			p.PeakRSSBytes = v
+			p.Note = "peak under: " + under
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// dedupeMemory keeps, per process, the largest peak seen.
+func dedupeMemory(in []ProcessMemory) []ProcessMemory {
+	var out []ProcessMemory
+	idx := map[int]int{}
+	for _, p := range in {
+		if j, ok := idx[p.PID]; ok {
+			if p.PeakRSSBytes > out[j].PeakRSSBytes {
+				out[j] = p
+			}
+			continue
+		}
+		idx[p.PID] = len(out)
+		out = append(out, p)
+	}
+	if v, err := PeakRSS(os.Getpid()); err == nil {
+		out = append(out, ProcessMemory{Backend: "all", Role: "bench process (clients, in-process coordinators)", PID: os.Getpid(), PeakRSSBytes: v, Note: "peak over the whole run"})
+	}
+	return out
+}
+
+// KnownBackends lists the backends Run can start, sorted.
+func KnownBackends() []string { return knownBackends() }
+
+// KnownBackend reports whether Run can start backend name.
+func KnownBackend(name string) bool {
+	_, ok := starters[name]
+	return ok
+}

@@ -1,0 +1,172 @@
+package bench
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Target statuses.
+const (
+	TargetMet         = "met"
+	TargetNotMet      = "not met"
+	TargetNotMeasured = "not measured"
+)
+
+// EvaluateTargets checks the report against the targets of the benchmark
+// issue. It only reads rep.
+func EvaluateTargets(rep *Report) []TargetResult {
+	rows := map[string]*Row{}
+	for i := range rep.Rows {
+		rows[rep.Rows[i].ID] = &rep.Rows[i]
+	}
+	get := func(id, backend string) (Result, bool) {
+		r, ok := rows[id]
+		if !ok {
+			return Result{}, false
+		}
+		res, ok := r.result(backend)
+		return res, ok && res.Available()
+	}
+	var out []TargetResult
+
+	// 1. Raft at least as fast as ZooKeeper on every row.
+	{
+		t := TargetResult{Target: "Raft at least as fast as ZooKeeper on every row"}
+		var slower, missing []string
+		compared := 0
+		for _, r := range rep.Rows {
+			if r.Ratio == nil {
+				missing = append(missing, r.ID)
+				continue
+			}
+			compared++
+			if *r.Ratio < 1 {
+				slower = append(slower, fmt.Sprintf("%s (%.2fx)", r.ID, *r.Ratio))
+			}
+		}
+		switch {
+		case compared == 0:
+			t.Status, t.Detail = TargetNotMeasured, "no row measured on both ZooKeeper and Raft"
+		case len(slower) > 0:
+			t.Status, t.Detail = TargetNotMet, "Raft slower on: "+strings.Join(slower, ", ")
+		default:
+			t.Status, t.Detail = TargetMet, fmt.Sprintf("Raft at least as fast on all %d rows compared", compared)
+		}
+		if len(missing) > 0 && compared > 0 {
+			t.Detail += "; not compared: " + strings.Join(missing, ", ")
+			if t.Status == TargetMet {
+				t.Status = TargetNotMeasured
+				t.Detail = "met on every row compared, but not every row was compared: " + t.Detail
+			}
+		}
+		out = append(out, t)
+	}
+
+	// 2. Sequence ids: Raft blocks of 1000 at least 500x ZooKeeper 1:1.
+	{
+		t := TargetResult{Target: "sequence ids: Raft with blocks of 1000 at least 500x ZooKeeper 1:1 CAS (per id)"}
+		zk, ok1 := get("ids.block-1", ZooKeeper)
+		rf, ok2 := get("ids.block-1000", Raft)
+		if v, ok := Speedup(zk.MeanMicros, rf.MeanMicros); ok1 && ok2 && ok {
+			t.Detail = fmt.Sprintf("ZooKeeper 1:1 %s/id, Raft blocks of 1000 %s/id: %.0fx", FormatDuration(zk.MeanMicros), FormatDuration(rf.MeanMicros), v)
+			t.Status = status(v >= 500)
+		} else {
+			t.Status, t.Detail = TargetNotMeasured, "needs ids.block-1 on ZooKeeper and ids.block-1000 on Raft"
+		}
+		out = append(out, t)
+	}
+
+	// 3. createTable at least 4x.
+	out = append(out, ratioTarget(rows, "admin.create-table", "createTable: Raft at least 4x ZooKeeper", 4))
+
+	// 4. Image reads under 2 µs p50 on both.
+	{
+		t := TargetResult{Target: "catalog reads from the image under 2 µs p50 on both backends"}
+		var parts []string
+		all, any := true, false
+		for _, b := range []string{ZooKeeper, Raft} {
+			res, ok := get("image.get-table", b)
+			if !ok {
+				parts = append(parts, b+" not measured")
+				all = false
+				continue
+			}
+			any = true
+			parts = append(parts, fmt.Sprintf("%s %s", b, FormatDuration(res.P50Micros)))
+			if res.P50Micros >= 2 {
+				all = false
+				t.Status = TargetNotMet
+			}
+		}
+		switch {
+		case t.Status == TargetNotMet:
+		case all:
+			t.Status = TargetMet
+		case any:
+			t.Status = TargetNotMeasured
+		default:
+			t.Status = TargetNotMeasured
+		}
+		t.Detail = strings.Join(parts, ", ")
+		out = append(out, t)
+	}
+
+	// 5. Leader election p99 under 1 s on Raft.
+	{
+		t := TargetResult{Target: "leader election after SIGKILL (Raft, election.timeout=1s): p99 under 1 s"}
+		if res, ok := get("election.sigkill", Raft); ok {
+			t.Detail = fmt.Sprintf("p50 %s, p99 %s over %d kills", FormatDuration(res.P50Micros), FormatDuration(res.P99Micros), res.N)
+			t.Status = status(res.P99Micros < 1e6)
+		} else {
+			t.Status, t.Detail = TargetNotMeasured, "election.sigkill not measured on Raft"
+		}
+		out = append(out, t)
+	}
+
+	// 6. Write throughput, 3 voters, 64 clients.
+	{
+		t := TargetResult{Target: "write throughput, 3 voters, 64 clients: at least 10,000 writes/s (Raft)"}
+		res, ok := get("store.write-64", Raft)
+		switch {
+		case !ok:
+			t.Status, t.Detail = TargetNotMeasured, "store.write-64 not measured on Raft"
+		case rep.Options.Voters != 3:
+			t.Status, t.Detail = TargetNotMeasured, fmt.Sprintf("run had %d voter(s); measured %s with that (run with --voters 3)", rep.Options.Voters, FormatRate(res.OpsPerSec))
+		default:
+			t.Detail = FormatRate(res.OpsPerSec)
+			t.Status = status(res.OpsPerSec >= 10000)
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func ratioTarget(rows map[string]*Row, id, name string, min float64) TargetResult {
+	t := TargetResult{Target: name}
+	r, ok := rows[id]
+	if !ok || r.Ratio == nil {
+		t.Status, t.Detail = TargetNotMeasured, id+" not measured on both backends"
+		return t
+	}
+	t.Detail = fmt.Sprintf("%.2fx", *r.Ratio)
+	t.Status = status(*r.Ratio >= min)
+	return t
+}
+
+func status(ok bool) string {
+	if ok {
+		return TargetMet
+	}
+	return TargetNotMet
+}
+
+// sortedKeys returns m's keys, sorted.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
