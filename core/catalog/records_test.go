@@ -38,8 +38,14 @@ func TestGoldenRoundTrip(t *testing.T) {
 		{"table_assignment_v1.json", func(b []byte) ([]byte, error) { r, err := UnmarshalTableAssignment(b); return r.Marshal(), err }},
 		{"partition_assignment_v1.json", func(b []byte) ([]byte, error) { r, err := UnmarshalPartitionAssignment(b); return r.Marshal(), err }},
 		{"leader_and_isr_v2.json", func(b []byte) ([]byte, error) { r, err := UnmarshalLeaderAndIsr(b); return r.Marshal(), err }},
-		{"tablet_server_v4.json", func(b []byte) ([]byte, error) { r, err := UnmarshalTabletServerRegistration(b); return r.Marshal(), err }},
-		{"tablet_server_v4_minimal.json", func(b []byte) ([]byte, error) { r, err := UnmarshalTabletServerRegistration(b); return r.Marshal(), err }},
+		{"tablet_server_v4.json", func(b []byte) ([]byte, error) {
+			r, err := UnmarshalTabletServerRegistration(b)
+			return r.Marshal(), err
+		}},
+		{"tablet_server_v4_minimal.json", func(b []byte) ([]byte, error) {
+			r, err := UnmarshalTabletServerRegistration(b)
+			return r.Marshal(), err
+		}},
 		{"coordinator_address_v2.json", func(b []byte) ([]byte, error) { r, err := UnmarshalCoordinatorAddress(b); return r.Marshal(), err }},
 		{"bucket_snapshot_v1.json", func(b []byte) ([]byte, error) { r, err := UnmarshalBucketSnapshot(b); return r.Marshal(), err }},
 		{"remote_log_manifest_v1.json", func(b []byte) ([]byte, error) { r, err := UnmarshalRemoteLogManifestHandle(b); return r.Marshal(), err }},
@@ -167,7 +173,10 @@ func TestBadRecords(t *testing.T) {
 		{"not json", func() error { _, err := UnmarshalDatabaseRegistration([]byte("{")); return err }()},
 		{"future version", func() error { _, err := UnmarshalLeaderAndIsr([]byte(`{"version":3}`)); return err }()},
 		{"zero version", func() error { _, err := UnmarshalSchema([]byte(`{"columns":[]}`)); return err }()},
-		{"bucket key", func() error { _, err := UnmarshalTableAssignment([]byte(`{"version":1,"buckets":{"x":[1]}}`)); return err }()},
+		{"bucket key", func() error {
+			_, err := UnmarshalTableAssignment([]byte(`{"version":1,"buckets":{"x":[1]}}`))
+			return err
+		}()},
 		{"epoch", func() error { _, err := DecodeEpoch([]byte("seven")); return err }()},
 	}
 	for _, tt := range tests {
