@@ -1,0 +1,539 @@
+// Package image holds the leader coordinator's in-process view of the
+// metadata: a copy of the backend's tree, fed by the backend's watch stream
+// (from a snapshot's revision) and by the coordinator's own writes, so that
+// catalog reads cost a map lookup instead of a plugin hop.
+//
+// An Image implements core.Reader, so the catalog reads from it with the
+// same code that reads from a backend. Reads are as fresh as the image:
+// every change the image has applied, including the coordinator's own
+// writes as soon as they return (read-your-writes). They are not
+// linearizable with respect to other writers; a caller that needs that
+// waits for a revision (WaitRevision) or reads the backend.
+package image
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/metaplane/metaplane/core"
+)
+
+// Options configure an Image.
+type Options struct {
+	// Prefix is the subtree the image follows; default "/".
+	Prefix string
+	// RetryBackoff is the pause before re-synchronising after a failed
+	// watch or snapshot (other than ErrCompacted, which resyncs at once);
+	// default 100ms, doubling up to 2s.
+	RetryBackoff time.Duration
+	// Logf, when set, receives one line per resync and failure.
+	Logf func(format string, args ...any)
+	// OnChange, when set, is called (without the image's lock held) after
+	// each applied batch with the paths it touched. It must be fast.
+	OnChange func(paths []string)
+}
+
+type entry struct {
+	data     []byte
+	stat     core.Stat
+	children map[string]struct{}
+	sorted   []string // cached sorted children; nil when stale
+	// rev is the revision of the last change applied to the node, from
+	// either source; older watch events for it are ignored.
+	rev int64
+}
+
+type ownWrite struct {
+	rev     int64
+	ops     []core.Op
+	results []core.OpResult
+}
+
+// Image is the in-process copy of a backend's tree. Build it with New, feed
+// it with Run. Every method is safe for concurrent use.
+type Image struct {
+	opts Options
+
+	mu         sync.RWMutex
+	nodes      map[string]*entry
+	tombstones map[string]int64 // path -> revision of a delete not yet seen on the stream
+	watched    int64            // revision the watch stream has delivered everything up to
+	own        []ownWrite       // own writes newer than watched, re-applied after a reset
+	ready      bool
+	resyncs    int64
+	changed    chan struct{} // closed and replaced on every change of watched or ready
+}
+
+// New returns an empty image. It is not ready until Run has applied a first
+// snapshot.
+func New(opts Options) *Image {
+	if opts.Prefix == "" {
+		opts.Prefix = "/"
+	}
+	if opts.RetryBackoff <= 0 {
+		opts.RetryBackoff = 100 * time.Millisecond
+	}
+	return &Image{opts: opts, nodes: map[string]*entry{}, tombstones: map[string]int64{}, changed: make(chan struct{})}
+}
+
+// ErrNotReady is returned by reads before the first snapshot is applied
+// (wrapping core.ErrUnavailable).
+var ErrNotReady = fmt.Errorf("%w: metadata image not loaded yet", core.ErrUnavailable)
+
+// Run follows b until ctx ends: it takes a Snapshot of the prefix, applies
+// it, then watches from the snapshot's revision on. On ErrCompacted (the
+// image fell behind an exact-history backend's retention) it takes a new
+// snapshot and resumes; on a Reset response (backends without exact
+// history) it replaces its state; on other failures it retries with
+// backoff. It returns ctx's error, or ErrClosed when the backend closes.
+func (im *Image) Run(ctx context.Context, b core.MetadataBackend) error {
+	backoff := im.opts.RetryBackoff
+	for {
+		err := im.follow(ctx, b)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, core.ErrClosed) {
+			return err
+		}
+		im.mu.Lock()
+		im.resyncs++
+		im.mu.Unlock()
+		if errors.Is(err, core.ErrCompacted) {
+			im.logf("metadata image: %v; taking a new snapshot", err)
+			backoff = im.opts.RetryBackoff
+			continue
+		}
+		im.logf("metadata image: %v; resynchronising in %v", err, backoff)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		if backoff *= 2; backoff > 2*time.Second {
+			backoff = 2 * time.Second
+		}
+	}
+}
+
+func (im *Image) follow(ctx context.Context, b core.MetadataBackend) error {
+	snap, err := b.Snapshot(ctx, im.opts.Prefix)
+	if err != nil {
+		return fmt.Errorf("snapshot %s: %w", im.opts.Prefix, err)
+	}
+	im.replace(snap.Nodes, snap.Revision)
+	ch, err := b.Watch(ctx, im.opts.Prefix, snap.Revision+1)
+	if err != nil {
+		return fmt.Errorf("watch %s from %d: %w", im.opts.Prefix, snap.Revision+1, err)
+	}
+	for resp := range ch {
+		if resp.Err != nil {
+			return fmt.Errorf("watch %s: %w", im.opts.Prefix, resp.Err)
+		}
+		if resp.Reset {
+			nodes := make([]core.Node, 0, len(resp.Events))
+			for _, ev := range resp.Events {
+				if ev.Type != core.EventDeleted {
+					nodes = append(nodes, core.Node{Path: ev.Path, Data: ev.Data, Stat: ev.Stat})
+				}
+			}
+			im.replace(nodes, resp.Revision)
+			continue
+		}
+		im.applyEvents(resp.Events, resp.Revision)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: watch %s ended", core.ErrUnavailable, im.opts.Prefix)
+}
+
+func (im *Image) logf(format string, args ...any) {
+	if im.opts.Logf != nil {
+		im.opts.Logf(format, args...)
+	}
+}
+
+// replace discards the state and loads nodes at revision rev, then
+// re-applies the own writes newer than rev.
+func (im *Image) replace(nodes []core.Node, rev int64) {
+	im.mu.Lock()
+	im.nodes = make(map[string]*entry, len(nodes)+1)
+	im.tombstones = map[string]int64{}
+	for _, n := range nodes {
+		e := im.ensureLocked(n.Path, 0)
+		e.data, e.stat, e.rev = n.Data, n.Stat, maxRev(n.Stat.ModifyRevision, n.Stat.CreateRevision)
+	}
+	im.setWatchedLocked(rev)
+	for _, w := range im.own {
+		im.applyOwnLocked(w)
+	}
+	im.ready = true
+	im.signalLocked()
+	im.mu.Unlock()
+	if im.opts.OnChange != nil {
+		im.opts.OnChange([]string{im.opts.Prefix})
+	}
+}
+
+func maxRev(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// ensureLocked returns path's entry, creating it and its missing parents
+// (as empty nodes at revision rev).
+func (im *Image) ensureLocked(path string, rev int64) *entry {
+	if e, ok := im.nodes[path]; ok {
+		return e
+	}
+	e := &entry{rev: rev}
+	im.nodes[path] = e
+	if path != "/" && path != im.opts.Prefix {
+		parent := core.ParentPath(path)
+		p := im.ensureLocked(parent, rev)
+		if p.children == nil {
+			p.children = map[string]struct{}{}
+		}
+		p.children[core.BaseName(path)] = struct{}{}
+		p.sorted = nil
+	}
+	return e
+}
+
+func (im *Image) deleteLocked(path string, rev int64) {
+	e, ok := im.nodes[path]
+	if !ok {
+		return
+	}
+	for c := range e.children {
+		im.deleteLocked(core.JoinPath(path, c), rev)
+	}
+	delete(im.nodes, path)
+	im.tombstones[path] = rev
+	if p, ok := im.nodes[core.ParentPath(path)]; ok && path != "/" {
+		delete(p.children, core.BaseName(path))
+		p.sorted = nil
+	}
+}
+
+func (im *Image) applyEvents(events []core.WatchEvent, rev int64) {
+	var touched []string
+	im.mu.Lock()
+	for _, ev := range events {
+		if !core.HasPrefixPath(ev.Path, im.opts.Prefix) {
+			continue
+		}
+		if e, ok := im.nodes[ev.Path]; ok && e.rev >= ev.Revision && ev.Type != core.EventDeleted {
+			continue // an own write already applied a newer state
+		}
+		if t, ok := im.tombstones[ev.Path]; ok && t >= ev.Revision {
+			continue
+		}
+		switch ev.Type {
+		case core.EventDeleted:
+			if e, ok := im.nodes[ev.Path]; ok && e.rev > ev.Revision {
+				continue
+			}
+			im.deleteLocked(ev.Path, ev.Revision)
+		default:
+			e := im.ensureLocked(ev.Path, ev.Revision)
+			e.data, e.stat, e.rev = ev.Data, ev.Stat, ev.Revision
+			delete(im.tombstones, ev.Path)
+		}
+		if im.opts.OnChange != nil {
+			touched = append(touched, ev.Path)
+		}
+	}
+	if rev < im.watched {
+		rev = im.watched
+	}
+	im.setWatchedLocked(rev)
+	im.signalLocked()
+	im.mu.Unlock()
+	if len(touched) > 0 {
+		im.opts.OnChange(touched)
+	}
+}
+
+func (im *Image) setWatchedLocked(rev int64) {
+	im.watched = rev
+	kept := im.own[:0]
+	for _, w := range im.own {
+		if w.rev > rev {
+			kept = append(kept, w)
+		}
+	}
+	im.own = kept
+	for p, t := range im.tombstones {
+		if t <= rev {
+			delete(im.tombstones, p)
+		}
+	}
+}
+
+func (im *Image) signalLocked() {
+	close(im.changed)
+	im.changed = make(chan struct{})
+}
+
+// ApplyWrite applies the writer's own successful transaction (ops and the
+// backend's result) at once, so that the writer reads its writes before the
+// watch stream delivers them. The stream's later events for the same
+// changes are recognised by revision and not applied twice. Pass it as
+// catalog.Options.OnWrite. ops is not retained.
+func (im *Image) ApplyWrite(ops []core.Op, res core.TxnResult) {
+	w := ownWrite{rev: res.Revision, ops: make([]core.Op, len(ops)), results: res.Results}
+	copy(w.ops, ops)
+	var touched []string
+	im.mu.Lock()
+	if res.Revision > im.watched {
+		im.own = append(im.own, w)
+		im.applyOwnLocked(w)
+		if im.opts.OnChange != nil {
+			for i := range ops {
+				touched = append(touched, pathOf(w, i))
+			}
+		}
+	}
+	im.mu.Unlock()
+	if len(touched) > 0 {
+		im.opts.OnChange(touched)
+	}
+}
+
+func pathOf(w ownWrite, i int) string {
+	if i < len(w.results) && w.results[i].Path != "" {
+		return w.results[i].Path
+	}
+	return w.ops[i].Path
+}
+
+func (im *Image) applyOwnLocked(w ownWrite) {
+	for i, op := range w.ops {
+		path := pathOf(w, i)
+		if !core.HasPrefixPath(path, im.opts.Prefix) {
+			continue
+		}
+		var stat core.Stat
+		if i < len(w.results) {
+			stat = w.results[i].Stat
+		}
+		switch op.Type {
+		case core.OpCreate, core.OpSet:
+			if e, ok := im.nodes[path]; ok && e.rev > w.rev {
+				continue
+			}
+			if t, ok := im.tombstones[path]; ok && t > w.rev {
+				continue
+			}
+			e := im.ensureLocked(path, w.rev)
+			e.data = append([]byte(nil), op.Data...)
+			if stat.ModifyRevision == 0 && stat.CreateRevision == 0 {
+				stat.CreateRevision, stat.ModifyRevision = w.rev, w.rev
+			}
+			stat.DataLength = int32(len(op.Data))
+			e.stat, e.rev = stat, w.rev
+			delete(im.tombstones, path)
+		case core.OpDelete:
+			if e, ok := im.nodes[path]; ok && e.rev > w.rev {
+				continue
+			}
+			im.deleteLocked(path, w.rev)
+		}
+	}
+}
+
+// Revision returns the revision the watch stream has delivered everything
+// up to.
+func (im *Image) Revision() int64 {
+	im.mu.RLock()
+	defer im.mu.RUnlock()
+	return im.watched
+}
+
+// Resyncs returns how many times the image re-synchronised (after
+// ErrCompacted, a failed watch or a failed snapshot).
+func (im *Image) Resyncs() int64 {
+	im.mu.RLock()
+	defer im.mu.RUnlock()
+	return im.resyncs
+}
+
+// Ready reports whether a first snapshot has been applied.
+func (im *Image) Ready() bool {
+	im.mu.RLock()
+	defer im.mu.RUnlock()
+	return im.ready
+}
+
+// WaitReady blocks until a first snapshot is applied or ctx ends (its
+// error is returned).
+func (im *Image) WaitReady(ctx context.Context) error {
+	return im.wait(ctx, func() bool { return im.ready })
+}
+
+// WaitRevision blocks until the watch stream has delivered every change up
+// to rev, or ctx ends (its error is returned). On backends without exact
+// history the stream's revision may jump; it never goes back.
+func (im *Image) WaitRevision(ctx context.Context, rev int64) error {
+	return im.wait(ctx, func() bool { return im.ready && im.watched >= rev })
+}
+
+func (im *Image) wait(ctx context.Context, cond func() bool) error {
+	for {
+		im.mu.RLock()
+		ok, ch := cond(), im.changed
+		im.mu.RUnlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// Changed returns a channel closed at the next change of the image.
+func (im *Image) Changed() <-chan struct{} {
+	im.mu.RLock()
+	defer im.mu.RUnlock()
+	return im.changed
+}
+
+func (im *Image) statLocked(e *entry) core.Stat {
+	st := e.stat
+	st.NumChildren = int32(len(e.children))
+	st.DataLength = int32(len(e.data))
+	return st
+}
+
+// GetMany implements core.Reader from the image. It fails with ErrNotReady
+// before the first snapshot; per-path errors are ErrNotFound and
+// ErrInvalidPath. Returned data is a copy.
+func (im *Image) GetMany(ctx context.Context, paths []string, opts core.ReadOptions) ([]core.GetResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]core.GetResult, len(paths))
+	im.mu.RLock()
+	defer im.mu.RUnlock()
+	if !im.ready {
+		return nil, ErrNotReady
+	}
+	for i, p := range paths {
+		out[i].Node.Path = p
+		e, ok := im.nodes[p]
+		if !ok {
+			if err := core.ValidatePath(p); err != nil {
+				out[i].Err = err
+			} else {
+				out[i].Err = fmt.Errorf("%w: %s", core.ErrNotFound, p)
+			}
+			continue
+		}
+		out[i].Node.Stat = im.statLocked(e)
+		if !opts.NoData && e.data != nil {
+			out[i].Node.Data = append([]byte(nil), e.data...)
+		}
+	}
+	return out, nil
+}
+
+// Children implements core.Reader from the image. Errors: ErrNotReady,
+// ErrNotFound, ErrInvalidPath.
+func (im *Image) Children(ctx context.Context, path string, opts core.ReadOptions) ([]string, core.Stat, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, core.Stat{}, err
+	}
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	if !im.ready {
+		return nil, core.Stat{}, ErrNotReady
+	}
+	e, ok := im.nodes[path]
+	if !ok {
+		if err := core.ValidatePath(path); err != nil {
+			return nil, core.Stat{}, err
+		}
+		return nil, core.Stat{}, fmt.Errorf("%w: %s", core.ErrNotFound, path)
+	}
+	if e.sorted == nil {
+		e.sorted = make([]string, 0, len(e.children))
+		for c := range e.children {
+			e.sorted = append(e.sorted, c)
+		}
+		sort.Strings(e.sorted)
+	}
+	return append([]string(nil), e.sorted...), im.statLocked(e), nil
+}
+
+// Snapshot implements core.Reader from the image: every node at or below
+// prefix, sorted by path, at the image's watched revision. Errors:
+// ErrNotReady, ErrInvalidPath.
+func (im *Image) Snapshot(ctx context.Context, prefix string) (core.Snapshot, error) {
+	if err := core.ValidatePath(prefix); err != nil {
+		return core.Snapshot{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return core.Snapshot{}, err
+	}
+	im.mu.RLock()
+	defer im.mu.RUnlock()
+	if !im.ready {
+		return core.Snapshot{}, ErrNotReady
+	}
+	var nodes []core.Node
+	var walk func(p string, e *entry)
+	walk = func(p string, e *entry) {
+		nodes = append(nodes, core.Node{Path: p, Data: append([]byte(nil), e.data...), Stat: im.statLocked(e)})
+		for c := range e.children {
+			cp := core.JoinPath(p, c)
+			if ce, ok := im.nodes[cp]; ok {
+				walk(cp, ce)
+			}
+		}
+	}
+	if e, ok := im.nodes[prefix]; ok {
+		walk(prefix, e)
+	}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Path < nodes[j].Path })
+	return core.Snapshot{Revision: im.watched, Nodes: nodes}, nil
+}
+
+// Len returns the number of nodes in the image.
+func (im *Image) Len() int {
+	im.mu.RLock()
+	defer im.mu.RUnlock()
+	return len(im.nodes)
+}
+
+// CountChildren returns the number of children of path (0 when missing).
+func (im *Image) CountChildren(path string) int {
+	im.mu.RLock()
+	defer im.mu.RUnlock()
+	if e, ok := im.nodes[path]; ok {
+		return len(e.children)
+	}
+	return 0
+}
+
+var _ core.Reader = (*Image)(nil)
+
+// String describes the image for logs.
+func (im *Image) String() string {
+	im.mu.RLock()
+	defer im.mu.RUnlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "image{prefix %s, %d nodes, revision %d, ready %v}", im.opts.Prefix, len(im.nodes), im.watched, im.ready)
+	return b.String()
+}
