@@ -81,7 +81,7 @@ func LoadConfig(opts LoadOptions) (*Config, error) {
 	if opts.File != "" {
 		k := koanf.New(".")
 		if err := k.Load(file.Provider(opts.File), yaml.Parser()); err != nil {
-			probs.Add("", fmt.Sprintf("config file %s: %v", opts.File, err))
+			probs.Add("", fmt.Sprintf("config file %s: %v", opts.File, shortErr(err)))
 		} else {
 			flat := map[string]any{}
 			flattenInto(k.Raw(), "", flat, &probs)

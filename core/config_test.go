@@ -254,7 +254,7 @@ func TestSelectionThroughLoadConfig(t *testing.T) {
 	_, err = LoadConfig(LoadOptions{Overrides: []string{"zookeeper.address=zk:2181", "coordinator.seed.nodes=c:9123"}})
 	wantProblem(t, err, "coordinator.seed.nodes", "exclusive")
 	_, err = LoadConfig(LoadOptions{Overrides: []string{"metadata.backend.default=none"}})
-	wantProblem(t, err, "metadata.backend.default", "is none")
+	wantProblem(t, err, "metadata.backend.default", "none, and no backend is configured")
 	_, err = LoadConfig(LoadOptions{Overrides: []string{"metadata.backend.default=zookeeper"}})
 	wantProblem(t, err, "zookeeper.address", "required")
 }

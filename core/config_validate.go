@@ -2,6 +2,7 @@ package core
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -263,7 +264,8 @@ func contains(list []string, s string) bool {
 
 // shortErr drops the path os.Stat repeats.
 func shortErr(err error) error {
-	if pe, ok := err.(*os.PathError); ok {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
 		return pe.Err
 	}
 	return err

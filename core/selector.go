@@ -90,7 +90,7 @@ func SelectBackend(present PresenceSet, backends []BackendDescriptor, def string
 		}
 		switch present[b.SelectorKey] {
 		case KeyEmpty:
-			probs.Add(b.SelectorKey, fmt.Sprintf("is set but empty; an empty value does not mean unset: remove the key, or give it a value to select the %s backend", b.Name))
+			probs.Add(b.SelectorKey, fmt.Sprintf("set but empty, which is not the same as unset: remove the key, or give it a value to select the %s backend", b.Name))
 		case KeySet:
 			set = append(set, b)
 		}
@@ -101,7 +101,11 @@ func SelectBackend(present PresenceSet, backends []BackendDescriptor, def string
 		for i, b := range set {
 			parts[i] = fmt.Sprintf("%s (selects %s)", b.SelectorKey, b.Name)
 		}
-		probs.Add(set[0].SelectorKey, fmt.Sprintf("backend selection is exclusive, but %s are all set: keep exactly one", joinAnd(parts)))
+		quant := "both"
+		if len(set) > 2 {
+			quant = "all of"
+		}
+		probs.Add(set[0].SelectorKey, fmt.Sprintf("backend selection is exclusive, but %s %s are set: keep exactly one", quant, joinAnd(parts)))
 	}
 	if err := probs.Err(); err != nil {
 		return Selection{}, err
@@ -112,7 +116,7 @@ func SelectBackend(present PresenceSet, backends []BackendDescriptor, def string
 
 	by := KeyBackendDefault + "=" + def
 	if def == BackendNone {
-		probs.Add(KeyBackendDefault, fmt.Sprintf("is none and no backend is configured: set %s", selectorChoices(backends)))
+		probs.Add(KeyBackendDefault, fmt.Sprintf("none, and no backend is configured: set %s", selectorChoices(backends)))
 		return Selection{}, probs.Err()
 	}
 	for _, b := range backends {

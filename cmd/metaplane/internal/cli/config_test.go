@@ -1,0 +1,165 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// updateGolden is the -update flag: rewrite the golden files instead of
+// comparing. It reuses a flag of that name another test file may define.
+var updateGolden = func() *bool {
+	if flag.Lookup("update") != nil {
+		return nil
+	}
+	return flag.Bool("update", false, "rewrite the golden files of testdata")
+}()
+
+func updating() bool {
+	if updateGolden != nil {
+		return *updateGolden
+	}
+	f := flag.Lookup("update")
+	return f != nil && f.Value.String() == "true"
+}
+
+// runCLI runs the metaplane command line in-process.
+func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = Run(context.Background(), &Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb}, args)
+	return out.String(), errb.String(), code
+}
+
+func TestConfigValidateGolden(t *testing.T) {
+	dir := filepath.Join("testdata", "config")
+	file := func(name string) string { return filepath.Join(dir, name+".yaml") }
+	tests := []struct {
+		name string
+		args []string
+		code int
+	}{
+		// the selector's rows
+		{"zookeeper-only", []string{"--config", file("zookeeper-only")}, ExitOK},
+		{"seed-nodes-only", []string{"--config", file("seed-nodes-only")}, ExitOK},
+		{"three-voters", []string{"--config", file("three-voters")}, ExitOK},
+		{"both", []string{"--config", file("both")}, ExitFailure},
+		{"both-by-override", []string{"--config", file("seed-nodes-only"), "-D", "zookeeper.address=zk-1:2181"}, ExitFailure},
+		{"neither-default-raft", []string{"--config", file("neither-default-raft")}, ExitOK},
+		{"neither-default-zookeeper", []string{"--config", file("neither-default-zookeeper")}, ExitFailure},
+		{"neither-default-none", []string{"--config", file("neither-default-none")}, ExitFailure},
+		{"no-file", nil, ExitOK},
+		{"override-fixes-none", []string{"--config", file("neither-default-none"), "-D", "metadata.backend.default=raft"}, ExitOK},
+		// problems
+		{"unknown-key", []string{"--config", file("unknown-key")}, ExitFailure},
+		{"bad-duration", []string{"--config", file("bad-duration")}, ExitFailure},
+		{"bad-voters", []string{"--config", file("bad-voters")}, ExitFailure},
+		{"empty-key", []string{"--config", file("empty-key")}, ExitFailure},
+		{"empty-key-by-override", []string{"-D", "coordinator.seed.nodes="}, ExitFailure},
+		{"bad-timing", []string{"--config", file("bad-timing")}, ExitFailure},
+		{"bad-size", []string{"--config", file("bad-size")}, ExitFailure},
+		{"many-problems", []string{"--config", file("many-problems")}, ExitFailure},
+		{"not-yaml", []string{"--config", file("not-yaml")}, ExitFailure},
+		{"missing-file", []string{"--config", file("absent")}, ExitFailure},
+	}
+	for _, tt := range tests {
+		for _, asJSON := range []bool{false, true} {
+			name, golden := tt.name, filepath.Join(dir, tt.name+".golden")
+			args := append([]string{"config", "validate", "--no-env"}, tt.args...)
+			if asJSON {
+				name, golden = name+"/json", filepath.Join(dir, tt.name+".json.golden")
+				args = append(args, "--json")
+			}
+			t.Run(name, func(t *testing.T) {
+				stdout, stderr, code := runCLI(t, args...)
+				if code != tt.code {
+					t.Errorf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.code, stdout, stderr)
+				}
+				if stderr != "" {
+					t.Errorf("unexpected stderr:\n%s", stderr)
+				}
+				if asJSON {
+					var rep struct {
+						Valid    *bool            `json:"valid"`
+						Problems []map[string]any `json:"problems"`
+					}
+					if err := json.Unmarshal([]byte(stdout), &rep); err != nil || rep.Valid == nil {
+						t.Fatalf("--json output is not the report object (%v):\n%s", err, stdout)
+					}
+					if *rep.Valid != (tt.code == ExitOK) || (len(rep.Problems) == 0) != *rep.Valid {
+						t.Errorf("valid=%v with %d problems, exit %d", *rep.Valid, len(rep.Problems), code)
+					}
+				} else if code == ExitFailure {
+					for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+						if !strings.Contains(line, ": ") {
+							t.Errorf("problem line %q is not `key: message`", line)
+						}
+					}
+				}
+				if updating() {
+					if err := os.WriteFile(golden, []byte(stdout), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+				want, err := os.ReadFile(golden)
+				if err != nil {
+					t.Fatalf("%v (run with -update to create it)", err)
+				}
+				if stdout != string(want) {
+					t.Errorf("output differs from %s (run with -update to accept):\n--- got\n%s--- want\n%s", golden, stdout, want)
+				}
+			})
+		}
+	}
+}
+
+func TestConfigValidateReadsEnvironment(t *testing.T) {
+	t.Setenv("METAPLANE_CONFIG", filepath.Join("testdata", "config", "seed-nodes-only.yaml"))
+	t.Setenv("METAPLANE_ZOOKEEPER_ADDRESS", "zk-1:2181")
+	stdout, _, code := runCLI(t, "config", "validate")
+	if code != ExitFailure || !strings.Contains(stdout, "coordinator.seed.nodes: backend selection is exclusive") {
+		t.Errorf("exit %d, output:\n%s\nwant the file (from METAPLANE_CONFIG) and the variable to conflict", code, stdout)
+	}
+	t.Setenv("METAPLANE_COORDINATOR_RAFT_PROT", "1")
+	stdout, _, code = runCLI(t, "config", "validate", "--no-env")
+	if code != ExitOK {
+		t.Errorf("--no-env: exit %d, output:\n%s", code, stdout)
+	}
+	stdout, _, code = runCLI(t, "config", "validate", "-D", "zookeeper.address=")
+	if code != ExitFailure || !strings.Contains(stdout, "METAPLANE_COORDINATOR_RAFT_PROT: environment variable names unknown key coordinator.raft.prot") {
+		t.Errorf("exit %d, output:\n%s\nwant the unknown variable named", code, stdout)
+	}
+}
+
+func TestConfigValidateUsage(t *testing.T) {
+	tests := [][]string{
+		{"config"},
+		{"config", "check"},
+		{"config", "validate", "--bogus"},
+		{"config", "validate", "extra"},
+		{"config", "validate", "-D", "novalue"},
+		{"config", "validate", "--config"},
+		{"config", "validate", "--config="},
+	}
+	for _, args := range tests {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			stdout, stderr, code := runCLI(t, args...)
+			if code != ExitUsage {
+				t.Errorf("exit %d, want %d (usage)", code, ExitUsage)
+			}
+			if stdout != "" || stderr == "" {
+				t.Errorf("want the complaint on stderr only; stdout %q stderr %q", stdout, stderr)
+			}
+		})
+	}
+	stdout, _, code := runCLI(t, "config", "help")
+	if code != ExitOK || !strings.Contains(stdout, "usage: metaplane config validate") {
+		t.Errorf("config help: exit %d, %q", code, stdout)
+	}
+}
