@@ -13,7 +13,11 @@ all: build
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ ./cmd/... ./plugins/...
+	$(GO) build -o $(BIN)/ ./cmd/...
+	@# Each plugins/<name>/main.go is the binary metaplane-backend-<name>.
+	@for m in plugins/*/main.go; do n=$$(basename $$(dirname $$m)); \
+		echo "$(GO) build -o $(BIN)/metaplane-backend-$$n ./plugins/$$n"; \
+		$(GO) build -o $(BIN)/metaplane-backend-$$n ./plugins/$$n || exit 1; done
 
 # deps-test installs what the tests start for real (a ZooKeeper server from
 # Debian's package) when it is missing.
