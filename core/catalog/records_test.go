@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -197,5 +198,33 @@ func TestEscapingMatchesOriginal(t *testing.T) {
 	want := `{"version":1,"comment":"a<b & c>d","custom_properties":{},"created_time":1,"modified_time":1}`
 	if got != want {
 		t.Fatalf("got %s, want %s", got, want)
+	}
+}
+
+func TestParseDataType(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"int", "INTEGER"},
+		{"BIGINT NOT NULL", "BIGINT NOT NULL"},
+		{"char(10)", "CHAR(10)"},
+		{"DECIMAL(10, 2)", "DECIMAL(10, 2)"},
+		{"timestamp(3)", "TIMESTAMP_WITHOUT_TIME_ZONE(3)"},
+		{"string", "STRING"},
+	}
+	for _, tt := range tests {
+		got, err := ParseDataType(tt.in)
+		if err != nil || got.String() != tt.want {
+			t.Errorf("ParseDataType(%q) = %q, %v; want %q", tt.in, got.String(), err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "WIDGET", "CHAR(x)", "DECIMAL(2, 5)", "INT(3)", "CHAR(10"} {
+		if _, err := ParseDataType(bad); err == nil || !strings.Contains(err.Error(), "type") {
+			t.Errorf("ParseDataType(%q): got %v, want an error", bad, err)
+		}
+	}
+	// A parsed type round-trips through the stored JSON.
+	ty, _ := ParseDataType("char(10) not null")
+	s := Schema{Columns: []Column{{Name: "c", Type: ty, ID: 0}}}
+	if got := string(s.Marshal()); got != `{"version":1,"columns":[{"name":"c","data_type":{"type":"CHAR","nullable":false,"length":10},"id":0}],"highest_field_id":0}` {
+		t.Fatalf("schema: %s", got)
 	}
 }
