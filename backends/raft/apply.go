@@ -1,0 +1,605 @@
+package raft
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/metaplane/metaplane/core"
+	raftv1 "github.com/metaplane/metaplane/proto/metaplane/raft/v1"
+)
+
+// applier applies one log entry to an indexed Pebble batch. Apply is
+// deterministic: it reads only the batch (the store plus earlier entries of
+// the same batch) and the entry itself.
+type applier struct {
+	b      *pebble.Batch
+	index  int64
+	timeMs int64
+
+	events []*raftv1.Event
+	notes  []applyNote
+	err    error // storage failure: fatal for the member
+}
+
+// opFailure is a refused command: nothing of it is written.
+type opFailure struct {
+	code  raftv1.Code
+	index int32
+	msg   string
+}
+
+func (e *opFailure) Error() string { return e.msg }
+
+func fail(code raftv1.Code, index int, format string, args ...any) *opFailure {
+	return &opFailure{code: code, index: int32(index), msg: fmt.Sprintf(format, args...)}
+}
+
+func (a *applier) applyEntry(cmd []byte) *raftv1.CommandResult {
+	if len(cmd) == 0 { // a no-op entry
+		return &raftv1.CommandResult{}
+	}
+	var c raftv1.Command
+	if err := proto.Unmarshal(cmd, &c); err != nil {
+		return &raftv1.CommandResult{Code: raftv1.Code_CODE_INVALID_ARGUMENT, FailedIndex: -1,
+			Message: "undecodable command: " + err.Error()}
+	}
+	a.timeMs = c.GetTimeMs()
+	var res *raftv1.CommandResult
+	var f *opFailure
+	switch body := c.Body.(type) {
+	case *raftv1.Command_Txn:
+		res, f = a.txn(body.Txn)
+	case *raftv1.Command_Leader:
+		res, f = a.leader(body.Leader)
+	case *raftv1.Command_Resign:
+		res, f = a.resign(body.Resign)
+	case *raftv1.Command_SessionGrant:
+		res, f = a.grant(body.SessionGrant)
+	case *raftv1.Command_SessionRenew:
+		res, f = a.renew(body.SessionRenew)
+	case *raftv1.Command_SessionExpire:
+		res, f = a.expire(body.SessionExpire)
+	case *raftv1.Command_IdReserve:
+		res, f = a.reserve(body.IdReserve)
+	default:
+		f = fail(raftv1.Code_CODE_INVALID_ARGUMENT, -1, "unknown command")
+	}
+	if f != nil {
+		a.events = nil
+		a.notes = nil
+		return &raftv1.CommandResult{Code: f.code, FailedIndex: f.index, Message: f.msg, Index: a.index}
+	}
+	res.Index = a.index
+	return res
+}
+
+// ---- leadership ----
+
+func (a *applier) leaderState() *raftv1.LeaderState {
+	var ls raftv1.LeaderState
+	if _, err := readProto(a.b, keyLeader, &ls); err != nil {
+		a.err = err
+	}
+	return &ls
+}
+
+func (a *applier) checkFence(f *raftv1.Fence) *opFailure {
+	if f == nil || !f.GetValid() {
+		return nil
+	}
+	ls := a.leaderState()
+	if ls.GetEpoch() != f.GetEpoch() || ls.GetResigned() {
+		return fail(raftv1.Code_CODE_FENCED, -1, "fence epoch %d is not current (current epoch %d, resigned %v)",
+			f.GetEpoch(), ls.GetEpoch(), ls.GetResigned())
+	}
+	return nil
+}
+
+func (a *applier) leader(r *raftv1.LeaderRecord) (*raftv1.CommandResult, *opFailure) {
+	ls := a.leaderState()
+	if r.GetTerm() < ls.GetTerm() {
+		return nil, fail(raftv1.Code_CODE_STALE_LEADER, -1, "leader record of term %d after term %d", r.GetTerm(), ls.GetTerm())
+	}
+	// The epoch is the Raft term; a second leadership in the same term
+	// (after a resignation) gets the previous epoch + 1, so epochs always
+	// increase.
+	epoch := int64(r.GetTerm())
+	if epoch <= ls.GetEpoch() {
+		epoch = ls.GetEpoch() + 1
+	}
+	nls := &raftv1.LeaderState{Epoch: epoch, Term: r.GetTerm(), CandidateId: r.GetCandidateId(),
+		Address: r.GetAddress(), ReplicaId: r.GetReplicaId(), Index: a.index}
+	a.set(keyLeader, mustMarshal(nls))
+	a.notes = append(a.notes, applyNote{kind: noteLeader, leader: nls})
+	return &raftv1.CommandResult{Value: epoch}, nil
+}
+
+func (a *applier) resign(r *raftv1.Resign) (*raftv1.CommandResult, *opFailure) {
+	ls := a.leaderState()
+	if ls.GetEpoch() != r.GetEpoch() || ls.GetResigned() {
+		return &raftv1.CommandResult{}, nil
+	}
+	ls.Resigned = true
+	a.set(keyLeader, mustMarshal(ls))
+	a.notes = append(a.notes, applyNote{kind: noteLeader, leader: ls})
+	return &raftv1.CommandResult{Value: 1}, nil
+}
+
+// ---- sessions ----
+
+func (a *applier) session(id int64) *raftv1.SessionRecord {
+	var s raftv1.SessionRecord
+	ok, err := readProto(a.b, sessionKey(id), &s)
+	if err != nil {
+		a.err = err
+	}
+	if !ok {
+		return nil
+	}
+	return &s
+}
+
+func (a *applier) grant(g *raftv1.SessionGrant) (*raftv1.CommandResult, *opFailure) {
+	if f := a.checkFence(g.GetFence()); f != nil {
+		return nil, f
+	}
+	if g.GetTtlMs() < 1 {
+		return nil, fail(raftv1.Code_CODE_INVALID_ARGUMENT, -1, "session ttl %dms: must be positive", g.GetTtlMs())
+	}
+	s := &raftv1.SessionRecord{Id: a.index, Owner: g.GetOwner(), TtlMs: g.GetTtlMs(), RenewIndex: a.index}
+	a.set(sessionKey(s.Id), mustMarshal(s))
+	a.notes = append(a.notes, applyNote{kind: noteSessionGranted, session: s.Id, ttlMs: s.TtlMs, renewIndex: a.index})
+	return &raftv1.CommandResult{Value: s.Id}, nil
+}
+
+func (a *applier) renew(r *raftv1.SessionRenew) (*raftv1.CommandResult, *opFailure) {
+	s := a.session(r.GetId())
+	if s == nil {
+		return nil, fail(raftv1.Code_CODE_SESSION_EXPIRED, -1, "session %d has expired", r.GetId())
+	}
+	s.RenewIndex = a.index
+	a.set(sessionKey(s.Id), mustMarshal(s))
+	a.notes = append(a.notes, applyNote{kind: noteSessionRenewed, session: s.Id, ttlMs: s.TtlMs, renewIndex: a.index})
+	return &raftv1.CommandResult{Value: s.Id}, nil
+}
+
+func (a *applier) expire(x *raftv1.SessionExpire) (*raftv1.CommandResult, *opFailure) {
+	if f := a.checkFence(x.GetFence()); f != nil {
+		return nil, f
+	}
+	s := a.session(x.GetId())
+	if s == nil {
+		return nil, fail(raftv1.Code_CODE_SESSION_EXPIRED, -1, "session %d has already expired", x.GetId())
+	}
+	if x.GetRenewIndex() != 0 && x.GetRenewIndex() != s.GetRenewIndex() {
+		// The session was renewed after the expiry was decided.
+		return &raftv1.CommandResult{Value: 0}, nil
+	}
+	// Delete the session's ephemerals (FENCE_TABLET_SERVER).
+	pfx := ephPrefix(s.Id)
+	it, err := a.b.NewIter(&pebble.IterOptions{LowerBound: pfx, UpperBound: prefixEnd(pfx)})
+	if err != nil {
+		a.err = err
+		return &raftv1.CommandResult{}, nil
+	}
+	var paths []string
+	for it.First(); it.Valid(); it.Next() {
+		paths = append(paths, string(it.Key()[len(pfx):]))
+	}
+	if err := it.Close(); err != nil {
+		a.err = err
+	}
+	t := newTxnState(a)
+	for _, p := range paths {
+		if n := t.get(p); n != nil && n.GetEphemeralOwner() == s.Id {
+			t.remove(p, n)
+		}
+	}
+	t.flush()
+	a.del(sessionKey(s.Id))
+	a.notes = append(a.notes, applyNote{kind: noteSessionExpired, session: s.Id})
+	return &raftv1.CommandResult{Value: 1}, nil
+}
+
+// ---- ids ----
+
+func (a *applier) reserve(r *raftv1.IDBlockReserve) (*raftv1.CommandResult, *opFailure) {
+	if f := a.checkFence(r.GetFence()); f != nil {
+		return nil, f
+	}
+	if r.GetN() < 1 {
+		return nil, fail(raftv1.Code_CODE_INVALID_ARGUMENT, -1, "allocate %d ids: count must be at least 1", r.GetN())
+	}
+	if err := core.ValidatePath(r.GetPath()); err != nil || r.GetPath() == "/" {
+		return nil, fail(raftv1.Code_CODE_INVALID_PATH, -1, "counter path %q is not valid", r.GetPath())
+	}
+	t := newTxnState(a)
+	n := t.get(r.GetPath())
+	if n == nil {
+		if f := t.create(0, &raftv1.Op{Type: int32(core.OpCreate), Path: r.GetPath(), Data: core.EncodeCounter(0),
+			MakeParents: true}, 0); f != nil {
+			return nil, &opFailure{code: f.code, index: -1, msg: f.msg}
+		}
+		n = t.get(r.GetPath())
+	}
+	first, err := core.DecodeCounter(n.GetData())
+	if err != nil {
+		return nil, fail(raftv1.Code_CODE_INVALID_ARGUMENT, -1, "counter %s: %v", r.GetPath(), err)
+	}
+	if _, f := t.set(0, &raftv1.Op{Type: int32(core.OpSet), Path: r.GetPath(), Data: core.EncodeCounter(first + r.GetN()),
+		Version: core.AnyVersion}); f != nil {
+		return nil, &opFailure{code: f.code, index: -1, msg: f.msg}
+	}
+	t.flush()
+	return &raftv1.CommandResult{Value: first}, nil
+}
+
+// ---- transactions ----
+
+func (a *applier) txn(x *raftv1.Txn) (*raftv1.CommandResult, *opFailure) {
+	if len(x.GetOps()) == 0 {
+		return nil, fail(raftv1.Code_CODE_INVALID_ARGUMENT, -1, "empty transaction")
+	}
+	if f := a.checkFence(x.GetFence()); f != nil {
+		return nil, f
+	}
+	t := newTxnState(a)
+	res := &raftv1.CommandResult{}
+	for i, op := range x.GetOps() {
+		r := &raftv1.OpResult{Type: op.GetType(), Path: op.GetPath()}
+		var f *opFailure
+		switch core.OpType(op.GetType()) {
+		case core.OpCheck:
+			f = t.check(i, op)
+			if f == nil {
+				r.Stat = statOf(t.get(op.GetPath()))
+			}
+		case core.OpCreate:
+			owner := int64(0)
+			if core.CreateMode(op.GetMode()).IsEphemeral() {
+				owner = op.GetLease()
+				if owner == 0 {
+					owner = x.GetSession()
+				}
+				if owner == 0 || a.session(owner) == nil {
+					return nil, fail(raftv1.Code_CODE_SESSION_EXPIRED, -1, "op %d: session or lease %d has expired", i, owner)
+				}
+			}
+			f = t.create(i, op, owner)
+			if f == nil {
+				r.Path = t.lastCreated
+				r.Stat = statOf(t.get(r.Path))
+			}
+		case core.OpSet:
+			var n *raftv1.NodeRecord
+			n, f = t.set(i, op)
+			if f == nil {
+				r.Stat = statOf(n)
+			}
+		case core.OpDelete:
+			f = t.delete(i, op)
+		default:
+			f = fail(raftv1.Code_CODE_INVALID_ARGUMENT, i, "op %d: unknown op type %d", i, op.GetType())
+		}
+		if f != nil {
+			return nil, f
+		}
+		res.Results = append(res.Results, r)
+	}
+	t.flush()
+	return res, nil
+}
+
+func (a *applier) set(k, v []byte) {
+	if err := a.b.Set(k, v, nil); err != nil && a.err == nil {
+		a.err = err
+	}
+}
+
+func (a *applier) del(k []byte) {
+	if err := a.b.Delete(k, nil); err != nil && a.err == nil {
+		a.err = err
+	}
+}
+
+// txnState is the pending state of one command: node records read through
+// an overlay, written to the batch only by flush (a refused command writes
+// nothing).
+type txnState struct {
+	a           *applier
+	nodes       map[string]*raftv1.NodeRecord // nil: deleted
+	order       []string                      // paths in first-touch order
+	childAdd    [][2]string
+	childDel    [][2]string
+	ephAdd      []ephRef
+	ephDel      []ephRef
+	lastCreated string
+}
+
+type ephRef struct {
+	owner int64
+	path  string
+}
+
+func newTxnState(a *applier) *txnState {
+	return &txnState{a: a, nodes: map[string]*raftv1.NodeRecord{}}
+}
+
+func (t *txnState) get(p string) *raftv1.NodeRecord {
+	if n, ok := t.nodes[p]; ok {
+		return n
+	}
+	var n raftv1.NodeRecord
+	ok, err := readProto(t.a.b, nodeKey(p), &n)
+	if err != nil {
+		t.a.err = err
+		return nil
+	}
+	if !ok {
+		if p == "/" {
+			return &raftv1.NodeRecord{}
+		}
+		return nil
+	}
+	return &n
+}
+
+func (t *txnState) put(p string, n *raftv1.NodeRecord) {
+	if _, ok := t.nodes[p]; !ok {
+		t.order = append(t.order, p)
+	}
+	t.nodes[p] = n
+}
+
+func (t *txnState) event(typ core.EventType, p string, n *raftv1.NodeRecord) {
+	ev := &raftv1.Event{Type: int32(typ), Path: p}
+	if n != nil {
+		ev.Data = n.GetData()
+		ev.Stat = statOf(n)
+	}
+	t.a.events = append(t.a.events, ev)
+}
+
+func badPath(i int, p string, err error) *opFailure {
+	return fail(raftv1.Code_CODE_INVALID_PATH, i, "op %d: %v", i, err)
+}
+
+func (t *txnState) check(i int, op *raftv1.Op) *opFailure {
+	if err := core.ValidatePath(op.GetPath()); err != nil {
+		return badPath(i, op.GetPath(), err)
+	}
+	n := t.get(op.GetPath())
+	if n == nil {
+		return fail(raftv1.Code_CODE_NOT_FOUND, i, "op %d: check %s: node does not exist", i, op.GetPath())
+	}
+	if op.GetVersion() != core.AnyVersion && op.GetVersion() != n.GetVersion() {
+		return fail(raftv1.Code_CODE_BAD_VERSION, i, "op %d: check %s: version is %d, expected %d", i, op.GetPath(), n.GetVersion(), op.GetVersion())
+	}
+	return nil
+}
+
+func (t *txnState) create(i int, op *raftv1.Op, owner int64) *opFailure {
+	p := op.GetPath()
+	if err := core.ValidatePath(p); err != nil {
+		return badPath(i, p, err)
+	}
+	mode := core.CreateMode(op.GetMode())
+	if !mode.Valid() {
+		return fail(raftv1.Code_CODE_INVALID_ARGUMENT, i, "op %d: unknown create mode %d", i, op.GetMode())
+	}
+	if p == "/" {
+		return fail(raftv1.Code_CODE_NODE_EXISTS, i, "op %d: create /: the root always exists", i)
+	}
+	parent := core.ParentPath(p)
+	pn := t.get(parent)
+	if pn == nil {
+		if !op.GetMakeParents() {
+			return fail(raftv1.Code_CODE_NO_PARENT, i, "op %d: create %s: parent %s does not exist", i, p, parent)
+		}
+		if f := t.makeParents(i, parent); f != nil {
+			return f
+		}
+		pn = t.get(parent)
+	}
+	if pn.GetEphemeralOwner() != 0 {
+		return fail(raftv1.Code_CODE_NO_PARENT, i, "op %d: create %s: parent %s is ephemeral", i, p, parent)
+	}
+	if mode.IsSequential() {
+		p += core.SequentialSuffix(pn.GetCversion())
+	}
+	if t.get(p) != nil {
+		return fail(raftv1.Code_CODE_NODE_EXISTS, i, "op %d: create %s: node exists", i, p)
+	}
+	n := &raftv1.NodeRecord{
+		Data: append([]byte(nil), op.GetData()...), CreateRevision: t.a.index, ModifyRevision: t.a.index,
+		CreateTime: t.a.timeMs, ModifyTime: t.a.timeMs, EphemeralOwner: owner,
+	}
+	t.addChild(parent, pn, p, n)
+	if owner != 0 {
+		t.ephAdd = append(t.ephAdd, ephRef{owner, p})
+	}
+	t.lastCreated = p
+	return nil
+}
+
+func (t *txnState) makeParents(i int, p string) *opFailure {
+	if p == "/" || t.get(p) != nil {
+		return nil
+	}
+	parent := core.ParentPath(p)
+	if f := t.makeParents(i, parent); f != nil {
+		return f
+	}
+	pn := t.get(parent)
+	if pn.GetEphemeralOwner() != 0 {
+		return fail(raftv1.Code_CODE_NO_PARENT, i, "op %d: create parent %s: parent %s is ephemeral", i, p, parent)
+	}
+	n := &raftv1.NodeRecord{CreateRevision: t.a.index, ModifyRevision: t.a.index,
+		CreateTime: t.a.timeMs, ModifyTime: t.a.timeMs}
+	t.addChild(parent, pn, p, n)
+	return nil
+}
+
+func (t *txnState) addChild(parent string, pn *raftv1.NodeRecord, p string, n *raftv1.NodeRecord) {
+	pn = proto.Clone(pn).(*raftv1.NodeRecord)
+	pn.NumChildren++
+	pn.Cversion++
+	t.put(parent, pn)
+	t.put(p, n)
+	t.childAdd = append(t.childAdd, [2]string{parent, core.BaseName(p)})
+	t.event(core.EventCreated, p, n)
+}
+
+func (t *txnState) set(i int, op *raftv1.Op) (*raftv1.NodeRecord, *opFailure) {
+	p := op.GetPath()
+	if err := core.ValidatePath(p); err != nil {
+		return nil, badPath(i, p, err)
+	}
+	n := t.get(p)
+	if n == nil {
+		return nil, fail(raftv1.Code_CODE_NOT_FOUND, i, "op %d: set %s: node does not exist", i, p)
+	}
+	if op.GetVersion() != core.AnyVersion && op.GetVersion() != n.GetVersion() {
+		return nil, fail(raftv1.Code_CODE_BAD_VERSION, i, "op %d: set %s: version is %d, expected %d", i, p, n.GetVersion(), op.GetVersion())
+	}
+	n = proto.Clone(n).(*raftv1.NodeRecord)
+	n.Data = append([]byte(nil), op.GetData()...)
+	n.Version++
+	n.ModifyRevision = t.a.index
+	n.ModifyTime = t.a.timeMs
+	t.put(p, n)
+	t.event(core.EventUpdated, p, n)
+	return n, nil
+}
+
+func (t *txnState) delete(i int, op *raftv1.Op) *opFailure {
+	p := op.GetPath()
+	if err := core.ValidatePath(p); err != nil {
+		return badPath(i, p, err)
+	}
+	if p == "/" {
+		return fail(raftv1.Code_CODE_INVALID_ARGUMENT, i, "op %d: the root cannot be deleted", i)
+	}
+	n := t.get(p)
+	if n == nil {
+		return fail(raftv1.Code_CODE_NOT_FOUND, i, "op %d: delete %s: node does not exist", i, p)
+	}
+	if op.GetVersion() != core.AnyVersion && op.GetVersion() != n.GetVersion() {
+		return fail(raftv1.Code_CODE_BAD_VERSION, i, "op %d: delete %s: version is %d, expected %d", i, p, n.GetVersion(), op.GetVersion())
+	}
+	if n.GetNumChildren() > 0 {
+		return fail(raftv1.Code_CODE_NOT_EMPTY, i, "op %d: delete %s: node has %d children", i, p, n.GetNumChildren())
+	}
+	t.remove(p, n)
+	return nil
+}
+
+// remove deletes an existing childless node.
+func (t *txnState) remove(p string, n *raftv1.NodeRecord) {
+	parent := core.ParentPath(p)
+	pn := proto.Clone(t.get(parent)).(*raftv1.NodeRecord)
+	pn.NumChildren--
+	pn.Cversion++
+	t.put(parent, pn)
+	t.put(p, nil)
+	t.childDel = append(t.childDel, [2]string{parent, core.BaseName(p)})
+	if n.GetEphemeralOwner() != 0 {
+		t.ephDel = append(t.ephDel, ephRef{n.GetEphemeralOwner(), p})
+	}
+	t.event(core.EventDeleted, p, nil)
+}
+
+// flush writes the pending state to the batch.
+func (t *txnState) flush() {
+	for _, p := range t.order {
+		if n := t.nodes[p]; n == nil {
+			t.a.del(nodeKey(p))
+		} else {
+			t.a.set(nodeKey(p), mustMarshal(n))
+		}
+	}
+	// Deletes before adds: a node deleted and re-created in one command
+	// keeps its child entry.
+	for _, c := range t.childDel {
+		t.a.del(childKey(c[0], c[1]))
+	}
+	for _, c := range t.childAdd {
+		t.a.set(childKey(c[0], c[1]), nil)
+	}
+	for _, e := range t.ephDel {
+		t.a.del(ephKey(e.owner, e.path))
+	}
+	for _, e := range t.ephAdd {
+		t.a.set(ephKey(e.owner, e.path), nil)
+	}
+}
+
+func statOf(n *raftv1.NodeRecord) *raftv1.Stat {
+	if n == nil {
+		return nil
+	}
+	return &raftv1.Stat{
+		Version: n.GetVersion(), CreateRevision: n.GetCreateRevision(), ModifyRevision: n.GetModifyRevision(),
+		CreateTime: n.GetCreateTime(), ModifyTime: n.GetModifyTime(), EphemeralOwner: n.GetEphemeralOwner(),
+		NumChildren: n.GetNumChildren(), DataLength: int32(len(n.GetData())),
+	}
+}
+
+func coreStat(s *raftv1.Stat) core.Stat {
+	if s == nil {
+		return core.Stat{}
+	}
+	return core.Stat{
+		Version: s.GetVersion(), CreateRevision: s.GetCreateRevision(), ModifyRevision: s.GetModifyRevision(),
+		CreateTime: s.GetCreateTime(), ModifyTime: s.GetModifyTime(), EphemeralOwner: s.GetEphemeralOwner(),
+		NumChildren: s.GetNumChildren(), DataLength: s.GetDataLength(),
+	}
+}
+
+// codeError maps a refused command's result to the contract's errors.
+func codeError(r *raftv1.CommandResult) error {
+	var sentinel error
+	switch r.GetCode() {
+	case raftv1.Code_CODE_OK:
+		return nil
+	case raftv1.Code_CODE_NOT_FOUND:
+		sentinel = core.ErrNotFound
+	case raftv1.Code_CODE_NODE_EXISTS:
+		sentinel = core.ErrNodeExists
+	case raftv1.Code_CODE_BAD_VERSION:
+		sentinel = core.ErrBadVersion
+	case raftv1.Code_CODE_NOT_EMPTY:
+		sentinel = core.ErrNotEmpty
+	case raftv1.Code_CODE_NO_PARENT:
+		sentinel = core.ErrNoParent
+	case raftv1.Code_CODE_FENCED:
+		sentinel = core.ErrFenced
+	case raftv1.Code_CODE_SESSION_EXPIRED:
+		sentinel = core.ErrSessionExpired
+	case raftv1.Code_CODE_INVALID_PATH:
+		sentinel = core.ErrInvalidPath
+	case raftv1.Code_CODE_TOO_LARGE:
+		sentinel = core.ErrTooLarge
+	case raftv1.Code_CODE_STALE_LEADER:
+		sentinel = core.ErrUnavailable
+	default:
+		sentinel = core.ErrInvalidArgument
+	}
+	msg := r.GetMessage()
+	if i := strings.Index(msg, ": "); i >= 0 && strings.HasPrefix(msg, "op ") {
+		msg = msg[i+2:]
+	}
+	err := fmt.Errorf("%w: %s", sentinel, msg)
+	if r.GetFailedIndex() >= 0 {
+		return &core.TxnError{Index: int(r.GetFailedIndex()), Err: err}
+	}
+	return err
+}
+
+var _ = binary.BigEndian
+var _ = errors.New

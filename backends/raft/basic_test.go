@@ -1,0 +1,71 @@
+package raft
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/metaplane/metaplane/core"
+)
+
+func TestSingleVoterBasics(t *testing.T) {
+	c := startCluster(t, 1, nil)
+	cl := c.client(0)
+	ctx := ctxT(t)
+	p, st, err := core.Create(ctx, cl, "/a/b", []byte("v1"), core.CreateOptions{MakeParents: true})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if p != "/a/b" || st.Version != 0 || st.CreateRevision == 0 {
+		t.Fatalf("create: got %q %+v", p, st)
+	}
+	n, err := core.Get(ctx, cl, "/a/b")
+	if err != nil || string(n.Data) != "v1" {
+		t.Fatalf("get: %v %q", err, n.Data)
+	}
+	if _, _, err := core.Create(ctx, cl, "/a/b", nil, core.CreateOptions{}); !errors.Is(err, core.ErrNodeExists) {
+		t.Fatalf("create twice: got %v, want ErrNodeExists", err)
+	}
+	if _, err := core.Set(ctx, cl, "/a/b", []byte("v2"), 5, core.Fence{}); !errors.Is(err, core.ErrBadVersion) {
+		t.Fatalf("set bad version: got %v", err)
+	}
+	names, _, err := cl.Children(ctx, "/a", core.ReadOptions{})
+	if err != nil || len(names) != 1 || names[0] != "b" {
+		t.Fatalf("children: %v %v", names, err)
+	}
+	seq, _, err := core.Create(ctx, cl, "/a/s-", nil, core.CreateOptions{Mode: core.PersistentSequential})
+	if err != nil || seq != "/a/s-0000000001" {
+		t.Fatalf("sequential: %q %v", seq, err)
+	}
+	if err := core.Delete(ctx, cl, "/a", core.AnyVersion, core.Fence{}); !errors.Is(err, core.ErrNotEmpty) {
+		t.Fatalf("delete parent: %v", err)
+	}
+	first, err := core.AllocateIDs(ctx, cl, "/metadata/table_seqid", 1000, core.Fence{})
+	if err != nil || first != 0 {
+		t.Fatalf("ids: %d %v", first, err)
+	}
+	first, err = core.AllocateIDs(ctx, cl, "/metadata/table_seqid", 10, core.Fence{})
+	if err != nil || first != 1000 {
+		t.Fatalf("ids 2: %d %v", first, err)
+	}
+	l, err := cl.Campaign(ctx, core.Candidate{ID: "c1", Address: "CLIENT://x:1"})
+	if err != nil {
+		t.Fatalf("campaign: %v", err)
+	}
+	if _, err := core.Set(ctx, cl, "/a/b", []byte("v3"), core.AnyVersion, l.Fence()); err != nil {
+		t.Fatalf("fenced set: %v", err)
+	}
+	if err := l.Resign(ctx); err != nil {
+		t.Fatalf("resign: %v", err)
+	}
+	if _, err := core.Set(ctx, cl, "/a/b", []byte("v4"), core.AnyVersion, l.Fence()); !errors.Is(err, core.ErrFenced) {
+		t.Fatalf("stale fenced set: got %v, want ErrFenced", err)
+	}
+	l2, err := cl.Campaign(ctx, core.Candidate{ID: "c2", Address: "CLIENT://x:2"})
+	if err != nil || l2.Epoch() <= l.Epoch() {
+		t.Fatalf("campaign 2: %v epoch %d after %d", err, l2.Epoch(), l.Epoch())
+	}
+	info, err := cl.Leader(ctx)
+	if err != nil || info.ID != "c2" {
+		t.Fatalf("leader: %+v %v", info, err)
+	}
+}

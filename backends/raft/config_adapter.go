@@ -1,0 +1,7 @@
+package raft
+
+import "github.com/metaplane/metaplane/core"
+
+func optionsFromConfig(cfg *core.Config) (Options, error) {
+	return Options{}, nil
+}

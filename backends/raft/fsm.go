@@ -1,0 +1,290 @@
+package raft
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	sm "github.com/lni/dragonboat/v4/statemachine"
+	"google.golang.org/protobuf/proto"
+
+	raftv1 "github.com/metaplane/metaplane/proto/metaplane/raft/v1"
+)
+
+// applyNote tells the member what an applied batch changed that it tracks
+// outside the store (session clocks, leadership, watchers).
+type applyNote struct {
+	kind       noteKind
+	session    int64
+	ttlMs      int64
+	renewIndex int64
+	leader     *raftv1.LeaderState
+}
+
+type noteKind int
+
+const (
+	noteSessionGranted noteKind = iota + 1
+	noteSessionRenewed
+	noteSessionExpired
+	noteLeader
+)
+
+// applyHook receives, after each committed batch, the applied index and
+// what changed. It must not block.
+type applyHook func(applied uint64, notes []applyNote)
+
+// fsm is the on-disk state machine: a Pebble store changed only by applying
+// committed entries. Each Update applies its entries, their change-log
+// records and the applied index in one synced Pebble batch.
+type fsm struct {
+	dir       string
+	retention int64
+	hook      applyHook
+
+	mu     sync.RWMutex // guards db against Close/Recover swapping it
+	db     *pebble.DB
+	closed bool
+}
+
+var _ sm.IOnDiskStateMachine = (*fsm)(nil)
+
+func newFSM(dir string, retention int64, hook applyHook) *fsm {
+	return &fsm{dir: dir, retention: retention, hook: hook}
+}
+
+func pebbleOptions() *pebble.Options {
+	return &pebble.Options{
+		MemTableSize: 4 << 20,
+		Logger:       quietPebbleLogger{},
+	}
+}
+
+type quietPebbleLogger struct{}
+
+func (quietPebbleLogger) Infof(string, ...any)  {}
+func (quietPebbleLogger) Errorf(string, ...any) {}
+func (quietPebbleLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("raft state machine store: "+format, args...))
+}
+
+// Open opens (or creates) the store and returns the applied index.
+func (f *fsm) Open(stopc <-chan struct{}) (uint64, error) {
+	if err := os.MkdirAll(f.dir, 0o750); err != nil {
+		return 0, fmt.Errorf("raft state machine: %w", err)
+	}
+	db, err := pebble.Open(f.dir, pebbleOptions())
+	if err != nil {
+		return 0, fmt.Errorf("raft state machine: open %s: %w", f.dir, err)
+	}
+	f.mu.Lock()
+	f.db = db
+	f.mu.Unlock()
+	return readApplied(db)
+}
+
+type reader interface {
+	Get(key []byte) ([]byte, io.Closer, error)
+	NewIter(o *pebble.IterOptions) (*pebble.Iterator, error)
+}
+
+func readApplied(r reader) (uint64, error) {
+	v, c, err := r.Get(keyApplied)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("raft state machine: applied index has %d bytes", len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+func readUint(r reader, key []byte) (int64, error) {
+	v, c, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("raft state machine: key %q has %d bytes", key, len(v))
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+func readProto(r reader, key []byte, m proto.Message) (bool, error) {
+	v, c, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer c.Close()
+	if err := proto.Unmarshal(v, m); err != nil {
+		return false, fmt.Errorf("raft state machine: decode %q: %w", key, err)
+	}
+	return true, nil
+}
+
+func mustMarshal(m proto.Message) []byte {
+	b, err := proto.Marshal(m)
+	if err != nil {
+		panic(fmt.Sprintf("raft: marshal %T: %v", m, err))
+	}
+	return b
+}
+
+// Update applies a batch of committed entries.
+func (f *fsm) Update(entries []sm.Entry) ([]sm.Entry, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.db == nil {
+		return nil, errors.New("raft state machine: not open")
+	}
+	b := f.db.NewIndexedBatch()
+	defer b.Close()
+	var notes []applyNote
+	var last uint64
+	for i := range entries {
+		e := &entries[i]
+		a := &applier{b: b, index: int64(e.Index)}
+		res := a.applyEntry(e.Cmd)
+		if len(a.events) > 0 {
+			if err := b.Set(logKey(int64(e.Index)), mustMarshal(&raftv1.ChangeLogEntry{Events: a.events}), nil); err != nil {
+				return nil, err
+			}
+		}
+		if a.err != nil {
+			return nil, fmt.Errorf("raft state machine: apply index %d: %w", e.Index, a.err)
+		}
+		notes = append(notes, a.notes...)
+		e.Result = sm.Result{Value: uint64(res.Code), Data: mustMarshal(res)}
+		last = e.Index
+	}
+	if err := f.trimChangeLog(b, int64(last)); err != nil {
+		return nil, err
+	}
+	if err := b.Set(keyApplied, u64(last), nil); err != nil {
+		return nil, err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return nil, fmt.Errorf("raft state machine: commit: %w", err)
+	}
+	if f.hook != nil {
+		f.hook(last, notes)
+	}
+	return entries, nil
+}
+
+// trimChangeLog drops change-log records older than the retention window
+// ending at applied. The floor is a function of the applied index alone, so
+// every member keeps the same history.
+func (f *fsm) trimChangeLog(b *pebble.Batch, applied int64) error {
+	floor, err := readUint(b, keyLogFloor)
+	if err != nil {
+		return err
+	}
+	if floor == 0 {
+		floor = 1
+	}
+	newFloor := applied - f.retention + 1
+	if newFloor <= floor {
+		if err := b.Set(keyLogFloor, u64(uint64(floor)), nil); err != nil {
+			return err
+		}
+		return nil
+	}
+	if err := b.DeleteRange(logKey(floor), logKey(newFloor), nil); err != nil {
+		return err
+	}
+	return b.Set(keyLogFloor, u64(uint64(newFloor)), nil)
+}
+
+// Lookup answers a query (see query.go) from the store.
+func (f *fsm) Lookup(q interface{}) (interface{}, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.db == nil || f.closed {
+		return nil, errStoreClosed
+	}
+	return runQuery(f.db, q)
+}
+
+var errStoreClosed = errors.New("raft state machine: closed")
+
+// Sync is a no-op: every Update is synced.
+func (f *fsm) Sync() error { return nil }
+
+// PrepareSnapshot captures a Pebble snapshot of the current state.
+func (f *fsm) PrepareSnapshot() (interface{}, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.db == nil {
+		return nil, errStoreClosed
+	}
+	return f.db.NewSnapshot(), nil
+}
+
+// SaveSnapshot writes the prepared snapshot (see snapshot.go).
+func (f *fsm) SaveSnapshot(ctx interface{}, w io.Writer, stopc <-chan struct{}) error {
+	snap := ctx.(*pebble.Snapshot)
+	defer snap.Close()
+	return writeSnapshot(snap, w, stopc)
+}
+
+// RecoverFromSnapshot verifies a snapshot's checksum and only then replaces
+// the store's content with it, in one synced batch. A corrupt snapshot is
+// refused with an error and the store is left as it was.
+func (f *fsm) RecoverFromSnapshot(r io.Reader, stopc <-chan struct{}) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.db == nil {
+		return errStoreClosed
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(f.dir), "snapshot-recover-*")
+	if err != nil {
+		return fmt.Errorf("raft state machine: recover: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	hdr, err := verifySnapshot(r, tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	return loadSnapshot(f.db, hdr, tmp, stopc)
+}
+
+// Close closes the store.
+func (f *fsm) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	if f.db == nil {
+		return nil
+	}
+	err := f.db.Close()
+	f.db = nil
+	return err
+}
+
+func unmarshal(b []byte, m proto.Message) error {
+	if err := proto.Unmarshal(b, m); err != nil {
+		return fmt.Errorf("raft state machine: decode %T: %w", m, err)
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+package raft
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/testutil"
+)
+
+// testOptions are fast options for tests: short timeouts, tiny LogDB.
+func testOptions(dir string, id uint64, voters []Voter) Options {
+	return Options{
+		Voters: voters, NodeID: id, Dir: dir,
+		Heartbeat: 50 * time.Millisecond, ElectionTimeout: 400 * time.Millisecond,
+		FirstElectionTimeout: 100 * time.Millisecond, CatchupTimeout: 5 * time.Second,
+		ProposalTimeout: 3 * time.Second, SessionTimeout: 2 * time.Second,
+		LogDBProfile: LogDBTiny, SnapshotThreshold: 1000,
+	}
+}
+
+// cluster is n in-process members on loopback.
+type cluster struct {
+	t       testing.TB
+	voters  []Voter
+	dirs    []string
+	members []*Provider
+	mutate  func(i int, o *Options)
+}
+
+func newVoters(t testing.TB, n int) []Voter {
+	voters := make([]Voter, n)
+	for i := range voters {
+		voters[i] = Voter{ID: uint64(i + 1), Address: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))}
+	}
+	return voters
+}
+
+func startCluster(t testing.TB, n int, mutate func(i int, o *Options)) *cluster {
+	t.Helper()
+	c := &cluster{t: t, voters: newVoters(t, n), members: make([]*Provider, n), mutate: mutate}
+	root := t.TempDir()
+	for i := 0; i < n; i++ {
+		c.dirs = append(c.dirs, filepath.Join(root, fmt.Sprintf("m%d", i+1)))
+	}
+	t.Cleanup(c.stopAll)
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func(i int) { errs <- c.start(i) }(i)
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("start member: %v", err)
+		}
+	}
+	c.waitLeader()
+	return c
+}
+
+func (c *cluster) options(i int) Options {
+	o := testOptions(c.dirs[i], uint64(i+1), c.voters)
+	if c.mutate != nil {
+		c.mutate(i, &o)
+	}
+	return o
+}
+
+func (c *cluster) start(i int) error {
+	p := NewProvider(c.options(i))
+	if err := p.Start(context.Background(), nil); err != nil {
+		return err
+	}
+	c.members[i] = p
+	return nil
+}
+
+func (c *cluster) stop(i int) {
+	if p := c.members[i]; p != nil {
+		p.Close()
+		c.members[i] = nil
+	}
+}
+
+func (c *cluster) stopAll() {
+	for i := range c.members {
+		c.stop(i)
+	}
+}
+
+// leader returns the index of the member that is Raft leader, or -1.
+func (c *cluster) leader() int {
+	for i, p := range c.members {
+		if p == nil {
+			continue
+		}
+		if st, err := p.Status(); err == nil && st.Role == core.RoleLeader {
+			return i
+		}
+	}
+	return -1
+}
+
+func (c *cluster) waitLeader() int {
+	c.t.Helper()
+	var l int
+	testutil.WaitFor(c.t, 20*time.Second, "a Raft leader", func() bool { l = c.leader(); return l >= 0 })
+	return l
+}
+
+func (c *cluster) client(i int) *Client {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := c.members[i].Client(ctx, core.ClientOptions{Name: fmt.Sprintf("test-%d", i)})
+	if err != nil {
+		c.t.Fatalf("client of member %d: %v", i+1, err)
+	}
+	c.t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

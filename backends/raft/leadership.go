@@ -1,0 +1,314 @@
+package raft
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/metaplane/metaplane/core"
+	raftv1 "github.com/metaplane/metaplane/proto/metaplane/raft/v1"
+)
+
+// leadership is a client's leadership: held while this member is Raft
+// leader in the term its leader record was appended in, and the record is
+// the last applied one.
+type leadership struct {
+	c     *Client
+	epoch int64
+	term  uint64
+
+	once sync.Once
+	lost chan struct{}
+}
+
+var _ core.Leadership = (*leadership)(nil)
+
+// Epoch is the leadership's epoch (the Raft term of its leader record).
+func (l *leadership) Epoch() int64 { return l.epoch }
+
+// Fence is the fence for this leader's writes (Token = Epoch).
+func (l *leadership) Fence() core.Fence { return core.Fence{Epoch: l.epoch, Token: l.epoch, Valid: true} }
+
+// Lost is closed when Raft leadership moves (another leader or a new term),
+// when a later leader record is applied, on Resign, or when the client's
+// session ends.
+func (l *leadership) Lost() <-chan struct{} { return l.lost }
+
+func (l *leadership) lose() {
+	l.once.Do(func() { close(l.lost) })
+	m := l.c.m
+	m.mu.Lock()
+	if m.holder == l {
+		m.holder = nil
+		m.broadcastChangeLocked()
+	}
+	m.mu.Unlock()
+	l.c.mu.Lock()
+	if l.c.lead == l {
+		l.c.lead = nil
+	}
+	l.c.mu.Unlock()
+}
+
+// dropHolderLocked ends the local leadership; m.mu is held.
+func (m *member) dropHolderLocked() {
+	h := m.holder
+	m.holder = nil
+	h.once.Do(func() { close(h.lost) })
+}
+
+// Resign appends a resign record so that the fence is stale, then ends the
+// leadership. Idempotent. Errors: ErrUnavailable (the leadership is ended
+// anyway), context errors.
+func (l *leadership) Resign(ctx context.Context) error {
+	select {
+	case <-l.lost:
+		return nil
+	default:
+	}
+	res, err := l.c.m.propose(ctx, &raftv1.Command{Body: &raftv1.Command_Resign{Resign: &raftv1.Resign{Epoch: l.epoch}}})
+	l.lose()
+	if err != nil {
+		return err
+	}
+	return codeError(res)
+}
+
+// Campaign blocks until this client leads: its member is Raft leader, no
+// other client of the member leads, and its leader record (carrying the
+// term) has been appended and applied, which also means every earlier entry
+// has been applied (bounded by coordinator.raft.catchup.timeout). Errors:
+// context errors, ErrClosed.
+func (c *Client) Campaign(ctx context.Context, cand core.Candidate) (core.Leadership, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	m := c.m
+	for {
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			return nil, errClosed
+		}
+		ready := m.raftLeader == m.replicaID && m.holder == nil && !m.reserved
+		term, wait := m.raftTerm, m.changeC
+		if ready {
+			m.reserved = true
+		}
+		m.mu.Unlock()
+		if !ready {
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-c.stop:
+				return nil, errClosed
+			}
+		}
+		l, err := c.appendLeader(ctx, cand, term)
+		m.mu.Lock()
+		m.reserved = false
+		m.broadcastChangeLocked()
+		m.mu.Unlock()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if cerr := c.check(); cerr != nil {
+				return nil, cerr
+			}
+			m.opts.Logf("raft: campaign of %s: %v; retrying", cand.ID, err)
+			select {
+			case <-time.After(TickInterval):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			continue
+		}
+		if l != nil {
+			return l, nil
+		}
+	}
+}
+
+// appendLeader appends the leader record of term and installs the
+// leadership if the member is still leader in that term once it applied.
+// It returns nil, nil when leadership moved meanwhile.
+func (c *Client) appendLeader(ctx context.Context, cand core.Candidate, term uint64) (*leadership, error) {
+	m := c.m
+	cctx, cancel := context.WithTimeout(ctx, m.opts.CatchupTimeout)
+	defer cancel()
+	res, err := m.propose(cctx, &raftv1.Command{Body: &raftv1.Command_Leader{Leader: &raftv1.LeaderRecord{
+		Term: term, CandidateId: cand.ID, Address: cand.Address, ReplicaId: m.replicaID}}})
+	if err != nil {
+		return nil, err
+	}
+	if err := codeError(res); err != nil {
+		return nil, err
+	}
+	l := &leadership{c: c, epoch: res.GetValue(), term: term, lost: make(chan struct{})}
+	m.mu.Lock()
+	ok := !m.closed && m.raftLeader == m.replicaID && m.raftTerm == term && m.holder == nil &&
+		m.leaderSt != nil && m.leaderSt.GetEpoch() == l.epoch && !m.leaderSt.GetResigned()
+	if ok {
+		m.holder = l
+	}
+	m.mu.Unlock()
+	if !ok {
+		return nil, nil
+	}
+	c.mu.Lock()
+	closed := c.closed
+	if !closed {
+		c.lead = l
+	}
+	c.mu.Unlock()
+	if closed {
+		l.lose()
+		return nil, errClosed
+	}
+	return l, nil
+}
+
+// currentLeader is the leader as this member knows it: the last applied
+// leader record, if its replica is the Raft leader in the record's term and
+// it has not resigned.
+func (m *member) currentLeaderLocked() (core.LeaderInfo, bool) {
+	ls := m.leaderSt
+	if ls == nil || ls.GetEpoch() == 0 || ls.GetResigned() || m.raftLeader == 0 ||
+		ls.GetReplicaId() != m.raftLeader || ls.GetTerm() != m.raftTerm {
+		return core.LeaderInfo{}, false
+	}
+	return core.LeaderInfo{ID: ls.GetCandidateId(), Address: ls.GetAddress(), Epoch: ls.GetEpoch()}, true
+}
+
+// Leader returns the current leader after a linearizable read of the last
+// leader record. Errors: ErrNotFound when no coordinator leads,
+// ErrUnavailable, ErrClosed.
+func (c *Client) Leader(ctx context.Context) (core.LeaderInfo, error) {
+	if err := c.check(); err != nil {
+		return core.LeaderInfo{}, err
+	}
+	v, err := c.m.read(ctx, leaderQuery{}, false)
+	if err != nil {
+		return core.LeaderInfo{}, err
+	}
+	ls := v.(*raftv1.LeaderState)
+	m := c.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.leaderSt == nil || m.leaderSt.GetIndex() < ls.GetIndex() {
+		m.leaderSt = ls
+	}
+	info, ok := m.currentLeaderLocked()
+	if !ok {
+		return core.LeaderInfo{}, fmt.Errorf("%w: no coordinator leads", core.ErrNotFound)
+	}
+	return info, nil
+}
+
+// ObserveLeader delivers the current leader (if any) and every change, as
+// this member learns of them. Errors: ErrClosed.
+func (c *Client) ObserveLeader(ctx context.Context) (<-chan core.LeaderInfo, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	ch := make(chan core.LeaderInfo, 1)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer close(ch)
+		var last core.LeaderInfo
+		for {
+			m := c.m
+			m.mu.Lock()
+			info, ok := m.currentLeaderLocked()
+			wait := m.changeC
+			m.mu.Unlock()
+			if ok && info != last {
+				// Keep only the latest undelivered leader.
+				select {
+				case <-ch:
+				default:
+				}
+				ch <- info
+				last = info
+			}
+			select {
+			case <-wait:
+			case <-ctx.Done():
+				return
+			case <-c.stop:
+				return
+			}
+		}
+	}()
+	return ch, nil
+}
+
+// status is this member's view for Status.
+func (m *member) status() core.Status {
+	m.mu.Lock()
+	leader, term, applied := m.raftLeader, m.raftTerm, m.applied
+	info, hasLeader := m.currentLeaderLocked()
+	m.mu.Unlock()
+	st := core.Status{Backend: "raft", MemberID: strconv.FormatUint(m.replicaID, 10), Epoch: int64(term),
+		AppliedIndex: int64(applied), Revision: int64(applied), Details: map[string]string{}}
+	switch {
+	case leader == m.replicaID:
+		st.Role = core.RoleLeader
+	case leader == 0:
+		st.Role = core.RoleCandidate
+	default:
+		st.Role = core.RoleFollower
+	}
+	if leader != 0 {
+		st.LeaderID = strconv.FormatUint(leader, 10)
+	}
+	if hasLeader {
+		st.LeaderAddress = info.Address
+		st.Details["leaderCandidateId"] = info.ID
+	}
+	if lr, err := m.nh.GetLogReader(shardID); err == nil {
+		state, _ := lr.NodeState()
+		st.CommitIndex = int64(state.Commit)
+	}
+	if st.CommitIndex < st.AppliedIndex {
+		st.CommitIndex = st.AppliedIndex
+	}
+	if nhi := m.nh.GetNodeHostInfo(dragonboatSkipLogInfo); nhi != nil {
+		for _, si := range nhi.ShardInfoList {
+			if si.ShardID != shardID {
+				continue
+			}
+			ids := make([]uint64, 0, len(si.Replicas))
+			for id := range si.Replicas {
+				ids = append(ids, id)
+			}
+			sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+			for _, id := range ids {
+				ms := core.MemberStatus{ID: strconv.FormatUint(id, 10), Address: si.Replicas[id], Role: core.RoleFollower}
+				if id == leader {
+					ms.Role = core.RoleLeader
+				}
+				if id == m.replicaID {
+					ms.MatchIndex = st.AppliedIndex
+					ms.Lag = st.CommitIndex - st.AppliedIndex
+				}
+				st.Members = append(st.Members, ms)
+			}
+		}
+	}
+	st.Details["raftRole"] = string(st.Role)
+	st.Details["raftTerm"] = strconv.FormatUint(term, 10)
+	st.Details["raftCommitIndex"] = strconv.FormatInt(st.CommitIndex, 10)
+	st.Details["raftAppliedIndex"] = strconv.FormatInt(st.AppliedIndex, 10)
+	st.Details["raftApplyLag"] = strconv.FormatInt(st.CommitIndex-st.AppliedIndex, 10)
+	st.Details["raftFollowerLag"] = "unavailable"
+	st.Details["clusterId"] = strconv.FormatUint(m.clusterID, 10)
+	return st
+}

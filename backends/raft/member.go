@@ -1,0 +1,525 @@
+package raft
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lni/dragonboat/v4"
+	dbconfig "github.com/lni/dragonboat/v4/config"
+	"github.com/lni/dragonboat/v4/client"
+	"github.com/lni/dragonboat/v4/logger"
+	"github.com/lni/dragonboat/v4/raftio"
+	sm "github.com/lni/dragonboat/v4/statemachine"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/metaplane/metaplane/core"
+	raftv1 "github.com/metaplane/metaplane/proto/metaplane/raft/v1"
+)
+
+// shardID is the one Raft shard of a metaplane cluster.
+const shardID = 1
+
+var quietOnce sync.Once
+
+// quietDragonboat keeps Dragonboat's and Pebble's chatter to warnings.
+func quietDragonboat() {
+	quietOnce.Do(func() {
+		for _, p := range []string{"dragonboat", "raft", "rsm", "transport", "logdb", "config", "settings",
+			"grpc", "registry", "tan", "fileutil", "server", "vfs"} {
+			logger.GetLogger(p).SetLevel(logger.ERROR)
+		}
+	})
+}
+
+// member is this process's Raft voter: the NodeHost, the state machine and
+// what the member tracks outside the store (Raft leadership, session
+// clocks, the local leadership holder, apply notifications).
+type member struct {
+	opts      Options
+	replicaID uint64
+	clusterID uint64
+	nh        *dragonboat.NodeHost
+	sm        *fsm
+	noop      *client.Session
+
+	mu         sync.Mutex
+	closed     bool
+	raftLeader uint64
+	raftTerm   uint64
+	leaderSt   *raftv1.LeaderState
+	applied    uint64
+	applyC     chan struct{} // closed and replaced after every applied batch
+	changeC    chan struct{} // closed and replaced on every leadership change
+	leases     map[int64]*leaseClock
+	expiring   map[int64]bool
+	holder     *leadership          // the local leadership, if any
+	reserved   bool                 // a local campaign is proposing its record
+	expiredFns map[int64]func()     // session id -> the owning client's callback
+	clients    map[*Client]struct{} // open clients
+	stop       chan struct{}
+	wg         sync.WaitGroup
+}
+
+// leaseClock is a session's deadline as this member sees it. Only the Raft
+// leader acts on it.
+type leaseClock struct {
+	ttl        time.Duration
+	deadline   time.Time
+	renewIndex int64
+}
+
+// clusterIDFile holds the cluster id written at bootstrap.
+const clusterIDFile = "cluster-id"
+
+// deriveClusterID is the cluster id of a new cluster: a hash of its initial
+// voter set, so every voter of one bootstrap computes the same id without
+// talking to the others.
+func deriveClusterID(voters []Voter) uint64 {
+	items := make([]string, len(voters))
+	for i, v := range voters {
+		items[i] = fmt.Sprintf("%d@%s", v.ID, v.Address)
+	}
+	sort.Strings(items)
+	h := fnv.New64a()
+	h.Write([]byte(strings.Join(items, ",")))
+	id := h.Sum64()
+	if id == 0 {
+		id = 1
+	}
+	return id
+}
+
+func loadOrWriteClusterID(dir string, voters []Voter) (uint64, error) {
+	p := filepath.Join(dir, clusterIDFile)
+	b, err := os.ReadFile(p)
+	if err == nil {
+		id, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("coordinator.raft.dir: %s is damaged: %v", p, err)
+		}
+		return id, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("coordinator.raft.dir: %w", err)
+	}
+	id := deriveClusterID(voters)
+	tmp := p + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return 0, fmt.Errorf("coordinator.raft.dir: %w", err)
+	}
+	if _, err := fmt.Fprintf(f, "%d\n", id); err != nil {
+		f.Close()
+		return 0, err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return 0, err
+	}
+	if err := f.Close(); err != nil {
+		return 0, err
+	}
+	return id, os.Rename(tmp, p)
+}
+
+func logDBConfig(profile string) dbconfig.LogDBConfig {
+	var c dbconfig.LogDBConfig
+	switch profile {
+	case LogDBTiny:
+		c = dbconfig.GetTinyMemLogDBConfig()
+	case LogDBMedium:
+		c = dbconfig.GetMediumMemLogDBConfig()
+	default:
+		c = dbconfig.GetSmallMemLogDBConfig()
+	}
+	// One shard group: one LogDB instance instead of sixteen (metaplane
+	// runs a single Raft shard). Fixed for the life of the directory.
+	c.Shards = 1
+	return c
+}
+
+// startMember starts the NodeHost and the replica: a new cluster
+// bootstraps with the initial voters, a member with Raft state on disk
+// restarts from it, and a joining member (Options.Join) starts empty and
+// waits for the leader to replicate to it.
+func startMember(ctx context.Context, o Options) (*member, error) {
+	o = o.withDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	quietDragonboat()
+	hb, el, _ := electionTicks(o.Heartbeat, o.ElectionTimeout)
+	if err := os.MkdirAll(o.Dir, 0o750); err != nil {
+		return nil, fmt.Errorf("coordinator.raft.dir: %w", err)
+	}
+	cid, err := loadOrWriteClusterID(o.Dir, o.Voters)
+	if err != nil {
+		return nil, err
+	}
+	m := &member{
+		opts: o, replicaID: o.NodeID, clusterID: cid,
+		applyC: make(chan struct{}), changeC: make(chan struct{}),
+		leases: map[int64]*leaseClock{}, expiring: map[int64]bool{},
+		expiredFns: map[int64]func(){}, clients: map[*Client]struct{}{},
+		stop: make(chan struct{}),
+	}
+	var addr string
+	members := map[uint64]dragonboat.Target{}
+	for _, v := range o.Voters {
+		members[v.ID] = v.Address
+		if v.ID == o.NodeID {
+			addr = v.Address
+		}
+	}
+	nhc := dbconfig.NodeHostConfig{
+		DeploymentID:      cid,
+		NodeHostDir:       filepath.Join(o.Dir, "nodehost"),
+		RTTMillisecond:    uint64(TickInterval / time.Millisecond),
+		RaftAddress:       addr,
+		ListenAddress:     o.ListenAddress,
+		MutualTLS:         o.TLS,
+		CAFile:            o.CAFile,
+		CertFile:          o.CertFile,
+		KeyFile:           o.KeyFile,
+		RaftEventListener: m,
+		Expert:            dbconfig.ExpertConfig{LogDB: logDBConfig(o.LogDBProfile)},
+	}
+	nh, err := dragonboat.NewNodeHost(nhc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: raft: start node host on %s: %v", core.ErrUnavailable, addr, err)
+	}
+	m.nh = nh
+	m.noop = nh.GetNoOPSession(shardID)
+	m.sm = newFSM(filepath.Join(o.Dir, "state"), o.ChangeLogRetention, m.onApplied)
+	compaction := o.SnapshotThreshold / 2
+	rc := dbconfig.Config{
+		ReplicaID: o.NodeID, ShardID: shardID, CheckQuorum: true, PreVote: true,
+		ElectionRTT: el, HeartbeatRTT: hb,
+		SnapshotEntries: o.SnapshotThreshold, CompactionOverhead: compaction,
+		MaxInMemLogSize: uint64(4 * o.SegmentSize),
+	}
+	var initial map[uint64]dragonboat.Target
+	join := false
+	switch {
+	case nh.HasNodeInfo(shardID, o.NodeID):
+		o.Logf("raft: member %d restarting from %s", o.NodeID, o.Dir)
+	case o.Join:
+		join = true
+		o.Logf("raft: member %d joining cluster %d", o.NodeID, cid)
+	default:
+		initial = members
+		o.Logf("raft: member %d bootstrapping cluster %d with %d voters", o.NodeID, cid, len(members))
+	}
+	factory := func(uint64, uint64) sm.IOnDiskStateMachine { return m.sm }
+	if err := nh.StartOnDiskReplica(initial, join, factory, rc); err != nil {
+		nh.Close()
+		return nil, fmt.Errorf("%w: raft: start replica %d: %v", core.ErrUnavailable, o.NodeID, err)
+	}
+	m.wg.Add(1)
+	go m.expiryLoop()
+	// Give a new cluster its first election before returning (bounded by
+	// coordinator.raft.first-election.timeout, plus one election timeout
+	// since Dragonboat has no separate first timeout).
+	wait := o.FirstElectionTimeout + o.ElectionTimeout
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		m.mu.Lock()
+		known, ch := m.raftLeader != 0, m.changeC
+		m.mu.Unlock()
+		if known {
+			break
+		}
+		select {
+		case <-ch:
+			continue
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		break
+	}
+	return m, nil
+}
+
+// LeaderUpdated is Dragonboat's leadership event (raftio.IRaftEventListener).
+func (m *member) LeaderUpdated(info raftio.LeaderInfo) {
+	if info.ShardID != shardID {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	wasLeader := m.raftLeader == m.replicaID
+	m.raftLeader, m.raftTerm = info.LeaderID, info.Term
+	isLeader := info.LeaderID == m.replicaID
+	if isLeader && !wasLeader {
+		// A new leader restarts every lease's clock.
+		now := time.Now()
+		for _, l := range m.leases {
+			l.deadline = now.Add(l.ttl)
+		}
+		go m.loadLeases()
+	}
+	if h := m.holder; h != nil && (info.LeaderID != m.replicaID || info.Term != h.term) {
+		m.dropHolderLocked()
+	}
+	m.broadcastChangeLocked()
+}
+
+func (m *member) broadcastChangeLocked() {
+	close(m.changeC)
+	m.changeC = make(chan struct{})
+}
+
+// loadLeases reads every session from the store into the clocks (a member
+// that just became leader may not have seen them being granted).
+func (m *member) loadLeases() {
+	v, err := m.nh.StaleRead(shardID, sessionsQuery{})
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range v.([]*raftv1.SessionRecord) {
+		if _, ok := m.leases[s.GetId()]; !ok {
+			m.leases[s.GetId()] = &leaseClock{ttl: time.Duration(s.GetTtlMs()) * time.Millisecond,
+				deadline: now.Add(time.Duration(s.GetTtlMs()) * time.Millisecond), renewIndex: s.GetRenewIndex()}
+		}
+	}
+}
+
+// onApplied is the state machine's hook after every committed batch.
+func (m *member) onApplied(applied uint64, notes []applyNote) {
+	now := time.Now()
+	var expired []func()
+	m.mu.Lock()
+	m.applied = applied
+	for _, n := range notes {
+		switch n.kind {
+		case noteSessionGranted, noteSessionRenewed:
+			ttl := time.Duration(n.ttlMs) * time.Millisecond
+			m.leases[n.session] = &leaseClock{ttl: ttl, deadline: now.Add(ttl), renewIndex: n.renewIndex}
+		case noteSessionExpired:
+			delete(m.leases, n.session)
+			delete(m.expiring, n.session)
+			if fn := m.expiredFns[n.session]; fn != nil {
+				expired = append(expired, fn)
+			}
+		case noteLeader:
+			m.leaderSt = n.leader
+			if h := m.holder; h != nil && (n.leader.GetEpoch() != h.epoch || n.leader.GetResigned()) {
+				m.dropHolderLocked()
+			}
+			m.broadcastChangeLocked()
+		}
+	}
+	close(m.applyC)
+	m.applyC = make(chan struct{})
+	m.mu.Unlock()
+	for _, fn := range expired {
+		fn()
+	}
+}
+
+// expiryLoop, on the Raft leader, expires sessions whose clock ran out by
+// appending a SessionExpire record.
+func (m *member) expiryLoop() {
+	defer m.wg.Done()
+	t := time.NewTicker(TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		var due []*raftv1.SessionExpire
+		m.mu.Lock()
+		if m.raftLeader == m.replicaID {
+			for id, l := range m.leases {
+				if now.After(l.deadline) && !m.expiring[id] {
+					m.expiring[id] = true
+					due = append(due, &raftv1.SessionExpire{Id: id, RenewIndex: l.renewIndex, Reason: "timeout"})
+				}
+			}
+		}
+		m.mu.Unlock()
+		for _, x := range due {
+			x := x
+			m.wg.Add(1)
+			go func() {
+				defer m.wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), m.opts.ProposalTimeout)
+				defer cancel()
+				_, err := m.propose(ctx, &raftv1.Command{Body: &raftv1.Command_SessionExpire{SessionExpire: x}})
+				m.mu.Lock()
+				delete(m.expiring, x.Id)
+				if err == nil {
+					if l := m.leases[x.Id]; l != nil && l.renewIndex != x.RenewIndex {
+						// renewed meanwhile: keep it
+					} else if l != nil {
+						// The expiry applied as a no-op elsewhere; look again later.
+						l.deadline = time.Now().Add(l.ttl)
+					}
+				}
+				m.mu.Unlock()
+			}()
+		}
+	}
+}
+
+// touch restarts a session's clock on this member (an in-memory renewal,
+// meaningful on the leader). It reports whether the session is known.
+func (m *member) touch(id int64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.leases[id]
+	if l == nil {
+		return false
+	}
+	l.deadline = time.Now().Add(l.ttl)
+	return true
+}
+
+func (m *member) isLeader() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.raftLeader == m.replicaID
+}
+
+// notLeader builds the NotLeaderError of a call that needs the leader.
+func (m *member) notLeader() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := &core.NotLeaderError{}
+	if ls := m.leaderSt; ls != nil && ls.GetReplicaId() == m.raftLeader && m.raftLeader != 0 && !ls.GetResigned() {
+		e.LeaderID, e.LeaderAddress = ls.GetCandidateId(), ls.GetAddress()
+	}
+	return e
+}
+
+// errClosed wraps ErrClosed.
+var errClosed = fmt.Errorf("%w: raft backend closed", core.ErrClosed)
+
+// mapErr maps a Dragonboat error to the contract's errors.
+func (m *member) mapErr(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("raft: %s: %w", op, ctx.Err())
+	}
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return errClosed
+	}
+	if errors.Is(err, errStoreClosed) {
+		return errClosed
+	}
+	return fmt.Errorf("%w: raft: %s: %v", core.ErrUnavailable, op, err)
+}
+
+// retryable reports whether a proposal failed before entering the log.
+func retryable(err error) bool {
+	return errors.Is(err, dragonboat.ErrShardNotReady) || errors.Is(err, dragonboat.ErrSystemBusy) ||
+		errors.Is(err, dragonboat.ErrShardNotInitialized)
+}
+
+// propose appends cmd and waits until it is applied on this member. A
+// proposal that cannot commit within ProposalTimeout fails with
+// ErrUnavailable (its outcome unknown).
+func (m *member) propose(ctx context.Context, cmd *raftv1.Command) (*raftv1.CommandResult, error) {
+	if cmd.TimeMs == 0 {
+		cmd.TimeMs = time.Now().UnixMilli()
+	}
+	data := mustMarshal(cmd)
+	pctx, cancel := context.WithTimeout(ctx, m.opts.ProposalTimeout)
+	defer cancel()
+	backoff := 5 * time.Millisecond
+	for {
+		res, err := m.nh.SyncPropose(pctx, m.noop, data)
+		if err == nil {
+			var r raftv1.CommandResult
+			if err := proto.Unmarshal(res.Data, &r); err != nil {
+				return nil, fmt.Errorf("%w: raft: undecodable result: %v", core.ErrUnavailable, err)
+			}
+			return &r, nil
+		}
+		if retryable(err) && pctx.Err() == nil {
+			select {
+			case <-time.After(backoff):
+			case <-pctx.Done():
+			}
+			if backoff < 100*time.Millisecond {
+				backoff *= 2
+			}
+			continue
+		}
+		return nil, m.mapErr(ctx, "propose", err)
+	}
+}
+
+// read runs a query: linearizable (ReadIndex, on any member) or stale.
+func (m *member) read(ctx context.Context, q interface{}, stale bool) (interface{}, error) {
+	if stale {
+		v, err := m.nh.StaleRead(shardID, q)
+		if err != nil {
+			return nil, m.mapErr(ctx, "read", err)
+		}
+		return v, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, m.opts.ProposalTimeout)
+	defer cancel()
+	backoff := 5 * time.Millisecond
+	for {
+		v, err := m.nh.SyncRead(rctx, shardID, q)
+		if err == nil {
+			return v, nil
+		}
+		if retryable(err) && rctx.Err() == nil {
+			select {
+			case <-time.After(backoff):
+			case <-rctx.Done():
+			}
+			if backoff < 100*time.Millisecond {
+				backoff *= 2
+			}
+			continue
+		}
+		return nil, m.mapErr(ctx, "read", err)
+	}
+}
+
+// waitApplied returns a channel closed after the next applied batch and the
+// applied index now.
+func (m *member) waitApplied() (<-chan struct{}, uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.applyC, m.applied
+}
+
+func (m *member) close() {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	m.closed = true
+	close(m.stop)
+	if m.holder != nil {
+		m.dropHolderLocked()
+	}
+	m.broadcastChangeLocked()
+	m.mu.Unlock()
+	m.nh.Close()
+	m.wg.Wait()
+}

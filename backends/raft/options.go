@@ -1,0 +1,279 @@
+package raft
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/metaplane/metaplane/core"
+)
+
+// TickInterval is the length of Dragonboat's logical clock tick
+// (NodeHostConfig.RTTMillisecond). Heartbeat and election timeouts are
+// whole numbers of ticks.
+const TickInterval = 50 * time.Millisecond
+
+// Voter is one member of the initial voter set.
+type Voter struct {
+	// ID is the Raft replica id (>= 1).
+	ID uint64
+	// Address is the host:port other voters reach the member's Raft port on.
+	Address string
+}
+
+// LogDB memory profiles (coordinator.raft.logdb.profile).
+const (
+	LogDBTiny   = "tiny"
+	LogDBSmall  = "small"
+	LogDBMedium = "medium"
+)
+
+// Options configure a Raft member. Build them with OptionsFromConfig, or
+// by hand in tests; zero fields take the defaults documented on each.
+type Options struct {
+	// Voters is the initial voter set (coordinator.raft.voters). A single
+	// voter on 127.0.0.1 when empty.
+	Voters []Voter
+	// NodeID is this member's replica id (coordinator.raft.node.id);
+	// defaults to the only voter's id when there is exactly one.
+	NodeID uint64
+	// Port is the Raft port (coordinator.raft.port, default 9124), used for
+	// a member missing from Voters.
+	Port int
+	// ListenAddress, when set, is where the member listens instead of its
+	// voter address (tests put a proxy in front of it).
+	ListenAddress string
+	// Dir holds the Raft log and the state machine (coordinator.raft.dir).
+	// Required.
+	Dir string
+	// Heartbeat is the upper bound of the heartbeat interval
+	// (coordinator.raft.heartbeat.interval, default 500ms).
+	Heartbeat time.Duration
+	// ElectionTimeout is the upper bound of the randomized election timeout
+	// (coordinator.raft.election.timeout, default 1s).
+	ElectionTimeout time.Duration
+	// FirstElectionTimeout bounds the first election of a new cluster
+	// (coordinator.raft.first-election.timeout, default 300ms): Start waits
+	// up to this long for a leader before returning, then returns anyway.
+	FirstElectionTimeout time.Duration
+	// CatchupTimeout bounds how long a new leader waits for its leader
+	// record to be applied (coordinator.raft.catchup.timeout, default 30s).
+	CatchupTimeout time.Duration
+	// SnapshotThreshold is the number of applied entries between automatic
+	// snapshots (coordinator.raft.snapshot.trigger.threshold, default
+	// 10000).
+	SnapshotThreshold uint64
+	// SegmentSize (coordinator.raft.log.segment-size, default 8 MiB) bounds
+	// the Raft log kept in memory for unapplied entries
+	// (Config.MaxInMemLogSize is four segments) and sizes the LogDB write
+	// buffer; Dragonboat has no log segments of its own.
+	SegmentSize int64
+	// ChangeLogRetention is how many log indexes of change history the
+	// state machine keeps for watches (coordinator.raft.change-log.retention,
+	// default 100000). Older revisions fail with ErrCompacted.
+	ChangeLogRetention int64
+	// IDBlockSize is the default id block size
+	// (coordinator.raft.id-block-size, default 1000); informational here,
+	// core.BlockAllocator uses it.
+	IDBlockSize int64
+	// SessionTimeout is the default session timeout of a client
+	// (coordinator.tablet-server.session-timeout, default 30s).
+	SessionTimeout time.Duration
+	// MetadataStreamMaxWait bounds a FetchMetadata long poll
+	// (coordinator.metadata-stream.max-wait, default 500ms).
+	MetadataStreamMaxWait time.Duration
+	// ProposalTimeout bounds a write that cannot commit (no quorum); it then
+	// fails with ErrUnavailable. Default: 5s or 5 election timeouts,
+	// whichever is larger.
+	ProposalTimeout time.Duration
+	// TLS enables mutual TLS between voters (coordinator.raft.tls.enabled)
+	// with CAFile, CertFile and KeyFile (coordinator.raft.tls.*).
+	TLS      bool
+	CAFile   string
+	CertFile string
+	KeyFile  string
+	// LogDBProfile is the LogDB memory profile: tiny, small (default) or
+	// medium (coordinator.raft.logdb.profile).
+	LogDBProfile string
+	// Join starts a member that joins an existing cluster (it was added with
+	// AddVoter) instead of bootstrapping one (coordinator.raft.join).
+	Join bool
+	// Logf, when set, receives the member's log lines.
+	Logf func(format string, args ...any)
+}
+
+// withDefaults returns o with zero fields set to their defaults.
+func (o Options) withDefaults() Options {
+	if o.Port == 0 {
+		o.Port = 9124
+	}
+	if len(o.Voters) == 0 {
+		id := o.NodeID
+		if id == 0 {
+			id = 1
+		}
+		o.Voters = []Voter{{ID: id, Address: net.JoinHostPort("127.0.0.1", strconv.Itoa(o.Port))}}
+	}
+	if o.NodeID == 0 && len(o.Voters) == 1 {
+		o.NodeID = o.Voters[0].ID
+	}
+	if o.Heartbeat == 0 {
+		o.Heartbeat = 500 * time.Millisecond
+	}
+	if o.ElectionTimeout == 0 {
+		o.ElectionTimeout = time.Second
+	}
+	if o.FirstElectionTimeout == 0 {
+		o.FirstElectionTimeout = 300 * time.Millisecond
+	}
+	if o.CatchupTimeout == 0 {
+		o.CatchupTimeout = 30 * time.Second
+	}
+	if o.SnapshotThreshold == 0 {
+		o.SnapshotThreshold = 10000
+	}
+	if o.SegmentSize == 0 {
+		o.SegmentSize = 8 << 20
+	}
+	if o.ChangeLogRetention == 0 {
+		o.ChangeLogRetention = 100000
+	}
+	if o.IDBlockSize == 0 {
+		o.IDBlockSize = 1000
+	}
+	if o.SessionTimeout == 0 {
+		o.SessionTimeout = 30 * time.Second
+	}
+	if o.MetadataStreamMaxWait == 0 {
+		o.MetadataStreamMaxWait = 500 * time.Millisecond
+	}
+	if o.ProposalTimeout == 0 {
+		o.ProposalTimeout = 5 * o.ElectionTimeout
+		if o.ProposalTimeout < 5*time.Second {
+			o.ProposalTimeout = 5 * time.Second
+		}
+	}
+	if o.LogDBProfile == "" {
+		o.LogDBProfile = LogDBSmall
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	return o
+}
+
+// Validate reports every problem of o (after defaults) at once, each naming
+// its configuration key.
+func (o Options) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if o.Dir == "" {
+		bad("coordinator.raft.dir", "required")
+	}
+	seen := map[uint64]bool{}
+	found := false
+	for _, v := range o.Voters {
+		if v.ID == 0 {
+			bad("coordinator.raft.voters", "voter %q: id must be at least 1", v.Address)
+		}
+		if seen[v.ID] {
+			bad("coordinator.raft.voters", "voter id %d appears twice", v.ID)
+		}
+		seen[v.ID] = true
+		if _, _, err := net.SplitHostPort(v.Address); err != nil {
+			bad("coordinator.raft.voters", "voter %d: address %q is not host:port", v.ID, v.Address)
+		}
+		if v.ID == o.NodeID {
+			found = true
+		}
+	}
+	if o.NodeID == 0 {
+		bad("coordinator.raft.node.id", "required with more than one voter")
+	} else if !found && !o.Join {
+		bad("coordinator.raft.node.id", "%d is not in coordinator.raft.voters (set coordinator.raft.join to join an existing cluster)", o.NodeID)
+	}
+	if _, _, err := electionTicks(o.Heartbeat, o.ElectionTimeout); err != nil {
+		errs = append(errs, err)
+	}
+	switch o.LogDBProfile {
+	case LogDBTiny, LogDBSmall, LogDBMedium:
+	default:
+		bad("coordinator.raft.logdb.profile", "%q: want tiny, small or medium", o.LogDBProfile)
+	}
+	if o.TLS {
+		if o.CAFile == "" {
+			bad("coordinator.raft.tls.ca-file", "required when coordinator.raft.tls.enabled is true")
+		}
+		if o.CertFile == "" {
+			bad("coordinator.raft.tls.cert-file", "required when coordinator.raft.tls.enabled is true")
+		}
+		if o.KeyFile == "" {
+			bad("coordinator.raft.tls.key-file", "required when coordinator.raft.tls.enabled is true")
+		}
+	}
+	if o.ChangeLogRetention < 1 {
+		bad("coordinator.raft.change-log.retention", "must be at least 1")
+	}
+	return errors.Join(errs...)
+}
+
+// electionTicks maps the heartbeat and election timeouts onto Dragonboat's
+// ticks of TickInterval: ElectionRTT = election/2/tick (Dragonboat
+// randomizes the timeout in [ElectionRTT, 2*ElectionRTT), so the configured
+// value is the upper bound), HeartbeatRTT = min(heartbeat/tick,
+// (ElectionRTT-1)/2), at least 1.
+func electionTicks(heartbeat, election time.Duration) (hb, el uint64, err error) {
+	if election < 300*time.Millisecond {
+		return 0, 0, fmt.Errorf("coordinator.raft.election.timeout: %v is below the minimum 300ms", election)
+	}
+	if heartbeat < TickInterval {
+		return 0, 0, fmt.Errorf("coordinator.raft.heartbeat.interval: %v is below the %v tick", heartbeat, TickInterval)
+	}
+	if heartbeat >= election {
+		return 0, 0, fmt.Errorf("coordinator.raft.heartbeat.interval: %v must be below coordinator.raft.election.timeout %v", heartbeat, election)
+	}
+	el = uint64(election / 2 / TickInterval)
+	hb = uint64(heartbeat / TickInterval)
+	if m := (el - 1) / 2; hb > m {
+		hb = m
+	}
+	if hb < 1 {
+		hb = 1
+	}
+	return hb, el, nil
+}
+
+// ParseVoters parses a coordinator.raft.voters list: "id@host:port" items
+// separated by commas (spaces allowed).
+func ParseVoters(s string) ([]Voter, error) {
+	var out []Voter
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		id, addr, ok := strings.Cut(item, "@")
+		if !ok {
+			return nil, fmt.Errorf("coordinator.raft.voters: %q is not id@host:port", item)
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(id), 10, 64)
+		if err != nil || n == 0 {
+			return nil, fmt.Errorf("coordinator.raft.voters: %q: id must be a positive integer", item)
+		}
+		out = append(out, Voter{ID: n, Address: strings.TrimSpace(addr)})
+	}
+	return out, nil
+}
+
+// OptionsFromConfig builds Options from metaplane's configuration.
+func OptionsFromConfig(cfg *core.Config) (Options, error) {
+	if cfg == nil {
+		return Options{}, fmt.Errorf("%w: nil configuration", core.ErrInvalidArgument)
+	}
+	return optionsFromConfig(cfg)
+}
