@@ -30,7 +30,9 @@ var _ core.Leadership = (*leadership)(nil)
 func (l *leadership) Epoch() int64 { return l.epoch }
 
 // Fence is the fence for this leader's writes (Token = Epoch).
-func (l *leadership) Fence() core.Fence { return core.Fence{Epoch: l.epoch, Token: l.epoch, Valid: true} }
+func (l *leadership) Fence() core.Fence {
+	return core.Fence{Epoch: l.epoch, Token: l.epoch, Valid: true}
+}
 
 // Lost is closed when Raft leadership moves (another leader or a new term),
 // when a later leader record is applied, on Resign, or when the client's

@@ -21,7 +21,7 @@ type (
 		results  []core.GetResult
 		revision int64
 	}
-	childrenQuery struct{ path string }
+	childrenQuery  struct{ path string }
 	childrenAnswer struct {
 		names []string
 		stat  core.Stat
