@@ -139,6 +139,11 @@ type RaftConfig struct {
 	// memory profile of the Raft log store, one of tiny, small, medium,
 	// large (see LogDBProfiles).
 	LogDBProfile string `koanf:"logdb.profile"`
+	// Join, key coordinator.raft.join, default false: start this voter
+	// empty and let it join a running cluster that added it with
+	// add-voter, instead of bootstrapping a new cluster from Voters
+	// (ignored once the voter has Raft state on disk; see docs/raft.md).
+	Join bool `koanf:"join"`
 }
 
 // RaftTLSConfig holds the coordinator.raft.tls.* keys: mutual TLS between
