@@ -440,3 +440,18 @@ func TestMissingFileIsAProblem(t *testing.T) {
 	_, err := LoadConfig(LoadOptions{File: filepath.Join(t.TempDir(), "absent.yaml")})
 	wantProblem(t, err, "", "absent.yaml")
 }
+
+// TestDocsListEveryKey keeps docs/configuration.md complete: every key the
+// loader knows appears in it, with its environment variable derivable.
+func TestDocsListEveryKey(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "docs", "configuration.md"))
+	if err != nil {
+		t.Fatalf("reading the configuration reference: %v", err)
+	}
+	doc := string(b)
+	for _, key := range Keys() {
+		if !strings.Contains(doc, "| `"+key+"` |") {
+			t.Errorf("docs/configuration.md has no table row for %s", key)
+		}
+	}
+}

@@ -19,7 +19,7 @@ var ZooKeeperDescriptor = BackendDescriptor{
 	Name:        BackendZooKeeper,
 	SelectorKey: KeyZooKeeperAddress,
 	Description: "an external ZooKeeper ensemble, with the original znode layout",
-	Deprecated:  "the ZooKeeper backend is deprecated and will be removed in a later major release: migrate to the Raft backend (docs/migrating-from-zookeeper.md)",
+	Deprecated:  "the ZooKeeper backend is deprecated and will be removed in a later major release: migrate to the Raft backend (see docs/zookeeper.md)",
 }
 
 // RaftDescriptor describes the built-in Raft backend: selected by
