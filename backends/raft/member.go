@@ -138,6 +138,8 @@ func logDBConfig(profile string) dbconfig.LogDBConfig {
 		c = dbconfig.GetTinyMemLogDBConfig()
 	case LogDBMedium:
 		c = dbconfig.GetMediumMemLogDBConfig()
+	case LogDBLarge:
+		c = dbconfig.GetLargeMemLogDBConfig()
 	default:
 		c = dbconfig.GetSmallMemLogDBConfig()
 	}

@@ -12,9 +12,9 @@ import (
 )
 
 // TickInterval is the length of Dragonboat's logical clock tick
-// (NodeHostConfig.RTTMillisecond). Heartbeat and election timeouts are
-// whole numbers of ticks.
-const TickInterval = 50 * time.Millisecond
+// (NodeHostConfig.RTTMillisecond, core.RaftTick). Heartbeat and election
+// timeouts are whole numbers of ticks.
+const TickInterval = core.RaftTick
 
 // Voter is one member of the initial voter set.
 type Voter struct {
@@ -29,6 +29,7 @@ const (
 	LogDBTiny   = "tiny"
 	LogDBSmall  = "small"
 	LogDBMedium = "medium"
+	LogDBLarge  = "large"
 )
 
 // Options configure a Raft member. Build them with OptionsFromConfig, or
@@ -95,8 +96,8 @@ type Options struct {
 	CAFile   string
 	CertFile string
 	KeyFile  string
-	// LogDBProfile is the LogDB memory profile: tiny, small (default) or
-	// medium (coordinator.raft.logdb.profile).
+	// LogDBProfile is the LogDB memory profile: tiny, small (default),
+	// medium or large (coordinator.raft.logdb.profile).
 	LogDBProfile string
 	// Join starts a member that joins an existing cluster (it was added with
 	// AddVoter) instead of bootstrapping one (coordinator.raft.join).
@@ -201,9 +202,9 @@ func (o Options) Validate() error {
 		errs = append(errs, err)
 	}
 	switch o.LogDBProfile {
-	case LogDBTiny, LogDBSmall, LogDBMedium:
+	case LogDBTiny, LogDBSmall, LogDBMedium, LogDBLarge:
 	default:
-		bad("coordinator.raft.logdb.profile", "%q: want tiny, small or medium", o.LogDBProfile)
+		bad("coordinator.raft.logdb.profile", "%q: want tiny, small, medium or large", o.LogDBProfile)
 	}
 	if o.TLS {
 		if o.CAFile == "" {
@@ -223,29 +224,14 @@ func (o Options) Validate() error {
 }
 
 // electionTicks maps the heartbeat and election timeouts onto Dragonboat's
-// ticks of TickInterval: ElectionRTT = election/2/tick (Dragonboat
-// randomizes the timeout in [ElectionRTT, 2*ElectionRTT), so the configured
-// value is the upper bound), HeartbeatRTT = min(heartbeat/tick,
-// (ElectionRTT-1)/2), at least 1.
+// ticks with core.RaftTiming (ElectionRTT = election/2/tick; HeartbeatRTT =
+// min(heartbeat/tick, (ElectionRTT-1)/2), at least 1).
 func electionTicks(heartbeat, election time.Duration) (hb, el uint64, err error) {
-	if election < 300*time.Millisecond {
-		return 0, 0, fmt.Errorf("coordinator.raft.election.timeout: %v is below the minimum 300ms", election)
+	r, err := core.RaftTiming(heartbeat, election)
+	if err != nil {
+		return 0, 0, err
 	}
-	if heartbeat < TickInterval {
-		return 0, 0, fmt.Errorf("coordinator.raft.heartbeat.interval: %v is below the %v tick", heartbeat, TickInterval)
-	}
-	if heartbeat >= election {
-		return 0, 0, fmt.Errorf("coordinator.raft.heartbeat.interval: %v must be below coordinator.raft.election.timeout %v", heartbeat, election)
-	}
-	el = uint64(election / 2 / TickInterval)
-	hb = uint64(heartbeat / TickInterval)
-	if m := (el - 1) / 2; hb > m {
-		hb = m
-	}
-	if hb < 1 {
-		hb = 1
-	}
-	return hb, el, nil
+	return r.HeartbeatRTT, r.ElectionRTT, nil
 }
 
 // ParseVoters parses a coordinator.raft.voters list: "id@host:port" items
