@@ -1,0 +1,909 @@
+package plugins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/metaplane/metaplane/core"
+	pb "github.com/metaplane/metaplane/proto/metaplane/v1"
+)
+
+// Client is the host side of one plugin client: a core.MetadataBackend
+// (one session) whose calls cross the plugin boundary. It also implements
+// every optional interface (LeaseManager, IDAllocator, MembershipManager,
+// FaultInjector, SessionExpirer); a call to a part the plugin's backend
+// does not have fails with an error wrapping core.ErrInvalidArgument
+// ("backend does not support ..."), and Capabilities says in advance which
+// parts it has (see Supports).
+//
+// When the plugin process dies, in-flight and new calls fail with
+// core.ErrUnavailable, every Leadership's Lost channel closes, watches end
+// with a final ErrUnavailable response, and session-event subscribers
+// receive SessionExpired for the lost session. Once the host has restarted
+// the plugin, the client opens a new session on it (SessionConnected with
+// the new id) and calls work again; leader observations resume by
+// themselves. Ephemeral nodes of the lost session are gone, as after any
+// expiry.
+//
+// A Client is safe for concurrent use.
+type Client struct {
+	p      *Plugin
+	opts   core.ClientOptions
+	caps   core.Capabilities
+	ifaces *pb.Interfaces
+
+	mu      sync.Mutex
+	rem     *remote // nil while the plugin is down
+	closed  bool
+	session core.SessionInfo
+	subs    map[*sessionSub]struct{}
+	// changed is closed and replaced whenever rem or session changes.
+	changed chan struct{}
+}
+
+// remote is a client's incarnation in one plugin process.
+type remote struct {
+	conn *conn
+	id   uint64
+	// ctx ends when the incarnation does (plugin died, client closed).
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+var (
+	_ core.MetadataBackend   = (*Client)(nil)
+	_ core.LeaseManager      = (*Client)(nil)
+	_ core.IDAllocator       = (*Client)(nil)
+	_ core.MembershipManager = (*Client)(nil)
+	_ core.FaultInjector     = (*Client)(nil)
+	_ core.SessionExpirer    = (*Client)(nil)
+)
+
+// sessionSubBuffer is how many session events a slow subscriber may have
+// pending before the oldest are dropped.
+const sessionSubBuffer = 16
+
+// callTimeout bounds the host's housekeeping calls that have no context of
+// their own (Close, FailNextWrite, SetLatency).
+const callTimeout = 5 * time.Second
+
+// openRemote opens a client in the plugin behind cn and its session-event
+// pump. The pump's subscription is in place when it returns.
+func openRemote(ctx context.Context, cn *conn, opts core.ClientOptions) (*remote, *pb.NewClientResponse, pb.Backend_SessionEventsClient, error) {
+	resp, err := cn.rpc.NewClient(ctx, &pb.NewClientRequest{SessionTimeoutNanos: int64(opts.SessionTimeout), Name: opts.Name})
+	if err != nil {
+		return nil, nil, nil, callError(ctx, cn, err)
+	}
+	rctx, cancel := context.WithCancel(cn.ctx)
+	r := &remote{conn: cn, id: resp.ClientId, ctx: rctx, cancel: cancel}
+	stream, err := cn.rpc.SessionEvents(rctx, &pb.SessionEventsRequest{ClientId: r.id})
+	if err == nil {
+		var first *pb.SessionEventsResponse
+		first, err = stream.Recv()
+		if err == nil && !first.Started {
+			err = fmt.Errorf("%w: plugin protocol: session events did not start", core.ErrUnavailable)
+		}
+		if err == nil && first.Session != nil {
+			resp.Session = first.Session
+		}
+	}
+	if err != nil {
+		err = callError(ctx, cn, err)
+		cancel()
+		cctx, ccancel := context.WithTimeout(context.Background(), callTimeout)
+		_, _ = cn.rpc.CloseClient(cctx, &pb.CloseClientRequest{ClientId: r.id})
+		ccancel()
+		return nil, nil, nil, err
+	}
+	return r, resp, stream, nil
+}
+
+// callError translates a failed call's error: a context error of the
+// caller's ctx wins, a call on a dead plugin is core.ErrUnavailable, and
+// everything else goes through the translation table.
+func callError(ctx context.Context, cn *conn, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		e := FromStatus(err)
+		if errors.Is(e, cerr) {
+			return e
+		}
+		return fmt.Errorf("plugin call: %w", cerr)
+	}
+	e := FromStatus(err)
+	if cn != nil && cn.ctx.Err() != nil && !errors.Is(e, core.ErrUnavailable) {
+		return fmt.Errorf("%w: plugin %s exited during the call (%v)", core.ErrUnavailable, cn.name, e)
+	}
+	return e
+}
+
+// start runs the session-event pump of r.
+func (c *Client) start(r *remote, stream pb.Backend_SessionEventsClient) {
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				break
+			}
+			info := sessionInfoFromProto(m.Session)
+			c.mu.Lock()
+			if c.rem == r {
+				c.session = info
+				c.broadcastLocked()
+			}
+			c.mu.Unlock()
+			c.publish(core.SessionEvent{State: core.SessionState(m.State), SessionID: m.SessionId})
+		}
+		// The stream ended: the client was closed, the plugin died, or the
+		// plugin closed the client by itself.
+		c.lose(r, nil)
+	}()
+}
+
+// lose ends incarnation r (if it is still the current one): subscribers see
+// SessionExpired for its session, and calls fail with ErrUnavailable until
+// reconnect.
+func (c *Client) lose(r *remote, cause error) {
+	c.mu.Lock()
+	if c.rem != r || r == nil {
+		c.mu.Unlock()
+		return
+	}
+	c.rem = nil
+	old := c.session.ID
+	closed := c.closed
+	c.session.State = core.SessionExpired
+	c.broadcastLocked()
+	c.mu.Unlock()
+	r.cancel()
+	if !closed {
+		if cause != nil {
+			c.p.logger.Warn("plugin client lost its session", "client", c.opts.Name, "session", old, "error", cause)
+		}
+		c.publish(core.SessionEvent{State: core.SessionExpired, SessionID: old})
+	}
+}
+
+// reconnect opens a new incarnation of the client on cn after a restart.
+func (c *Client) reconnect(cn *conn) {
+	for attempt := 0; attempt < 3; attempt++ {
+		c.mu.Lock()
+		closed := c.closed
+		c.mu.Unlock()
+		if closed || cn.ctx.Err() != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(cn.ctx, callTimeout)
+		r, resp, stream, err := openRemote(ctx, cn, c.opts)
+		cancel()
+		if err != nil {
+			c.p.logger.Warn("plugin client could not reconnect", "client", c.opts.Name, "attempt", attempt+1, "error", err)
+			select {
+			case <-time.After(100 * time.Millisecond << attempt):
+			case <-cn.ctx.Done():
+				return
+			}
+			continue
+		}
+		info := sessionInfoFromProto(resp.Session)
+		c.mu.Lock()
+		if c.closed || c.rem != nil {
+			c.mu.Unlock()
+			r.cancel()
+			cctx, ccancel := context.WithTimeout(context.Background(), callTimeout)
+			_, _ = cn.rpc.CloseClient(cctx, &pb.CloseClientRequest{ClientId: r.id})
+			ccancel()
+			return
+		}
+		c.rem = r
+		c.session = info
+		c.broadcastLocked()
+		c.mu.Unlock()
+		c.start(r, stream)
+		c.publish(core.SessionEvent{State: core.SessionConnected, SessionID: info.ID})
+		return
+	}
+}
+
+func (c *Client) broadcastLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// current returns the live incarnation, or the error a call gets without
+// one.
+func (c *Client) current() (*remote, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, fmt.Errorf("%w: plugin client closed", core.ErrClosed)
+	}
+	if c.rem == nil {
+		return nil, c.p.downError()
+	}
+	return c.rem, nil
+}
+
+// ---- session events fan-out ----
+
+type sessionSub struct {
+	mu     sync.Mutex
+	ch     chan core.SessionEvent
+	closed bool
+}
+
+// publish delivers ev to every subscriber, dropping a slow subscriber's
+// oldest pending event when its buffer is full.
+func (c *Client) publish(ev core.SessionEvent) {
+	c.mu.Lock()
+	subs := make([]*sessionSub, 0, len(c.subs))
+	for s := range c.subs {
+		subs = append(subs, s)
+	}
+	c.mu.Unlock()
+	for _, s := range subs {
+		s.deliver(ev)
+	}
+}
+
+// deliver queues ev, dropping the oldest pending event when the buffer is
+// full.
+func (s *sessionSub) deliver(ev core.SessionEvent) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	for {
+		select {
+		case s.ch <- ev:
+			return
+		default:
+		}
+		select {
+		case <-s.ch:
+		default:
+		}
+	}
+}
+
+func (s *sessionSub) close() {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.ch)
+	}
+	s.mu.Unlock()
+}
+
+// ---- the contract ----
+
+// GetMany reads many paths in one plugin call. See core.Reader.
+func (c *Client) GetMany(ctx context.Context, paths []string, opts core.ReadOptions) ([]core.GetResult, error) {
+	r, err := c.current()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := r.conn.rpc.GetMany(ctx, &pb.GetManyRequest{ClientId: r.id, Paths: paths, Options: readOptionsToProto(opts)})
+	if err != nil {
+		return nil, callError(ctx, r.conn, err)
+	}
+	return getResultsFromProto(resp.Results), nil
+}
+
+// Children lists path's children. See core.Reader.
+func (c *Client) Children(ctx context.Context, path string, opts core.ReadOptions) ([]string, core.Stat, error) {
+	r, err := c.current()
+	if err != nil {
+		return nil, core.Stat{}, err
+	}
+	resp, err := r.conn.rpc.Children(ctx, &pb.ChildrenRequest{ClientId: r.id, Path: path, Options: readOptionsToProto(opts)})
+	if err != nil {
+		return nil, core.Stat{}, callError(ctx, r.conn, err)
+	}
+	names := resp.Names
+	if names == nil {
+		names = []string{}
+	}
+	return names, statFromProto(resp.Stat), nil
+}
+
+// Snapshot reads every node under prefix in one plugin call. See
+// core.Reader.
+func (c *Client) Snapshot(ctx context.Context, prefix string) (core.Snapshot, error) {
+	r, err := c.current()
+	if err != nil {
+		return core.Snapshot{}, err
+	}
+	resp, err := r.conn.rpc.Snapshot(ctx, &pb.SnapshotRequest{ClientId: r.id, Prefix: prefix})
+	if err != nil {
+		return core.Snapshot{}, callError(ctx, r.conn, err)
+	}
+	return core.Snapshot{Revision: resp.Revision, Nodes: nodesFromProto(resp.Nodes)}, nil
+}
+
+// Txn applies ops atomically in the plugin. See core.Writer; a failed op's
+// *core.TxnError keeps its index across the boundary.
+func (c *Client) Txn(ctx context.Context, ops []core.Op, opts core.TxnOptions) (core.TxnResult, error) {
+	r, err := c.current()
+	if err != nil {
+		return core.TxnResult{}, err
+	}
+	resp, err := r.conn.rpc.Txn(ctx, &pb.TxnRequest{ClientId: r.id, Ops: opsToProto(ops), Fence: fenceToProto(opts.Fence)})
+	if err != nil {
+		return core.TxnResult{}, callError(ctx, r.conn, err)
+	}
+	return txnResultFromProto(resp), nil
+}
+
+// watchBuffer is the host-side buffer of a watch channel; beyond it gRPC's
+// flow control holds the plugin back, and the backend's own slow-consumer
+// rule applies.
+const watchBuffer = 64
+
+// Watch streams changes from the plugin. See core.Watcher. When the plugin
+// dies the channel gets a final response whose Err wraps ErrUnavailable.
+func (c *Client) Watch(ctx context.Context, prefix string, fromRevision int64) (<-chan core.WatchResponse, error) {
+	r, err := c.current()
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(r.ctx, cancel)
+	stream, err := r.conn.rpc.Watch(sctx, &pb.WatchRequest{ClientId: r.id, Prefix: prefix, FromRevision: fromRevision})
+	var first *pb.WatchResponse
+	if err == nil {
+		first, err = stream.Recv()
+	}
+	if err == nil && !first.Started {
+		err = fmt.Errorf("%w: plugin protocol: watch did not start", core.ErrUnavailable)
+	}
+	if err != nil {
+		stop()
+		cancel()
+		return nil, c.streamError(ctx, r, err)
+	}
+	out := make(chan core.WatchResponse, watchBuffer)
+	go func() {
+		defer close(out)
+		defer cancel()
+		defer stop()
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				if ctx.Err() != nil || errors.Is(err, io.EOF) || c.isClosed() {
+					return
+				}
+				select {
+				case out <- core.WatchResponse{Err: c.streamError(ctx, r, err)}:
+				case <-ctx.Done():
+				}
+				return
+			}
+			resp := watchResponseFromProto(m)
+			select {
+			case out <- resp:
+			case <-ctx.Done():
+				return
+			}
+			if resp.Err != nil {
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// streamError translates a stream's error: a stream cut because the
+// incarnation ended is ErrUnavailable (or ErrClosed once the client is
+// closed).
+func (c *Client) streamError(ctx context.Context, r *remote, err error) error {
+	if ctx.Err() == nil && r.ctx.Err() != nil {
+		if c.isClosed() {
+			return fmt.Errorf("%w: plugin client closed", core.ErrClosed)
+		}
+		return fmt.Errorf("%w: plugin %s: %v", core.ErrUnavailable, r.conn.name, c.p.downError())
+	}
+	return callError(ctx, r.conn, err)
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// Session returns the client's current session, as last reported by the
+// plugin. It does not block.
+func (c *Client) Session() core.SessionInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.session
+}
+
+// SessionEvents subscribes to the client's session events. See
+// core.Sessions. Plugin deaths and restarts appear as SessionExpired and
+// SessionConnected.
+func (c *Client) SessionEvents(ctx context.Context) (<-chan core.SessionEvent, error) {
+	s := &sessionSub{ch: make(chan core.SessionEvent, sessionSubBuffer)}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: plugin client closed", core.ErrClosed)
+	}
+	c.subs[s] = struct{}{}
+	c.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		delete(c.subs, s)
+		c.mu.Unlock()
+		s.close()
+	})
+	return s.ch, nil
+}
+
+// Campaign campaigns in the plugin. See core.Elector. Cancelling ctx
+// before election withdraws the candidacy in the plugin.
+func (c *Client) Campaign(ctx context.Context, cand core.Candidate) (core.Leadership, error) {
+	r, err := c.current()
+	if err != nil {
+		return nil, err
+	}
+	// The stream outlives ctx once elected: it carries the leadership's
+	// loss. Before election, ctx ending cancels it.
+	sctx, scancel := context.WithCancel(r.ctx)
+	stop := context.AfterFunc(ctx, scancel)
+	stream, err := r.conn.rpc.Campaign(sctx, &pb.CampaignRequest{ClientId: r.id, Candidate: &pb.Candidate{Id: cand.ID, Address: cand.Address}})
+	var m *pb.CampaignResponse
+	if err == nil {
+		m, err = stream.Recv()
+	}
+	if err == nil && m.Lost {
+		err = fmt.Errorf("%w: leadership lost at once", core.ErrUnavailable)
+	}
+	if err != nil {
+		stop()
+		scancel()
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, fmt.Errorf("campaign: %w", cerr)
+		}
+		return nil, c.streamError(ctx, r, err)
+	}
+	if !stop() {
+		// ctx ended just as the election was won: the stream is cancelled
+		// and the plugin resigns.
+		scancel()
+		return nil, fmt.Errorf("campaign: %w", ctx.Err())
+	}
+	l := &leadership{c: c, r: r, id: m.LeadershipId, epoch: m.Epoch, fence: fenceFromProto(m.Fence), lost: make(chan struct{}), cancel: scancel}
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil || m.Lost {
+				break
+			}
+		}
+		l.markLost()
+	}()
+	return l, nil
+}
+
+// leadership is the host side of a leadership held in the plugin.
+type leadership struct {
+	c      *Client
+	r      *remote
+	id     uint64
+	epoch  int64
+	fence  core.Fence
+	lost   chan struct{}
+	once   sync.Once
+	cancel context.CancelFunc
+}
+
+func (l *leadership) markLost() {
+	l.once.Do(func() {
+		close(l.lost)
+		l.cancel()
+	})
+}
+
+// Epoch returns the leadership's epoch.
+func (l *leadership) Epoch() int64 { return l.epoch }
+
+// Fence returns the leadership's fence.
+func (l *leadership) Fence() core.Fence { return l.fence }
+
+// Lost is closed when the leadership ends, also when the plugin dies.
+func (l *leadership) Lost() <-chan struct{} { return l.lost }
+
+// Resign resigns in the plugin and returns once Lost is closed. Errors:
+// ErrUnavailable (the plugin is gone; the leadership is lost anyway),
+// context errors.
+func (l *leadership) Resign(ctx context.Context) error {
+	select {
+	case <-l.lost:
+		return nil
+	default:
+	}
+	_, err := l.r.conn.rpc.Resign(ctx, &pb.ResignRequest{ClientId: l.r.id, LeadershipId: l.id})
+	if err != nil {
+		err = l.c.streamError(ctx, l.r, err)
+		if errors.Is(err, core.ErrUnavailable) || errors.Is(err, core.ErrClosed) {
+			l.markLost()
+		}
+		return err
+	}
+	select {
+	case <-l.lost:
+	case <-ctx.Done():
+		// Ending the stream resigns too.
+		l.markLost()
+	}
+	return nil
+}
+
+// Leader returns the current leader. See core.Elector.
+func (c *Client) Leader(ctx context.Context) (core.LeaderInfo, error) {
+	r, err := c.current()
+	if err != nil {
+		return core.LeaderInfo{}, err
+	}
+	resp, err := r.conn.rpc.Leader(ctx, &pb.LeaderRequest{ClientId: r.id})
+	if err != nil {
+		return core.LeaderInfo{}, callError(ctx, r.conn, err)
+	}
+	return leaderFromProto(resp.Leader), nil
+}
+
+// ObserveLeader delivers the current leader and its changes. See
+// core.Elector. The observation survives plugin restarts (it resubscribes);
+// a slow consumer sees the latest leader.
+func (c *Client) ObserveLeader(ctx context.Context) (<-chan core.LeaderInfo, error) {
+	r, err := c.current()
+	if err != nil {
+		return nil, err
+	}
+	stream, cancel, err := c.observe(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan core.LeaderInfo, 1)
+	go func() {
+		defer close(out)
+		for {
+			for {
+				m, err := stream.Recv()
+				if err != nil {
+					break
+				}
+				li := leaderFromProto(m.Leader)
+				select {
+				case out <- li:
+				default:
+					select {
+					case <-out:
+					default:
+					}
+					out <- li
+				}
+			}
+			cancel()
+			// Resubscribe on the next incarnation unless the observation or
+			// the client is over.
+			for {
+				c.mu.Lock()
+				closed, rem, changed := c.closed, c.rem, c.changed
+				c.mu.Unlock()
+				if closed || ctx.Err() != nil {
+					return
+				}
+				if rem != nil && rem != r {
+					r = rem
+					break
+				}
+				if rem == r && r.ctx.Err() == nil {
+					// The plugin ended the stream while the client lives:
+					// the backend closed it.
+					return
+				}
+				select {
+				case <-changed:
+				case <-ctx.Done():
+					return
+				case <-c.p.Done():
+					return
+				}
+			}
+			stream, cancel, err = c.observe(ctx, r)
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+func (c *Client) observe(ctx context.Context, r *remote) (pb.Backend_ObserveLeaderClient, context.CancelFunc, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(r.ctx, cancel)
+	stream, err := r.conn.rpc.ObserveLeader(sctx, &pb.ObserveLeaderRequest{ClientId: r.id})
+	var first *pb.ObserveLeaderResponse
+	if err == nil {
+		first, err = stream.Recv()
+	}
+	if err == nil && !first.Started {
+		err = fmt.Errorf("%w: plugin protocol: leader observation did not start", core.ErrUnavailable)
+	}
+	if err != nil {
+		stop()
+		cancel()
+		return nil, nil, c.streamError(ctx, r, err)
+	}
+	return stream, func() { stop(); cancel() }, nil
+}
+
+// Status returns the plugin's view of the backend. See
+// core.MetadataBackend.
+func (c *Client) Status(ctx context.Context) (core.Status, error) {
+	r, err := c.current()
+	if err != nil {
+		return core.Status{}, err
+	}
+	resp, err := r.conn.rpc.Status(ctx, &pb.StatusRequest{ClientId: r.id})
+	if err != nil {
+		return core.Status{}, callError(ctx, r.conn, err)
+	}
+	return statusFromProto(resp), nil
+}
+
+// Capabilities returns the backend's capabilities, as the plugin reported
+// them when the client opened. It does not block.
+func (c *Client) Capabilities() core.Capabilities { return c.caps }
+
+// Interface names an optional part of the contract for Supports.
+type Interface int
+
+// The optional interfaces a plugin's backend may implement.
+const (
+	LeaseManagerInterface Interface = iota + 1
+	IDAllocatorInterface
+	MembershipManagerInterface
+	FaultInjectorInterface
+	SessionExpirerInterface
+)
+
+// Supports reports whether the plugin's backend implements an optional
+// interface (the Client's own method set always does). AllocateIDs works
+// either way: without a native IDAllocator the plugin runs core's
+// compare-and-set loop next to the data.
+func (c *Client) Supports(i Interface) bool {
+	switch i {
+	case LeaseManagerInterface:
+		return c.ifaces.LeaseManager
+	case IDAllocatorInterface:
+		return c.ifaces.IdAllocator
+	case MembershipManagerInterface:
+		return c.ifaces.MembershipManager
+	case FaultInjectorInterface:
+		return c.ifaces.FaultInjector
+	case SessionExpirerInterface:
+		return c.ifaces.SessionExpirer
+	}
+	return false
+}
+
+func (c *Client) unsupported(what string) error {
+	return fmt.Errorf("%w: backend %s does not support %s", core.ErrInvalidArgument, c.caps.Name, what)
+}
+
+// Close closes the client in the plugin (ending its session), resigns its
+// leaderships, and closes its watch and event channels. Idempotent; the
+// error is the plugin's answer to the first call.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	r := c.rem
+	c.rem = nil
+	c.session.State = core.SessionClosed
+	sid := c.session.ID
+	subs := c.subs
+	c.subs = map[*sessionSub]struct{}{}
+	c.broadcastLocked()
+	c.mu.Unlock()
+	c.p.forget(c)
+	for s := range subs {
+		s.deliver(core.SessionEvent{State: core.SessionClosed, SessionID: sid})
+		s.close()
+	}
+	if r == nil {
+		return nil
+	}
+	defer r.cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if _, err := r.conn.rpc.CloseClient(ctx, &pb.CloseClientRequest{ClientId: r.id}); err != nil {
+		if r.conn.ctx.Err() != nil {
+			return nil // the plugin is gone: nothing left to close
+		}
+		return callError(ctx, r.conn, err)
+	}
+	return nil
+}
+
+// ---- optional parts ----
+
+// GrantLease grants a lease in the plugin. See core.LeaseManager.
+func (c *Client) GrantLease(ctx context.Context, owner string, ttl time.Duration, fence core.Fence) (int64, error) {
+	if !c.ifaces.LeaseManager {
+		return 0, c.unsupported("leases (LeaseManager)")
+	}
+	r, err := c.current()
+	if err != nil {
+		return 0, err
+	}
+	resp, err := r.conn.rpc.GrantLease(ctx, &pb.GrantLeaseRequest{ClientId: r.id, Owner: owner, TtlNanos: int64(ttl), Fence: fenceToProto(fence)})
+	if err != nil {
+		return 0, callError(ctx, r.conn, err)
+	}
+	return resp.LeaseId, nil
+}
+
+// RenewLease renews a lease in the plugin. See core.LeaseManager.
+func (c *Client) RenewLease(ctx context.Context, id int64) error {
+	if !c.ifaces.LeaseManager {
+		return c.unsupported("leases (LeaseManager)")
+	}
+	r, err := c.current()
+	if err != nil {
+		return err
+	}
+	if _, err := r.conn.rpc.RenewLease(ctx, &pb.RenewLeaseRequest{ClientId: r.id, LeaseId: id}); err != nil {
+		return callError(ctx, r.conn, err)
+	}
+	return nil
+}
+
+// RevokeLease revokes a lease in the plugin. See core.LeaseManager.
+func (c *Client) RevokeLease(ctx context.Context, id int64, fence core.Fence) error {
+	if !c.ifaces.LeaseManager {
+		return c.unsupported("leases (LeaseManager)")
+	}
+	r, err := c.current()
+	if err != nil {
+		return err
+	}
+	if _, err := r.conn.rpc.RevokeLease(ctx, &pb.RevokeLeaseRequest{ClientId: r.id, LeaseId: id, Fence: fenceToProto(fence)}); err != nil {
+		return callError(ctx, r.conn, err)
+	}
+	return nil
+}
+
+// AllocateIDs reserves [first, first+n) from the counter at path in one
+// plugin call: natively when the backend is an IDAllocator, otherwise with
+// core's compare-and-set loop run inside the plugin. See core.IDAllocator.
+func (c *Client) AllocateIDs(ctx context.Context, path string, n int64, fence core.Fence) (int64, error) {
+	if n < 1 {
+		return 0, fmt.Errorf("%w: allocate %d ids from %s: count must be at least 1", core.ErrInvalidArgument, n, path)
+	}
+	r, err := c.current()
+	if err != nil {
+		return 0, err
+	}
+	resp, err := r.conn.rpc.AllocateIDs(ctx, &pb.AllocateIDsRequest{ClientId: r.id, Path: path, Count: n, Fence: fenceToProto(fence)})
+	if err != nil {
+		return 0, callError(ctx, r.conn, err)
+	}
+	return resp.First, nil
+}
+
+// AddVoter adds a voter in the plugin. See core.MembershipManager.
+func (c *Client) AddVoter(ctx context.Context, id string, address string) error {
+	if !c.ifaces.MembershipManager {
+		return c.unsupported("membership changes (MembershipManager)")
+	}
+	r, err := c.current()
+	if err != nil {
+		return err
+	}
+	if _, err := r.conn.rpc.AddVoter(ctx, &pb.AddVoterRequest{ClientId: r.id, Id: id, Address: address}); err != nil {
+		return callError(ctx, r.conn, err)
+	}
+	return nil
+}
+
+// RemoveVoter removes a voter in the plugin. See core.MembershipManager.
+func (c *Client) RemoveVoter(ctx context.Context, id string) error {
+	if !c.ifaces.MembershipManager {
+		return c.unsupported("membership changes (MembershipManager)")
+	}
+	r, err := c.current()
+	if err != nil {
+		return err
+	}
+	if _, err := r.conn.rpc.RemoveVoter(ctx, &pb.RemoveVoterRequest{ClientId: r.id, Id: id}); err != nil {
+		return callError(ctx, r.conn, err)
+	}
+	return nil
+}
+
+// FailNextWrite makes the plugin's next write fail with err (its sentinel,
+// message and details cross the boundary). See core.FaultInjector. It has
+// no error result: when the backend has no fault injection, or the plugin
+// cannot be reached, the request is logged and dropped.
+func (c *Client) FailNextWrite(err error) {
+	if !c.ifaces.FaultInjector {
+		c.p.logger.Warn("FailNextWrite ignored", "error", c.unsupported("fault injection (FaultInjector)"))
+		return
+	}
+	r, cerr := c.current()
+	if cerr != nil {
+		c.p.logger.Warn("FailNextWrite ignored", "error", cerr)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if _, cerr := r.conn.rpc.FailNextWrite(ctx, &pb.FailNextWriteRequest{ClientId: r.id, Error: ErrorToProto(err)}); cerr != nil {
+		c.p.logger.Warn("FailNextWrite failed", "error", callError(ctx, r.conn, cerr))
+	}
+}
+
+// SetLatency adds d before every call in the plugin. See
+// core.FaultInjector; like FailNextWrite, failures are logged.
+func (c *Client) SetLatency(d time.Duration) {
+	if !c.ifaces.FaultInjector {
+		c.p.logger.Warn("SetLatency ignored", "error", c.unsupported("fault injection (FaultInjector)"))
+		return
+	}
+	r, cerr := c.current()
+	if cerr != nil {
+		c.p.logger.Warn("SetLatency ignored", "error", cerr)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if _, cerr := r.conn.rpc.SetLatency(ctx, &pb.SetLatencyRequest{ClientId: r.id, LatencyNanos: int64(d)}); cerr != nil {
+		c.p.logger.Warn("SetLatency failed", "error", callError(ctx, r.conn, cerr))
+	}
+}
+
+// ExpireSession expires the client's session in the plugin and returns
+// once the host has seen the new session (or ctx ends). See
+// core.SessionExpirer.
+func (c *Client) ExpireSession(ctx context.Context) error {
+	if !c.ifaces.SessionExpirer {
+		return c.unsupported("expiring sessions on demand (SessionExpirer)")
+	}
+	r, err := c.current()
+	if err != nil {
+		return err
+	}
+	old := c.Session().ID
+	if _, err := r.conn.rpc.ExpireSession(ctx, &pb.ExpireSessionRequest{ClientId: r.id}); err != nil {
+		return callError(ctx, r.conn, err)
+	}
+	// The plugin established the new session before answering; wait until
+	// its event has reached this side so Session() reports it.
+	wait, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	for {
+		c.mu.Lock()
+		cur, changed := c.session, c.changed
+		live := c.rem == r
+		c.mu.Unlock()
+		if !live || (cur.ID != old && cur.State == core.SessionConnected) {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-wait.Done():
+			return nil
+		}
+	}
+}

@@ -1,0 +1,328 @@
+package plugins
+
+import (
+	"time"
+
+	"github.com/metaplane/metaplane/core"
+	pb "github.com/metaplane/metaplane/proto/metaplane/v1"
+)
+
+// Pure conversions between core's types and the wire's. Both directions
+// copy; neither keeps a reference to its argument's slices beyond what
+// protobuf itself shares (byte slices are shared, never modified).
+
+func statToProto(s core.Stat) *pb.Stat {
+	return &pb.Stat{
+		Version:        s.Version,
+		CreateRevision: s.CreateRevision,
+		ModifyRevision: s.ModifyRevision,
+		CreateTime:     s.CreateTime,
+		ModifyTime:     s.ModifyTime,
+		EphemeralOwner: s.EphemeralOwner,
+		NumChildren:    s.NumChildren,
+		DataLength:     s.DataLength,
+	}
+}
+
+func statFromProto(s *pb.Stat) core.Stat {
+	if s == nil {
+		return core.Stat{}
+	}
+	return core.Stat{
+		Version:        s.Version,
+		CreateRevision: s.CreateRevision,
+		ModifyRevision: s.ModifyRevision,
+		CreateTime:     s.CreateTime,
+		ModifyTime:     s.ModifyTime,
+		EphemeralOwner: s.EphemeralOwner,
+		NumChildren:    s.NumChildren,
+		DataLength:     s.DataLength,
+	}
+}
+
+func nodeToProto(n core.Node) *pb.Node {
+	return &pb.Node{Path: n.Path, Data: n.Data, Stat: statToProto(n.Stat)}
+}
+
+func nodeFromProto(n *pb.Node) core.Node {
+	if n == nil {
+		return core.Node{}
+	}
+	return core.Node{Path: n.Path, Data: n.Data, Stat: statFromProto(n.Stat)}
+}
+
+func nodesToProto(ns []core.Node) []*pb.Node {
+	out := make([]*pb.Node, len(ns))
+	for i, n := range ns {
+		out[i] = nodeToProto(n)
+	}
+	return out
+}
+
+func nodesFromProto(ns []*pb.Node) []core.Node {
+	if len(ns) == 0 {
+		return nil
+	}
+	out := make([]core.Node, len(ns))
+	for i, n := range ns {
+		out[i] = nodeFromProto(n)
+	}
+	return out
+}
+
+func readOptionsToProto(o core.ReadOptions) *pb.ReadOptions {
+	return &pb.ReadOptions{Stale: o.Stale, NoData: o.NoData}
+}
+
+func readOptionsFromProto(o *pb.ReadOptions) core.ReadOptions {
+	if o == nil {
+		return core.ReadOptions{}
+	}
+	return core.ReadOptions{Stale: o.Stale, NoData: o.NoData}
+}
+
+func fenceToProto(f core.Fence) *pb.Fence {
+	if !f.Valid && f.Epoch == 0 && f.Token == 0 {
+		return nil
+	}
+	return &pb.Fence{Epoch: f.Epoch, Token: f.Token, Valid: f.Valid}
+}
+
+func fenceFromProto(f *pb.Fence) core.Fence {
+	if f == nil {
+		return core.Fence{}
+	}
+	return core.Fence{Epoch: f.Epoch, Token: f.Token, Valid: f.Valid}
+}
+
+func opToProto(o core.Op) *pb.Op {
+	return &pb.Op{
+		Type:        pb.OpType(o.Type),
+		Path:        o.Path,
+		Data:        o.Data,
+		Version:     o.Version,
+		Mode:        pb.CreateMode(o.Mode),
+		MakeParents: o.MakeParents,
+		Lease:       o.Lease,
+	}
+}
+
+func opFromProto(o *pb.Op) core.Op {
+	if o == nil {
+		return core.Op{}
+	}
+	return core.Op{
+		Type:        core.OpType(o.Type),
+		Path:        o.Path,
+		Data:        o.Data,
+		Version:     o.Version,
+		Mode:        core.CreateMode(o.Mode),
+		MakeParents: o.MakeParents,
+		Lease:       o.Lease,
+	}
+}
+
+func opsToProto(ops []core.Op) []*pb.Op {
+	out := make([]*pb.Op, len(ops))
+	for i, o := range ops {
+		out[i] = opToProto(o)
+	}
+	return out
+}
+
+func opsFromProto(ops []*pb.Op) []core.Op {
+	out := make([]core.Op, len(ops))
+	for i, o := range ops {
+		out[i] = opFromProto(o)
+	}
+	return out
+}
+
+func txnResultToProto(r core.TxnResult) *pb.TxnResponse {
+	out := &pb.TxnResponse{Revision: r.Revision, Results: make([]*pb.OpResult, len(r.Results))}
+	for i, res := range r.Results {
+		out.Results[i] = &pb.OpResult{Type: pb.OpType(res.Type), Path: res.Path, Stat: statToProto(res.Stat)}
+	}
+	return out
+}
+
+func txnResultFromProto(r *pb.TxnResponse) core.TxnResult {
+	out := core.TxnResult{Revision: r.GetRevision(), Results: make([]core.OpResult, len(r.GetResults()))}
+	for i, res := range r.GetResults() {
+		out.Results[i] = core.OpResult{Type: core.OpType(res.Type), Path: res.Path, Stat: statFromProto(res.Stat)}
+	}
+	return out
+}
+
+func getResultsToProto(rs []core.GetResult) []*pb.GetResult {
+	out := make([]*pb.GetResult, len(rs))
+	for i, r := range rs {
+		out[i] = &pb.GetResult{Node: nodeToProto(r.Node), Error: ErrorToProto(r.Err)}
+	}
+	return out
+}
+
+func getResultsFromProto(rs []*pb.GetResult) []core.GetResult {
+	out := make([]core.GetResult, len(rs))
+	for i, r := range rs {
+		out[i] = core.GetResult{Node: nodeFromProto(r.Node), Err: ErrorFromProto(r.Error)}
+	}
+	return out
+}
+
+func watchResponseToProto(r core.WatchResponse) *pb.WatchResponse {
+	out := &pb.WatchResponse{Reset_: r.Reset, Revision: r.Revision, Error: ErrorToProto(r.Err)}
+	if len(r.Events) > 0 {
+		out.Events = make([]*pb.WatchEvent, len(r.Events))
+		for i, e := range r.Events {
+			out.Events[i] = &pb.WatchEvent{
+				Type:     pb.EventType(e.Type),
+				Path:     e.Path,
+				Data:     e.Data,
+				Stat:     statToProto(e.Stat),
+				Revision: e.Revision,
+			}
+		}
+	}
+	return out
+}
+
+func watchResponseFromProto(r *pb.WatchResponse) core.WatchResponse {
+	out := core.WatchResponse{Reset: r.Reset_, Revision: r.Revision, Err: ErrorFromProto(r.Error)}
+	if len(r.Events) > 0 {
+		out.Events = make([]core.WatchEvent, len(r.Events))
+		for i, e := range r.Events {
+			out.Events[i] = core.WatchEvent{
+				Type:     core.EventType(e.Type),
+				Path:     e.Path,
+				Data:     e.Data,
+				Stat:     statFromProto(e.Stat),
+				Revision: e.Revision,
+			}
+		}
+	}
+	return out
+}
+
+func sessionInfoToProto(s core.SessionInfo) *pb.SessionInfo {
+	return &pb.SessionInfo{Id: s.ID, TimeoutNanos: int64(s.Timeout), State: pb.SessionState(s.State)}
+}
+
+func sessionInfoFromProto(s *pb.SessionInfo) core.SessionInfo {
+	if s == nil {
+		return core.SessionInfo{}
+	}
+	return core.SessionInfo{ID: s.Id, Timeout: time.Duration(s.TimeoutNanos), State: core.SessionState(s.State)}
+}
+
+func leaderToProto(l core.LeaderInfo) *pb.LeaderInfo {
+	return &pb.LeaderInfo{Id: l.ID, Address: l.Address, Epoch: l.Epoch}
+}
+
+func leaderFromProto(l *pb.LeaderInfo) core.LeaderInfo {
+	if l == nil {
+		return core.LeaderInfo{}
+	}
+	return core.LeaderInfo{ID: l.Id, Address: l.Address, Epoch: l.Epoch}
+}
+
+func statusToProto(s core.Status) *pb.StatusResponse {
+	out := &pb.StatusResponse{
+		Backend:       s.Backend,
+		MemberId:      s.MemberID,
+		Role:          string(s.Role),
+		Epoch:         s.Epoch,
+		LeaderId:      s.LeaderID,
+		LeaderAddress: s.LeaderAddress,
+		CommitIndex:   s.CommitIndex,
+		AppliedIndex:  s.AppliedIndex,
+		Revision:      s.Revision,
+		Details:       s.Details,
+	}
+	for _, m := range s.Members {
+		out.Members = append(out.Members, &pb.MemberStatus{
+			Id: m.ID, Address: m.Address, Role: string(m.Role), MatchIndex: m.MatchIndex, Lag: m.Lag,
+		})
+	}
+	return out
+}
+
+func statusFromProto(s *pb.StatusResponse) core.Status {
+	out := core.Status{
+		Backend:       s.Backend,
+		MemberID:      s.MemberId,
+		Role:          core.Role(s.Role),
+		Epoch:         s.Epoch,
+		LeaderID:      s.LeaderId,
+		LeaderAddress: s.LeaderAddress,
+		CommitIndex:   s.CommitIndex,
+		AppliedIndex:  s.AppliedIndex,
+		Revision:      s.Revision,
+		Details:       s.Details,
+	}
+	for _, m := range s.Members {
+		out.Members = append(out.Members, core.MemberStatus{
+			ID: m.Id, Address: m.Address, Role: core.Role(m.Role), MatchIndex: m.MatchIndex, Lag: m.Lag,
+		})
+	}
+	return out
+}
+
+func descriptorToProto(d core.BackendDescriptor) *pb.BackendDescriptor {
+	return &pb.BackendDescriptor{Name: d.Name, SelectorKey: d.SelectorKey, Description: d.Description, Deprecated: d.Deprecated}
+}
+
+func descriptorFromProto(d *pb.BackendDescriptor) core.BackendDescriptor {
+	if d == nil {
+		return core.BackendDescriptor{}
+	}
+	return core.BackendDescriptor{Name: d.Name, SelectorKey: d.SelectorKey, Description: d.Description, Deprecated: d.Deprecated}
+}
+
+// interfacesOf reports which optional interfaces b implements.
+func interfacesOf(b core.MetadataBackend) *pb.Interfaces {
+	_, lm := b.(core.LeaseManager)
+	_, ia := b.(core.IDAllocator)
+	_, mm := b.(core.MembershipManager)
+	_, fi := b.(core.FaultInjector)
+	_, se := b.(core.SessionExpirer)
+	return &pb.Interfaces{LeaseManager: lm, IdAllocator: ia, MembershipManager: mm, FaultInjector: fi, SessionExpirer: se}
+}
+
+func capabilitiesToProto(c core.Capabilities, ifaces *pb.Interfaces) *pb.Capabilities {
+	return &pb.Capabilities{
+		Name:                      c.Name,
+		ExactHistory:              c.ExactHistory,
+		LinearizableFollowerReads: c.LinearizableFollowerReads,
+		StaleReads:                c.StaleReads,
+		Leases:                    c.Leases,
+		NativeIdAllocation:        c.NativeIDAllocation,
+		Membership:                c.Membership,
+		FaultInjection:            c.FaultInjection,
+		MaxValueSize:              int64(c.MaxValueSize),
+		SelectorKey:               c.SelectorKey,
+		Interfaces:                ifaces,
+	}
+}
+
+func capabilitiesFromProto(c *pb.Capabilities) (core.Capabilities, *pb.Interfaces) {
+	if c == nil {
+		return core.Capabilities{}, &pb.Interfaces{}
+	}
+	ifaces := c.Interfaces
+	if ifaces == nil {
+		ifaces = &pb.Interfaces{}
+	}
+	return core.Capabilities{
+		Name:                      c.Name,
+		ExactHistory:              c.ExactHistory,
+		LinearizableFollowerReads: c.LinearizableFollowerReads,
+		StaleReads:                c.StaleReads,
+		Leases:                    c.Leases,
+		NativeIDAllocation:        c.NativeIdAllocation,
+		Membership:                c.Membership,
+		FaultInjection:            c.FaultInjection,
+		MaxValueSize:              int(c.MaxValueSize),
+		SelectorKey:               c.SelectorKey,
+	}, ifaces
+}

@@ -1,0 +1,607 @@
+package plugins
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	plugin "github.com/hashicorp/go-plugin"
+
+	"github.com/metaplane/metaplane/core"
+	pb "github.com/metaplane/metaplane/proto/metaplane/v1"
+)
+
+// BinaryPrefix is the file name prefix of backend plugin binaries: the
+// plugin of backend NAME is BinaryPrefix+NAME.
+const BinaryPrefix = "metaplane-backend-"
+
+// The configuration keys the host reads for plugins (documented in
+// docs/plugins.md).
+const (
+	KeyPluginDir    = "metadata.backend.plugin.dir"
+	KeyPluginSHA256 = "metadata.backend.plugin.sha256"
+)
+
+// LaunchOptions says which plugin to start and how.
+type LaunchOptions struct {
+	// Path is the plugin binary. When empty, the binary is
+	// Dir/metaplane-backend-<Name>.
+	Path string
+	// Name is the backend's name ("memory", "zookeeper", "raft", ...),
+	// used when Path is empty.
+	Name string
+	// Dir is where plugins are found (metadata.backend.plugin.dir); empty
+	// means the directory of the running executable.
+	Dir string
+	// SHA256, when set, is the expected hex SHA-256 of the binary
+	// (metadata.backend.plugin.sha256). The binary is checked before every
+	// start and refused on a mismatch.
+	SHA256 string
+	// Logger receives the host's plugin events and the plugin's own logs
+	// (with a "plugin" attribute naming it). Nil means slog.Default().
+	Logger *slog.Logger
+	// Config is the flat configuration handed to the plugin's Start
+	// (core.Config.Flatten()); nil means none (the plugin's defaults).
+	Config map[string]string
+
+	// MaxFailures within FailureWindow make the host give up restarting
+	// the plugin (defaults 5 and 1 minute). A death and a failed restart
+	// each count as one failure.
+	MaxFailures   int
+	FailureWindow time.Duration
+	// RestartBackoff is the first delay before a restart, doubled after
+	// each failure up to MaxRestartBackoff (defaults 100ms and 5s).
+	RestartBackoff    time.Duration
+	MaxRestartBackoff time.Duration
+	// StartTimeout bounds one start of the plugin: process start,
+	// handshake and the backend's Start (default 1 minute).
+	StartTimeout time.Duration
+}
+
+// ResolvePath returns the plugin binary LaunchOptions name: Path, or
+// Dir/metaplane-backend-<Name> with Dir defaulting to the directory of the
+// running executable. Errors wrap core.ErrInvalidArgument.
+func (o LaunchOptions) ResolvePath() (string, error) {
+	if o.Path != "" {
+		return o.Path, nil
+	}
+	if o.Name == "" {
+		return "", fmt.Errorf("%w: plugin launch: neither a path nor a backend name was given", core.ErrInvalidArgument)
+	}
+	if strings.ContainsAny(o.Name, `/\`) || o.Name == "." || o.Name == ".." {
+		return "", fmt.Errorf("%w: plugin launch: backend name %q is not a plain name", core.ErrInvalidArgument, o.Name)
+	}
+	dir := o.Dir
+	if dir == "" {
+		var err error
+		dir, err = DefaultDir()
+		if err != nil {
+			return "", err
+		}
+	}
+	return filepath.Join(dir, BinaryPrefix+o.Name), nil
+}
+
+// DefaultDir is the default plugin directory: the directory of the running
+// executable (symbolic links resolved).
+func DefaultDir() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("%w: locating the plugin directory (%s unset): %v", core.ErrInvalidArgument, KeyPluginDir, err)
+	}
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = real
+	}
+	return filepath.Dir(exe), nil
+}
+
+// Plugin is a running backend plugin, as the host sees it: it opens
+// clients, watches the process, restarts it when it dies and gives up
+// after repeated failures. It is safe for concurrent use.
+type Plugin struct {
+	name   string
+	path   string
+	opts   LaunchOptions
+	logger *slog.Logger
+	desc   core.BackendDescriptor
+	// launch starts a new incarnation of the plugin; nil for a plugin that
+	// cannot be restarted (Connect).
+	launch func(ctx context.Context) (*conn, error)
+
+	mu       sync.Mutex
+	cur      *conn
+	clients  map[*Client]struct{}
+	closed   bool
+	err      error
+	done     chan struct{}
+	restarts int
+	failures []time.Time
+}
+
+// conn is one incarnation of the plugin: a process (or an in-process
+// connection) and its gRPC client.
+type conn struct {
+	name string
+	rpc  pb.BackendClient
+	// ctx ends when the incarnation dies or the host closes it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	pc     *plugin.Client // nil in process
+	pid    int
+}
+
+// Launch starts the plugin binary that opts names, checks its checksum
+// when one is configured, describes and starts it with opts.Config, and
+// watches it from then on (see Plugin). Errors: a checksum mismatch (naming
+// metadata.backend.plugin.sha256 and both digests), a missing binary, a
+// failed handshake, or the backend's Start error (which names the
+// configuration key at fault); all wrap core.ErrInvalidArgument or
+// core.ErrUnavailable. Cancelling ctx abandons the start.
+func Launch(ctx context.Context, opts LaunchOptions) (*Plugin, error) {
+	path, err := opts.ResolvePath()
+	if err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.MaxFailures <= 0 {
+		opts.MaxFailures = 5
+	}
+	if opts.FailureWindow <= 0 {
+		opts.FailureWindow = time.Minute
+	}
+	if opts.RestartBackoff <= 0 {
+		opts.RestartBackoff = 100 * time.Millisecond
+	}
+	if opts.MaxRestartBackoff <= 0 {
+		opts.MaxRestartBackoff = 5 * time.Second
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = time.Minute
+	}
+	name := filepath.Base(path)
+	p := &Plugin{
+		name:    name,
+		path:    path,
+		opts:    opts,
+		logger:  opts.Logger.With("plugin", name),
+		clients: map[*Client]struct{}{},
+		done:    make(chan struct{}),
+	}
+	p.launch = p.startProcess
+	cn, err := p.launch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p.cur = cn
+	go p.monitor(cn)
+	return p, nil
+}
+
+// Connect wraps an existing connection to a plugin's Backend service (for
+// example go-plugin's in-process test connection) as a Plugin: it
+// describes and starts the backend with cfg. There is no process to watch
+// or restart: Close closes the clients but not the connection. Errors: as
+// the backend's Start.
+func Connect(ctx context.Context, rpc pb.BackendClient, cfg map[string]string, logger *slog.Logger) (*Plugin, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	cctx, cancel := context.WithCancel(context.Background())
+	cn := &conn{name: "in-process", rpc: rpc, ctx: cctx, cancel: cancel}
+	desc, err := describeAndStart(ctx, cn, cfg)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	cn.name = desc.Name
+	return &Plugin{
+		name:    desc.Name,
+		logger:  logger.With("plugin", desc.Name),
+		desc:    desc,
+		cur:     cn,
+		clients: map[*Client]struct{}{},
+		done:    make(chan struct{}),
+	}, nil
+}
+
+func describeAndStart(ctx context.Context, cn *conn, cfg map[string]string) (core.BackendDescriptor, error) {
+	d, err := cn.rpc.Describe(ctx, &pb.DescribeRequest{})
+	if err != nil {
+		return core.BackendDescriptor{}, fmt.Errorf("describe plugin %s: %w", cn.name, callError(ctx, cn, err))
+	}
+	if _, err := cn.rpc.Start(ctx, &pb.StartRequest{Config: cfg}); err != nil {
+		return core.BackendDescriptor{}, fmt.Errorf("start plugin %s: %w", cn.name, callError(ctx, cn, err))
+	}
+	return descriptorFromProto(d.Descriptor_), nil
+}
+
+// VerifyChecksum checks that the file at path has the hex SHA-256 want.
+// A mismatch is an error naming metadata.backend.plugin.sha256, the file
+// and both digests, wrapping core.ErrInvalidArgument.
+func VerifyChecksum(path, want string) error {
+	want = strings.ToLower(strings.TrimSpace(want))
+	if b, err := hex.DecodeString(want); err != nil || len(b) != sha256.Size {
+		return fmt.Errorf("%w: %s: %q is not a hex SHA-256 digest (64 hex digits)", core.ErrInvalidArgument, KeyPluginSHA256, want)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("%w: plugin %s: %v", core.ErrInvalidArgument, path, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("%w: plugin %s: %v", core.ErrInvalidArgument, path, err)
+	}
+	got := hex.EncodeToString(h.Sum(nil))
+	if got != want {
+		return fmt.Errorf("%w: plugin %s refused: its SHA-256 is %s but %s is %s", core.ErrInvalidArgument, path, got, KeyPluginSHA256, want)
+	}
+	return nil
+}
+
+// startProcess starts one incarnation of the plugin process.
+func (p *Plugin) startProcess(ctx context.Context) (*conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.opts.StartTimeout)
+	defer cancel()
+	st, err := os.Stat(p.path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: plugin %s: %v (plugins are found in %s as %s<name>)", core.ErrInvalidArgument, p.path, err, KeyPluginDir, BinaryPrefix)
+	}
+	if st.IsDir() || st.Mode()&0o111 == 0 {
+		return nil, fmt.Errorf("%w: plugin %s is not an executable file", core.ErrInvalidArgument, p.path)
+	}
+	var secure *plugin.SecureConfig
+	if p.opts.SHA256 != "" {
+		if err := VerifyChecksum(p.path, p.opts.SHA256); err != nil {
+			return nil, err
+		}
+		sum, _ := hex.DecodeString(strings.ToLower(strings.TrimSpace(p.opts.SHA256)))
+		secure = &plugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
+	}
+	cmd := exec.Command(p.path)
+	setParentDeathSignal(cmd)
+	hl := newHCLogger(p.opts.Logger, p.name)
+	pc := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  Handshake,
+		VersionedPlugins: PluginSets(nil),
+		Cmd:              cmd,
+		SecureConfig:     secure,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		Logger:           hl,
+		StartTimeout:     p.opts.StartTimeout,
+		GRPCDialOptions:  grpcDialOptions(),
+		SyncStdout:       &lineLogger{log: func(l string) { p.logger.Info(l, "stream", "stdout") }},
+		SyncStderr:       &lineLogger{log: func(l string) { p.logger.Info(l, "stream", "stderr") }},
+	})
+	fail := func(err error) (*conn, error) {
+		pc.Kill()
+		return nil, err
+	}
+	type result struct {
+		rpc pb.BackendClient
+		err error
+	}
+	resc := make(chan result, 1)
+	go func() {
+		cp, err := pc.Client()
+		if err != nil {
+			resc <- result{err: err}
+			return
+		}
+		raw, err := cp.Dispense(PluginName)
+		if err != nil {
+			resc <- result{err: err}
+			return
+		}
+		rpc, ok := raw.(pb.BackendClient)
+		if !ok {
+			resc <- result{err: fmt.Errorf("dispensed %T, not a metaplane.v1 Backend client", raw)}
+			return
+		}
+		resc <- result{rpc: rpc}
+	}()
+	var res result
+	select {
+	case res = <-resc:
+	case <-ctx.Done():
+		return fail(fmt.Errorf("%w: starting plugin %s: %v", core.ErrUnavailable, p.path, ctx.Err()))
+	}
+	if res.err != nil {
+		if errors.Is(res.err, plugin.ErrChecksumsDoNotMatch) {
+			return fail(fmt.Errorf("%w: plugin %s refused: its checksum does not match %s", core.ErrInvalidArgument, p.path, KeyPluginSHA256))
+		}
+		return fail(fmt.Errorf("%w: starting plugin %s: %v", core.ErrUnavailable, p.path, res.err))
+	}
+	pid, _ := strconv.Atoi(pc.ID())
+	cctx, ccancel := context.WithCancel(context.Background())
+	cn := &conn{name: p.name, rpc: res.rpc, ctx: cctx, cancel: ccancel, pc: pc, pid: pid}
+	desc, err := describeAndStart(ctx, cn, p.opts.Config)
+	if err != nil {
+		ccancel()
+		return fail(err)
+	}
+	p.mu.Lock()
+	p.desc = desc
+	p.mu.Unlock()
+	p.logger.Info("plugin started", "path", p.path, "pid", pid, "backend", desc.Name)
+	return cn, nil
+}
+
+// exitPoll is how often the host checks whether the plugin process is
+// alive; a dead plugin is noticed within this much (plus the time the
+// kernel takes to close its pipes).
+const exitPoll = 50 * time.Millisecond
+
+// monitor watches incarnation cn until it dies or is closed.
+func (p *Plugin) monitor(cn *conn) {
+	t := time.NewTicker(exitPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-cn.ctx.Done():
+			return
+		case <-t.C:
+			if cn.pc.Exited() {
+				p.died(cn)
+				return
+			}
+		}
+	}
+}
+
+// died handles the death of incarnation cn: fail the clients' sessions,
+// then restart.
+func (p *Plugin) died(cn *conn) {
+	p.mu.Lock()
+	if p.cur != cn || p.closed {
+		p.mu.Unlock()
+		cn.cancel()
+		return
+	}
+	p.cur = nil
+	clients := p.clientList()
+	p.mu.Unlock()
+	cn.cancel()
+	cause := fmt.Errorf("%w: plugin %s (pid %d) exited", core.ErrUnavailable, p.name, cn.pid)
+	p.logger.Error("plugin process exited; restarting it", "pid", cn.pid)
+	for _, c := range clients {
+		c.mu.Lock()
+		r := c.rem
+		c.mu.Unlock()
+		if r != nil && r.conn == cn {
+			c.lose(r, cause)
+		}
+	}
+	go p.restart(cause)
+}
+
+// restart starts a new incarnation with backoff, or gives up.
+func (p *Plugin) restart(cause error) {
+	backoff := p.opts.RestartBackoff
+	last := cause
+	for {
+		now := time.Now()
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return
+		}
+		p.failures = append(p.failures, now)
+		kept := p.failures[:0]
+		for _, f := range p.failures {
+			if now.Sub(f) < p.opts.FailureWindow {
+				kept = append(kept, f)
+			}
+		}
+		p.failures = kept
+		n := len(kept)
+		p.mu.Unlock()
+		if n >= p.opts.MaxFailures {
+			p.giveUp(fmt.Errorf("%w: plugin %s failed %d times within %v; giving up (last failure: %v)", core.ErrUnavailable, p.name, n, p.opts.FailureWindow, last))
+			return
+		}
+		select {
+		case <-time.After(backoff):
+		case <-p.done:
+			return
+		}
+		backoff = min(backoff*2, p.opts.MaxRestartBackoff)
+		ctx, cancel := context.WithCancel(context.Background())
+		stop := context.AfterFunc(doneContext(p.done), cancel)
+		cn, err := p.launch(ctx)
+		stop()
+		cancel()
+		if err != nil {
+			p.logger.Error("plugin restart failed", "error", err)
+			last = err
+			continue
+		}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			p.kill(cn)
+			return
+		}
+		p.cur = cn
+		p.restarts++
+		clients := p.clientList()
+		p.mu.Unlock()
+		go p.monitor(cn)
+		p.logger.Info("plugin restarted", "pid", cn.pid, "restarts", p.restarts)
+		for _, c := range clients {
+			go c.reconnect(cn)
+		}
+		return
+	}
+}
+
+// doneContext is a context cancelled when done is closed.
+func doneContext(done <-chan struct{}) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-done
+		cancel()
+	}()
+	return ctx
+}
+
+func (p *Plugin) giveUp(err error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.err = err
+	p.closed = true
+	close(p.done)
+	p.mu.Unlock()
+	p.logger.Error("giving up on the plugin", "error", err)
+}
+
+func (p *Plugin) clientList() []*Client {
+	out := make([]*Client, 0, len(p.clients))
+	for c := range p.clients {
+		out = append(out, c)
+	}
+	return out
+}
+
+func (p *Plugin) forget(c *Client) {
+	p.mu.Lock()
+	delete(p.clients, c)
+	p.mu.Unlock()
+}
+
+// downError is the error of a call made while no incarnation is live.
+func (p *Plugin) downError() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return p.err
+	}
+	if p.closed {
+		return fmt.Errorf("%w: plugin %s was closed", core.ErrClosed, p.name)
+	}
+	return fmt.Errorf("%w: plugin %s is restarting", core.ErrUnavailable, p.name)
+}
+
+// Descriptor returns the backend's descriptor, as the plugin reported it.
+func (p *Plugin) Descriptor() core.BackendDescriptor {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.desc
+}
+
+// Path returns the plugin binary's path ("" for Connect).
+func (p *Plugin) Path() string { return p.path }
+
+// Pid returns the process id of the running plugin, 0 when it is down or
+// in process.
+func (p *Plugin) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cur == nil {
+		return 0
+	}
+	return p.cur.pid
+}
+
+// Restarts returns how many times the plugin was restarted.
+func (p *Plugin) Restarts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.restarts
+}
+
+// Done is closed when the plugin is over: closed by Close, or given up
+// after repeated failures (then Err says why).
+func (p *Plugin) Done() <-chan struct{} { return p.done }
+
+// Err returns why the host gave up on the plugin (an error wrapping
+// core.ErrUnavailable that says how often it failed and the last
+// failure), or nil while it runs or after Close.
+func (p *Plugin) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+// NewClient opens a client (a session) in the plugin. It returns a
+// *Client. Errors: ErrUnavailable (the plugin is down or restarting),
+// ErrClosed, the backend's own errors, context errors.
+func (p *Plugin) NewClient(ctx context.Context, opts core.ClientOptions) (core.MetadataBackend, error) {
+	p.mu.Lock()
+	cn := p.cur
+	p.mu.Unlock()
+	if cn == nil {
+		return nil, p.downError()
+	}
+	r, resp, stream, err := openRemote(ctx, cn, opts)
+	if err != nil {
+		return nil, err
+	}
+	caps, ifaces := capabilitiesFromProto(resp.Capabilities)
+	c := &Client{
+		p:       p,
+		opts:    opts,
+		caps:    caps,
+		ifaces:  ifaces,
+		rem:     r,
+		session: sessionInfoFromProto(resp.Session),
+		subs:    map[*sessionSub]struct{}{},
+		changed: make(chan struct{}),
+	}
+	p.mu.Lock()
+	if p.closed || p.cur != cn {
+		p.mu.Unlock()
+		_ = c.Close()
+		return nil, p.downError()
+	}
+	p.clients[c] = struct{}{}
+	p.mu.Unlock()
+	c.start(r, stream)
+	return c, nil
+}
+
+// Close closes every client and stops the plugin process (asking it to
+// shut down, killing it after two seconds). Idempotent.
+func (p *Plugin) Close() error {
+	p.mu.Lock()
+	clients := p.clientList()
+	p.mu.Unlock()
+	for _, c := range clients {
+		_ = c.Close()
+	}
+	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		close(p.done)
+	}
+	cn := p.cur
+	p.cur = nil
+	p.mu.Unlock()
+	if cn != nil {
+		p.kill(cn)
+	}
+	return nil
+}
+
+func (p *Plugin) kill(cn *conn) {
+	cn.cancel()
+	if cn.pc != nil {
+		cn.pc.Kill()
+	}
+}

@@ -1,0 +1,492 @@
+package plugins
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/metaplane/metaplane/core"
+	pb "github.com/metaplane/metaplane/proto/metaplane/v1"
+)
+
+// server is the plugin side of the wire: it serves one core.Provider and
+// the clients the host opens on it.
+type server struct {
+	pb.UnimplementedBackendServer
+
+	provider core.Provider
+
+	mu      sync.Mutex
+	started bool
+	nextID  uint64
+	clients map[uint64]*serverClient
+	closed  bool
+}
+
+// serverClient is one client the host opened, with its leaderships.
+type serverClient struct {
+	b core.MetadataBackend
+
+	mu          sync.Mutex
+	nextLeader  uint64
+	leaderships map[uint64]core.Leadership
+}
+
+func newServer(p core.Provider) *server {
+	return &server{provider: p, clients: map[uint64]*serverClient{}}
+}
+
+// resignTimeout bounds the resignation of a leadership whose host stream
+// ended.
+const resignTimeout = 5 * time.Second
+
+func (s *server) client(id uint64) (*serverClient, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.clients[id]
+	if !ok {
+		return nil, ToStatus(fmt.Errorf("%w: plugin client %d is not open", core.ErrClosed, id))
+	}
+	return c, nil
+}
+
+// closeAll closes every client (when the plugin stops).
+func (s *server) closeAll() {
+	s.mu.Lock()
+	s.closed = true
+	clients := s.clients
+	s.clients = map[uint64]*serverClient{}
+	s.mu.Unlock()
+	for _, c := range clients {
+		_ = c.b.Close()
+	}
+}
+
+func unsupported(what string) error {
+	return ToStatus(fmt.Errorf("%w: backend does not support %s", core.ErrInvalidArgument, what))
+}
+
+// ---- provider ----
+
+func (s *server) Describe(ctx context.Context, _ *pb.DescribeRequest) (*pb.DescribeResponse, error) {
+	return &pb.DescribeResponse{Descriptor_: descriptorToProto(s.provider.Descriptor())}, nil
+}
+
+func (s *server) Start(ctx context.Context, req *pb.StartRequest) (*pb.StartResponse, error) {
+	s.mu.Lock()
+	if s.started {
+		s.mu.Unlock()
+		return nil, ToStatus(fmt.Errorf("%w: the plugin was already started", core.ErrInvalidArgument))
+	}
+	s.started = true
+	s.mu.Unlock()
+	cfg, err := configFromFlat(req.Config)
+	if err != nil {
+		s.mu.Lock()
+		s.started = false
+		s.mu.Unlock()
+		return nil, ToStatus(err)
+	}
+	if err := s.provider.Start(ctx, cfg); err != nil {
+		s.mu.Lock()
+		s.started = false
+		s.mu.Unlock()
+		return nil, ToStatus(err)
+	}
+	return &pb.StartResponse{}, nil
+}
+
+func (s *server) NewClient(ctx context.Context, req *pb.NewClientRequest) (*pb.NewClientResponse, error) {
+	s.mu.Lock()
+	started, closed := s.started, s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, ToStatus(fmt.Errorf("%w: the plugin is stopping", core.ErrClosed))
+	}
+	if !started {
+		return nil, ToStatus(fmt.Errorf("%w: NewClient before Start", core.ErrInvalidArgument))
+	}
+	b, err := s.provider.NewClient(ctx, core.ClientOptions{
+		SessionTimeout: time.Duration(req.SessionTimeoutNanos),
+		Name:           req.Name,
+	})
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = b.Close()
+		return nil, ToStatus(fmt.Errorf("%w: the plugin is stopping", core.ErrClosed))
+	}
+	s.nextID++
+	id := s.nextID
+	s.clients[id] = &serverClient{b: b, leaderships: map[uint64]core.Leadership{}}
+	s.mu.Unlock()
+	return &pb.NewClientResponse{
+		ClientId:     id,
+		Capabilities: capabilitiesToProto(b.Capabilities(), interfacesOf(b)),
+		Session:      sessionInfoToProto(b.Session()),
+	}, nil
+}
+
+func (s *server) CloseClient(ctx context.Context, req *pb.CloseClientRequest) (*pb.CloseClientResponse, error) {
+	s.mu.Lock()
+	c, ok := s.clients[req.ClientId]
+	delete(s.clients, req.ClientId)
+	s.mu.Unlock()
+	if ok {
+		if err := c.b.Close(); err != nil {
+			return nil, ToStatus(err)
+		}
+	}
+	return &pb.CloseClientResponse{}, nil
+}
+
+// ---- key space ----
+
+func (s *server) GetMany(ctx context.Context, req *pb.GetManyRequest) (*pb.GetManyResponse, error) {
+	c, err := s.client(req.ClientId)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.b.GetMany(ctx, req.Paths, readOptionsFromProto(req.Options))
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	return &pb.GetManyResponse{Results: getResultsToProto(res)}, nil
+}
+
+func (s *server) Children(ctx context.Context, req *pb.ChildrenRequest) (*pb.ChildrenResponse, error) {
+	c, err := s.client(req.ClientId)
+	if err != nil {
+		return nil, err
+	}
+	names, st, err := c.b.Children(ctx, req.Path, readOptionsFromProto(req.Options))
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	return &pb.ChildrenResponse{Names: names, Stat: statToProto(st)}, nil
+}
+
+func (s *server) Snapshot(ctx context.Context, req *pb.SnapshotRequest) (*pb.SnapshotResponse, error) {
+	c, err := s.client(req.ClientId)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := c.b.Snapshot(ctx, req.Prefix)
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	return &pb.SnapshotResponse{Revision: snap.Revision, Nodes: nodesToProto(snap.Nodes)}, nil
+}
+
+func (s *server) Txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, error) {
+	c, err := s.client(req.ClientId)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.b.Txn(ctx, opsFromProto(req.Ops), core.TxnOptions{Fence: fenceFromProto(req.Fence)})
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	return txnResultToProto(res), nil
+}
+
+func (s *server) Watch(req *pb.WatchRequest, stream pb.Backend_WatchServer) error {
+	c, err := s.client(req.ClientId)
+	if err != nil {
+		return err
+	}
+	ch, err := c.b.Watch(stream.Context(), req.Prefix, req.FromRevision)
+	if err != nil {
+		return ToStatus(err)
+	}
+	if err := stream.Send(&pb.WatchResponse{Started: true}); err != nil {
+		return err
+	}
+	for resp := range ch {
+		if err := stream.Send(watchResponseToProto(resp)); err != nil {
+			return err
+		}
+		if resp.Err != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+func (s *server) Session(ctx context.Context, req *pb.SessionRequest) (*pb.SessionResponse, error) {
+	c, err := s.client(req.ClientId)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.SessionResponse{Session: sessionInfoToProto(c.b.Session())}, nil
+}
+
+func (s *server) SessionEvents(req *pb.SessionEventsRequest, stream pb.Backend_SessionEventsServer) error {
+	c, err := s.client(req.ClientId)
+	if err != nil {
+		return err
+	}
+	ch, err := c.b.SessionEvents(stream.Context())
+	if err != nil {
+		return ToStatus(err)
+	}
+	if err := stream.Send(&pb.SessionEventsResponse{Started: true, Session: sessionInfoToProto(c.b.Session())}); err != nil {
+		return err
+	}
+	for ev := range ch {
+		msg := &pb.SessionEventsResponse{
+			State:     pb.SessionState(ev.State),
+			SessionId: ev.SessionID,
+			Session:   sessionInfoToProto(c.b.Session()),
+		}
+		if err := stream.Send(msg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Campaign campaigns with the stream's context (cancelled by the host before
+// election: the candidacy is withdrawn), then holds the leadership until it
+// is lost (sending lost=true) or the host ends the stream (resigning).
+func (s *server) Campaign(req *pb.CampaignRequest, stream pb.Backend_CampaignServer) error {
+	c, err := s.client(req.ClientId)
+	if err != nil {
+		return err
+	}
+	cand := core.Candidate{ID: req.GetCandidate().GetId(), Address: req.GetCandidate().GetAddress()}
+	l, err := c.b.Campaign(stream.Context(), cand)
+	if err != nil {
+		return ToStatus(err)
+	}
+	c.mu.Lock()
+	c.nextLeader++
+	id := c.nextLeader
+	c.leaderships[id] = l
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.leaderships, id)
+		c.mu.Unlock()
+	}()
+	if err := stream.Send(&pb.CampaignResponse{LeadershipId: id, Epoch: l.Epoch(), Fence: fenceToProto(l.Fence())}); err != nil {
+		s.resign(l)
+		return err
+	}
+	select {
+	case <-l.Lost():
+		return stream.Send(&pb.CampaignResponse{LeadershipId: id, Lost: true})
+	case <-stream.Context().Done():
+		s.resign(l)
+		return stream.Context().Err()
+	}
+}
+
+func (s *server) resign(l core.Leadership) {
+	ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
+	defer cancel()
+	_ = l.Resign(ctx)
+}
+
+func (s *server) Resign(ctx context.Context, req *pb.ResignRequest) (*pb.ResignResponse, error) {
+	c, err := s.client(req.ClientId)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	l, ok := c.leaderships[req.LeadershipId]
+	c.mu.Unlock()
+	if !ok {
+		// Already lost and forgotten: resigning is idempotent.
+		return &pb.ResignResponse{}, nil
+	}
+	if err := l.Resign(ctx); err != nil {
+		return nil, ToStatus(err)
+	}
+	return &pb.ResignResponse{}, nil
+}
+
+func (s *server) Leader(ctx context.Context, req *pb.LeaderRequest) (*pb.LeaderResponse, error) {
+	c, err := s.client(req.ClientId)
+	if err != nil {
+		return nil, err
+	}
+	l, err := c.b.Leader(ctx)
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	return &pb.LeaderResponse{Leader: leaderToProto(l)}, nil
+}
+
+func (s *server) ObserveLeader(req *pb.ObserveLeaderRequest, stream pb.Backend_ObserveLeaderServer) error {
+	c, err := s.client(req.ClientId)
+	if err != nil {
+		return err
+	}
+	ch, err := c.b.ObserveLeader(stream.Context())
+	if err != nil {
+		return ToStatus(err)
+	}
+	if err := stream.Send(&pb.ObserveLeaderResponse{Started: true}); err != nil {
+		return err
+	}
+	for l := range ch {
+		if err := stream.Send(&pb.ObserveLeaderResponse{Leader: leaderToProto(l)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *server) Status(ctx context.Context, req *pb.StatusRequest) (*pb.StatusResponse, error) {
+	c, err := s.client(req.ClientId)
+	if err != nil {
+		return nil, err
+	}
+	st, err := c.b.Status(ctx)
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	return statusToProto(st), nil
+}
+
+// ---- optional parts ----
+
+func (s *server) GrantLease(ctx context.Context, req *pb.GrantLeaseRequest) (*pb.GrantLeaseResponse, error) {
+	c, err := s.client(req.ClientId)
+	if err != nil {
+		return nil, err
+	}
+	lm, ok := c.b.(core.LeaseManager)
+	if !ok {
+		return nil, unsupported("leases (LeaseManager)")
+	}
+	id, err := lm.GrantLease(ctx, req.Owner, time.Duration(req.TtlNanos), fenceFromProto(req.Fence))
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	return &pb.GrantLeaseResponse{LeaseId: id}, nil
+}
+
+func (s *server) RenewLease(ctx context.Context, req *pb.RenewLeaseRequest) (*pb.RenewLeaseResponse, error) {
+	c, err := s.client(req.ClientId)
+	if err != nil {
+		return nil, err
+	}
+	lm, ok := c.b.(core.LeaseManager)
+	if !ok {
+		return nil, unsupported("leases (LeaseManager)")
+	}
+	if err := lm.RenewLease(ctx, req.LeaseId); err != nil {
+		return nil, ToStatus(err)
+	}
+	return &pb.RenewLeaseResponse{}, nil
+}
+
+func (s *server) RevokeLease(ctx context.Context, req *pb.RevokeLeaseRequest) (*pb.RevokeLeaseResponse, error) {
+	c, err := s.client(req.ClientId)
+	if err != nil {
+		return nil, err
+	}
+	lm, ok := c.b.(core.LeaseManager)
+	if !ok {
+		return nil, unsupported("leases (LeaseManager)")
+	}
+	if err := lm.RevokeLease(ctx, req.LeaseId, fenceFromProto(req.Fence)); err != nil {
+		return nil, ToStatus(err)
+	}
+	return &pb.RevokeLeaseResponse{}, nil
+}
+
+func (s *server) AllocateIDs(ctx context.Context, req *pb.AllocateIDsRequest) (*pb.AllocateIDsResponse, error) {
+	c, err := s.client(req.ClientId)
+	if err != nil {
+		return nil, err
+	}
+	// core.AllocateIDs uses the backend's IDAllocator when it has one and
+	// the compare-and-set loop otherwise, next to the data.
+	first, err := core.AllocateIDs(ctx, c.b, req.Path, req.Count, fenceFromProto(req.Fence))
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	return &pb.AllocateIDsResponse{First: first}, nil
+}
+
+func (s *server) AddVoter(ctx context.Context, req *pb.AddVoterRequest) (*pb.AddVoterResponse, error) {
+	c, err := s.client(req.ClientId)
+	if err != nil {
+		return nil, err
+	}
+	mm, ok := c.b.(core.MembershipManager)
+	if !ok {
+		return nil, unsupported("membership changes (MembershipManager)")
+	}
+	if err := mm.AddVoter(ctx, req.Id, req.Address); err != nil {
+		return nil, ToStatus(err)
+	}
+	return &pb.AddVoterResponse{}, nil
+}
+
+func (s *server) RemoveVoter(ctx context.Context, req *pb.RemoveVoterRequest) (*pb.RemoveVoterResponse, error) {
+	c, err := s.client(req.ClientId)
+	if err != nil {
+		return nil, err
+	}
+	mm, ok := c.b.(core.MembershipManager)
+	if !ok {
+		return nil, unsupported("membership changes (MembershipManager)")
+	}
+	if err := mm.RemoveVoter(ctx, req.Id); err != nil {
+		return nil, ToStatus(err)
+	}
+	return &pb.RemoveVoterResponse{}, nil
+}
+
+func (s *server) FailNextWrite(ctx context.Context, req *pb.FailNextWriteRequest) (*pb.FailNextWriteResponse, error) {
+	c, err := s.client(req.ClientId)
+	if err != nil {
+		return nil, err
+	}
+	fi, ok := c.b.(core.FaultInjector)
+	if !ok {
+		return nil, unsupported("fault injection (FaultInjector)")
+	}
+	e := ErrorFromProto(req.Error)
+	if e == nil {
+		e = fmt.Errorf("%w: injected failure", core.ErrUnavailable)
+	}
+	fi.FailNextWrite(e)
+	return &pb.FailNextWriteResponse{}, nil
+}
+
+func (s *server) SetLatency(ctx context.Context, req *pb.SetLatencyRequest) (*pb.SetLatencyResponse, error) {
+	c, err := s.client(req.ClientId)
+	if err != nil {
+		return nil, err
+	}
+	fi, ok := c.b.(core.FaultInjector)
+	if !ok {
+		return nil, unsupported("fault injection (FaultInjector)")
+	}
+	fi.SetLatency(time.Duration(req.LatencyNanos))
+	return &pb.SetLatencyResponse{}, nil
+}
+
+func (s *server) ExpireSession(ctx context.Context, req *pb.ExpireSessionRequest) (*pb.ExpireSessionResponse, error) {
+	c, err := s.client(req.ClientId)
+	if err != nil {
+		return nil, err
+	}
+	se, ok := c.b.(core.SessionExpirer)
+	if !ok {
+		return nil, unsupported("expiring sessions on demand (SessionExpirer)")
+	}
+	if err := se.ExpireSession(ctx); err != nil {
+		return nil, ToStatus(err)
+	}
+	return &pb.ExpireSessionResponse{}, nil
+}
