@@ -27,11 +27,23 @@ import (
 const EnvPrefix = "METAPLANE_"
 
 // reservedEnvSegments are the first key segments of METAPLANE_* variables
-// that are not configuration (METAPLANE_BIN_DIR, METAPLANE_SOAK,
-// METAPLANE_CONFIG, METAPLANE_TEST_*, METAPLANE_PLUGIN_*, METAPLANE_LOG_*):
-// LoadConfig ignores them instead of refusing them as unknown.
+// that are not configuration: METAPLANE_CONFIG (the default file),
+// METAPLANE_BIN_DIR and METAPLANE_SOAK (tests), METAPLANE_BACKEND_PLUGIN
+// (the plugin handshake cookie), METAPLANE_JAVA and METAPLANE_ZK_* (the
+// test ZooKeeper server), and METAPLANE_TEST_*, METAPLANE_PLUGIN_*,
+// METAPLANE_LOG_*. LoadConfig ignores them instead of refusing them as
+// unknown keys. No configuration key may start with one of these segments.
 var reservedEnvSegments = map[string]bool{
 	"bin": true, "soak": true, "config": true, "test": true, "plugin": true, "log": true,
+	"backend": true, "java": true, "zk": true,
+}
+
+// IsReservedEnv reports whether an environment variable starting with
+// EnvPrefix is reserved for something other than configuration, so that
+// LoadConfig ignores it (see LoadOptions.Env).
+func IsReservedEnv(name string) bool {
+	key, ok := KeyForEnv(name)
+	return ok && reservedEnvSegments[firstSegment(key)]
 }
 
 // LoadOptions are the sources LoadConfig reads, lowest precedence first
@@ -43,9 +55,7 @@ type LoadOptions struct {
 	// Env is the environment as os.Environ returns it; only variables
 	// starting with EnvPrefix are read. Nil: no environment. Every
 	// METAPLANE_* variable must map to a known key (or a registered
-	// third-party prefix); reserved ones (METAPLANE_BIN_DIR,
-	// METAPLANE_SOAK, METAPLANE_CONFIG and names starting METAPLANE_TEST_,
-	// METAPLANE_PLUGIN_, METAPLANE_LOG_) are ignored.
+	// third-party prefix); reserved ones (see IsReservedEnv) are ignored.
 	Env []string
 	// Overrides are "key=value" settings (the -D flags), applied last in
 	// order, so a later one wins.

@@ -455,3 +455,20 @@ func TestDocsListEveryKey(t *testing.T) {
 		}
 	}
 }
+
+func TestReservedEnvNamesNoKey(t *testing.T) {
+	for _, name := range []string{"METAPLANE_CONFIG", "METAPLANE_BIN_DIR", "METAPLANE_SOAK", "METAPLANE_BACKEND_PLUGIN",
+		"METAPLANE_PLUGIN_LOG_LEVEL", "METAPLANE_JAVA", "METAPLANE_ZK_CLASSPATH", "METAPLANE_TEST_X"} {
+		if !IsReservedEnv(name) {
+			t.Errorf("%s is not reserved", name)
+		}
+	}
+	if _, err := LoadConfig(LoadOptions{Env: []string{"METAPLANE_BACKEND_PLUGIN=cookie", "METAPLANE_ZK_CLASSPATH=/x", "METAPLANE_JAVA=/usr/bin/java"}}); err != nil {
+		t.Errorf("reserved variables refused: %v", err)
+	}
+	for _, key := range Keys() {
+		if IsReservedEnv(EnvName(key)) {
+			t.Errorf("key %s lies under a reserved environment prefix", key)
+		}
+	}
+}
