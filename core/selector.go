@@ -73,6 +73,8 @@ type Selection struct {
 //   - A backend's selector key present but empty is an error naming it.
 //   - Exactly one backend's selector key set: that backend.
 //   - Two or more set: refused, naming every key set.
+//   - def not a backend's name nor "none": an error naming
+//     metadata.backend.default, whether or not a selector key is set.
 //   - None set: def (metadata.backend.default). "raft" is a single-voter
 //     embedded quorum on loopback; "none" is refused, naming the keys that
 //     would select a backend; any other backend name needs that backend's
@@ -83,6 +85,18 @@ type Selection struct {
 // *ConfigError listing every problem.
 func SelectBackend(present PresenceSet, backends []BackendDescriptor, def string) (Selection, error) {
 	var probs Problems
+	known := def == BackendNone
+	for _, b := range backends {
+		known = known || b.Name == def
+	}
+	if !known {
+		names := []string{}
+		for _, b := range backends {
+			names = append(names, b.Name)
+		}
+		names = append(names, BackendNone)
+		probs.Add(KeyBackendDefault, fmt.Sprintf("unknown backend %q: want one of %s", def, strings.Join(names, ", ")))
+	}
 	var set []BackendDescriptor
 	for _, b := range backends {
 		if b.SelectorKey == "" {
@@ -129,13 +143,7 @@ func SelectBackend(present PresenceSet, backends []BackendDescriptor, def string
 		}
 		return selected(b, by), nil
 	}
-	names := []string{}
-	for _, b := range backends {
-		names = append(names, b.Name)
-	}
-	names = append(names, BackendNone)
-	probs.Add(KeyBackendDefault, fmt.Sprintf("unknown backend %q: want one of %s", def, strings.Join(names, ", ")))
-	return Selection{}, probs.Err()
+	return Selection{}, probs.Err() // not reached: def was checked above
 }
 
 func selected(b BackendDescriptor, by string) Selection {

@@ -45,6 +45,8 @@ func TestSelectBackend(t *testing.T) {
 			errKeys: []string{KeyBackendDefault}, errHas: []string{"one of coordinator.seed.nodes (raft), zookeeper.address (zookeeper)"}},
 		{name: "neither, unknown default", present: PresenceSet{}, backends: builtin, def: "consul",
 			errKeys: []string{KeyBackendDefault}, errHas: []string{`unknown backend "consul"`}},
+		{name: "unknown default refused even with a key set", present: PresenceSet{seeds: KeySet}, backends: builtin, def: "Raft",
+			errKeys: []string{KeyBackendDefault}, errHas: []string{`unknown backend "Raft": want one of zookeeper, raft, none`}},
 		{name: "zookeeper present but empty", present: PresenceSet{zk: KeyEmpty}, backends: builtin, def: "raft",
 			errKeys: []string{zk}, errHas: []string{"set but empty"}},
 		{name: "seed nodes present but empty", present: PresenceSet{seeds: KeyEmpty}, backends: builtin, def: "raft",
