@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/metaplane/metaplane/core"
 )
@@ -49,20 +48,6 @@ func runConfig(ctx context.Context, env *Env, args []string) int {
 	}
 }
 
-// overrideFlags collects repeated -D key=value flags, refusing malformed
-// ones at parse time (a usage error).
-type overrideFlags []string
-
-func (o *overrideFlags) String() string { return fmt.Sprint(*o) }
-
-func (o *overrideFlags) Set(s string) error {
-	if _, _, err := core.ParseOverride(s); err != nil {
-		return err
-	}
-	*o = append(*o, s)
-	return nil
-}
-
 // validateReport is the --json output; its field order is stable.
 type validateReport struct {
 	Valid      bool           `json:"valid"`
@@ -76,11 +61,8 @@ type validateReport struct {
 func runConfigValidate(env *Env, args []string) int {
 	fs := flag.NewFlagSet("config validate", flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
-	file := fs.String("config", "", "the YAML configuration `FILE` (default: $METAPLANE_CONFIG, else none: defaults only)")
-	var overrides overrideFlags
-	fs.Var(&overrides, "D", "set a key, `key=value` (repeatable; a later one wins)")
+	cf := AddConfigFlags(fs)
 	asJSON := fs.Bool("json", false, "print the result as a JSON object")
-	noEnv := fs.Bool("no-env", false, "ignore METAPLANE_* environment variables")
 	observer := fs.Bool("observer", false, "check as a tablet server (observer) would: skip the rules that only concern a Raft voter")
 	fs.Usage = func() {
 		io.WriteString(env.Stderr, configUsage)
@@ -96,20 +78,8 @@ func runConfigValidate(env *Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "metaplane config validate: unexpected argument %q\n", fs.Arg(0))
 		return ExitUsage
 	}
-	configSet := false
-	fs.Visit(func(f *flag.Flag) { configSet = configSet || f.Name == "config" })
-	if configSet && *file == "" {
-		fmt.Fprintln(env.Stderr, "metaplane config validate: --config needs a FILE")
-		return ExitUsage
-	}
-
-	opts := core.LoadOptions{File: *file, Overrides: overrides, Observer: *observer}
-	if !*noEnv {
-		opts.Env = os.Environ()
-		if !configSet {
-			opts.File = os.Getenv("METAPLANE_CONFIG")
-		}
-	}
+	opts := cf.LoadOptions()
+	opts.Observer = *observer
 	rep := validate(opts)
 	if *asJSON {
 		enc := json.NewEncoder(env.Stdout)

@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/metaplane/metaplane/core"
+)
+
+// ConfigFlags are the configuration flags every verb that loads the
+// configuration shares (coordinator, config validate, ...): --config FILE,
+// repeated -D key=value, and --no-env. Register them with AddConfigFlags,
+// parse the flag set, then call LoadOptions.
+type ConfigFlags struct {
+	// File is --config; when it was not given, LoadOptions uses
+	// $METAPLANE_CONFIG (unless --no-env).
+	File string
+	// Overrides are the -D settings, in order.
+	Overrides []string
+	// NoEnv is --no-env: ignore METAPLANE_* variables.
+	NoEnv bool
+
+	fileSet bool
+}
+
+// AddConfigFlags registers --config, -D and --no-env on fs.
+func AddConfigFlags(fs *flag.FlagSet) *ConfigFlags {
+	c := &ConfigFlags{}
+	fs.Func("config", "the YAML configuration `FILE` (default: $METAPLANE_CONFIG, else none: defaults only)", func(s string) error {
+		if s == "" {
+			return fmt.Errorf("--config needs a FILE")
+		}
+		c.File, c.fileSet = s, true
+		return nil
+	})
+	fs.Func("D", "set a configuration key, `key=value` (repeatable; a later one wins)", func(s string) error {
+		if _, _, err := core.ParseOverride(s); err != nil {
+			return err
+		}
+		c.Overrides = append(c.Overrides, s)
+		return nil
+	})
+	fs.BoolVar(&c.NoEnv, "no-env", false, "ignore METAPLANE_* environment variables")
+	return c
+}
+
+// LoadOptions returns the core.LoadOptions the flags describe: the file,
+// the process environment (unless --no-env) and the overrides. The caller
+// may add ExtraBackends and Observer.
+func (c *ConfigFlags) LoadOptions() core.LoadOptions {
+	opts := core.LoadOptions{File: c.File, Overrides: append([]string(nil), c.Overrides...)}
+	if !c.NoEnv {
+		opts.Env = os.Environ()
+		if !c.fileSet {
+			opts.File = os.Getenv("METAPLANE_CONFIG")
+		}
+	}
+	return opts
+}
