@@ -1,0 +1,618 @@
+package zookeeper
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/metaplane/metaplane/core"
+)
+
+// The FIP-9 election layout, under the root.
+const (
+	electionPath = "/coordinators/election"
+	activePath   = "/coordinators/active"
+)
+
+// CoordinatorAddress is the JSON of /coordinators/active and of the
+// election participants: version 2 {"version":2,"id":..,"listeners":..};
+// version 1 (read only) had host and port instead of listeners.
+type CoordinatorAddress struct {
+	Version   int    `json:"version"`
+	ID        string `json:"id"`
+	Listeners string `json:"listeners,omitempty"`
+	Host      string `json:"host,omitempty"`
+	Port      int    `json:"port,omitempty"`
+}
+
+// EncodeCoordinatorAddress encodes id and listeners as CoordinatorAddress
+// version 2, byte for byte as the original system writes it.
+func EncodeCoordinatorAddress(id, listeners string) []byte {
+	b, _ := json.Marshal(CoordinatorAddress{Version: 2, ID: id, Listeners: listeners})
+	return b
+}
+
+// DecodeCoordinatorAddress decodes CoordinatorAddress version 1 or 2 into
+// the id and the address (v2: the listeners; v1: host:port).
+func DecodeCoordinatorAddress(data []byte) (id, address string, err error) {
+	var a CoordinatorAddress
+	if err := json.Unmarshal(data, &a); err != nil {
+		return "", "", fmt.Errorf("coordinator address %q: %w", data, err)
+	}
+	switch a.Version {
+	case 1:
+		return a.ID, net.JoinHostPort(a.Host, strconv.Itoa(a.Port)), nil
+	case 2:
+		return a.ID, a.Listeners, nil
+	}
+	return "", "", fmt.Errorf("coordinator address %q: unknown version %d", data, a.Version)
+}
+
+// leadership is a won election: the epoch it wrote and the epoch node's
+// zkVersion after the write (the fence token).
+type leadership struct {
+	b           *Backend
+	cand        core.Candidate
+	epoch       int64
+	token       int64
+	sessionID   int64
+	participant string // znode path
+
+	lost     chan struct{}
+	lostOnce sync.Once
+	mu       sync.Mutex
+	why      string
+	resigned bool
+	done     chan struct{} // monitor exited
+}
+
+func (l *leadership) Epoch() int64 { return l.epoch }
+
+func (l *leadership) Fence() core.Fence {
+	return core.Fence{Epoch: l.epoch, Token: l.token, Valid: true}
+}
+
+func (l *leadership) Lost() <-chan struct{} { return l.lost }
+
+// lose ends the leadership (once). It must not take b.mu.
+func (l *leadership) lose(why string) {
+	l.lostOnce.Do(func() {
+		l.mu.Lock()
+		l.why = why
+		l.mu.Unlock()
+		close(l.lost)
+	})
+}
+
+// Resign ends the leadership and withdraws the candidacy: one multi that
+// checks the epoch is still this leader's, deletes /coordinators/active
+// and the participant; if the epoch moved on, only the participant is
+// deleted. Lost is closed first. Idempotent. Errors: ErrUnavailable (the
+// deletes could not be confirmed; the session's end removes them),
+// context errors.
+func (l *leadership) Resign(ctx context.Context) error {
+	l.mu.Lock()
+	if l.resigned {
+		l.mu.Unlock()
+		return nil
+	}
+	l.resigned = true
+	l.mu.Unlock()
+	l.lose("resigned")
+	<-l.done
+	return l.withdraw(ctx)
+}
+
+// withdraw deletes the leader's nodes if its session still holds them.
+func (l *leadership) withdraw(ctx context.Context) error {
+	b := l.b
+	if b.isClosed() {
+		return nil // closing the session removes them
+	}
+	if b.Session().ID != l.sessionID {
+		return nil // the session expired: they are gone
+	}
+	ops := []any{
+		&zk.CheckVersionRequest{Path: b.zpath(epochPath), Version: int32(l.token)},
+		&zk.DeleteRequest{Path: b.zpath(activePath), Version: -1},
+		&zk.DeleteRequest{Path: l.participant, Version: -1},
+	}
+	for len(ops) > 0 {
+		var res []zk.MultiResponse
+		err := b.do(ctx, func() error {
+			var err error
+			res, err = b.conn.Multi(ops...)
+			return err
+		})
+		if err == nil {
+			return nil
+		}
+		k := -1
+		for i, r := range res {
+			if r.Error != nil {
+				k = i
+				break
+			}
+		}
+		if k < 0 {
+			return b.closedErr(transportErr(err, "resign"))
+		}
+		switch {
+		case len(ops) == 3 && k <= 1:
+			// Superseded, or active already gone: the participant alone.
+			ops = ops[2:]
+		case errors.Is(res[k].Error, zk.ErrNoNode):
+			return nil
+		default:
+			return mapErr(res[k].Error, l.participant, false)
+		}
+	}
+	return nil
+}
+
+// monitor ends the leadership when the epoch node changes (a newer leader
+// bumped it), when the participant disappears, or when the session
+// changes; then it unregisters, and (unless resigning) withdraws.
+func (l *leadership) monitor() {
+	b := l.b
+	defer close(l.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-l.lost:
+		case <-b.closeCh:
+		}
+		cancel()
+	}()
+	for ctx.Err() == nil {
+		if b.Session().ID != l.sessionID {
+			l.lose("session changed")
+			break
+		}
+		var data []byte
+		var st *zk.Stat
+		var ech, pch <-chan zk.Event
+		err := b.do(ctx, func() error {
+			var err error
+			data, st, ech, err = b.conn.GetW(b.zpath(epochPath))
+			return err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			l.lose("the epoch node was deleted")
+			break
+		}
+		if err == nil && int64(st.Version) != l.token {
+			l.lose(fmt.Sprintf("superseded: the epoch node is at %q, version %d", data, st.Version))
+			break
+		}
+		if err == nil {
+			var ok bool
+			err = b.do(ctx, func() error {
+				var err error
+				ok, _, pch, err = b.conn.ExistsW(l.participant)
+				return err
+			})
+			if err == nil && !ok {
+				l.lose("the election participant was deleted")
+				break
+			}
+		}
+		if err != nil {
+			// Connection trouble: the session's fate decides (see
+			// handleSession); look again shortly.
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		select {
+		case <-ech:
+		case <-pch:
+		case <-ctx.Done():
+		}
+	}
+	b.mu.Lock()
+	delete(b.leaderships, l)
+	b.mu.Unlock()
+	l.mu.Lock()
+	resigning := l.resigned
+	l.mu.Unlock()
+	if !resigning && !b.isClosed() {
+		// Best effort: step aside so another candidate can win.
+		wctx, wcancel := context.WithTimeout(context.Background(), b.timeout)
+		_ = l.withdraw(wctx)
+		wcancel()
+	}
+}
+
+// seqOf returns a sequential node name's 10-digit suffix, or -1.
+func seqOf(name string) int64 {
+	if len(name) < 10 {
+		return -1
+	}
+	n, err := strconv.ParseInt(name[len(name)-10:], 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+func sortBySeq(names []string) {
+	sort.SliceStable(names, func(i, j int) bool {
+		a, b := seqOf(names[i]), seqOf(names[j])
+		if (a < 0) != (b < 0) {
+			return b < 0
+		}
+		if a != b {
+			return a < b
+		}
+		return names[i] < names[j]
+	})
+}
+
+var errRetryElection = errors.New("participant lost, campaign again")
+
+// Campaign joins the FIP-9 election and blocks until c leads or ctx ends.
+//
+// The candidate creates an ephemeral-sequential participant under
+// /coordinators/election holding CoordinatorAddress v2 JSON of its id and
+// address. The lowest sequence number wins; every other candidate watches
+// only its predecessor (no herd). The winner, in one multi, checks its
+// participant still exists, bumps /coordinators/epoch (plain decimal,
+// created as "-1", so the first leader gets 0; compare-and-set on its
+// zkVersion), replaces any stale /coordinators/active and creates its own,
+// ephemeral, with the same JSON. The Fence's Token is the epoch node's
+// zkVersion after the bump. If the session expires while campaigning, the
+// participant is created again in the new session.
+//
+// Errors: ErrInvalidArgument (empty candidate id), ErrUnavailable,
+// ErrClosed, context errors (the candidacy is withdrawn).
+func (b *Backend) Campaign(ctx context.Context, c core.Candidate) (core.Leadership, error) {
+	if b.isClosed() {
+		return nil, core.ErrClosed
+	}
+	if c.ID == "" {
+		return nil, fmt.Errorf("%w: candidate id is empty", core.ErrInvalidArgument)
+	}
+	b.mu.Lock()
+	b.campaigning++
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		b.campaigning--
+		b.mu.Unlock()
+	}()
+	data := EncodeCoordinatorAddress(c.ID, c.Address)
+	var guid [12]byte
+	rand.Read(guid[:])
+	prefix := "_c_" + hex.EncodeToString(guid[:]) + "-latch-"
+	edir := b.zpath(electionPath)
+	if err := b.ensurePath(ctx, edir); err != nil {
+		return nil, b.closedErr(err)
+	}
+	me, mySession := "", int64(0)
+	withdraw := func() {
+		if me == "" || b.Session().ID != mySession {
+			return
+		}
+		wctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+		defer cancel()
+		_ = b.do(wctx, func() error { return b.conn.Delete(edir+"/"+me, -1) })
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			withdraw()
+			return nil, err
+		}
+		if b.isClosed() {
+			return nil, core.ErrClosed
+		}
+		if me == "" || b.Session().ID != mySession {
+			if err := b.waitConnected(ctx); err != nil {
+				withdraw()
+				return nil, err
+			}
+			sid := b.Session().ID
+			name, err := b.createParticipant(ctx, edir, prefix, data)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				return nil, b.closedErr(err)
+			}
+			me, mySession = name, sid
+		}
+		var names []string
+		err := b.read(ctx, func() error {
+			var err error
+			names, _, err = b.conn.Children(edir)
+			return err
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				continue
+			}
+			return nil, b.closedErr(mapErr(err, electionPath, false))
+		}
+		sortBySeq(names)
+		idx := -1
+		for i, n := range names {
+			if n == me {
+				idx = i
+			}
+		}
+		if idx < 0 {
+			me = "" // our participant is gone (expired): join again
+			continue
+		}
+		if idx == 0 {
+			l, err := b.becomeLeader(ctx, c, edir+"/"+me, mySession)
+			if errors.Is(err, errRetryElection) {
+				me = ""
+				continue
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					continue // withdraws above
+				}
+				return nil, err
+			}
+			return l, nil
+		}
+		pred := edir + "/" + names[idx-1]
+		var ok bool
+		var ch <-chan zk.Event
+		err = b.do(ctx, func() error {
+			var err error
+			ok, _, ch, err = b.conn.ExistsW(pred)
+			return err
+		})
+		if err != nil || !ok {
+			continue
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		case <-b.closeCh:
+		}
+	}
+}
+
+// createParticipant creates the ephemeral-sequential participant and
+// returns its name. The name carries a random guid, so after a lost
+// connection the create's outcome is found by listing the children.
+func (b *Backend) createParticipant(ctx context.Context, edir, prefix string, data []byte) (string, error) {
+	for attempt := 0; ; attempt++ {
+		var name string
+		err := b.do(ctx, func() error {
+			var err error
+			name, err = b.conn.Create(edir+"/"+prefix, data, zk.FlagEphemeralSequential, b.acl)
+			return err
+		})
+		if err == nil {
+			return name[strings.LastIndexByte(name, '/')+1:], nil
+		}
+		if !retriable(err) || attempt >= b.opts.MaxRetryAttempts+3 {
+			return "", mapErr(err, electionPath, true)
+		}
+		if err := b.waitConnected(ctx); err != nil {
+			return "", err
+		}
+		var names []string
+		if err := b.read(ctx, func() error {
+			var err error
+			names, _, err = b.conn.Children(edir)
+			return err
+		}); err != nil {
+			return "", mapErr(err, electionPath, false)
+		}
+		for _, n := range names {
+			if strings.HasPrefix(n, prefix) {
+				return n, nil
+			}
+		}
+	}
+}
+
+// becomeLeader bumps the epoch and registers /coordinators/active, in one
+// multi conditional on the participant still existing.
+func (b *Backend) becomeLeader(ctx context.Context, c core.Candidate, participant string, sid int64) (*leadership, error) {
+	epochZ, activeZ := b.zpath(epochPath), b.zpath(activePath)
+	addr := EncodeCoordinatorAddress(c.ID, c.Address)
+	for attempt := 0; ; attempt++ {
+		if attempt > 50 {
+			return nil, fmt.Errorf("%w: could not bump %s after %d attempts", core.ErrUnavailable, epochPath, attempt)
+		}
+		if err := b.waitConnected(ctx); err != nil {
+			return nil, err
+		}
+		if b.Session().ID != sid {
+			return nil, errRetryElection
+		}
+		var edata []byte
+		var est *zk.Stat
+		err := b.read(ctx, func() error {
+			var err error
+			edata, est, err = b.conn.Get(epochZ)
+			return err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			if err := b.ensurePath(ctx, b.zpath("/coordinators")); err != nil {
+				return nil, err
+			}
+			err = b.do(ctx, func() error {
+				_, err := b.conn.Create(epochZ, []byte("-1"), zk.FlagPersistent, b.acl)
+				return err
+			})
+			if err != nil && !errors.Is(err, zk.ErrNodeExists) && !retriable(err) {
+				return nil, mapErr(err, epochPath, true)
+			}
+			continue
+		}
+		if err != nil {
+			return nil, b.closedErr(mapErr(err, epochPath, false))
+		}
+		epoch, perr := strconv.ParseInt(strings.TrimSpace(string(edata)), 10, 64)
+		if perr != nil {
+			return nil, fmt.Errorf("%w: %s holds %q, not a decimal epoch", core.ErrInvalidArgument, epochPath, edata)
+		}
+		var aok bool
+		var ast *zk.Stat
+		err = b.read(ctx, func() error {
+			var err error
+			aok, ast, err = b.conn.Exists(activeZ)
+			return err
+		})
+		if err != nil {
+			return nil, b.closedErr(mapErr(err, activePath, false))
+		}
+		if aok && ast.EphemeralOwner == sid {
+			// An earlier attempt of ours went through but its answer was
+			// lost with the connection: adopt it.
+			return b.lead(c, participant, sid, epoch, int64(est.Version))
+		}
+		ops := []any{
+			&zk.CheckVersionRequest{Path: participant, Version: -1},
+			&zk.SetDataRequest{Path: epochZ, Data: []byte(strconv.FormatInt(epoch+1, 10)), Version: est.Version},
+		}
+		if aok {
+			ops = append(ops, &zk.DeleteRequest{Path: activeZ, Version: ast.Version})
+		}
+		ops = append(ops, &zk.CreateRequest{Path: activeZ, Data: addr, Acl: b.acl, Flags: zk.FlagEphemeral})
+		var res []zk.MultiResponse
+		err = b.do(ctx, func() error {
+			var err error
+			res, err = b.conn.Multi(ops...)
+			return err
+		})
+		if err == nil {
+			return b.lead(c, participant, sid, epoch+1, int64(res[1].Stat.Version))
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if len(res) > 0 && res[0].Error != nil {
+			return nil, errRetryElection // the participant is gone
+		}
+		// A concurrent change (or a lost answer): look again.
+	}
+}
+
+// lead registers a new leadership and starts its monitor.
+func (b *Backend) lead(c core.Candidate, participant string, sid, epoch, token int64) (*leadership, error) {
+	l := &leadership{
+		b: b, cand: c, epoch: epoch, token: token, sessionID: sid, participant: participant,
+		lost: make(chan struct{}), done: make(chan struct{}),
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, core.ErrClosed
+	}
+	b.leaderships[l] = struct{}{}
+	if b.sessionID != sid || b.state == core.SessionExpired {
+		l.lose("session changed")
+	}
+	b.mu.Unlock()
+	go l.monitor()
+	return l, nil
+}
+
+// Leader reads /coordinators/active and /coordinators/epoch (after a
+// sync). Zero-length active data (elected, not yet registered, as the
+// original writes it) is completed from the lowest election participant.
+// Errors: ErrNotFound (no active node), ErrUnavailable, ErrClosed, context
+// errors.
+func (b *Backend) Leader(ctx context.Context) (core.LeaderInfo, error) {
+	res, err := b.GetMany(ctx, []string{activePath, epochPath}, core.ReadOptions{})
+	if err != nil {
+		return core.LeaderInfo{}, err
+	}
+	if res[0].Err != nil {
+		return core.LeaderInfo{}, fmt.Errorf("%w: no leader (%s)", core.ErrNotFound, activePath)
+	}
+	li := core.LeaderInfo{Epoch: -1}
+	if res[1].Err == nil {
+		if e, err := strconv.ParseInt(strings.TrimSpace(string(res[1].Node.Data)), 10, 64); err == nil {
+			li.Epoch = e
+		}
+	}
+	data := res[0].Node.Data
+	if len(data) == 0 {
+		names, _, err := b.Children(ctx, electionPath, core.ReadOptions{Stale: true})
+		if err == nil && len(names) > 0 {
+			sortBySeq(names)
+			if n, err := core.Get(ctx, b, electionPath+"/"+names[0]); err == nil {
+				data = n.Data
+			}
+		}
+	}
+	if len(data) > 0 {
+		li.ID, li.Address, err = DecodeCoordinatorAddress(data)
+		if err != nil {
+			return core.LeaderInfo{}, fmt.Errorf("%w: %s: %v", core.ErrUnavailable, activePath, err)
+		}
+	}
+	return li, nil
+}
+
+// ObserveLeader delivers the current leader, if any, and then every new
+// one (a change of id, address or epoch), from a watch on
+// /coordinators/active re-armed as it fires. While there is no leader
+// nothing is delivered. A slow consumer sees the latest leader. The
+// channel is closed when ctx ends or the backend closes. Errors: ErrClosed.
+func (b *Backend) ObserveLeader(ctx context.Context) (<-chan core.LeaderInfo, error) {
+	if b.isClosed() {
+		return nil, core.ErrClosed
+	}
+	out := make(chan core.LeaderInfo, 1)
+	go func() {
+		defer close(out)
+		var last core.LeaderInfo
+		have := false
+		azp := b.zpath(activePath)
+		for ctx.Err() == nil && !b.isClosed() {
+			var ok bool
+			var ch <-chan zk.Event
+			err := b.do(ctx, func() error {
+				var err error
+				ok, _, ch, err = b.conn.ExistsW(azp)
+				return err
+			})
+			if err != nil {
+				select {
+				case <-ctx.Done():
+				case <-b.closeCh:
+				case <-time.After(100 * time.Millisecond):
+				}
+				continue
+			}
+			if ok {
+				li, err := b.Leader(ctx)
+				if err == nil && (!have || li != last) && li.ID != "" {
+					last, have = li, true
+					deliverLatest(out, li)
+				}
+			}
+			select {
+			case <-ch:
+			case <-ctx.Done():
+			case <-b.closeCh:
+			}
+		}
+	}()
+	return out, nil
+}

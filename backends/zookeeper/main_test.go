@@ -1,0 +1,50 @@
+package zookeeper
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/zktest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	zktest.CloseShared()
+	os.Exit(code)
+}
+
+// testOptions are options for a client of the shared server under a fresh
+// root, with short timeouts.
+func testOptions(t testing.TB) Options {
+	t.Helper()
+	srv := zktest.Shared(t)
+	return Options{
+		Address:           srv.ConnectString(),
+		Root:              zktest.UniqueRoot(t),
+		SessionTimeout:    4 * time.Second,
+		ConnectionTimeout: 10 * time.Second,
+		RetryWait:         100 * time.Millisecond,
+	}
+}
+
+// open opens a client with o and closes it at cleanup.
+func open(t testing.TB, o Options) *Backend {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b, err := Open(ctx, o, core.ClientOptions{Name: t.Name()})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,289 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/metaplane/metaplane/core"
+)
+
+// epochPath is the leader epoch node (under the root); a fenced write's
+// multi first checks it at the leader's zkVersion.
+const epochPath = "/coordinators/epoch"
+
+// zop is one op of the ZooKeeper multi a Txn becomes.
+type zop struct {
+	req    any // *zk.CreateRequest, *zk.SetDataRequest, *zk.DeleteRequest, *zk.CheckVersionRequest
+	orig   int // index of the caller's op; -1 for the fence check
+	parent bool
+	path   string // contract path (for a created parent: the parent)
+}
+
+// Per-op overhead of a multi request beyond path and data bytes: the op
+// header, length prefixes, version or flags, and a create's world ACL.
+const (
+	opOverhead   = 9 + 4 + 4 + 4 + 4 + 27
+	multiOverhed = 4 + 8 + 9
+)
+
+// Txn runs ops as one ZooKeeper multi: all or nothing.
+//
+// With a valid opts.Fence the multi's first op checks /coordinators/epoch
+// at the fence's Token (the epoch node's zkVersion the leader wrote); if
+// that check fails the transaction fails with ErrFenced and nothing
+// changes. A create with MakeParents gets the missing ancestors created,
+// as empty persistent nodes, by ops inserted before it in the same multi
+// (the ancestors are looked up first; if another client creates one in
+// between, the multi is rebuilt and retried).
+//
+// A refused op gives a *core.TxnError with the caller's op index and
+// sentinel: ErrNotFound, ErrNodeExists, ErrBadVersion, ErrNotEmpty,
+// ErrNoParent (also for a child of an ephemeral node), ErrInvalidPath,
+// ErrTooLarge, ErrInvalidArgument. If the connection is lost while the
+// multi is in flight its outcome is unknown and Txn returns ErrUnavailable
+// (writes are not retried). Other errors: ErrInvalidArgument (no ops),
+// ErrFenced, ErrClosed, context errors (outcome unknown).
+//
+// OpResult.Stat of a set comes from the multi's answer; of a create or a
+// check it is read right after the multi (a later change by someone else
+// may show). TxnResult.Revision is the multi's zxid when it has a set or a
+// create; for a transaction of deletes and checks only it is the latest
+// zxid this client had seen when the multi returned (at least the multi's).
+func (b *Backend) Txn(ctx context.Context, ops []core.Op, opts core.TxnOptions) (core.TxnResult, error) {
+	if b.isClosed() {
+		return core.TxnResult{}, core.ErrClosed
+	}
+	if len(ops) == 0 {
+		return core.TxnResult{}, fmt.Errorf("%w: empty transaction", core.ErrInvalidArgument)
+	}
+	if err := validateOps(ops); err != nil {
+		return core.TxnResult{}, err
+	}
+	for attempt := 0; ; attempt++ {
+		plan, err := b.plan(ctx, ops, opts.Fence)
+		if err != nil {
+			return core.TxnResult{}, err
+		}
+		reqs := make([]any, len(plan))
+		for i, z := range plan {
+			reqs[i] = z.req
+		}
+		var res []zk.MultiResponse
+		err = b.do(ctx, func() error {
+			var err error
+			res, err = b.conn.Multi(reqs...)
+			return err
+		})
+		if err == nil {
+			return b.results(ctx, ops, plan, res)
+		}
+		if ctx.Err() != nil || errors.Is(err, core.ErrClosed) {
+			return core.TxnResult{}, b.closedErr(err)
+		}
+		k := -1
+		for i, r := range res {
+			if r.Error != nil {
+				k = i
+				break
+			}
+		}
+		if k < 0 || k >= len(plan) {
+			return core.TxnResult{}, b.closedErr(transportErr(err, "transaction"))
+		}
+		z := plan[k]
+		if z.orig < 0 {
+			return core.TxnResult{}, fmt.Errorf("%w: the leadership's epoch (token %d) is no longer current (zookeeper: %v)",
+				core.ErrFenced, opts.Fence.Token, res[k].Error)
+		}
+		if z.parent && errors.Is(res[k].Error, zk.ErrNodeExists) && attempt < 5 {
+			continue // a parent appeared since we looked: rebuild
+		}
+		op := ops[z.orig]
+		e := mapErr(res[k].Error, z.path, op.Type == core.OpCreate)
+		if z.parent {
+			e = fmt.Errorf("creating parent %s: %w", z.path, e)
+		}
+		return core.TxnResult{}, &core.TxnError{Index: z.orig, Err: e}
+	}
+}
+
+// validateOps checks every op before anything is sent.
+func validateOps(ops []core.Op) error {
+	total := multiOverhed
+	for i, op := range ops {
+		bad := func(err error) error { return &core.TxnError{Index: i, Err: err} }
+		if err := core.ValidatePath(op.Path); err != nil {
+			return bad(err)
+		}
+		switch op.Type {
+		case core.OpCheck, core.OpSet, core.OpDelete:
+			if op.Version < core.AnyVersion || op.Version > math.MaxInt32 {
+				return bad(fmt.Errorf("%w: %s %s: version %d out of range", core.ErrInvalidArgument, op.Type, op.Path, op.Version))
+			}
+			if op.Type == core.OpDelete && op.Path == "/" {
+				return bad(fmt.Errorf("%w: the root cannot be deleted", core.ErrInvalidArgument))
+			}
+		case core.OpCreate:
+			if !op.Mode.Valid() {
+				return bad(fmt.Errorf("%w: create %s: unknown mode %v", core.ErrInvalidArgument, op.Path, op.Mode))
+			}
+			if op.Lease != 0 {
+				return bad(fmt.Errorf("%w: create %s: the ZooKeeper backend has no leases (ephemerals belong to the client's session)", core.ErrInvalidArgument, op.Path))
+			}
+			if op.Path == "/" && !op.Mode.IsSequential() {
+				return bad(fmt.Errorf("%w: /", core.ErrNodeExists))
+			}
+		default:
+			return bad(fmt.Errorf("%w: unknown op type %v", core.ErrInvalidArgument, op.Type))
+		}
+		if len(op.Data) > MaxValueSize {
+			return bad(fmt.Errorf("%w: %s: %d bytes, the ZooKeeper backend's limit is %d", core.ErrTooLarge, op.Path, len(op.Data), MaxValueSize))
+		}
+		total += opOverhead + len(op.Path) + len(op.Data) + 256 // 256: room for the root and inserted parents
+		if total > maxRequestSize {
+			return bad(fmt.Errorf("%w: the transaction exceeds ZooKeeper's %d-byte request limit at op %d", core.ErrTooLarge, maxRequestSize, i))
+		}
+	}
+	return nil
+}
+
+// plan turns ops into a multi: the fence check first, then each op with
+// any missing parents created just before it.
+func (b *Backend) plan(ctx context.Context, ops []core.Op, fence core.Fence) ([]zop, error) {
+	var plan []zop
+	if fence.Valid {
+		if fence.Token < 0 || fence.Token > math.MaxInt32 {
+			return nil, fmt.Errorf("%w: fence token %d is not a zkVersion", core.ErrFenced, fence.Token)
+		}
+		plan = append(plan, zop{req: &zk.CheckVersionRequest{Path: b.zpath(epochPath), Version: int32(fence.Token)}, orig: -1, path: epochPath})
+	}
+	// Which ancestors of MakeParents creates must be looked up.
+	exists := map[string]bool{"/": true}
+	var lookup []string
+	for _, op := range ops {
+		if op.Type != core.OpCreate || !op.MakeParents {
+			continue
+		}
+		for p := core.ParentPath(op.Path); p != "/"; p = core.ParentPath(p) {
+			if _, ok := exists[p]; !ok {
+				exists[p] = false
+				lookup = append(lookup, p)
+			}
+		}
+	}
+	if len(lookup) > 0 {
+		found := make([]bool, len(lookup))
+		err := parallel(len(lookup), func(i int) error {
+			return b.read(ctx, func() error {
+				ok, _, err := b.conn.Exists(b.zpath(lookup[i]))
+				found[i] = ok
+				return err
+			})
+		})
+		if err != nil {
+			return nil, b.closedErr(mapErr(err, "", false))
+		}
+		for i, p := range lookup {
+			exists[p] = found[i]
+		}
+	}
+	for i, op := range ops {
+		zp := b.zpath(op.Path)
+		switch op.Type {
+		case core.OpCheck:
+			plan = append(plan, zop{req: &zk.CheckVersionRequest{Path: zp, Version: int32(op.Version)}, orig: i, path: op.Path})
+		case core.OpSet:
+			plan = append(plan, zop{req: &zk.SetDataRequest{Path: zp, Data: op.Data, Version: int32(op.Version)}, orig: i, path: op.Path})
+		case core.OpDelete:
+			plan = append(plan, zop{req: &zk.DeleteRequest{Path: zp, Version: int32(op.Version)}, orig: i, path: op.Path})
+			exists[op.Path] = false
+		case core.OpCreate:
+			if op.MakeParents {
+				var missing []string
+				for p := core.ParentPath(op.Path); p != "/"; p = core.ParentPath(p) {
+					if !exists[p] {
+						missing = append(missing, p)
+					}
+				}
+				for j := len(missing) - 1; j >= 0; j-- {
+					p := missing[j]
+					plan = append(plan, zop{req: &zk.CreateRequest{Path: b.zpath(p), Acl: b.acl, Flags: zk.FlagPersistent}, orig: i, parent: true, path: p})
+					exists[p] = true
+				}
+			}
+			plan = append(plan, zop{req: &zk.CreateRequest{Path: zp, Data: op.Data, Acl: b.acl, Flags: int32(op.Mode)}, orig: i, path: op.Path})
+			if !op.Mode.IsSequential() {
+				exists[op.Path] = true
+			}
+		}
+	}
+	return plan, nil
+}
+
+// results builds the TxnResult of a successful multi.
+func (b *Backend) results(ctx context.Context, ops []core.Op, plan []zop, res []zk.MultiResponse) (core.TxnResult, error) {
+	out := core.TxnResult{Results: make([]core.OpResult, len(ops))}
+	if len(res) != len(plan) {
+		return core.TxnResult{}, fmt.Errorf("%w: multi answered %d results for %d ops", core.ErrUnavailable, len(res), len(plan))
+	}
+	var readBack []int // caller op indexes whose stat is read after the multi
+	var setZxid int64
+	for k, z := range plan {
+		if z.orig < 0 || z.parent {
+			continue
+		}
+		op := ops[z.orig]
+		r := core.OpResult{Type: op.Type, Path: op.Path}
+		switch op.Type {
+		case core.OpCreate:
+			r.Path = b.rel(res[k].String)
+			readBack = append(readBack, z.orig)
+		case core.OpSet:
+			r.Stat = convStat(res[k].Stat)
+			if res[k].Stat != nil {
+				setZxid = res[k].Stat.Mzxid
+			}
+		case core.OpCheck:
+			readBack = append(readBack, z.orig)
+		}
+		out.Results[z.orig] = r
+	}
+	createZxid := int64(math.MaxInt64)
+	var mu sync.Mutex
+	if len(readBack) > 0 {
+		// The multi is done; a failure here only leaves stats empty.
+		_ = parallel(len(readBack), func(j int) error {
+			i := readBack[j]
+			var st *zk.Stat
+			var ok bool
+			err := b.read(ctx, func() error {
+				var err error
+				ok, st, err = b.conn.Exists(b.zpath(out.Results[i].Path))
+				return err
+			})
+			if err == nil && ok {
+				out.Results[i].Stat = convStat(st)
+				mu.Lock()
+				if ops[i].Type == core.OpCreate && st.Czxid < createZxid {
+					createZxid = st.Czxid
+				}
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	switch {
+	case setZxid > 0:
+		out.Revision = setZxid
+	case createZxid != math.MaxInt64:
+		out.Revision = createZxid
+	default:
+		out.Revision = b.wire.lastZxid.Load()
+	}
+	return out, nil
+}

@@ -1,0 +1,564 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/metaplane/metaplane/core"
+)
+
+// maxPendingEvents is how many undelivered events a watch holds for a slow
+// consumer before it replaces them all with one Reset of the current state.
+const maxPendingEvents = 4096
+
+// Watch delivers the changes at or below prefix.
+//
+// ZooKeeper has no change feed, only one-shot watches, so the watch keeps
+// a copy of the subtree: it reads every node with a data watch and a child
+// watch, re-reads a node (re-arming) when its watch fires, and reports the
+// difference. What is promised:
+//
+//   - Convergence: after the last change to a path, the consumer receives
+//     an event (or a Reset) carrying that path's latest state (or its
+//     deletion). Every path's events arrive in the order its states were
+//     observed.
+//   - Coalescing: several changes to a node between two reads are seen as
+//     one event with the latest data; a node created and deleted between
+//     two reads may not be seen at all. There is no exact history
+//     (Capabilities.ExactHistory is false).
+//   - fromRevision > 0 is answered with a first Reset response: the whole
+//     current state of the prefix, one EventCreated per node; 0 starts with
+//     the next change.
+//   - After the session expires (watches are lost with it) the watch
+//     re-reads everything in the new session and sends a Reset. After a
+//     disconnection within the session the library re-registers the
+//     watches and the server reports what changed meanwhile.
+//   - Revisions: an event's Stat is the node's true stat; its Revision is
+//     the zxid at which its state was observed (for a create or update the
+//     node's czxid or mzxid, for a delete the latest zxid this client had
+//     seen), made non-decreasing across the watch. A consumer that falls
+//     more than 4096 events behind gets one Reset instead.
+//
+// The channel is closed when ctx ends or the backend closes. Errors:
+// ErrInvalidPath, ErrUnavailable (the first read failed), ErrClosed.
+func (b *Backend) Watch(ctx context.Context, prefix string, fromRevision int64) (<-chan core.WatchResponse, error) {
+	if b.isClosed() {
+		return nil, core.ErrClosed
+	}
+	if err := core.ValidatePath(prefix); err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	w := &watcher{
+		b: b, prefix: prefix, ctx: wctx, cancel: cancel,
+		out:   make(chan core.WatchResponse, 16),
+		kick:  make(chan struct{}, 1),
+		model: map[string]core.Node{},
+		kids:  map[string]map[string]bool{},
+	}
+	if err := b.sync(wctx); err != nil {
+		cancel()
+		return nil, err
+	}
+	if err := w.load(); err != nil {
+		cancel()
+		return nil, b.closedErr(err)
+	}
+	if fromRevision > 0 {
+		w.queue(w.resetResponse())
+	}
+	go w.run()
+	return w.out, nil
+}
+
+type watcher struct {
+	b      *Backend
+	prefix string
+	ctx    context.Context
+	cancel context.CancelFunc
+	out    chan core.WatchResponse
+
+	qmu    sync.Mutex
+	queue_ []zk.Event
+	kick   chan struct{}
+
+	model   map[string]core.Node       // every node at or below prefix
+	kids    map[string]map[string]bool // children names per node
+	lastRev int64                      // last revision delivered or queued
+	pending []core.WatchResponse
+	npend   int
+}
+
+// forward hands a one-shot watch's event to the watcher's queue.
+func (w *watcher) forward(ch <-chan zk.Event) {
+	go func() {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				return
+			}
+			w.qmu.Lock()
+			w.queue_ = append(w.queue_, ev)
+			w.qmu.Unlock()
+			select {
+			case w.kick <- struct{}{}:
+			default:
+			}
+		case <-w.ctx.Done():
+		}
+	}()
+}
+
+// arm reads node p with a data and a child watch. found is false when the
+// node does not exist (then an exists watch is armed if p is the prefix).
+func (w *watcher) arm(p string) (node core.Node, kids []string, found bool, err error) {
+	b := w.b
+	zp := b.zpath(p)
+	var data []byte
+	var st *zk.Stat
+	var ch <-chan zk.Event
+	err = b.read(w.ctx, func() error {
+		var err error
+		data, st, ch, err = b.conn.GetW(zp)
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		if p == w.prefix {
+			var ok bool
+			err = b.read(w.ctx, func() error {
+				var err error
+				ok, _, ch, err = b.conn.ExistsW(zp)
+				return err
+			})
+			if err != nil {
+				return node, nil, false, err
+			}
+			w.forward(ch)
+			if ok { // created in between: read it again
+				return w.arm(p)
+			}
+		}
+		return node, nil, false, nil
+	}
+	if err != nil {
+		return node, nil, false, err
+	}
+	w.forward(ch)
+	var cst *zk.Stat
+	err = b.read(w.ctx, func() error {
+		var err error
+		kids, cst, ch, err = b.conn.ChildrenW(zp)
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return node, nil, false, nil // deleted in between: its data watch reports it
+	}
+	if err != nil {
+		return node, nil, false, err
+	}
+	w.forward(ch)
+	if cst.Mzxid == st.Mzxid {
+		st = cst // the later stat
+	}
+	if len(data) == 0 {
+		data = nil
+	}
+	return core.Node{Path: p, Data: data, Stat: convStat(st)}, kids, true, nil
+}
+
+// loadTree arms and reads every node at or below p, level by level.
+func (w *watcher) loadTree(p string) (map[string]core.Node, map[string]map[string]bool, error) {
+	nodes := map[string]core.Node{}
+	kids := map[string]map[string]bool{}
+	level := []string{p}
+	for len(level) > 0 {
+		type res struct {
+			n     core.Node
+			k     []string
+			found bool
+		}
+		rs := make([]res, len(level))
+		err := parallel(len(level), func(i int) error {
+			n, k, found, err := w.arm(level[i])
+			rs[i] = res{n, k, found}
+			return err
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		var next []string
+		for _, r := range rs {
+			if !r.found {
+				continue
+			}
+			nodes[r.n.Path] = r.n
+			set := map[string]bool{}
+			for _, c := range r.k {
+				set[c] = true
+				next = append(next, core.JoinPath(r.n.Path, c))
+			}
+			kids[r.n.Path] = set
+		}
+		level = next
+	}
+	return nodes, kids, nil
+}
+
+// load reads the whole prefix into the model.
+func (w *watcher) load() error {
+	nodes, kids, err := w.loadTree(w.prefix)
+	if err != nil {
+		return mapErr(err, w.prefix, false)
+	}
+	w.model, w.kids = nodes, kids
+	w.lastRev = w.b.wire.lastZxid.Load()
+	return nil
+}
+
+func (w *watcher) resetResponse() core.WatchResponse {
+	paths := make([]string, 0, len(w.model))
+	for p := range w.model {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	r := core.WatchResponse{Reset: true, Events: make([]core.WatchEvent, 0, len(paths))}
+	rev := max(w.lastRev, w.b.wire.lastZxid.Load())
+	for _, p := range paths {
+		n := w.model[p]
+		rev = max(rev, n.Stat.ModifyRevision, n.Stat.CreateRevision)
+		r.Events = append(r.Events, core.WatchEvent{Type: core.EventCreated, Path: p, Data: n.Data, Stat: n.Stat})
+	}
+	for i := range r.Events {
+		r.Events[i].Revision = rev
+	}
+	r.Revision = rev
+	return r
+}
+
+// queue adds a response for the consumer, collapsing the backlog into a
+// Reset when it grows too long.
+func (w *watcher) queue(r core.WatchResponse) {
+	if r.Reset {
+		w.pending = w.pending[:0]
+		w.npend = 0
+	}
+	w.lastRev = max(w.lastRev, r.Revision)
+	w.pending = append(w.pending, r)
+	w.npend += len(r.Events)
+	if w.npend > maxPendingEvents {
+		w.pending = []core.WatchResponse{w.resetResponse()}
+		w.npend = len(w.pending[0].Events)
+	}
+}
+
+func (w *watcher) run() {
+	defer close(w.out)
+	defer w.cancel()
+	resync := false // re-read everything and diff
+	reset := false  // ... and send it as a Reset
+	var retry <-chan time.Time
+	for {
+		var send chan core.WatchResponse
+		var head core.WatchResponse
+		if len(w.pending) > 0 {
+			send, head = w.out, w.pending[0]
+		}
+		select {
+		case send <- head:
+			w.pending = w.pending[1:]
+			w.npend -= len(head.Events)
+			continue
+		case <-w.kick:
+		case <-retry:
+			retry = nil
+		case <-w.ctx.Done():
+			return
+		case <-w.b.closeCh:
+			return
+		}
+		w.qmu.Lock()
+		evs := w.queue_
+		w.queue_ = nil
+		w.qmu.Unlock()
+		var out []core.WatchEvent
+		for _, ev := range evs {
+			if ev.Type == zk.EventNotWatching {
+				if errors.Is(ev.Err, zk.ErrClosing) {
+					return
+				}
+				resync, reset = true, true
+				continue
+			}
+			if resync {
+				continue // the re-read covers it
+			}
+			got, err := w.handle(ev)
+			if err != nil {
+				resync = true
+				continue
+			}
+			out = append(out, got...)
+		}
+		if len(out) > 0 {
+			w.emit(out)
+		}
+		if resync && retry == nil {
+			if err := w.b.waitConnected(w.ctx); err != nil {
+				if w.ctx.Err() != nil || w.b.isClosed() {
+					return
+				}
+			}
+			if err := w.resync(reset); err != nil {
+				if w.ctx.Err() != nil || w.b.isClosed() {
+					return
+				}
+				retry = time.After(100 * time.Millisecond)
+				continue
+			}
+			resync, reset = false, false
+		}
+	}
+}
+
+// emit queues events with non-decreasing revisions.
+func (w *watcher) emit(evs []core.WatchEvent) {
+	rev := w.lastRev
+	for i := range evs {
+		rev = max(rev, evs[i].Revision)
+		evs[i].Revision = rev
+	}
+	w.queue(core.WatchResponse{Events: evs, Revision: rev})
+}
+
+// resync re-reads the prefix and reports the difference to the model (or
+// the whole state as a Reset).
+func (w *watcher) resync(reset bool) error {
+	nodes, kids, err := w.loadTree(w.prefix)
+	if err != nil {
+		return err
+	}
+	if reset {
+		w.model, w.kids = nodes, kids
+		w.queue(w.resetResponse())
+		return nil
+	}
+	var out []core.WatchEvent
+	del := w.b.wire.lastZxid.Load()
+	var gone []string
+	for p := range w.model {
+		if _, ok := nodes[p]; !ok {
+			gone = append(gone, p)
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(gone)))
+	for _, p := range gone {
+		out = append(out, core.WatchEvent{Type: core.EventDeleted, Path: p, Revision: del})
+	}
+	var paths []string
+	for p := range nodes {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		n := nodes[p]
+		old, ok := w.model[p]
+		switch {
+		case !ok || old.Stat.CreateRevision != n.Stat.CreateRevision:
+			if ok {
+				out = append(out, core.WatchEvent{Type: core.EventDeleted, Path: p, Revision: n.Stat.CreateRevision})
+			}
+			out = append(out, core.WatchEvent{Type: core.EventCreated, Path: p, Data: n.Data, Stat: n.Stat, Revision: n.Stat.CreateRevision})
+		case old.Stat.ModifyRevision != n.Stat.ModifyRevision:
+			out = append(out, core.WatchEvent{Type: core.EventUpdated, Path: p, Data: n.Data, Stat: n.Stat, Revision: n.Stat.ModifyRevision})
+		}
+	}
+	w.model, w.kids = nodes, kids
+	if len(out) > 0 {
+		w.emit(out)
+	}
+	return nil
+}
+
+// handle processes one fired watch and returns the events it reveals.
+func (w *watcher) handle(ev zk.Event) ([]core.WatchEvent, error) {
+	p := w.b.rel(ev.Path)
+	if !core.HasPrefixPath(p, w.prefix) {
+		return nil, nil
+	}
+	switch ev.Type {
+	case zk.EventNodeCreated, zk.EventNodeDataChanged:
+		old, known := w.model[p]
+		if !known && p != w.prefix {
+			return nil, nil // its parent's child watch reports it
+		}
+		if !known {
+			return w.added(p)
+		}
+		n, _, found, err := w.armData(p)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			return w.removed(p), nil
+		}
+		if n.Stat.CreateRevision != old.Stat.CreateRevision {
+			// Deleted and created again between two looks.
+			out := w.removed(p)
+			more, err := w.added(p)
+			return append(out, more...), err
+		}
+		if n.Stat.ModifyRevision == old.Stat.ModifyRevision {
+			return nil, nil
+		}
+		n.Stat.NumChildren = old.Stat.NumChildren
+		w.model[p] = n
+		return []core.WatchEvent{{Type: core.EventUpdated, Path: p, Data: n.Data, Stat: n.Stat, Revision: n.Stat.ModifyRevision}}, nil
+	case zk.EventNodeDeleted:
+		if _, known := w.model[p]; !known {
+			return nil, nil
+		}
+		out := w.removed(p)
+		if p == w.prefix {
+			more, err := w.added(p) // re-arms the exists watch
+			return append(out, more...), err
+		}
+		return out, nil
+	case zk.EventNodeChildrenChanged:
+		if _, known := w.model[p]; !known {
+			return nil, nil
+		}
+		var names []string
+		var st *zk.Stat
+		var ch <-chan zk.Event
+		err := w.b.read(w.ctx, func() error {
+			var err error
+			names, st, ch, err = w.b.conn.ChildrenW(w.b.zpath(p))
+			return err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			return w.removed(p), nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		w.forward(ch)
+		n := w.model[p]
+		n.Stat.NumChildren = st.NumChildren
+		w.model[p] = n
+		now := map[string]bool{}
+		for _, c := range names {
+			now[c] = true
+		}
+		var out []core.WatchEvent
+		var gone, added []string
+		for c := range w.kids[p] {
+			if !now[c] {
+				gone = append(gone, c)
+			}
+		}
+		for c := range now {
+			if !w.kids[p][c] {
+				added = append(added, c)
+			}
+		}
+		sort.Strings(gone)
+		sort.Strings(added)
+		for _, c := range gone {
+			out = append(out, w.removed(core.JoinPath(p, c))...)
+		}
+		for _, c := range added {
+			more, err := w.added(core.JoinPath(p, c))
+			if err != nil {
+				return out, err
+			}
+			out = append(out, more...)
+		}
+		return out, nil
+	}
+	return nil, nil
+}
+
+// armData re-reads a known node's data with a new data watch.
+func (w *watcher) armData(p string) (core.Node, []string, bool, error) {
+	var data []byte
+	var st *zk.Stat
+	var ch <-chan zk.Event
+	err := w.b.read(w.ctx, func() error {
+		var err error
+		data, st, ch, err = w.b.conn.GetW(w.b.zpath(p))
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return core.Node{}, nil, false, nil
+	}
+	if err != nil {
+		return core.Node{}, nil, false, err
+	}
+	w.forward(ch)
+	if len(data) == 0 {
+		data = nil
+	}
+	return core.Node{Path: p, Data: data, Stat: convStat(st)}, nil, true, nil
+}
+
+// added loads a new subtree at p into the model and returns its creates,
+// parents first.
+func (w *watcher) added(p string) ([]core.WatchEvent, error) {
+	nodes, kids, err := w.loadTree(p)
+	if err != nil {
+		return nil, err
+	}
+	paths := make([]string, 0, len(nodes))
+	for q := range nodes {
+		paths = append(paths, q)
+	}
+	sort.Strings(paths)
+	var out []core.WatchEvent
+	for _, q := range paths {
+		n := nodes[q]
+		if old, ok := w.model[q]; ok && old.Stat.CreateRevision == n.Stat.CreateRevision {
+			continue
+		}
+		w.model[q] = n
+		w.kids[q] = kids[q]
+		out = append(out, core.WatchEvent{Type: core.EventCreated, Path: q, Data: n.Data, Stat: n.Stat, Revision: n.Stat.CreateRevision})
+	}
+	if len(nodes) > 0 && p != w.prefix {
+		parent := core.ParentPath(p)
+		if w.kids[parent] == nil {
+			w.kids[parent] = map[string]bool{}
+		}
+		w.kids[parent][core.BaseName(p)] = true
+	}
+	return out, nil
+}
+
+// removed drops p and its descendants from the model and returns their
+// deletes, children first.
+func (w *watcher) removed(p string) []core.WatchEvent {
+	var paths []string
+	for q := range w.model {
+		if core.HasPrefixPath(q, p) {
+			paths = append(paths, q)
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(paths)))
+	rev := w.b.wire.lastZxid.Load()
+	out := make([]core.WatchEvent, 0, len(paths))
+	for _, q := range paths {
+		delete(w.model, q)
+		delete(w.kids, q)
+		out = append(out, core.WatchEvent{Type: core.EventDeleted, Path: q, Revision: rev})
+	}
+	if p != w.prefix {
+		if set := w.kids[core.ParentPath(p)]; set != nil {
+			delete(set, core.BaseName(p))
+		}
+	}
+	return out
+}

@@ -1,0 +1,228 @@
+package zookeeper
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The client library (go-zookeeper) does not expose two facts the backend
+// needs: the zxid of the responses it reads (the store's revision), and the
+// session password (to expire the session on demand, the standard
+// technique). A dialer wrapper reads them off the byte stream the library
+// reads, without changing it: every packet is a 4-byte big-endian length
+// and a body; a connection's first body is the connect response
+// (protocolVersion int32, timeout int32, sessionId int64, passwd buffer),
+// every later one starts with the reply header (xid int32, zxid int64, err
+// int32).
+
+// wireState is what the taps of one client saw, across its connections.
+type wireState struct {
+	lastZxid atomic.Int64
+
+	mu        sync.Mutex
+	sessionID int64
+	passwd    []byte
+	cur       net.Conn // the latest connection
+}
+
+// dropConn closes the current connection; the library reconnects.
+func (w *wireState) dropConn() {
+	w.mu.Lock()
+	c := w.cur
+	w.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+}
+
+func (w *wireState) noteZxid(z int64) {
+	for {
+		cur := w.lastZxid.Load()
+		if z <= cur || w.lastZxid.CompareAndSwap(cur, z) {
+			return
+		}
+	}
+}
+
+func (w *wireState) session() (int64, []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sessionID, append([]byte(nil), w.passwd...)
+}
+
+// dialer returns a go-zookeeper Dialer whose connections are tapped.
+func (w *wireState) dialer() func(network, address string, timeout time.Duration) (net.Conn, error) {
+	return func(network, address string, timeout time.Duration) (net.Conn, error) {
+		c, err := net.DialTimeout(network, address, timeout)
+		if err != nil {
+			return nil, err
+		}
+		tc := &tapConn{Conn: c, w: w, first: true}
+		w.mu.Lock()
+		w.cur = tc
+		w.mu.Unlock()
+		return tc, nil
+	}
+}
+
+// tapConn parses the packets read through it. Only the library's receive
+// goroutine reads a connection, so it needs no lock.
+type tapConn struct {
+	net.Conn
+	w *wireState
+
+	first  bool    // the next body is the connect response
+	lenBuf [4]byte // length prefix being read
+	lenN   int
+	remain int      // bytes of the current body still to come
+	head   [48]byte // the body's first bytes
+	headN  int
+	want   int // how many head bytes to keep of this body
+}
+
+func (t *tapConn) Read(p []byte) (int, error) {
+	n, err := t.Conn.Read(p)
+	t.feed(p[:n])
+	return n, err
+}
+
+func (t *tapConn) feed(b []byte) {
+	for len(b) > 0 {
+		if t.remain == 0 {
+			k := copy(t.lenBuf[t.lenN:], b)
+			t.lenN += k
+			b = b[k:]
+			if t.lenN < 4 {
+				return
+			}
+			t.lenN = 0
+			t.remain = int(binary.BigEndian.Uint32(t.lenBuf[:]))
+			t.headN = 0
+			t.want = 16
+			if t.first {
+				t.want = len(t.head)
+			}
+			if t.want > t.remain {
+				t.want = t.remain
+			}
+			if t.remain == 0 {
+				t.first = false
+			}
+			continue
+		}
+		k := len(b)
+		if k > t.remain {
+			k = t.remain
+		}
+		if t.headN < t.want {
+			t.headN += copy(t.head[t.headN:t.want], b[:k])
+		}
+		b = b[k:]
+		t.remain -= k
+		if t.remain == 0 {
+			t.packet()
+		}
+	}
+}
+
+// packet handles a complete body whose first headN bytes are in head.
+func (t *tapConn) packet() {
+	h := t.head[:t.headN]
+	if t.first {
+		t.first = false
+		// protocolVersion(4) timeout(4) sessionId(8) passwdLen(4) passwd
+		if len(h) < 20 {
+			return
+		}
+		sid := int64(binary.BigEndian.Uint64(h[8:16]))
+		pl := int(int32(binary.BigEndian.Uint32(h[16:20])))
+		if pl < 0 || 20+pl > len(h) {
+			return
+		}
+		t.w.mu.Lock()
+		t.w.sessionID = sid
+		t.w.passwd = append([]byte(nil), h[20:20+pl]...)
+		t.w.mu.Unlock()
+		return
+	}
+	if len(h) < 12 {
+		return
+	}
+	if z := int64(binary.BigEndian.Uint64(h[4:12])); z > 0 {
+		t.w.noteZxid(z)
+	}
+}
+
+// closeSession ends session sid on the server at addr by connecting with
+// its id and password and sending closeSession: the server deletes the
+// session's ephemerals and drops its other connection, whose client then
+// learns that its session expired. This is what a session timeout does,
+// without waiting for it.
+func closeSession(addr string, sid int64, passwd []byte, timeout time.Duration) error {
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(timeout))
+	// ConnectRequest: protocolVersion int32, lastZxidSeen int64, timeOut
+	// int32, sessionId int64, passwd buffer, readOnly bool.
+	body := make([]byte, 0, 64)
+	body = binary.BigEndian.AppendUint32(body, 0)
+	body = binary.BigEndian.AppendUint64(body, 0)
+	body = binary.BigEndian.AppendUint32(body, uint32(timeout.Milliseconds()))
+	body = binary.BigEndian.AppendUint64(body, uint64(sid))
+	body = binary.BigEndian.AppendUint32(body, uint32(len(passwd)))
+	body = append(body, passwd...)
+	body = append(body, 0)
+	if err := writePacket(c, body); err != nil {
+		return err
+	}
+	resp, err := readPacket(c)
+	if err != nil {
+		return err
+	}
+	if len(resp) < 16 {
+		return fmt.Errorf("short connect response (%d bytes)", len(resp))
+	}
+	if got := int64(binary.BigEndian.Uint64(resp[8:16])); got != sid {
+		// Session id 0: the session is already gone.
+		return nil
+	}
+	// closeSession: header xid int32, type int32 (-11).
+	req := binary.BigEndian.AppendUint32(nil, 1)
+	req = binary.BigEndian.AppendUint32(req, uint32(0xfffffff5))
+	if err := writePacket(c, req); err != nil {
+		return err
+	}
+	_, err = readPacket(c) // the reply, or EOF once the server closed it
+	if err != nil && err != io.EOF {
+		return err
+	}
+	return nil
+}
+
+func writePacket(c net.Conn, body []byte) error {
+	b := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
+	_, err := c.Write(append(b, body...))
+	return err
+}
+
+func readPacket(c net.Conn) ([]byte, error) {
+	var l [4]byte
+	if _, err := io.ReadFull(c, l[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(l[:])
+	if n > 1<<20 {
+		return nil, fmt.Errorf("packet of %d bytes", n)
+	}
+	b := make([]byte, n)
+	_, err := io.ReadFull(c, b)
+	return b, err
+}
