@@ -755,17 +755,14 @@ func (c *Client) Close() error {
 			Id: id, Reason: "closed"}}})
 		cancel()
 	}
-	close(c.stop)
-	c.wg.Wait()
+	c.emit(core.SessionEvent{State: core.SessionClosed, SessionID: id})
 	c.mu.Lock()
 	for s := range c.subs {
-		select {
-		case s.ch <- core.SessionEvent{State: core.SessionClosed, SessionID: id}:
-		default:
-		}
 		delete(c.subs, s)
 		close(s.ch)
 	}
 	c.mu.Unlock()
+	close(c.stop)
+	c.wg.Wait()
 	return nil
 }
