@@ -67,6 +67,24 @@ type LaunchOptions struct {
 	// StartTimeout bounds one start of the plugin: process start,
 	// handshake and the backend's Start (default 1 minute).
 	StartTimeout time.Duration
+
+	// noDeathSignal leaves the kernel's parent-death signal off, so tests
+	// can check the plugin's own parent watch.
+	noDeathSignal bool
+}
+
+// levelName is the plugin log level matching l: the lowest level l logs.
+func levelName(l *slog.Logger) string {
+	ctx := context.Background()
+	switch {
+	case l.Enabled(ctx, slog.LevelDebug):
+		return "debug"
+	case l.Enabled(ctx, slog.LevelInfo):
+		return "info"
+	case l.Enabled(ctx, slog.LevelWarn):
+		return "warn"
+	}
+	return "error"
 }
 
 // ResolvePath returns the plugin binary LaunchOptions name: Path, or
@@ -272,7 +290,11 @@ func (p *Plugin) startProcess(ctx context.Context) (*conn, error) {
 		secure = &plugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
 	}
 	cmd := exec.Command(p.path)
-	setParentDeathSignal(cmd)
+	// go-plugin appends the host's environment after this.
+	cmd.Env = []string{EnvLogLevel + "=" + levelName(p.opts.Logger)}
+	if !p.opts.noDeathSignal {
+		setParentDeathSignal(cmd)
+	}
 	hl := newHCLogger(p.opts.Logger, p.name)
 	pc := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  Handshake,

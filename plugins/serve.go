@@ -115,6 +115,7 @@ func serve(p core.Provider, argv []string, stdout, stderr io.Writer) int {
 		stop()
 		os.Exit(1)
 	})
+	logger.Info("backend plugin serving", "backend", p.Descriptor().Name, "pid", os.Getpid(), "protocol", ProtocolVersion)
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig:  Handshake,
 		VersionedPlugins: map[int]plugin.PluginSet{ProtocolVersion: {PluginName: gp}},
