@@ -1,0 +1,331 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/catalog"
+	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
+)
+
+// adminService implements adminv1.AdminServiceServer on the leader; on a
+// standby every call but GetLeader answers NOT_LEADER.
+type adminService struct {
+	adminv1.UnimplementedAdminServiceServer
+	s *Server
+}
+
+func (a *adminService) CreateDatabase(ctx context.Context, r *adminv1.CreateDatabaseRequest) (*adminv1.CreateDatabaseResponse, error) {
+	l, err := a.s.serving()
+	if err != nil {
+		return nil, err
+	}
+	_, err = l.cat.CreateDatabase(ctx, r.Name, catalog.DatabaseRegistration{Comment: r.Comment, CustomProperties: r.CustomProperties}, r.IgnoreIfExists)
+	return &adminv1.CreateDatabaseResponse{}, a.s.mapErr(err)
+}
+
+func (a *adminService) DropDatabase(ctx context.Context, r *adminv1.DropDatabaseRequest) (*adminv1.DropDatabaseResponse, error) {
+	l, err := a.s.serving()
+	if err != nil {
+		return nil, err
+	}
+	_, err = l.cat.DropDatabase(ctx, r.Name, r.IgnoreIfNotExists, r.Cascade)
+	return &adminv1.DropDatabaseResponse{}, a.s.mapErr(err)
+}
+
+func (a *adminService) ListDatabases(ctx context.Context, r *adminv1.ListDatabasesRequest) (*adminv1.ListDatabasesResponse, error) {
+	l, err := a.s.serving()
+	if err != nil {
+		return nil, err
+	}
+	names, err := l.cat.ListDatabases(ctx)
+	return &adminv1.ListDatabasesResponse{Names: names}, a.s.mapErr(err)
+}
+
+func (a *adminService) GetDatabase(ctx context.Context, r *adminv1.GetDatabaseRequest) (*adminv1.GetDatabaseResponse, error) {
+	l, err := a.s.serving()
+	if err != nil {
+		return nil, err
+	}
+	reg, err := l.cat.GetDatabase(ctx, r.Name)
+	if err != nil {
+		return nil, a.s.mapErr(err)
+	}
+	return &adminv1.GetDatabaseResponse{Name: r.Name, Comment: reg.Comment, CustomProperties: reg.CustomProperties,
+		CreatedTime: reg.CreatedTime, ModifiedTime: reg.ModifiedTime}, nil
+}
+
+// SpecFromDescriptor converts the wire descriptor into a catalog spec.
+// Errors wrap core.ErrInvalidArgument and name the column at fault.
+func SpecFromDescriptor(d *adminv1.TableDescriptor) (catalog.TableSpec, error) {
+	if d == nil {
+		return catalog.TableSpec{}, fmt.Errorf("%w: table descriptor is missing", core.ErrInvalidArgument)
+	}
+	spec := catalog.TableSpec{
+		PartitionKeys: d.PartitionKeys, BucketKeys: d.BucketKeys, BucketCount: d.BucketCount,
+		Comment: d.Comment, Properties: d.Properties, CustomProperties: d.CustomProperties,
+		ReplicationFactor: int(d.ReplicationFactor),
+	}
+	spec.Schema.PrimaryKey = d.PrimaryKey
+	for _, c := range d.Columns {
+		t, err := catalog.ParseDataType(c.Type)
+		if err != nil {
+			return catalog.TableSpec{}, fmt.Errorf("column %q: %w", c.Name, err)
+		}
+		spec.Schema.Columns = append(spec.Schema.Columns, catalog.Column{Name: c.Name, Type: t, Comment: c.Comment})
+	}
+	return spec, nil
+}
+
+// TableInfoToProto converts a catalog table (and its buckets, when known)
+// to the wire form.
+func TableInfoToProto(t catalog.TableInfo, buckets []catalog.BucketInfo) *adminv1.TableInfo {
+	reg := t.Registration
+	d := &adminv1.TableDescriptor{
+		PrimaryKey: t.Schema.PrimaryKey, PartitionKeys: reg.PartitionKeys, BucketKeys: reg.BucketKeys,
+		BucketCount: reg.BucketCount, Comment: reg.Comment, Properties: reg.Properties, CustomProperties: reg.CustomProperties,
+	}
+	for _, c := range t.Schema.Columns {
+		d.Columns = append(d.Columns, &adminv1.Column{Name: c.Name, Type: c.Type.String(), Comment: c.Comment, Id: c.ID})
+	}
+	out := &adminv1.TableInfo{
+		Database: t.Database, Table: t.Table, TableId: reg.TableID, SchemaId: t.SchemaID, Descriptor_: d,
+		CreatedTime: reg.CreatedTime, ModifiedTime: reg.ModifiedTime,
+		RegistrationJson: reg.Marshal(), SchemaJson: t.Schema.Marshal(),
+	}
+	for _, b := range buckets {
+		l := b.LeaderAndIsr
+		out.Buckets = append(out.Buckets, &adminv1.Bucket{Bucket: b.Bucket, Replicas: b.Replicas, Leader: l.Leader,
+			LeaderEpoch: l.LeaderEpoch, Isr: l.ISR, CoordinatorEpoch: l.CoordinatorEpoch, BucketEpoch: l.BucketEpoch})
+	}
+	return out
+}
+
+func (a *adminService) CreateTable(ctx context.Context, r *adminv1.CreateTableRequest) (*adminv1.CreateTableResponse, error) {
+	l, err := a.s.serving()
+	if err != nil {
+		return nil, err
+	}
+	spec, err := SpecFromDescriptor(r.Descriptor_)
+	if err != nil {
+		return nil, ToStatus(fmt.Errorf("create table %s.%s: %w", r.Database, r.Table, err))
+	}
+	info, err := l.cat.CreateTable(ctx, r.Database, r.Table, spec, r.IgnoreIfExists)
+	if err != nil {
+		return nil, a.s.mapErr(err)
+	}
+	var buckets []catalog.BucketInfo
+	if !info.Registration.Partitioned() {
+		buckets, _ = l.cat.Buckets(ctx, info.Registration.TableID, -1)
+	}
+	return &adminv1.CreateTableResponse{Table: TableInfoToProto(info, buckets)}, nil
+}
+
+func (a *adminService) DropTable(ctx context.Context, r *adminv1.DropTableRequest) (*adminv1.DropTableResponse, error) {
+	l, err := a.s.serving()
+	if err != nil {
+		return nil, err
+	}
+	_, err = l.cat.DropTable(ctx, r.Database, r.Table, r.IgnoreIfNotExists)
+	return &adminv1.DropTableResponse{}, a.s.mapErr(err)
+}
+
+func (a *adminService) GetTableInfo(ctx context.Context, r *adminv1.GetTableInfoRequest) (*adminv1.GetTableInfoResponse, error) {
+	l, err := a.s.serving()
+	if err != nil {
+		return nil, err
+	}
+	info, err := l.cat.GetTable(ctx, r.Database, r.Table)
+	if err != nil {
+		return nil, a.s.mapErr(err)
+	}
+	var buckets []catalog.BucketInfo
+	if !info.Registration.Partitioned() {
+		buckets, _ = l.cat.Buckets(ctx, info.Registration.TableID, -1)
+	}
+	return &adminv1.GetTableInfoResponse{Table: TableInfoToProto(info, buckets)}, nil
+}
+
+func (a *adminService) ListTables(ctx context.Context, r *adminv1.ListTablesRequest) (*adminv1.ListTablesResponse, error) {
+	l, err := a.s.serving()
+	if err != nil {
+		return nil, err
+	}
+	names, err := l.cat.ListTables(ctx, r.Database)
+	return &adminv1.ListTablesResponse{Names: names}, a.s.mapErr(err)
+}
+
+func (a *adminService) CreatePartition(ctx context.Context, r *adminv1.CreatePartitionRequest) (*adminv1.CreatePartitionResponse, error) {
+	l, err := a.s.serving()
+	if err != nil {
+		return nil, err
+	}
+	p, _, err := l.cat.CreatePartition(ctx, r.Database, r.Table, r.Partition, r.IgnoreIfExists)
+	if err != nil {
+		return nil, a.s.mapErr(err)
+	}
+	return &adminv1.CreatePartitionResponse{Partition: &adminv1.PartitionInfo{Name: p.Name,
+		PartitionId: p.Registration.PartitionID, TableId: p.Registration.TableID}}, nil
+}
+
+func (a *adminService) DropPartition(ctx context.Context, r *adminv1.DropPartitionRequest) (*adminv1.DropPartitionResponse, error) {
+	l, err := a.s.serving()
+	if err != nil {
+		return nil, err
+	}
+	_, err = l.cat.DropPartition(ctx, r.Database, r.Table, r.Partition, r.IgnoreIfNotExists)
+	return &adminv1.DropPartitionResponse{}, a.s.mapErr(err)
+}
+
+func (a *adminService) ListPartitions(ctx context.Context, r *adminv1.ListPartitionsRequest) (*adminv1.ListPartitionsResponse, error) {
+	l, err := a.s.serving()
+	if err != nil {
+		return nil, err
+	}
+	ps, err := l.cat.ListPartitions(ctx, r.Database, r.Table)
+	if err != nil {
+		return nil, a.s.mapErr(err)
+	}
+	out := &adminv1.ListPartitionsResponse{}
+	for _, p := range ps {
+		out.Partitions = append(out.Partitions, &adminv1.PartitionInfo{Name: p.Name,
+			PartitionId: p.Registration.PartitionID, TableId: p.Registration.TableID})
+	}
+	return out, nil
+}
+
+func (a *adminService) ListTabletServers(ctx context.Context, r *adminv1.ListTabletServersRequest) (*adminv1.ListTabletServersResponse, error) {
+	l, err := a.s.serving()
+	if err != nil {
+		return nil, err
+	}
+	servers, err := l.cat.ListTabletServers(ctx)
+	if err != nil {
+		return nil, a.s.mapErr(err)
+	}
+	tags, _ := l.cat.ServerTags(ctx)
+	out := &adminv1.ListTabletServersResponse{}
+	for _, ts := range servers {
+		tag := int32(-1)
+		if t, ok := tags[ts.ID]; ok {
+			tag = t
+		}
+		reg := ts.Registration
+		out.Servers = append(out.Servers, &adminv1.TabletServer{Id: ts.ID, Listeners: reg.Listeners,
+			RegisterTimestamp: reg.RegisterTimestamp, Rack: reg.Rack, CpuCores: reg.CPUCores, MemoryBytes: reg.MemoryBytes, Tag: tag})
+	}
+	return out, nil
+}
+
+func (a *adminService) AllocateIDs(ctx context.Context, r *adminv1.AllocateIDsRequest) (*adminv1.AllocateIDsResponse, error) {
+	l, err := a.s.serving()
+	if err != nil {
+		return nil, err
+	}
+	first, err := l.cat.AllocateIDs(ctx, r.Counter, r.Count)
+	if err != nil {
+		return nil, a.s.mapErr(err)
+	}
+	return &adminv1.AllocateIDsResponse{First: first, Count: r.Count}, nil
+}
+
+func aclFromProto(e *adminv1.ACLEntry) catalog.ACLEntry {
+	if e == nil {
+		return catalog.ACLEntry{}
+	}
+	return catalog.ACLEntry{PrincipalType: e.PrincipalType, PrincipalName: e.PrincipalName,
+		PermissionType: e.PermissionType, Host: e.Host, Operation: e.Operation}
+}
+
+func (a *adminService) AddACLs(ctx context.Context, r *adminv1.AddACLsRequest) (*adminv1.AddACLsResponse, error) {
+	l, err := a.s.serving()
+	if err != nil {
+		return nil, err
+	}
+	var entries []catalog.ACLEntry
+	for _, e := range r.Acls {
+		entries = append(entries, aclFromProto(e))
+	}
+	_, err = l.cat.AddACLs(ctx, catalog.ResourceKey{Type: r.ResourceType, Name: r.ResourceName}, entries)
+	return &adminv1.AddACLsResponse{}, a.s.mapErr(err)
+}
+
+func (a *adminService) RemoveACLs(ctx context.Context, r *adminv1.RemoveACLsRequest) (*adminv1.RemoveACLsResponse, error) {
+	l, err := a.s.serving()
+	if err != nil {
+		return nil, err
+	}
+	_, err = l.cat.RemoveACLs(ctx, catalog.ResourceKey{Type: r.ResourceType, Name: r.ResourceName}, aclFromProto(r.Filter))
+	return &adminv1.RemoveACLsResponse{}, a.s.mapErr(err)
+}
+
+func (a *adminService) ListACLs(ctx context.Context, r *adminv1.ListACLsRequest) (*adminv1.ListACLsResponse, error) {
+	l, err := a.s.serving()
+	if err != nil {
+		return nil, err
+	}
+	list, err := l.cat.ListACLs(ctx, r.ResourceType)
+	if err != nil {
+		return nil, a.s.mapErr(err)
+	}
+	out := &adminv1.ListACLsResponse{}
+	for _, ra := range list {
+		pr := &adminv1.ResourceACLs{ResourceType: ra.Resource.Type, ResourceName: ra.Resource.Name}
+		for _, e := range ra.ACLs {
+			pr.Acls = append(pr.Acls, &adminv1.ACLEntry{PrincipalType: e.PrincipalType, PrincipalName: e.PrincipalName,
+				PermissionType: e.PermissionType, Host: e.Host, Operation: e.Operation})
+		}
+		out.Resources = append(out.Resources, pr)
+	}
+	return out, nil
+}
+
+func (a *adminService) AlterConfigs(ctx context.Context, r *adminv1.AlterConfigsRequest) (*adminv1.AlterConfigsResponse, error) {
+	l, err := a.s.serving()
+	if err != nil {
+		return nil, err
+	}
+	_, err = l.cat.AlterConfigs(ctx, r.Set, r.Remove)
+	return &adminv1.AlterConfigsResponse{}, a.s.mapErr(err)
+}
+
+func (a *adminService) DescribeConfigs(ctx context.Context, r *adminv1.DescribeConfigsRequest) (*adminv1.DescribeConfigsResponse, error) {
+	l, err := a.s.serving()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := l.cat.Configs(ctx)
+	return &adminv1.DescribeConfigsResponse{Configs: cfg}, a.s.mapErr(err)
+}
+
+func (a *adminService) SetServerTags(ctx context.Context, r *adminv1.SetServerTagsRequest) (*adminv1.SetServerTagsResponse, error) {
+	l, err := a.s.serving()
+	if err != nil {
+		return nil, err
+	}
+	_, err = l.cat.SetServerTags(ctx, r.ServerIds, r.Tag)
+	return &adminv1.SetServerTagsResponse{}, a.s.mapErr(err)
+}
+
+func (a *adminService) GetServerTags(ctx context.Context, r *adminv1.GetServerTagsRequest) (*adminv1.GetServerTagsResponse, error) {
+	l, err := a.s.serving()
+	if err != nil {
+		return nil, err
+	}
+	tags, err := l.cat.ServerTags(ctx)
+	return &adminv1.GetServerTagsResponse{Tags: tags}, a.s.mapErr(err)
+}
+
+func (a *adminService) GetLeader(ctx context.Context, r *adminv1.GetLeaderRequest) (*adminv1.GetLeaderResponse, error) {
+	li := a.s.currentLeader()
+	out := &adminv1.GetLeaderResponse{ThisId: a.s.id, ThisAddress: HostPort(a.s.addr), IsLeader: a.s.IsLeader()}
+	if l := a.s.leader.Load(); l != nil && !l.lost() {
+		li = core.LeaderInfo{ID: a.s.id, Address: a.s.addr, Epoch: l.lead.Epoch()}
+	}
+	out.LeaderId, out.LeaderAddress, out.Epoch = li.ID, HostPort(li.Address), li.Epoch
+	if ref := a.s.backend.Load(); ref != nil {
+		out.Backend = ref.b.Capabilities().Name
+	}
+	return out, nil
+}

@@ -1,0 +1,230 @@
+package coordinator
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/catalog"
+)
+
+// Metrics are a coordinator's Prometheus metrics. The Raft gauges carry
+// the names operators of the original know (raftRole, raftTerm, ...).
+type Metrics struct {
+	s *Server
+
+	leader        prometheus.Gauge
+	epoch         prometheus.Gauge
+	observedEpoch prometheus.Gauge
+	calls         *prometheus.HistogramVec
+	tablets       prometheus.GaugeFunc
+	imageRevision prometheus.GaugeFunc
+}
+
+func newMetrics(s *Server, reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		s: s,
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "metaplane_coordinator_leader",
+			Help: "1 while this coordinator serves as leader, else 0."}),
+		epoch: prometheus.NewGauge(prometheus.GaugeOpts{Name: "metaplane_coordinator_epoch",
+			Help: "The epoch of this coordinator's leadership, -1 when not leading."}),
+		observedEpoch: prometheus.NewGauge(prometheus.GaugeOpts{Name: "metaplane_coordinator_observed_leader_epoch",
+			Help: "The epoch of the leader this coordinator last observed."}),
+		calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "metaplane_backend_call_seconds",
+			Help:    "Latency of calls to the metadata backend (through its plugin), by method and outcome.",
+			Buckets: []float64{.00002, .00005, .0001, .0002, .0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5}},
+			[]string{"method", "outcome"}),
+	}
+	m.epoch.Set(-1)
+	m.tablets = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "metaplane_tablet_servers_registered",
+		Help: "Tablet servers registered under /tabletservers/ids, as the leader's image holds them (0 on a standby)."},
+		func() float64 {
+			if l := s.leader.Load(); l != nil {
+				return float64(l.img.CountChildren(catalog.TabletServerIDsPath))
+			}
+			return 0
+		})
+	m.imageRevision = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "metaplane_image_revision",
+		Help: "The revision the leader's metadata image has applied (0 on a standby)."},
+		func() float64 {
+			if l := s.leader.Load(); l != nil {
+				return float64(l.img.Revision())
+			}
+			return 0
+		})
+	if reg != nil {
+		reg.MustRegister(m.leader, m.epoch, m.observedEpoch, m.calls, m.tablets, m.imageRevision, newStatusCollector(s))
+	}
+	return m
+}
+
+func (m *Metrics) setLeader(l *leaderState) {
+	if l == nil {
+		m.leader.Set(0)
+		m.epoch.Set(-1)
+		return
+	}
+	m.leader.Set(1)
+	m.epoch.Set(float64(l.lead.Epoch()))
+}
+
+// statusCollector reads core.Status at scrape time for the Raft gauges.
+type statusCollector struct {
+	s                                           *Server
+	role, term, commit, applied, lag, followers *prometheus.Desc
+}
+
+func newStatusCollector(s *Server) *statusCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
+	return &statusCollector{s: s,
+		role:      d("raftRole", "This member's role: 0 unknown, 1 follower, 2 candidate, 3 leader, 4 observer, 5 standalone.", "role"),
+		term:      d("raftTerm", "The current Raft term (the leader epoch)."),
+		commit:    d("raftCommitIndex", "The Raft commit index this member knows."),
+		applied:   d("raftAppliedIndex", "The Raft index this member has applied."),
+		lag:       d("raftApplyLag", "raftCommitIndex - raftAppliedIndex."),
+		followers: d("raftFollowerLag", "On the leader: each follower's lag behind the commit index, in entries.", "follower"),
+	}
+}
+
+func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.role, c.term, c.commit, c.applied, c.lag, c.followers} {
+		ch <- d
+	}
+}
+
+var roleValue = map[core.Role]float64{core.RoleUnknown: 0, core.RoleFollower: 1, core.RoleCandidate: 2,
+	core.RoleLeader: 3, core.RoleObserver: 4, core.RoleStandalone: 5}
+
+func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
+	ref := c.s.backend.Load()
+	if ref == nil || ref.b.Capabilities().Name != core.BackendRaft {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := ref.b.Status(ctx)
+	if err != nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.role, prometheus.GaugeValue, roleValue[st.Role], string(st.Role))
+	ch <- prometheus.MustNewConstMetric(c.term, prometheus.GaugeValue, float64(st.Epoch))
+	ch <- prometheus.MustNewConstMetric(c.commit, prometheus.GaugeValue, float64(st.CommitIndex))
+	ch <- prometheus.MustNewConstMetric(c.applied, prometheus.GaugeValue, float64(st.AppliedIndex))
+	ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(st.CommitIndex-st.AppliedIndex))
+	for _, m := range st.Members {
+		if m.ID == st.MemberID {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(c.followers, prometheus.GaugeValue, float64(m.Lag), m.ID)
+	}
+}
+
+// wrap returns b with every call timed into the call histogram. The
+// optional interfaces the coordinator uses (LeaseManager, IDAllocator) are
+// passed through.
+func (m *Metrics) wrap(b core.MetadataBackend) core.MetadataBackend {
+	return &timedBackend{MetadataBackend: b, h: m.calls}
+}
+
+type timedBackend struct {
+	core.MetadataBackend
+	h *prometheus.HistogramVec
+}
+
+func (t *timedBackend) observe(method string, start time.Time, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	t.h.WithLabelValues(method, outcome).Observe(time.Since(start).Seconds())
+}
+
+func (t *timedBackend) GetMany(ctx context.Context, paths []string, opts core.ReadOptions) (r []core.GetResult, err error) {
+	start := time.Now()
+	r, err = t.MetadataBackend.GetMany(ctx, paths, opts)
+	t.observe("GetMany", start, err)
+	return
+}
+
+func (t *timedBackend) Children(ctx context.Context, path string, opts core.ReadOptions) (c []string, st core.Stat, err error) {
+	start := time.Now()
+	c, st, err = t.MetadataBackend.Children(ctx, path, opts)
+	t.observe("Children", start, err)
+	return
+}
+
+func (t *timedBackend) Snapshot(ctx context.Context, prefix string) (s core.Snapshot, err error) {
+	start := time.Now()
+	s, err = t.MetadataBackend.Snapshot(ctx, prefix)
+	t.observe("Snapshot", start, err)
+	return
+}
+
+func (t *timedBackend) Txn(ctx context.Context, ops []core.Op, opts core.TxnOptions) (r core.TxnResult, err error) {
+	start := time.Now()
+	r, err = t.MetadataBackend.Txn(ctx, ops, opts)
+	t.observe("Txn", start, err)
+	return
+}
+
+func (t *timedBackend) Watch(ctx context.Context, prefix string, from int64) (ch <-chan core.WatchResponse, err error) {
+	start := time.Now()
+	ch, err = t.MetadataBackend.Watch(ctx, prefix, from)
+	t.observe("Watch", start, err)
+	return
+}
+
+func (t *timedBackend) Status(ctx context.Context) (s core.Status, err error) {
+	start := time.Now()
+	s, err = t.MetadataBackend.Status(ctx)
+	t.observe("Status", start, err)
+	return
+}
+
+// GrantLease passes through to the backend's LeaseManager.
+func (t *timedBackend) GrantLease(ctx context.Context, owner string, ttl time.Duration, fence core.Fence) (id int64, err error) {
+	lm, ok := t.MetadataBackend.(core.LeaseManager)
+	if !ok {
+		return 0, core.ErrInvalidArgument
+	}
+	start := time.Now()
+	id, err = lm.GrantLease(ctx, owner, ttl, fence)
+	t.observe("GrantLease", start, err)
+	return
+}
+
+// RenewLease passes through to the backend's LeaseManager.
+func (t *timedBackend) RenewLease(ctx context.Context, id int64) (err error) {
+	lm, ok := t.MetadataBackend.(core.LeaseManager)
+	if !ok {
+		return core.ErrInvalidArgument
+	}
+	start := time.Now()
+	err = lm.RenewLease(ctx, id)
+	t.observe("RenewLease", start, err)
+	return
+}
+
+// RevokeLease passes through to the backend's LeaseManager.
+func (t *timedBackend) RevokeLease(ctx context.Context, id int64, fence core.Fence) (err error) {
+	lm, ok := t.MetadataBackend.(core.LeaseManager)
+	if !ok {
+		return core.ErrInvalidArgument
+	}
+	start := time.Now()
+	err = lm.RevokeLease(ctx, id, fence)
+	t.observe("RevokeLease", start, err)
+	return
+}
+
+// AllocateIDs uses the backend's IDAllocator, or core's loop without one.
+func (t *timedBackend) AllocateIDs(ctx context.Context, path string, n int64, fence core.Fence) (first int64, err error) {
+	start := time.Now()
+	first, err = core.AllocateIDs(ctx, t.MetadataBackend, path, n, fence)
+	t.observe("AllocateIDs", start, err)
+	return
+}

@@ -1,0 +1,422 @@
+// Package coordinator is the coordinator server: it campaigns for
+// leadership on a metadata backend; the leader builds the metadata image and
+// serves the admin gRPC API (and, on backends with leases and exact
+// history, the tablet-server RPCs); a standby answers every call with
+// NOT_LEADER and the leader's address.
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/catalog"
+	"github.com/metaplane/metaplane/core/image"
+	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
+)
+
+// Opener opens a new backend client (with a session of its own). The
+// server calls it at start and again when its client is closed under it
+// (the plugin died and was restarted).
+type Opener func(ctx context.Context) (core.MetadataBackend, error)
+
+// Options configure a Server.
+type Options struct {
+	// Open opens backend clients. Required.
+	Open Opener
+	// Listener is where the gRPC services are served. Required; the server
+	// closes it when Serve returns.
+	Listener net.Listener
+	// AdvertisedListeners is the address given to others, as listeners
+	// ("CLIENT://host:port"); default CLIENT://<Listener's address>.
+	AdvertisedListeners string
+	// ID is the coordinator's id; default a new UUID.
+	ID string
+	// TabletServerSessionTimeout is the lease of a registered tablet server
+	// (coordinator.tablet-server.session-timeout); default 30s.
+	TabletServerSessionTimeout time.Duration
+	// MetadataStreamMaxWait bounds a FetchMetadata long poll
+	// (coordinator.metadata-stream.max-wait); default 500ms.
+	MetadataStreamMaxWait time.Duration
+	// IDBlockSize is coordinator.raft.id-block-size; default 1000.
+	IDBlockSize int64
+	// DefaultReplicationFactor of new tables; default 3 (capped at the
+	// registered tablet servers).
+	DefaultReplicationFactor int
+	// ImageLoadTimeout bounds the new leader's first image load; default
+	// 30s. A leader that cannot load its image resigns.
+	ImageLoadTimeout time.Duration
+	// Logger receives the server's events; default slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the server's Prometheus metrics; nil: none are
+	// registered (they are still kept).
+	Registerer prometheus.Registerer
+	// Fatal, when set, is closed (or becomes ready) when the backend can
+	// no longer be used (the plugin gave up); Serve then returns FatalErr().
+	Fatal    <-chan struct{}
+	FatalErr func() error
+}
+
+// Server is a coordinator. Build it with New, run it with Serve.
+type Server struct {
+	opts    Options
+	id      string
+	addr    string // advertised listeners
+	log     *slog.Logger
+	metrics *Metrics
+
+	grpc *grpc.Server
+
+	leader     atomic.Pointer[leaderState]
+	backend    atomic.Pointer[backendRef]
+	leaderInfo atomic.Pointer[core.LeaderInfo]
+
+	mu      sync.Mutex
+	leases  map[int32]int64 // tablet server id -> lease id (leader only)
+	changed chan struct{}   // closed on every change of role
+}
+
+type backendRef struct{ b core.MetadataBackend }
+
+// leaderState is what the leader serves with; it is replaced (never
+// modified) when leadership changes.
+type leaderState struct {
+	lead    core.Leadership
+	b       core.MetadataBackend
+	cat     *catalog.Catalog
+	img     *image.Image
+	started time.Time
+}
+
+func (l *leaderState) lost() bool {
+	select {
+	case <-l.lead.Lost():
+		return true
+	default:
+		return false
+	}
+}
+
+// New returns a coordinator server. Errors: a missing Open or Listener.
+func New(opts Options) (*Server, error) {
+	if opts.Open == nil || opts.Listener == nil {
+		return nil, fmt.Errorf("%w: coordinator: Open and Listener are required", core.ErrInvalidArgument)
+	}
+	if opts.ID == "" {
+		opts.ID = uuid.NewString()
+	}
+	if opts.AdvertisedListeners == "" {
+		opts.AdvertisedListeners = "CLIENT://" + opts.Listener.Addr().String()
+	}
+	if opts.TabletServerSessionTimeout <= 0 {
+		opts.TabletServerSessionTimeout = 30 * time.Second
+	}
+	if opts.MetadataStreamMaxWait <= 0 {
+		opts.MetadataStreamMaxWait = 500 * time.Millisecond
+	}
+	if opts.IDBlockSize <= 0 {
+		opts.IDBlockSize = 1000
+	}
+	if opts.ImageLoadTimeout <= 0 {
+		opts.ImageLoadTimeout = 30 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{
+		opts: opts, id: opts.ID, addr: opts.AdvertisedListeners,
+		log:     opts.Logger.With("coordinator", opts.ID),
+		leases:  map[int32]int64{},
+		changed: make(chan struct{}),
+	}
+	s.metrics = newMetrics(s, opts.Registerer)
+	s.grpc = grpc.NewServer()
+	adminv1.RegisterAdminServiceServer(s.grpc, &adminService{s: s})
+	adminv1.RegisterTabletServerServiceServer(s.grpc, &tabletServerService{s: s})
+	return s, nil
+}
+
+// ID returns the coordinator's id.
+func (s *Server) ID() string { return s.id }
+
+// Address returns the advertised listeners ("CLIENT://host:port").
+func (s *Server) Address() string { return s.addr }
+
+// Metrics returns the server's metrics.
+func (s *Server) Metrics() *Metrics { return s.metrics }
+
+// IsLeader reports whether the server is serving as leader now.
+func (s *Server) IsLeader() bool {
+	l := s.leader.Load()
+	return l != nil && !l.lost()
+}
+
+// Epoch returns the current leadership's epoch, or -1 when not leading.
+func (s *Server) Epoch() int64 {
+	if l := s.leader.Load(); l != nil {
+		return l.lead.Epoch()
+	}
+	return -1
+}
+
+// RoleChanged returns a channel closed at the server's next change of role.
+func (s *Server) RoleChanged() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+func (s *Server) setLeader(l *leaderState) {
+	s.leader.Store(l)
+	s.mu.Lock()
+	close(s.changed)
+	s.changed = make(chan struct{})
+	if l == nil {
+		s.leases = map[int32]int64{}
+	}
+	s.mu.Unlock()
+	s.metrics.setLeader(l)
+}
+
+// Serve serves until ctx ends (then it resigns, stops the gRPC server and
+// returns nil) or the backend becomes unusable for good (it returns the
+// reason). It closes the listener and every client it opened.
+func (s *Server) Serve(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		if err := s.grpc.Serve(s.opts.Listener); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			errc <- fmt.Errorf("coordinator: serve %s: %w", s.opts.Listener.Addr(), err)
+		}
+	}()
+	loopDone := make(chan error, 1)
+	go func() { loopDone <- s.run(ctx) }()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	case err = <-loopDone:
+	}
+	cancel()
+	if err == nil {
+		<-loopDone
+	}
+	s.grpc.Stop()
+	return err
+}
+
+// run opens clients and campaigns until ctx ends.
+func (s *Server) run(ctx context.Context) error {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		if err := s.fatal(); err != nil {
+			return err
+		}
+		b, err := s.opts.Open(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			s.log.Warn("opening a backend client failed; retrying", "err", err, "in", backoff)
+			if !sleep(ctx, s.opts.Fatal, backoff) {
+				continue
+			}
+			backoff = min(backoff*2, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		b = s.metrics.wrap(b)
+		s.backend.Store(&backendRef{b: b})
+		started := time.Now()
+		s.withClient(ctx, b)
+		b.Close()
+		if time.Since(started) < time.Second {
+			// The client failed at once: do not spin on a backend that is
+			// closed for good.
+			sleep(ctx, s.opts.Fatal, backoff)
+			backoff = min(backoff*2, 5*time.Second)
+		}
+	}
+	return nil
+}
+
+func (s *Server) fatal() error {
+	if s.opts.Fatal == nil {
+		return nil
+	}
+	select {
+	case <-s.opts.Fatal:
+		if s.opts.FatalErr != nil {
+			if err := s.opts.FatalErr(); err != nil {
+				return err
+			}
+		}
+		return fmt.Errorf("%w: the metadata backend is gone", core.ErrUnavailable)
+	default:
+		return nil
+	}
+}
+
+func sleep(ctx context.Context, fatal <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-fatal:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// withClient observes the leader and campaigns with client b until b is
+// closed under it or ctx ends.
+func (s *Server) withClient(ctx context.Context, b core.MetadataBackend) {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go s.observeLeader(cctx, b)
+	failures := 0
+	for cctx.Err() == nil {
+		if s.fatal() != nil {
+			return
+		}
+		lead, err := b.Campaign(cctx, core.Candidate{ID: s.id, Address: s.addr})
+		if err != nil {
+			if cctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, core.ErrClosed) {
+				s.log.Warn("backend client closed; opening a new one", "err", err)
+				return
+			}
+			failures++
+			s.log.Warn("campaign failed; retrying", "err", err, "failures", failures)
+			if failures >= 5 {
+				return
+			}
+			sleep(cctx, s.opts.Fatal, time.Duration(failures)*200*time.Millisecond)
+			continue
+		}
+		failures = 0
+		s.lead(cctx, b, lead)
+	}
+}
+
+// lead serves as leader until the leadership is lost or ctx ends.
+func (s *Server) lead(ctx context.Context, b core.MetadataBackend, lead core.Leadership) {
+	s.log.Info("elected leader", "epoch", lead.Epoch())
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	img := image.New(image.Options{Prefix: "/", Logf: func(f string, a ...any) { s.log.Warn(fmt.Sprintf(f, a...)) }})
+	imgDone := make(chan struct{})
+	go func() { defer close(imgDone); img.Run(lctx, b) }()
+	defer func() { cancel(); <-imgDone }()
+
+	wctx, wcancel := context.WithTimeout(lctx, s.opts.ImageLoadTimeout)
+	go func() {
+		select {
+		case <-lead.Lost():
+			wcancel()
+		case <-wctx.Done():
+		}
+	}()
+	err := img.WaitReady(wctx)
+	wcancel()
+	if err != nil {
+		s.log.Warn("leader could not load the metadata image; resigning", "err", err)
+		rctx, rc := context.WithTimeout(context.Background(), 5*time.Second)
+		lead.Resign(rctx)
+		rc()
+		return
+	}
+	cat := catalog.New(b, catalog.Options{
+		Fence: lead.Fence(), Epoch: lead.Epoch(), Reader: img, OnWrite: img.ApplyWrite,
+		IDBlockSize: s.opts.IDBlockSize, DefaultReplicationFactor: s.opts.DefaultReplicationFactor,
+	})
+	st := &leaderState{lead: lead, b: b, cat: cat, img: img, started: time.Now()}
+	s.setLeader(st)
+	s.leaderInfo.Store(&core.LeaderInfo{ID: s.id, Address: s.addr, Epoch: lead.Epoch()})
+	s.log.Info("serving as leader", "epoch", lead.Epoch(), "address", s.addr)
+	select {
+	case <-lead.Lost():
+		s.setLeader(nil)
+		s.log.Warn("leadership lost; serving as standby", "epoch", lead.Epoch())
+	case <-ctx.Done():
+		s.setLeader(nil)
+		rctx, rc := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := lead.Resign(rctx); err != nil {
+			s.log.Warn("resign failed", "err", err)
+		}
+		rc()
+	}
+}
+
+func (s *Server) observeLeader(ctx context.Context, b core.MetadataBackend) {
+	for ctx.Err() == nil {
+		ch, err := b.ObserveLeader(ctx)
+		if err != nil {
+			if errors.Is(err, core.ErrClosed) {
+				return
+			}
+			sleep(ctx, nil, 500*time.Millisecond)
+			continue
+		}
+		for li := range ch {
+			li := li
+			s.leaderInfo.Store(&li)
+			s.metrics.observedEpoch.Set(float64(li.Epoch))
+		}
+		sleep(ctx, nil, 200*time.Millisecond)
+	}
+}
+
+// currentLeader returns the leader as last observed.
+func (s *Server) currentLeader() core.LeaderInfo {
+	if l := s.leaderInfo.Load(); l != nil {
+		return *l
+	}
+	return core.LeaderInfo{Epoch: -1}
+}
+
+// serving returns the leader state, or a NOT_LEADER status naming the
+// leader.
+func (s *Server) serving() (*leaderState, error) {
+	l := s.leader.Load()
+	if l != nil && !l.lost() {
+		return l, nil
+	}
+	li := s.currentLeader()
+	if li.ID == s.id {
+		li = core.LeaderInfo{} // stale: we just lost it
+	}
+	return nil, ToStatus(&core.NotLeaderError{LeaderID: li.ID, LeaderAddress: li.Address})
+}
+
+// mapErr converts a handler's error into a status, turning a backend's
+// ErrNotLeader or ErrFenced (leadership lost under the call) into
+// NOT_LEADER with the new leader's address.
+func (s *Server) mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, core.ErrFenced) || (errors.Is(err, core.ErrNotLeader) && core.LeaderAddressOf(err) == "") {
+		li := s.currentLeader()
+		if li.ID == s.id {
+			li = core.LeaderInfo{}
+		}
+		return ToStatus(&core.NotLeaderError{LeaderID: li.ID, LeaderAddress: li.Address})
+	}
+	return ToStatus(err)
+}

@@ -1,0 +1,245 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/metaplane/metaplane/backends/memory"
+	"github.com/metaplane/metaplane/coordinator"
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/catalog"
+	"github.com/metaplane/metaplane/internal/testutil"
+	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
+)
+
+type node struct {
+	srv    *coordinator.Server
+	addr   string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startCoordinator(t *testing.T, s *memory.Store) *node {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := coordinator.New(coordinator.Options{
+		Open: func(ctx context.Context) (core.MetadataBackend, error) {
+			return s.NewClient(core.ClientOptions{SessionTimeout: 2 * time.Second}), nil
+		},
+		Listener:                   l,
+		TabletServerSessionTimeout: time.Second,
+		MetadataStreamMaxWait:      200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &node{srv: srv, addr: l.Addr().String(), cancel: cancel, done: make(chan error, 1)}
+	go func() { n.done <- srv.Serve(ctx) }()
+	t.Cleanup(n.stop)
+	return n
+}
+
+func (n *node) stop() {
+	n.cancel()
+	<-n.done
+	n.done <- nil // idempotent for a second stop
+}
+
+func newClient(t *testing.T, addrs ...string) *coordinator.Client {
+	c, err := coordinator.NewClient(addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestLeaderServesStandbyRedirects(t *testing.T) {
+	s := memory.NewStore(memory.StoreOptions{})
+	t.Cleanup(func() { s.Close() })
+	a := startCoordinator(t, s)
+	testutil.WaitFor(t, 5*time.Second, "first coordinator leads", a.srv.IsLeader)
+	b := startCoordinator(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	// Straight to the standby: NOT_LEADER naming the leader.
+	cc, err := grpc.NewClient(b.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	var nl *core.NotLeaderError
+	testutil.WaitFor(t, 5*time.Second, "standby names the leader", func() bool {
+		_, err = adminv1.NewAdminServiceClient(cc).ListDatabases(ctx, &adminv1.ListDatabasesRequest{})
+		err = coordinator.FromStatus(err)
+		return errors.As(err, &nl) && coordinator.HostPort(nl.LeaderAddress) == a.addr
+	})
+	if d := coordinator.DetailOf(func() error {
+		_, err := adminv1.NewAdminServiceClient(cc).CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "x"})
+		return err
+	}()); d == nil || d.Code != coordinator.CodeNotLeader || d.FlussErrorCode != 65 {
+		t.Fatalf("standby write: detail %+v", d)
+	}
+
+	// Through the standby's address, the client follows the redirect.
+	c := newClient(t, b.addr)
+	if err := c.Admin(ctx, func(ctx context.Context, ac adminv1.AdminServiceClient) error {
+		_, err := ac.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "db1"})
+		return err
+	}); err != nil {
+		t.Fatalf("create database through the standby: %v", err)
+	}
+	if c.Leader() != a.addr {
+		t.Fatalf("client's leader: got %s, want %s", c.Leader(), a.addr)
+	}
+	err = c.Admin(ctx, func(ctx context.Context, ac adminv1.AdminServiceClient) error {
+		_, err := ac.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "db1"})
+		return err
+	})
+	var ex *catalog.ExistsError
+	if !errors.As(err, &ex) || ex.Name != "db1" || !errors.Is(err, core.ErrNodeExists) {
+		t.Fatalf("duplicate database: got %v", err)
+	}
+	var created *adminv1.TableInfo
+	if err := c.Admin(ctx, func(ctx context.Context, ac adminv1.AdminServiceClient) error {
+		r, err := ac.CreateTable(ctx, &adminv1.CreateTableRequest{Database: "db1", Table: "orders", Descriptor_: &adminv1.TableDescriptor{
+			Columns:    []*adminv1.Column{{Name: "id", Type: "BIGINT"}, {Name: "v", Type: "STRING"}},
+			PrimaryKey: []string{"id"}, BucketCount: 3}})
+		if err == nil {
+			created = r.Table
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("create table: %v", err)
+	}
+	if len(created.Buckets) != 3 || created.Descriptor_.Columns[0].Type != "BIGINT NOT NULL" {
+		t.Fatalf("created table: %+v", created)
+	}
+	err = c.Admin(ctx, func(ctx context.Context, ac adminv1.AdminServiceClient) error {
+		_, err := ac.CreateTable(ctx, &adminv1.CreateTableRequest{Database: "db1", Table: "bad", Descriptor_: &adminv1.TableDescriptor{
+			Columns: []*adminv1.Column{{Name: "id", Type: "WIDGET"}}}})
+		return err
+	})
+	if !errors.Is(err, core.ErrInvalidArgument) {
+		t.Fatalf("bad type: got %v, want ErrInvalidArgument", err)
+	}
+
+	// Kill the leader: the standby takes over with the catalog intact.
+	a.stop()
+	testutil.WaitFor(t, 10*time.Second, "standby takes over", b.srv.IsLeader)
+	c2 := newClient(t, a.addr, b.addr)
+	var info *adminv1.TableInfo
+	if err := c2.Admin(ctx, func(ctx context.Context, ac adminv1.AdminServiceClient) error {
+		r, err := ac.GetTableInfo(ctx, &adminv1.GetTableInfoRequest{Database: "db1", Table: "orders"})
+		if err == nil {
+			info = r.Table
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("get table after failover: %v", err)
+	}
+	if info.TableId != created.TableId || string(info.SchemaJson) != string(created.SchemaJson) {
+		t.Fatalf("table after failover: got %+v, want %+v", info, created)
+	}
+	lr, err := c2.GetLeader(ctx)
+	if err != nil || lr.LeaderAddress != b.addr {
+		t.Fatalf("leader after failover: %+v, %v", lr, err)
+	}
+}
+
+func TestTabletServerRPCs(t *testing.T) {
+	s := memory.NewStore(memory.StoreOptions{})
+	t.Cleanup(func() { s.Close() })
+	a := startCoordinator(t, s)
+	testutil.WaitFor(t, 5*time.Second, "coordinator leads", a.srv.IsLeader)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := newClient(t, a.addr)
+
+	var snap *adminv1.FetchMetadataSnapshotResponse
+	if err := c.Tablets(ctx, func(ctx context.Context, tc adminv1.TabletServerServiceClient) (err error) {
+		snap, err = tc.FetchMetadataSnapshot(ctx, &adminv1.FetchMetadataSnapshotRequest{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var reg *adminv1.RegisterTabletServerResponse
+	if err := c.Tablets(ctx, func(ctx context.Context, tc adminv1.TabletServerServiceClient) (err error) {
+		reg, err = tc.RegisterTabletServer(ctx, &adminv1.RegisterTabletServerRequest{ServerId: 7, Listeners: "CLIENT://127.0.0.1:7000"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The registration appears on the metadata stream from the snapshot.
+	var fetched *adminv1.FetchMetadataResponse
+	if err := c.Tablets(ctx, func(ctx context.Context, tc adminv1.TabletServerServiceClient) (err error) {
+		fetched, err = tc.FetchMetadata(ctx, &adminv1.FetchMetadataRequest{FromOffset: snap.Offset + 1})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range fetched.Records {
+		if r.Path == catalog.TabletServerPath(7) && r.Type == adminv1.MetadataRecord_CREATED {
+			found = true
+		}
+	}
+	if !found || fetched.NextOffset <= snap.Offset+1 {
+		t.Fatalf("registration not on the stream: %+v", fetched)
+	}
+	// A fetch at the head waits (long poll) and returns empty.
+	start := time.Now()
+	if err := c.Tablets(ctx, func(ctx context.Context, tc adminv1.TabletServerServiceClient) (err error) {
+		fetched, err = tc.FetchMetadata(ctx, &adminv1.FetchMetadataRequest{FromOffset: fetched.NextOffset})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(fetched.Records) != 0 || time.Since(start) < 150*time.Millisecond {
+		t.Fatalf("long poll: %d records after %v", len(fetched.Records), time.Since(start))
+	}
+	// Heartbeats keep the registration beyond the lease's timeout.
+	for i := 0; i < 6; i++ {
+		if err := c.Tablets(ctx, func(ctx context.Context, tc adminv1.TabletServerServiceClient) error {
+			_, err := tc.TabletServerHeartbeat(ctx, &adminv1.TabletServerHeartbeatRequest{ServerId: 7, LeaseId: reg.LeaseId})
+			return err
+		}); err != nil {
+			t.Fatalf("heartbeat %d: %v", i, err)
+		}
+		time.Sleep(300 * time.Millisecond) // the lease is 1s: this is the heartbeat cadence, not a synchronisation
+	}
+	listServers := func() int {
+		var n int
+		c.Admin(ctx, func(ctx context.Context, ac adminv1.AdminServiceClient) error {
+			r, err := ac.ListTabletServers(ctx, &adminv1.ListTabletServersRequest{})
+			if err == nil {
+				n = len(r.Servers)
+			}
+			return err
+		})
+		return n
+	}
+	if n := listServers(); n != 1 {
+		t.Fatalf("registered servers: got %d, want 1", n)
+	}
+	// Without heartbeats the lease expires and the registration goes.
+	testutil.WaitFor(t, 10*time.Second, "registration expires", func() bool { return listServers() == 0 })
+	err := c.Tablets(ctx, func(ctx context.Context, tc adminv1.TabletServerServiceClient) error {
+		_, err := tc.TabletServerHeartbeat(ctx, &adminv1.TabletServerHeartbeatRequest{ServerId: 7, LeaseId: reg.LeaseId})
+		return err
+	})
+	if !errors.Is(err, core.ErrSessionExpired) {
+		t.Fatalf("heartbeat on an expired lease: got %v, want ErrSessionExpired", err)
+	}
+}

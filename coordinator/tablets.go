@@ -1,0 +1,215 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/catalog"
+	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
+)
+
+// tabletServerService implements the private tablet-server RPCs. They are
+// served only on backends with leases and exact history (Raft, and the
+// memory backend in tests); on the ZooKeeper backend tablet servers keep
+// their own ZooKeeper sessions, and these RPCs answer UNIMPLEMENTED.
+type tabletServerService struct {
+	adminv1.UnimplementedTabletServerServiceServer
+	s *Server
+}
+
+// tabletRPCsServed says whether b serves the tablet-server RPCs, and why
+// not.
+func tabletRPCsServed(b core.MetadataBackend) error {
+	caps := b.Capabilities()
+	if caps.Name == core.BackendZooKeeper {
+		return status.Error(codes.Unimplemented, "the tablet-server RPCs are not served on the ZooKeeper backend: tablet servers register in ZooKeeper there (their own session and ephemeral /tabletservers/ids/<id>)")
+	}
+	if !caps.Leases || !caps.ExactHistory {
+		return status.Errorf(codes.Unimplemented, "the tablet-server RPCs need a backend with leases and exact history; backend %q has leases=%v, exact history=%v",
+			caps.Name, caps.Leases, caps.ExactHistory)
+	}
+	if _, ok := b.(core.LeaseManager); !ok {
+		return status.Errorf(codes.Unimplemented, "backend %q does not implement leases", caps.Name)
+	}
+	return nil
+}
+
+func (t *tabletServerService) leader() (*leaderState, error) {
+	l, err := t.s.serving()
+	if err != nil {
+		// A ZooKeeper standby still says UNIMPLEMENTED rather than
+		// redirecting to a leader that will refuse too.
+		if ref := t.s.backend.Load(); ref != nil {
+			if uerr := tabletRPCsServed(ref.b); uerr != nil {
+				return nil, uerr
+			}
+		}
+		return nil, err
+	}
+	if err := tabletRPCsServed(l.b); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// RegisterTabletServer grants a lease and creates the tablet server's
+// ephemeral registration on it (replacing an earlier registration of the
+// same id, whose lease is revoked).
+func (t *tabletServerService) RegisterTabletServer(ctx context.Context, r *adminv1.RegisterTabletServerRequest) (*adminv1.RegisterTabletServerResponse, error) {
+	l, err := t.leader()
+	if err != nil {
+		return nil, err
+	}
+	if r.ServerId < 0 {
+		return nil, ToStatus(fmt.Errorf("%w: tablet server id %d is negative", core.ErrInvalidArgument, r.ServerId))
+	}
+	if r.Listeners == "" {
+		return nil, ToStatus(fmt.Errorf("%w: tablet server %d: listeners are required", core.ErrInvalidArgument, r.ServerId))
+	}
+	lm := l.b.(core.LeaseManager)
+	ttl := t.s.opts.TabletServerSessionTimeout
+	lease, err := lm.GrantLease(ctx, fmt.Sprintf("tablet-server-%d", r.ServerId), ttl, l.lead.Fence())
+	if err != nil {
+		return nil, t.s.mapErr(err)
+	}
+	reg := catalog.TabletServerRegistration{Listeners: r.Listeners, RegisterTimestamp: time.Now().UnixMilli(),
+		Rack: r.Rack, CPUCores: r.CpuCores, MemoryBytes: r.MemoryBytes}
+	path := catalog.TabletServerPath(r.ServerId)
+	for attempt := 0; attempt < 5; attempt++ {
+		var ops []core.Op
+		old, exists, err := core.Exists(ctx, l.b, path)
+		if err != nil {
+			return nil, t.s.mapErr(err)
+		}
+		if exists {
+			ops = append(ops, core.DeleteOp(path, old.Version))
+		}
+		create := core.CreateOp(path, reg.Marshal(), core.Ephemeral).WithParents()
+		create.Lease = lease
+		ops = append(ops, create)
+		res, err := l.b.Txn(ctx, ops, core.TxnOptions{Fence: l.lead.Fence()})
+		if err != nil && core.FailedOpIndex(err) >= 0 && (errors.Is(err, core.ErrNotFound) || errors.Is(err, core.ErrBadVersion) || errors.Is(err, core.ErrNodeExists)) {
+			continue // raced with the old registration's expiry
+		}
+		if err != nil {
+			lm.RevokeLease(context.WithoutCancel(ctx), lease, l.lead.Fence())
+			return nil, t.s.mapErr(err)
+		}
+		l.img.ApplyWrite(ops, res)
+		if exists && old.EphemeralOwner != 0 && old.EphemeralOwner != lease {
+			lm.RevokeLease(ctx, old.EphemeralOwner, l.lead.Fence()) // best effort: it may be gone already
+		}
+		t.s.mu.Lock()
+		t.s.leases[r.ServerId] = lease
+		t.s.mu.Unlock()
+		t.s.log.Info("tablet server registered", "id", r.ServerId, "lease", lease, "listeners", r.Listeners)
+		return &adminv1.RegisterTabletServerResponse{LeaseId: lease, SessionTimeoutMs: ttl.Milliseconds(),
+			CoordinatorEpoch: l.lead.Epoch()}, nil
+	}
+	lm.RevokeLease(context.WithoutCancel(ctx), lease, l.lead.Fence())
+	return nil, ToStatus(fmt.Errorf("%w: tablet server %d: registration kept changing; retry", core.ErrUnavailable, r.ServerId))
+}
+
+// TabletServerHeartbeat renews a tablet server's lease.
+func (t *tabletServerService) TabletServerHeartbeat(ctx context.Context, r *adminv1.TabletServerHeartbeatRequest) (*adminv1.TabletServerHeartbeatResponse, error) {
+	l, err := t.leader()
+	if err != nil {
+		return nil, err
+	}
+	if err := l.b.(core.LeaseManager).RenewLease(ctx, r.LeaseId); err != nil {
+		return nil, t.s.mapErr(fmt.Errorf("tablet server %d lease %d: %w", r.ServerId, r.LeaseId, err))
+	}
+	return &adminv1.TabletServerHeartbeatResponse{CoordinatorEpoch: l.lead.Epoch()}, nil
+}
+
+// FetchMetadata serves the committed changes from an offset, long-polling.
+func (t *tabletServerService) FetchMetadata(ctx context.Context, r *adminv1.FetchMetadataRequest) (*adminv1.FetchMetadataResponse, error) {
+	l, err := t.leader()
+	if err != nil {
+		return nil, err
+	}
+	if r.FromOffset < 1 {
+		return nil, ToStatus(fmt.Errorf("%w: fetch from offset %d: take a metadata snapshot first", core.ErrCompacted, r.FromOffset))
+	}
+	wait := t.s.opts.MetadataStreamMaxWait
+	if r.MaxWaitMs > 0 && time.Duration(r.MaxWaitMs)*time.Millisecond < wait {
+		wait = time.Duration(r.MaxWaitMs) * time.Millisecond
+	}
+	max := int(r.MaxRecords)
+	if max <= 0 {
+		max = 10000
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	ch, err := l.b.Watch(wctx, "/", r.FromOffset)
+	if err != nil {
+		return nil, t.s.mapErr(err)
+	}
+	out := &adminv1.FetchMetadataResponse{NextOffset: r.FromOffset}
+	add := func(resp core.WatchResponse) error {
+		if resp.Err != nil {
+			return resp.Err
+		}
+		for _, ev := range resp.Events {
+			out.Records = append(out.Records, &adminv1.MetadataRecord{Type: adminv1.MetadataRecord_Type(ev.Type),
+				Path: ev.Path, Data: ev.Data, Offset: ev.Revision, Version: ev.Stat.Version})
+		}
+		if resp.Revision+1 > out.NextOffset {
+			out.NextOffset = resp.Revision + 1
+		}
+		return nil
+	}
+	// Wait for a first batch, then take what is already there.
+	select {
+	case resp, ok := <-ch:
+		if !ok {
+			return out, nil
+		}
+		if err := add(resp); err != nil {
+			if wctx.Err() != nil && !errors.Is(err, core.ErrCompacted) {
+				return out, nil
+			}
+			return nil, t.s.mapErr(err)
+		}
+	case <-wctx.Done():
+		return out, nil
+	}
+	for len(out.Records) < max {
+		select {
+		case resp, ok := <-ch:
+			if !ok {
+				return out, nil
+			}
+			if err := add(resp); err != nil {
+				return out, nil
+			}
+		default:
+			return out, nil
+		}
+	}
+	return out, nil
+}
+
+// FetchMetadataSnapshot returns every node and the revision they reflect.
+func (t *tabletServerService) FetchMetadataSnapshot(ctx context.Context, r *adminv1.FetchMetadataSnapshotRequest) (*adminv1.FetchMetadataSnapshotResponse, error) {
+	l, err := t.leader()
+	if err != nil {
+		return nil, err
+	}
+	snap, err := l.b.Snapshot(ctx, "/")
+	if err != nil {
+		return nil, t.s.mapErr(err)
+	}
+	out := &adminv1.FetchMetadataSnapshotResponse{Offset: snap.Revision}
+	for _, n := range snap.Nodes {
+		out.Nodes = append(out.Nodes, &adminv1.MetadataNode{Path: n.Path, Data: n.Data, Version: n.Stat.Version,
+			CreateOffset: n.Stat.CreateRevision, ModifyOffset: n.Stat.ModifyRevision, EphemeralOwner: n.Stat.EphemeralOwner})
+	}
+	return out, nil
+}
