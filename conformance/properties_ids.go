@@ -1,0 +1,337 @@
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/metaplane/metaplane/core"
+)
+
+func init() { register(idProperties()...) }
+
+type idRange struct{ first, n int64 }
+
+// noOverlap fails if any two ranges share an id.
+func noOverlap(e *env, rs []idRange) {
+	e.t.Helper()
+	sort.Slice(rs, func(i, j int) bool { return rs[i].first < rs[j].first })
+	for i := 1; i < len(rs); i++ {
+		if prev := rs[i-1]; prev.first+prev.n > rs[i].first {
+			e.t.Fatalf("id ranges overlap: [%d, %d) and [%d, %d)", prev.first, prev.first+prev.n, rs[i].first, rs[i].first+rs[i].n)
+		}
+	}
+}
+
+func idProperties() []Property {
+	counter := p("ids", "counter")
+	return []Property{
+		{
+			Name:        "IDs/Allocate/Contiguous",
+			Description: "AllocateIDs on a missing counter starts at 0 and hands out contiguous ranges; the counter node holds the next id as 8 big-endian bytes",
+			run: func(e *env) {
+				first, err := core.AllocateIDs(e.ctx, e.c0, counter, 10, core.Fence{})
+				e.ok(err, "allocate 10")
+				second, err := core.AllocateIDs(e.ctx, e.client(), counter, 5, core.Fence{})
+				e.ok(err, "allocate 5")
+				if first != 0 || second != 10 {
+					e.t.Fatalf("ranges start at %d and %d, want 0 and 10", first, second)
+				}
+				v, err := core.DecodeCounter(e.get(e.c0, counter).Data)
+				e.ok(err, "decode counter")
+				if v != 15 {
+					e.t.Fatalf("counter holds %d, want 15", v)
+				}
+			},
+		},
+		{
+			Name:        "IDs/Allocate/InvalidCount",
+			Description: "allocating fewer than one id fails with ErrInvalidArgument",
+			run: func(e *env) {
+				for _, n := range []int64{0, -3} {
+					_, err := core.AllocateIDs(e.ctx, e.c0, counter, n, core.Fence{})
+					e.is(err, core.ErrInvalidArgument, "allocate %d", n)
+				}
+			},
+		},
+		{
+			Name:        "IDs/Allocate/ConcurrentNoOverlap",
+			Description: "ranges allocated concurrently from several clients never overlap, and together they cover the counter exactly",
+			run: func(e *env) {
+				cs := e.clients(4)
+				var mu sync.Mutex
+				var rs []idRange
+				errs := make([]error, len(cs))
+				parallel(len(cs), func(i int) {
+					for j := 0; j < 10; j++ {
+						n := int64(1 + (i+j)%7)
+						first, err := core.AllocateIDs(e.ctx, cs[i], counter, n, core.Fence{})
+						if err != nil {
+							errs[i] = err
+							return
+						}
+						mu.Lock()
+						rs = append(rs, idRange{first, n})
+						mu.Unlock()
+					}
+				})
+				for i, err := range errs {
+					e.ok(err, "allocator %d", i)
+				}
+				noOverlap(e, rs)
+				var total int64
+				for _, r := range rs {
+					total += r.n
+				}
+				v, err := core.DecodeCounter(e.get(e.c0, counter).Data)
+				e.ok(err, "decode counter")
+				if v != total {
+					e.t.Fatalf("counter holds %d after handing out %d ids from 0", v, total)
+				}
+			},
+		},
+		{
+			Name:        "IDs/BlockAllocator/ConcurrentNoOverlap",
+			Description: "core.BlockAllocator instances on several clients, used concurrently, never hand out the same id",
+			run: func(e *env) {
+				cs := e.clients(3)
+				var mu sync.Mutex
+				var rs []idRange
+				errs := make([]error, len(cs))
+				parallel(len(cs), func(i int) {
+					a := core.NewBlockAllocator(cs[i], counter, 10)
+					for j := 0; j < 30; j++ {
+						n := int64(1 + j%4)
+						first, err := a.Next(e.ctx, n, core.Fence{})
+						if err != nil {
+							errs[i] = err
+							return
+						}
+						mu.Lock()
+						rs = append(rs, idRange{first, n})
+						mu.Unlock()
+					}
+				})
+				for i, err := range errs {
+					e.ok(err, "allocator %d", i)
+				}
+				noOverlap(e, rs)
+			},
+		},
+		{
+			Name:        "IDs/AcrossLeaderChange",
+			Description: "ids allocated under successive leaders' fences never overlap, and the old leader's fence can no longer allocate",
+			run: func(e *env) {
+				a, b := e.client(), e.client()
+				la := e.campaign(a, "a")
+				allocA := core.NewBlockAllocator(a, counter, 10)
+				var rs []idRange
+				for j := 0; j < 5; j++ {
+					first, err := allocA.Next(e.ctx, 3, la.Fence())
+					e.ok(err, "leader a allocates")
+					rs = append(rs, idRange{first, 3})
+				}
+				waiting := campaignAsync(e.ctx, b, "b")
+				e.ok(la.Resign(e.ctx), "resign")
+				r := <-waiting
+				e.ok(r.err, "campaign of b")
+				allocB := core.NewBlockAllocator(b, counter, 10)
+				for j := 0; j < 5; j++ {
+					first, err := allocB.Next(e.ctx, 3, r.l.Fence())
+					e.ok(err, "leader b allocates")
+					rs = append(rs, idRange{first, 3})
+				}
+				_, err := core.AllocateIDs(e.ctx, a, counter, 1, la.Fence())
+				e.is(err, core.ErrFenced, "allocation under the old leader's fence")
+				// The old allocator may still hold ids of its block: ones
+				// reserved under a's leadership, which b never sees.
+				noOverlap(e, rs)
+			},
+		},
+		{
+			Name:        "Concurrency/CASIncrements",
+			Description: "concurrent read-then-compare-and-set increments from several clients, retried on ErrBadVersion, lose no update",
+			run: func(e *env) {
+				e.create(e.c0, p("ctr"), []byte("0"), core.Persistent)
+				cs := e.clients(4)
+				const per = 15
+				errs := make([]error, len(cs))
+				parallel(len(cs), func(i int) {
+					for done := 0; done < per; {
+						n, err := core.Get(e.ctx, cs[i], p("ctr"))
+						if err != nil {
+							errs[i] = err
+							return
+						}
+						v, _ := strconv.Atoi(string(n.Data))
+						_, err = core.Set(e.ctx, cs[i], p("ctr"), []byte(strconv.Itoa(v+1)), n.Stat.Version, core.Fence{})
+						if errors.Is(err, core.ErrBadVersion) {
+							continue
+						}
+						if err != nil {
+							errs[i] = err
+							return
+						}
+						done++
+					}
+				})
+				for i, err := range errs {
+					e.ok(err, "client %d", i)
+				}
+				n := e.data(e.c0, p("ctr"), []byte(strconv.Itoa(per*len(cs))))
+				if n.Stat.Version != int64(per*len(cs)) {
+					e.t.Fatalf("version %d, want %d", n.Stat.Version, per*len(cs))
+				}
+			},
+		},
+		{
+			Name:        "Concurrency/Linearizable",
+			Description: "concurrent get, set and compare-and-set on one node from several clients form a linearizable history (checked with porcupine)",
+			run:         linearizable,
+		},
+	}
+}
+
+// The register model for the linearizability check: the node's data and
+// version.
+type regState struct {
+	val string
+	ver int64
+}
+
+type regInput struct {
+	op  string // "get", "set", "cas"
+	val string
+	ver int64 // expected version of a cas
+}
+
+type regOutput struct {
+	val     string
+	ver     int64 // version read, or written
+	ok      bool  // cas applied
+	unknown bool  // the call failed: the outcome of a write is unknown
+}
+
+var registerModel = porcupine.NondeterministicModel{
+	Init: func() []any { return []any{regState{val: "init"}} },
+	Step: func(state, input, output any) []any {
+		s, in, out := state.(regState), input.(regInput), output.(regOutput)
+		next := regState{val: in.val, ver: s.ver + 1}
+		switch in.op {
+		case "get":
+			if out.val == s.val && out.ver == s.ver {
+				return []any{s}
+			}
+			return nil
+		case "set":
+			if out.unknown {
+				return []any{s, next}
+			}
+			if out.ver == s.ver+1 {
+				return []any{next}
+			}
+			return nil
+		case "cas":
+			if out.unknown {
+				if s.ver == in.ver {
+					return []any{s, next}
+				}
+				return []any{s}
+			}
+			if s.ver == in.ver && out.ok && out.ver == s.ver+1 {
+				return []any{next}
+			}
+			if s.ver != in.ver && !out.ok {
+				return []any{s}
+			}
+			return nil
+		}
+		return nil
+	},
+	DescribeOperation: func(input, output any) string {
+		in, out := input.(regInput), output.(regOutput)
+		return fmt.Sprintf("%s(%q, v%d) -> %+v", in.op, in.val, in.ver, out)
+	},
+}
+
+func linearizable(e *env) {
+	path := p("reg")
+	e.create(e.c0, path, []byte("init"), core.Persistent)
+	cs := e.clients(4)
+	const perClient = 40
+	start := time.Now()
+	var mu sync.Mutex
+	var history []porcupine.Operation
+	errs := make([]error, len(cs))
+	parallel(len(cs), func(i int) {
+		c := cs[i]
+		lastVer := int64(0)
+		for j := 0; j < perClient; j++ {
+			in := regInput{val: fmt.Sprintf("c%d-%d", i, j)}
+			var out regOutput
+			call := time.Since(start).Nanoseconds()
+			switch (i + j) % 3 {
+			case 0:
+				in.op = "get"
+				n, err := core.Get(e.ctx, c, path)
+				if err != nil {
+					// A failed read tells nothing: leave it out.
+					if errors.Is(err, core.ErrClosed) {
+						errs[i] = err
+						return
+					}
+					continue
+				}
+				out = regOutput{val: string(n.Data), ver: n.Stat.Version}
+				lastVer = n.Stat.Version
+			case 1:
+				in.op = "set"
+				st, err := core.Set(e.ctx, c, path, []byte(in.val), core.AnyVersion, core.Fence{})
+				if err != nil {
+					out.unknown = true
+				} else {
+					out.ver = st.Version
+					lastVer = st.Version
+				}
+			case 2:
+				in.op, in.ver = "cas", lastVer
+				st, err := core.Set(e.ctx, c, path, []byte(in.val), lastVer, core.Fence{})
+				switch {
+				case err == nil:
+					out.ok, out.ver = true, st.Version
+					lastVer = st.Version
+				case errors.Is(err, core.ErrBadVersion):
+					out.ok = false
+				default:
+					out.unknown = true
+				}
+			}
+			ret := time.Since(start).Nanoseconds()
+			if out.unknown {
+				// The write may take effect at any time after its call.
+				ret = 1 << 62
+			}
+			mu.Lock()
+			history = append(history, porcupine.Operation{ClientId: i, Input: in, Call: call, Output: out, Return: ret})
+			mu.Unlock()
+		}
+	})
+	for i, err := range errs {
+		e.ok(err, "client %d", i)
+	}
+	res := porcupine.CheckOperationsTimeout(registerModel.ToModel(), history, 20*time.Second)
+	switch res {
+	case porcupine.Illegal:
+		e.t.Fatalf("history of %d operations is not linearizable", len(history))
+	case porcupine.Unknown:
+		e.t.Logf("linearizability check of %d operations timed out; result unknown", len(history))
+	}
+	if len(history) < len(cs)*perClient/2 {
+		e.t.Fatalf("only %d of %d operations completed", len(history), len(cs)*perClient)
+	}
+}

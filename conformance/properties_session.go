@@ -1,0 +1,202 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/metaplane/metaplane/core"
+)
+
+func init() { register(sessionProperties()...) }
+
+// waitExpiredThenConnected reads ch until the expiry of old and the
+// following connection of a new session; it returns the new session id.
+func waitExpiredThenConnected(e *env, ch <-chan core.SessionEvent, old int64) int64 {
+	e.t.Helper()
+	var seen []core.SessionEvent
+	expired := false
+	for {
+		ev := e.sessionEvent(ch, fmt.Sprintf("expiry of session %#x then a new connection (seen %v)", old, seen))
+		seen = append(seen, ev)
+		switch {
+		case ev.State == core.SessionExpired:
+			if ev.SessionID != old {
+				e.t.Fatalf("expired event for session %#x, want %#x", ev.SessionID, old)
+			}
+			expired = true
+		case ev.State == core.SessionConnected && expired:
+			if ev.SessionID == old || ev.SessionID == 0 {
+				e.t.Fatalf("connected after expiry with session %#x, want a new id (old %#x)", ev.SessionID, old)
+			}
+			return ev.SessionID
+		case ev.State == core.SessionConnected:
+			e.t.Fatalf("connected event before the expired one: %v", seen)
+		case ev.State == core.SessionClosed:
+			e.t.Fatalf("closed event while waiting for expiry: %v", seen)
+		}
+	}
+}
+
+func sessionProperties() []Property {
+	return []Property{
+		{
+			Name:        "Session/Info",
+			Description: "each client has its own connected session with a non-zero id and a positive timeout",
+			run: func(e *env) {
+				a, b := e.c0.Session(), e.client().Session()
+				for _, s := range []core.SessionInfo{a, b} {
+					if s.ID == 0 || s.Timeout <= 0 || s.State != core.SessionConnected {
+						e.t.Fatalf("session %+v: want a non-zero id, a positive timeout, connected", s)
+					}
+				}
+				if a.ID == b.ID {
+					e.t.Fatalf("two clients share session %#x", a.ID)
+				}
+			},
+		},
+		{
+			Name:        "Session/Ephemeral/VisibleToOthers",
+			Description: "an ephemeral node is visible to other clients as soon as its create returned, and stays while its session lives",
+			run: func(e *env) {
+				owner := e.client()
+				e.create(owner, p("e"), []byte("x"), core.Ephemeral)
+				others := e.clients(2)
+				for _, o := range others {
+					e.data(o, p("e"), []byte("x"))
+				}
+				e.ok(others[0].Close(), "close another client")
+				e.data(others[1], p("e"), []byte("x"))
+			},
+		},
+		{
+			Name:        "Session/Ephemeral/GoneOnClose",
+			Description: "closing a client deletes its ephemeral nodes (and only them) for everyone",
+			run: func(e *env) {
+				owner := e.client()
+				e.create(owner, p("e1"), nil, core.Ephemeral)
+				e.create(owner, p("e2-"), nil, core.EphemeralSequential)
+				e.create(owner, p("keep"), nil, core.Persistent)
+				e.create(e.c0, p("mine"), nil, core.Ephemeral)
+				e.ok(owner.Close(), "close")
+				e.eventually("the closed session's ephemerals to go", func() bool {
+					kids, _, err := e.c0.Children(e.ctx, base, core.ReadOptions{})
+					return err == nil && fmt.Sprint(kids) == "[keep mine]"
+				})
+			},
+		},
+		{
+			Name:        "Session/Ephemeral/GoneOnExpire",
+			Description: "an expired session's ephemeral nodes disappear for every client; other sessions' ephemerals and persistent nodes stay",
+			run: func(e *env) {
+				owner, other := e.client(), e.client()
+				e.create(owner, p("e"), nil, core.Ephemeral)
+				e.create(owner, p("persist"), nil, core.Persistent)
+				e.create(other, p("other"), nil, core.Ephemeral)
+				e.expire(owner)
+				e.gone(e.c0, p("e"))
+				e.mustExist(e.c0, p("persist"))
+				e.mustExist(e.c0, p("other"))
+			},
+		},
+		{
+			Name:        "Session/Ephemeral/OneRevision",
+			Needs:       NeedsExactHistory,
+			Description: "all of an expired session's ephemerals are deleted atomically: one revision, seen by a watch",
+			run: func(e *env) {
+				owner := e.client()
+				for i := 0; i < 3; i++ {
+					e.create(owner, p(fmt.Sprint("e", i)), nil, core.Ephemeral)
+				}
+				ch := e.watch(e.c0, base, 0)
+				e.expire(owner)
+				evs := e.nextEvents(ch, 3)
+				for _, ev := range evs {
+					if ev.Type != core.EventDeleted || ev.Revision != evs[0].Revision {
+						e.t.Fatalf("events %s: want three deletions at one revision", describeEvents(evs))
+					}
+				}
+			},
+		},
+		{
+			Name:        "Session/Expire/NewSession",
+			Description: "after its session expires a client carries on with a new session: new ephemerals belong to the new id",
+			run: func(e *env) {
+				c := e.client()
+				old := c.Session().ID
+				e.create(c, p("before"), nil, core.Ephemeral)
+				e.expire(c)
+				e.gone(e.c0, p("before"))
+				e.eventually("a new connected session", func() bool {
+					s := c.Session()
+					return s.State == core.SessionConnected && s.ID != old && s.ID != 0
+				})
+				e.create(c, p("after"), nil, core.Ephemeral)
+				if n := e.get(e.c0, p("after")); n.Stat.EphemeralOwner != c.Session().ID {
+					e.t.Fatalf("new ephemeral owned by %#x, want the new session %#x", n.Stat.EphemeralOwner, c.Session().ID)
+				}
+			},
+		},
+		{
+			Name:        "Session/Events/ExpiredThenConnected",
+			Description: "an expiry is reported as SessionExpired for the old id, then SessionConnected with a new id",
+			run: func(e *env) {
+				c := e.client()
+				ch, err := c.SessionEvents(e.ctx)
+				e.ok(err, "session events")
+				old := c.Session().ID
+				e.expire(c)
+				id := waitExpiredThenConnected(e, ch, old)
+				e.eventually("Session() to report the new id", func() bool { return c.Session().ID == id })
+			},
+		},
+		{
+			Name:        "Session/Events/Closed",
+			Description: "closing a client delivers SessionClosed and then closes the event channel",
+			run: func(e *env) {
+				c := e.client()
+				ch, err := c.SessionEvents(e.ctx)
+				e.ok(err, "session events")
+				id := c.Session().ID
+				e.ok(c.Close(), "close")
+				var seen []core.SessionEvent
+				timeout := time.After(waitTimeout)
+				for {
+					select {
+					case ev, ok := <-ch:
+						if !ok {
+							if len(seen) == 0 || seen[len(seen)-1].State != core.SessionClosed || seen[len(seen)-1].SessionID != id {
+								e.t.Fatalf("events before the channel closed: %v; want the last to be closed for %#x", seen, id)
+							}
+							return
+						}
+						seen = append(seen, ev)
+					case <-timeout:
+						e.t.Fatalf("event channel still open %v after close; events %v", waitTimeout, seen)
+					}
+				}
+			},
+		},
+		{
+			Name:        "Session/Events/CancelCloses",
+			Description: "a session-event channel is closed when its context ends",
+			run: func(e *env) {
+				ctx, cancel := context.WithCancel(e.ctx)
+				ch, err := e.c0.SessionEvents(ctx)
+				e.ok(err, "session events")
+				cancel()
+				timeout := time.After(waitTimeout)
+				for {
+					select {
+					case _, ok := <-ch:
+						if !ok {
+							return
+						}
+					case <-timeout:
+						e.t.Fatalf("session-event channel open %v after its context ended", waitTimeout)
+					}
+				}
+			},
+		},
+	}
+}
