@@ -820,4 +820,3 @@ func txnProperties() []Property {
 		},
 	}
 }
-
