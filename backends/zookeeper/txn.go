@@ -34,9 +34,12 @@ const (
 // Txn runs ops as one ZooKeeper multi: all or nothing.
 //
 // With a valid opts.Fence the multi's first op checks /coordinators/epoch
-// at the fence's Token (the epoch node's zkVersion the leader wrote); if
-// that check fails the transaction fails with ErrFenced and nothing
-// changes. A create with MakeParents gets the missing ancestors created,
+// at the fence's Token (the epoch node's zkVersion the leader wrote) and
+// its second that /coordinators/active exists; if either check fails the
+// transaction fails with ErrFenced and nothing changes. The first check
+// refuses a leader superseded by a newer one (every new leader bumps the
+// epoch); the second a leader that resigned or whose session expired
+// before anyone else was elected (its ephemeral active node is gone). A create with MakeParents gets the missing ancestors created,
 // as empty persistent nodes, by ops inserted before it in the same multi
 // (the ancestors are looked up first; if another client creates one in
 // between, the multi is rebuilt and retried).
@@ -97,8 +100,8 @@ func (b *Backend) Txn(ctx context.Context, ops []core.Op, opts core.TxnOptions) 
 		}
 		z := plan[k]
 		if z.orig < 0 {
-			return core.TxnResult{}, fmt.Errorf("%w: the leadership's epoch (token %d) is no longer current (zookeeper: %v)",
-				core.ErrFenced, opts.Fence.Token, res[k].Error)
+			return core.TxnResult{}, fmt.Errorf("%w: the leadership of epoch %d (token %d) is no longer current: %s check failed (zookeeper: %v)",
+				core.ErrFenced, opts.Fence.Epoch, opts.Fence.Token, z.path, res[k].Error)
 		}
 		if z.parent && errors.Is(res[k].Error, zk.ErrNodeExists) && attempt < 5 {
 			continue // a parent appeared since we looked: rebuild
@@ -160,7 +163,9 @@ func (b *Backend) plan(ctx context.Context, ops []core.Op, fence core.Fence) ([]
 		if fence.Token < 0 || fence.Token > math.MaxInt32 {
 			return nil, fmt.Errorf("%w: fence token %d is not a zkVersion", core.ErrFenced, fence.Token)
 		}
-		plan = append(plan, zop{req: &zk.CheckVersionRequest{Path: b.zpath(epochPath), Version: int32(fence.Token)}, orig: -1, path: epochPath})
+		plan = append(plan,
+			zop{req: &zk.CheckVersionRequest{Path: b.zpath(epochPath), Version: int32(fence.Token)}, orig: -1, path: epochPath},
+			zop{req: &zk.CheckVersionRequest{Path: b.zpath(activePath), Version: -1}, orig: -1, path: activePath})
 	}
 	// Which ancestors of MakeParents creates must be looked up.
 	exists := map[string]bool{"/": true}
