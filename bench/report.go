@@ -292,16 +292,16 @@ func (rep *Report) WriteTable(w io.Writer) error {
 				if why == "" {
 					why = "no samples"
 				}
-				fmt.Fprintf(tw, "%s\t%s\tnot available: %s\t\t\t\t\t%s\t%s\t%s\t\n", title, res.Backend, why, ratio, sz, sr)
+				fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t0\t%s\t%s\t%s\tnot available: %s\n", title, res.Backend, ratio, sz, sr, why)
 				continue
 			}
 			errs := ""
 			if res.Errors > 0 {
-				errs = fmt.Sprintf(" (%d errors)", res.Errors)
+				errs = fmt.Sprintf("%d errors, first: %s", res.Errors, res.FirstError)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d%s\t%s\t%s\t%s\t\n", title, res.Backend,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", title, res.Backend,
 				FormatDuration(res.P50Micros), FormatDuration(res.P99Micros), FormatDuration(res.MeanMicros),
-				FormatRate(res.OpsPerSec), res.N, errs, ratio, sz, sr)
+				FormatRate(res.OpsPerSec), res.N, ratio, sz, sr, errs)
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -445,11 +445,15 @@ func prepareElection(ctx context.Context, s *System, p plan) (*workload, error) 
 	if s.Election == nil {
 		return nil, s.missing("election")
 	}
-	e := s.Election
+	e, err := s.Election(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("start the candidates: %w", err)
+	}
 	return &workload{
 		timed: func(ctx context.Context, _ int) (time.Duration, error) {
 			return e.KillLeaderAndWait(ctx)
 		},
 		calls: p.elections,
+		close: func() { e.Close() },
 	}, nil
 }

@@ -105,8 +105,8 @@ type System struct {
 	Processes func() []ProcessMemory
 	// Coordinator gives the coordinator-level rows (image, admin API).
 	Coordinator CoordinatorRig
-	// Election gives the leader-election row.
-	Election ElectionRig
+	// Election starts the leader-election row's three candidates.
+	Election func(ctx context.Context) (ElectionRig, error)
 	// Missing says why a part is nil, by part name ("coordinator",
 	// "election").
 	Missing map[string]string
