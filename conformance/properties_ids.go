@@ -50,6 +50,32 @@ func idProperties() []Property {
 			},
 		},
 		{
+			Name:        "IDs/Native/Contiguous",
+			Needs:       NeedsNativeIDs,
+			Description: "a backend's own IDAllocator starts a missing counter at 0, hands out contiguous ranges, refuses a count below 1 with ErrInvalidArgument and a stale fence with ErrFenced",
+			run: func(e *env) {
+				a := e.c0.(core.IDAllocator)
+				first, err := a.AllocateIDs(e.ctx, counter, 7, core.Fence{})
+				e.ok(err, "allocate 7")
+				second, err := a.AllocateIDs(e.ctx, counter, 3, core.Fence{})
+				e.ok(err, "allocate 3")
+				if first != 0 || second != 7 {
+					e.t.Fatalf("ranges start at %d and %d, want 0 and 7", first, second)
+				}
+				_, err = a.AllocateIDs(e.ctx, counter, 0, core.Fence{})
+				e.is(err, core.ErrInvalidArgument, "allocate 0")
+				l := e.campaign(e.c0, "a")
+				e.ok(l.Resign(e.ctx), "resign")
+				_, err = a.AllocateIDs(e.ctx, counter, 1, l.Fence())
+				e.is(err, core.ErrFenced, "allocate under a stale fence")
+				v, err := core.DecodeCounter(e.get(e.c0, counter).Data)
+				e.ok(err, "decode counter")
+				if v != 10 {
+					e.t.Fatalf("counter holds %d, want 10", v)
+				}
+			},
+		},
+		{
 			Name:        "IDs/Allocate/InvalidCount",
 			Description: "allocating fewer than one id fails with ErrInvalidArgument",
 			run: func(e *env) {

@@ -22,6 +22,7 @@ const (
 	NeedsStaleReads     = "StaleReads"
 	NeedsLeases         = "Leases"
 	NeedsFaultInjection = "FaultInjection"
+	NeedsNativeIDs      = "NativeIDAllocation"
 	NeedsCompactor      = "Compactor"
 )
 
@@ -140,6 +141,9 @@ func (e *env) has(name string) (bool, string) {
 	case NeedsFaultInjection:
 		_, impl := e.c0.(core.FaultInjector)
 		ok = e.caps.FaultInjection && impl
+	case NeedsNativeIDs:
+		_, impl := e.c0.(core.IDAllocator)
+		ok = e.caps.NativeIDAllocation && impl
 	case NeedsCompactor:
 		_, ok = e.store.(Compactor)
 		if !ok {

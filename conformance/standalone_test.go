@@ -1,0 +1,164 @@
+package conformance
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/metaplane/metaplane/backends/memory"
+	"github.com/metaplane/metaplane/core"
+)
+
+// internalHarness runs properties on the memory backend from inside the
+// package, to test the standalone runner itself.
+type internalStore struct{ s *memory.Store }
+
+func (m internalStore) NewClient(t T, opts ClientOptions) core.MetadataBackend {
+	c := m.s.NewClient(core.ClientOptions{SessionTimeout: opts.SessionTimeout})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func (m internalStore) ExpireSession(t T, c core.MetadataBackend) {
+	if err := c.(core.SessionExpirer).ExpireSession(context.Background()); err != nil {
+		t.Fatalf("expire: %v", err)
+	}
+}
+
+var internalHarness = Harness{
+	Name: "memory",
+	NewStore: func(t T) Store {
+		s := memory.NewStore(memory.StoreOptions{})
+		t.Cleanup(func() { s.Close() })
+		return internalStore{s}
+	},
+}
+
+func TestRunStandaloneFiltersAndPasses(t *testing.T) {
+	var started []string
+	results, err := RunStandalone(internalHarness, StandaloneOptions{
+		Run:     "^Create/Sequential/|^Watch/Compacted/",
+		OnStart: func(name string) { started = append(started, name) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) == 0 || len(results) != len(started) {
+		t.Fatalf("%d results, %d started", len(results), len(started))
+	}
+	for _, r := range results {
+		switch {
+		case strings.HasPrefix(r.Name, "Create/Sequential/"):
+			if r.Status != Passed {
+				t.Errorf("%s: %s %v, want passed", r.Name, r.Status, r.Messages)
+			}
+		case strings.HasPrefix(r.Name, "Watch/Compacted/"):
+			// The internal harness implements no Compactor.
+			if r.Status != Skipped || len(r.Messages) != 1 || !strings.Contains(r.Messages[0], "Compactor") {
+				t.Errorf("%s: %s %v, want skipped naming Compactor", r.Name, r.Status, r.Messages)
+			}
+		default:
+			t.Errorf("%s ran although --run did not select it", r.Name)
+		}
+	}
+}
+
+func TestRunStandaloneBadRegexp(t *testing.T) {
+	if _, err := RunStandalone(internalHarness, StandaloneOptions{Run: "("}); err == nil || !strings.Contains(err.Error(), "(") {
+		t.Fatalf("bad regexp: got %v, want an error naming it", err)
+	}
+}
+
+func TestStandalonePropertyOutcomes(t *testing.T) {
+	reachedAfterFatal := false
+	cleaned := 0
+	cases := []struct {
+		name    string
+		run     func(e *env)
+		timeout time.Duration
+		want    Status
+		msg     string
+	}{
+		{"pass", func(e *env) { e.t.Cleanup(func() { cleaned++ }) }, time.Minute, Passed, ""},
+		{"fatal", func(e *env) {
+			e.t.Cleanup(func() { cleaned++ })
+			e.t.Fatalf("boom %d", 1)
+			reachedAfterFatal = true
+		}, time.Minute, Failed, "boom 1"},
+		{"error", func(e *env) { e.t.Errorf("soft"); e.t.Logf("still running") }, time.Minute, Failed, "soft"},
+		{"panic", func(e *env) { panic("kaboom") }, time.Minute, Failed, "panic: kaboom"},
+		{"skip", func(e *env) { e.t.Skipf("not today") }, time.Minute, Skipped, "not today"},
+		{"timeout", func(e *env) { <-e.ctx.Done() }, 100 * time.Millisecond, Failed, "timed out"},
+		{"needs", nil, time.Minute, Skipped, "does not declare NativeIDAllocation"},
+	}
+	for _, tc := range cases {
+		p := Property{Name: "Test/" + tc.name, run: tc.run}
+		if tc.run == nil {
+			p.Needs = "NativeIDAllocation"
+			p.run = func(e *env) { t.Errorf("a property needing an undeclared capability ran") }
+		}
+		r := runStandaloneProperty(internalHarness, p, tc.timeout)
+		if r.Status != tc.want {
+			t.Errorf("%s: status %s (%v), want %s", tc.name, r.Status, r.Messages, tc.want)
+		}
+		if tc.msg != "" && !strings.Contains(strings.Join(r.Messages, "\n"), tc.msg) {
+			t.Errorf("%s: messages %v, want one containing %q", tc.name, r.Messages, tc.msg)
+		}
+	}
+	if reachedAfterFatal {
+		t.Errorf("code after Fatalf ran")
+	}
+	if cleaned != 2 {
+		t.Errorf("%d cleanups ran, want 2", cleaned)
+	}
+}
+
+func TestPropertiesNamedAndUnique(t *testing.T) {
+	seen := map[string]bool{}
+	ps := Properties()
+	if len(ps) < 60 {
+		t.Fatalf("%d properties, want at least 60", len(ps))
+	}
+	for _, p := range ps {
+		if p.Name == "" || p.Description == "" || p.run == nil {
+			t.Errorf("property %q lacks a name, description or body", p.Name)
+		}
+		if seen[p.Name] {
+			t.Errorf("property %q registered twice", p.Name)
+		}
+		seen[p.Name] = true
+		for _, need := range strings.Split(p.Needs, "+") {
+			switch need {
+			case "", NeedsExactHistory, NeedsStaleReads, NeedsLeases, NeedsFaultInjection, NeedsNativeIDs, NeedsCompactor:
+			default:
+				t.Errorf("property %q needs unknown capability %q", p.Name, need)
+			}
+		}
+	}
+}
+
+// TestRegisterModelRejectsStaleRead makes sure the linearizability model
+// can fail: a read of a value older than a completed write is illegal.
+func TestRegisterModelRejectsStaleRead(t *testing.T) {
+	history := []porcupine.Operation{
+		{ClientId: 0, Input: regInput{op: "set", val: "a"}, Call: 0, Output: regOutput{ver: 1}, Return: 10},
+		{ClientId: 1, Input: regInput{op: "get"}, Call: 20, Output: regOutput{val: "init", ver: 0}, Return: 30},
+	}
+	if porcupine.CheckOperations(registerModel.ToModel(), history) {
+		t.Fatalf("a stale read after a completed write was judged linearizable")
+	}
+	history[1].Output = regOutput{val: "a", ver: 1}
+	if !porcupine.CheckOperations(registerModel.ToModel(), history) {
+		t.Fatalf("a fresh read after a completed write was judged not linearizable")
+	}
+	lost := []porcupine.Operation{
+		{ClientId: 0, Input: regInput{op: "cas", val: "x", ver: 0}, Call: 0, Output: regOutput{ok: true, ver: 1}, Return: 10},
+		{ClientId: 1, Input: regInput{op: "cas", val: "y", ver: 0}, Call: 20, Output: regOutput{ok: true, ver: 1}, Return: 30},
+	}
+	if porcupine.CheckOperations(registerModel.ToModel(), lost) {
+		t.Fatalf("two successful compare-and-sets from version 0 were judged linearizable")
+	}
+}
