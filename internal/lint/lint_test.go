@@ -1,0 +1,170 @@
+package lint
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/metaplane/metaplane"
+
+// pkg is what the layering rules need of `go list -json`.
+type pkg struct {
+	ImportPath string
+	Deps       []string
+	Error      *struct{ Err string }
+}
+
+// under reports whether path is prefix itself or a package below it.
+func under(path, prefix string) bool {
+	return path == prefix || strings.HasPrefix(path, prefix+"/")
+}
+
+// backendOf returns the backend a package belongs to ("memory" for
+// .../backends/memory/x), or "".
+func backendOf(path string) string {
+	rest, ok := strings.CutPrefix(path, module+"/backends/")
+	if !ok {
+		return ""
+	}
+	name, _, _ := strings.Cut(rest, "/")
+	return name
+}
+
+// violations applies the layering rules to pkgs (each with its transitive
+// dependencies, tests excluded) and returns one line per broken rule.
+func violations(pkgs []pkg) []string {
+	var out []string
+	for _, p := range pkgs {
+		for _, d := range p.Deps {
+			var why string
+			switch {
+			case under(p.ImportPath, module+"/core"):
+				switch {
+				case under(d, module+"/backends"):
+					why = "core must not import a backend"
+				case under(d, module+"/plugins"):
+					why = "core must not import plugin code"
+				case under(d, "google.golang.org/grpc"):
+					why = "core must not import gRPC"
+				case under(d, "github.com/hashicorp/go-plugin"):
+					why = "core must not import go-plugin"
+				}
+			case under(p.ImportPath, module+"/conformance"):
+				if under(d, module+"/backends") {
+					why = "conformance must not import a backend (only its tests may)"
+				}
+			case backendOf(p.ImportPath) != "":
+				switch {
+				case under(d, module+"/plugins"):
+					why = "a backend must not import plugin code"
+				case backendOf(d) != "" && backendOf(d) != backendOf(p.ImportPath):
+					why = "a backend must not import another backend"
+				}
+			}
+			if why != "" {
+				out = append(out, fmt.Sprintf("%s imports %s: %s", p.ImportPath, d, why))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// moduleRoot returns the directory holding go.mod.
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == "/dev/null" {
+		t.Fatalf("not inside the module (go env GOMOD = %q)", gomod)
+	}
+	return filepath.Dir(gomod)
+}
+
+// list runs `go list -deps`-style listing of the layered packages.
+func list(t *testing.T) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Deps,Error", "./core/...", "./conformance/...", "./backends/...")
+	cmd.Dir = moduleRoot(t)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decoding go list output: %v", err)
+		}
+		if p.Error != nil {
+			// A package that does not build (work in progress) is still
+			// checked on the imports go list could read.
+			t.Logf("%s: %s", p.ImportPath, p.Error.Err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+func TestLayering(t *testing.T) {
+	pkgs := list(t)
+	seen := map[string]bool{}
+	for _, p := range pkgs {
+		seen[p.ImportPath] = true
+	}
+	for _, must := range []string{module + "/core", module + "/conformance", module + "/backends/memory"} {
+		if !seen[must] {
+			t.Fatalf("go list did not report %s: the check would check nothing", must)
+		}
+	}
+	for _, v := range violations(pkgs) {
+		t.Error(v)
+	}
+}
+
+// TestRulesCatchViolations makes sure each rule can fail.
+func TestRulesCatchViolations(t *testing.T) {
+	pkgs := []pkg{
+		{ImportPath: module + "/core", Deps: []string{"context", module + "/backends/memory"}},
+		{ImportPath: module + "/core/catalog", Deps: []string{"google.golang.org/grpc/codes"}},
+		{ImportPath: module + "/core/x", Deps: []string{module + "/plugins/shim", "github.com/hashicorp/go-plugin"}},
+		{ImportPath: module + "/conformance", Deps: []string{module + "/core", module + "/backends/raft"}},
+		{ImportPath: module + "/backends/raft", Deps: []string{module + "/core", module + "/backends/raft/internal/sm", module + "/backends/memory"}},
+		{ImportPath: module + "/backends/zookeeper", Deps: []string{module + "/plugins"}},
+		{ImportPath: module + "/backends/memory", Deps: []string{module + "/core", module + "/backendsx"}},
+	}
+	got := violations(pkgs)
+	want := []string{
+		module + "/backends/raft imports " + module + "/backends/memory",
+		module + "/backends/zookeeper imports " + module + "/plugins",
+		module + "/conformance imports " + module + "/backends/raft",
+		module + "/core imports " + module + "/backends/memory",
+		module + "/core/catalog imports google.golang.org/grpc/codes",
+		module + "/core/x imports github.com/hashicorp/go-plugin",
+		module + "/core/x imports " + module + "/plugins/shim",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d violations, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]+":") {
+			t.Errorf("violation %d: got %q, want it to start with %q", i, got[i], want[i])
+		}
+	}
+}
