@@ -1,0 +1,217 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/metaplane/metaplane/conformance"
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/plugins"
+	"github.com/metaplane/metaplane/plugins/plugintest"
+)
+
+func init() {
+	Register(Command{
+		Name:    "conformance",
+		Summary: "run the backend conformance suite against a plugin binary",
+		Run:     runConformance,
+	})
+}
+
+const conformanceUsage = `usage: metaplane conformance --plugin PATH [--run REGEX] [--json] [--timeout D]
+                             [--config FILE] [-D key=value ...] [--no-env]
+
+Runs the backend conformance suite against the backend plugin binary at
+PATH: every property on a fresh store (a fresh plugin process, started with
+the configuration), one line each ("PASS name (12ms)", "FAIL name: message",
+"SKIP name: reason"), then a summary. The configuration is loaded as the
+daemon loads it and handed to the plugin, so -D points a plugin at its
+server, e.g. -D zookeeper.address=127.0.0.1:2181; a third-party plugin's own
+keys (under its selector key's first segment, e.g. etcd.*) are accepted.
+Exit status: 0 every property passed or was skipped, 1 a property failed or
+the plugin could not be run, 2 usage error (including a bad configuration).
+docs/writing-a-backend.md explains the suite.
+
+flags:
+`
+
+// conformanceReport is the --json output.
+type conformanceReport struct {
+	Plugin  string               `json:"plugin"`
+	Backend string               `json:"backend"`
+	Passed  int                  `json:"passed"`
+	Failed  int                  `json:"failed"`
+	Skipped int                  `json:"skipped"`
+	Results []conformance.Result `json:"results"`
+}
+
+func runConformance(ctx context.Context, env *Env, args []string) int {
+	fs := flag.NewFlagSet("conformance", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	path := fs.String("plugin", "", "the backend plugin binary `PATH` (required)")
+	run := fs.String("run", "", "run only the properties whose name matches `REGEX`")
+	asJSON := fs.Bool("json", false, "print the results as one JSON object")
+	timeout := fs.Duration("timeout", conformance.PropertyTimeout, "bound each property to `D`")
+	verbose := fs.Bool("v", false, "print every property's log, and the plugin's warnings, on stderr")
+	cf := AddConfigFlags(fs)
+	fs.Usage = func() {
+		io.WriteString(env.Stderr, conformanceUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK
+		}
+		return ExitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(env.Stderr, "metaplane conformance: unexpected argument %q\n", fs.Arg(0))
+		return ExitUsage
+	}
+	if *path == "" {
+		fmt.Fprintln(env.Stderr, "metaplane conformance: --plugin PATH is required")
+		fs.Usage()
+		return ExitUsage
+	}
+	if st, err := os.Stat(*path); err != nil || st.IsDir() {
+		if err == nil {
+			err = errors.New("is a directory")
+		}
+		fmt.Fprintf(env.Stderr, "metaplane conformance: --plugin %s: %v\n", *path, err)
+		return ExitUsage
+	}
+	if *timeout <= 0 {
+		fmt.Fprintf(env.Stderr, "metaplane conformance: --timeout %v: must be positive\n", *timeout)
+		return ExitUsage
+	}
+
+	desc, err := plugins.Describe(ctx, *path)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "metaplane conformance: %v\n", err)
+		return ExitFailure
+	}
+	lo := cf.LoadOptions()
+	if desc.SelectorKey != "" && !isBuiltinBackend(desc.Name) {
+		lo.ExtraBackends = []core.BackendDescriptor{desc}
+	}
+	cfg, err := core.LoadConfig(lo)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "metaplane conformance: configuration: %v\n", err)
+		return ExitUsage
+	}
+
+	level := slog.LevelError
+	if *verbose {
+		level = slog.LevelWarn
+	}
+	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+	h := plugintest.Harness(*path, plugintest.Options{Config: cfg.Flatten(), Logger: logger})
+
+	out := env.Stdout
+	if !*asJSON {
+		fmt.Fprintf(out, "conformance of %s (backend %q)\n", *path, desc.Name)
+	}
+	results, err := conformance.RunStandalone(h, conformance.StandaloneOptions{
+		Run:     *run,
+		Timeout: *timeout,
+		OnResult: func(r conformance.Result) {
+			if !*asJSON {
+				printResult(out, r, *verbose)
+			}
+		},
+	})
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "metaplane conformance: %v\n", err)
+		return ExitUsage
+	}
+	if len(results) == 0 {
+		fmt.Fprintf(env.Stderr, "metaplane conformance: --run %q matches no property\n", *run)
+		return ExitUsage
+	}
+	rep := conformanceReport{Plugin: *path, Backend: desc.Name, Results: results}
+	for _, r := range results {
+		switch r.Status {
+		case conformance.Passed:
+			rep.Passed++
+		case conformance.Failed:
+			rep.Failed++
+		case conformance.Skipped:
+			rep.Skipped++
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(env.Stderr, "metaplane conformance: %v\n", err)
+			return ExitFailure
+		}
+	} else {
+		fmt.Fprintf(out, "conformance: %d passed, %d failed, %d skipped\n", rep.Passed, rep.Failed, rep.Skipped)
+	}
+	if rep.Failed > 0 {
+		return ExitFailure
+	}
+	return ExitOK
+}
+
+func isBuiltinBackend(name string) bool {
+	for _, d := range core.BuiltinBackends() {
+		if d.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// printResult prints one property's line: PASS with its duration, FAIL
+// with its first failure message (and the others indented below), SKIP
+// with its reason.
+func printResult(w io.Writer, r conformance.Result, verbose bool) {
+	d := r.Duration.Round(time.Millisecond)
+	switch r.Status {
+	case conformance.Passed:
+		fmt.Fprintf(w, "PASS %s (%v)\n", r.Name, d)
+		if verbose {
+			printMessages(w, r.Messages)
+		}
+	case conformance.Skipped:
+		fmt.Fprintf(w, "SKIP %s: %s\n", r.Name, lastMessage(r.Messages, "skipped"))
+	default:
+		fmt.Fprintf(w, "FAIL %s: %s (%v)\n", r.Name, lastMessage(r.Messages, "failed"), d)
+		printMessages(w, r.Messages)
+	}
+}
+
+func lastMessage(ms []string, none string) string {
+	if len(ms) == 0 {
+		return none
+	}
+	return firstLineOf(ms[len(ms)-1])
+}
+
+func printMessages(w io.Writer, ms []string) {
+	if len(ms) <= 1 {
+		return
+	}
+	for _, m := range ms {
+		for _, line := range strings.Split(m, "\n") {
+			fmt.Fprintf(w, "    %s\n", line)
+		}
+	}
+}
+
+func firstLineOf(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
