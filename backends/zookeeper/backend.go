@@ -331,10 +331,13 @@ func capabilities() core.Capabilities {
 
 // Status returns this client's view: its session, the server it is
 // connected to, the leader and epoch read from the tree, and the highest
-// zxid seen (Revision). Errors: ErrClosed.
+// zxid seen (Revision). Errors: ErrClosed, context errors.
 func (b *Backend) Status(ctx context.Context) (core.Status, error) {
 	if b.isClosed() {
 		return core.Status{}, core.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return core.Status{}, err
 	}
 	b.mu.Lock()
 	role := core.RoleObserver
@@ -448,6 +451,9 @@ func convStat(s *zk.Stat) core.Stat {
 // returns at once with ctx's error; the call itself completes in the
 // background (the library cannot cancel a request).
 func (b *Backend) do(ctx context.Context, fn func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	select {
 	case b.sem <- struct{}{}:
 	case <-ctx.Done():
