@@ -1,0 +1,209 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/metaplane/metaplane/coordinator"
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/plugins"
+)
+
+func init() {
+	Register(Command{Name: "coordinator", Summary: "run a coordinator (with no configuration: a single-voter Raft coordinator on loopback)", Run: runCoordinator})
+}
+
+const coordinatorUsage = `usage: metaplane coordinator [--config FILE] [-D key=value ...]
+
+Runs a coordinator: loads the configuration, selects the metadata backend
+(zookeeper.address: ZooKeeper; coordinator.seed.nodes: Raft; neither:
+metadata.backend.default, raft out of the box), starts its plugin,
+campaigns, and serves the admin API on the CLIENT listener (bind.listeners,
+default CLIENT://127.0.0.1:9123) while it leads. A standby answers every
+call with NOT_LEADER and the leader's address. Metrics are served at
+http://<metrics.address>/metrics. Stop it with Ctrl-C.
+
+flags:
+`
+
+// listenerAddress returns host:port of the listener named name in a list
+// of NAME://host:port entries ("" when absent).
+func listenerAddress(listeners []string, name string) string {
+	for _, l := range listeners {
+		if n, addr, ok := strings.Cut(l, "://"); ok && strings.EqualFold(n, name) {
+			return addr
+		}
+	}
+	return ""
+}
+
+// newLogger returns the process's logger: text lines on w at Info level
+// (Debug with METAPLANE_LOG_LEVEL=debug).
+func newLogger(w io.Writer, name string) *slog.Logger {
+	level := slog.LevelInfo
+	if strings.EqualFold(os.Getenv("METAPLANE_LOG_LEVEL"), "debug") {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})).With("process", name)
+}
+
+// binaryHint is how to call this binary from the current directory, for the
+// hints printed at start.
+func binaryHint() string {
+	exe := os.Args[0]
+	if !strings.Contains(exe, "/") {
+		return exe
+	}
+	if abs, err := filepath.Abs(exe); err == nil {
+		if wd, err := os.Getwd(); err == nil {
+			if rel, err := filepath.Rel(wd, abs); err == nil && !strings.HasPrefix(rel, "..") {
+				return rel
+			}
+		}
+		return abs
+	}
+	return exe
+}
+
+func runCoordinator(ctx context.Context, env *Env, args []string) int {
+	fs := flag.NewFlagSet("metaplane coordinator", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	cf := AddConfigFlags(fs)
+	pluginPath := fs.String("plugin", "", "run this backend plugin binary instead of metaplane-backend-<backend> from metadata.backend.plugin.dir")
+	fs.Usage = func() {
+		io.WriteString(env.Stderr, coordinatorUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK
+		}
+		return ExitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(env.Stderr, "metaplane coordinator: unexpected argument %q\n", fs.Arg(0))
+		return ExitUsage
+	}
+	cfg, err := core.LoadConfig(cf.LoadOptions())
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "metaplane coordinator: invalid configuration:\n%v\n", err)
+		return ExitFailure
+	}
+	for _, w := range cfg.Selected.Warnings {
+		fmt.Fprintf(env.Stderr, "WARNING: %s\n", w)
+	}
+	id := uuid.NewString()
+	logger := newLogger(env.Stderr, "coordinator")
+	if err := serveCoordinator(ctx, env, cfg, id, *pluginPath, logger); err != nil {
+		fmt.Fprintf(env.Stderr, "metaplane coordinator: %v\n", err)
+		return ExitFailure
+	}
+	return ExitOK
+}
+
+func serveCoordinator(ctx context.Context, env *Env, cfg *core.Config, id, pluginPath string, logger *slog.Logger) error {
+	bind := listenerAddress(cfg.BindListeners, "CLIENT")
+	if bind == "" {
+		return fmt.Errorf("bind.listeners %v has no CLIENT listener", cfg.BindListeners)
+	}
+	l, err := net.Listen("tcp", bind)
+	if err != nil {
+		return fmt.Errorf("bind.listeners: listen on %s: %w", bind, err)
+	}
+	defer l.Close()
+	advertised := listenerAddress(cfg.AdvertisedListeners, "CLIENT")
+	if advertised == "" {
+		advertised = l.Addr().String()
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var metricsAddr string
+	if cfg.MetricsAddress != "" {
+		ml, err := net.Listen("tcp", cfg.MetricsAddress)
+		if err != nil {
+			return fmt.Errorf("metrics.address: listen on %s: %w", cfg.MetricsAddress, err)
+		}
+		metricsAddr = ml.Addr().String()
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go hs.Serve(ml)
+		defer hs.Close()
+	}
+
+	flat := cfg.Flatten()
+	p, err := plugins.Launch(ctx, plugins.LaunchOptions{
+		Path: pluginPath, Name: cfg.Selected.Backend, Dir: cfg.Metadata.Backend.PluginDir,
+		SHA256: cfg.Metadata.Backend.PluginSHA256, Config: flat, Logger: logger,
+	})
+	if err != nil {
+		return fmt.Errorf("start the %s backend plugin: %w", cfg.Selected.Backend, err)
+	}
+	defer p.Close()
+
+	srv, err := coordinator.New(coordinator.Options{
+		Open: func(ctx context.Context) (core.MetadataBackend, error) {
+			return p.NewClient(ctx, core.ClientOptions{Name: "coordinator-" + id})
+		},
+		Listener:                   l,
+		AdvertisedListeners:        "CLIENT://" + advertised,
+		ID:                         id,
+		TabletServerSessionTimeout: cfg.Coordinator.TabletServerSessionTimeout,
+		MetadataStreamMaxWait:      cfg.Coordinator.MetadataStreamMaxWait,
+		IDBlockSize:                cfg.Coordinator.Raft.IDBlockSize,
+		Logger:                     logger,
+		Registerer:                 reg,
+		Fatal:                      p.Done(),
+		FatalErr:                   p.Err,
+	})
+	if err != nil {
+		return err
+	}
+
+	w := env.Stdout
+	fmt.Fprintf(w, "metaplane coordinator %s\n", id)
+	fmt.Fprintf(w, "  backend:  %s (selected by %s)\n", cfg.Selected.Backend, cfg.Selected.SelectedBy)
+	switch cfg.Selected.Backend {
+	case core.BackendRaft:
+		self := cfg.RaftNodeID()
+		for _, v := range cfg.RaftVoters() {
+			if v.ID == self {
+				fmt.Fprintf(w, "  raft:     voter %d of %d on %s, data in %s\n", v.ID, len(cfg.RaftVoters()), net.JoinHostPort(v.Host, strconv.Itoa(v.Port)), cfg.Coordinator.Raft.Dir)
+			}
+		}
+	case core.BackendZooKeeper:
+		fmt.Fprintf(w, "  zookeeper: %s (root %s)\n", strings.Join(cfg.ZooKeeper.Address, ","), cfg.ZooKeeper.PathRoot)
+	}
+	fmt.Fprintf(w, "  clients:  %s\n", advertised)
+	if metricsAddr != "" {
+		fmt.Fprintf(w, "  metrics:  http://%s/metrics\n", metricsAddr)
+	}
+	hint := binaryHint()
+	bs := ""
+	if advertised != "127.0.0.1:9123" {
+		bs = " --bootstrap-servers " + advertised
+	}
+	fmt.Fprintf(w, "try:\n  %s admin create-database demo%s\n  %s admin create-table demo.orders --column id:BIGINT --column amount:DOUBLE --primary-key id --buckets 3%s\n  %s admin list-tables demo%s\n",
+		hint, bs, hint, bs, hint, bs)
+	if f, ok := w.(interface{ Sync() error }); ok {
+		f.Sync()
+	}
+	return srv.Serve(ctx)
+}
