@@ -22,6 +22,7 @@ const (
 	PartitionAssignsPath  = "/tabletservers/partitions"
 	ServerTagsPath        = "/tabletservers/server_tags"
 	MetadataRoot          = "/metadata"
+	MetadataPath          = MetadataRoot // alias of MetadataRoot
 	DatabasesPath         = "/metadata/databases"
 	TableSeqIDPath        = "/metadata/table_seqid"
 	PartitionSeqIDPath    = "/metadata/partition_seqid"
