@@ -9,8 +9,6 @@ import (
 	"github.com/metaplane/metaplane/core"
 )
 
-func init() { register(electionProperties()...) }
-
 // fencedWritesRefused checks that every kind of write under fence fails
 // with ErrFenced and changes nothing.
 func fencedWritesRefused(e *env, c core.MetadataBackend, fence core.Fence, what string) {

@@ -13,8 +13,6 @@ import (
 	"github.com/metaplane/metaplane/core"
 )
 
-func init() { register(idProperties()...) }
-
 type idRange struct{ first, n int64 }
 
 // noOverlap fails if any two ranges share an id.

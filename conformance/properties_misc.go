@@ -10,15 +10,6 @@ import (
 	"github.com/metaplane/metaplane/core"
 )
 
-func init() {
-	register(snapshotProperties()...)
-	register(contextProperties()...)
-	register(closedProperties()...)
-	register(leaseProperties()...)
-	register(faultProperties()...)
-	register(statusProperties()...)
-}
-
 func snapshotProperties() []Property {
 	return []Property{
 		{

@@ -8,8 +8,6 @@ import (
 	"github.com/metaplane/metaplane/core"
 )
 
-func init() { register(sessionProperties()...) }
-
 // waitExpiredThenConnected reads ch until the expiry of old and the
 // following connection of a new session; it returns the new session id.
 func waitExpiredThenConnected(e *env, ch <-chan core.SessionEvent, old int64) int64 {

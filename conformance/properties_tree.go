@@ -11,14 +11,6 @@ import (
 	"github.com/metaplane/metaplane/core"
 )
 
-func init() {
-	register(pathProperties()...)
-	register(createProperties()...)
-	register(readProperties()...)
-	register(writeProperties()...)
-	register(txnProperties()...)
-}
-
 // invalidPathEverywhere checks that every call taking a path refuses bad
 // with ErrInvalidPath and changes nothing.
 func invalidPathEverywhere(e *env, bad string) {

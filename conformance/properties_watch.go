@@ -9,8 +9,6 @@ import (
 	"github.com/metaplane/metaplane/core"
 )
 
-func init() { register(watchProperties()...) }
-
 // closesSoon fails unless ch is closed within waitTimeout (responses
 // before the close are drained).
 func closesSoon(e *env, ch <-chan core.WatchResponse, what string) {

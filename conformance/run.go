@@ -59,27 +59,19 @@ type Compactor interface {
 	Compact(t T, revision int64)
 }
 
-var (
-	registryMu sync.Mutex
-	registry   []Property
-)
-
-// register adds properties to the suite; each properties_*.go file calls
-// it from init.
-func register(ps ...Property) {
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	registry = append(registry, ps...)
-}
-
 // Properties returns the suite's properties in the order they run. The
 // slice belongs to the caller.
 func Properties() []Property {
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	out := make([]Property, len(registry))
-	copy(out, registry)
-	return out
+	var ps []Property
+	for _, group := range [][]Property{
+		pathProperties(), createProperties(), readProperties(), writeProperties(),
+		txnProperties(), sessionProperties(), watchProperties(), snapshotProperties(),
+		electionProperties(), idProperties(), leaseProperties(), contextProperties(),
+		closedProperties(), faultProperties(), statusProperties(),
+	} {
+		ps = append(ps, group...)
+	}
+	return ps
 }
 
 // Run runs every property against the harness's backend, each as a subtest
