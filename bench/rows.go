@@ -33,6 +33,11 @@ func allRows() []rowSpec {
 			prepare: prepareImageRead,
 		},
 		{
+			id: "image.get-node", title: "image node lookup (raw bytes)", group: "reads", metric: MetricP50,
+			note:    "the table's node read from the image without decoding: the map lookup alone",
+			prepare: prepareImageNode,
+		},
+		{
 			id: "admin.get-table-info", title: "getTableInfo (admin API)", group: "admin reads", metric: MetricP50,
 			seed: &SeedFigure{ZooKeeperMicros: 421, RaftMicros: 89}, prepare: prepareGetTableInfo,
 		},
@@ -233,7 +238,7 @@ func prepareIDs(block int64) func(ctx context.Context, s *System, p plan) (*work
 }
 
 // coordinator returns the system's coordinator rig or why it has none.
-func coordinator(s *System) (CoordinatorRig, error) {
+func coordinatorOf(s *System) (CoordinatorRig, error) {
 	if s.Coordinator == nil {
 		return nil, s.missing("coordinator")
 	}
@@ -259,7 +264,7 @@ func ensureDB(ctx context.Context, s *System, a AdminAPI) error {
 
 // readyTable creates a table for the read rows.
 func readyTable(ctx context.Context, s *System, name string, partitioned bool) (AdminAPI, error) {
-	co, err := coordinator(s)
+	co, err := coordinatorOf(s)
 	if err != nil {
 		return nil, err
 	}
@@ -301,6 +306,18 @@ func prepareImageRead(ctx context.Context, s *System, p plan) (*workload, error)
 		},
 		calls: p.batch * 10,
 	}, nil
+}
+
+func prepareImageNode(ctx context.Context, s *System, p plan) (*workload, error) {
+	w, err := prepareImageRead(ctx, s, p)
+	if err != nil {
+		return nil, err
+	}
+	co := s.Coordinator
+	w.op = func(ctx context.Context, _, _ int) (int64, error) {
+		return 1, co.ImageGetNode(benchDB, "image_read")
+	}
+	return w, nil
 }
 
 func prepareGetTableInfo(ctx context.Context, s *System, p plan) (*workload, error) {

@@ -143,6 +143,8 @@ type CoordinatorRig interface {
 	// ImageGetTable reads one table's record from the coordinator's
 	// in-process metadata image.
 	ImageGetTable(db, table string) error
+	// ImageGetNode reads the table's node from the image, undecoded.
+	ImageGetNode(db, table string) error
 	// Admin returns the admin API client of the coordinator leader.
 	Admin() AdminAPI
 	// Close stops the coordinator.
