@@ -446,3 +446,52 @@ func TestPluginLogsReachHost(t *testing.T) {
 		t.Errorf("level %v, want INFO", rec.Level)
 	}
 }
+
+// TestDiscoverAndSelect: plugins in a directory are described without
+// being started; a third-party plugin's selector key then selects it.
+func TestDiscoverAndSelect(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Symlink(memoryPlugin(t), filepath.Join(dir, "metaplane-backend-memory")); err != nil {
+		t.Fatal(err)
+	}
+	script := func(name, body string, mode os.FileMode) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+body+"\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script("metaplane-backend-etcd", `echo '{"name":"etcd","selector_key":"etcd.endpoints","protocol_versions":[1]}'`, 0o755)
+	script("metaplane-backend-misnamed", `echo '{"name":"other"}'`, 0o755)
+	script("metaplane-backend-notexec", `echo '{"name":"notexec"}'`, 0o644)
+	script("unrelated", `exit 1`, 0o755)
+
+	found, err := Discover(context.Background(), dir)
+	if err == nil || !strings.Contains(err.Error(), "metaplane-backend-misnamed") || !strings.Contains(err.Error(), `"other"`) {
+		t.Errorf("error %v, want one naming the misnamed plugin", err)
+	}
+	var names []string
+	for _, f := range found {
+		names = append(names, f.Descriptor.Name)
+	}
+	if fmt.Sprint(names) != "[etcd memory]" {
+		t.Fatalf("found %v, want [etcd memory]", names)
+	}
+	extra := ThirdParty(found)
+	if len(extra) != 1 || extra[0].SelectorKey != "etcd.endpoints" {
+		t.Fatalf("third-party descriptors %+v", extra)
+	}
+	cfg, err := core.LoadConfig(core.LoadOptions{ExtraBackends: extra, Overrides: []string{"etcd.endpoints=127.0.0.1:2379"}})
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	if cfg.Selected.Backend != "etcd" {
+		t.Errorf("selected %+v, want etcd", cfg.Selected)
+	}
+	if cfg.Flatten()["etcd.endpoints"] != "127.0.0.1:2379" {
+		t.Errorf("the plugin's key does not reach its configuration: %v", cfg.Flatten())
+	}
+	// Both a third-party selector key and a built-in one: refused.
+	_, err = core.LoadConfig(core.LoadOptions{ExtraBackends: extra, Overrides: []string{"etcd.endpoints=127.0.0.1:2379", "zookeeper.address=127.0.0.1:2181"}})
+	if err == nil || !strings.Contains(err.Error(), "etcd.endpoints") || !strings.Contains(err.Error(), "zookeeper.address") {
+		t.Errorf("two selector keys: %v, want an error naming both", err)
+	}
+}

@@ -1,0 +1,89 @@
+package plugins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/metaplane/metaplane/core"
+)
+
+// Found is a backend plugin binary found in a plugin directory.
+type Found struct {
+	// Path is the binary's path.
+	Path string
+	// Descriptor is what the binary declared in describe mode.
+	Descriptor core.BackendDescriptor
+}
+
+// Discover finds the backend plugins in dir (empty: DefaultDir): every
+// executable regular file (or link to one) named metaplane-backend-<name>,
+// sorted by name, and describes each one (see Describe) without starting
+// it. A plugin whose descriptor's name differs from <name> is refused.
+//
+// The host feeds the third-party descriptors (ThirdParty) to
+// core.LoadConfig as LoadOptions.ExtraBackends, so that their selector
+// keys take part in backend selection, then launches the selected one by
+// name. It returns every plugin it could describe; the error joins one
+// error per plugin it could not (each naming the file). Cancelling ctx
+// stops the describing.
+func Discover(ctx context.Context, dir string) ([]Found, error) {
+	if dir == "" {
+		var err error
+		if dir, err = DefaultDir(); err != nil {
+			return nil, err
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s %s: %v", core.ErrInvalidArgument, KeyPluginDir, dir, err)
+	}
+	var names []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), BinaryPrefix) && len(e.Name()) > len(BinaryPrefix) {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	var found []Found
+	var errs []error
+	for _, n := range names {
+		path := filepath.Join(dir, n)
+		st, err := os.Stat(path)
+		if err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
+			continue
+		}
+		d, err := Describe(ctx, path)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if want := strings.TrimPrefix(n, BinaryPrefix); d.Name != want {
+			errs = append(errs, fmt.Errorf("%w: plugin %s declares the backend name %q; its file must be named %s%s", core.ErrInvalidArgument, path, d.Name, BinaryPrefix, d.Name))
+			continue
+		}
+		found = append(found, Found{Path: path, Descriptor: d})
+	}
+	return found, errors.Join(errs...)
+}
+
+// ThirdParty returns the descriptors of the found plugins that are not
+// built-in backends (core.BuiltinBackends) and declare a selector key:
+// what core.LoadOptions.ExtraBackends takes.
+func ThirdParty(found []Found) []core.BackendDescriptor {
+	builtin := map[string]bool{}
+	for _, d := range core.BuiltinBackends() {
+		builtin[d.Name] = true
+	}
+	var out []core.BackendDescriptor
+	for _, f := range found {
+		if !builtin[f.Descriptor.Name] && f.Descriptor.SelectorKey != "" {
+			out = append(out, f.Descriptor)
+		}
+	}
+	return out
+}
