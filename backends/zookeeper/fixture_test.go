@@ -31,7 +31,7 @@ var originalTree = []struct {
 	{path: "/metadata/databases/db1/tables/t1/partitions/p2", data: `{"version":1,"table_id":246,"partition_id":135}`},
 	{path: "/metadata/databases/db2/tables/t2", data: `{"version":1,"table_id":1234,"comment":"second-table","bucket_count":32,"properties":{"option-3":"300"},"custom_properties":{},"created_time":-1,"modified_time":-1}`},
 	{path: "/metadata/databases/db2/tables/t2/schemas/1", data: `{"version":1,"columns":[{"name":"a","data_type":{"type":"BIGINT"},"id":0}],"highest_field_id":0}`},
-	{path: "/metadata/databases/db2/tables/pending"}, // schema first: no data yet
+	{path: "/metadata/databases/db2/tables/pending"},                              // schema first: no data yet
 	{path: "/metadata/table_seqid", data: "\x00\x00\x00\x00\x00\x00\x04\xd3"},     // 1235
 	{path: "/metadata/partition_seqid", data: "\x00\x00\x00\x00\x00\x00\x16\x2f"}, // 5679
 	{path: "/metadata/writer_id", data: "\x00\x00\x00\x00\x00\x00\x00\x2a"},       // 42
