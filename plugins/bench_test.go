@@ -1,0 +1,150 @@
+package plugins_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/metaplane/metaplane/backends/memory"
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/testutil"
+	"github.com/metaplane/metaplane/plugins"
+)
+
+// The boundary's cost: the same calls on the memory backend directly and
+// through a real metaplane-backend-memory process. docs/benchmarks.md
+// records the ratios ("Plugin boundary").
+
+// benchBackends returns the two ways to reach a memory backend: "direct"
+// (in this process) and "plugin" (a real plugin process over gRPC).
+func benchBackends(b *testing.B) map[string]core.MetadataBackend {
+	b.Helper()
+	ctx := context.Background()
+	direct, err := memory.NewProvider(memory.StoreOptions{}).NewClient(ctx, core.ClientOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = direct.Close() })
+	p, err := plugins.Launch(ctx, plugins.LaunchOptions{
+		Path:   testutil.Binary(b, "metaplane-backend-memory"),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = p.Close() })
+	viaPlugin, err := p.NewClient(ctx, core.ClientOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return map[string]core.MetadataBackend{"direct": direct, "plugin": viaPlugin}
+}
+
+func benchPaths(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("/bench/n%04d", i)
+	}
+	return out
+}
+
+func fill(b *testing.B, c core.MetadataBackend, paths []string) {
+	b.Helper()
+	ctx := context.Background()
+	value := make([]byte, 256)
+	for _, p := range paths {
+		if _, _, err := core.Create(ctx, c, p, value, core.CreateOptions{MakeParents: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkGet: one read of a 256-byte node.
+func BenchmarkGet(b *testing.B) {
+	for _, name := range []string{"direct", "plugin"} {
+		b.Run(name, func(b *testing.B) {
+			c := benchBackends(b)[name]
+			fill(b, c, benchPaths(1))
+			ctx := context.Background()
+			for b.Loop() {
+				if _, err := core.Get(ctx, c, "/bench/n0000"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkGet100: 100 nodes read with one GetMany ("batched") or with 100
+// Gets ("single"); one op is the 100 reads.
+func BenchmarkGet100(b *testing.B) {
+	paths := benchPaths(100)
+	for _, name := range []string{"direct", "plugin"} {
+		for _, mode := range []string{"batched", "single"} {
+			b.Run(name+"/"+mode, func(b *testing.B) {
+				c := benchBackends(b)[name]
+				fill(b, c, paths)
+				ctx := context.Background()
+				for b.Loop() {
+					if mode == "batched" {
+						res, err := c.GetMany(ctx, paths, core.ReadOptions{})
+						if err != nil || len(res) != len(paths) {
+							b.Fatal(err)
+						}
+						continue
+					}
+					for _, p := range paths {
+						if _, err := core.Get(ctx, c, p); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkWatchThroughput: how fast a watch delivers changes. Transactions
+// of 100 sets each are written; one op is one delivered event.
+func BenchmarkWatchThroughput(b *testing.B) {
+	const perTxn = 100
+	paths := benchPaths(perTxn)
+	for _, name := range []string{"direct", "plugin"} {
+		b.Run(name, func(b *testing.B) {
+			c := benchBackends(b)[name]
+			fill(b, c, paths)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			ch, err := c.Watch(ctx, "/bench", 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			value := make([]byte, 256)
+			ops := make([]core.Op, perTxn)
+			for i, p := range paths {
+				ops[i] = core.SetOp(p, value, core.AnyVersion)
+			}
+			b.ResetTimer()
+			txns := (b.N + perTxn - 1) / perTxn
+			go func() {
+				for i := 0; i < txns && ctx.Err() == nil; i++ {
+					if _, err := c.Txn(ctx, ops, core.TxnOptions{}); err != nil {
+						return
+					}
+				}
+			}()
+			for got := 0; got < txns*perTxn; {
+				r, ok := <-ch
+				if !ok || r.Err != nil {
+					b.Fatalf("watch ended: %v", r.Err)
+				}
+				got += len(r.Events)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(txns*perTxn)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
