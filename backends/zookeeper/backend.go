@@ -45,7 +45,7 @@ type Backend struct {
 	closed      bool
 	state       core.SessionState
 	sessionID   int64
-	negotiated  time.Duration
+	negotiated  time.Duration // the session timeout the server granted
 	changed     chan struct{} // closed and replaced on every state change
 	subs        map[*sessionSub]struct{}
 	suspendTmr  *time.Timer
@@ -187,18 +187,24 @@ func (b *Backend) handleSession(ev zk.Event) {
 			b.suspendTmr = nil
 		}
 		b.sessionID = id
-		b.negotiated = b.timeout
+		if ms := b.wire.timeout.Load(); ms > 0 {
+			b.negotiated = time.Duration(ms) * time.Millisecond
+		} else {
+			b.negotiated = b.timeout
+		}
 		b.setStateLocked(core.SessionConnected, id)
 	case zk.StateDisconnected:
 		if b.state != core.SessionConnected {
 			return
 		}
 		b.setStateLocked(core.SessionSuspended, b.sessionID)
-		// Past the session timeout without a connection the server has
-		// expired the session (ensemble permitting): leaders must stop
-		// before anyone else can be elected, so leadership ends then.
+		// The server expires the session a session timeout after it last
+		// heard from the client (ensemble permitting), and then another
+		// candidate can win: leadership ends a session timeout after the
+		// client last heard from the server.
 		sid := b.sessionID
-		b.suspendTmr = time.AfterFunc(b.timeout, func() { b.suspendedTooLong(sid) })
+		d := b.negotiated - time.Since(time.Unix(0, b.wire.lastRead.Load()))
+		b.suspendTmr = time.AfterFunc(max(d, 0), func() { b.suspendedTooLong(sid) })
 	case zk.StateExpired:
 		old := b.sessionID
 		if b.suspendTmr != nil {
@@ -284,7 +290,11 @@ func (b *Backend) Session() core.SessionInfo {
 	if b.closed {
 		st = core.SessionClosed
 	}
-	return core.SessionInfo{ID: b.sessionID, Timeout: b.timeout, State: st}
+	to := b.negotiated
+	if to == 0 {
+		to = b.timeout
+	}
+	return core.SessionInfo{ID: b.sessionID, Timeout: to, State: st}
 }
 
 // SessionEvents returns this client's session events from the next one on

@@ -23,6 +23,8 @@ import (
 // wireState is what the taps of one client saw, across its connections.
 type wireState struct {
 	lastZxid atomic.Int64
+	lastRead atomic.Int64 // unix nanoseconds of the last bytes received
+	timeout  atomic.Int64 // the negotiated session timeout, milliseconds
 
 	mu        sync.Mutex
 	sessionID int64
@@ -87,6 +89,9 @@ type tapConn struct {
 
 func (t *tapConn) Read(p []byte) (int, error) {
 	n, err := t.Conn.Read(p)
+	if n > 0 {
+		t.w.lastRead.Store(time.Now().UnixNano())
+	}
 	t.feed(p[:n])
 	return n, err
 }
@@ -138,6 +143,9 @@ func (t *tapConn) packet() {
 		// protocolVersion(4) timeout(4) sessionId(8) passwdLen(4) passwd
 		if len(h) < 20 {
 			return
+		}
+		if ms := int32(binary.BigEndian.Uint32(h[4:8])); ms > 0 {
+			t.w.timeout.Store(int64(ms))
 		}
 		sid := int64(binary.BigEndian.Uint64(h[8:16]))
 		pl := int(int32(binary.BigEndian.Uint32(h[16:20])))
