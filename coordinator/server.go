@@ -349,6 +349,9 @@ func (s *Server) lead(ctx context.Context, b core.MetadataBackend, lead core.Lea
 	s.setLeader(st)
 	s.leaderInfo.Store(&core.LeaderInfo{ID: s.id, Address: s.addr, Epoch: lead.Epoch()})
 	s.log.Info("serving as leader", "epoch", lead.Epoch(), "address", s.addr)
+	notifyDone := make(chan struct{})
+	go func() { defer close(notifyDone); s.notifyTablets(lctx, st) }()
+	defer func() { cancel(); <-notifyDone }()
 	select {
 	case <-lead.Lost():
 		s.setLeader(nil)

@@ -1,0 +1,138 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/sha256"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/metaplane/metaplane/core/catalog"
+	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
+)
+
+// notifyTablets sends every registered tablet server the LeaderAndIsr of
+// the buckets it replicates, carrying the leader's epoch
+// (NotifyLeaderAndIsr), when it leads and whenever those change. A server
+// that refuses (a newer coordinator told it a higher epoch) makes this
+// leader stop notifying it. Best effort: failures are retried on the next
+// change or after a few seconds.
+func (s *Server) notifyTablets(ctx context.Context, l *leaderState) {
+	conns := map[string]*grpc.ClientConn{}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	sent := map[int32][32]byte{}
+	retry := time.NewTicker(3 * time.Second)
+	defer retry.Stop()
+	for {
+		changed := l.img.Changed()
+		s.notifyOnce(ctx, l, conns, sent)
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+			// Debounce: a DDL is many events.
+			t := time.NewTimer(100 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		case <-retry.C:
+		}
+	}
+}
+
+func (s *Server) notifyOnce(ctx context.Context, l *leaderState, conns map[string]*grpc.ClientConn, sent map[int32][32]byte) {
+	servers, err := l.cat.ListTabletServers(ctx)
+	if err != nil {
+		return
+	}
+	snap, err := l.img.Snapshot(ctx, catalog.TabletServersRoot)
+	if err != nil {
+		return
+	}
+	per := map[int32][]*adminv1.NotifyLeaderAndIsrRequest_BucketState{}
+	for _, n := range snap.Nodes {
+		tableID, partitionID, bucket, ok := parseLeaderIsrPath(n.Path)
+		if !ok {
+			continue
+		}
+		lai, err := catalog.UnmarshalLeaderAndIsr(n.Data)
+		if err != nil {
+			continue
+		}
+		st := &adminv1.NotifyLeaderAndIsrRequest_BucketState{TableId: tableID, PartitionId: partitionID, Bucket: bucket,
+			Leader: lai.Leader, LeaderEpoch: lai.LeaderEpoch, Isr: lai.ISR, BucketEpoch: lai.BucketEpoch}
+		for _, r := range lai.ISR {
+			per[r] = append(per[r], st)
+		}
+	}
+	live := map[int32]bool{}
+	for _, ts := range servers {
+		live[ts.ID] = true
+		req := &adminv1.NotifyLeaderAndIsrRequest{CoordinatorEpoch: l.lead.Epoch(), CoordinatorId: s.id, Buckets: per[ts.ID]}
+		b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(req)
+		sum := sha256.Sum256(append(b, []byte(ts.Registration.Listeners)...))
+		if prev, ok := sent[ts.ID]; ok && prev == sum {
+			continue
+		}
+		addr := HostPort(ts.Registration.Listeners)
+		cc, ok := conns[addr]
+		if !ok {
+			cc, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				continue
+			}
+			conns[addr] = cc
+		}
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := adminv1.NewTabletServiceClient(cc).NotifyLeaderAndIsr(cctx, req)
+		cancel()
+		if err != nil {
+			if d := DetailOf(err); d != nil && d.Code == CodeInvalidCoordinator {
+				s.log.Warn("tablet server refused this coordinator's epoch: a newer leader exists", "tablet_server", ts.ID,
+					"epoch", l.lead.Epoch(), "tablet_epoch", d.CoordinatorEpoch)
+				sent[ts.ID] = sum
+			}
+			continue
+		}
+		sent[ts.ID] = sum
+	}
+	for id := range sent {
+		if !live[id] {
+			delete(sent, id)
+		}
+	}
+}
+
+// parseLeaderIsrPath parses /tabletservers/tables/<t>/buckets/<b>/leader_isr
+// and /tabletservers/partitions/<p>/buckets/<b>/leader_isr. For a
+// partition the table id is not in the path: it is returned as -1.
+func parseLeaderIsrPath(p string) (tableID, partitionID int64, bucket int32, ok bool) {
+	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	if len(parts) != 6 || parts[0] != "tabletservers" || parts[3] != "buckets" || parts[5] != "leader_isr" {
+		return 0, 0, 0, false
+	}
+	id, err1 := strconv.ParseInt(parts[2], 10, 64)
+	b, err2 := strconv.ParseInt(parts[4], 10, 32)
+	if err1 != nil || err2 != nil {
+		return 0, 0, 0, false
+	}
+	switch parts[1] {
+	case "tables":
+		return id, -1, int32(b), true
+	case "partitions":
+		return -1, id, int32(b), true
+	}
+	return 0, 0, 0, false
+}
+

@@ -1,0 +1,427 @@
+// Package tabletserver is the reference tablet server: an observer of the
+// metadata that registers itself, keeps its registration alive, follows the
+// metadata into a local view, and serves the coordinator-to-tablet requests
+// with coordinator-epoch fencing (FIP-9): a request from a lower epoch than
+// the highest it has seen is refused (INVALID_COORDINATOR), a higher epoch
+// is adopted.
+//
+// On the Raft backend it never joins the quorum: it finds the coordinator
+// leader through the seed coordinators and calls RegisterTabletServer,
+// TabletServerHeartbeat, FetchMetadataSnapshot and FetchMetadata. On the
+// ZooKeeper backend it has its own ZooKeeper session and ephemeral
+// /tabletservers/ids/<id>, re-created after a session expiry.
+package tabletserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/metaplane/metaplane/coordinator"
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/catalog"
+	"github.com/metaplane/metaplane/core/image"
+	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
+)
+
+// Options configure a Server.
+type Options struct {
+	// ID is the tablet server's id (tablet-server.id), at least 0.
+	ID int32
+	// Listener serves the TabletService. Required; closed by Serve.
+	Listener net.Listener
+	// Listeners is the advertised registration value
+	// ("CLIENT://host:port"); default CLIENT://<Listener's address>.
+	Listeners string
+	// Rack, CPUCores and MemoryBytes go into the registration.
+	Rack        string
+	CPUCores    float64
+	MemoryBytes int64
+
+	// Seeds are the coordinators' client addresses (Raft mode:
+	// coordinator.seed.nodes). Exactly one of Seeds and Open is set.
+	Seeds []string
+	// Open opens the tablet server's own backend client (ZooKeeper mode).
+	Open func(ctx context.Context) (core.MetadataBackend, error)
+
+	// HeartbeatInterval is the Raft-mode heartbeat period; default a third
+	// of the session timeout the coordinator grants.
+	HeartbeatInterval time.Duration
+	// Logger receives the server's events; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is a tablet server. Build it with New, run it with Serve.
+type Server struct {
+	opts Options
+	log  *slog.Logger
+	grpc *grpc.Server
+	img  *image.Image
+
+	epoch      atomic.Int64 // highest coordinator epoch seen; -1 before any
+	registered atomic.Bool
+	lease      atomic.Int64
+
+	mu      sync.Mutex
+	buckets map[bucketKey]*adminv1.NotifyLeaderAndIsrRequest_BucketState
+	backend atomic.Pointer[string]
+}
+
+type bucketKey struct {
+	table, partition int64
+	bucket           int32
+}
+
+// New returns a tablet server. Errors: a bad id, a missing Listener, or
+// not exactly one of Seeds and Open.
+func New(opts Options) (*Server, error) {
+	if opts.ID < 0 {
+		return nil, fmt.Errorf("%w: tablet server id %d: must be at least 0 (tablet-server.id / --id)", core.ErrInvalidArgument, opts.ID)
+	}
+	if opts.Listener == nil {
+		return nil, fmt.Errorf("%w: tablet server: Listener is required", core.ErrInvalidArgument)
+	}
+	if (len(opts.Seeds) == 0) == (opts.Open == nil) {
+		return nil, fmt.Errorf("%w: tablet server: give either coordinator seeds (Raft) or a backend (ZooKeeper)", core.ErrInvalidArgument)
+	}
+	if opts.Listeners == "" {
+		opts.Listeners = "CLIENT://" + opts.Listener.Addr().String()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{opts: opts, log: opts.Logger.With("tablet-server", opts.ID),
+		buckets: map[bucketKey]*adminv1.NotifyLeaderAndIsrRequest_BucketState{}}
+	s.epoch.Store(-1)
+	s.img = image.New(image.Options{Prefix: "/", Logf: func(f string, a ...any) { s.log.Debug(fmt.Sprintf(f, a...)) }})
+	s.grpc = grpc.NewServer()
+	adminv1.RegisterTabletServiceServer(s.grpc, &tabletService{s: s})
+	return s, nil
+}
+
+// Epoch returns the highest coordinator epoch seen (-1 before any).
+func (s *Server) Epoch() int64 { return s.epoch.Load() }
+
+// Registered reports whether the server's registration is in place as far
+// as it knows.
+func (s *Server) Registered() bool { return s.registered.Load() }
+
+// View is the server's local copy of the metadata.
+func (s *Server) View() *image.Image { return s.img }
+
+// Address returns the TabletService address (host:port).
+func (s *Server) Address() string { return s.opts.Listener.Addr().String() }
+
+// observeEpoch adopts epoch if it is higher than the highest seen and
+// reports whether a request at epoch is acceptable.
+func (s *Server) observeEpoch(epoch int64) bool {
+	for {
+		cur := s.epoch.Load()
+		if epoch < cur {
+			return false
+		}
+		if epoch == cur || s.epoch.CompareAndSwap(cur, epoch) {
+			if epoch > cur {
+				s.log.Info("adopted coordinator epoch", "epoch", epoch, "previous", cur)
+			}
+			return true
+		}
+	}
+}
+
+// Serve runs the server until ctx ends: the TabletService, registration and
+// heartbeats (or the ZooKeeper session), and the metadata view. It returns
+// nil when ctx ends, or the gRPC server's failure.
+func (s *Server) Serve(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		if err := s.grpc.Serve(s.opts.Listener); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			errc <- err
+		}
+	}()
+	var wg sync.WaitGroup
+	if len(s.opts.Seeds) > 0 {
+		client, err := coordinator.NewClient(s.opts.Seeds)
+		if err != nil {
+			s.grpc.Stop()
+			return err
+		}
+		defer client.Close()
+		name := core.BackendRaft
+		s.backend.Store(&name)
+		wg.Add(2)
+		go func() { defer wg.Done(); s.registerLoop(ctx, client) }()
+		go func() { defer wg.Done(); s.img.Run(ctx, &rpcSource{c: client, log: s.log}) }()
+	} else {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.zkLoop(ctx) }()
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	cancel()
+	s.grpc.Stop()
+	wg.Wait()
+	return err
+}
+
+// registerLoop registers through the coordinator leader and heartbeats,
+// re-registering when the lease is gone.
+func (s *Server) registerLoop(ctx context.Context, c *coordinator.Client) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		var reg *adminv1.RegisterTabletServerResponse
+		err := c.Tablets(ctx, func(ctx context.Context, t adminv1.TabletServerServiceClient) error {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			var err error
+			reg, err = t.RegisterTabletServer(cctx, &adminv1.RegisterTabletServerRequest{ServerId: s.opts.ID,
+				Listeners: s.opts.Listeners, Rack: s.opts.Rack, CpuCores: s.opts.CPUCores, MemoryBytes: s.opts.MemoryBytes})
+			return err
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("registration failed; retrying", "err", err, "in", backoff)
+			}
+			sleep(ctx, backoff)
+			backoff = min(backoff*2, 2*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		s.observeEpoch(reg.CoordinatorEpoch)
+		s.lease.Store(reg.LeaseId)
+		s.registered.Store(true)
+		s.log.Info("registered", "lease", reg.LeaseId, "coordinator_epoch", reg.CoordinatorEpoch)
+		interval := s.opts.HeartbeatInterval
+		if interval <= 0 {
+			interval = time.Duration(reg.SessionTimeoutMs) * time.Millisecond / 3
+		}
+		if interval <= 0 {
+			interval = time.Second
+		}
+		s.heartbeat(ctx, c, reg.LeaseId, interval, time.Duration(reg.SessionTimeoutMs)*time.Millisecond)
+		s.registered.Store(false)
+	}
+}
+
+// heartbeat renews the lease every interval until it is gone (or ctx
+// ends).
+func (s *Server) heartbeat(ctx context.Context, c *coordinator.Client, lease int64, interval, timeout time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	lastOK := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var resp *adminv1.TabletServerHeartbeatResponse
+		err := c.Tablets(ctx, func(ctx context.Context, ts adminv1.TabletServerServiceClient) error {
+			cctx, cancel := context.WithTimeout(ctx, interval)
+			defer cancel()
+			var err error
+			resp, err = ts.TabletServerHeartbeat(cctx, &adminv1.TabletServerHeartbeatRequest{ServerId: s.opts.ID, LeaseId: lease})
+			return err
+		})
+		switch {
+		case err == nil:
+			lastOK = time.Now()
+			s.observeEpoch(resp.CoordinatorEpoch)
+		case errors.Is(err, core.ErrSessionExpired):
+			s.log.Warn("lease expired; registering again", "lease", lease)
+			return
+		case ctx.Err() != nil:
+			return
+		default:
+			s.log.Warn("heartbeat failed", "err", err)
+			if timeout > 0 && time.Since(lastOK) > timeout {
+				s.log.Warn("no heartbeat within the session timeout; registering again")
+				return
+			}
+		}
+	}
+}
+
+// zkLoop keeps an own backend client, the ephemeral registration and the
+// view, reopening the client when it is closed under it.
+func (s *Server) zkLoop(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		b, err := s.opts.Open(ctx)
+		if err != nil {
+			s.log.Warn("opening the backend failed; retrying", "err", err)
+			sleep(ctx, backoff)
+			backoff = min(backoff*2, 5*time.Second)
+			continue
+		}
+		name := b.Capabilities().Name
+		s.backend.Store(&name)
+		cctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); s.img.Run(cctx, b) }()
+		s.keepRegistered(cctx, b)
+		cancel()
+		<-done
+		b.Close()
+		sleep(ctx, backoff)
+	}
+}
+
+// keepRegistered (re)creates /tabletservers/ids/<id> in the client's own
+// session: at start, after every session expiry, and whenever it is found
+// missing.
+func (s *Server) keepRegistered(ctx context.Context, b core.MetadataBackend) {
+	events, err := b.SessionEvents(ctx)
+	if err != nil {
+		s.log.Warn("session events", "err", err)
+		return
+	}
+	path := catalog.TabletServerPath(s.opts.ID)
+	check := time.NewTicker(500 * time.Millisecond)
+	defer check.Stop()
+	for ctx.Err() == nil {
+		sess := b.Session()
+		st, exists, err := core.Exists(ctx, b, path)
+		s.log.Debug("registration check", "session", sess.ID, "exists", exists, "owner", st.EphemeralOwner, "err", err)
+		switch {
+		case err != nil:
+			s.registered.Store(false)
+		case exists && st.EphemeralOwner == sess.ID:
+			if !s.registered.Swap(true) {
+				s.log.Info("registered", "session", sess.ID)
+			}
+		case exists:
+			// An earlier session's registration: it goes when that session
+			// expires.
+			s.registered.Store(false)
+		default:
+			reg := catalog.TabletServerRegistration{Listeners: s.opts.Listeners, RegisterTimestamp: time.Now().UnixMilli(),
+				Rack: s.opts.Rack, CPUCores: s.opts.CPUCores, MemoryBytes: s.opts.MemoryBytes}
+			_, _, err := core.Create(ctx, b, path, reg.Marshal(), core.CreateOptions{Mode: core.Ephemeral, MakeParents: true})
+			if err == nil {
+				s.registered.Store(true)
+				s.log.Info("registered", "session", sess.ID)
+				continue
+			}
+			s.log.Debug("registration failed", "err", err)
+			if !errors.Is(err, core.ErrNodeExists) {
+				s.log.Warn("registration failed", "err", err)
+			}
+			sleep(ctx, 100*time.Millisecond)
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			if ev.State == core.SessionExpired || ev.State == core.SessionSuspended {
+				s.registered.Store(false)
+				s.log.Warn("session event", "state", ev.State)
+			}
+			if ev.State == core.SessionClosed {
+				return
+			}
+		case <-check.C:
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// Tables returns the "db.table" names in the server's view.
+func (s *Server) Tables(ctx context.Context) []string {
+	var out []string
+	dbs, _, err := s.img.Children(ctx, catalog.DatabasesPath, core.ReadOptions{})
+	if err != nil {
+		return out
+	}
+	for _, db := range dbs {
+		tables, _, err := s.img.Children(ctx, catalog.TablesPath(db), core.ReadOptions{})
+		if err != nil {
+			continue
+		}
+		for _, t := range tables {
+			out = append(out, db+"."+t)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// bucketsLed counts the buckets whose LeaderAndIsr in the view names this
+// server as leader.
+func (s *Server) bucketsLed(ctx context.Context) int32 {
+	var n int32
+	snap, err := s.img.Snapshot(ctx, catalog.TabletServersRoot)
+	if err != nil {
+		return 0
+	}
+	for _, node := range snap.Nodes {
+		if !strings.HasSuffix(node.Path, "/leader_isr") {
+			continue
+		}
+		if l, err := catalog.UnmarshalLeaderAndIsr(node.Data); err == nil && l.Leader == s.opts.ID {
+			n++
+		}
+	}
+	return n
+}
+
+// tabletService implements adminv1.TabletServiceServer.
+type tabletService struct {
+	adminv1.UnimplementedTabletServiceServer
+	s *Server
+}
+
+func (t *tabletService) NotifyLeaderAndIsr(ctx context.Context, r *adminv1.NotifyLeaderAndIsrRequest) (*adminv1.NotifyLeaderAndIsrResponse, error) {
+	s := t.s
+	if !s.observeEpoch(r.CoordinatorEpoch) {
+		highest := s.epoch.Load()
+		s.log.Warn("refused a request from a stale coordinator", "epoch", r.CoordinatorEpoch, "highest", highest, "coordinator", r.CoordinatorId)
+		return nil, coordinator.ToStatus(&coordinator.InvalidCoordinatorError{Got: r.CoordinatorEpoch, Highest: highest})
+	}
+	s.mu.Lock()
+	for _, b := range r.Buckets {
+		s.buckets[bucketKey{b.TableId, b.PartitionId, b.Bucket}] = b
+	}
+	s.mu.Unlock()
+	return &adminv1.NotifyLeaderAndIsrResponse{CoordinatorEpoch: s.epoch.Load()}, nil
+}
+
+func (t *tabletService) GetTabletServerState(ctx context.Context, r *adminv1.GetTabletServerStateRequest) (*adminv1.GetTabletServerStateResponse, error) {
+	s := t.s
+	return &adminv1.GetTabletServerStateResponse{ServerId: s.opts.ID, CoordinatorEpoch: s.epoch.Load(),
+		Registered: s.registered.Load(), MetadataOffset: s.img.Revision(), Tables: s.Tables(ctx),
+		BucketsLed: s.bucketsLed(ctx), Backend: s.backendName()}, nil
+}
+
+func (s *Server) backendName() string {
+	if p := s.backend.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
