@@ -135,4 +135,3 @@ func parseLeaderIsrPath(p string) (tableID, partitionID int64, bucket int32, ok 
 	}
 	return 0, 0, 0, false
 }
-
