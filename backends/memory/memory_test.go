@@ -6,8 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/metaplane/metaplane/core"
 )
+
+// TestMain fails the package's tests if a goroutine (a heartbeat, a watch,
+// the reaper) outlives its store.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func newTestStore(t *testing.T, opts StoreOptions) *Store {
 	t.Helper()
@@ -247,5 +253,98 @@ func TestProviderClients(t *testing.T) {
 	p.Close()
 	if _, err := p.NewClient(ctx, core.ClientOptions{}); !errors.Is(err, core.ErrClosed) {
 		t.Fatalf("NewClient after Close: got %v, want ErrClosed", err)
+	}
+}
+
+func TestElectionIsFirstComeFirstServedFromEpochZero(t *testing.T) {
+	ctx := context.Background()
+	s := newTestStore(t, StoreOptions{})
+	a, b, c := s.NewClient(core.ClientOptions{}), s.NewClient(core.ClientOptions{}), s.NewClient(core.ClientOptions{})
+	la, err := a.Campaign(ctx, core.Candidate{ID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if la.Epoch() != 0 {
+		t.Fatalf("first leader's epoch %d, want 0", la.Epoch())
+	}
+	got := make(chan string, 2)
+	campaign := func(cl *Backend, id string) {
+		l, err := cl.Campaign(ctx, core.Candidate{ID: id})
+		if err != nil {
+			got <- "error " + err.Error()
+			return
+		}
+		got <- id
+		<-l.Lost()
+	}
+	go campaign(b, "b")
+	waitQueued(t, s, 1)
+	go campaign(c, "c")
+	waitQueued(t, s, 2)
+	la.Resign(ctx)
+	if first := <-got; first != "b" {
+		t.Fatalf("after a resigned, %s was elected; want b, the first to campaign", first)
+	}
+	b.Close()
+	if second := <-got; second != "c" {
+		t.Fatalf("then %s; want c", second)
+	}
+	info, err := a.Leader(ctx)
+	if err != nil || info.ID != "c" || info.Epoch != 2 {
+		t.Fatalf("leader %+v, %v; want c at epoch 2", info, err)
+	}
+}
+
+// waitQueued waits until n candidates wait in the store's election queue.
+func waitQueued(t *testing.T, s *Store, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s.mu.Lock()
+		q := len(s.queue)
+		s.mu.Unlock()
+		if q == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d candidates queued, want %d", q, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestTreeChoices(t *testing.T) {
+	ctx := context.Background()
+	c := newTestStore(t, StoreOptions{}).NewClient(core.ClientOptions{})
+	if err := core.Delete(ctx, c, "/", core.AnyVersion, core.Fence{}); !errors.Is(err, core.ErrInvalidArgument) {
+		t.Fatalf("delete /: got %v, want ErrInvalidArgument", err)
+	}
+	if _, _, err := core.Create(ctx, c, "/p", nil, core.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The suffix is the parent's child-change counter: it starts at 0 and
+	// counts deletes too.
+	first, _, err := core.Create(ctx, c, "/p/", nil, core.CreateOptions{Mode: core.PersistentSequential})
+	if err != nil || first != "/p/0000000000" {
+		t.Fatalf("sequential create of /p/: %q, %v; want /p/0000000000", first, err)
+	}
+	if err := core.Delete(ctx, c, first, core.AnyVersion, core.Fence{}); err != nil {
+		t.Fatal(err)
+	}
+	next, _, err := core.Create(ctx, c, "/p/n-", nil, core.CreateOptions{Mode: core.PersistentSequential})
+	if err != nil || next != "/p/n-0000000002" {
+		t.Fatalf("after a create and a delete: %q, %v; want /p/n-0000000002", next, err)
+	}
+	// Revisions: one per transaction, check-only ones included.
+	before := c.Store().Revision()
+	res, err := c.Txn(ctx, []core.Op{core.CheckOp("/p", 0)}, core.TxnOptions{})
+	if err != nil || res.Revision != before+1 {
+		t.Fatalf("check-only txn: revision %d, %v; want %d", res.Revision, err, before+1)
+	}
+	if _, _, err := core.Create(ctx, c, "/p/x", nil, core.CreateOptions{Mode: core.Ephemeral, Lease: 12345}); !errors.Is(err, core.ErrSessionExpired) {
+		t.Fatalf("create under an unknown lease: got %v, want ErrSessionExpired", err)
+	}
+	if _, _, err := core.Create(ctx, c, "/p/y", nil, core.CreateOptions{Lease: 12345}); !errors.Is(err, core.ErrInvalidArgument) {
+		t.Fatalf("persistent create with a lease: got %v, want ErrInvalidArgument", err)
 	}
 }
