@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +31,25 @@ type Options struct {
 	Logger *slog.Logger
 	// StartTimeout bounds the start of one store's plugin (default 30s).
 	StartTimeout time.Duration
+	// PerStore, when set, returns settings for the n-th store (n counts
+	// from 1) that override Config, e.g. a fresh zookeeper.path.root so
+	// that the stores of one run on a shared server do not see each other.
+	PerStore func(n int) map[string]string
+}
+
+// config returns the configuration of the n-th store.
+func (o Options) config(n int) map[string]string {
+	if o.PerStore == nil {
+		return o.Config
+	}
+	out := make(map[string]string, len(o.Config))
+	for k, v := range o.Config {
+		out[k] = v
+	}
+	for k, v := range o.PerStore(n) {
+		out[k] = v
+	}
+	return out
 }
 
 func (o Options) logger() *slog.Logger {
@@ -48,19 +68,22 @@ func (o Options) startTimeout() time.Duration {
 
 // Harness returns a conformance harness whose every store is a fresh
 // process of the plugin binary at path, started with opts.Config; a
-// store's clients are clients of that one process. The process is stopped
+// store's clients are clients of that one process. opts.PerStore adds
+// settings per store. The process is stopped
 // at the store's cleanup.
 func Harness(path string, opts Options) conformance.Harness {
+	var stores atomic.Int64
 	return conformance.Harness{
 		Name: path,
 		NewStore: func(t conformance.T) conformance.Store {
 			t.Helper()
+			n := int(stores.Add(1))
 			ctx, cancel := context.WithTimeout(context.Background(), opts.startTimeout())
 			defer cancel()
 			p, err := plugins.Launch(ctx, plugins.LaunchOptions{
 				Path:         path,
 				Logger:       opts.logger(),
-				Config:       opts.Config,
+				Config:       opts.config(n),
 				StartTimeout: opts.startTimeout(),
 			})
 			if err != nil {
@@ -76,13 +99,17 @@ func Harness(path string, opts Options) conformance.Harness {
 // fresh provider from newProvider, served through the plugin shim (the
 // plugin-side server and the host-side client) over go-plugin's
 // in-process gRPC connection (plugin.TestPluginGRPCConn), started with
-// opts.Config. tb is the test the connections belong to.
+// opts.Config (and opts.PerStore). tb is the test the connections belong
+// to.
 func InProcessHarness(tb testing.TB, newProvider func() core.Provider, opts Options) conformance.Harness {
+	var stores atomic.Int64
 	return conformance.Harness{
 		Name: "in-process plugin shim",
 		NewStore: func(t conformance.T) conformance.Store {
 			t.Helper()
-			p, closeConn := ConnectInProcess(tb, newProvider(), opts)
+			o := opts
+			o.Config = opts.config(int(stores.Add(1)))
+			p, closeConn := ConnectInProcess(tb, newProvider(), o)
 			t.Cleanup(func() {
 				_ = p.Close()
 				closeConn()

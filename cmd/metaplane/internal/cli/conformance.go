@@ -27,7 +27,7 @@ func init() {
 }
 
 const conformanceUsage = `usage: metaplane conformance --plugin PATH [--run REGEX] [--json] [--timeout D]
-                             [--config FILE] [-D key=value ...] [--no-env]
+                             [--unique KEY ...] [--config FILE] [-D key=value ...] [--no-env]
 
 Runs the backend conformance suite against the backend plugin binary at
 PATH: every property on a fresh store (a fresh plugin process, started with
@@ -36,8 +36,11 @@ the configuration), one line each ("PASS name (12ms)", "FAIL name: message",
 daemon loads it and handed to the plugin, so -D points a plugin at its
 server, e.g. -D zookeeper.address=127.0.0.1:2181; a third-party plugin's own
 keys (under its selector key's first segment, e.g. etcd.*) are accepted.
-Exit status: 0 every property passed or was skipped, 1 a property failed or
-the plugin could not be run, 2 usage error (including a bad configuration).
+On a shared server, --unique KEY gives every store a fresh value of a
+path-like key: --unique zookeeper.path.root runs each property under its
+own chroot. Exit status: 0 every property passed or was skipped, 1 a
+property failed or the plugin could not be run, 2 usage error (including a
+bad configuration).
 docs/writing-a-backend.md explains the suite.
 
 flags:
@@ -61,6 +64,14 @@ func runConformance(ctx context.Context, env *Env, args []string) int {
 	asJSON := fs.Bool("json", false, "print the results as one JSON object")
 	timeout := fs.Duration("timeout", conformance.PropertyTimeout, "bound each property to `D`")
 	verbose := fs.Bool("v", false, "print every property's log, and the plugin's warnings, on stderr")
+	var unique []string
+	fs.Func("unique", "give every store its own value of the path-like configuration `KEY` (its value plus /metaplane-conformance-<run>-<n>), e.g. zookeeper.path.root on a shared server (repeatable)", func(s string) error {
+		if s == "" || strings.ContainsAny(s, "= ") {
+			return fmt.Errorf("--unique needs a configuration KEY")
+		}
+		unique = append(unique, s)
+		return nil
+	})
 	cf := AddConfigFlags(fs)
 	fs.Usage = func() {
 		io.WriteString(env.Stderr, conformanceUsage)
@@ -113,7 +124,29 @@ func runConformance(ctx context.Context, env *Env, args []string) int {
 		level = slog.LevelWarn
 	}
 	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
-	h := plugintest.Harness(*path, plugintest.Options{Config: cfg.Flatten(), Logger: logger})
+	flat := cfg.Flatten()
+	opts := plugintest.Options{Config: flat, Logger: logger}
+	if len(unique) > 0 {
+		known := map[string]bool{}
+		for _, k := range core.Keys() {
+			known[k] = true
+		}
+		for _, k := range unique {
+			if _, extra := flat[k]; !known[k] && !extra {
+				fmt.Fprintf(env.Stderr, "metaplane conformance: --unique %s: not a configuration key (set it with -D to use a plugin's own key)\n", k)
+				return ExitUsage
+			}
+		}
+		run := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffff)
+		opts.PerStore = func(n int) map[string]string {
+			out := map[string]string{}
+			for _, k := range unique {
+				out[k] = fmt.Sprintf("%s/metaplane-conformance-%s-%d", strings.TrimRight(flat[k], "/"), run, n)
+			}
+			return out
+		}
+	}
+	h := plugintest.Harness(*path, opts)
 
 	out := env.Stdout
 	if !*asJSON {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/metaplane/metaplane/internal/testutil"
+	"github.com/metaplane/metaplane/internal/zktest"
 )
 
 var (
@@ -134,5 +135,31 @@ func TestConformanceUsage(t *testing.T) {
 				t.Errorf("stderr %q does not mention %q", errOut, tt.want)
 			}
 		})
+	}
+}
+
+// TestConformanceZooKeeperPlugin points the shipped ZooKeeper plugin at a
+// real server with -D, each store under its own chroot (--unique).
+func TestConformanceZooKeeperPlugin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a ZooKeeper server; skipped with -short")
+	}
+	srv := zktest.StartServer(t)
+	bin := testutil.Binary(t, "metaplane-backend-zookeeper")
+	out, errOut, code := runCLI(t, "conformance", "--plugin", bin, "--no-env",
+		"--run", "^(Create|Read|Session/Ephemeral)/",
+		"-D", "zookeeper.address="+srv.ConnectString(),
+		"-D", "zookeeper.path.root=/cli-conformance",
+		"-D", "zookeeper.client.session-timeout=4s",
+		"--unique", "zookeeper.path.root")
+	if code != ExitOK {
+		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, `(backend "zookeeper")`) || !strings.Contains(out, "PASS Create/Persistent/ReadBack") || !strings.Contains(out, " 0 failed") {
+		t.Errorf("output:\n%s", out)
+	}
+	_, errOut, code = runCLI(t, "conformance", "--plugin", bin, "--no-env", "--unique", "no.such.key")
+	if code != ExitUsage || !strings.Contains(errOut, "no.such.key") {
+		t.Errorf("--unique of an unknown key: exit %d, stderr %q", code, errOut)
 	}
 }
