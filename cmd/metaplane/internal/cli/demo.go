@@ -1,0 +1,397 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/metaplane/metaplane/coordinator"
+	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
+)
+
+func init() {
+	Register(Command{Name: "demo", Summary: "run three Raft coordinators and two tablet servers locally, then kill the leader", Run: runDemo})
+}
+
+const demoUsage = `usage: metaplane demo [--keep] [--timeout D]
+
+Starts three coordinators (a 3-voter Raft quorum) and two tablet servers as
+local processes on free loopback ports, creates a database and a table,
+kills the leader coordinator, and shows the new leader, the table intact and
+the tablet servers following. Every process it started is stopped at the
+end, also on Ctrl-C. Data and logs live in a temporary directory (removed
+unless --keep).
+
+flags:
+`
+
+// demoProc is a process the demo started.
+type demoProc struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	err  error
+}
+
+type demo struct {
+	w     io.Writer
+	exe   string
+	dir   string
+	mu    sync.Mutex
+	procs []*demoProc
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (d *demo) step(format string, args ...any) {
+	fmt.Fprintf(d.w, "\n==> "+format+"\n", args...)
+}
+
+func (d *demo) start(name string, args ...string) (*demoProc, error) {
+	logPath := filepath.Join(d.dir, name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(d.exe, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Dir = d.dir
+	cmd.Env = append(os.Environ(), "METAPLANE_LOG_LEVEL=info")
+	setDeathSignal(cmd)
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &demoProc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	d.mu.Lock()
+	d.procs = append(d.procs, p)
+	d.mu.Unlock()
+	fmt.Fprintf(d.w, "    started %-15s pid %-7d log %s\n", name, cmd.Process.Pid, logPath)
+	return p, nil
+}
+
+// stopAll stops every process: SIGTERM, then SIGKILL after a grace period.
+func (d *demo) stopAll() {
+	d.mu.Lock()
+	procs := append([]*demoProc(nil), d.procs...)
+	d.mu.Unlock()
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		default:
+			p.cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	deadline := time.After(10 * time.Second)
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		case <-deadline:
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+}
+
+func runDemo(ctx context.Context, env *Env, args []string) int {
+	fs := flag.NewFlagSet("metaplane demo", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	keep := fs.Bool("keep", false, "keep the data and logs directory")
+	timeout := fs.Duration("timeout", 3*time.Minute, "give up after this long")
+	fs.Usage = func() {
+		io.WriteString(env.Stderr, demoUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK
+		}
+		return ExitUsage
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "metaplane demo: locate the metaplane binary: %v\n", err)
+		return ExitFailure
+	}
+	dir, err := os.MkdirTemp("", "metaplane-demo-")
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "metaplane demo: %v\n", err)
+		return ExitFailure
+	}
+	d := &demo{w: env.Stdout, exe: exe, dir: dir}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	err = d.run(ctx)
+	d.step("cleaning up")
+	d.stopAll()
+	d.mu.Lock()
+	fmt.Fprintf(d.w, "    stopped %d processes\n", len(d.procs))
+	d.mu.Unlock()
+	if *keep || err != nil {
+		fmt.Fprintf(d.w, "    data and logs kept in %s\n", dir)
+	} else {
+		os.RemoveAll(dir)
+	}
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			fmt.Fprintln(env.Stderr, "metaplane demo: interrupted")
+		} else {
+			fmt.Fprintf(env.Stderr, "metaplane demo: %v\n", err)
+		}
+		return ExitFailure
+	}
+	fmt.Fprintln(d.w, "\ndemo complete.")
+	return ExitOK
+}
+
+func (d *demo) run(ctx context.Context) error {
+	const n = 3
+	clientPorts, raftPorts := make([]int, n), make([]int, n)
+	for i := 0; i < n; i++ {
+		var err error
+		if clientPorts[i], err = freePort(); err != nil {
+			return err
+		}
+		if raftPorts[i], err = freePort(); err != nil {
+			return err
+		}
+	}
+	var seeds, voters []string
+	for i := 0; i < n; i++ {
+		seeds = append(seeds, fmt.Sprintf("127.0.0.1:%d", clientPorts[i]))
+		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i+1, raftPorts[i]))
+	}
+	d.step("starting 3 coordinators (Raft voters %s)", strings.Join(voters, ", "))
+	procs := map[string]*demoProc{} // client address -> process
+	for i := 0; i < n; i++ {
+		p, err := d.start(fmt.Sprintf("coordinator-%d", i+1), "coordinator", "--no-env",
+			"-D", "bind.listeners=CLIENT://"+seeds[i],
+			"-D", "coordinator.seed.nodes="+strings.Join(seeds, ","),
+			"-D", "coordinator.raft.voters="+strings.Join(voters, ","),
+			"-D", "coordinator.raft.node.id="+strconv.Itoa(i+1),
+			"-D", "coordinator.raft.port="+strconv.Itoa(raftPorts[i]),
+			"-D", "coordinator.raft.dir="+filepath.Join(d.dir, fmt.Sprintf("raft-%d", i+1)),
+			"-D", "coordinator.tablet-server.session-timeout=6s",
+			"-D", "metrics.address=127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		procs[seeds[i]] = p
+	}
+	client, err := coordinator.NewClient(seeds)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+
+	d.step("waiting for a leader")
+	start := time.Now()
+	leader, err := d.waitLeader(ctx, client, "")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(d.w, "    leader %s at %s, epoch %d (after %v)\n", short(leader.LeaderId), leader.LeaderAddress, leader.Epoch, time.Since(start).Round(time.Millisecond))
+
+	d.step("starting 2 tablet servers")
+	for i := 1; i <= 2; i++ {
+		if _, err := d.start(fmt.Sprintf("tablet-server-%d", i), "tablet-server", "--no-env", "--id", strconv.Itoa(i),
+			"-D", "coordinator.seed.nodes="+strings.Join(seeds, ",")); err != nil {
+			return err
+		}
+	}
+	servers, err := d.waitTablets(ctx, client, 2)
+	if err != nil {
+		return err
+	}
+	for _, s := range servers {
+		fmt.Fprintf(d.w, "    tablet server %d registered at %s\n", s.Id, s.Listeners)
+	}
+
+	d.step("creating database demo and table demo.orders (3 buckets, 2 replicas each)")
+	var created *adminv1.TableInfo
+	if err := client.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+		if _, err := a.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "demo"}); err != nil {
+			return err
+		}
+		r, err := a.CreateTable(ctx, &adminv1.CreateTableRequest{Database: "demo", Table: "orders", Descriptor_: &adminv1.TableDescriptor{
+			Columns:    []*adminv1.Column{{Name: "id", Type: "BIGINT"}, {Name: "customer", Type: "STRING"}, {Name: "amount", Type: "DECIMAL(10, 2)"}},
+			PrimaryKey: []string{"id"}, BucketCount: 3, ReplicationFactor: 2}})
+		if err == nil {
+			created = r.Table
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	describeTable(d.w, created)
+	if err := d.showTablets(ctx, servers, created.TableId, leader.Epoch); err != nil {
+		return err
+	}
+
+	old := procs[leader.LeaderAddress]
+	if old == nil {
+		return fmt.Errorf("the leader's address %s is none of the coordinators this demo started", leader.LeaderAddress)
+	}
+	d.step("killing the leader %s (pid %d) with SIGKILL", old.name, old.cmd.Process.Pid)
+	old.cmd.Process.Kill()
+	<-old.done
+	killed := time.Now()
+	var remaining []string
+	for _, s := range seeds {
+		if s != leader.LeaderAddress {
+			remaining = append(remaining, s)
+		}
+	}
+	client2, err := coordinator.NewClient(remaining)
+	if err != nil {
+		return err
+	}
+	defer client2.Close()
+	nl, err := d.waitLeader(ctx, client2, leader.LeaderId)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(d.w, "    new leader %s at %s, epoch %d (elected %v after the kill)\n", short(nl.LeaderId), nl.LeaderAddress, nl.Epoch, time.Since(killed).Round(time.Millisecond))
+
+	d.step("the table after the failover")
+	var after *adminv1.TableInfo
+	if err := client2.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+		r, err := a.GetTableInfo(ctx, &adminv1.GetTableInfoRequest{Database: "demo", Table: "orders"})
+		if err == nil {
+			after = r.Table
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	describeTable(d.w, after)
+	if after.TableId != created.TableId || string(after.SchemaJson) != string(created.SchemaJson) {
+		return fmt.Errorf("the table changed across the failover: id %d -> %d", created.TableId, after.TableId)
+	}
+	fmt.Fprintln(d.w, "    intact: same table id, same schema bytes")
+
+	d.step("the tablet servers follow the new leader")
+	if _, err := d.waitTablets(ctx, client2, 2); err != nil {
+		return err
+	}
+	return d.showTablets(ctx, servers, created.TableId, nl.Epoch)
+}
+
+func short(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+// waitLeader waits until a leader other than notID is known.
+func (d *demo) waitLeader(ctx context.Context, c *coordinator.Client, notID string) (*adminv1.GetLeaderResponse, error) {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		r, err := c.GetLeader(cctx)
+		cancel()
+		if err == nil && r.LeaderAddress != "" && r.LeaderId != notID {
+			// Make sure it serves (the leader has loaded its image).
+			err = c.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+				_, err := a.ListDatabases(ctx, &adminv1.ListDatabasesRequest{})
+				return err
+			})
+			if err == nil {
+				return r, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no leader elected: %w (see the logs)", ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (d *demo) waitTablets(ctx context.Context, c *coordinator.Client, want int) ([]*adminv1.TabletServer, error) {
+	for {
+		var servers []*adminv1.TabletServer
+		err := c.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+			r, err := a.ListTabletServers(ctx, &adminv1.ListTabletServersRequest{})
+			if err == nil {
+				servers = r.Servers
+			}
+			return err
+		})
+		if err == nil && len(servers) >= want {
+			return servers, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("tablet servers did not register: %w (see the logs)", ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// showTablets waits until every tablet server's view has the table and
+// the given coordinator epoch, then prints their states.
+func (d *demo) showTablets(ctx context.Context, servers []*adminv1.TabletServer, tableID int64, epoch int64) error {
+	for _, s := range servers {
+		cc, err := grpc.NewClient(coordinator.HostPort(s.Listeners), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return err
+		}
+		tc := adminv1.NewTabletServiceClient(cc)
+		var st *adminv1.GetTabletServerStateResponse
+		for {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			st, err = tc.GetTabletServerState(cctx, &adminv1.GetTabletServerStateRequest{})
+			cancel()
+			if err == nil && st.Registered && st.CoordinatorEpoch >= epoch && contains(st.Tables, "demo.orders") {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				cc.Close()
+				return fmt.Errorf("tablet server %d did not catch up (last state %v, %v)", s.Id, st, err)
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		cc.Close()
+		fmt.Fprintf(d.w, "    tablet server %d: registered, coordinator epoch %d, metadata offset %d, tables %v, leads %d buckets\n",
+			st.ServerId, st.CoordinatorEpoch, st.MetadataOffset, st.Tables, st.BucketsLed)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
