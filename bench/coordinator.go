@@ -44,6 +44,10 @@ func attachCoordinator(ctx context.Context, env *runEnv, s *System) {
 	if s.Missing == nil {
 		s.Missing = map[string]string{}
 	}
+	if !env.needCoordinator {
+		s.Missing["coordinator"] = "not started: no selected row needs it"
+		return
+	}
 	rig, err := startCoordinator(ctx, env, s)
 	if err != nil {
 		s.Missing["coordinator"] = "coordinator did not start: " + err.Error()

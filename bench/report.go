@@ -253,8 +253,10 @@ func FormatDuration(us float64) string {
 // FormatRate renders operations per second.
 func FormatRate(v float64) string {
 	switch {
-	case v <= 0:
+	case v < 0:
 		return "-"
+	case v == 0:
+		return "0"
 	case v < 10:
 		return fmt.Sprintf("%.2f/s", v)
 	case v < 1e4:

@@ -28,25 +28,25 @@ func allRows() []rowSpec {
 			prepare: prepareStoreGet,
 		},
 		{
-			id: "image.get-table", title: "catalog read from the image", group: "reads", metric: MetricP50,
+			id: "image.get-table", coordinator: true, title: "catalog read from the image", group: "reads", metric: MetricP50,
 			seed:    &SeedFigure{RaftMicros: 1.6, Note: "the seed's closest figure: an in-process store read"},
 			prepare: prepareImageRead,
 		},
 		{
-			id: "image.get-node", title: "image node lookup (raw bytes)", group: "reads", metric: MetricP50,
+			id: "image.get-node", coordinator: true, title: "image node lookup (raw bytes)", group: "reads", metric: MetricP50,
 			note:    "the table's node read from the image without decoding: the map lookup alone",
 			prepare: prepareImageNode,
 		},
 		{
-			id: "admin.get-table-info", title: "getTableInfo (admin API)", group: "admin reads", metric: MetricP50,
+			id: "admin.get-table-info", coordinator: true, title: "getTableInfo (admin API)", group: "admin reads", metric: MetricP50,
 			seed: &SeedFigure{ZooKeeperMicros: 421, RaftMicros: 89}, prepare: prepareGetTableInfo,
 		},
 		{
-			id: "admin.list-tables", title: "listTables (admin API)", group: "admin reads", metric: MetricP50,
+			id: "admin.list-tables", coordinator: true, title: "listTables (admin API)", group: "admin reads", metric: MetricP50,
 			seed: &SeedFigure{ZooKeeperMicros: 283, RaftMicros: 70}, prepare: prepareListTables,
 		},
 		{
-			id: "admin.list-partitions", title: "listPartitionInfos, 1000 partitions", group: "admin reads", metric: MetricP50,
+			id: "admin.list-partitions", coordinator: true, title: "listPartitionInfos, 1000 partitions", group: "admin reads", metric: MetricP50,
 			seed: &SeedFigure{ZooKeeperMicros: 18500, RaftMicros: 500}, prepare: prepareListPartitions,
 		},
 		{
@@ -65,15 +65,15 @@ func allRows() []rowSpec {
 			prepare: prepareIDs(1000),
 		},
 		{
-			id: "admin.create-table", title: "createTable (admin API)", group: "DDL", metric: MetricP50,
+			id: "admin.create-table", coordinator: true, title: "createTable (admin API)", group: "DDL", metric: MetricP50,
 			seed: &SeedFigure{ZooKeeperMicros: 40300, RaftMicros: 9300}, prepare: prepareCreateTable,
 		},
 		{
-			id: "admin.drop-table", title: "dropTable (admin API)", group: "DDL", metric: MetricP50,
+			id: "admin.drop-table", coordinator: true, title: "dropTable (admin API)", group: "DDL", metric: MetricP50,
 			seed: &SeedFigure{ZooKeeperMicros: 89300, RaftMicros: 43700}, prepare: prepareDropTable,
 		},
 		{
-			id: "admin.create-partition", title: "createPartition (admin API)", group: "DDL", metric: MetricP50,
+			id: "admin.create-partition", coordinator: true, title: "createPartition (admin API)", group: "DDL", metric: MetricP50,
 			seed: &SeedFigure{ZooKeeperMicros: 28800, RaftMicros: 17000}, prepare: prepareCreatePartition,
 		},
 		{

@@ -87,6 +87,8 @@ type rowSpec struct {
 	metric           Metric
 	seed             *SeedFigure
 	note             string
+	// coordinator marks rows that need the coordinator rig.
+	coordinator bool
 	// backends, when set, restricts the row to these backends.
 	backends []string
 	// prepare readies the row on one system; an error makes the row "not
@@ -214,7 +216,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		defer os.RemoveAll(d)
 		o.WorkDir = d
 	}
+	specs := selectRows(allRows(), o.Rows)
 	env := &runEnv{opts: o, plan: p}
+	for _, spec := range specs {
+		env.needCoordinator = env.needCoordinator || spec.coordinator
+	}
 
 	// Start the systems.
 	systems := map[string]*System{}
@@ -236,7 +242,6 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 
 	// Prepare the rows.
-	specs := selectRows(allRows(), o.Rows)
 	type cell struct {
 		w        *workload
 		samples  []time.Duration
@@ -359,6 +364,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 type runEnv struct {
 	opts Options
 	plan plan
+	// needCoordinator is set when a selected row needs the coordinator.
+	needCoordinator bool
 }
 
 // starters start a backend's system by name.

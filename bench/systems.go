@@ -210,8 +210,11 @@ func startZooKeeperSystem(ctx context.Context, env *runEnv) (*System, error) {
 		return append(memberProcesses(ZooKeeper, []*member{m}), zk.processes()...)
 	}
 	s.Election = func(ctx context.Context) (ElectionRig, error) {
+		// Its own root: the bench's coordinator already leads the main
+		// tree's election.
 		ecfg := map[string]string{
 			"zookeeper.address":                cfg["zookeeper.address"],
+			"zookeeper.path.root":              "/metaplane-bench-election",
 			"zookeeper.client.session-timeout": zkElectionSession.String(),
 		}
 		var ms []*member
