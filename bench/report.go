@@ -340,3 +340,67 @@ func formatBytes(b int64) string {
 	}
 	return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30))
 }
+
+// WriteMarkdown writes the report's rows, memory and targets as Markdown
+// tables (for docs/benchmarks.md).
+func (rep *Report) WriteMarkdown(w io.Writer) error {
+	bw := &strings.Builder{}
+	backends := rep.backendOrder()
+	fmt.Fprint(bw, "| row |")
+	for _, b := range backends {
+		fmt.Fprintf(bw, " %s p50 | %s p99 | %s ops/s |", b, b, b)
+	}
+	fmt.Fprintln(bw, " ZK/Raft | seed ZK | seed Raft |")
+	fmt.Fprint(bw, "|---|")
+	for range backends {
+		fmt.Fprint(bw, "---:|---:|---:|")
+	}
+	fmt.Fprintln(bw, "---:|---:|---:|")
+	for _, r := range rep.Rows {
+		title := r.Title
+		if r.Metric == MetricMean {
+			title += " (mean per id in p50 column)"
+		}
+		fmt.Fprintf(bw, "| %s |", title)
+		for _, b := range backends {
+			res, ok := r.result(b)
+			if !ok || !res.Available() {
+				why := res.Unavailable
+				if !ok {
+					why = "not run"
+				}
+				fmt.Fprintf(bw, " n/a (%s) | | |", why)
+				continue
+			}
+			p50 := res.P50Micros
+			if r.Metric == MetricMean {
+				p50 = res.MeanMicros
+			}
+			fmt.Fprintf(bw, " %s | %s | %s |", FormatDuration(p50), FormatDuration(res.P99Micros), FormatRate(res.OpsPerSec))
+		}
+		ratio, sz, sr := "", "", ""
+		if r.Ratio != nil {
+			ratio = fmt.Sprintf("%.2fx", *r.Ratio)
+		}
+		if r.Seed != nil {
+			sz, sr = FormatDuration(r.Seed.ZooKeeperMicros), FormatDuration(r.Seed.RaftMicros)
+		}
+		fmt.Fprintf(bw, " %s | %s | %s |\n", ratio, sz, sr)
+	}
+	if len(rep.Memory) > 0 {
+		fmt.Fprintln(bw, "\n| process | peak RSS (VmHWM) | measured |")
+		fmt.Fprintln(bw, "|---|---:|---|")
+		for _, m := range rep.Memory {
+			fmt.Fprintf(bw, "| %s: %s | %s | %s |\n", m.Backend, m.Role, formatBytes(m.PeakRSSBytes), m.Note)
+		}
+	}
+	if len(rep.Targets) > 0 {
+		fmt.Fprintln(bw, "\n| target | status | measured |")
+		fmt.Fprintln(bw, "|---|---|---|")
+		for _, t := range rep.Targets {
+			fmt.Fprintf(bw, "| %s | %s | %s |\n", t.Target, t.Status, t.Detail)
+		}
+	}
+	_, err := io.WriteString(w, bw.String())
+	return err
+}

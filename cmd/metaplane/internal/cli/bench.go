@@ -21,7 +21,7 @@ func init() {
 
 const benchUsage = `usage: metaplane bench [--backends zookeeper,raft] [--voters 1|3] [--quick]
                        [--json FILE] [--svg FILE] [--rows PREFIX,...] [--bin-dir DIR]
-       metaplane bench --chart-from FILE.json --svg FILE.svg
+       metaplane bench --chart-from FILE.json [--svg FILE.svg] [--markdown]
 
 Starts what it measures (a ZooKeeper server on loopback, Raft plugin
 processes with data in a temporary directory, coordinators), runs the rows
@@ -42,7 +42,8 @@ func runBench(ctx context.Context, env *Env, args []string) int {
 	quick := fs.Bool("quick", false, "fewer rounds and smaller batches: under two minutes")
 	jsonOut := fs.String("json", "", "write the report as JSON to `FILE`")
 	svgOut := fs.String("svg", "", "write the chart as SVG to `FILE`")
-	chartFrom := fs.String("chart-from", "", "draw the chart of the JSON report in `FILE` (with --svg) and measure nothing")
+	chartFrom := fs.String("chart-from", "", "draw the chart of the JSON report in `FILE` (with --svg, and/or print it with --markdown) and measure nothing")
+	markdown := fs.Bool("markdown", false, "print the table as Markdown instead of plain text")
 	rows := fs.String("rows", "", "run only the rows whose id starts with one of these comma-separated `PREFIXES` (e.g. store.,ids.)")
 	binDir := fs.String("bin-dir", "", "directory holding the metaplane-backend-<name> plugins (default: beside this binary, then ./bin)")
 	verbose := fs.Bool("v", false, "print progress to stderr")
@@ -62,8 +63,8 @@ func runBench(ctx context.Context, env *Env, args []string) int {
 	}
 
 	if *chartFrom != "" {
-		if *svgOut == "" {
-			fmt.Fprintln(env.Stderr, "metaplane bench: --chart-from needs --svg FILE")
+		if *svgOut == "" && !*markdown {
+			fmt.Fprintln(env.Stderr, "metaplane bench: --chart-from needs --svg FILE or --markdown")
 			return ExitUsage
 		}
 		rep, err := bench.ReadJSONFile(*chartFrom)
@@ -71,11 +72,19 @@ func runBench(ctx context.Context, env *Env, args []string) int {
 			fmt.Fprintf(env.Stderr, "metaplane bench: --chart-from: %v\n", err)
 			return ExitFailure
 		}
-		if err := rep.WriteSVGFile(*svgOut); err != nil {
-			fmt.Fprintf(env.Stderr, "metaplane bench: --svg: %v\n", err)
-			return ExitFailure
+		if *markdown {
+			if err := rep.WriteMarkdown(env.Stdout); err != nil {
+				fmt.Fprintf(env.Stderr, "metaplane bench: %v\n", err)
+				return ExitFailure
+			}
 		}
-		fmt.Fprintf(env.Stdout, "wrote %s from %s\n", *svgOut, *chartFrom)
+		if *svgOut != "" {
+			if err := rep.WriteSVGFile(*svgOut); err != nil {
+				fmt.Fprintf(env.Stderr, "metaplane bench: --svg: %v\n", err)
+				return ExitFailure
+			}
+			fmt.Fprintf(env.Stderr, "wrote %s from %s\n", *svgOut, *chartFrom)
+		}
 		return ExitOK
 	}
 
@@ -116,7 +125,11 @@ func runBench(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "metaplane bench: interrupted: %v (report so far follows)\n", err)
 		code = ExitFailure
 	}
-	if werr := rep.WriteTable(env.Stdout); werr != nil {
+	write := rep.WriteTable
+	if *markdown {
+		write = rep.WriteMarkdown
+	}
+	if werr := write(env.Stdout); werr != nil {
 		fmt.Fprintf(env.Stderr, "metaplane bench: %v\n", werr)
 		code = ExitFailure
 	}

@@ -96,6 +96,10 @@ func TestBenchQuickMemory(t *testing.T) {
 	if code, out, errOut := runBenchCmd(t, ctx, "--chart-from", jsonPath, "--svg", svg2Path); code != ExitOK {
 		t.Fatalf("--chart-from exited %d: %s%s", code, out, errOut)
 	}
+	code, md, errOut := runBenchCmd(t, ctx, "--chart-from", jsonPath, "--markdown")
+	if code != ExitOK || !strings.Contains(md, "| store get (through the plugin) |") {
+		t.Errorf("--chart-from --markdown: exit %d, stdout %q, stderr %q", code, md, errOut)
+	}
 	svg2, err := os.ReadFile(svg2Path)
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +132,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"--voters", "2"}, "--voters 2: must be 1 or 3"},
 		{[]string{"--backends", "etcd"}, `unknown backend "etcd"`},
 		{[]string{"--backends", ","}, "no backend named"},
-		{[]string{"--chart-from", "x.json"}, "--chart-from needs --svg"},
+		{[]string{"--chart-from", "x.json"}, "--chart-from needs --svg FILE or --markdown"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	} {
 		code, _, errOut := runBenchCmd(t, ctx, tt.args...)
