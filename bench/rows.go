@@ -222,7 +222,9 @@ func prepareIDs(block int64) func(ctx context.Context, s *System, p plan) (*work
 			c.Close()
 			return nil, fmt.Errorf("first id from %s: %w", path, err)
 		}
-		calls := p.batch * 5
+		// Enough calls per round to span several blocks, so the mean per
+		// id averages over block reservations rather than catching one.
+		calls := max(p.batch*5, int(5*block))
 		if block == 1 {
 			calls = p.batch / 4
 		}
