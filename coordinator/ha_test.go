@@ -1,0 +1,435 @@
+package coordinator_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/metaplane/metaplane/coordinator"
+	"github.com/metaplane/metaplane/internal/testutil"
+	"github.com/metaplane/metaplane/internal/zktest"
+	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
+)
+
+// proc is a metaplane process started by a test, in its own process group
+// (so that a group signal reaches its backend plugin too).
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func startProc(t *testing.T, name, bin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, out: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.Dir = t.TempDir()
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() { p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.group(syscall.SIGCONT)
+		p.group(syscall.SIGKILL)
+		<-p.done
+		if t.Failed() {
+			t.Logf("---- %s output ----\n%s", name, tail(p.out.String(), 60))
+		}
+	})
+	return p
+}
+
+func (p *proc) group(sig syscall.Signal) { syscall.Kill(-p.cmd.Process.Pid, sig) }
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// haBackend says how to run coordinators and tablet servers on a backend.
+type haBackend struct {
+	name string
+	// coordinatorArgs returns the -D flags of coordinator i (0-based) of n,
+	// given the client addresses of all of them.
+	coordinatorArgs func(t *testing.T, i int, clients []string) []string
+	tabletArgs      func(t *testing.T, clients []string) []string
+}
+
+// TestHA runs one failover scenario on each backend: three coordinators and
+// two tablet servers as real processes (the backend in its plugin
+// process); the leader is frozen (SIGSTOP of its process group), a standby
+// takes over with the catalog intact, the tablet servers keep their
+// registration and adopt the new epoch, and the old leader's write after it
+// thaws is refused and leaves nothing.
+func TestHA(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real coordinator processes")
+	}
+	bin := testutil.Binary(t, "metaplane")
+	pluginDir := filepath.Dir(testutil.Binary(t, "metaplane-backend-raft"))
+	if zk := testutil.Binary(t, "metaplane-backend-zookeeper"); filepath.Dir(zk) != pluginDir {
+		t.Fatalf("plugins built into different directories: %s, %s", pluginDir, zk)
+	}
+	common := []string{"--no-env", "-D", "metadata.backend.plugin.dir=" + pluginDir, "-D", "metrics.address=127.0.0.1:0"}
+
+	raft := haBackend{name: "raft",
+		coordinatorArgs: func(t *testing.T, i int, clients []string) []string {
+			return []string{"-D", "coordinator.seed.nodes=" + strings.Join(clients, ","),
+				"-D", "coordinator.raft.voters=" + raftVoters(t, len(clients)),
+				"-D", "coordinator.raft.node.id=" + strconv.Itoa(i+1),
+				"-D", "coordinator.raft.port=" + strconv.Itoa(raftPort(t, i)),
+				"-D", "coordinator.raft.dir=" + filepath.Join(t.TempDir(), "raft"),
+				"-D", "coordinator.tablet-server.session-timeout=6s"}
+		},
+		tabletArgs: func(t *testing.T, clients []string) []string {
+			return []string{"-D", "coordinator.seed.nodes=" + strings.Join(clients, ",")}
+		},
+	}
+	zookeeper := haBackend{name: "zookeeper",
+		coordinatorArgs: func(t *testing.T, i int, clients []string) []string {
+			return []string{"-D", "zookeeper.address=" + zkAddr(t), "-D", "zookeeper.client.session-timeout=3s"}
+		},
+		tabletArgs: func(t *testing.T, clients []string) []string {
+			return []string{"-D", "zookeeper.address=" + zkAddr(t), "-D", "zookeeper.client.session-timeout=3s"}
+		},
+	}
+	for _, b := range []haBackend{raft, zookeeper} {
+		t.Run(b.name, func(t *testing.T) {
+			resetPorts()
+			haScenario(t, bin, common, b)
+		})
+	}
+}
+
+var (
+	portsMu   sync.Mutex
+	raftPorts = map[int]int{}
+	zkCluster *zktest.Cluster
+)
+
+func resetPorts() {
+	portsMu.Lock()
+	raftPorts = map[int]int{}
+	portsMu.Unlock()
+}
+
+func raftPort(t *testing.T, i int) int {
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	if p, ok := raftPorts[i]; ok {
+		return p
+	}
+	raftPorts[i] = testutil.FreePort(t)
+	return raftPorts[i]
+}
+
+func raftVoters(t *testing.T, n int) string {
+	var v []string
+	for i := 0; i < n; i++ {
+		v = append(v, fmt.Sprintf("%d@127.0.0.1:%d", i+1, raftPort(t, i)))
+	}
+	return strings.Join(v, ",")
+}
+
+func zkAddr(t *testing.T) string {
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	if zkCluster == nil {
+		zkCluster = zktest.StartServer(t)
+	}
+	return zkCluster.ConnectString()
+}
+
+func haScenario(t *testing.T, bin string, common []string, b haBackend) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if b.name == "zookeeper" {
+		portsMu.Lock()
+		zkCluster = nil
+		portsMu.Unlock()
+		t.Cleanup(func() {
+			portsMu.Lock()
+			zkCluster = nil
+			portsMu.Unlock()
+		})
+	}
+	const n = 3
+	clients := make([]string, n)
+	for i := range clients {
+		clients[i] = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	}
+	coords := map[string]*proc{}
+	for i := 0; i < n; i++ {
+		args := append([]string{"coordinator"}, common...)
+		args = append(args, "-D", "bind.listeners=CLIENT://"+clients[i])
+		args = append(args, b.coordinatorArgs(t, i, clients)...)
+		coords[clients[i]] = startProc(t, fmt.Sprintf("coordinator-%d", i+1), bin, args...)
+	}
+	client, err := coordinator.NewClient(clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	first := waitServingLeader(t, ctx, client, "")
+	t.Logf("%s: leader %s at %s, epoch %d", b.name, first.LeaderId, first.LeaderAddress, first.Epoch)
+
+	for id := 1; id <= 2; id++ {
+		args := append([]string{"tablet-server", "--id", strconv.Itoa(id)}, common...)
+		args = append(args, b.tabletArgs(t, clients)...)
+		startProc(t, fmt.Sprintf("tablet-server-%d", id), bin, args...)
+	}
+	waitTablets(t, ctx, client, 2)
+
+	var created *adminv1.TableInfo
+	if err := client.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+		if _, err := a.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "ha"}); err != nil {
+			return err
+		}
+		r, err := a.CreateTable(ctx, &adminv1.CreateTableRequest{Database: "ha", Table: "t", Descriptor_: &adminv1.TableDescriptor{
+			Columns: []*adminv1.Column{{Name: "k", Type: "BIGINT"}, {Name: "v", Type: "STRING"}}, PrimaryKey: []string{"k"},
+			BucketCount: 3, ReplicationFactor: 2}})
+		if err == nil {
+			created = r.Table
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	servers := tabletAddrs(t, ctx, client)
+	for _, addr := range servers {
+		waitTabletState(t, ctx, addr, first.Epoch, "ha.t")
+	}
+	checkMetrics(t, coords[first.LeaderAddress], b.name)
+
+	// Freeze the leader (with its plugin): a standby takes over.
+	old := coords[first.LeaderAddress]
+	old.group(syscall.SIGSTOP)
+	var rest []string
+	for _, c := range clients {
+		if c != first.LeaderAddress {
+			rest = append(rest, c)
+		}
+	}
+	client2, err := coordinator.NewClient(rest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client2.Close()
+	second := waitServingLeader(t, ctx, client2, first.LeaderId)
+	t.Logf("%s: new leader %s at %s, epoch %d", b.name, second.LeaderId, second.LeaderAddress, second.Epoch)
+	if second.Epoch <= first.Epoch {
+		t.Fatalf("new epoch %d not above the old %d", second.Epoch, first.Epoch)
+	}
+
+	// The catalog is intact.
+	var after *adminv1.TableInfo
+	if err := client2.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+		r, err := a.GetTableInfo(ctx, &adminv1.GetTableInfoRequest{Database: "ha", Table: "t"})
+		if err == nil {
+			after = r.Table
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("get table on the new leader: %v", err)
+	}
+	if after.TableId != created.TableId || !bytes.Equal(after.SchemaJson, created.SchemaJson) ||
+		!bytes.Equal(after.RegistrationJson, created.RegistrationJson) || len(after.Buckets) != 3 {
+		t.Fatalf("table after failover:\n got %v\nwant %v", after, created)
+	}
+	// The tablet servers keep (or regain) their registration and adopt the
+	// new epoch.
+	waitTablets(t, ctx, client2, 2)
+	for _, addr := range servers {
+		waitTabletState(t, ctx, addr, second.Epoch, "ha.t")
+	}
+
+	// Thaw the old leader: a write sent straight to it is refused, and
+	// leaves nothing.
+	old.group(syscall.SIGCONT)
+	cc, err := grpc.NewClient(first.LeaderAddress, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	_, err = adminv1.NewAdminServiceClient(cc).CreateDatabase(wctx, &adminv1.CreateDatabaseRequest{Name: "stale"})
+	wcancel()
+	if err == nil {
+		t.Fatal("the old leader accepted a write after a new leader was elected")
+	}
+	t.Logf("%s: old leader's write refused: %v", b.name, coordinator.FromStatus(err))
+	if d := coordinator.DetailOf(err); d != nil && d.Code == coordinator.CodeNotLeader && d.LeaderAddress != "" &&
+		coordinator.HostPort(d.LeaderAddress) != second.LeaderAddress {
+		t.Fatalf("old leader redirects to %s, want the new leader %s", d.LeaderAddress, second.LeaderAddress)
+	}
+	var dbs []string
+	if err := client2.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+		r, err := a.ListDatabases(ctx, &adminv1.ListDatabasesRequest{})
+		if err == nil {
+			dbs = r.Names
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(dbs, ",") != "ha" {
+		t.Fatalf("databases after the stale write: %v, want [ha]", dbs)
+	}
+	// A stale coordinator epoch is refused by the tablet servers.
+	for _, addr := range servers {
+		tc := dialTablet(t, addr)
+		_, err := tc.NotifyLeaderAndIsr(ctx, &adminv1.NotifyLeaderAndIsrRequest{CoordinatorEpoch: first.Epoch, CoordinatorId: first.LeaderId})
+		if d := coordinator.DetailOf(err); d == nil || d.Code != coordinator.CodeInvalidCoordinator {
+			t.Fatalf("tablet %s accepted the old epoch %d: %v", addr, first.Epoch, err)
+		}
+	}
+}
+
+func waitServingLeader(t *testing.T, ctx context.Context, c *coordinator.Client, notID string) *adminv1.GetLeaderResponse {
+	t.Helper()
+	var leader *adminv1.GetLeaderResponse
+	testutil.WaitFor(t, 60*time.Second, "a serving leader", func() bool {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		r, err := c.GetLeader(cctx)
+		if err != nil || r.LeaderAddress == "" || r.LeaderId == notID {
+			return false
+		}
+		err = c.Admin(cctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+			_, err := a.ListDatabases(ctx, &adminv1.ListDatabasesRequest{})
+			return err
+		})
+		if err != nil || c.Leader() != r.LeaderAddress {
+			return false
+		}
+		leader = r
+		return true
+	})
+	return leader
+}
+
+func waitTablets(t *testing.T, ctx context.Context, c *coordinator.Client, want int) {
+	t.Helper()
+	testutil.WaitFor(t, 60*time.Second, fmt.Sprintf("%d tablet servers registered", want), func() bool {
+		return len(listTablets(ctx, c)) == want
+	})
+}
+
+func listTablets(ctx context.Context, c *coordinator.Client) []*adminv1.TabletServer {
+	var out []*adminv1.TabletServer
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c.Admin(cctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+		r, err := a.ListTabletServers(ctx, &adminv1.ListTabletServersRequest{})
+		if err == nil {
+			out = r.Servers
+		}
+		return err
+	})
+	return out
+}
+
+func tabletAddrs(t *testing.T, ctx context.Context, c *coordinator.Client) []string {
+	var out []string
+	for _, s := range listTablets(ctx, c) {
+		out = append(out, coordinator.HostPort(s.Listeners))
+	}
+	if len(out) != 2 {
+		t.Fatalf("tablet servers: %v", out)
+	}
+	return out
+}
+
+func dialTablet(t *testing.T, addr string) adminv1.TabletServiceClient {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return adminv1.NewTabletServiceClient(cc)
+}
+
+func waitTabletState(t *testing.T, ctx context.Context, addr string, epoch int64, table string) {
+	t.Helper()
+	tc := dialTablet(t, addr)
+	testutil.WaitFor(t, 60*time.Second, fmt.Sprintf("tablet %s at epoch %d with %s", addr, epoch, table), func() bool {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		st, err := tc.GetTabletServerState(cctx, &adminv1.GetTabletServerStateRequest{})
+		if err != nil {
+			return false
+		}
+		for _, tb := range st.Tables {
+			if tb == table {
+				return st.Registered && st.CoordinatorEpoch == epoch
+			}
+		}
+		return false
+	})
+}
+
+// checkMetrics scrapes the leader's /metrics and checks the coordinator's
+// gauges (and, on Raft, the raft* gauges).
+func checkMetrics(t *testing.T, p *proc, backend string) {
+	t.Helper()
+	var url string
+	for _, line := range strings.Split(p.out.String(), "\n") {
+		if i := strings.Index(line, "metrics:  "); i >= 0 {
+			url = strings.TrimSpace(line[i+len("metrics:  "):])
+		}
+	}
+	if url == "" {
+		t.Fatalf("%s printed no metrics address", p.name)
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("scrape %s: %v", url, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	want := []string{"metaplane_coordinator_leader 1", "metaplane_tablet_servers_registered 2", "metaplane_backend_call_seconds_bucket"}
+	if backend == "raft" {
+		want = append(want, "raftTerm ", "raftCommitIndex ", "raftAppliedIndex ", "raftApplyLag ", `raftRole{role="leader"} 3`, "raftFollowerLag{")
+	}
+	for _, w := range want {
+		if !strings.Contains(string(body), w) {
+			t.Errorf("metrics of %s lack %q", p.name, w)
+		}
+	}
+}
