@@ -11,6 +11,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) == "leader" {
+		runHelper()
+	}
 	code := m.Run()
 	zktest.CloseShared()
 	os.Exit(code)
