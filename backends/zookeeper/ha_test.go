@@ -95,7 +95,10 @@ func TestOldLeaderReconnection(t *testing.T) {
 			_, _, err := core.Create(ctx, oldC, "/data/a2", []byte("stale"), core.CreateOptions{Fence: f})
 			return err
 		}},
-		{"set", func() error { _, err := core.Set(ctx, oldC, "/data/a1", []byte("stale"), core.AnyVersion, f); return err }},
+		{"set", func() error {
+			_, err := core.Set(ctx, oldC, "/data/a1", []byte("stale"), core.AnyVersion, f)
+			return err
+		}},
 		{"set new leader's node", func() error {
 			_, err := core.Set(ctx, oldC, "/data/b1", []byte("stale"), core.AnyVersion, f)
 			return err
