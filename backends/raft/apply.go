@@ -113,7 +113,7 @@ func (a *applier) leader(r *raftv1.LeaderRecord) (*raftv1.CommandResult, *opFail
 		epoch = ls.GetEpoch() + 1
 	}
 	nls := &raftv1.LeaderState{Epoch: epoch, Term: r.GetTerm(), CandidateId: r.GetCandidateId(),
-		Address: r.GetAddress(), ReplicaId: r.GetReplicaId(), Index: a.index}
+		Address: r.GetAddress(), ReplicaId: r.GetReplicaId(), Index: a.index, Session: r.GetSession()}
 	a.set(keyLeader, mustMarshal(nls))
 	a.notes = append(a.notes, applyNote{kind: noteLeader, leader: nls})
 	return &raftv1.CommandResult{Value: epoch}, nil
@@ -202,6 +202,12 @@ func (a *applier) expire(x *raftv1.SessionExpire) (*raftv1.CommandResult, *opFai
 	}
 	t.flush()
 	a.del(sessionKey(s.Id))
+	if ls := a.leaderState(); ls.GetSession() == s.Id && ls.GetEpoch() != 0 && !ls.GetResigned() {
+		// The leader's session ended: so did its leadership.
+		ls.Resigned = true
+		a.set(keyLeader, mustMarshal(ls))
+		a.notes = append(a.notes, applyNote{kind: noteLeader, leader: ls})
+	}
 	a.notes = append(a.notes, applyNote{kind: noteSessionExpired, session: s.Id})
 	return &raftv1.CommandResult{Value: 1}, nil
 }

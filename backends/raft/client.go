@@ -18,10 +18,10 @@ import (
 // core.SessionExpirer, and serves the metadata stream (FetchMetadata,
 // FetchMetadataSnapshot).
 //
-// Writes may be made on any member: a follower forwards the proposal to the
-// Raft leader, and fences are checked when the entry is applied. Lease
-// management (GrantLease, RenewLease, RevokeLease) and membership changes
-// need the leader and fail with *core.NotLeaderError on a follower.
+// Writes, lease grants and revocations may be made on any member: a
+// follower forwards the proposal to the Raft leader, and fences are checked
+// when the entry is applied. Membership changes need the leader and fail
+// with *core.NotLeaderError on a follower.
 //
 // Every method is safe for concurrent use.
 type Client struct {
@@ -408,8 +408,13 @@ func (c *Client) Watch(ctx context.Context, prefix string, fromRevision int64) (
 	}
 	next := fromRevision
 	if next == 0 {
-		_, applied := c.m.waitApplied()
-		next = int64(applied) + 1
+		// The next change after a linearizable point: a write that
+		// completed before Watch was called is not delivered.
+		v, err := c.m.read(ctx, appliedQuery{}, false)
+		if err != nil {
+			return nil, err
+		}
+		next = v.(int64) + 1
 	} else {
 		v, err := c.m.read(ctx, changesQuery{from: next, prefix: prefix, max: 1}, true)
 		if err != nil {
@@ -599,18 +604,15 @@ func (c *Client) ExpireSession(ctx context.Context) error {
 
 // ---- leases ----
 
-// GrantLease grants a replicated lease of ttl to owner on the leader
-// (tablet-server registrations). Errors: ErrNotLeader, ErrFenced,
-// ErrInvalidArgument, ErrUnavailable, ErrClosed.
+// GrantLease grants a replicated lease of ttl to owner (tablet-server
+// registrations); any member may grant, the leader keeps its clock.
+// Errors: ErrFenced, ErrInvalidArgument, ErrUnavailable, ErrClosed.
 func (c *Client) GrantLease(ctx context.Context, owner string, ttl time.Duration, fence core.Fence) (int64, error) {
 	if err := c.check(); err != nil {
 		return 0, err
 	}
 	if ttl < time.Millisecond {
 		return 0, fmt.Errorf("%w: lease ttl %v: must be at least 1ms", core.ErrInvalidArgument, ttl)
-	}
-	if !c.m.isLeader() {
-		return 0, c.m.notLeader()
 	}
 	res, err := c.m.propose(ctx, &raftv1.Command{Body: &raftv1.Command_SessionGrant{SessionGrant: &raftv1.SessionGrant{
 		Owner: owner, TtlMs: ttl.Milliseconds(), Fence: fenceProto(fence)}}})
@@ -623,30 +625,29 @@ func (c *Client) GrantLease(ctx context.Context, owner string, ttl time.Duration
 	return res.GetValue(), nil
 }
 
-// RenewLease restarts the lease's clock on the leader (in memory: a new
-// leader restarts every clock anyway). Errors: ErrSessionExpired,
-// ErrNotLeader, ErrClosed.
+// RenewLease restarts the lease's clock: in memory on the leader (a new
+// leader restarts every clock anyway), by a replicated renewal record on a
+// follower. Errors: ErrSessionExpired, ErrUnavailable, ErrClosed.
 func (c *Client) RenewLease(ctx context.Context, id int64) error {
 	if err := c.check(); err != nil {
 		return err
 	}
-	if !c.m.isLeader() {
-		return c.m.notLeader()
+	if c.m.isLeader() && c.m.touch(id) {
+		return nil
 	}
-	if !c.m.touch(id) {
-		return fmt.Errorf("%w: lease %d", core.ErrSessionExpired, id)
+	res, err := c.m.propose(ctx, &raftv1.Command{Body: &raftv1.Command_SessionRenew{SessionRenew: &raftv1.SessionRenew{Id: id}}})
+	if err != nil {
+		return err
 	}
-	return nil
+	return codeError(res)
 }
 
-// RevokeLease ends the lease now, deleting its ephemerals. Errors:
-// ErrSessionExpired, ErrFenced, ErrNotLeader, ErrUnavailable, ErrClosed.
+// RevokeLease ends the lease now with a replicated expiry record, deleting
+// its ephemerals. Errors: ErrSessionExpired, ErrFenced, ErrUnavailable,
+// ErrClosed.
 func (c *Client) RevokeLease(ctx context.Context, id int64, fence core.Fence) error {
 	if err := c.check(); err != nil {
 		return err
-	}
-	if !c.m.isLeader() {
-		return c.m.notLeader()
 	}
 	res, err := c.m.propose(ctx, &raftv1.Command{Body: &raftv1.Command_SessionExpire{SessionExpire: &raftv1.SessionExpire{
 		Id: id, Fence: fenceProto(fence), Reason: "revoked"}}})
@@ -723,6 +724,9 @@ func Capabilities() core.Capabilities {
 func (c *Client) Status(ctx context.Context) (core.Status, error) {
 	if err := c.check(); err != nil {
 		return core.Status{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return core.Status{}, fmt.Errorf("raft: status: %w", err)
 	}
 	return c.m.status(), nil
 }

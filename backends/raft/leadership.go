@@ -90,26 +90,50 @@ func (c *Client) Campaign(ctx context.Context, cand core.Candidate) (core.Leader
 	}
 	m := c.m
 	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		m.mu.Lock()
 		if m.closed {
 			m.mu.Unlock()
 			return nil, errClosed
 		}
-		ready := m.raftLeader == m.replicaID && m.holder == nil && !m.reserved
+		isLeader := m.raftLeader == m.replicaID
+		ready := isLeader && m.holder == nil && !m.reserved
+		_, held := m.currentLeaderLocked()
+		knownLeader := m.raftLeader != 0
 		term, wait := m.raftTerm, m.changeC
 		if ready {
 			m.reserved = true
 		}
 		m.mu.Unlock()
 		if !ready {
+			// On a follower, when no coordinator leads, ask for Raft
+			// leadership (after a delay staggered by replica id, so the
+			// leader's own candidates and one follower go first).
+			var transfer <-chan time.Time
+			var t *time.Timer
+			if !isLeader && !held && knownLeader {
+				t = time.NewTimer(m.transferDelay())
+				transfer = t.C
+			}
+			var err error
 			select {
 			case <-wait:
-				continue
+			case <-transfer:
+				m.requestTransfer(ctx)
 			case <-ctx.Done():
-				return nil, ctx.Err()
+				err = ctx.Err()
 			case <-c.stop:
-				return nil, errClosed
+				err = errClosed
 			}
+			if t != nil {
+				t.Stop()
+			}
+			if err != nil {
+				return nil, err
+			}
+			continue
 		}
 		l, err := c.appendLeader(ctx, cand, term)
 		m.mu.Lock()
@@ -137,6 +161,34 @@ func (c *Client) Campaign(ctx context.Context, cand core.Candidate) (core.Leader
 	}
 }
 
+// transferDelay is how long a follower with a waiting candidate waits,
+// once no coordinator leads, before asking for Raft leadership.
+func (m *member) transferDelay() time.Duration {
+	return 2*TickInterval + time.Duration(m.replicaID-1)*m.opts.ElectionTimeout/2
+}
+
+// requestTransfer asks the Raft leader to hand leadership to this member,
+// if a linearizable read confirms that no coordinator leads.
+func (m *member) requestTransfer(ctx context.Context) {
+	v, err := m.read(ctx, leaderQuery{}, false)
+	if err != nil {
+		return
+	}
+	ls := v.(*raftv1.LeaderState)
+	m.mu.Lock()
+	if m.leaderSt == nil || m.leaderSt.GetIndex() <= ls.GetIndex() {
+		m.leaderSt = ls
+	}
+	_, held := m.currentLeaderLocked()
+	follower := m.raftLeader != m.replicaID && m.raftLeader != 0
+	m.mu.Unlock()
+	if held || !follower {
+		return
+	}
+	m.opts.Logf("raft: member %d asks for Raft leadership for a waiting candidate", m.replicaID)
+	_ = m.nh.RequestLeaderTransfer(shardID, m.replicaID)
+}
+
 // appendLeader appends the leader record of term and installs the
 // leadership if the member is still leader in that term once it applied.
 // It returns nil, nil when leadership moved meanwhile.
@@ -145,7 +197,7 @@ func (c *Client) appendLeader(ctx context.Context, cand core.Candidate, term uin
 	cctx, cancel := context.WithTimeout(ctx, m.opts.CatchupTimeout)
 	defer cancel()
 	res, err := m.propose(cctx, &raftv1.Command{Body: &raftv1.Command_Leader{Leader: &raftv1.LeaderRecord{
-		Term: term, CandidateId: cand.ID, Address: cand.Address, ReplicaId: m.replicaID}}})
+		Term: term, CandidateId: cand.ID, Address: cand.Address, ReplicaId: m.replicaID, Session: c.Session().ID}}})
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +255,7 @@ func (c *Client) Leader(ctx context.Context) (core.LeaderInfo, error) {
 	m := c.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.leaderSt == nil || m.leaderSt.GetIndex() < ls.GetIndex() {
+	if m.leaderSt == nil || m.leaderSt.GetIndex() <= ls.GetIndex() {
 		m.leaderSt = ls
 	}
 	info, ok := m.currentLeaderLocked()

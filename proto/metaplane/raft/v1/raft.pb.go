@@ -496,11 +496,13 @@ func (x *Txn) GetSession() int64 {
 // LeaderRecord is appended by a campaigning coordinator once its replica is
 // Raft leader. Applying it makes the candidate the current leader.
 type LeaderRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Term          uint64                 `protobuf:"varint,1,opt,name=term,proto3" json:"term,omitempty"`
-	CandidateId   string                 `protobuf:"bytes,2,opt,name=candidate_id,json=candidateId,proto3" json:"candidate_id,omitempty"`
-	Address       string                 `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`
-	ReplicaId     uint64                 `protobuf:"varint,4,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Term        uint64                 `protobuf:"varint,1,opt,name=term,proto3" json:"term,omitempty"`
+	CandidateId string                 `protobuf:"bytes,2,opt,name=candidate_id,json=candidateId,proto3" json:"candidate_id,omitempty"`
+	Address     string                 `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`
+	ReplicaId   uint64                 `protobuf:"varint,4,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	// session is the candidate's session: its expiry ends the leadership.
+	Session       int64 `protobuf:"varint,5,opt,name=session,proto3" json:"session,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -559,6 +561,13 @@ func (x *LeaderRecord) GetAddress() string {
 func (x *LeaderRecord) GetReplicaId() uint64 {
 	if x != nil {
 		return x.ReplicaId
+	}
+	return 0
+}
+
+func (x *LeaderRecord) GetSession() int64 {
+	if x != nil {
+		return x.Session
 	}
 	return 0
 }
@@ -1294,7 +1303,9 @@ type LeaderState struct {
 	ReplicaId   uint64                 `protobuf:"varint,5,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
 	Resigned    bool                   `protobuf:"varint,6,opt,name=resigned,proto3" json:"resigned,omitempty"`
 	// index is the log index of the leader record.
-	Index         int64 `protobuf:"varint,7,opt,name=index,proto3" json:"index,omitempty"`
+	Index int64 `protobuf:"varint,7,opt,name=index,proto3" json:"index,omitempty"`
+	// session is the leader's session; its expiry resigns the leadership.
+	Session       int64 `protobuf:"varint,8,opt,name=session,proto3" json:"session,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1374,6 +1385,13 @@ func (x *LeaderState) GetResigned() bool {
 func (x *LeaderState) GetIndex() int64 {
 	if x != nil {
 		return x.Index
+	}
+	return 0
+}
+
+func (x *LeaderState) GetSession() int64 {
+	if x != nil {
+		return x.Session
 	}
 	return 0
 }
@@ -1593,13 +1611,14 @@ const file_proto_metaplane_raft_v1_raft_proto_rawDesc = "" +
 	"\x03Txn\x12'\n" +
 	"\x03ops\x18\x01 \x03(\v2\x15.metaplane.raft.v1.OpR\x03ops\x12.\n" +
 	"\x05fence\x18\x02 \x01(\v2\x18.metaplane.raft.v1.FenceR\x05fence\x12\x18\n" +
-	"\asession\x18\x03 \x01(\x03R\asession\"~\n" +
+	"\asession\x18\x03 \x01(\x03R\asession\"\x98\x01\n" +
 	"\fLeaderRecord\x12\x12\n" +
 	"\x04term\x18\x01 \x01(\x04R\x04term\x12!\n" +
 	"\fcandidate_id\x18\x02 \x01(\tR\vcandidateId\x12\x18\n" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x1d\n" +
 	"\n" +
-	"replica_id\x18\x04 \x01(\x04R\treplicaId\"\x1e\n" +
+	"replica_id\x18\x04 \x01(\x04R\treplicaId\x12\x18\n" +
+	"\asession\x18\x05 \x01(\x03R\asession\"\x1e\n" +
 	"\x06Resign\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x03R\x05epoch\"k\n" +
 	"\fSessionGrant\x12\x14\n" +
@@ -1659,7 +1678,7 @@ const file_proto_metaplane_raft_v1_raft_proto_rawDesc = "" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x15\n" +
 	"\x06ttl_ms\x18\x03 \x01(\x03R\x05ttlMs\x12\x1f\n" +
 	"\vrenew_index\x18\x04 \x01(\x03R\n" +
-	"renewIndex\"\xc5\x01\n" +
+	"renewIndex\"\xdf\x01\n" +
 	"\vLeaderState\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x03R\x05epoch\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12!\n" +
@@ -1668,7 +1687,8 @@ const file_proto_metaplane_raft_v1_raft_proto_rawDesc = "" +
 	"\n" +
 	"replica_id\x18\x05 \x01(\x04R\treplicaId\x12\x1a\n" +
 	"\bresigned\x18\x06 \x01(\bR\bresigned\x12\x14\n" +
-	"\x05index\x18\a \x01(\x03R\x05index\"p\n" +
+	"\x05index\x18\a \x01(\x03R\x05index\x12\x18\n" +
+	"\asession\x18\b \x01(\x03R\asession\"p\n" +
 	"\x05Event\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\x05R\x04type\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
