@@ -24,6 +24,8 @@ type Machine struct {
 	// LoadAverage is /proc/loadavg's 1-minute figure at the start: the
 	// machine may be shared.
 	LoadAverage float64 `json:"load_average_1m"`
+	// LoadAverageEnd is the same figure at the end of the run.
+	LoadAverageEnd float64 `json:"load_average_1m_end,omitempty"`
 	// JavaVersion is the Java runtime that ran ZooKeeper, when it did.
 	JavaVersion string `json:"java_version,omitempty"`
 }
@@ -47,12 +49,22 @@ func DescribeMachine(now time.Time) Machine {
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = strings.TrimSpace(string(b))
 	}
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		if f := strings.Fields(string(b)); len(f) > 0 {
-			m.LoadAverage, _ = strconv.ParseFloat(f[0], 64)
-		}
-	}
+	m.LoadAverage = loadAverage()
 	return m
+}
+
+// loadAverage returns /proc/loadavg's 1-minute figure, or 0.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
 
 // procField returns the value of the first "key: value" line of a /proc

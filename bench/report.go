@@ -272,8 +272,12 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	m := rep.Machine
 	fmt.Fprintf(w, "machine: %s, %d cores, %s memory, Linux %s, %s, %s\n",
 		m.CPUModel, m.Cores, formatBytes(m.MemoryBytes), m.Kernel, m.GoVersion, m.Date)
-	fmt.Fprintf(w, "run: backends %s, %d voter(s), quick=%v, %d rounds interleaved, %.0fs\n\n",
-		strings.Join(rep.Options.Backends, ","), rep.Options.Voters, rep.Options.Quick, rep.Options.Rounds, rep.DurationSeconds)
+	fmt.Fprintf(w, "run: backends %s, %d voter(s), quick=%v, %d rounds interleaved, %.0fs; load average %.2f at the start, %.2f at the end\n",
+		strings.Join(rep.Options.Backends, ","), rep.Options.Voters, rep.Options.Quick, rep.Options.Rounds, rep.DurationSeconds, m.LoadAverage, m.LoadAverageEnd)
+	if len(rep.Options.Settings) > 0 {
+		fmt.Fprintf(w, "settings: %s\n", strings.Join(rep.Options.Settings, ", "))
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "row\tbackend\tp50\tp99\tmean/op\tops/s\tn\tzk/raft\tseed zk\tseed raft\t")
 	for _, row := range rep.Rows {

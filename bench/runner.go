@@ -357,6 +357,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep.Memory = dedupeMemory(memProcs)
 	rep.Targets = EvaluateTargets(rep)
 	rep.DurationSeconds = round3(time.Since(start).Seconds())
+	rep.Machine.LoadAverageEnd = loadAverage()
 	return rep, ctx.Err()
 }
 

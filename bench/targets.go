@@ -2,7 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 )
 
@@ -175,13 +174,3 @@ func status(ok bool) string {
 // noiseBand is the ratio below which a row counts as clearly slower rather
 // than within run-to-run noise (reported separately, still "not met").
 const noiseBand = 0.9
-
-// sortedKeys returns m's keys, sorted.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
