@@ -141,8 +141,10 @@ func ConnectInProcess(tb testing.TB, provider core.Provider, opts Options) (*plu
 		tb.Fatalf("start in-process plugin: %v", err)
 	}
 	return p, func() {
-		_ = client.Close()
+		// Stop the server first: closing the client first would make the
+		// server stop itself concurrently (go-plugin's controller), a race.
 		server.Stop()
+		_ = client.Close()
 		_ = provider.Close()
 	}
 }
