@@ -67,6 +67,16 @@ func (e *NotEmptyError) Unwrap() error { return core.ErrNotEmpty }
 func notFound(kind, name string) error { return &NotFoundError{Kind: kind, Name: name} }
 func exists(kind, name string) error   { return &ExistsError{Kind: kind, Name: name} }
 
+// ArgumentError is a refused request: a bad name, type, key or count. The
+// message says what was wrong; errors.Is(err, core.ErrInvalidArgument)
+// holds for it.
+type ArgumentError struct{ Msg string }
+
+func (e *ArgumentError) Error() string { return e.Msg }
+
+// Unwrap makes errors.Is(err, core.ErrInvalidArgument) true.
+func (e *ArgumentError) Unwrap() error { return core.ErrInvalidArgument }
+
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", core.ErrInvalidArgument, fmt.Sprintf(format, args...))
+	return &ArgumentError{Msg: fmt.Sprintf(format, args...)}
 }

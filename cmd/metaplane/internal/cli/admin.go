@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -47,12 +49,18 @@ func (a *adminCtx) admin(call func(ctx context.Context, c adminv1.AdminServiceCl
 // print writes m as JSON (--json) or calls text.
 func (a *adminCtx) print(m proto.Message, text func(w io.Writer)) error {
 	if a.json {
-		b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
+		b, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
 		if err != nil {
 			return err
 		}
-		a.env.Stdout.Write(append(b, '\n'))
-		return nil
+		// protojson's spacing is deliberately unstable: normalise it.
+		var out bytes.Buffer
+		if err := json.Indent(&out, b, "", "  "); err != nil {
+			return err
+		}
+		out.WriteByte('\n')
+		_, err = out.WriteTo(a.env.Stdout)
+		return err
 	}
 	text(a.env.Stdout)
 	return nil
@@ -129,7 +137,7 @@ func init() {
 						return err
 					}
 					if len(cols) == 0 {
-						return usageError("create-table %s: give at least one --column name:TYPE", pos[0])
+						return usageError("give at least one --column name:TYPE")
 					}
 					d := &adminv1.TableDescriptor{Columns: cols, PrimaryKey: splitList(*pk), PartitionKeys: splitList(*pkeys),
 						BucketKeys: splitList(*bkeys), BucketCount: int32(*buckets), ReplicationFactor: int32(*rf), Comment: *comment, Properties: *props}
@@ -139,7 +147,7 @@ func init() {
 							return err
 						}
 						return a.print(r, func(w io.Writer) {
-							fmt.Fprintf(w, "created table %s.%s (id %d, %d buckets)\n", db, table, r.Table.TableId, r.Table.Descriptor_.BucketCount)
+							fmt.Fprintf(w, "created table %s.%s (id %d, %s)\n", db, table, r.Table.TableId, plural(int(r.Table.Descriptor_.BucketCount), "bucket"))
 						})
 					})
 				}
@@ -639,4 +647,11 @@ func runAdmin(ctx context.Context, env *Env, args []string) int {
 		return ExitFailure
 	}
 	return ExitOK
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
 }
