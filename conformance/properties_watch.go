@@ -248,6 +248,72 @@ func watchProperties() []Property {
 			},
 		},
 		{
+			Name:        "Watch/SessionEnd",
+			Description: "a watch follower sees the ephemerals of an expired and of a closed session disappear",
+			run: func(e *env) {
+				a, b := e.client(), e.client()
+				e.create(a, p("a1"), nil, core.Ephemeral)
+				e.create(a, p("a2-"), nil, core.EphemeralSequential)
+				e.create(b, p("b1"), nil, core.Ephemeral)
+				e.create(e.c0, p("keep"), nil, core.Persistent)
+				f := e.follow(e.client(), base)
+				e.expire(a)
+				e.ok(b.Close(), "close")
+				e.gone(e.c0, p("a1"))
+				e.gone(e.c0, p("b1"))
+				f.converges("after a session expired and another closed")
+				f.mu.Lock()
+				n := len(f.state)
+				f.mu.Unlock()
+				if n != 2 {
+					e.t.Fatalf("follower holds %d nodes, want 2 (%s and %s)", n, base, p("keep"))
+				}
+			},
+		},
+		{
+			Name:        "Watch/Reset",
+			Description: "a watch from an earlier revision starts with a Reset holding the current state on a backend without exact history, and never sends a Reset on one with it",
+			run: func(e *env) {
+				e.create(e.c0, p("a"), []byte("1"), core.Persistent)
+				from := e.get(e.c0, p("a")).Stat.CreateRevision
+				e.create(e.c0, p("b"), []byte("2"), core.Persistent)
+				e.ok(core.Delete(e.ctx, e.c0, p("a"), core.AnyVersion, core.Fence{}), "delete")
+				ch := e.watch(e.client(), base, from)
+				var first core.WatchResponse
+				select {
+				case r, ok := <-ch:
+					if !ok || r.Err != nil {
+						e.t.Fatalf("watch from %d ended at once (%v)", from, r.Err)
+					}
+					first = r
+				case <-time.After(waitTimeout):
+					e.t.Fatalf("no response within %v to a watch from an earlier revision", waitTimeout)
+				}
+				if e.caps.ExactHistory {
+					if first.Reset {
+						e.t.Fatalf("a backend declaring ExactHistory sent a Reset")
+					}
+					if len(first.Events) == 0 || first.Events[0].Path != p("a") || first.Events[0].Type != core.EventCreated {
+						e.t.Fatalf("first replayed events %s, want the creation of %s", describeEvents(first.Events), p("a"))
+					}
+					return
+				}
+				if !first.Reset {
+					e.t.Fatalf("first response %s is not a Reset, on a backend without exact history", describeEvents(first.Events))
+				}
+				got := map[string]string{}
+				for _, ev := range first.Events {
+					if ev.Type != core.EventCreated {
+						e.t.Fatalf("a Reset holds a %v event for %s, want only created", ev.Type, ev.Path)
+					}
+					got[ev.Path] = string(ev.Data)
+				}
+				if _, ok := got[p("a")]; ok || got[p("b")] != "2" {
+					e.t.Fatalf("Reset state %v: want %s holding \"2\" and no %s", got, p("b"), p("a"))
+				}
+			},
+		},
+		{
 			Name:        "Watch/Compacted/Immediate",
 			Needs:       NeedsExactHistory + "+" + NeedsCompactor,
 			Description: "a watch from a revision the backend no longer keeps fails at once with ErrCompacted",
