@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -317,38 +318,49 @@ func (p *Plugin) startProcess(ctx context.Context) (*conn, error) {
 		err error
 	}
 	resc := make(chan result, 1)
+	cctx, ccancel := context.WithCancel(context.Background())
 	go func() {
-		cp, err := pc.Client()
-		if err != nil {
-			resc <- result{err: err}
-			return
+		// The kernel sends the parent-death signal when the *thread* that
+		// started the child exits, and Go ends a thread when a goroutine
+		// locked to it returns. Start the plugin from a locked thread that
+		// lives as long as the plugin, so no thread exit kills it early.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		res := func() result {
+			cp, err := pc.Client()
+			if err != nil {
+				return result{err: err}
+			}
+			raw, err := cp.Dispense(PluginName)
+			if err != nil {
+				return result{err: err}
+			}
+			rpc, ok := raw.(pb.BackendClient)
+			if !ok {
+				return result{err: fmt.Errorf("dispensed %T, not a metaplane.v1 Backend client", raw)}
+			}
+			return result{rpc: rpc}
+		}()
+		resc <- res
+		if res.err == nil {
+			<-cctx.Done()
 		}
-		raw, err := cp.Dispense(PluginName)
-		if err != nil {
-			resc <- result{err: err}
-			return
-		}
-		rpc, ok := raw.(pb.BackendClient)
-		if !ok {
-			resc <- result{err: fmt.Errorf("dispensed %T, not a metaplane.v1 Backend client", raw)}
-			return
-		}
-		resc <- result{rpc: rpc}
 	}()
 	var res result
 	select {
 	case res = <-resc:
 	case <-ctx.Done():
+		ccancel()
 		return fail(fmt.Errorf("%w: starting plugin %s: %v", core.ErrUnavailable, p.path, ctx.Err()))
 	}
 	if res.err != nil {
+		ccancel()
 		if errors.Is(res.err, plugin.ErrChecksumsDoNotMatch) {
 			return fail(fmt.Errorf("%w: plugin %s refused: its checksum does not match %s", core.ErrInvalidArgument, p.path, KeyPluginSHA256))
 		}
 		return fail(fmt.Errorf("%w: starting plugin %s: %v", core.ErrUnavailable, p.path, res.err))
 	}
 	pid, _ := strconv.Atoi(pc.ID())
-	cctx, ccancel := context.WithCancel(context.Background())
 	cn := &conn{name: p.name, rpc: res.rpc, ctx: cctx, cancel: ccancel, pc: pc, pid: pid}
 	desc, err := describeAndStart(ctx, cn, p.opts.Config)
 	if err != nil {
