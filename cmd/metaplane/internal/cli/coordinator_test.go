@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/metaplane/metaplane/internal/testutil"
+)
+
+// TestCoordinatorDefaultRaft runs `metaplane coordinator` with no
+// configuration but free ports: it selects the single-voter Raft default,
+// keeps its data in ./data, says where it listens, serves the admin verbs,
+// and exits cleanly on SIGTERM.
+func TestCoordinatorDefaultRaft(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a coordinator and its Raft plugin")
+	}
+	bin := testutil.Binary(t, "metaplane")
+	testutil.Binary(t, "metaplane-backend-raft")
+	dir := t.TempDir()
+	client := strconv.Itoa(testutil.FreePort(t))
+	cmd := exec.Command(bin, "coordinator", "--no-env", "-D", "bind.listeners=CLIENT://127.0.0.1:"+client,
+		"-D", "coordinator.raft.port="+strconv.Itoa(testutil.FreePort(t)), "-D", "metrics.address=127.0.0.1:0")
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	banner := make(chan string, 1)
+	go func() {
+		var b strings.Builder
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			b.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), "admin list-tables") {
+				banner <- b.String()
+			}
+		}
+		io.Copy(io.Discard, stdout)
+		done <- cmd.Wait()
+	}()
+	defer func() {
+		cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("coordinator stderr:\n%s", stderr.String())
+		}
+	}()
+	var out string
+	select {
+	case out = <-banner:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no banner within 60s")
+	}
+	for _, want := range []string{"backend:  raft (selected by metadata.backend.default=raft)", "voter 1 of 1",
+		"data in ./data/raft", "clients:  127.0.0.1:" + client, "admin create-database demo --bootstrap-servers 127.0.0.1:" + client} {
+		if !strings.Contains(out, want) {
+			t.Errorf("banner lacks %q:\n%s", want, out)
+		}
+	}
+	bs := "--bootstrap-servers=127.0.0.1:" + client
+	testutil.WaitFor(t, 30*time.Second, "the coordinator serves", func() bool {
+		_, _, code := runCLI(t, "admin", "list-databases", bs, "--timeout=2s")
+		return code == ExitOK
+	})
+	for _, args := range [][]string{
+		{"admin", "create-database", "demo", bs},
+		{"admin", "create-table", "demo.orders", "--column", "id:BIGINT", "--column", "amount:DOUBLE", "--primary-key", "id", "--buckets", "3", bs},
+	} {
+		if o, e, code := runCLI(t, args...); code != ExitOK {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, o, e)
+		}
+	}
+	o, _, code := runCLI(t, "admin", "list-tables", "demo", bs)
+	if code != ExitOK || o != "orders\n" {
+		t.Fatalf("list-tables: exit %d, %q", code, o)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data", "raft")); err != nil {
+		t.Fatalf("no ./data/raft: %v", err)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no exit within 30s of SIGTERM")
+	}
+}
+
+// TestDemo runs `metaplane demo` and checks that it completes and leaves no
+// process behind.
+func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs five processes")
+	}
+	bin := testutil.Binary(t, "metaplane")
+	testutil.Binary(t, "metaplane-backend-raft")
+	cmd := exec.Command(bin, "demo", "--keep")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.CombinedOutput()
+	m := regexp.MustCompile(`log (/\S+)/coordinator-1\.log`).FindSubmatch(out)
+	if m != nil {
+		defer os.RemoveAll(string(m[1]))
+	}
+	if err != nil || !strings.Contains(string(out), "demo complete.") {
+		t.Fatalf("demo: %v\n%s", err, out)
+	}
+	for _, want := range []string{"new leader", "intact: same table id, same schema bytes", "stopped 5 processes"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if m == nil {
+		t.Fatalf("no data directory in the output:\n%s", out)
+	}
+	dir := string(m[1])
+	// No process may be left with the demo's directory as its working
+	// directory or in its arguments (coordinators, plugins, tablet servers).
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cwd, _ := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if cwd == dir || strings.Contains(string(cmdline), dir) {
+			t.Errorf("process %d left behind: %s", pid, strings.ReplaceAll(string(cmdline), "\x00", " "))
+		}
+	}
+}
