@@ -1,0 +1,304 @@
+package raft
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/testutil"
+)
+
+// TestCorruptSnapshotRefused: a snapshot whose body does not match its
+// checksum is refused with a clear error and the store is left untouched.
+func TestCorruptSnapshotRefused(t *testing.T) {
+	dir := t.TempDir()
+	src := newFSM(filepath.Join(dir, "src"), 1000, nil)
+	if _, err := src.Open(nil); err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	applyTxn(t, src, 1, "/a", "one")
+	applyTxn(t, src, 2, "/b", "two")
+	snap, err := src.PrepareSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := src.SaveSnapshot(snap, &buf, nil); err != nil {
+		t.Fatalf("save: %v", err)
+	}
+	good := buf.Bytes()
+
+	dst := newFSM(filepath.Join(dir, "dst"), 1000, nil)
+	if _, err := dst.Open(nil); err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	applyTxn(t, dst, 1, "/mine", "kept")
+
+	// Flip one byte of the body (the last byte is a value byte).
+	bad := append([]byte(nil), good...)
+	bad[len(bad)-1] ^= 0xff
+	err = dst.RecoverFromSnapshot(bytes.NewReader(bad), nil)
+	if !errors.Is(err, ErrSnapshotCorrupt) || !strings.Contains(err.Error(), "SHA-256") {
+		t.Fatalf("recover from a corrupt snapshot: got %v, want ErrSnapshotCorrupt naming the checksum", err)
+	}
+	// Truncated and garbage snapshots are refused too.
+	for name, b := range map[string][]byte{"truncated": good[:len(good)/2], "garbage": []byte("not a snapshot")} {
+		if err := dst.RecoverFromSnapshot(bytes.NewReader(b), nil); !errors.Is(err, ErrSnapshotCorrupt) {
+			t.Fatalf("recover from a %s snapshot: got %v, want ErrSnapshotCorrupt", name, err)
+		}
+	}
+	if got := lookupData(t, dst, "/mine"); got != "kept" {
+		t.Fatalf("after refused snapshots /mine = %q, want kept (the store was touched)", got)
+	}
+	if got := lookupData(t, dst, "/a"); got != "" {
+		t.Fatalf("after refused snapshots /a = %q, want absent", got)
+	}
+	// The intact snapshot is accepted and replaces the content.
+	if err := dst.RecoverFromSnapshot(bytes.NewReader(good), nil); err != nil {
+		t.Fatalf("recover from the intact snapshot: %v", err)
+	}
+	if got := lookupData(t, dst, "/b"); got != "two" {
+		t.Fatalf("after recovery /b = %q, want two", got)
+	}
+	if got := lookupData(t, dst, "/mine"); got != "" {
+		t.Fatalf("after recovery /mine = %q, want gone", got)
+	}
+	v, _ := dst.Lookup(appliedQuery{})
+	if v.(int64) != 2 {
+		t.Fatalf("applied index after recovery %d, want 2", v)
+	}
+}
+
+func applyTxn(t *testing.T, f *fsm, index uint64, path, data string) {
+	t.Helper()
+	cmd := mustMarshal(commandTxn(path, data))
+	out, err := f.Update([]smEntry{{Index: index, Cmd: cmd}})
+	if err != nil || out[0].Result.Value != 0 {
+		t.Fatalf("apply %d: %v %+v", index, err, out)
+	}
+}
+
+func lookupData(t *testing.T, f *fsm, path string) string {
+	t.Helper()
+	v, err := f.Lookup(getManyQuery{paths: []string{path}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := v.(*getManyAnswer).results[0]
+	if r.Err != nil {
+		return ""
+	}
+	return string(r.Node.Data)
+}
+
+// TestMinorityCannotCommit: with two of three voters down, writes fail
+// with ErrUnavailable and leave nothing; after recovery every acknowledged
+// write is there.
+func TestMinorityCannotCommit(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	leader := c.waitLeader()
+	survivor := (leader + 1) % 3
+	other := (leader + 2) % 3
+	cl := c.client(survivor)
+	ctx := ctxT(t)
+	var acked []string
+	for i := 0; i < 20; i++ {
+		p := fmt.Sprintf("/acked-%02d", i)
+		if _, _, err := core.Create(ctx, cl, p, []byte(p), core.CreateOptions{}); err != nil {
+			t.Fatalf("create %s: %v", p, err)
+		}
+		acked = append(acked, p)
+	}
+	c.stop(leader)
+	c.stop(other)
+	start := time.Now()
+	_, _, err := core.Create(ctx, cl, "/during-minority", nil, core.CreateOptions{})
+	if !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("write with 2 of 3 voters down: got %v, want ErrUnavailable", err)
+	}
+	t.Logf("minority write refused after %v: %v", time.Since(start), err)
+	if _, err := cl.AllocateIDs(ctx, "/ids", 10, core.Fence{}); !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("id reservation with 2 of 3 voters down: got %v, want ErrUnavailable", err)
+	}
+	for _, i := range []int{leader, other} {
+		if err := c.start(i); err != nil {
+			t.Fatalf("restart member %d: %v", i+1, err)
+		}
+	}
+	c.waitLeader()
+	reader := c.client(leader)
+	res, err := reader.GetMany(ctx, append(append([]string(nil), acked...), "/during-minority", "/ids"), core.ReadOptions{})
+	if err != nil {
+		t.Fatalf("read after recovery: %v", err)
+	}
+	for i, p := range acked {
+		if res[i].Err != nil || string(res[i].Node.Data) != p {
+			t.Fatalf("acknowledged %s after recovery: %v %q", p, res[i].Err, res[i].Node.Data)
+		}
+	}
+	for _, r := range res[len(acked):] {
+		if !errors.Is(r.Err, core.ErrNotFound) {
+			t.Fatalf("a write refused during the minority is there: %+v", r)
+		}
+	}
+}
+
+// TestPartitionedLeaderFenced: a leader cut off from every inbound message
+// (a loopback proxy in front of its Raft port) loses its leadership, its
+// write fails with ErrUnavailable, the majority elects a leader with a
+// higher epoch, and after the heal the old leader's fenced writes are
+// refused with ErrFenced. (The cut is one-way, so the followers may still
+// have received the old leader's entry: its outcome is unknown, as the
+// contract says of ErrUnavailable. TestProcessStaleLeaderNeverCommits
+// freezes the old leader with SIGSTOP for the stronger property.)
+func TestPartitionedLeaderFenced(t *testing.T) {
+	voters := newVoters(t, 3)
+	proxies := make([]*proxy, 3)
+	listen := make([]string, 3)
+	for i := range voters {
+		listen[i] = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+		proxies[i] = newProxy(t, voters[i].Address, listen[i])
+	}
+	c := &cluster{t: t, voters: voters, members: make([]*Provider, 3), mutate: func(i int, o *Options) {
+		o.ListenAddress = listen[i]
+	}}
+	root := t.TempDir()
+	for i := 0; i < 3; i++ {
+		c.dirs = append(c.dirs, filepath.Join(root, fmt.Sprintf("m%d", i+1)))
+	}
+	t.Cleanup(c.stopAll)
+	for i := 0; i < 3; i++ {
+		go func(i int) {
+			if err := c.start(i); err != nil {
+				t.Errorf("start %d: %v", i, err)
+			}
+		}(i)
+	}
+	testutil.WaitFor(t, 20*time.Second, "members started", func() bool {
+		for _, p := range c.members {
+			if p == nil {
+				return false
+			}
+		}
+		return true
+	})
+	old := c.waitLeader()
+	ctx := ctxT(t)
+	oldClient := c.client(old)
+	others := []*Client{c.client((old + 1) % 3), c.client((old + 2) % 3)}
+	l1, err := oldClient.Campaign(ctx, core.Candidate{ID: "old", Address: "CLIENT://old:1"})
+	if err != nil {
+		t.Fatalf("campaign on the leader: %v", err)
+	}
+	if _, _, err := core.Create(ctx, oldClient, "/before", nil, core.CreateOptions{Fence: l1.Fence()}); err != nil {
+		t.Fatalf("fenced write before the partition: %v", err)
+	}
+
+	proxies[old].setCut(true)
+	// The partitioned leader's proposal cannot commit.
+	_, _, err = core.Create(ctx, oldClient, "/partitioned", nil, core.CreateOptions{Fence: l1.Fence()})
+	if !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("write on the partitioned leader: got %v, want ErrUnavailable", err)
+	}
+	select {
+	case <-l1.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the partitioned leader's leadership was not lost")
+	}
+	// The majority elects a new leader; a candidate there campaigns.
+	var l2 core.Leadership
+	done := make(chan error, 2)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, o := range others {
+		o := o
+		go func() {
+			l, err := o.Campaign(cctx, core.Candidate{ID: "new", Address: "CLIENT://new:1"})
+			if err == nil {
+				l2 = l
+				cancel()
+			}
+			done <- err
+		}()
+	}
+	<-done
+	<-done
+	if l2 == nil {
+		t.Fatalf("no new leader in the majority")
+	}
+	if l2.Epoch() <= l1.Epoch() {
+		t.Fatalf("new epoch %d not above old %d", l2.Epoch(), l1.Epoch())
+	}
+	proxies[old].setCut(false)
+	// After the heal the old leader's fenced writes are refused.
+	testutil.WaitFor(t, 20*time.Second, "the old leader to rejoin", func() bool {
+		_, _, err := core.Create(ctx, oldClient, "/after-heal", nil, core.CreateOptions{Fence: l1.Fence()})
+		if err == nil {
+			t.Fatalf("a stale leader's fenced write was accepted after the heal")
+		}
+		return errors.Is(err, core.ErrFenced)
+	})
+	res, err := others[0].GetMany(ctx, []string{"/before", "/after-heal"}, core.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Err != nil || !errors.Is(res[1].Err, core.ErrNotFound) {
+		t.Fatalf("after the heal: /before %v, /after-heal %v; want present, absent", res[0].Err, res[1].Err)
+	}
+	if _, _, err := core.Create(ctx, others[0], "/new-leader", nil, core.CreateOptions{Fence: l2.Fence()}); err != nil {
+		t.Fatalf("the new leader's fenced write: %v", err)
+	}
+}
+
+// TestLeaseExpiryFencesTabletServer: a tablet server's lease that is not
+// renewed expires by a replicated record that deletes its registration,
+// and the server's later renewals and writes under the lease fail.
+func TestLeaseExpiryFencesTabletServer(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	leader := c.waitLeader()
+	coord := c.client(leader)
+	follower := c.client((leader + 1) % 3)
+	ctx := ctxT(t)
+	l, err := coord.Campaign(ctx, core.Candidate{ID: "coord", Address: "CLIENT://c:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := coord.GrantLease(ctx, "tablet-server-1", 600*time.Millisecond, l.Fence())
+	if err != nil {
+		t.Fatalf("grant: %v", err)
+	}
+	reg := "/tabletservers/ids/1"
+	if _, _, err := core.Create(ctx, coord, reg, []byte(`{"version":4}`), core.CreateOptions{Mode: core.Ephemeral, Lease: id, MakeParents: true, Fence: l.Fence()}); err != nil {
+		t.Fatalf("register: %v", err)
+	}
+	// Heartbeats keep it alive past several ttls.
+	end := time.Now().Add(1500 * time.Millisecond)
+	for time.Now().Before(end) {
+		if err := coord.RenewLease(ctx, id); err != nil {
+			t.Fatalf("renew: %v", err)
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
+	if _, ok, err := core.Exists(ctx, follower, reg); err != nil || !ok {
+		t.Fatalf("registration of a heartbeating server: %v %v", ok, err)
+	}
+	// Silence: the leader fences it.
+	testutil.WaitFor(t, 10*time.Second, "the registration to be deleted", func() bool {
+		_, ok, err := core.Exists(ctx, follower, reg)
+		return err == nil && !ok
+	})
+	if err := coord.RenewLease(ctx, id); !errors.Is(err, core.ErrSessionExpired) {
+		t.Fatalf("renew after expiry: got %v, want ErrSessionExpired", err)
+	}
+	if _, _, err := core.Create(ctx, coord, reg, nil, core.CreateOptions{Mode: core.Ephemeral, Lease: id}); !errors.Is(err, core.ErrSessionExpired) {
+		t.Fatalf("register under the expired lease: got %v, want ErrSessionExpired", err)
+	}
+}

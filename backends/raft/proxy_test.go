@@ -1,0 +1,85 @@
+package raft
+
+import (
+	"io"
+	"net"
+	"sync"
+	"testing"
+)
+
+// proxy is a loopback TCP proxy in front of a member's Raft port; cutting
+// it partitions the member from every inbound message.
+type proxy struct {
+	l      net.Listener
+	target string
+
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+func newProxy(t testing.TB, listen, target string) *proxy {
+	t.Helper()
+	l, err := net.Listen("tcp", listen)
+	if err != nil {
+		t.Fatalf("proxy listen %s: %v", listen, err)
+	}
+	p := &proxy{l: l, target: target, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.l.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.cut {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		p.mu.Unlock()
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		pipe := func(dst, src net.Conn) {
+			_, _ = io.Copy(dst, src)
+			dst.Close()
+			src.Close()
+		}
+		go pipe(up, c)
+		go pipe(c, up)
+	}
+}
+
+// setCut cuts (true) or heals (false) the proxy; cutting closes every open
+// connection and refuses new ones.
+func (p *proxy) setCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for c := range p.conns {
+			c.Close()
+		}
+		p.conns = map[net.Conn]struct{}{}
+	}
+}
+
+func (p *proxy) close() {
+	p.l.Close()
+	p.setCut(true)
+	p.wg.Wait()
+}
