@@ -253,8 +253,10 @@ func (b *Backend) Txn(ctx context.Context, ops []core.Op, opts core.TxnOptions) 
 	return b.s.txnLocked(ops, b.sess.id)
 }
 
-// Status reports the store's revision and leader. It never blocks for
-// long. Errors: ErrClosed, context errors.
+// Status reports the store's revision and leader; Role is always
+// standalone and Epoch is the latest leader epoch handed out (-1 before the
+// first leader). It never blocks for long. Errors: ErrClosed, context
+// errors.
 func (b *Backend) Status(ctx context.Context) (core.Status, error) {
 	if err := b.begin(ctx); err != nil {
 		return core.Status{}, err
@@ -319,7 +321,7 @@ func (b *Backend) Session() core.SessionInfo {
 // dropped. It is closed when ctx ends or the client closes. Errors:
 // ErrClosed, context errors.
 func (b *Backend) SessionEvents(ctx context.Context) (<-chan core.SessionEvent, error) {
-	if err := ctx.Err(); err != nil {
+	if err := b.begin(ctx); err != nil {
 		return nil, err
 	}
 	if err := b.lock(); err != nil {
@@ -369,7 +371,7 @@ func (b *Backend) emitLocked(ev core.SessionEvent) {
 // established and SessionConnected delivered. Errors: ErrClosed, context
 // errors.
 func (b *Backend) ExpireSession(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
+	if err := b.begin(ctx); err != nil {
 		return err
 	}
 	if err := b.lock(); err != nil {

@@ -193,7 +193,7 @@ func (b *Backend) Leader(ctx context.Context) (core.LeaderInfo, error) {
 // not reported. The channel is closed when ctx ends or the client closes.
 // Errors: ErrClosed, context errors.
 func (b *Backend) ObserveLeader(ctx context.Context) (<-chan core.LeaderInfo, error) {
-	if err := ctx.Err(); err != nil {
+	if err := b.begin(ctx); err != nil {
 		return nil, err
 	}
 	if err := b.lock(); err != nil {
