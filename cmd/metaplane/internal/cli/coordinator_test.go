@@ -146,3 +146,76 @@ func TestDemo(t *testing.T) {
 		}
 	}
 }
+
+// childPIDs returns the pids whose parent is pid.
+func childPIDs(pid int) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		s := string(stat)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// TestCoordinatorSurvivesPluginDeath kills the coordinator's Raft plugin
+// with SIGKILL: the coordinator restarts it, leads again from the same
+// data, and serves the catalog it had.
+func TestCoordinatorSurvivesPluginDeath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a coordinator and its Raft plugin")
+	}
+	bin := testutil.Binary(t, "metaplane")
+	testutil.Binary(t, "metaplane-backend-raft")
+	client := strconv.Itoa(testutil.FreePort(t))
+	cmd := exec.Command(bin, "coordinator", "--no-env", "-D", "bind.listeners=CLIENT://127.0.0.1:"+client,
+		"-D", "coordinator.raft.port="+strconv.Itoa(testutil.FreePort(t)), "-D", "metrics.address=127.0.0.1:0")
+	cmd.Dir = t.TempDir()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var logs strings.Builder
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("coordinator output:\n%s", logs.String())
+		}
+	}()
+	bs := "--bootstrap-servers=127.0.0.1:" + client
+	testutil.WaitFor(t, 60*time.Second, "the coordinator serves", func() bool {
+		_, _, code := runCLI(t, "admin", "create-database", "kept", "--if-not-exists", bs, "--timeout=2s")
+		return code == ExitOK
+	})
+	plugins := childPIDs(cmd.Process.Pid)
+	if len(plugins) != 1 {
+		t.Fatalf("plugin processes: %v", plugins)
+	}
+	syscall.Kill(plugins[0], syscall.SIGKILL)
+	testutil.WaitFor(t, 60*time.Second, "a new plugin process", func() bool {
+		now := childPIDs(cmd.Process.Pid)
+		return len(now) == 1 && now[0] != plugins[0]
+	})
+	testutil.WaitFor(t, 60*time.Second, "the coordinator serves its catalog again", func() bool {
+		o, _, code := runCLI(t, "admin", "list-databases", bs, "--timeout=2s")
+		return code == ExitOK && o == "kept\n"
+	})
+}
