@@ -88,19 +88,20 @@ func Run(t *testing.T, h Harness) {
 	for _, p := range Properties() {
 		t.Run(p.Name, func(t *testing.T) {
 			t.Helper()
-			runProperty(t, h, p)
+			runProperty(t, h, p, PropertyTimeout)
 		})
 	}
 }
 
-// runProperty sets up a fresh store and runs one property on t.
-func runProperty(t T, h Harness, p Property) {
+// runProperty sets up a fresh store and runs one property on t; the
+// property's context ends after timeout.
+func runProperty(t T, h Harness, p Property, timeout time.Duration) {
 	t.Helper()
 	store := h.NewStore(t)
 	if store == nil {
 		t.Fatalf("conformance: harness %q returned a nil store", h.Name)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), PropertyTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	t.Cleanup(cancel)
 	e := &env{t: t, store: store, ctx: ctx, h: h}
 	e.c0 = e.client()
@@ -177,8 +178,9 @@ type StandaloneOptions struct {
 	// Run, when not empty, is a regular expression; only properties whose
 	// name it matches (anywhere, as regexp.MatchString does) run.
 	Run string
-	// Timeout bounds each property (0: PropertyTimeout). A property still
-	// running after it is reported as failed and abandoned.
+	// Timeout bounds each property (0: PropertyTimeout): its context ends
+	// then, and a property still running is reported as failed and
+	// abandoned (its cleanups run when it returns).
 	Timeout time.Duration
 	// OnStart and OnResult, when set, are called before and after each
 	// property, for progress output.
@@ -236,7 +238,7 @@ func runStandaloneProperty(h Harness, p Property, timeout time.Duration) Result 
 		if h.NewStore == nil {
 			st.Fatalf("conformance: Harness %q has no NewStore", h.Name)
 		}
-		runProperty(st, h, p)
+		runProperty(st, h, p, timeout)
 	}()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
