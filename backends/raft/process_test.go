@@ -1,0 +1,387 @@
+package raft
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/metaplane/metaplane/conformance"
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/testutil"
+	"github.com/metaplane/metaplane/plugins"
+)
+
+// voterProcs is a cluster whose every voter is a real
+// metaplane-backend-raft plugin process, launched (and restarted after a
+// death) by a plugins.Plugin host in the test process.
+type voterProcs struct {
+	t       testing.TB
+	bin     string
+	cfgs    []map[string]string
+	plugins []*plugins.Plugin
+}
+
+func voterConfigs(t testing.TB, n int) []map[string]string {
+	ports := make([]int, n)
+	items := make([]string, n)
+	for i := range ports {
+		ports[i] = testutil.FreePort(t)
+		items[i] = fmt.Sprintf("%d@127.0.0.1:%d", i+1, ports[i])
+	}
+	root := t.TempDir()
+	cfgs := make([]map[string]string, n)
+	for i := range cfgs {
+		cfgs[i] = map[string]string{
+			"coordinator.raft.voters":                     strings.Join(items, ","),
+			"coordinator.raft.node.id":                    strconv.Itoa(i + 1),
+			"coordinator.raft.port":                       strconv.Itoa(ports[i]),
+			"coordinator.raft.dir":                        filepath.Join(root, fmt.Sprintf("m%d", i+1)),
+			"coordinator.raft.heartbeat.interval":         "50ms",
+			"coordinator.raft.election.timeout":           "400ms",
+			"coordinator.raft.first-election.timeout":     "100ms",
+			"coordinator.raft.catchup.timeout":            "5s",
+			"coordinator.raft.logdb.profile":              "tiny",
+			"coordinator.raft.snapshot.trigger.threshold": "1000",
+			"coordinator.tablet-server.session-timeout":   "2s",
+		}
+	}
+	return cfgs
+}
+
+func quietLogger() *slog.Logger {
+	if os.Getenv("METAPLANE_TEST_VERBOSE") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func launch(ctx context.Context, bin string, cfg map[string]string) (*plugins.Plugin, error) {
+	return plugins.Launch(ctx, plugins.LaunchOptions{
+		Path: bin, Config: cfg, Logger: quietLogger(), StartTimeout: 30 * time.Second,
+		MaxFailures: 100, RestartBackoff: 50 * time.Millisecond, MaxRestartBackoff: 200 * time.Millisecond,
+	})
+}
+
+func startProcs(t testing.TB, n int) *voterProcs {
+	t.Helper()
+	v := &voterProcs{t: t, bin: testutil.Binary(t, "metaplane-backend-raft"), cfgs: voterConfigs(t, n), plugins: make([]*plugins.Plugin, n)}
+	t.Cleanup(func() {
+		for _, p := range v.plugins {
+			if p != nil {
+				_ = p.Close()
+			}
+		}
+	})
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range v.plugins {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			v.plugins[i], errs[i] = launch(ctx, v.bin, v.cfgs[i])
+		}(i)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("launch voter %d: %v", i+1, err)
+		}
+	}
+	return v
+}
+
+func (v *voterProcs) client(i int) core.MetadataBackend {
+	v.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := v.plugins[i].NewClient(ctx, core.ClientOptions{Name: fmt.Sprintf("test-%d", i+1)})
+	if err != nil {
+		v.t.Fatalf("client of voter %d: %v", i+1, err)
+	}
+	v.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// leader finds the voter whose status says leader, using one client per
+// voter.
+func (v *voterProcs) leader(clients []core.MetadataBackend) int {
+	for i, c := range clients {
+		if c == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st, err := c.Status(ctx)
+		cancel()
+		if err == nil && st.Role == core.RoleLeader {
+			return i
+		}
+	}
+	return -1
+}
+
+func (v *voterProcs) signal(i int, sig syscall.Signal) int {
+	v.t.Helper()
+	pid := v.plugins[i].Pid()
+	if pid == 0 {
+		v.t.Fatalf("voter %d has no process", i+1)
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		v.t.Fatalf("signal %v to voter %d (pid %d): %v", sig, i+1, pid, err)
+	}
+	return pid
+}
+
+// waitRestarted waits until voter i runs a new process (after a kill).
+func (v *voterProcs) waitRestarted(i, oldPid int) {
+	v.t.Helper()
+	testutil.WaitFor(v.t, 60*time.Second, fmt.Sprintf("voter %d to be restarted", i+1), func() bool {
+		pid := v.plugins[i].Pid()
+		return pid != 0 && pid != oldPid
+	})
+}
+
+// procStore is a conformance store of n voter processes; clients go to the
+// voters in turn.
+type procStore struct {
+	v    *voterProcs
+	mu   sync.Mutex
+	next int
+}
+
+func (s *procStore) NewClient(t conformance.T, opts conformance.ClientOptions) core.MetadataBackend {
+	t.Helper()
+	s.mu.Lock()
+	p := s.v.plugins[s.next%len(s.v.plugins)]
+	s.next++
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := p.NewClient(ctx, core.ClientOptions{SessionTimeout: opts.SessionTimeout, Name: t.Name()})
+	if err != nil {
+		t.Fatalf("open a plugin client: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func (s *procStore) ExpireSession(t conformance.T, c core.MetadataBackend) {
+	t.Helper()
+	pc, ok := c.(*plugins.Client)
+	if !ok || !pc.Supports(plugins.SessionExpirerInterface) {
+		t.Fatalf("client %T cannot expire its session", c)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := pc.ExpireSession(ctx); err != nil {
+		t.Fatalf("expire session: %v", err)
+	}
+}
+
+func procHarness(n int) conformance.Harness {
+	return conformance.Harness{Name: fmt.Sprintf("raft (%d voter processes)", n), NewStore: func(t conformance.T) conformance.Store {
+		tb, ok := t.(testing.TB)
+		if !ok {
+			t.Fatalf("conformance.T %T is not a testing.TB", t)
+		}
+		return &procStore{v: startProcs(tb, n)}
+	}}
+}
+
+// TestConformancePluginProcessOneVoter runs the suite on one voter that is
+// a real plugin process.
+func TestConformancePluginProcessOneVoter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a plugin process per property; skipped with -short")
+	}
+	conformance.Run(t, procHarness(1))
+}
+
+// TestConformancePluginProcessThreeVoters runs the suite on three voters,
+// each a real plugin process.
+func TestConformancePluginProcessThreeVoters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three plugin processes per property; skipped with -short")
+	}
+	conformance.Run(t, procHarness(3))
+}
+
+// TestProcessKillLeaderElects: SIGKILL of the leader's process; the two
+// others elect a new leader that serves writes, and the killed voter comes
+// back (restarted by its host) and catches up.
+func TestProcessKillLeaderElects(t *testing.T) {
+	v := startProcs(t, 3)
+	clients := []core.MetadataBackend{v.client(0), v.client(1), v.client(2)}
+	ctx := ctxT(t)
+	var old int
+	testutil.WaitFor(t, 20*time.Second, "a leader", func() bool { old = v.leader(clients); return old >= 0 })
+	if _, _, err := core.Create(ctx, clients[(old+1)%3], "/before-kill", nil, core.CreateOptions{}); err != nil {
+		t.Fatalf("write before the kill: %v", err)
+	}
+	pid := v.signal(old, syscall.SIGKILL)
+	killed := time.Now()
+	survivors := []core.MetadataBackend{nil, nil, nil}
+	for i := range clients {
+		if i != old {
+			survivors[i] = clients[i]
+		}
+	}
+	var nl int
+	testutil.WaitFor(t, 20*time.Second, "a new leader", func() bool { nl = v.leader(survivors); return nl >= 0 })
+	t.Logf("new leader %d elected %v after SIGKILL of leader %d", nl+1, time.Since(killed), old+1)
+	if _, _, err := core.Create(ctx, survivors[nl], "/after-kill", nil, core.CreateOptions{}); err != nil {
+		t.Fatalf("write on the new leader: %v", err)
+	}
+	v.waitRestarted(old, pid)
+	back := v.client(old)
+	testutil.WaitFor(t, 30*time.Second, "the restarted voter to catch up", func() bool {
+		res, err := back.GetMany(ctx, []string{"/before-kill", "/after-kill"}, core.ReadOptions{Stale: true})
+		return err == nil && res[0].Err == nil && res[1].Err == nil
+	})
+}
+
+// TestProcessKillAllKeepsAcknowledged: SIGKILL of all three voters at once,
+// then restart from disk: every acknowledged write is there.
+func TestProcessKillAllKeepsAcknowledged(t *testing.T) {
+	v := startProcs(t, 3)
+	clients := []core.MetadataBackend{v.client(0), v.client(1), v.client(2)}
+	ctx := ctxT(t)
+	var mu sync.Mutex
+	var acked []string
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := 0; w < 3; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				p := fmt.Sprintf("/w%d-%04d", w, i)
+				wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				_, _, err := core.Create(wctx, clients[w], p, []byte(p), core.CreateOptions{})
+				cancel()
+				if err != nil {
+					return // the process died under us
+				}
+				mu.Lock()
+				acked = append(acked, p)
+				mu.Unlock()
+			}
+		}(w)
+	}
+	testutil.WaitFor(t, 20*time.Second, "some acknowledged writes", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked) >= 60
+	})
+	pids := make([]int, 3)
+	for i := range pids {
+		pids[i] = v.signal(i, syscall.SIGKILL)
+	}
+	close(stop)
+	wg.Wait()
+	mu.Lock()
+	want := append([]string(nil), acked...)
+	mu.Unlock()
+	for i := range pids {
+		v.waitRestarted(i, pids[i])
+	}
+	reader := v.client(0)
+	var res []core.GetResult
+	testutil.WaitFor(t, 30*time.Second, "the restarted cluster to serve reads", func() bool {
+		var err error
+		res, err = reader.GetMany(ctx, want, core.ReadOptions{})
+		return err == nil
+	})
+	for i, p := range want {
+		if res[i].Err != nil || string(res[i].Node.Data) != p {
+			t.Fatalf("acknowledged write %s lost after SIGKILL of all voters: %v", p, res[i].Err)
+		}
+	}
+	t.Logf("%d acknowledged writes survived SIGKILL of all three voters", len(want))
+}
+
+// TestProcessStaleLeaderNeverCommits: the leader's process is frozen
+// (SIGSTOP) while the others elect a new leader; once thawed, the old
+// leader's write never commits and its fenced writes are refused with
+// ErrFenced.
+func TestProcessStaleLeaderNeverCommits(t *testing.T) {
+	v := startProcs(t, 3)
+	clients := []core.MetadataBackend{v.client(0), v.client(1), v.client(2)}
+	ctx := ctxT(t)
+	var old int
+	testutil.WaitFor(t, 20*time.Second, "a leader", func() bool { old = v.leader(clients); return old >= 0 })
+	l1, err := clients[old].Campaign(ctx, core.Candidate{ID: "old", Address: "CLIENT://old:1"})
+	if err != nil {
+		t.Fatalf("campaign on the leader: %v", err)
+	}
+	v.signal(old, syscall.SIGSTOP)
+	stopped := true
+	defer func() {
+		if stopped {
+			v.signal(old, syscall.SIGCONT)
+		}
+	}()
+	others := []core.MetadataBackend{nil, nil, nil}
+	for i := range clients {
+		if i != old {
+			others[i] = clients[i]
+		}
+	}
+	var nl int
+	testutil.WaitFor(t, 20*time.Second, "a new leader in the majority", func() bool { nl = v.leader(others); return nl >= 0 })
+	l2, err := others[nl].Campaign(ctx, core.Candidate{ID: "new", Address: "CLIENT://new:1"})
+	if err != nil {
+		t.Fatalf("campaign on the new leader: %v", err)
+	}
+	if l2.Epoch() <= l1.Epoch() {
+		t.Fatalf("new epoch %d not above %d", l2.Epoch(), l1.Epoch())
+	}
+	// Thaw the old leader and write through it at once, with its old
+	// fence: the write must not commit.
+	v.signal(old, syscall.SIGCONT)
+	stopped = false
+	_, _, err = core.Create(ctx, clients[old], "/stale", nil, core.CreateOptions{Fence: l1.Fence()})
+	if err == nil {
+		t.Fatalf("the stale leader's fenced write was accepted")
+	}
+	if !errors.Is(err, core.ErrFenced) && !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("the stale leader's write: got %v, want ErrFenced or ErrUnavailable", err)
+	}
+	testutil.WaitFor(t, 20*time.Second, "the stale leader's fenced writes to be refused with ErrFenced", func() bool {
+		_, _, err := core.Create(ctx, clients[old], "/stale-2", nil, core.CreateOptions{Fence: l1.Fence()})
+		if err == nil {
+			t.Fatalf("the stale leader's fenced write was accepted after rejoining")
+		}
+		return errors.Is(err, core.ErrFenced)
+	})
+	res, err := others[nl].GetMany(ctx, []string{"/stale", "/stale-2"}, core.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if !errors.Is(r.Err, core.ErrNotFound) {
+			t.Fatalf("a stale leader's write committed: %+v", r)
+		}
+	}
+	select {
+	case <-l1.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the old leadership is not lost")
+	}
+}
