@@ -49,10 +49,14 @@ type Options struct {
 // as one fenced transaction, and reads the catalog. Build one per
 // leadership (its fence and id blocks belong to that leadership).
 //
+// Records returned by reads may share maps and slices with the catalog's
+// decode cache: treat them as read-only.
+//
 // It is safe for concurrent use. Every method's ctx bounds the backend
 // calls it makes; cancelling it abandons the operation, and a write whose
 // transaction was already sent may or may not have been applied.
 type Catalog struct {
+	cache      decodeCache
 	b          core.MetadataBackend
 	r          core.Reader
 	opts       Options
@@ -479,7 +483,7 @@ func (c *Catalog) GetTable(ctx context.Context, db, table string) (TableInfo, er
 		}
 		return TableInfo{}, notFound(KindTable, name)
 	}
-	reg, err := UnmarshalTableRegistration(res[0].Node.Data)
+	reg, err := cached(&c.cache, res[0].Node, UnmarshalTableRegistration)
 	if err != nil {
 		return TableInfo{}, fmt.Errorf("table %s: %w", name, err)
 	}
@@ -505,7 +509,7 @@ func (c *Catalog) GetTable(ctx context.Context, db, table string) (TableInfo, er
 	if schemaNode.Err != nil {
 		return TableInfo{}, fmt.Errorf("table %s schema %d: %w", name, best, schemaNode.Err)
 	}
-	schema, err := UnmarshalSchema(schemaNode.Node.Data)
+	schema, err := cached(&c.cache, schemaNode.Node, UnmarshalSchema)
 	if err != nil {
 		return TableInfo{}, fmt.Errorf("table %s schema %d: %w", name, best, err)
 	}
@@ -783,7 +787,7 @@ func (c *Catalog) ListPartitions(ctx context.Context, db, table string) ([]Parti
 		if r.Err != nil || len(r.Node.Data) == 0 {
 			continue
 		}
-		reg, err := UnmarshalPartitionRegistration(r.Node.Data)
+		reg, err := cached(&c.cache, r.Node, UnmarshalPartitionRegistration)
 		if err != nil {
 			return nil, fmt.Errorf("partition %s/%s: %w", name, names[i], err)
 		}

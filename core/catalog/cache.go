@@ -1,0 +1,53 @@
+package catalog
+
+import (
+	"sync"
+
+	"github.com/metaplane/metaplane/core"
+)
+
+// decodeCache keeps decoded records by path, valid for the exact
+// (revision, version) they were decoded at: a node's modify revision
+// changes with every change of its data, so a hit is always current. It is
+// bounded: past maxCached entries it starts over.
+type decodeCache struct {
+	mu sync.RWMutex
+	m  map[string]cacheEntry
+}
+
+type cacheEntry struct {
+	rev, version int64
+	val          any
+}
+
+const maxCached = 200000
+
+// cached decodes n.Data with dec, or returns the value decoded earlier for
+// the same path at the same revision and version. Values returned from the
+// cache share their maps and slices with it: callers treat catalog records
+// as read-only.
+func cached[T any](c *decodeCache, n core.Node, dec func([]byte) (T, error)) (T, error) {
+	rev := n.Stat.ModifyRevision
+	if rev == 0 {
+		return dec(n.Data)
+	}
+	c.mu.RLock()
+	e, ok := c.m[n.Path]
+	c.mu.RUnlock()
+	if ok && e.rev == rev && e.version == n.Stat.Version {
+		if v, ok := e.val.(T); ok {
+			return v, nil
+		}
+	}
+	v, err := dec(n.Data)
+	if err != nil {
+		return v, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxCached {
+		c.m = map[string]cacheEntry{}
+	}
+	c.m[n.Path] = cacheEntry{rev: rev, version: n.Stat.Version, val: v}
+	c.mu.Unlock()
+	return v, nil
+}
