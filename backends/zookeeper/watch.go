@@ -116,55 +116,72 @@ func (w *watcher) forward(ch <-chan zk.Event) {
 
 // arm reads node p with a data and a child watch. found is false when the
 // node does not exist (then an exists watch is armed if p is the prefix).
-func (w *watcher) arm(p string) (node core.Node, kids []string, found bool, err error) {
+func (w *watcher) arm(p string) (core.Node, []string, bool, error) {
+	// The closures below write only their own locals' copies: a request
+	// abandoned by a cancelled context may still complete in the
+	// background, so nothing it writes may be touched by the caller.
 	b := w.b
 	zp := b.zpath(p)
-	var data []byte
-	var st *zk.Stat
-	var ch <-chan zk.Event
-	err = b.read(w.ctx, func() error {
-		var err error
-		data, st, ch, err = b.conn.GetW(zp)
+	type dataRes struct {
+		data []byte
+		st   *zk.Stat
+		ch   <-chan zk.Event
+	}
+	var dr dataRes
+	err := b.read(w.ctx, func() error {
+		data, st, ch, err := b.conn.GetW(zp)
+		if err == nil {
+			dr = dataRes{data, st, ch}
+		}
 		return err
 	})
 	if errors.Is(err, zk.ErrNoNode) {
 		if p == w.prefix {
 			var ok bool
+			var ech <-chan zk.Event
 			err = b.read(w.ctx, func() error {
-				var err error
-				ok, _, ch, err = b.conn.ExistsW(zp)
+				found, _, ch, err := b.conn.ExistsW(zp)
+				if err == nil {
+					ok, ech = found, ch
+				}
 				return err
 			})
 			if err != nil {
-				return node, nil, false, err
+				return core.Node{}, nil, false, err
 			}
-			w.forward(ch)
+			w.forward(ech)
 			if ok { // created in between: read it again
 				return w.arm(p)
 			}
 		}
-		return node, nil, false, nil
+		return core.Node{}, nil, false, nil
 	}
 	if err != nil {
-		return node, nil, false, err
+		return core.Node{}, nil, false, err
 	}
-	w.forward(ch)
+	w.forward(dr.ch)
+	var kids []string
 	var cst *zk.Stat
+	var cch <-chan zk.Event
 	err = b.read(w.ctx, func() error {
-		var err error
-		kids, cst, ch, err = b.conn.ChildrenW(zp)
+		k, st, ch, err := b.conn.ChildrenW(zp)
+		if err == nil {
+			kids, cst, cch = k, st, ch
+		}
 		return err
 	})
 	if errors.Is(err, zk.ErrNoNode) {
-		return node, nil, false, nil // deleted in between: its data watch reports it
+		return core.Node{}, nil, false, nil // deleted in between: its data watch reports it
 	}
 	if err != nil {
-		return node, nil, false, err
+		return core.Node{}, nil, false, err
 	}
-	w.forward(ch)
+	w.forward(cch)
+	st := dr.st
 	if cst.Mzxid == st.Mzxid {
 		st = cst // the later stat
 	}
+	data := dr.data
 	if len(data) == 0 {
 		data = nil
 	}
