@@ -138,6 +138,9 @@ func (l *leadership) withdraw(ctx context.Context) error {
 		if err == nil {
 			return nil
 		}
+		if ctx.Err() != nil {
+			return ctx.Err() // res may still be written by the abandoned request
+		}
 		k := -1
 		for i, r := range res {
 			if r.Error != nil {
