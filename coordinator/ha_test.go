@@ -3,6 +3,7 @@ package coordinator_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -236,6 +237,10 @@ func haScenario(t *testing.T, bin string, common []string, b haBackend) {
 		waitTabletState(t, ctx, addr, first.Epoch, "ha.t")
 	}
 	checkMetrics(t, coords[first.LeaderAddress], b.name)
+	checkTabletRPCs(t, ctx, client, b.name)
+	if b.name == "zookeeper" && !strings.Contains(coords[first.LeaderAddress].out.String(), "WARNING: the ZooKeeper backend is deprecated") {
+		t.Errorf("no deprecation warning at start on ZooKeeper")
+	}
 
 	// Freeze the leader (with its plugin): a standby takes over.
 	old := coords[first.LeaderAddress]
@@ -431,5 +436,24 @@ func checkMetrics(t *testing.T, p *proc, backend string) {
 		if !strings.Contains(string(body), w) {
 			t.Errorf("metrics of %s lack %q", p.name, w)
 		}
+	}
+}
+
+// checkTabletRPCs: on ZooKeeper the tablet-server RPCs answer
+// UNIMPLEMENTED with a message saying why; on Raft they are served.
+func checkTabletRPCs(t *testing.T, ctx context.Context, c *coordinator.Client, backend string) {
+	t.Helper()
+	err := c.Tablets(ctx, func(ctx context.Context, tc adminv1.TabletServerServiceClient) error {
+		_, err := tc.FetchMetadataSnapshot(ctx, &adminv1.FetchMetadataSnapshotRequest{})
+		return err
+	})
+	if backend == "zookeeper" {
+		if !errors.Is(err, coordinator.ErrUnimplemented) || !strings.Contains(err.Error(), "tablet servers register in ZooKeeper") {
+			t.Errorf("tablet-server RPC on ZooKeeper: got %v, want UNIMPLEMENTED", err)
+		}
+		return
+	}
+	if err != nil {
+		t.Errorf("tablet-server RPC on %s: %v", backend, err)
 	}
 }

@@ -168,6 +168,7 @@ func serveCoordinator(ctx context.Context, env *Env, cfg *core.Config, id, plugi
 		TabletServerSessionTimeout: cfg.Coordinator.TabletServerSessionTimeout,
 		MetadataStreamMaxWait:      cfg.Coordinator.MetadataStreamMaxWait,
 		IDBlockSize:                cfg.Coordinator.Raft.IDBlockSize,
+		ImageLoadTimeout:           cfg.Coordinator.Raft.CatchupTimeout,
 		Logger:                     logger,
 		Registerer:                 reg,
 		Fatal:                      p.Done(),
