@@ -126,6 +126,10 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 	if _, ok := NotLeaderAddress(lastErr); ok {
 		return fmt.Errorf("no coordinator leader found after %d attempts: %w", c.MaxRedirects, FromStatus(lastErr))
 	}
+	if st, ok := status.FromError(lastErr); ok && st.Code() == codes.Unavailable && DetailOf(lastErr) == nil {
+		return &serverError{sentinel: core.ErrUnavailable, msg: fmt.Sprintf("no coordinator reachable at %s (is one running?): %s",
+			strings.Join(c.bootstrap, ","), st.Message())}
+	}
 	return FromStatus(lastErr)
 }
 
