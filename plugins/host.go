@@ -408,7 +408,8 @@ func (p *Plugin) died(cn *conn) {
 	p.cur = nil
 	clients := p.clientList()
 	p.mu.Unlock()
-	cn.cancel()
+	// Release the dead incarnation's connection and socket directory.
+	go p.kill(cn)
 	cause := fmt.Errorf("%w: plugin %s (pid %d) exited", core.ErrUnavailable, p.name, cn.pid)
 	p.logger.Error("plugin process exited; restarting it", "pid", cn.pid)
 	for _, c := range clients {

@@ -8,15 +8,17 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // The test binary doubles as a plugin host for the host-death test: with
 // envHostRole set it launches the plugin at envHostPlugin, prints the
 // plugin's pid on stdout and waits to be killed.
 const (
-	envHostRole         = "METAPLANE_PLUGINS_TEST_HOST"
-	envHostPlugin       = "METAPLANE_PLUGINS_TEST_HOST_PLUGIN"
-	envHostNoDeathSig   = "METAPLANE_PLUGINS_TEST_HOST_NO_PDEATHSIG"
+	envHostRole         = "METAPLANE_TEST_PLUGINS_HOST"
+	envHostPlugin       = "METAPLANE_TEST_PLUGINS_HOST_PLUGIN"
+	envHostNoDeathSig   = "METAPLANE_TEST_PLUGINS_HOST_NO_PDEATHSIG"
 	hostRoleWaitTimeout = 60 * time.Second
 )
 
@@ -24,8 +26,19 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envHostRole) == "1" {
 		os.Exit(runTestHost())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(goleakOptions...); err != nil {
+			fmt.Fprintf(os.Stderr, "goroutines leaked by the tests: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
+
+// goleakOptions ignore what outlives a test by design: go-plugin's and
+// gRPC's background goroutines of connections being torn down.
+var goleakOptions = []goleak.Option{}
 
 // runTestHost is the host role: launch, report the pid, wait (bounded) to
 // be killed.
