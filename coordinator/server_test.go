@@ -243,3 +243,56 @@ func TestTabletServerRPCs(t *testing.T) {
 		t.Fatalf("heartbeat on an expired lease: got %v, want ErrSessionExpired", err)
 	}
 }
+
+// TestLosingLeadershipStopsServing expires the leader's session: it stops
+// serving at once (NOT_LEADER), the standby takes over, and the old
+// leader's catalog writes are fenced.
+func TestLosingLeadershipStopsServing(t *testing.T) {
+	s := memory.NewStore(memory.StoreOptions{})
+	t.Cleanup(func() { s.Close() })
+	clients := make(chan *memory.Backend, 10)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := coordinator.New(coordinator.Options{Listener: l, Open: func(ctx context.Context) (core.MetadataBackend, error) {
+		c := s.NewClient(core.ClientOptions{})
+		clients <- c
+		return c, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); a.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	testutil.WaitFor(t, 5*time.Second, "a leads", a.IsLeader)
+	b := startCoordinator(t, s)
+	aClient := <-clients
+	changed := a.RoleChanged()
+	if err := aClient.ExpireSession(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("leadership loss not noticed")
+	}
+	if a.IsLeader() {
+		t.Fatal("still serving after losing leadership")
+	}
+	testutil.WaitFor(t, 5*time.Second, "b leads", b.srv.IsLeader)
+	cc, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	_, err = adminv1.NewAdminServiceClient(cc).CreateDatabase(context.Background(), &adminv1.CreateDatabaseRequest{Name: "x"})
+	if _, ok := coordinator.NotLeaderAddress(err); !ok {
+		t.Fatalf("old leader's answer: %v, want NOT_LEADER", err)
+	}
+	if b.srv.Epoch() <= 0 {
+		t.Fatalf("new leader's epoch %d", b.srv.Epoch())
+	}
+}
