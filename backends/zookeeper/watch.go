@@ -92,6 +92,8 @@ type watcher struct {
 	lastRev int64                      // last revision delivered or queued
 	pending []core.WatchResponse
 	npend   int
+	// prefixGone: the prefix was deleted; an exists watch must be armed.
+	prefixGone bool
 }
 
 // forward hands a one-shot watch's event to the watcher's queue.
@@ -315,6 +317,13 @@ func (w *watcher) run() {
 				continue // the re-read covers it
 			}
 			got, err := w.handle(ev)
+			if err == nil && w.prefixGone {
+				// The prefix itself went: watch for its return.
+				w.prefixGone = false
+				var more []core.WatchEvent
+				more, err = w.added(w.prefix)
+				got = append(got, more...)
+			}
 			if err != nil {
 				resync = true
 				continue
@@ -439,12 +448,7 @@ func (w *watcher) handle(ev zk.Event) ([]core.WatchEvent, error) {
 		if _, known := w.model[p]; !known {
 			return nil, nil
 		}
-		out := w.removed(p)
-		if p == w.prefix {
-			more, err := w.added(p) // re-arms the exists watch
-			return append(out, more...), err
-		}
-		return out, nil
+		return w.removed(p), nil
 	case zk.EventNodeChildrenChanged:
 		if _, known := w.model[p]; !known {
 			return nil, nil
@@ -576,6 +580,8 @@ func (w *watcher) removed(p string) []core.WatchEvent {
 		if set := w.kids[core.ParentPath(p)]; set != nil {
 			delete(set, core.BaseName(p))
 		}
+	} else if len(paths) > 0 {
+		w.prefixGone = true
 	}
 	return out
 }
