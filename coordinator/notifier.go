@@ -61,6 +61,16 @@ func (s *Server) notifyOnce(ctx context.Context, l *leaderState, conns map[strin
 		return
 	}
 	per := map[int32][]*adminv1.NotifyLeaderAndIsrRequest_BucketState{}
+	partitionTable := map[int64]int64{}
+	for _, n := range snap.Nodes {
+		if rest, ok := strings.CutPrefix(n.Path, catalog.PartitionAssignsPath+"/"); ok && !strings.Contains(rest, "/") {
+			if pid, err := strconv.ParseInt(rest, 10, 64); err == nil {
+				if a, err := catalog.UnmarshalPartitionAssignment(n.Data); err == nil {
+					partitionTable[pid] = a.TableID
+				}
+			}
+		}
+	}
 	for _, n := range snap.Nodes {
 		tableID, partitionID, bucket, ok := parseLeaderIsrPath(n.Path)
 		if !ok {
@@ -69,6 +79,11 @@ func (s *Server) notifyOnce(ctx context.Context, l *leaderState, conns map[strin
 		lai, err := catalog.UnmarshalLeaderAndIsr(n.Data)
 		if err != nil {
 			continue
+		}
+		if partitionID >= 0 {
+			if t, ok := partitionTable[partitionID]; ok {
+				tableID = t
+			}
 		}
 		st := &adminv1.NotifyLeaderAndIsrRequest_BucketState{TableId: tableID, PartitionId: partitionID, Bucket: bucket,
 			Leader: lai.Leader, LeaderEpoch: lai.LeaderEpoch, Isr: lai.ISR, BucketEpoch: lai.BucketEpoch}
