@@ -196,10 +196,12 @@ func haScenario(t *testing.T, bin string, common []string, b haBackend) {
 		clients[i] = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	}
 	coords := map[string]*proc{}
+	coordArgs := map[string][]string{}
 	for i := 0; i < n; i++ {
 		args := append([]string{"coordinator"}, common...)
 		args = append(args, "-D", "bind.listeners=CLIENT://"+clients[i])
 		args = append(args, b.coordinatorArgs(t, i, clients)...)
+		coordArgs[clients[i]] = args
 		coords[clients[i]] = startProc(t, fmt.Sprintf("coordinator-%d", i+1), bin, args...)
 	}
 	client, err := coordinator.NewClient(clients)
@@ -316,6 +318,20 @@ func haScenario(t *testing.T, bin string, common []string, b haBackend) {
 	if strings.Join(dbs, ",") != "ha" {
 		t.Fatalf("databases after the stale write: %v, want [ha]", dbs)
 	}
+	// Kill the old leader and start it again with the same configuration
+	// (the same Raft directory): it rejoins as a standby that knows the new
+	// leader.
+	old.group(syscall.SIGKILL)
+	<-old.done
+	startProc(t, old.name+"-restarted", bin, coordArgs[first.LeaderAddress]...)
+	back := dialAdmin(t, first.LeaderAddress)
+	testutil.WaitFor(t, 60*time.Second, "the restarted coordinator follows the new leader", func() bool {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		r, err := back.GetLeader(cctx, &adminv1.GetLeaderRequest{})
+		return err == nil && !r.IsLeader && r.LeaderAddress == second.LeaderAddress
+	})
+
 	// A stale coordinator epoch is refused by the tablet servers.
 	for _, addr := range servers {
 		tc := dialTablet(t, addr)
@@ -456,4 +472,13 @@ func checkTabletRPCs(t *testing.T, ctx context.Context, c *coordinator.Client, b
 	if err != nil {
 		t.Errorf("tablet-server RPC on %s: %v", backend, err)
 	}
+}
+
+func dialAdmin(t *testing.T, addr string) adminv1.AdminServiceClient {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return adminv1.NewAdminServiceClient(cc)
 }
