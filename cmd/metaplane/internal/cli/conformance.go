@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -28,6 +29,7 @@ func init() {
 
 const conformanceUsage = `usage: metaplane conformance --plugin PATH [--run REGEX] [--json] [--timeout D]
                              [--unique KEY ...] [--config FILE] [-D key=value ...] [--no-env]
+       metaplane conformance --list [--run REGEX] [--json]
 
 Runs the backend conformance suite against the backend plugin binary at
 PATH: every property on a fresh store (a fresh plugin process, started with
@@ -72,6 +74,7 @@ func runConformance(ctx context.Context, env *Env, args []string) int {
 		unique = append(unique, s)
 		return nil
 	})
+	list := fs.Bool("list", false, "list the properties (name, what it needs, what it checks) and exit; no --plugin needed")
 	cf := AddConfigFlags(fs)
 	fs.Usage = func() {
 		io.WriteString(env.Stderr, conformanceUsage)
@@ -86,6 +89,9 @@ func runConformance(ctx context.Context, env *Env, args []string) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(env.Stderr, "metaplane conformance: unexpected argument %q\n", fs.Arg(0))
 		return ExitUsage
+	}
+	if *list {
+		return listProperties(env, *run, *asJSON)
 	}
 	if *path == "" {
 		fmt.Fprintln(env.Stderr, "metaplane conformance: --plugin PATH is required")
@@ -192,6 +198,45 @@ func runConformance(ctx context.Context, env *Env, args []string) int {
 	}
 	if rep.Failed > 0 {
 		return ExitFailure
+	}
+	return ExitOK
+}
+
+// propertyInfo is one property in --list --json.
+type propertyInfo struct {
+	Name        string `json:"name"`
+	Needs       string `json:"needs,omitempty"`
+	Description string `json:"description"`
+}
+
+// listProperties prints the suite's properties (those matching run).
+func listProperties(env *Env, run string, asJSON bool) int {
+	var re *regexp.Regexp
+	if run != "" {
+		var err error
+		if re, err = regexp.Compile(run); err != nil {
+			fmt.Fprintf(env.Stderr, "metaplane conformance: bad --run expression %q: %v\n", run, err)
+			return ExitUsage
+		}
+	}
+	var out []propertyInfo
+	for _, p := range conformance.Properties() {
+		if re == nil || re.MatchString(p.Name) {
+			out = append(out, propertyInfo{Name: p.Name, Needs: p.Needs, Description: p.Description})
+		}
+	}
+	if asJSON {
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(out)
+		return ExitOK
+	}
+	for _, p := range out {
+		needs := ""
+		if p.Needs != "" {
+			needs = " [needs " + p.Needs + "]"
+		}
+		fmt.Fprintf(env.Stdout, "%s%s: %s\n", p.Name, needs, p.Description)
 	}
 	return ExitOK
 }

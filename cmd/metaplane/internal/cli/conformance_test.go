@@ -163,3 +163,22 @@ func TestConformanceZooKeeperPlugin(t *testing.T) {
 		t.Errorf("--unique of an unknown key: exit %d, stderr %q", code, errOut)
 	}
 }
+
+func TestConformanceList(t *testing.T) {
+	out, errOut, code := runCLI(t, "conformance", "--list", "--run", "^Watch/")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("too few properties:\n%s", out)
+	}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "Watch/") || !strings.Contains(l, ": ") {
+			t.Errorf("line %q", l)
+		}
+	}
+	if !strings.Contains(out, "[needs ") {
+		t.Errorf("no property lists what it needs:\n%s", out)
+	}
+}
