@@ -425,7 +425,6 @@ func (p *Plugin) died(cn *conn) {
 
 // restart starts a new incarnation with backoff, or gives up.
 func (p *Plugin) restart(cause error) {
-	backoff := p.opts.RestartBackoff
 	last := cause
 	for {
 		now := time.Now()
@@ -448,16 +447,25 @@ func (p *Plugin) restart(cause error) {
 			p.giveUp(fmt.Errorf("%w: plugin %s failed %d times within %v; giving up (last failure: %v)", core.ErrUnavailable, p.name, n, p.opts.FailureWindow, last))
 			return
 		}
+		// The delay doubles with every failure within the window.
+		backoff := p.opts.MaxRestartBackoff
+		if n < 32 {
+			backoff = min(p.opts.RestartBackoff<<(n-1), p.opts.MaxRestartBackoff)
+		}
 		select {
 		case <-time.After(backoff):
 		case <-p.done:
 			return
 		}
-		backoff = min(backoff*2, p.opts.MaxRestartBackoff)
 		ctx, cancel := context.WithCancel(context.Background())
-		stop := context.AfterFunc(doneContext(p.done), cancel)
+		go func() {
+			select {
+			case <-p.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 		cn, err := p.launch(ctx)
-		stop()
 		cancel()
 		if err != nil {
 			p.logger.Error("plugin restart failed", "error", err)
@@ -481,16 +489,6 @@ func (p *Plugin) restart(cause error) {
 		}
 		return
 	}
-}
-
-// doneContext is a context cancelled when done is closed.
-func doneContext(done <-chan struct{}) context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		<-done
-		cancel()
-	}()
-	return ctx
 }
 
 func (p *Plugin) giveUp(err error) {

@@ -495,3 +495,41 @@ func TestDiscoverAndSelect(t *testing.T) {
 		t.Errorf("two selector keys: %v, want an error naming both", err)
 	}
 }
+
+// TestRestartChecksChecksumAgain: a binary replaced after the start is
+// refused at the restart (the checksum is checked before every start), and
+// the failed restarts end in the give-up, whose error names the cause.
+func TestRestartChecksChecksumAgain(t *testing.T) {
+	b, err := os.ReadFile(memoryPlugin(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "metaplane-backend-memory")
+	if err := os.WriteFile(path, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	p := launch(t, LaunchOptions{Path: path, SHA256: hex.EncodeToString(sum[:]), RestartBackoff: 10 * time.Millisecond, MaxFailures: 3})
+	// Replace the binary (a new file, as an upgrade would), then kill the
+	// plugin.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(p.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the host did not give up on a binary that no longer matches its checksum")
+	}
+	if err := p.Err(); err == nil || !strings.Contains(err.Error(), KeyPluginSHA256) || !strings.Contains(err.Error(), "giving up") {
+		t.Errorf("Err() = %v, want the give-up naming %s", err, KeyPluginSHA256)
+	}
+	if p.Restarts() != 0 {
+		t.Errorf("%d restarts of a refused binary", p.Restarts())
+	}
+}
