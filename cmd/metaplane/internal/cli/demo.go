@@ -110,10 +110,13 @@ func (d *demo) stopAll() {
 		}
 	}
 	deadline := time.After(10 * time.Second)
+	start := time.Now()
+	defer func() { fmt.Fprintf(d.w, "    (stopping took %v)\n", time.Since(start).Round(time.Millisecond)) }()
 	for _, p := range procs {
 		select {
 		case <-p.done:
 		case <-deadline:
+			fmt.Fprintf(d.w, "    %s did not stop within 10s of SIGTERM; killed\n", p.name)
 			p.cmd.Process.Kill()
 			<-p.done
 		}
