@@ -139,6 +139,7 @@ type Plugin struct {
 	launch func(ctx context.Context) (*conn, error)
 
 	mu       sync.Mutex
+	compact  bool // the provider is a HistoryCompactor
 	cur      *conn
 	clients  map[*Client]struct{}
 	closed   bool
@@ -220,31 +221,33 @@ func Connect(ctx context.Context, rpc pb.BackendClient, cfg map[string]string, l
 	}
 	cctx, cancel := context.WithCancel(context.Background())
 	cn := &conn{name: "in-process", rpc: rpc, ctx: cctx, cancel: cancel}
-	desc, err := describeAndStart(ctx, cn, cfg)
+	d, err := describeAndStart(ctx, cn, cfg)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
+	desc := descriptorFromProto(d.Descriptor_)
 	cn.name = desc.Name
 	return &Plugin{
 		name:    desc.Name,
 		logger:  logger.With("plugin", desc.Name),
 		desc:    desc,
+		compact: d.CompactHistory,
 		cur:     cn,
 		clients: map[*Client]struct{}{},
 		done:    make(chan struct{}),
 	}, nil
 }
 
-func describeAndStart(ctx context.Context, cn *conn, cfg map[string]string) (core.BackendDescriptor, error) {
+func describeAndStart(ctx context.Context, cn *conn, cfg map[string]string) (*pb.DescribeResponse, error) {
 	d, err := cn.rpc.Describe(ctx, &pb.DescribeRequest{})
 	if err != nil {
-		return core.BackendDescriptor{}, fmt.Errorf("describe plugin %s: %w", cn.name, callError(ctx, cn, err))
+		return nil, fmt.Errorf("describe plugin %s: %w", cn.name, callError(ctx, cn, err))
 	}
 	if _, err := cn.rpc.Start(ctx, &pb.StartRequest{Config: cfg}); err != nil {
-		return core.BackendDescriptor{}, fmt.Errorf("start plugin %s: %w", cn.name, callError(ctx, cn, err))
+		return nil, fmt.Errorf("start plugin %s: %w", cn.name, callError(ctx, cn, err))
 	}
-	return descriptorFromProto(d.Descriptor_), nil
+	return d, nil
 }
 
 // VerifyChecksum checks that the file at path has the hex SHA-256 want.
@@ -362,13 +365,15 @@ func (p *Plugin) startProcess(ctx context.Context) (*conn, error) {
 	}
 	pid, _ := strconv.Atoi(pc.ID())
 	cn := &conn{name: p.name, rpc: res.rpc, ctx: cctx, cancel: ccancel, pc: pc, pid: pid}
-	desc, err := describeAndStart(ctx, cn, p.opts.Config)
+	d, err := describeAndStart(ctx, cn, p.opts.Config)
 	if err != nil {
 		ccancel()
 		return fail(err)
 	}
+	desc := descriptorFromProto(d.Descriptor_)
 	p.mu.Lock()
 	p.desc = desc
+	p.compact = d.CompactHistory
 	p.mu.Unlock()
 	p.logger.Info("plugin started", "path", p.path, "pid", pid, "backend", desc.Name)
 	return cn, nil
@@ -536,6 +541,30 @@ func (p *Plugin) Descriptor() core.BackendDescriptor {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.desc
+}
+
+// CanCompactHistory reports whether the plugin's provider serves
+// CompactHistory (it is a HistoryCompactor).
+func (p *Plugin) CanCompactHistory() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.compact
+}
+
+// CompactHistory drops the plugin's change history up to and including
+// revision: a test hook (see HistoryCompactor). Errors: ErrInvalidArgument
+// when the provider does not support it, ErrUnavailable, context errors.
+func (p *Plugin) CompactHistory(ctx context.Context, revision int64) error {
+	p.mu.Lock()
+	cn := p.cur
+	p.mu.Unlock()
+	if cn == nil {
+		return p.downError()
+	}
+	if _, err := cn.rpc.CompactHistory(ctx, &pb.CompactHistoryRequest{Revision: revision}); err != nil {
+		return callError(ctx, cn, err)
+	}
+	return nil
 }
 
 // Path returns the plugin binary's path ("" for Connect).

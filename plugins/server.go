@@ -70,7 +70,20 @@ func unsupported(what string) error {
 // ---- provider ----
 
 func (s *server) Describe(ctx context.Context, _ *pb.DescribeRequest) (*pb.DescribeResponse, error) {
-	return &pb.DescribeResponse{Descriptor_: descriptorToProto(s.provider.Descriptor())}, nil
+	_, compact := s.provider.(HistoryCompactor)
+	return &pb.DescribeResponse{Descriptor_: descriptorToProto(s.provider.Descriptor()), CompactHistory: compact}, nil
+}
+
+// CompactHistory is the test hook of providers that are HistoryCompactors.
+func (s *server) CompactHistory(ctx context.Context, req *pb.CompactHistoryRequest) (*pb.CompactHistoryResponse, error) {
+	hc, ok := s.provider.(HistoryCompactor)
+	if !ok {
+		return nil, unsupported("compacting the change history on demand (plugins.HistoryCompactor)")
+	}
+	if err := hc.CompactHistory(ctx, req.Revision); err != nil {
+		return nil, ToStatus(err)
+	}
+	return &pb.CompactHistoryResponse{}, nil
 }
 
 func (s *server) Start(ctx context.Context, req *pb.StartRequest) (*pb.StartResponse, error) {

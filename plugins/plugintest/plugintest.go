@@ -90,9 +90,19 @@ func Harness(path string, opts Options) conformance.Harness {
 				t.Fatalf("launch plugin %s: %v", path, err)
 			}
 			t.Cleanup(func() { _ = p.Close() })
-			return &Store{Plugin: p}
+			return newStore(p)
 		},
 	}
+}
+
+// newStore returns the store of p: a CompactingStore when p's provider can
+// compact its history.
+func newStore(p *plugins.Plugin) conformance.Store {
+	s := &Store{Plugin: p}
+	if p.CanCompactHistory() {
+		return CompactingStore{s}
+	}
+	return s
 }
 
 // InProcessHarness returns a conformance harness whose every store is a
@@ -114,7 +124,7 @@ func InProcessHarness(tb testing.TB, newProvider func() core.Provider, opts Opti
 				_ = p.Close()
 				closeConn()
 			})
-			return &Store{Plugin: p}
+			return newStore(p)
 		},
 	}
 }
@@ -183,5 +193,19 @@ func (s *Store) ExpireSession(t conformance.T, c core.MetadataBackend) {
 	defer cancel()
 	if err := pc.ExpireSession(ctx); err != nil {
 		t.Fatalf("expire session: %v", err)
+	}
+}
+
+// CompactingStore is a Store whose plugin can compact its change history
+// (plugins.HistoryCompactor): it implements conformance.Compactor.
+type CompactingStore struct{ *Store }
+
+// Compact drops the plugin's history up to and including revision.
+func (s CompactingStore) Compact(t conformance.T, revision int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), clientTimeout)
+	defer cancel()
+	if err := s.Plugin.CompactHistory(ctx, revision); err != nil {
+		t.Fatalf("compact history: %v", err)
 	}
 }

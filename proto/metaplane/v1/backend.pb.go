@@ -539,10 +539,12 @@ func (*DescribeRequest) Descriptor() ([]byte, []int) {
 }
 
 type DescribeResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Descriptor_   *BackendDescriptor     `protobuf:"bytes,1,opt,name=descriptor,proto3" json:"descriptor,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Descriptor_ *BackendDescriptor     `protobuf:"bytes,1,opt,name=descriptor,proto3" json:"descriptor,omitempty"`
+	// compact_history: the provider serves CompactHistory (a test hook).
+	CompactHistory bool `protobuf:"varint,2,opt,name=compact_history,json=compactHistory,proto3" json:"compact_history,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *DescribeResponse) Reset() {
@@ -580,6 +582,13 @@ func (x *DescribeResponse) GetDescriptor_() *BackendDescriptor {
 		return x.Descriptor_
 	}
 	return nil
+}
+
+func (x *DescribeResponse) GetCompactHistory() bool {
+	if x != nil {
+		return x.CompactHistory
+	}
+	return false
 }
 
 type StartRequest struct {
@@ -4046,6 +4055,86 @@ func (*ExpireSessionResponse) Descriptor() ([]byte, []int) {
 	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{65}
 }
 
+type CompactHistoryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Revision      int64                  `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompactHistoryRequest) Reset() {
+	*x = CompactHistoryRequest{}
+	mi := &file_metaplane_v1_backend_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompactHistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompactHistoryRequest) ProtoMessage() {}
+
+func (x *CompactHistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_v1_backend_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompactHistoryRequest.ProtoReflect.Descriptor instead.
+func (*CompactHistoryRequest) Descriptor() ([]byte, []int) {
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *CompactHistoryRequest) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+type CompactHistoryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompactHistoryResponse) Reset() {
+	*x = CompactHistoryResponse{}
+	mi := &file_metaplane_v1_backend_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompactHistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompactHistoryResponse) ProtoMessage() {}
+
+func (x *CompactHistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_v1_backend_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompactHistoryResponse.ProtoReflect.Descriptor instead.
+func (*CompactHistoryResponse) Descriptor() ([]byte, []int) {
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{67}
+}
+
 var File_metaplane_v1_backend_proto protoreflect.FileDescriptor
 
 const file_metaplane_v1_backend_proto_rawDesc = "" +
@@ -4066,11 +4155,12 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\n" +
 	"deprecated\x18\x04 \x01(\tR\n" +
 	"deprecated\"\x11\n" +
-	"\x0fDescribeRequest\"S\n" +
+	"\x0fDescribeRequest\"|\n" +
 	"\x10DescribeResponse\x12?\n" +
 	"\n" +
 	"descriptor\x18\x01 \x01(\v2\x1f.metaplane.v1.BackendDescriptorR\n" +
-	"descriptor\"\x89\x01\n" +
+	"descriptor\x12'\n" +
+	"\x0fcompact_history\x18\x02 \x01(\bR\x0ecompactHistory\"\x89\x01\n" +
 	"\fStartRequest\x12>\n" +
 	"\x06config\x18\x01 \x03(\v2&.metaplane.v1.StartRequest.ConfigEntryR\x06config\x1a9\n" +
 	"\vConfigEntry\x12\x10\n" +
@@ -4306,7 +4396,10 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\x12SetLatencyResponse\"3\n" +
 	"\x14ExpireSessionRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\"\x17\n" +
-	"\x15ExpireSessionResponse*\xbc\x03\n" +
+	"\x15ExpireSessionResponse\"3\n" +
+	"\x15CompactHistoryRequest\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x03R\brevision\"\x18\n" +
+	"\x16CompactHistoryResponse*\xbc\x03\n" +
 	"\bSentinel\x12\x18\n" +
 	"\x14SENTINEL_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SENTINEL_NOT_FOUND\x10\x01\x12\x18\n" +
@@ -4348,7 +4441,7 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\x17SESSION_STATE_CONNECTED\x10\x01\x12\x1b\n" +
 	"\x17SESSION_STATE_SUSPENDED\x10\x02\x12\x19\n" +
 	"\x15SESSION_STATE_EXPIRED\x10\x03\x12\x18\n" +
-	"\x14SESSION_STATE_CLOSED\x10\x042\xa0\x0f\n" +
+	"\x14SESSION_STATE_CLOSED\x10\x042\xfd\x0f\n" +
 	"\aBackend\x12I\n" +
 	"\bDescribe\x12\x1d.metaplane.v1.DescribeRequest\x1a\x1e.metaplane.v1.DescribeResponse\x12@\n" +
 	"\x05Start\x12\x1a.metaplane.v1.StartRequest\x1a\x1b.metaplane.v1.StartResponse\x12L\n" +
@@ -4377,7 +4470,8 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\rFailNextWrite\x12\".metaplane.v1.FailNextWriteRequest\x1a#.metaplane.v1.FailNextWriteResponse\x12O\n" +
 	"\n" +
 	"SetLatency\x12\x1f.metaplane.v1.SetLatencyRequest\x1a .metaplane.v1.SetLatencyResponse\x12X\n" +
-	"\rExpireSession\x12\".metaplane.v1.ExpireSessionRequest\x1a#.metaplane.v1.ExpireSessionResponseB?Z=github.com/metaplane/metaplane/proto/metaplane/v1;metaplanev1b\x06proto3"
+	"\rExpireSession\x12\".metaplane.v1.ExpireSessionRequest\x1a#.metaplane.v1.ExpireSessionResponse\x12[\n" +
+	"\x0eCompactHistory\x12#.metaplane.v1.CompactHistoryRequest\x1a$.metaplane.v1.CompactHistoryResponseB?Z=github.com/metaplane/metaplane/proto/metaplane/v1;metaplanev1b\x06proto3"
 
 var (
 	file_metaplane_v1_backend_proto_rawDescOnce sync.Once
@@ -4392,86 +4486,88 @@ func file_metaplane_v1_backend_proto_rawDescGZIP() []byte {
 }
 
 var file_metaplane_v1_backend_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_metaplane_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_metaplane_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_metaplane_v1_backend_proto_goTypes = []any{
-	(Sentinel)(0),                 // 0: metaplane.v1.Sentinel
-	(OpType)(0),                   // 1: metaplane.v1.OpType
-	(CreateMode)(0),               // 2: metaplane.v1.CreateMode
-	(EventType)(0),                // 3: metaplane.v1.EventType
-	(SessionState)(0),             // 4: metaplane.v1.SessionState
-	(*Error)(nil),                 // 5: metaplane.v1.Error
-	(*BackendDescriptor)(nil),     // 6: metaplane.v1.BackendDescriptor
-	(*DescribeRequest)(nil),       // 7: metaplane.v1.DescribeRequest
-	(*DescribeResponse)(nil),      // 8: metaplane.v1.DescribeResponse
-	(*StartRequest)(nil),          // 9: metaplane.v1.StartRequest
-	(*StartResponse)(nil),         // 10: metaplane.v1.StartResponse
-	(*NewClientRequest)(nil),      // 11: metaplane.v1.NewClientRequest
-	(*Interfaces)(nil),            // 12: metaplane.v1.Interfaces
-	(*Capabilities)(nil),          // 13: metaplane.v1.Capabilities
-	(*NewClientResponse)(nil),     // 14: metaplane.v1.NewClientResponse
-	(*CloseClientRequest)(nil),    // 15: metaplane.v1.CloseClientRequest
-	(*CloseClientResponse)(nil),   // 16: metaplane.v1.CloseClientResponse
-	(*Stat)(nil),                  // 17: metaplane.v1.Stat
-	(*Node)(nil),                  // 18: metaplane.v1.Node
-	(*ReadOptions)(nil),           // 19: metaplane.v1.ReadOptions
-	(*GetManyRequest)(nil),        // 20: metaplane.v1.GetManyRequest
-	(*GetResult)(nil),             // 21: metaplane.v1.GetResult
-	(*GetManyResponse)(nil),       // 22: metaplane.v1.GetManyResponse
-	(*ChildrenRequest)(nil),       // 23: metaplane.v1.ChildrenRequest
-	(*ChildrenResponse)(nil),      // 24: metaplane.v1.ChildrenResponse
-	(*SnapshotRequest)(nil),       // 25: metaplane.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),      // 26: metaplane.v1.SnapshotResponse
-	(*Op)(nil),                    // 27: metaplane.v1.Op
-	(*Fence)(nil),                 // 28: metaplane.v1.Fence
-	(*TxnRequest)(nil),            // 29: metaplane.v1.TxnRequest
-	(*OpResult)(nil),              // 30: metaplane.v1.OpResult
-	(*TxnResponse)(nil),           // 31: metaplane.v1.TxnResponse
-	(*WatchRequest)(nil),          // 32: metaplane.v1.WatchRequest
-	(*WatchEvent)(nil),            // 33: metaplane.v1.WatchEvent
-	(*WatchResponse)(nil),         // 34: metaplane.v1.WatchResponse
-	(*SessionInfo)(nil),           // 35: metaplane.v1.SessionInfo
-	(*SessionRequest)(nil),        // 36: metaplane.v1.SessionRequest
-	(*SessionResponse)(nil),       // 37: metaplane.v1.SessionResponse
-	(*SessionEventsRequest)(nil),  // 38: metaplane.v1.SessionEventsRequest
-	(*SessionEventsResponse)(nil), // 39: metaplane.v1.SessionEventsResponse
-	(*Candidate)(nil),             // 40: metaplane.v1.Candidate
-	(*CampaignRequest)(nil),       // 41: metaplane.v1.CampaignRequest
-	(*CampaignResponse)(nil),      // 42: metaplane.v1.CampaignResponse
-	(*ResignRequest)(nil),         // 43: metaplane.v1.ResignRequest
-	(*ResignResponse)(nil),        // 44: metaplane.v1.ResignResponse
-	(*LeaderInfo)(nil),            // 45: metaplane.v1.LeaderInfo
-	(*LeaderRequest)(nil),         // 46: metaplane.v1.LeaderRequest
-	(*LeaderResponse)(nil),        // 47: metaplane.v1.LeaderResponse
-	(*ObserveLeaderRequest)(nil),  // 48: metaplane.v1.ObserveLeaderRequest
-	(*ObserveLeaderResponse)(nil), // 49: metaplane.v1.ObserveLeaderResponse
-	(*MemberStatus)(nil),          // 50: metaplane.v1.MemberStatus
-	(*StatusRequest)(nil),         // 51: metaplane.v1.StatusRequest
-	(*StatusResponse)(nil),        // 52: metaplane.v1.StatusResponse
-	(*GrantLeaseRequest)(nil),     // 53: metaplane.v1.GrantLeaseRequest
-	(*GrantLeaseResponse)(nil),    // 54: metaplane.v1.GrantLeaseResponse
-	(*RenewLeaseRequest)(nil),     // 55: metaplane.v1.RenewLeaseRequest
-	(*RenewLeaseResponse)(nil),    // 56: metaplane.v1.RenewLeaseResponse
-	(*RevokeLeaseRequest)(nil),    // 57: metaplane.v1.RevokeLeaseRequest
-	(*RevokeLeaseResponse)(nil),   // 58: metaplane.v1.RevokeLeaseResponse
-	(*AllocateIDsRequest)(nil),    // 59: metaplane.v1.AllocateIDsRequest
-	(*AllocateIDsResponse)(nil),   // 60: metaplane.v1.AllocateIDsResponse
-	(*AddVoterRequest)(nil),       // 61: metaplane.v1.AddVoterRequest
-	(*AddVoterResponse)(nil),      // 62: metaplane.v1.AddVoterResponse
-	(*RemoveVoterRequest)(nil),    // 63: metaplane.v1.RemoveVoterRequest
-	(*RemoveVoterResponse)(nil),   // 64: metaplane.v1.RemoveVoterResponse
-	(*FailNextWriteRequest)(nil),  // 65: metaplane.v1.FailNextWriteRequest
-	(*FailNextWriteResponse)(nil), // 66: metaplane.v1.FailNextWriteResponse
-	(*SetLatencyRequest)(nil),     // 67: metaplane.v1.SetLatencyRequest
-	(*SetLatencyResponse)(nil),    // 68: metaplane.v1.SetLatencyResponse
-	(*ExpireSessionRequest)(nil),  // 69: metaplane.v1.ExpireSessionRequest
-	(*ExpireSessionResponse)(nil), // 70: metaplane.v1.ExpireSessionResponse
-	nil,                           // 71: metaplane.v1.StartRequest.ConfigEntry
-	nil,                           // 72: metaplane.v1.StatusResponse.DetailsEntry
+	(Sentinel)(0),                  // 0: metaplane.v1.Sentinel
+	(OpType)(0),                    // 1: metaplane.v1.OpType
+	(CreateMode)(0),                // 2: metaplane.v1.CreateMode
+	(EventType)(0),                 // 3: metaplane.v1.EventType
+	(SessionState)(0),              // 4: metaplane.v1.SessionState
+	(*Error)(nil),                  // 5: metaplane.v1.Error
+	(*BackendDescriptor)(nil),      // 6: metaplane.v1.BackendDescriptor
+	(*DescribeRequest)(nil),        // 7: metaplane.v1.DescribeRequest
+	(*DescribeResponse)(nil),       // 8: metaplane.v1.DescribeResponse
+	(*StartRequest)(nil),           // 9: metaplane.v1.StartRequest
+	(*StartResponse)(nil),          // 10: metaplane.v1.StartResponse
+	(*NewClientRequest)(nil),       // 11: metaplane.v1.NewClientRequest
+	(*Interfaces)(nil),             // 12: metaplane.v1.Interfaces
+	(*Capabilities)(nil),           // 13: metaplane.v1.Capabilities
+	(*NewClientResponse)(nil),      // 14: metaplane.v1.NewClientResponse
+	(*CloseClientRequest)(nil),     // 15: metaplane.v1.CloseClientRequest
+	(*CloseClientResponse)(nil),    // 16: metaplane.v1.CloseClientResponse
+	(*Stat)(nil),                   // 17: metaplane.v1.Stat
+	(*Node)(nil),                   // 18: metaplane.v1.Node
+	(*ReadOptions)(nil),            // 19: metaplane.v1.ReadOptions
+	(*GetManyRequest)(nil),         // 20: metaplane.v1.GetManyRequest
+	(*GetResult)(nil),              // 21: metaplane.v1.GetResult
+	(*GetManyResponse)(nil),        // 22: metaplane.v1.GetManyResponse
+	(*ChildrenRequest)(nil),        // 23: metaplane.v1.ChildrenRequest
+	(*ChildrenResponse)(nil),       // 24: metaplane.v1.ChildrenResponse
+	(*SnapshotRequest)(nil),        // 25: metaplane.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),       // 26: metaplane.v1.SnapshotResponse
+	(*Op)(nil),                     // 27: metaplane.v1.Op
+	(*Fence)(nil),                  // 28: metaplane.v1.Fence
+	(*TxnRequest)(nil),             // 29: metaplane.v1.TxnRequest
+	(*OpResult)(nil),               // 30: metaplane.v1.OpResult
+	(*TxnResponse)(nil),            // 31: metaplane.v1.TxnResponse
+	(*WatchRequest)(nil),           // 32: metaplane.v1.WatchRequest
+	(*WatchEvent)(nil),             // 33: metaplane.v1.WatchEvent
+	(*WatchResponse)(nil),          // 34: metaplane.v1.WatchResponse
+	(*SessionInfo)(nil),            // 35: metaplane.v1.SessionInfo
+	(*SessionRequest)(nil),         // 36: metaplane.v1.SessionRequest
+	(*SessionResponse)(nil),        // 37: metaplane.v1.SessionResponse
+	(*SessionEventsRequest)(nil),   // 38: metaplane.v1.SessionEventsRequest
+	(*SessionEventsResponse)(nil),  // 39: metaplane.v1.SessionEventsResponse
+	(*Candidate)(nil),              // 40: metaplane.v1.Candidate
+	(*CampaignRequest)(nil),        // 41: metaplane.v1.CampaignRequest
+	(*CampaignResponse)(nil),       // 42: metaplane.v1.CampaignResponse
+	(*ResignRequest)(nil),          // 43: metaplane.v1.ResignRequest
+	(*ResignResponse)(nil),         // 44: metaplane.v1.ResignResponse
+	(*LeaderInfo)(nil),             // 45: metaplane.v1.LeaderInfo
+	(*LeaderRequest)(nil),          // 46: metaplane.v1.LeaderRequest
+	(*LeaderResponse)(nil),         // 47: metaplane.v1.LeaderResponse
+	(*ObserveLeaderRequest)(nil),   // 48: metaplane.v1.ObserveLeaderRequest
+	(*ObserveLeaderResponse)(nil),  // 49: metaplane.v1.ObserveLeaderResponse
+	(*MemberStatus)(nil),           // 50: metaplane.v1.MemberStatus
+	(*StatusRequest)(nil),          // 51: metaplane.v1.StatusRequest
+	(*StatusResponse)(nil),         // 52: metaplane.v1.StatusResponse
+	(*GrantLeaseRequest)(nil),      // 53: metaplane.v1.GrantLeaseRequest
+	(*GrantLeaseResponse)(nil),     // 54: metaplane.v1.GrantLeaseResponse
+	(*RenewLeaseRequest)(nil),      // 55: metaplane.v1.RenewLeaseRequest
+	(*RenewLeaseResponse)(nil),     // 56: metaplane.v1.RenewLeaseResponse
+	(*RevokeLeaseRequest)(nil),     // 57: metaplane.v1.RevokeLeaseRequest
+	(*RevokeLeaseResponse)(nil),    // 58: metaplane.v1.RevokeLeaseResponse
+	(*AllocateIDsRequest)(nil),     // 59: metaplane.v1.AllocateIDsRequest
+	(*AllocateIDsResponse)(nil),    // 60: metaplane.v1.AllocateIDsResponse
+	(*AddVoterRequest)(nil),        // 61: metaplane.v1.AddVoterRequest
+	(*AddVoterResponse)(nil),       // 62: metaplane.v1.AddVoterResponse
+	(*RemoveVoterRequest)(nil),     // 63: metaplane.v1.RemoveVoterRequest
+	(*RemoveVoterResponse)(nil),    // 64: metaplane.v1.RemoveVoterResponse
+	(*FailNextWriteRequest)(nil),   // 65: metaplane.v1.FailNextWriteRequest
+	(*FailNextWriteResponse)(nil),  // 66: metaplane.v1.FailNextWriteResponse
+	(*SetLatencyRequest)(nil),      // 67: metaplane.v1.SetLatencyRequest
+	(*SetLatencyResponse)(nil),     // 68: metaplane.v1.SetLatencyResponse
+	(*ExpireSessionRequest)(nil),   // 69: metaplane.v1.ExpireSessionRequest
+	(*ExpireSessionResponse)(nil),  // 70: metaplane.v1.ExpireSessionResponse
+	(*CompactHistoryRequest)(nil),  // 71: metaplane.v1.CompactHistoryRequest
+	(*CompactHistoryResponse)(nil), // 72: metaplane.v1.CompactHistoryResponse
+	nil,                            // 73: metaplane.v1.StartRequest.ConfigEntry
+	nil,                            // 74: metaplane.v1.StatusResponse.DetailsEntry
 }
 var file_metaplane_v1_backend_proto_depIdxs = []int32{
 	0,  // 0: metaplane.v1.Error.sentinel:type_name -> metaplane.v1.Sentinel
 	6,  // 1: metaplane.v1.DescribeResponse.descriptor:type_name -> metaplane.v1.BackendDescriptor
-	71, // 2: metaplane.v1.StartRequest.config:type_name -> metaplane.v1.StartRequest.ConfigEntry
+	73, // 2: metaplane.v1.StartRequest.config:type_name -> metaplane.v1.StartRequest.ConfigEntry
 	12, // 3: metaplane.v1.Capabilities.interfaces:type_name -> metaplane.v1.Interfaces
 	13, // 4: metaplane.v1.NewClientResponse.capabilities:type_name -> metaplane.v1.Capabilities
 	35, // 5: metaplane.v1.NewClientResponse.session:type_name -> metaplane.v1.SessionInfo
@@ -4503,7 +4599,7 @@ var file_metaplane_v1_backend_proto_depIdxs = []int32{
 	45, // 31: metaplane.v1.LeaderResponse.leader:type_name -> metaplane.v1.LeaderInfo
 	45, // 32: metaplane.v1.ObserveLeaderResponse.leader:type_name -> metaplane.v1.LeaderInfo
 	50, // 33: metaplane.v1.StatusResponse.members:type_name -> metaplane.v1.MemberStatus
-	72, // 34: metaplane.v1.StatusResponse.details:type_name -> metaplane.v1.StatusResponse.DetailsEntry
+	74, // 34: metaplane.v1.StatusResponse.details:type_name -> metaplane.v1.StatusResponse.DetailsEntry
 	28, // 35: metaplane.v1.GrantLeaseRequest.fence:type_name -> metaplane.v1.Fence
 	28, // 36: metaplane.v1.RevokeLeaseRequest.fence:type_name -> metaplane.v1.Fence
 	28, // 37: metaplane.v1.AllocateIDsRequest.fence:type_name -> metaplane.v1.Fence
@@ -4533,33 +4629,35 @@ var file_metaplane_v1_backend_proto_depIdxs = []int32{
 	65, // 61: metaplane.v1.Backend.FailNextWrite:input_type -> metaplane.v1.FailNextWriteRequest
 	67, // 62: metaplane.v1.Backend.SetLatency:input_type -> metaplane.v1.SetLatencyRequest
 	69, // 63: metaplane.v1.Backend.ExpireSession:input_type -> metaplane.v1.ExpireSessionRequest
-	8,  // 64: metaplane.v1.Backend.Describe:output_type -> metaplane.v1.DescribeResponse
-	10, // 65: metaplane.v1.Backend.Start:output_type -> metaplane.v1.StartResponse
-	14, // 66: metaplane.v1.Backend.NewClient:output_type -> metaplane.v1.NewClientResponse
-	16, // 67: metaplane.v1.Backend.CloseClient:output_type -> metaplane.v1.CloseClientResponse
-	22, // 68: metaplane.v1.Backend.GetMany:output_type -> metaplane.v1.GetManyResponse
-	24, // 69: metaplane.v1.Backend.Children:output_type -> metaplane.v1.ChildrenResponse
-	26, // 70: metaplane.v1.Backend.Snapshot:output_type -> metaplane.v1.SnapshotResponse
-	31, // 71: metaplane.v1.Backend.Txn:output_type -> metaplane.v1.TxnResponse
-	34, // 72: metaplane.v1.Backend.Watch:output_type -> metaplane.v1.WatchResponse
-	37, // 73: metaplane.v1.Backend.Session:output_type -> metaplane.v1.SessionResponse
-	39, // 74: metaplane.v1.Backend.SessionEvents:output_type -> metaplane.v1.SessionEventsResponse
-	42, // 75: metaplane.v1.Backend.Campaign:output_type -> metaplane.v1.CampaignResponse
-	44, // 76: metaplane.v1.Backend.Resign:output_type -> metaplane.v1.ResignResponse
-	47, // 77: metaplane.v1.Backend.Leader:output_type -> metaplane.v1.LeaderResponse
-	49, // 78: metaplane.v1.Backend.ObserveLeader:output_type -> metaplane.v1.ObserveLeaderResponse
-	52, // 79: metaplane.v1.Backend.Status:output_type -> metaplane.v1.StatusResponse
-	54, // 80: metaplane.v1.Backend.GrantLease:output_type -> metaplane.v1.GrantLeaseResponse
-	56, // 81: metaplane.v1.Backend.RenewLease:output_type -> metaplane.v1.RenewLeaseResponse
-	58, // 82: metaplane.v1.Backend.RevokeLease:output_type -> metaplane.v1.RevokeLeaseResponse
-	60, // 83: metaplane.v1.Backend.AllocateIDs:output_type -> metaplane.v1.AllocateIDsResponse
-	62, // 84: metaplane.v1.Backend.AddVoter:output_type -> metaplane.v1.AddVoterResponse
-	64, // 85: metaplane.v1.Backend.RemoveVoter:output_type -> metaplane.v1.RemoveVoterResponse
-	66, // 86: metaplane.v1.Backend.FailNextWrite:output_type -> metaplane.v1.FailNextWriteResponse
-	68, // 87: metaplane.v1.Backend.SetLatency:output_type -> metaplane.v1.SetLatencyResponse
-	70, // 88: metaplane.v1.Backend.ExpireSession:output_type -> metaplane.v1.ExpireSessionResponse
-	64, // [64:89] is the sub-list for method output_type
-	39, // [39:64] is the sub-list for method input_type
+	71, // 64: metaplane.v1.Backend.CompactHistory:input_type -> metaplane.v1.CompactHistoryRequest
+	8,  // 65: metaplane.v1.Backend.Describe:output_type -> metaplane.v1.DescribeResponse
+	10, // 66: metaplane.v1.Backend.Start:output_type -> metaplane.v1.StartResponse
+	14, // 67: metaplane.v1.Backend.NewClient:output_type -> metaplane.v1.NewClientResponse
+	16, // 68: metaplane.v1.Backend.CloseClient:output_type -> metaplane.v1.CloseClientResponse
+	22, // 69: metaplane.v1.Backend.GetMany:output_type -> metaplane.v1.GetManyResponse
+	24, // 70: metaplane.v1.Backend.Children:output_type -> metaplane.v1.ChildrenResponse
+	26, // 71: metaplane.v1.Backend.Snapshot:output_type -> metaplane.v1.SnapshotResponse
+	31, // 72: metaplane.v1.Backend.Txn:output_type -> metaplane.v1.TxnResponse
+	34, // 73: metaplane.v1.Backend.Watch:output_type -> metaplane.v1.WatchResponse
+	37, // 74: metaplane.v1.Backend.Session:output_type -> metaplane.v1.SessionResponse
+	39, // 75: metaplane.v1.Backend.SessionEvents:output_type -> metaplane.v1.SessionEventsResponse
+	42, // 76: metaplane.v1.Backend.Campaign:output_type -> metaplane.v1.CampaignResponse
+	44, // 77: metaplane.v1.Backend.Resign:output_type -> metaplane.v1.ResignResponse
+	47, // 78: metaplane.v1.Backend.Leader:output_type -> metaplane.v1.LeaderResponse
+	49, // 79: metaplane.v1.Backend.ObserveLeader:output_type -> metaplane.v1.ObserveLeaderResponse
+	52, // 80: metaplane.v1.Backend.Status:output_type -> metaplane.v1.StatusResponse
+	54, // 81: metaplane.v1.Backend.GrantLease:output_type -> metaplane.v1.GrantLeaseResponse
+	56, // 82: metaplane.v1.Backend.RenewLease:output_type -> metaplane.v1.RenewLeaseResponse
+	58, // 83: metaplane.v1.Backend.RevokeLease:output_type -> metaplane.v1.RevokeLeaseResponse
+	60, // 84: metaplane.v1.Backend.AllocateIDs:output_type -> metaplane.v1.AllocateIDsResponse
+	62, // 85: metaplane.v1.Backend.AddVoter:output_type -> metaplane.v1.AddVoterResponse
+	64, // 86: metaplane.v1.Backend.RemoveVoter:output_type -> metaplane.v1.RemoveVoterResponse
+	66, // 87: metaplane.v1.Backend.FailNextWrite:output_type -> metaplane.v1.FailNextWriteResponse
+	68, // 88: metaplane.v1.Backend.SetLatency:output_type -> metaplane.v1.SetLatencyResponse
+	70, // 89: metaplane.v1.Backend.ExpireSession:output_type -> metaplane.v1.ExpireSessionResponse
+	72, // 90: metaplane.v1.Backend.CompactHistory:output_type -> metaplane.v1.CompactHistoryResponse
+	65, // [65:91] is the sub-list for method output_type
+	39, // [39:65] is the sub-list for method input_type
 	39, // [39:39] is the sub-list for extension type_name
 	39, // [39:39] is the sub-list for extension extendee
 	0,  // [0:39] is the sub-list for field type_name
@@ -4577,7 +4675,7 @@ func file_metaplane_v1_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metaplane_v1_backend_proto_rawDesc), len(file_metaplane_v1_backend_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   68,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

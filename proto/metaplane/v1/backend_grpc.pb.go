@@ -39,31 +39,32 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Backend_Describe_FullMethodName      = "/metaplane.v1.Backend/Describe"
-	Backend_Start_FullMethodName         = "/metaplane.v1.Backend/Start"
-	Backend_NewClient_FullMethodName     = "/metaplane.v1.Backend/NewClient"
-	Backend_CloseClient_FullMethodName   = "/metaplane.v1.Backend/CloseClient"
-	Backend_GetMany_FullMethodName       = "/metaplane.v1.Backend/GetMany"
-	Backend_Children_FullMethodName      = "/metaplane.v1.Backend/Children"
-	Backend_Snapshot_FullMethodName      = "/metaplane.v1.Backend/Snapshot"
-	Backend_Txn_FullMethodName           = "/metaplane.v1.Backend/Txn"
-	Backend_Watch_FullMethodName         = "/metaplane.v1.Backend/Watch"
-	Backend_Session_FullMethodName       = "/metaplane.v1.Backend/Session"
-	Backend_SessionEvents_FullMethodName = "/metaplane.v1.Backend/SessionEvents"
-	Backend_Campaign_FullMethodName      = "/metaplane.v1.Backend/Campaign"
-	Backend_Resign_FullMethodName        = "/metaplane.v1.Backend/Resign"
-	Backend_Leader_FullMethodName        = "/metaplane.v1.Backend/Leader"
-	Backend_ObserveLeader_FullMethodName = "/metaplane.v1.Backend/ObserveLeader"
-	Backend_Status_FullMethodName        = "/metaplane.v1.Backend/Status"
-	Backend_GrantLease_FullMethodName    = "/metaplane.v1.Backend/GrantLease"
-	Backend_RenewLease_FullMethodName    = "/metaplane.v1.Backend/RenewLease"
-	Backend_RevokeLease_FullMethodName   = "/metaplane.v1.Backend/RevokeLease"
-	Backend_AllocateIDs_FullMethodName   = "/metaplane.v1.Backend/AllocateIDs"
-	Backend_AddVoter_FullMethodName      = "/metaplane.v1.Backend/AddVoter"
-	Backend_RemoveVoter_FullMethodName   = "/metaplane.v1.Backend/RemoveVoter"
-	Backend_FailNextWrite_FullMethodName = "/metaplane.v1.Backend/FailNextWrite"
-	Backend_SetLatency_FullMethodName    = "/metaplane.v1.Backend/SetLatency"
-	Backend_ExpireSession_FullMethodName = "/metaplane.v1.Backend/ExpireSession"
+	Backend_Describe_FullMethodName       = "/metaplane.v1.Backend/Describe"
+	Backend_Start_FullMethodName          = "/metaplane.v1.Backend/Start"
+	Backend_NewClient_FullMethodName      = "/metaplane.v1.Backend/NewClient"
+	Backend_CloseClient_FullMethodName    = "/metaplane.v1.Backend/CloseClient"
+	Backend_GetMany_FullMethodName        = "/metaplane.v1.Backend/GetMany"
+	Backend_Children_FullMethodName       = "/metaplane.v1.Backend/Children"
+	Backend_Snapshot_FullMethodName       = "/metaplane.v1.Backend/Snapshot"
+	Backend_Txn_FullMethodName            = "/metaplane.v1.Backend/Txn"
+	Backend_Watch_FullMethodName          = "/metaplane.v1.Backend/Watch"
+	Backend_Session_FullMethodName        = "/metaplane.v1.Backend/Session"
+	Backend_SessionEvents_FullMethodName  = "/metaplane.v1.Backend/SessionEvents"
+	Backend_Campaign_FullMethodName       = "/metaplane.v1.Backend/Campaign"
+	Backend_Resign_FullMethodName         = "/metaplane.v1.Backend/Resign"
+	Backend_Leader_FullMethodName         = "/metaplane.v1.Backend/Leader"
+	Backend_ObserveLeader_FullMethodName  = "/metaplane.v1.Backend/ObserveLeader"
+	Backend_Status_FullMethodName         = "/metaplane.v1.Backend/Status"
+	Backend_GrantLease_FullMethodName     = "/metaplane.v1.Backend/GrantLease"
+	Backend_RenewLease_FullMethodName     = "/metaplane.v1.Backend/RenewLease"
+	Backend_RevokeLease_FullMethodName    = "/metaplane.v1.Backend/RevokeLease"
+	Backend_AllocateIDs_FullMethodName    = "/metaplane.v1.Backend/AllocateIDs"
+	Backend_AddVoter_FullMethodName       = "/metaplane.v1.Backend/AddVoter"
+	Backend_RemoveVoter_FullMethodName    = "/metaplane.v1.Backend/RemoveVoter"
+	Backend_FailNextWrite_FullMethodName  = "/metaplane.v1.Backend/FailNextWrite"
+	Backend_SetLatency_FullMethodName     = "/metaplane.v1.Backend/SetLatency"
+	Backend_ExpireSession_FullMethodName  = "/metaplane.v1.Backend/ExpireSession"
+	Backend_CompactHistory_FullMethodName = "/metaplane.v1.Backend/CompactHistory"
 )
 
 // BackendClient is the client API for Backend service.
@@ -116,6 +117,10 @@ type BackendClient interface {
 	FailNextWrite(ctx context.Context, in *FailNextWriteRequest, opts ...grpc.CallOption) (*FailNextWriteResponse, error)
 	SetLatency(ctx context.Context, in *SetLatencyRequest, opts ...grpc.CallOption) (*SetLatencyResponse, error)
 	ExpireSession(ctx context.Context, in *ExpireSessionRequest, opts ...grpc.CallOption) (*ExpireSessionResponse, error)
+	// CompactHistory drops the store's change history up to and including a
+	// revision: a test hook of providers that declare it
+	// (DescribeResponse.compact_history), used by the conformance suite.
+	CompactHistory(ctx context.Context, in *CompactHistoryRequest, opts ...grpc.CallOption) (*CompactHistoryResponse, error)
 }
 
 type backendClient struct {
@@ -412,6 +417,16 @@ func (c *backendClient) ExpireSession(ctx context.Context, in *ExpireSessionRequ
 	return out, nil
 }
 
+func (c *backendClient) CompactHistory(ctx context.Context, in *CompactHistoryRequest, opts ...grpc.CallOption) (*CompactHistoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CompactHistoryResponse)
+	err := c.cc.Invoke(ctx, Backend_CompactHistory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BackendServer is the server API for Backend service.
 // All implementations must embed UnimplementedBackendServer
 // for forward compatibility.
@@ -462,6 +477,10 @@ type BackendServer interface {
 	FailNextWrite(context.Context, *FailNextWriteRequest) (*FailNextWriteResponse, error)
 	SetLatency(context.Context, *SetLatencyRequest) (*SetLatencyResponse, error)
 	ExpireSession(context.Context, *ExpireSessionRequest) (*ExpireSessionResponse, error)
+	// CompactHistory drops the store's change history up to and including a
+	// revision: a test hook of providers that declare it
+	// (DescribeResponse.compact_history), used by the conformance suite.
+	CompactHistory(context.Context, *CompactHistoryRequest) (*CompactHistoryResponse, error)
 	mustEmbedUnimplementedBackendServer()
 }
 
@@ -546,6 +565,9 @@ func (UnimplementedBackendServer) SetLatency(context.Context, *SetLatencyRequest
 }
 func (UnimplementedBackendServer) ExpireSession(context.Context, *ExpireSessionRequest) (*ExpireSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ExpireSession not implemented")
+}
+func (UnimplementedBackendServer) CompactHistory(context.Context, *CompactHistoryRequest) (*CompactHistoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CompactHistory not implemented")
 }
 func (UnimplementedBackendServer) mustEmbedUnimplementedBackendServer() {}
 func (UnimplementedBackendServer) testEmbeddedByValue()                 {}
@@ -990,6 +1012,24 @@ func _Backend_ExpireSession_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Backend_CompactHistory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CompactHistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BackendServer).CompactHistory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Backend_CompactHistory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BackendServer).CompactHistory(ctx, req.(*CompactHistoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Backend_ServiceDesc is the grpc.ServiceDesc for Backend service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1080,6 +1120,10 @@ var Backend_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ExpireSession",
 			Handler:    _Backend_ExpireSession_Handler,
+		},
+		{
+			MethodName: "CompactHistory",
+			Handler:    _Backend_CompactHistory_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
