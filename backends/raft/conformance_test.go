@@ -3,6 +3,7 @@ package raft
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -95,9 +96,13 @@ func TestConformanceOneVoter(t *testing.T) {
 	}})
 }
 
+// TestConformanceThreeVoters runs the suite on three in-process members
+// (clients spread over them). It duplicates
+// TestConformancePluginProcessThreeVoters without the process boundary, so
+// it runs only with METAPLANE_SOAK=1 to keep the default run short.
 func TestConformanceThreeVoters(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three members per property; skipped with -short")
+	if os.Getenv("METAPLANE_SOAK") == "" {
+		t.Skip("set METAPLANE_SOAK=1 to run the suite on three in-process voters too")
 	}
 	conformance.Run(t, conformance.Harness{Name: "raft (3 voters, in-process)", NewStore: func(t conformance.T) conformance.Store {
 		return newMemberStore(t, 3)

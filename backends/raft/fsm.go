@@ -266,7 +266,7 @@ func (f *fsm) RecoverFromSnapshot(r io.Reader, stopc <-chan struct{}) error {
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	return loadSnapshot(f.db, hdr, tmp, stopc)
+	return loadSnapshot(f.db, hdr, io.LimitReader(tmp, int64(hdr.GetBodyBytes())), stopc)
 }
 
 // Close closes the store.

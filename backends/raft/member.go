@@ -34,7 +34,7 @@ var quietOnce sync.Once
 func quietDragonboat() {
 	quietOnce.Do(func() {
 		for _, p := range []string{"dragonboat", "raft", "rsm", "transport", "logdb", "config", "settings",
-			"grpc", "registry", "tan", "fileutil", "server", "vfs"} {
+			"grpc", "registry", "tan", "fileutil", "server", "vfs", "raftpb", "logdb/kv"} {
 			logger.GetLogger(p).SetLevel(logger.ERROR)
 		}
 	})

@@ -73,14 +73,16 @@ func writeSnapshot(r reader, w io.Writer, stopc <-chan struct{}) error {
 		return err
 	}
 	h := sha256.New()
+	cw := &countingWriter{w: h}
 	var count uint64
 	if err := walkStore(r, func(k, v []byte) error {
 		count++
-		return putRecord(h, k, v)
+		return putRecord(cw, k, v)
 	}); err != nil {
 		return err
 	}
-	hdr := mustMarshal(&raftv1.SnapshotHeader{Format: snapshotFormat, AppliedIndex: applied, Entries: count, Sha256: h.Sum(nil)})
+	hdr := mustMarshal(&raftv1.SnapshotHeader{Format: snapshotFormat, AppliedIndex: applied, Entries: count,
+		Sha256: h.Sum(nil), BodyBytes: cw.n})
 	bw := bufio.NewWriterSize(w, 64<<10)
 	if _, err := bw.WriteString(snapshotMagic); err != nil {
 		return err
@@ -140,8 +142,13 @@ func verifySnapshot(r io.Reader, tmp io.Writer) (*raftv1.SnapshotHeader, error) 
 	if err != nil {
 		return nil, err
 	}
+	// Read exactly the body the header announces: the reader Dragonboat
+	// hands over is not required to end cleanly at the payload's end.
 	h := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(tmp, h), br); err != nil {
+	if _, err := io.CopyN(io.MultiWriter(tmp, h), br, int64(hdr.GetBodyBytes())); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: the body is shorter than the %d bytes the header announces", ErrSnapshotCorrupt, hdr.GetBodyBytes())
+		}
 		return nil, fmt.Errorf("raft: read snapshot: %w", err)
 	}
 	if sum := h.Sum(nil); !bytes.Equal(sum, hdr.GetSha256()) {
@@ -195,6 +202,17 @@ func loadSnapshot(db *pebble.DB, hdr *raftv1.SnapshotHeader, r io.Reader, stopc 
 		return err
 	}
 	return b.Commit(pebble.Sync)
+}
+
+type countingWriter struct {
+	w io.Writer
+	n uint64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += uint64(n)
+	return n, err
 }
 
 func readChunk(r *bufio.Reader) ([]byte, error) {

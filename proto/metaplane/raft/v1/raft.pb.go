@@ -7,7 +7,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: metaplane/raft/v1/raft.proto
+// source: proto/metaplane/raft/v1/raft.proto
 
 package raftv1
 
@@ -87,11 +87,11 @@ func (x Code) String() string {
 }
 
 func (Code) Descriptor() protoreflect.EnumDescriptor {
-	return file_metaplane_raft_v1_raft_proto_enumTypes[0].Descriptor()
+	return file_proto_metaplane_raft_v1_raft_proto_enumTypes[0].Descriptor()
 }
 
 func (Code) Type() protoreflect.EnumType {
-	return &file_metaplane_raft_v1_raft_proto_enumTypes[0]
+	return &file_proto_metaplane_raft_v1_raft_proto_enumTypes[0]
 }
 
 func (x Code) Number() protoreflect.EnumNumber {
@@ -100,7 +100,7 @@ func (x Code) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Code.Descriptor instead.
 func (Code) EnumDescriptor() ([]byte, []int) {
-	return file_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{0}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{0}
 }
 
 // Command is one entry of the replicated log.
@@ -125,7 +125,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[0]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -137,7 +137,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[0]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -150,7 +150,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{0}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *Command) GetTimeMs() int64 {
@@ -288,7 +288,7 @@ type Fence struct {
 
 func (x *Fence) Reset() {
 	*x = Fence{}
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[1]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -300,7 +300,7 @@ func (x *Fence) String() string {
 func (*Fence) ProtoMessage() {}
 
 func (x *Fence) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[1]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -313,7 +313,7 @@ func (x *Fence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fence.ProtoReflect.Descriptor instead.
 func (*Fence) Descriptor() ([]byte, []int) {
-	return file_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{1}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *Fence) GetEpoch() int64 {
@@ -353,7 +353,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[2]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -365,7 +365,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[2]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -378,7 +378,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{2}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Op) GetType() int32 {
@@ -444,7 +444,7 @@ type Txn struct {
 
 func (x *Txn) Reset() {
 	*x = Txn{}
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[3]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -456,7 +456,7 @@ func (x *Txn) String() string {
 func (*Txn) ProtoMessage() {}
 
 func (x *Txn) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[3]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -469,7 +469,7 @@ func (x *Txn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Txn.ProtoReflect.Descriptor instead.
 func (*Txn) Descriptor() ([]byte, []int) {
-	return file_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{3}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Txn) GetOps() []*Op {
@@ -509,7 +509,7 @@ type LeaderRecord struct {
 
 func (x *LeaderRecord) Reset() {
 	*x = LeaderRecord{}
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[4]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -521,7 +521,7 @@ func (x *LeaderRecord) String() string {
 func (*LeaderRecord) ProtoMessage() {}
 
 func (x *LeaderRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[4]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -534,7 +534,7 @@ func (x *LeaderRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderRecord.ProtoReflect.Descriptor instead.
 func (*LeaderRecord) Descriptor() ([]byte, []int) {
-	return file_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{4}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LeaderRecord) GetTerm() uint64 {
@@ -582,7 +582,7 @@ type Resign struct {
 
 func (x *Resign) Reset() {
 	*x = Resign{}
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[5]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -594,7 +594,7 @@ func (x *Resign) String() string {
 func (*Resign) ProtoMessage() {}
 
 func (x *Resign) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[5]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -607,7 +607,7 @@ func (x *Resign) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resign.ProtoReflect.Descriptor instead.
 func (*Resign) Descriptor() ([]byte, []int) {
-	return file_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{5}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Resign) GetEpoch() int64 {
@@ -630,7 +630,7 @@ type SessionGrant struct {
 
 func (x *SessionGrant) Reset() {
 	*x = SessionGrant{}
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[6]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -642,7 +642,7 @@ func (x *SessionGrant) String() string {
 func (*SessionGrant) ProtoMessage() {}
 
 func (x *SessionGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[6]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -655,7 +655,7 @@ func (x *SessionGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionGrant.ProtoReflect.Descriptor instead.
 func (*SessionGrant) Descriptor() ([]byte, []int) {
-	return file_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{6}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SessionGrant) GetOwner() string {
@@ -689,7 +689,7 @@ type SessionRenew struct {
 
 func (x *SessionRenew) Reset() {
 	*x = SessionRenew{}
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[7]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -701,7 +701,7 @@ func (x *SessionRenew) String() string {
 func (*SessionRenew) ProtoMessage() {}
 
 func (x *SessionRenew) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[7]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -714,7 +714,7 @@ func (x *SessionRenew) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRenew.ProtoReflect.Descriptor instead.
 func (*SessionRenew) Descriptor() ([]byte, []int) {
-	return file_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{7}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SessionRenew) GetId() int64 {
@@ -742,7 +742,7 @@ type SessionExpire struct {
 
 func (x *SessionExpire) Reset() {
 	*x = SessionExpire{}
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[8]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -754,7 +754,7 @@ func (x *SessionExpire) String() string {
 func (*SessionExpire) ProtoMessage() {}
 
 func (x *SessionExpire) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[8]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -767,7 +767,7 @@ func (x *SessionExpire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionExpire.ProtoReflect.Descriptor instead.
 func (*SessionExpire) Descriptor() ([]byte, []int) {
-	return file_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{8}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SessionExpire) GetId() int64 {
@@ -811,7 +811,7 @@ type IDBlockReserve struct {
 
 func (x *IDBlockReserve) Reset() {
 	*x = IDBlockReserve{}
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[9]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -823,7 +823,7 @@ func (x *IDBlockReserve) String() string {
 func (*IDBlockReserve) ProtoMessage() {}
 
 func (x *IDBlockReserve) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[9]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -836,7 +836,7 @@ func (x *IDBlockReserve) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IDBlockReserve.ProtoReflect.Descriptor instead.
 func (*IDBlockReserve) Descriptor() ([]byte, []int) {
-	return file_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{9}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *IDBlockReserve) GetPath() string {
@@ -877,7 +877,7 @@ type Stat struct {
 
 func (x *Stat) Reset() {
 	*x = Stat{}
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[10]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -889,7 +889,7 @@ func (x *Stat) String() string {
 func (*Stat) ProtoMessage() {}
 
 func (x *Stat) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[10]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -902,7 +902,7 @@ func (x *Stat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stat.ProtoReflect.Descriptor instead.
 func (*Stat) Descriptor() ([]byte, []int) {
-	return file_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{10}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Stat) GetVersion() int64 {
@@ -973,7 +973,7 @@ type OpResult struct {
 
 func (x *OpResult) Reset() {
 	*x = OpResult{}
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[11]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +985,7 @@ func (x *OpResult) String() string {
 func (*OpResult) ProtoMessage() {}
 
 func (x *OpResult) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[11]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +998,7 @@ func (x *OpResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpResult.ProtoReflect.Descriptor instead.
 func (*OpResult) Descriptor() ([]byte, []int) {
-	return file_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{11}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *OpResult) GetType() int32 {
@@ -1042,7 +1042,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[12]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1054,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[12]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1067,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{12}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CommandResult) GetCode() Code {
@@ -1132,7 +1132,7 @@ type NodeRecord struct {
 
 func (x *NodeRecord) Reset() {
 	*x = NodeRecord{}
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[13]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1144,7 @@ func (x *NodeRecord) String() string {
 func (*NodeRecord) ProtoMessage() {}
 
 func (x *NodeRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[13]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1157,7 @@ func (x *NodeRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRecord.ProtoReflect.Descriptor instead.
 func (*NodeRecord) Descriptor() ([]byte, []int) {
-	return file_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{13}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *NodeRecord) GetData() []byte {
@@ -1237,7 +1237,7 @@ type SessionRecord struct {
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[14]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1249,7 +1249,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[14]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1262,7 +1262,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{14}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SessionRecord) GetId() int64 {
@@ -1312,7 +1312,7 @@ type LeaderState struct {
 
 func (x *LeaderState) Reset() {
 	*x = LeaderState{}
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[15]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1324,7 @@ func (x *LeaderState) String() string {
 func (*LeaderState) ProtoMessage() {}
 
 func (x *LeaderState) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[15]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1337,7 @@ func (x *LeaderState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderState.ProtoReflect.Descriptor instead.
 func (*LeaderState) Descriptor() ([]byte, []int) {
-	return file_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{15}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LeaderState) GetEpoch() int64 {
@@ -1409,7 +1409,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[16]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1421,7 +1421,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[16]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1434,7 +1434,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{16}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Event) GetType() int32 {
@@ -1475,7 +1475,7 @@ type ChangeLogEntry struct {
 
 func (x *ChangeLogEntry) Reset() {
 	*x = ChangeLogEntry{}
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[17]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1487,7 +1487,7 @@ func (x *ChangeLogEntry) String() string {
 func (*ChangeLogEntry) ProtoMessage() {}
 
 func (x *ChangeLogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[17]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1500,7 +1500,7 @@ func (x *ChangeLogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeLogEntry.ProtoReflect.Descriptor instead.
 func (*ChangeLogEntry) Descriptor() ([]byte, []int) {
-	return file_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{17}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ChangeLogEntry) GetEvents() []*Event {
@@ -1517,14 +1517,16 @@ type SnapshotHeader struct {
 	AppliedIndex uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	Entries      uint64                 `protobuf:"varint,3,opt,name=entries,proto3" json:"entries,omitempty"`
 	// sha256 is the SHA-256 of the body (every record after the header).
-	Sha256        []byte `protobuf:"bytes,4,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	Sha256 []byte `protobuf:"bytes,4,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	// body_bytes is the length of the body.
+	BodyBytes     uint64 `protobuf:"varint,5,opt,name=body_bytes,json=bodyBytes,proto3" json:"body_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[18]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1538,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_raft_v1_raft_proto_msgTypes[18]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1551,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{18}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SnapshotHeader) GetFormat() uint32 {
@@ -1580,11 +1582,18 @@ func (x *SnapshotHeader) GetSha256() []byte {
 	return nil
 }
 
-var File_metaplane_raft_v1_raft_proto protoreflect.FileDescriptor
+func (x *SnapshotHeader) GetBodyBytes() uint64 {
+	if x != nil {
+		return x.BodyBytes
+	}
+	return 0
+}
 
-const file_metaplane_raft_v1_raft_proto_rawDesc = "" +
+var File_proto_metaplane_raft_v1_raft_proto protoreflect.FileDescriptor
+
+const file_proto_metaplane_raft_v1_raft_proto_rawDesc = "" +
 	"\n" +
-	"\x1cmetaplane/raft/v1/raft.proto\x12\x11metaplane.raft.v1\"\xe5\x03\n" +
+	"\"proto/metaplane/raft/v1/raft.proto\x12\x11metaplane.raft.v1\"\xe5\x03\n" +
 	"\aCommand\x12\x17\n" +
 	"\atime_ms\x18\x01 \x01(\x03R\x06timeMs\x12*\n" +
 	"\x03txn\x18\x02 \x01(\v2\x16.metaplane.raft.v1.TxnH\x00R\x03txn\x129\n" +
@@ -1695,12 +1704,14 @@ const file_metaplane_raft_v1_raft_proto_rawDesc = "" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12+\n" +
 	"\x04stat\x18\x04 \x01(\v2\x17.metaplane.raft.v1.StatR\x04stat\"B\n" +
 	"\x0eChangeLogEntry\x120\n" +
-	"\x06events\x18\x01 \x03(\v2\x18.metaplane.raft.v1.EventR\x06events\"\x7f\n" +
+	"\x06events\x18\x01 \x03(\v2\x18.metaplane.raft.v1.EventR\x06events\"\x9e\x01\n" +
 	"\x0eSnapshotHeader\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\rR\x06format\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x18\n" +
 	"\aentries\x18\x03 \x01(\x04R\aentries\x12\x16\n" +
-	"\x06sha256\x18\x04 \x01(\fR\x06sha256*\x83\x02\n" +
+	"\x06sha256\x18\x04 \x01(\fR\x06sha256\x12\x1d\n" +
+	"\n" +
+	"body_bytes\x18\x05 \x01(\x04R\tbodyBytes*\x83\x02\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x12\n" +
 	"\x0eCODE_NOT_FOUND\x10\x01\x12\x14\n" +
@@ -1717,20 +1728,20 @@ const file_metaplane_raft_v1_raft_proto_rawDesc = "" +
 	"\x11CODE_STALE_LEADER\x10\vB?Z=github.com/metaplane/metaplane/proto/metaplane/raft/v1;raftv1b\x06proto3"
 
 var (
-	file_metaplane_raft_v1_raft_proto_rawDescOnce sync.Once
-	file_metaplane_raft_v1_raft_proto_rawDescData []byte
+	file_proto_metaplane_raft_v1_raft_proto_rawDescOnce sync.Once
+	file_proto_metaplane_raft_v1_raft_proto_rawDescData []byte
 )
 
-func file_metaplane_raft_v1_raft_proto_rawDescGZIP() []byte {
-	file_metaplane_raft_v1_raft_proto_rawDescOnce.Do(func() {
-		file_metaplane_raft_v1_raft_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_metaplane_raft_v1_raft_proto_rawDesc), len(file_metaplane_raft_v1_raft_proto_rawDesc)))
+func file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP() []byte {
+	file_proto_metaplane_raft_v1_raft_proto_rawDescOnce.Do(func() {
+		file_proto_metaplane_raft_v1_raft_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_proto_metaplane_raft_v1_raft_proto_rawDesc), len(file_proto_metaplane_raft_v1_raft_proto_rawDesc)))
 	})
-	return file_metaplane_raft_v1_raft_proto_rawDescData
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescData
 }
 
-var file_metaplane_raft_v1_raft_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_metaplane_raft_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
-var file_metaplane_raft_v1_raft_proto_goTypes = []any{
+var file_proto_metaplane_raft_v1_raft_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_proto_metaplane_raft_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_proto_metaplane_raft_v1_raft_proto_goTypes = []any{
 	(Code)(0),              // 0: metaplane.raft.v1.Code
 	(*Command)(nil),        // 1: metaplane.raft.v1.Command
 	(*Fence)(nil),          // 2: metaplane.raft.v1.Fence
@@ -1752,7 +1763,7 @@ var file_metaplane_raft_v1_raft_proto_goTypes = []any{
 	(*ChangeLogEntry)(nil), // 18: metaplane.raft.v1.ChangeLogEntry
 	(*SnapshotHeader)(nil), // 19: metaplane.raft.v1.SnapshotHeader
 }
-var file_metaplane_raft_v1_raft_proto_depIdxs = []int32{
+var file_proto_metaplane_raft_v1_raft_proto_depIdxs = []int32{
 	4,  // 0: metaplane.raft.v1.Command.txn:type_name -> metaplane.raft.v1.Txn
 	5,  // 1: metaplane.raft.v1.Command.leader:type_name -> metaplane.raft.v1.LeaderRecord
 	6,  // 2: metaplane.raft.v1.Command.resign:type_name -> metaplane.raft.v1.Resign
@@ -1777,12 +1788,12 @@ var file_metaplane_raft_v1_raft_proto_depIdxs = []int32{
 	0,  // [0:17] is the sub-list for field type_name
 }
 
-func init() { file_metaplane_raft_v1_raft_proto_init() }
-func file_metaplane_raft_v1_raft_proto_init() {
-	if File_metaplane_raft_v1_raft_proto != nil {
+func init() { file_proto_metaplane_raft_v1_raft_proto_init() }
+func file_proto_metaplane_raft_v1_raft_proto_init() {
+	if File_proto_metaplane_raft_v1_raft_proto != nil {
 		return
 	}
-	file_metaplane_raft_v1_raft_proto_msgTypes[0].OneofWrappers = []any{
+	file_proto_metaplane_raft_v1_raft_proto_msgTypes[0].OneofWrappers = []any{
 		(*Command_Txn)(nil),
 		(*Command_Leader)(nil),
 		(*Command_Resign)(nil),
@@ -1795,18 +1806,18 @@ func file_metaplane_raft_v1_raft_proto_init() {
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metaplane_raft_v1_raft_proto_rawDesc), len(file_metaplane_raft_v1_raft_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_metaplane_raft_v1_raft_proto_rawDesc), len(file_proto_metaplane_raft_v1_raft_proto_rawDesc)),
 			NumEnums:      1,
 			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_metaplane_raft_v1_raft_proto_goTypes,
-		DependencyIndexes: file_metaplane_raft_v1_raft_proto_depIdxs,
-		EnumInfos:         file_metaplane_raft_v1_raft_proto_enumTypes,
-		MessageInfos:      file_metaplane_raft_v1_raft_proto_msgTypes,
+		GoTypes:           file_proto_metaplane_raft_v1_raft_proto_goTypes,
+		DependencyIndexes: file_proto_metaplane_raft_v1_raft_proto_depIdxs,
+		EnumInfos:         file_proto_metaplane_raft_v1_raft_proto_enumTypes,
+		MessageInfos:      file_proto_metaplane_raft_v1_raft_proto_msgTypes,
 	}.Build()
-	File_metaplane_raft_v1_raft_proto = out.File
-	file_metaplane_raft_v1_raft_proto_goTypes = nil
-	file_metaplane_raft_v1_raft_proto_depIdxs = nil
+	File_proto_metaplane_raft_v1_raft_proto = out.File
+	file_proto_metaplane_raft_v1_raft_proto_goTypes = nil
+	file_proto_metaplane_raft_v1_raft_proto_depIdxs = nil
 }
