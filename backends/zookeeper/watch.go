@@ -191,9 +191,8 @@ func (w *watcher) arm(p string) (core.Node, []string, bool, error) {
 }
 
 // loadTree arms and reads every node at or below p, level by level.
-func (w *watcher) loadTree(p string) (map[string]core.Node, map[string]map[string]bool, error) {
+func (w *watcher) loadTree(p string) (map[string]core.Node, error) {
 	nodes := map[string]core.Node{}
-	kids := map[string]map[string]bool{}
 	level := []string{p}
 	for len(level) > 0 {
 		type res struct {
@@ -208,7 +207,7 @@ func (w *watcher) loadTree(p string) (map[string]core.Node, map[string]map[strin
 			return err
 		})
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		var next []string
 		for _, r := range rs {
@@ -216,27 +215,44 @@ func (w *watcher) loadTree(p string) (map[string]core.Node, map[string]map[strin
 				continue
 			}
 			nodes[r.n.Path] = r.n
-			set := map[string]bool{}
 			for _, c := range r.k {
-				set[c] = true
 				next = append(next, core.JoinPath(r.n.Path, c))
 			}
-			kids[r.n.Path] = set
 		}
 		level = next
 	}
-	return nodes, kids, nil
+	return nodes, nil
 }
 
 // load reads the whole prefix into the model.
 func (w *watcher) load() error {
-	nodes, kids, err := w.loadTree(w.prefix)
+	nodes, err := w.loadTree(w.prefix)
 	if err != nil {
 		return mapErr(err, w.prefix, false)
 	}
-	w.model, w.kids = nodes, kids
+	w.setModel(nodes)
 	w.lastRev = w.b.wire.lastZxid.Load()
 	return nil
+}
+
+// setModel replaces the model; kids is derived from it: kids[p] holds the
+// names of p's children that are in the model, nothing else.
+func (w *watcher) setModel(nodes map[string]core.Node) {
+	w.model = nodes
+	w.kids = map[string]map[string]bool{}
+	for q := range nodes {
+		if q != w.prefix {
+			w.addKid(q)
+		}
+	}
+}
+
+func (w *watcher) addKid(q string) {
+	parent := core.ParentPath(q)
+	if w.kids[parent] == nil {
+		w.kids[parent] = map[string]bool{}
+	}
+	w.kids[parent][core.BaseName(q)] = true
 }
 
 func (w *watcher) resetResponse() core.WatchResponse {
@@ -364,12 +380,12 @@ func (w *watcher) emit(evs []core.WatchEvent) {
 // resync re-reads the prefix and reports the difference to the model (or
 // the whole state as a Reset).
 func (w *watcher) resync(reset bool) error {
-	nodes, kids, err := w.loadTree(w.prefix)
+	nodes, err := w.loadTree(w.prefix)
 	if err != nil {
 		return err
 	}
 	if reset {
-		w.model, w.kids = nodes, kids
+		w.setModel(nodes)
 		w.queue(w.resetResponse())
 		return nil
 	}
@@ -403,7 +419,7 @@ func (w *watcher) resync(reset bool) error {
 			out = append(out, core.WatchEvent{Type: core.EventUpdated, Path: p, Data: n.Data, Stat: n.Stat, Revision: n.Stat.ModifyRevision})
 		}
 	}
-	w.model, w.kids = nodes, kids
+	w.setModel(nodes)
 	if len(out) > 0 {
 		w.emit(out)
 	}
@@ -445,10 +461,26 @@ func (w *watcher) handle(ev zk.Event) ([]core.WatchEvent, error) {
 		w.model[p] = n
 		return []core.WatchEvent{{Type: core.EventUpdated, Path: p, Data: n.Data, Stat: n.Stat, Revision: n.Stat.ModifyRevision}}, nil
 	case zk.EventNodeDeleted:
-		if _, known := w.model[p]; !known {
+		old, known := w.model[p]
+		if !known {
 			return nil, nil
 		}
-		return w.removed(p), nil
+		// The notification may be older than what this watcher has already
+		// seen (watches fire on separate channels): look before believing
+		// it. A node created again since is replaced and re-armed.
+		n, _, found, err := w.armData(p)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			return w.removed(p), nil
+		}
+		if n.Stat.CreateRevision == old.Stat.CreateRevision {
+			return nil, nil
+		}
+		out := w.removed(p)
+		more, err := w.added(p)
+		return append(out, more...), err
 	case zk.EventNodeChildrenChanged:
 		if _, known := w.model[p]; !known {
 			return nil, nil
@@ -530,7 +562,7 @@ func (w *watcher) armData(p string) (core.Node, []string, bool, error) {
 // added loads a new subtree at p into the model and returns its creates,
 // parents first.
 func (w *watcher) added(p string) ([]core.WatchEvent, error) {
-	nodes, kids, err := w.loadTree(p)
+	nodes, err := w.loadTree(p)
 	if err != nil {
 		return nil, err
 	}
@@ -542,19 +574,21 @@ func (w *watcher) added(p string) ([]core.WatchEvent, error) {
 	var out []core.WatchEvent
 	for _, q := range paths {
 		n := nodes[q]
-		if old, ok := w.model[q]; ok && old.Stat.CreateRevision == n.Stat.CreateRevision {
-			continue
+		old, ok := w.model[q]
+		switch {
+		case !ok:
+			out = append(out, core.WatchEvent{Type: core.EventCreated, Path: q, Data: n.Data, Stat: n.Stat, Revision: n.Stat.CreateRevision})
+		case old.Stat.CreateRevision != n.Stat.CreateRevision:
+			out = append(out,
+				core.WatchEvent{Type: core.EventDeleted, Path: q, Revision: n.Stat.CreateRevision},
+				core.WatchEvent{Type: core.EventCreated, Path: q, Data: n.Data, Stat: n.Stat, Revision: n.Stat.CreateRevision})
+		case old.Stat.ModifyRevision != n.Stat.ModifyRevision:
+			out = append(out, core.WatchEvent{Type: core.EventUpdated, Path: q, Data: n.Data, Stat: n.Stat, Revision: n.Stat.ModifyRevision})
 		}
 		w.model[q] = n
-		w.kids[q] = kids[q]
-		out = append(out, core.WatchEvent{Type: core.EventCreated, Path: q, Data: n.Data, Stat: n.Stat, Revision: n.Stat.CreateRevision})
-	}
-	if len(nodes) > 0 && p != w.prefix {
-		parent := core.ParentPath(p)
-		if w.kids[parent] == nil {
-			w.kids[parent] = map[string]bool{}
+		if q != w.prefix {
+			w.addKid(q)
 		}
-		w.kids[parent][core.BaseName(p)] = true
 	}
 	return out, nil
 }
@@ -574,13 +608,12 @@ func (w *watcher) removed(p string) []core.WatchEvent {
 	for _, q := range paths {
 		delete(w.model, q)
 		delete(w.kids, q)
+		if set := w.kids[core.ParentPath(q)]; set != nil && q != w.prefix {
+			delete(set, core.BaseName(q))
+		}
 		out = append(out, core.WatchEvent{Type: core.EventDeleted, Path: q, Revision: rev})
 	}
-	if p != w.prefix {
-		if set := w.kids[core.ParentPath(p)]; set != nil {
-			delete(set, core.BaseName(p))
-		}
-	} else if len(paths) > 0 {
+	if p == w.prefix && len(paths) > 0 {
 		w.prefixGone = true
 	}
 	return out
