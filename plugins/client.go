@@ -80,6 +80,9 @@ func openRemote(ctx context.Context, cn *conn, opts core.ClientOptions) (*remote
 	}
 	rctx, cancel := context.WithCancel(cn.ctx)
 	r := &remote{conn: cn, id: resp.ClientId, ctx: rctx, cancel: cancel}
+	// The pump's stream lives as long as the incarnation; ctx bounds only
+	// its start.
+	stop := context.AfterFunc(ctx, cancel)
 	stream, err := cn.rpc.SessionEvents(rctx, &pb.SessionEventsRequest{ClientId: r.id})
 	if err == nil {
 		var first *pb.SessionEventsResponse
@@ -90,6 +93,9 @@ func openRemote(ctx context.Context, cn *conn, opts core.ClientOptions) (*remote
 		if err == nil && first.Session != nil {
 			resp.Session = first.Session
 		}
+	}
+	if !stop() && err == nil {
+		err = ctx.Err()
 	}
 	if err != nil {
 		err = callError(ctx, cn, err)

@@ -219,7 +219,18 @@ func (s *server) Watch(req *pb.WatchRequest, stream pb.Backend_WatchServer) erro
 	if err := stream.Send(&pb.WatchResponse{Started: true}); err != nil {
 		return err
 	}
-	for resp := range ch {
+	for {
+		var resp core.WatchResponse
+		var ok bool
+		select {
+		case resp, ok = <-ch:
+		case <-stream.Context().Done():
+			// The host went away; do not depend on the backend closing ch.
+			return stream.Context().Err()
+		}
+		if !ok {
+			return nil
+		}
 		if err := stream.Send(watchResponseToProto(resp)); err != nil {
 			return err
 		}
@@ -227,7 +238,6 @@ func (s *server) Watch(req *pb.WatchRequest, stream pb.Backend_WatchServer) erro
 			return nil
 		}
 	}
-	return nil
 }
 
 func (s *server) Session(ctx context.Context, req *pb.SessionRequest) (*pb.SessionResponse, error) {
@@ -250,7 +260,17 @@ func (s *server) SessionEvents(req *pb.SessionEventsRequest, stream pb.Backend_S
 	if err := stream.Send(&pb.SessionEventsResponse{Started: true, Session: sessionInfoToProto(c.b.Session())}); err != nil {
 		return err
 	}
-	for ev := range ch {
+	for {
+		var ev core.SessionEvent
+		var ok bool
+		select {
+		case ev, ok = <-ch:
+		case <-stream.Context().Done():
+			return stream.Context().Err()
+		}
+		if !ok {
+			return nil
+		}
 		msg := &pb.SessionEventsResponse{
 			State:     pb.SessionState(ev.State),
 			SessionId: ev.SessionID,
@@ -260,7 +280,6 @@ func (s *server) SessionEvents(req *pb.SessionEventsRequest, stream pb.Backend_S
 			return err
 		}
 	}
-	return nil
 }
 
 // Campaign campaigns with the stream's context (cancelled by the host before
@@ -347,12 +366,21 @@ func (s *server) ObserveLeader(req *pb.ObserveLeaderRequest, stream pb.Backend_O
 	if err := stream.Send(&pb.ObserveLeaderResponse{Started: true}); err != nil {
 		return err
 	}
-	for l := range ch {
+	for {
+		var l core.LeaderInfo
+		var ok bool
+		select {
+		case l, ok = <-ch:
+		case <-stream.Context().Done():
+			return stream.Context().Err()
+		}
+		if !ok {
+			return nil
+		}
 		if err := stream.Send(&pb.ObserveLeaderResponse{Leader: leaderToProto(l)}); err != nil {
 			return err
 		}
 	}
-	return nil
 }
 
 func (s *server) Status(ctx context.Context, req *pb.StatusRequest) (*pb.StatusResponse, error) {
