@@ -226,3 +226,31 @@ func TestCampaignCancelWithdraws(t *testing.T) {
 	}
 	testWaitChildren(t, a, electionPath, 1)
 }
+
+// TestLeaderElectedNotRegistered: zero-length /coordinators/active (the
+// original's "elected, not yet registered") is completed from the lowest
+// participant; version 1 addresses are read too.
+func TestLeaderElectedNotRegistered(t *testing.T) {
+	b := open(t, testOptions(t))
+	ctx := ctxT(t)
+	mk := func(p string, data string, mode core.CreateMode) {
+		t.Helper()
+		if _, _, err := core.Create(ctx, b, p, []byte(data), core.CreateOptions{Mode: mode, MakeParents: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("/coordinators/epoch", "3", core.Persistent)
+	mk("/coordinators/election/_c_1-latch-0000000007", `{"version":1,"id":"old","host":"localhost","port":1001}`, core.Ephemeral)
+	mk("/coordinators/election/_c_2-latch-0000000009", `{"version":2,"id":"next","listeners":"CLIENT://h:1"}`, core.Ephemeral)
+	mk("/coordinators/active", "", core.Ephemeral)
+	li, err := b.Leader(ctx)
+	if err != nil || li != (core.LeaderInfo{ID: "old", Address: "localhost:1001", Epoch: 3}) {
+		t.Fatalf("Leader: %+v %v", li, err)
+	}
+	if err := core.Delete(ctx, b, "/coordinators/active", core.AnyVersion, core.Fence{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Leader(ctx); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("Leader without an active node: %v", err)
+	}
+}

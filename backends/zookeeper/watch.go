@@ -83,9 +83,9 @@ type watcher struct {
 	cancel context.CancelFunc
 	out    chan core.WatchResponse
 
-	qmu    sync.Mutex
-	queue_ []zk.Event
-	kick   chan struct{}
+	qmu   sync.Mutex
+	fired []zk.Event
+	kick  chan struct{}
 
 	model   map[string]core.Node       // every node at or below prefix
 	kids    map[string]map[string]bool // children names per node
@@ -105,7 +105,7 @@ func (w *watcher) forward(ch <-chan zk.Event) {
 				return
 			}
 			w.qmu.Lock()
-			w.queue_ = append(w.queue_, ev)
+			w.fired = append(w.fired, ev)
 			w.qmu.Unlock()
 			select {
 			case w.kick <- struct{}{}:
@@ -317,8 +317,8 @@ func (w *watcher) run() {
 			return
 		}
 		w.qmu.Lock()
-		evs := w.queue_
-		w.queue_ = nil
+		evs := w.fired
+		w.fired = nil
 		w.qmu.Unlock()
 		var out []core.WatchEvent
 		for _, ev := range evs {
