@@ -163,7 +163,18 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 	if err := os.MkdirAll(o.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("coordinator.raft.dir: %w", err)
 	}
-	cid, err := loadOrWriteClusterID(o.Dir, o.Voters)
+	bootVoters := o.Voters
+	if o.Join {
+		// A joining voter is listed with the original voters plus itself;
+		// the cluster id was derived from the original list.
+		bootVoters = nil
+		for _, v := range o.Voters {
+			if v.ID != o.NodeID {
+				bootVoters = append(bootVoters, v)
+			}
+		}
+	}
+	cid, err := loadOrWriteClusterID(o.Dir, bootVoters)
 	if err != nil {
 		return nil, err
 	}
