@@ -307,8 +307,8 @@ func TestLeaderProcessKilled(t *testing.T) {
 	l := waitElected(t, ch, 3*haTimeout)
 	took := time.Since(killed)
 	t.Logf("new leader %v after SIGKILL (session timeout %v)", took, haTimeout)
-	if took > haTimeout+time.Second {
-		t.Fatalf("new leader after %v; want within the session timeout %v (+1s for expiry tick and election)", took, haTimeout)
+	if took > haTimeout+2*time.Second {
+		t.Fatalf("new leader after %v; want within the session timeout %v (+2s for the server's expiry tick and the election on a loaded machine)", took, haTimeout)
 	}
 	if l.Epoch() != childEpoch+1 {
 		t.Fatalf("epoch %d after the child's %d", l.Epoch(), childEpoch)

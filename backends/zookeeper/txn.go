@@ -138,7 +138,10 @@ func validateOps(ops []core.Op) error {
 			if op.Lease != 0 {
 				return bad(fmt.Errorf("%w: create %s: the ZooKeeper backend has no leases (ephemerals belong to the client's session)", core.ErrInvalidArgument, op.Path))
 			}
-			if op.Path == "/" && !op.Mode.IsSequential() {
+			if op.Path == "/" {
+				if op.Mode.IsSequential() {
+					return bad(fmt.Errorf("%w %q: a sequential create needs a name prefix below /", core.ErrInvalidPath, op.Path))
+				}
 				return bad(fmt.Errorf("%w: /", core.ErrNodeExists))
 			}
 		default:
