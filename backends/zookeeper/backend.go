@@ -340,8 +340,11 @@ func capabilities() core.Capabilities {
 }
 
 // Status returns this client's view: its session, the server it is
-// connected to, the leader and epoch read from the tree, and the highest
-// zxid seen (Revision). Errors: ErrClosed, context errors.
+// connected to, the leader and epoch read from the tree, the highest zxid
+// seen (Revision), and the ensemble's members with the mode each reports
+// to the `srvr` four-letter word (leader, follower, standalone; unknown
+// when it does not answer within half a second or `srvr` is not
+// whitelisted). Errors: ErrClosed, context errors.
 func (b *Backend) Status(ctx context.Context) (core.Status, error) {
 	if b.isClosed() {
 		return core.Status{}, core.ErrClosed
@@ -373,6 +376,7 @@ func (b *Backend) Status(ctx context.Context) (core.Status, error) {
 		},
 	}
 	s.CommitIndex, s.AppliedIndex = s.Revision, s.Revision
+	s.Members = b.members(ctx)
 	if li, err := b.Leader(ctx); err == nil {
 		s.Epoch, s.LeaderID, s.LeaderAddress = li.Epoch, li.ID, li.Address
 	} else if !errors.Is(err, core.ErrNotFound) {
@@ -574,4 +578,40 @@ func (b *Backend) ensurePath(ctx context.Context, zp string) error {
 		}
 	}
 	return nil
+}
+
+// members asks every configured server for its mode with `srvr`.
+func (b *Backend) members(ctx context.Context) []core.MemberStatus {
+	out := make([]core.MemberStatus, len(b.servers))
+	var wg sync.WaitGroup
+	for i, addr := range b.servers {
+		out[i] = core.MemberStatus{ID: addr, Address: addr, Role: core.RoleUnknown}
+		wg.Add(1)
+		go func(i int, addr string) {
+			defer wg.Done()
+			timeout := 500 * time.Millisecond
+			if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
+				timeout = time.Until(d)
+			}
+			if timeout <= 0 {
+				return
+			}
+			mode, err := serverMode(addr, timeout)
+			if err != nil {
+				return
+			}
+			switch mode {
+			case "leader":
+				out[i].Role = core.RoleLeader
+			case "follower":
+				out[i].Role = core.RoleFollower
+			case "observer":
+				out[i].Role = core.RoleObserver
+			case "standalone":
+				out[i].Role = core.RoleStandalone
+			}
+		}(i, addr)
+	}
+	wg.Wait()
+	return out
 }

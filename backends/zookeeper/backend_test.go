@@ -161,3 +161,24 @@ func TestSessionExpiry(t *testing.T) {
 		t.Fatalf("ephemeral survived expiry: %v %v", ok, err)
 	}
 }
+
+func TestStatus(t *testing.T) {
+	o := testOptions(t)
+	b := open(t, o)
+	ctx := ctxT(t)
+	l, err := b.Campaign(ctx, cand("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Resign(ctx)
+	st, err := b.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Backend != "zookeeper" || st.Role != core.RoleLeader || st.LeaderID != "a" || st.Epoch != 0 || st.Revision == 0 {
+		t.Fatalf("status %+v", st)
+	}
+	if len(st.Members) != 1 || st.Members[0].Role != core.RoleStandalone || st.Members[0].Address != o.Address {
+		t.Fatalf("members %+v", st.Members)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -233,4 +234,36 @@ func readPacket(c net.Conn) ([]byte, error) {
 	b := make([]byte, n)
 	_, err := io.ReadFull(c, b)
 	return b, err
+}
+
+// serverMode sends the `srvr` four-letter word to addr and returns the
+// "Mode:" it reports.
+func serverMode(addr string, timeout time.Duration) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte("srvr")); err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(io.LimitReader(c, 64<<10))
+	if err != nil && len(b) == 0 {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if m, ok := strings.CutPrefix(line, "Mode: "); ok {
+			return strings.TrimSpace(m), nil
+		}
+	}
+	return "", fmt.Errorf("no mode in %q", firstLine(b))
+}
+
+func firstLine(b []byte) string {
+	s := string(b)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
 }
