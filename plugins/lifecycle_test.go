@@ -533,3 +533,37 @@ func TestRestartChecksChecksumAgain(t *testing.T) {
 		t.Errorf("%d restarts of a refused binary", p.Restarts())
 	}
 }
+
+// TestCloseStopsPlugin: closing the host's handle stops the plugin process
+// (gracefully: it exits by itself) and fails later calls with ErrClosed.
+func TestCloseStopsPlugin(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := Launch(ctx, LaunchOptions{Path: memoryPlugin(t), Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := p.NewClient(ctx, core.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := p.Pid()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 5*time.Second, "the plugin process to exit after Close", func() bool { return !alive(pid) })
+	if _, err := core.Get(ctx, c, "/"); !errors.Is(err, core.ErrClosed) {
+		t.Errorf("call after Close: %v, want ErrClosed", err)
+	}
+	if _, err := p.NewClient(ctx, core.ClientOptions{}); !errors.Is(err, core.ErrClosed) {
+		t.Errorf("NewClient after Close: %v, want ErrClosed", err)
+	}
+	select {
+	case <-p.Done():
+	default:
+		t.Error("Done not closed after Close")
+	}
+	if p.Err() != nil {
+		t.Errorf("Err() = %v after Close, want nil", p.Err())
+	}
+}
