@@ -40,17 +40,46 @@ ensure_protoc
 ensure_gen protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go "$PROTOC_GEN_GO_VERSION"
 ensure_gen protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc "$PROTOC_GEN_GO_GRPC_VERSION"
 
+# The include root of a .proto file is proto/ (it is registered as
+# metaplane/v1/backend.proto), the convention for new files. A file whose
+# committed Go code was generated from the repository root (registered as
+# proto/metaplane/...) keeps that root, so that regenerating it changes
+# nothing; the two conventions must not import each other.
+include_root() {
+	local pb="proto/${1%.proto}.pb.go"
+	if [ -f "$pb" ] && grep -q '^// source: proto/' "$pb"; then
+		echo repo
+	else
+		echo proto
+	fi
+}
+
 # generate SRC_ROOT: runs protoc over every .proto under SRC_ROOT/proto,
 # writing the Go files beside their sources.
 generate() {
 	local root=$1
-	local files
+	local files f
+	local -a under_proto=() under_repo=()
 	mapfile -t files < <(cd "$root/proto" && find . -name '*.proto' | sed 's|^\./||' | sort)
-	if [ ${#files[@]} -eq 0 ]; then return; fi
-	(cd "$root/proto" && protoc -I . \
-		--go_out=. --go_opt=paths=source_relative \
-		--go-grpc_out=. --go-grpc_opt=paths=source_relative \
-		"${files[@]}")
+	for f in "${files[@]}"; do
+		if [ "$(include_root "$f")" = repo ]; then
+			under_repo+=("proto/$f")
+		else
+			under_proto+=("$f")
+		fi
+	done
+	if [ ${#under_proto[@]} -gt 0 ]; then
+		(cd "$root/proto" && protoc -I . \
+			--go_out=. --go_opt=paths=source_relative \
+			--go-grpc_out=. --go-grpc_opt=paths=source_relative \
+			"${under_proto[@]}")
+	fi
+	if [ ${#under_repo[@]} -gt 0 ]; then
+		(cd "$root" && protoc -I . \
+			--go_out=. --go_opt=paths=source_relative \
+			--go-grpc_out=. --go-grpc_opt=paths=source_relative \
+			"${under_repo[@]}")
+	fi
 }
 
 if [ "${1:-}" = "--check" ]; then
