@@ -32,6 +32,9 @@ type Backend struct {
 	wire    *wireState
 	sem     chan struct{}
 	acl     []zk.ACL
+	// standalone: the one configured server reports standalone mode, so
+	// every read sees every acknowledged write without a sync.
+	standalone bool
 
 	closeCh   chan struct{}
 	closeOnce sync.Once
@@ -124,6 +127,11 @@ func Open(ctx context.Context, opts Options, copts core.ClientOptions) (*Backend
 	if err := b.ensurePath(ctx, b.root); err != nil {
 		b.Close()
 		return nil, fmt.Errorf("create zookeeper.path.root %s: %w", b.root, err)
+	}
+	if len(servers) == 1 {
+		if mode, err := serverMode(servers[0], time.Second); err == nil && mode == "standalone" {
+			b.standalone = true
+		}
 	}
 	return b, nil
 }

@@ -14,7 +14,11 @@ import (
 
 // sync makes the connected server catch up with the ensemble's leader, so
 // that the reads this client sends next see every write committed before.
+// A standalone server is always caught up: no request.
 func (b *Backend) sync(ctx context.Context) error {
+	if b.standalone {
+		return b.closedErr(ctx.Err())
+	}
 	err := b.read(ctx, func() error {
 		_, err := b.conn.Sync(b.root)
 		return err
@@ -25,10 +29,28 @@ func (b *Backend) sync(ctx context.Context) error {
 	return nil
 }
 
+// syncRevision is sync, and also brings the client's latest zxid up to the
+// server's current one: on a standalone server (no sync needed) it sends a
+// read, whose answer carries the server's zxid.
+func (b *Backend) syncRevision(ctx context.Context) error {
+	if !b.standalone {
+		return b.sync(ctx)
+	}
+	err := b.read(ctx, func() error {
+		_, _, err := b.conn.Exists(b.root)
+		return err
+	})
+	if err != nil {
+		return b.closedErr(mapErr(err, "/", false))
+	}
+	return nil
+}
+
 // GetMany reads many paths concurrently (at most max-inflight-requests in
 // flight). Unless opts.Stale it first syncs the connected server with the
 // ensemble leader, so the reads see every write committed before the call
-// (ZooKeeper's sync-then-read). Per-path errors: ErrNotFound,
+// (ZooKeeper's sync-then-read; not needed, and skipped, when the only
+// configured server runs standalone). Per-path errors: ErrNotFound,
 // ErrInvalidPath. Call errors: ErrUnavailable (after the configured
 // retries), ErrClosed, context errors.
 func (b *Backend) GetMany(ctx context.Context, paths []string, opts core.ReadOptions) ([]core.GetResult, error) {
@@ -214,7 +236,7 @@ func (b *Backend) Snapshot(ctx context.Context, prefix string) (core.Snapshot, e
 	if err := core.ValidatePath(prefix); err != nil {
 		return core.Snapshot{}, err
 	}
-	if err := b.sync(ctx); err != nil {
+	if err := b.syncRevision(ctx); err != nil {
 		return core.Snapshot{}, err
 	}
 	rev := b.wire.lastZxid.Load()

@@ -61,7 +61,7 @@ func (b *Backend) Watch(ctx context.Context, prefix string, fromRevision int64) 
 		model: map[string]core.Node{},
 		kids:  map[string]map[string]bool{},
 	}
-	if err := b.sync(wctx); err != nil {
+	if err := b.syncRevision(wctx); err != nil {
 		cancel()
 		return nil, err
 	}
