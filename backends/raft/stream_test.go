@@ -30,11 +30,15 @@ func TestSnapshotCatchUp(t *testing.T) {
 	if err := c.start(lagger); err != nil {
 		t.Fatalf("restart the lagging voter: %v", err)
 	}
-	back := c.client(lagger)
 	testutil.WaitFor(t, 30*time.Second, "the lagging voter to catch up", func() bool {
-		names, _, err := back.Children(ctx, "/s", core.ReadOptions{Stale: true})
-		return err == nil && len(names) == 150
+		v, err := c.members[lagger].m.nh.StaleRead(shardID, childrenQuery{path: "/s"})
+		return err == nil && len(v.(*childrenAnswer).names) == 150
 	})
+	// Once caught up it serves clients as usual.
+	back := c.client(lagger)
+	if names, _, err := back.Children(ctx, "/s", core.ReadOptions{}); err != nil || len(names) != 150 {
+		t.Fatalf("linearizable children on the caught-up voter: %d names, %v", len(names), err)
+	}
 }
 
 // TestChangeLogRetention: history older than coordinator.raft.change-log.
