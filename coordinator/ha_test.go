@@ -325,10 +325,18 @@ func haScenario(t *testing.T, bin string, common []string, b haBackend) {
 	<-old.done
 	startProc(t, old.name+"-restarted", bin, coordArgs[first.LeaderAddress]...)
 	back := dialAdmin(t, first.LeaderAddress)
+	var lastLeader *adminv1.GetLeaderResponse
+	var lastErr error
+	defer func() {
+		if t.Failed() {
+			t.Logf("restarted coordinator's last GetLeader answer: %v, %v", lastLeader, lastErr)
+		}
+	}()
 	testutil.WaitFor(t, 60*time.Second, "the restarted coordinator follows the new leader", func() bool {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		r, err := back.GetLeader(cctx, &adminv1.GetLeaderRequest{})
+		lastLeader, lastErr = r, err
 		return err == nil && !r.IsLeader && r.LeaderAddress == second.LeaderAddress
 	})
 

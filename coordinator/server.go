@@ -387,10 +387,21 @@ func (s *Server) observeLeader(ctx context.Context, b core.MetadataBackend) {
 	}
 }
 
-// currentLeader returns the leader as last observed.
+// currentLeader returns the leader as last observed, asking the backend
+// when none has been observed yet.
 func (s *Server) currentLeader() core.LeaderInfo {
-	if l := s.leaderInfo.Load(); l != nil {
+	if l := s.leaderInfo.Load(); l != nil && l.ID != "" {
 		return *l
+	}
+	if ref := s.backend.Load(); ref != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if li, err := ref.b.Leader(ctx); err == nil && li.ID != "" {
+			s.leaderInfo.CompareAndSwap(nil, &li)
+			return li
+		} else if err != nil {
+			s.log.Debug("no leader observed and the backend's Leader failed", "err", err)
+		}
 	}
 	return core.LeaderInfo{Epoch: -1}
 }
