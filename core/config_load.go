@@ -65,6 +65,14 @@ type LoadOptions struct {
 	// are accepted into Config.Extra. A descriptor whose first segment is a
 	// built-in section (coordinator, zookeeper, ...) is refused.
 	ExtraBackends []BackendDescriptor
+	// DiscoverBackends, when set, is asked for the third-party backends
+	// found in the plugin directory (the value of
+	// metadata.backend.plugin.dir from the sources above, "" for the
+	// default), so their selector keys take part in loading and selection
+	// like ExtraBackends. It is a hook because core does not launch
+	// plugins; the binary passes plugins.Discover. An error is reported as
+	// a problem of metadata.backend.plugin.dir.
+	DiscoverBackends func(pluginDir string) ([]BackendDescriptor, error)
 	// Observer says the process is a tablet server (an observer, never a
 	// Raft voter): the rules that only concern a voter (the voter list
 	// required with several seed nodes, node.id among the voters) are
@@ -81,10 +89,6 @@ type LoadOptions struct {
 // file), each naming its key, in a stable order; or a plain error for a
 // programming mistake in opts.ExtraBackends. On error the Config is nil.
 func LoadConfig(opts LoadOptions) (*Config, error) {
-	extras, err := extraPrefixes(opts.ExtraBackends)
-	if err != nil {
-		return nil, err
-	}
 	var probs Problems
 	merged := map[string]any{}
 
@@ -99,6 +103,18 @@ func LoadConfig(opts LoadOptions) (*Config, error) {
 				merged[key] = v
 			}
 		}
+	}
+
+	if opts.DiscoverBackends != nil {
+		found, err := opts.DiscoverBackends(rawPluginDir(merged, opts))
+		if err != nil {
+			probs.Add(keyPluginDir, fmt.Sprintf("discovering backend plugins: %v", err))
+		}
+		opts.ExtraBackends = append(append([]BackendDescriptor(nil), opts.ExtraBackends...), found...)
+	}
+	extras, err := extraPrefixes(opts.ExtraBackends)
+	if err != nil {
+		return nil, err
 	}
 
 	if opts.Env != nil {
@@ -166,6 +182,32 @@ func LoadConfig(opts LoadOptions) (*Config, error) {
 	}
 	cfg.Selected = sel
 	return cfg, nil
+}
+
+const keyPluginDir = "metadata.backend.plugin.dir"
+
+// rawPluginDir returns the plugin directory the sources name, before
+// decoding: the last -D override, else the environment, else the file's
+// value (already in merged), else "".
+func rawPluginDir(merged map[string]any, opts LoadOptions) string {
+	dir := ""
+	if v, ok := merged[keyPluginDir]; ok {
+		dir = fmt.Sprint(v)
+	}
+	if opts.Env != nil {
+		want := EnvName(keyPluginDir)
+		for _, kv := range opts.Env {
+			if name, value, ok := strings.Cut(kv, "="); ok && name == want {
+				dir = value
+			}
+		}
+	}
+	for _, o := range opts.Overrides {
+		if key, value, err := ParseOverride(o); err == nil && key == keyPluginDir {
+			dir = value
+		}
+	}
+	return dir
 }
 
 // ParseOverride splits a -D setting "key=value" (spaces around the key are

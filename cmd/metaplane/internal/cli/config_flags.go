@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/plugins"
 )
 
 // ConfigFlags are the configuration flags every verb that loads the
@@ -46,10 +49,16 @@ func AddConfigFlags(fs *flag.FlagSet) *ConfigFlags {
 }
 
 // LoadOptions returns the core.LoadOptions the flags describe: the file,
-// the process environment (unless --no-env) and the overrides. The caller
-// may add ExtraBackends and Observer.
+// the process environment (unless --no-env), the overrides, and the
+// discovery of third-party backend plugins in metadata.backend.plugin.dir
+// (so a plugin's selector key, say etcd.endpoints, is a known key that
+// selects it). The caller may add ExtraBackends and Observer.
 func (c *ConfigFlags) LoadOptions() core.LoadOptions {
-	opts := core.LoadOptions{File: c.File, Overrides: append([]string(nil), c.Overrides...)}
+	opts := core.LoadOptions{
+		File:             c.File,
+		Overrides:        append([]string(nil), c.Overrides...),
+		DiscoverBackends: discoverThirdParty,
+	}
 	if !c.NoEnv {
 		opts.Env = os.Environ()
 		if !c.fileSet {
@@ -57,4 +66,13 @@ func (c *ConfigFlags) LoadOptions() core.LoadOptions {
 		}
 	}
 	return opts
+}
+
+// discoverThirdParty finds the third-party backend plugins in dir for
+// core.LoadOptions.DiscoverBackends, bounded so that a hung plugin cannot
+// hang a configuration load.
+func discoverThirdParty(dir string) ([]core.BackendDescriptor, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return plugins.DiscoverThirdParty(ctx, dir)
 }
