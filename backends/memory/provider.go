@@ -86,3 +86,20 @@ func (p *Provider) Close() error {
 	}
 	return nil
 }
+
+// CompactHistory drops the store's history up to and including revision,
+// so that a watch from it fails with core.ErrCompacted: the test hook the
+// plugin server exposes (plugins.HistoryCompactor), so the suite's
+// compaction properties run across a real plugin process too. Errors:
+// ErrClosed after Close, context errors.
+func (p *Provider) CompactHistory(ctx context.Context, revision int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s, err := p.getStore()
+	if err != nil {
+		return err
+	}
+	s.Compact(revision)
+	return nil
+}
