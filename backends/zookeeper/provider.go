@@ -16,11 +16,6 @@ import (
 	"github.com/metaplane/metaplane/core"
 )
 
-// Deprecation is the warning printed when the ZooKeeper backend is
-// selected.
-const Deprecation = "the ZooKeeper metadata backend is deprecated and will be removed in a future major release; " +
-	"migrate to the embedded Raft backend (metaplane zk-to-raft-export / -import / -validate, see docs/zookeeper.md)"
-
 // Provider offers the ZooKeeper backend to its host (the plugin server or
 // a test). Start reads the zookeeper.* keys; each NewClient opens a
 // ZooKeeper session. The zero value is ready to use; Options, when set
@@ -40,14 +35,9 @@ type Provider struct {
 var _ core.Provider = (*Provider)(nil)
 
 // Descriptor names the backend and its selector key, with the deprecation
-// warning.
+// warning: core.ZooKeeperDescriptor, the one the selector uses.
 func (p *Provider) Descriptor() core.BackendDescriptor {
-	return core.BackendDescriptor{
-		Name:        "zookeeper",
-		SelectorKey: "zookeeper.address",
-		Description: "an external ZooKeeper ensemble, with the original system's znode layout (FIP-9 election and fencing)",
-		Deprecated:  Deprecation,
-	}
+	return core.ZooKeeperDescriptor
 }
 
 // Start reads the zookeeper.* keys of cfg (or p.Options), validates them
