@@ -36,6 +36,7 @@ func startCoordinator(t *testing.T, s *memory.Store) *node {
 			return s.NewClient(core.ClientOptions{SessionTimeout: 2 * time.Second}), nil
 		},
 		Listener:                   l,
+		Logger:                     testLogger(t),
 		TabletServerSessionTimeout: time.Second,
 		MetadataStreamMaxWait:      200 * time.Millisecond,
 	})
@@ -255,7 +256,7 @@ func TestLosingLeadershipStopsServing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := coordinator.New(coordinator.Options{Listener: l, Open: func(ctx context.Context) (core.MetadataBackend, error) {
+	a, err := coordinator.New(coordinator.Options{Listener: l, Logger: testLogger(t), Open: func(ctx context.Context) (core.MetadataBackend, error) {
 		c := s.NewClient(core.ClientOptions{})
 		clients <- c
 		return c, nil

@@ -56,7 +56,7 @@ func tabletClient(t *testing.T, addr string) adminv1.TabletServiceClient {
 func TestCoordinatorEpochFencing(t *testing.T) {
 	s := memory.NewStore(memory.StoreOptions{})
 	t.Cleanup(func() { s.Close() })
-	ts, err := tabletserver.New(tabletserver.Options{ID: 1, Listener: listen(t),
+	ts, err := tabletserver.New(tabletserver.Options{ID: 1, Listener: listen(t), Logger: testLogger(t),
 		Open: func(ctx context.Context) (core.MetadataBackend, error) { return s.NewClient(core.ClientOptions{}), nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +117,7 @@ type coord struct {
 
 func startCoordinator(t *testing.T, s *memory.Store) *coord {
 	l := listen(t)
-	srv, err := coordinator.New(coordinator.Options{Listener: l, TabletServerSessionTimeout: 2 * time.Second,
+	srv, err := coordinator.New(coordinator.Options{Listener: l, Logger: testLogger(t), TabletServerSessionTimeout: 2 * time.Second,
 		MetadataStreamMaxWait: 200 * time.Millisecond,
 		Open: func(ctx context.Context) (core.MetadataBackend, error) {
 			return s.NewClient(core.ClientOptions{SessionTimeout: 2 * time.Second}), nil
@@ -137,7 +137,7 @@ func TestRaftModeFollowsAndSurvivesFailover(t *testing.T) {
 	a := startCoordinator(t, s)
 	testutil.WaitFor(t, 5*time.Second, "a leads", a.srv.IsLeader)
 	b := startCoordinator(t, s)
-	ts, err := tabletserver.New(tabletserver.Options{ID: 3, Listener: listen(t), Seeds: []string{b.addr, a.addr}})
+	ts, err := tabletserver.New(tabletserver.Options{ID: 3, Listener: listen(t), Logger: testLogger(t), Seeds: []string{b.addr, a.addr}})
 	if err != nil {
 		t.Fatal(err)
 	}
