@@ -175,21 +175,15 @@ func TestPartitionedLeaderFenced(t *testing.T) {
 		c.dirs = append(c.dirs, filepath.Join(root, fmt.Sprintf("m%d", i+1)))
 	}
 	t.Cleanup(c.stopAll)
+	errs := make(chan error, 3)
 	for i := 0; i < 3; i++ {
-		go func(i int) {
-			if err := c.start(i); err != nil {
-				t.Errorf("start %d: %v", i, err)
-			}
-		}(i)
+		go func(i int) { errs <- c.start(i) }(i)
 	}
-	testutil.WaitFor(t, 20*time.Second, "members started", func() bool {
-		for _, p := range c.members {
-			if p == nil {
-				return false
-			}
+	for i := 0; i < 3; i++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("start member: %v", err)
 		}
-		return true
-	})
+	}
 	old := c.waitLeader()
 	ctx := ctxT(t)
 	oldClient := c.client(old)
