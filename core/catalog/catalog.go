@@ -242,6 +242,10 @@ type TableSpec struct {
 	ReplicationFactor int
 }
 
+// ReplicationFactorProperty is the table property holding the table's
+// replication factor (set by CreateTable; read by CreatePartition).
+const ReplicationFactorProperty = "table.replication.factor"
+
 // TableInfo is a table as the catalog holds it.
 type TableInfo struct {
 	Database     string
@@ -328,12 +332,27 @@ func (c *Catalog) validateSpec(name string, spec *TableSpec) error {
 	if spec.BucketCount == 0 {
 		spec.BucketCount = c.opts.DefaultBucketCount
 	}
+	if v, ok := spec.Properties[ReplicationFactorProperty]; ok && spec.ReplicationFactor == 0 {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return invalid("table %s: property %s=%q is not a positive integer", name, ReplicationFactorProperty, v)
+		}
+		spec.ReplicationFactor = n
+	}
 	if spec.ReplicationFactor < 0 {
 		return invalid("table %s: replication factor %d is negative", name, spec.ReplicationFactor)
 	}
 	if spec.ReplicationFactor == 0 {
 		spec.ReplicationFactor = c.opts.DefaultReplicationFactor
 	}
+	// The table keeps its replication factor, so that its partitions get
+	// the same (the original stores it among the table's properties too).
+	props := make(map[string]string, len(spec.Properties)+1)
+	for k, v := range spec.Properties {
+		props[k] = v
+	}
+	props[ReplicationFactorProperty] = strconv.Itoa(spec.ReplicationFactor)
+	spec.Properties = props
 	return nil
 }
 
@@ -689,7 +708,11 @@ func (c *Catalog) CreatePartition(ctx context.Context, db, table, partition stri
 		return PartitionInfo{}, 0, fmt.Errorf("create partition %s/%s: allocate partition id: %w", name, partition, err)
 	}
 	preg := PartitionRegistration{TableID: treg.TableID, PartitionID: pid, RemoteDataDir: treg.RemoteDataDir}
-	buckets := AssignBuckets(treg.BucketCount, c.opts.DefaultReplicationFactor, servers, pid)
+	rf := c.opts.DefaultReplicationFactor
+	if n, err := strconv.Atoi(treg.Properties[ReplicationFactorProperty]); err == nil && n > 0 {
+		rf = n
+	}
+	buckets := AssignBuckets(treg.BucketCount, rf, servers, pid)
 	ops := []core.Op{
 		core.CheckOp(TablePath(db, table), node.Stat.Version),
 		core.CreateOp(PartitionPath(db, table, partition), preg.Marshal(), core.Persistent).WithParents(),

@@ -409,3 +409,39 @@ func TestConcurrentACLUpdatesAreRetried(t *testing.T) {
 		t.Fatalf("change notifications: got %d, want %d", len(changes), n)
 	}
 }
+
+// TestPartitionsKeepTheTableReplicationFactor: a partition's buckets get
+// the replication factor the table was created with.
+func TestPartitionsKeepTheTableReplicationFactor(t *testing.T) {
+	f := newFixture(t, 1, 2, 3)
+	ctx := context.Background()
+	f.cat.CreateDatabase(ctx, "db1", catalog.DatabaseRegistration{}, false)
+	spec := ordersSpec() // replication factor 2
+	spec.PartitionKeys = []string{"id"}
+	info, err := f.cat.CreateTable(ctx, "db1", "p", spec, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.Registration.Properties[catalog.ReplicationFactorProperty]; got != "2" {
+		t.Fatalf("stored replication factor: %q", got)
+	}
+	p, _, err := f.cat.CreatePartition(ctx, "db1", "p", "x", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buckets, err := f.cat.Buckets(ctx, p.Registration.TableID, p.Registration.PartitionID)
+	if err != nil || len(buckets) != 4 {
+		t.Fatalf("partition buckets: %v, %v", buckets, err)
+	}
+	for _, b := range buckets {
+		if len(b.Replicas) != 2 {
+			t.Fatalf("bucket %d replicas %v, want 2", b.Bucket, b.Replicas)
+		}
+	}
+	bad := ordersSpec()
+	bad.ReplicationFactor = 0
+	bad.Properties = map[string]string{catalog.ReplicationFactorProperty: "zero"}
+	if _, err := f.cat.CreateTable(ctx, "db1", "bad", bad, false); !errors.Is(err, core.ErrInvalidArgument) {
+		t.Fatalf("bad replication factor property: %v", err)
+	}
+}
