@@ -291,7 +291,7 @@ func (s *Server) keepRegistered(ctx context.Context, b core.MetadataBackend) {
 		return
 	}
 	path := catalog.TabletServerPath(s.opts.ID)
-	check := time.NewTicker(500 * time.Millisecond)
+	check := time.NewTicker(2 * time.Second)
 	defer check.Stop()
 	for ctx.Err() == nil {
 		sess := b.Session()
