@@ -3,8 +3,10 @@ package raft
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/testutil"
 )
 
 func TestSingleVoterBasics(t *testing.T) {
@@ -67,5 +69,62 @@ func TestSingleVoterBasics(t *testing.T) {
 	info, err := cl.Leader(ctx)
 	if err != nil || info.ID != "c2" {
 		t.Fatalf("leader: %+v %v", info, err)
+	}
+}
+
+// TestRestartFromDisk: a voter restarted from its directory keeps its data,
+// its change history and its cluster id, and the next leader's epoch is
+// above every earlier one.
+func TestRestartFromDisk(t *testing.T) {
+	c := startCluster(t, 1, nil)
+	cl := c.client(0)
+	ctx := ctxT(t)
+	_, st, err := core.Create(ctx, cl, "/kept", []byte("v"), core.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l1, err := cl.Campaign(ctx, core.Candidate{ID: "a", Address: "CLIENT://a:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := c.members[0].Status()
+	c.stop(0)
+	if err := c.start(0); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the applied index to be known after the restart", func() bool {
+		s, err := c.members[0].Status()
+		return err == nil && s.AppliedIndex >= before.AppliedIndex
+	})
+	after, _ := c.members[0].Status()
+	if after.Details["clusterId"] != before.Details["clusterId"] {
+		t.Fatalf("cluster id changed across a restart: %s -> %s", before.Details["clusterId"], after.Details["clusterId"])
+	}
+	cl2 := c.client(0)
+	n, err := core.Get(ctx, cl2, "/kept")
+	if err != nil || string(n.Data) != "v" {
+		t.Fatalf("after restart: %q %v", n.Data, err)
+	}
+	ch, err := cl2.Watch(ctx, "/kept", st.CreateRevision)
+	if err != nil {
+		t.Fatalf("watch from before the restart: %v", err)
+	}
+	select {
+	case r := <-ch:
+		if r.Err != nil || len(r.Events) == 0 || r.Events[0].Type != core.EventCreated || r.Events[0].Revision != st.CreateRevision {
+			t.Fatalf("history after restart: %+v", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no history after restart")
+	}
+	l2, err := cl2.Campaign(ctx, core.Candidate{ID: "b", Address: "CLIENT://b:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l2.Epoch() <= l1.Epoch() {
+		t.Fatalf("epoch after restart %d, before %d", l2.Epoch(), l1.Epoch())
+	}
+	if _, err := core.Set(ctx, cl2, "/kept", nil, core.AnyVersion, l1.Fence()); !errors.Is(err, core.ErrFenced) {
+		t.Fatalf("the pre-restart leader's fence: got %v, want ErrFenced", err)
 	}
 }

@@ -743,8 +743,14 @@ func (c *Client) Close() error {
 	id := c.session
 	l := c.lead
 	c.mu.Unlock()
+	// Best effort, bounded: without a quorum the leader expires the session
+	// by its timeout later.
+	closeTimeout := c.m.opts.ProposalTimeout
+	if closeTimeout > 2*time.Second {
+		closeTimeout = 2 * time.Second
+	}
 	if l != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), c.m.opts.ProposalTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		_ = l.Resign(ctx)
 		cancel()
 	}
@@ -754,7 +760,7 @@ func (c *Client) Close() error {
 	mclosed := c.m.closed
 	c.m.mu.Unlock()
 	if !mclosed {
-		ctx, cancel := context.WithTimeout(context.Background(), c.m.opts.ProposalTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		_, _ = c.m.propose(ctx, &raftv1.Command{Body: &raftv1.Command_SessionExpire{SessionExpire: &raftv1.SessionExpire{
 			Id: id, Reason: "closed"}}})
 		cancel()

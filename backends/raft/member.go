@@ -237,8 +237,9 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 		nh.Close()
 		return nil, fmt.Errorf("%w: raft: start replica %d: %v", core.ErrUnavailable, o.NodeID, err)
 	}
-	m.wg.Add(1)
+	m.wg.Add(2)
 	go m.expiryLoop()
+	go m.loadInitialState()
 	// Give a new cluster its first election before returning (bounded by
 	// coordinator.raft.first-election.timeout, plus one election timeout
 	// since Dragonboat has no separate first timeout).
@@ -310,6 +311,35 @@ func (m *member) loadLeases() {
 	}
 }
 
+// loadInitialState reads the applied index and the last leader record from
+// the store once the state machine is open, so that a restarted member
+// knows them before anything new is applied.
+func (m *member) loadInitialState() {
+	defer m.wg.Done()
+	for {
+		v, err := m.nh.StaleRead(shardID, leaderQuery{})
+		if err == nil {
+			a, aerr := m.nh.StaleRead(shardID, appliedQuery{})
+			ls := v.(*raftv1.LeaderState)
+			m.mu.Lock()
+			if m.leaderSt == nil || m.leaderSt.GetIndex() < ls.GetIndex() {
+				m.leaderSt = ls
+			}
+			if aerr == nil && uint64(a.(int64)) > m.applied {
+				m.applied = uint64(a.(int64))
+			}
+			m.broadcastChangeLocked()
+			m.mu.Unlock()
+			return
+		}
+		select {
+		case <-m.stop:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // onApplied is the state machine's hook after every committed batch.
 func (m *member) onApplied(applied uint64, notes []applyNote) {
 	now := time.Now()
@@ -328,7 +358,9 @@ func (m *member) onApplied(applied uint64, notes []applyNote) {
 				expired = append(expired, fn)
 			}
 		case noteLeader:
-			m.leaderSt = n.leader
+			if m.leaderSt == nil || m.leaderSt.GetIndex() <= n.leader.GetIndex() {
+				m.leaderSt = n.leader
+			}
 			if h := m.holder; h != nil && (n.leader.GetEpoch() != h.epoch || n.leader.GetResigned()) {
 				m.dropHolderLocked()
 			}
