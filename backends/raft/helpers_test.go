@@ -22,6 +22,7 @@ func testOptions(dir string, id uint64, voters []Voter) Options {
 		FirstElectionTimeout: 100 * time.Millisecond, CatchupTimeout: 5 * time.Second,
 		ProposalTimeout: 3 * time.Second, SessionTimeout: 2 * time.Second,
 		LogDBProfile: LogDBTiny, SnapshotThreshold: 1000,
+		Logf: func(string, ...any) {},
 	}
 }
 

@@ -3,6 +3,7 @@ package raft
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -102,7 +103,8 @@ type Options struct {
 	// Join starts a member that joins an existing cluster (it was added with
 	// AddVoter) instead of bootstrapping one (coordinator.raft.join).
 	Join bool
-	// Logf, when set, receives the member's log lines.
+	// Logf receives the member's log lines; default: slog's default
+	// logger at info level.
 	Logf func(format string, args ...any)
 }
 
@@ -161,7 +163,7 @@ func (o Options) withDefaults() Options {
 		o.LogDBProfile = LogDBSmall
 	}
 	if o.Logf == nil {
-		o.Logf = func(string, ...any) {}
+		o.Logf = func(format string, args ...any) { slog.Info(fmt.Sprintf(format, args...)) }
 	}
 	return o
 }
