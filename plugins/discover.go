@@ -32,6 +32,12 @@ type Found struct {
 // error per plugin it could not (each naming the file). Cancelling ctx
 // stops the describing.
 func Discover(ctx context.Context, dir string) ([]Found, error) {
+	return scan(ctx, dir, nil)
+}
+
+// scan lists the plugin binaries of dir (empty: DefaultDir) whose file
+// names skip does not reject, and describes each one.
+func scan(ctx context.Context, dir string, skip func(file string) bool) ([]Found, error) {
 	if dir == "" {
 		var err error
 		if dir, err = DefaultDir(); err != nil {
@@ -44,8 +50,9 @@ func Discover(ctx context.Context, dir string) ([]Found, error) {
 	}
 	var names []string
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), BinaryPrefix) && len(e.Name()) > len(BinaryPrefix) {
-			names = append(names, e.Name())
+		n := e.Name()
+		if strings.HasPrefix(n, BinaryPrefix) && len(n) > len(BinaryPrefix) && (skip == nil || !skip(n)) {
+			names = append(names, n)
 		}
 	}
 	sort.Strings(names)
@@ -95,47 +102,12 @@ func ThirdParty(found []Found) []core.BackendDescriptor {
 // describe per third-party plugin only. It is what the metaplane command
 // passes to core.LoadOptions.DiscoverBackends. Errors: as Discover.
 func DiscoverThirdParty(ctx context.Context, dir string) ([]core.BackendDescriptor, error) {
-	if dir == "" {
-		var err error
-		if dir, err = DefaultDir(); err != nil {
-			return nil, err
-		}
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s %s: %v", core.ErrInvalidArgument, KeyPluginDir, dir, err)
-	}
 	// The shipped plugins: core knows the selector backends' descriptors,
 	// and memory declares no selector key.
-	builtin := map[string]bool{BinaryPrefix + "memory": true}
+	shipped := map[string]bool{BinaryPrefix + "memory": true}
 	for _, d := range core.BuiltinBackends() {
-		builtin[BinaryPrefix+d.Name] = true
+		shipped[BinaryPrefix+d.Name] = true
 	}
-	var out []core.BackendDescriptor
-	var errs []error
-	for _, e := range entries {
-		n := e.Name()
-		if !strings.HasPrefix(n, BinaryPrefix) || len(n) == len(BinaryPrefix) || builtin[n] {
-			continue
-		}
-		path := filepath.Join(dir, n)
-		st, err := os.Stat(path)
-		if err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
-			continue
-		}
-		d, err := Describe(ctx, path)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if want := strings.TrimPrefix(n, BinaryPrefix); d.Name != want {
-			errs = append(errs, fmt.Errorf("%w: plugin %s declares the backend name %q; its file must be named %s%s", core.ErrInvalidArgument, path, d.Name, BinaryPrefix, d.Name))
-			continue
-		}
-		if d.SelectorKey != "" {
-			out = append(out, d)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, errors.Join(errs...)
+	found, err := scan(ctx, dir, func(file string) bool { return shipped[file] })
+	return ThirdParty(found), err
 }
