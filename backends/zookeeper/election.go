@@ -97,8 +97,8 @@ func (l *leadership) lose(why string) {
 
 // Resign ends the leadership and withdraws the candidacy: one multi that
 // checks the epoch is still this leader's, deletes /coordinators/active
-// and the participant; if the epoch moved on, only the participant is
-// deleted. Lost is closed first. Idempotent. Errors: ErrUnavailable (the
+// and the participant; if the epoch moved on, the participant is deleted,
+// and the active node only if this session still owns it. Lost is closed first. Idempotent. Errors: ErrUnavailable (the
 // deletes could not be confirmed; the session's end removes them),
 // context errors.
 func (l *leadership) Resign(ctx context.Context) error {
@@ -153,8 +153,26 @@ func (l *leadership) withdraw(ctx context.Context) error {
 		}
 		switch {
 		case len(ops) == 3 && k <= 1:
-			// Superseded, or active already gone: the participant alone.
+			// Superseded, or active already gone: the participant, and
+			// the active node only if it is still this session's.
 			ops = ops[2:]
+			var ok bool
+			var st *zk.Stat
+			err := b.do(ctx, func() error {
+				found, s, err := b.conn.Exists(b.zpath(activePath))
+				if err == nil {
+					ok, st = found, s
+				}
+				return err
+			})
+			if err != nil {
+				return b.closedErr(mapErr(err, activePath, false))
+			}
+			if ok && st.EphemeralOwner == l.sessionID {
+				ops = append(ops, &zk.DeleteRequest{Path: b.zpath(activePath), Version: st.Version})
+			}
+		case len(ops) == 2 && k == 1:
+			ops = ops[:1] // the active node changed hands meanwhile
 		case errors.Is(res[k].Error, zk.ErrNoNode):
 			return nil
 		default:
@@ -233,11 +251,26 @@ func (l *leadership) monitor() {
 	l.mu.Lock()
 	resigning := l.resigned
 	l.mu.Unlock()
-	if !resigning && !b.isClosed() {
-		// Best effort: step aside so another candidate can win.
-		wctx, wcancel := context.WithTimeout(context.Background(), b.timeout)
-		_ = l.withdraw(wctx)
-		wcancel()
+	if !resigning {
+		// Step aside so another candidate can win: while this session
+		// lives, its participant would stay the lowest and block the
+		// election. Retry until done, the session ends, or the client
+		// closes.
+		for !b.isClosed() && b.Session().ID == l.sessionID {
+			wctx, wcancel := context.WithTimeout(context.Background(), b.timeout)
+			err := l.withdraw(wctx)
+			wcancel()
+			if err == nil {
+				break
+			}
+			wctx, wcancel = context.WithTimeout(context.Background(), b.timeout)
+			_ = b.waitConnected(wctx)
+			wcancel()
+			select {
+			case <-b.closeCh:
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
 	}
 }
 
@@ -482,11 +515,9 @@ func (b *Backend) becomeLeader(ctx context.Context, c core.Candidate, participan
 		if err != nil {
 			return nil, b.closedErr(mapErr(err, activePath, false))
 		}
-		if aok && ast.EphemeralOwner == sid {
-			// An earlier attempt of ours went through but its answer was
-			// lost with the connection: adopt it.
-			return b.lead(c, participant, sid, epoch, int64(est.Version))
-		}
+		// An active node of our own session (an earlier attempt whose answer
+		// was lost, or a leadership of ours that ended) is replaced like
+		// any other: the epoch is bumped again, never reused.
 		ops := []any{
 			&zk.CheckVersionRequest{Path: participant, Version: -1},
 			&zk.SetDataRequest{Path: epochZ, Data: []byte(strconv.FormatInt(epoch+1, 10)), Version: est.Version},

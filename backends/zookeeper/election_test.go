@@ -179,6 +179,12 @@ func TestElection(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLost(t, lc, 5*time.Second, "the epoch moved on")
+	// A superseded leader steps aside: its participant goes, so it cannot
+	// block the next election.
+	testWaitChildren(t, a, electionPath, 0)
+	if _, err := a.Leader(ctx); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("leader after the superseded one stepped aside: %v", err)
+	}
 }
 
 func hexID(id int64) string { return "0x" + strconv.FormatUint(uint64(id), 16) }
