@@ -344,9 +344,16 @@ func (b *Backend) Campaign(ctx context.Context, c core.Candidate) (core.Leadersh
 		if me == "" || b.Session().ID != mySession {
 			return
 		}
+		path, sid := edir+"/"+me, mySession
 		wctx, cancel := context.WithTimeout(context.Background(), b.timeout)
-		defer cancel()
-		_ = b.do(wctx, func() error { return b.conn.Delete(edir+"/"+me, -1) })
+		err := b.do(wctx, func() error { return b.conn.Delete(path, -1) })
+		cancel()
+		if err == nil || errors.Is(err, zk.ErrNoNode) {
+			return
+		}
+		// Disconnected: keep trying in the background while the session
+		// lives, or the participant would block the election.
+		go b.deleteWhileSession(path, sid)
 	}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -423,6 +430,25 @@ func (b *Backend) Campaign(ctx context.Context, c core.Candidate) (core.Leadersh
 		case <-ch:
 		case <-ctx.Done():
 		case <-b.closeCh:
+		}
+	}
+}
+
+// deleteWhileSession deletes znode path, retrying until it is gone, the
+// session sid ends (its ephemerals go with it) or the client closes.
+func (b *Backend) deleteWhileSession(path string, sid int64) {
+	for !b.isClosed() && b.Session().ID == sid {
+		wctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+		err := b.do(wctx, func() error { return b.conn.Delete(path, -1) })
+		if err == nil || errors.Is(err, zk.ErrNoNode) {
+			cancel()
+			return
+		}
+		_ = b.waitConnected(wctx)
+		cancel()
+		select {
+		case <-b.closeCh:
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
