@@ -368,8 +368,7 @@ func (b *Backend) Campaign(ctx context.Context, c core.Candidate) (core.Leadersh
 				withdraw()
 				return nil, err
 			}
-			sid := b.Session().ID
-			name, err := b.createParticipant(ctx, edir, prefix, data)
+			name, sid, err := b.createParticipant(ctx, edir, prefix, data)
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
@@ -454,37 +453,94 @@ func (b *Backend) deleteWhileSession(path string, sid int64) {
 }
 
 // createParticipant creates the ephemeral-sequential participant and
-// returns its name. The name carries a random guid, so after a lost
-// connection the create's outcome is found by listing the children.
-func (b *Backend) createParticipant(ctx context.Context, edir, prefix string, data []byte) (string, error) {
+// returns its name. The create itself is not abandoned when ctx ends (its
+// answer is needed to withdraw the node). Its name carries a random guid,
+// so after a lost connection the outcome is found by listing the children;
+// when that cannot be settled, a background cleanup deletes any node with
+// the guid while the session lives, so no orphan blocks the election.
+func (b *Backend) createParticipant(ctx context.Context, edir, prefix string, data []byte) (string, int64, error) {
+	sid := b.Session().ID
 	for attempt := 0; ; attempt++ {
 		var name string
-		err := b.do(ctx, func() error {
-			var err error
-			name, err = b.conn.Create(edir+"/"+prefix, data, zk.FlagEphemeralSequential, b.acl)
+		err := b.do(context.Background(), func() error {
+			n, err := b.conn.Create(edir+"/"+prefix, data, zk.FlagEphemeralSequential, b.acl)
+			name = n
 			return err
 		})
 		if err == nil {
-			return name[strings.LastIndexByte(name, '/')+1:], nil
+			return name[strings.LastIndexByte(name, '/')+1:], sid, nil
 		}
-		if !retriable(err) || attempt >= b.opts.MaxRetryAttempts+3 {
-			return "", mapErr(err, electionPath, true)
+		if !retriable(err) {
+			return "", 0, mapErr(err, electionPath, true)
+		}
+		unsettled := func(err error) (string, int64, error) {
+			go b.cleanupParticipant(edir, prefix, sid)
+			return "", 0, err
+		}
+		if attempt >= b.opts.MaxRetryAttempts+3 {
+			return unsettled(mapErr(err, electionPath, true))
 		}
 		if err := b.waitConnected(ctx); err != nil {
-			return "", err
+			return unsettled(err)
+		}
+		if b.Session().ID != sid {
+			sid = b.Session().ID // the old session's node is gone with it
+			continue
 		}
 		var names []string
 		if err := b.read(ctx, func() error {
-			var err error
-			names, _, err = b.conn.Children(edir)
+			n, _, err := b.conn.Children(edir)
+			if err == nil {
+				names = n
+			}
 			return err
 		}); err != nil {
-			return "", mapErr(err, electionPath, false)
+			if ctx.Err() != nil {
+				return unsettled(ctx.Err())
+			}
+			return unsettled(mapErr(err, electionPath, false))
 		}
 		for _, n := range names {
 			if strings.HasPrefix(n, prefix) {
-				return n, nil
+				return n, sid, nil
 			}
+		}
+	}
+}
+
+// cleanupParticipant deletes the participants named with prefix, retrying
+// until none is left, session sid ends or the client closes.
+func (b *Backend) cleanupParticipant(edir, prefix string, sid int64) {
+	for !b.isClosed() && b.Session().ID == sid {
+		wctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+		var names []string
+		err := b.do(wctx, func() error {
+			n, _, err := b.conn.Children(edir)
+			if err == nil {
+				names = n
+			}
+			return err
+		})
+		if err == nil {
+			left := false
+			for _, n := range names {
+				if strings.HasPrefix(n, prefix) {
+					path := edir + "/" + n
+					if err := b.do(wctx, func() error { return b.conn.Delete(path, -1) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+						left = true
+					}
+				}
+			}
+			if !left {
+				cancel()
+				return
+			}
+		}
+		_ = b.waitConnected(wctx)
+		cancel()
+		select {
+		case <-b.closeCh:
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
