@@ -363,24 +363,21 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	for _, r := range rep.Rows {
 		title := r.Title
 		if r.Metric == MetricMean {
-			title += " (mean per id in p50 column)"
+			title += " (mean per id)"
 		}
 		fmt.Fprintf(bw, "| %s |", title)
 		for _, b := range backends {
 			res, ok := r.result(b)
 			if !ok || !res.Available() {
-				why := res.Unavailable
-				if !ok {
-					why = "not run"
-				}
-				fmt.Fprintf(bw, " n/a (%s) | | |", why)
+				fmt.Fprint(bw, " n/a | | |")
 				continue
 			}
-			p50 := res.P50Micros
+			p50, p99 := FormatDuration(res.P50Micros), FormatDuration(res.P99Micros)
 			if r.Metric == MetricMean {
-				p50 = res.MeanMicros
+				// A call's p99 says nothing about the per-id cost.
+				p50, p99 = FormatDuration(res.MeanMicros), "-"
 			}
-			fmt.Fprintf(bw, " %s | %s | %s |", FormatDuration(p50), FormatDuration(res.P99Micros), FormatRate(res.OpsPerSec))
+			fmt.Fprintf(bw, " %s | %s | %s |", p50, p99, FormatRate(res.OpsPerSec))
 		}
 		ratio, sz, sr := "", "", ""
 		if r.Ratio != nil {
