@@ -347,6 +347,15 @@ func (b *Backend) Campaign(ctx context.Context, c core.Candidate) (core.Leadersh
 		path, sid := edir+"/"+me, mySession
 		wctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 		err := b.do(wctx, func() error { return b.conn.Delete(path, -1) })
+		// A becomeLeader multi abandoned by ctx may have gone through:
+		// its active node (ours) must not advertise a leader that is not.
+		_ = b.do(wctx, func() error {
+			ok, st, err := b.conn.Exists(b.zpath(activePath))
+			if err != nil || !ok || st.EphemeralOwner != sid {
+				return err
+			}
+			return b.conn.Delete(b.zpath(activePath), st.Version)
+		})
 		cancel()
 		if err == nil || errors.Is(err, zk.ErrNoNode) {
 			return
