@@ -350,6 +350,9 @@ func (b *Backend) Campaign(ctx context.Context, c core.Candidate) (core.Leadersh
 		// A becomeLeader multi abandoned by ctx may have gone through:
 		// its active node (ours) must not advertise a leader that is not.
 		_ = b.do(wctx, func() error {
+			if b.leadingIn(sid) {
+				return nil // another campaign of this client leads: its node
+			}
 			ok, st, err := b.conn.Exists(b.zpath(activePath))
 			if err != nil || !ok || st.EphemeralOwner != sid {
 				return err
@@ -440,6 +443,23 @@ func (b *Backend) Campaign(ctx context.Context, c core.Candidate) (core.Leadersh
 		case <-b.closeCh:
 		}
 	}
+}
+
+// leadingIn reports whether a current leadership of this client belongs
+// to session sid.
+func (b *Backend) leadingIn(sid int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for l := range b.leaderships {
+		select {
+		case <-l.lost:
+		default:
+			if l.sessionID == sid {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // deleteWhileSession deletes znode path, retrying until it is gone, the
