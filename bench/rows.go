@@ -42,7 +42,7 @@ func allRows() []rowSpec {
 			seed: &SeedFigure{ZooKeeperMicros: 421, RaftMicros: 89}, prepare: prepareGetTableInfo,
 		},
 		{
-			id: "admin.list-tables", coordinator: true, title: "listTables (admin API)", group: "admin reads", metric: MetricP50,
+			id: "admin.list-tables", coordinator: true, title: "listTables (admin API, 20 tables)", group: "admin reads", metric: MetricP50,
 			seed: &SeedFigure{ZooKeeperMicros: 283, RaftMicros: 70}, prepare: prepareListTables,
 		},
 		{
@@ -332,13 +332,33 @@ func prepareGetTableInfo(ctx context.Context, s *System, p plan) (*workload, err
 	}}, nil
 }
 
+// listDB holds a fixed number of tables for the listTables row (the bench
+// database grows as the DDL rows create tables).
+const (
+	listDB     = "bench_list"
+	listTables = 20
+)
+
 func prepareListTables(ctx context.Context, s *System, p plan) (*workload, error) {
-	a, err := readyTable(ctx, s, "list", false)
+	co, err := coordinatorOf(s)
 	if err != nil {
 		return nil, err
 	}
+	a := co.Admin()
+	if err := a.CreateDatabase(ctx, listDB); err != nil && !errors.Is(err, core.ErrNodeExists) {
+		return nil, fmt.Errorf("create database %s: %w", listDB, err)
+	}
+	for i := 0; i < listTables; i++ {
+		name := fmt.Sprintf("t%02d", i)
+		if err := a.CreateTable(ctx, listDB, name, false); err != nil && !errors.Is(err, core.ErrNodeExists) {
+			return nil, fmt.Errorf("create table %s.%s: %w", listDB, name, err)
+		}
+	}
 	return &workload{op: func(ctx context.Context, _, _ int) (int64, error) {
-		_, err := a.ListTables(ctx, benchDB)
+		n, err := a.ListTables(ctx, listDB)
+		if err == nil && n != listTables {
+			err = fmt.Errorf("listTables %s: %d tables, want %d", listDB, n, listTables)
+		}
 		return 1, err
 	}}, nil
 }
