@@ -204,7 +204,7 @@ func (l *leadership) monitor() {
 		}
 		var data []byte
 		var st *zk.Stat
-		var ech, pch <-chan zk.Event
+		var ech, pch, ach <-chan zk.Event
 		err := b.do(ctx, func() error {
 			var err error
 			data, st, ech, err = b.conn.GetW(b.zpath(epochPath))
@@ -230,6 +230,23 @@ func (l *leadership) monitor() {
 				break
 			}
 		}
+		if err == nil {
+			// Fenced writes check the active node: without it (or with
+			// someone else's) the leadership cannot write, so it ends.
+			var ok bool
+			var ast *zk.Stat
+			err = b.do(ctx, func() error {
+				found, s, ch, err := b.conn.ExistsW(b.zpath(activePath))
+				if err == nil {
+					ok, ast, ach = found, s, ch
+				}
+				return err
+			})
+			if err == nil && (!ok || ast.EphemeralOwner != l.sessionID) {
+				l.lose("the active node was deleted or replaced")
+				break
+			}
+		}
 		if err != nil {
 			// Connection trouble: the session's fate decides (see
 			// handleSession); look again shortly.
@@ -242,6 +259,7 @@ func (l *leadership) monitor() {
 		select {
 		case <-ech:
 		case <-pch:
+		case <-ach:
 		case <-ctx.Done():
 		}
 	}

@@ -260,3 +260,24 @@ func TestLeaderElectedNotRegistered(t *testing.T) {
 		t.Fatalf("Leader without an active node: %v", err)
 	}
 }
+
+// TestLeaderActiveDeleted: deleting /coordinators/active under a leader
+// (its fenced writes can no longer pass) ends the leadership.
+func TestLeaderActiveDeleted(t *testing.T) {
+	o := testOptions(t)
+	a, op := open(t, o), open(t, o)
+	ctx := ctxT(t)
+	l, err := a.Campaign(ctx, cand("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	notLost(t, l, "just elected")
+	if err := core.Delete(ctx, op, activePath, core.AnyVersion, core.Fence{}); err != nil {
+		t.Fatal(err)
+	}
+	waitLost(t, l, 5*time.Second, "the active node was deleted")
+	if _, _, err := core.Create(ctx, a, "/x", nil, core.CreateOptions{Fence: l.Fence()}); !errors.Is(err, core.ErrFenced) {
+		t.Fatalf("fenced write without an active node: %v", err)
+	}
+	testWaitChildren(t, op, electionPath, 0) // stepped aside
+}
