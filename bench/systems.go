@@ -180,8 +180,17 @@ func startZooKeeperSystem(ctx context.Context, env *runEnv) (*System, error) {
 	if _, err := env.binDir(ZooKeeper); err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(env.opts.WorkDir, "zookeeper")
-	zk, err := startZooKeeper(dir, env.opts.Voters, zkTick)
+	// Ports picked free may be taken before the JVM binds them: try again
+	// on new ports, at most three times.
+	var zk *zkServer
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		dir := filepath.Join(env.opts.WorkDir, fmt.Sprintf("zookeeper%d", attempt))
+		if zk, err = startZooKeeper(dir, env.opts.Voters, zkTick); err == nil || ctx.Err() != nil {
+			break
+		}
+		env.opts.logf("  ZooKeeper did not start (attempt %d): %v", attempt, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -265,6 +274,30 @@ func raftCluster(env *runEnv, dir string, n int) ([]*member, error) {
 	return ms, nil
 }
 
+// startRaftCluster starts n voters under dir. A port picked free can be
+// taken by another process before the voter binds it: the cluster is then
+// started again on new ports, at most three times.
+func startRaftCluster(ctx context.Context, env *runEnv, dir string, n int) ([]*member, error) {
+	var last error
+	for attempt := 1; attempt <= 3; attempt++ {
+		ms, err := raftCluster(env, filepath.Join(dir, fmt.Sprintf("attempt%d", attempt)), n)
+		if err != nil {
+			return nil, err
+		}
+		if last = startMembers(ctx, ms); last == nil {
+			return ms, nil
+		}
+		for _, m := range ms {
+			m.close()
+		}
+		if ctx.Err() != nil || !strings.Contains(last.Error(), "address already in use") {
+			break
+		}
+		env.opts.logf("  Raft voter port taken, retrying on new ports: %v", last)
+	}
+	return nil, last
+}
+
 // startMembers starts every member at once (a Raft voter waits for its
 // peers before it can elect).
 func startMembers(ctx context.Context, ms []*member) error {
@@ -286,7 +319,7 @@ func startRaft(ctx context.Context, env *runEnv) (*System, error) {
 		return nil, err
 	}
 	n := env.opts.Voters
-	ms, err := raftCluster(env, filepath.Join(env.opts.WorkDir, "raft"), n)
+	ms, err := startRaftCluster(ctx, env, filepath.Join(env.opts.WorkDir, "raft"), n)
 	if err != nil {
 		return nil, err
 	}
@@ -297,10 +330,6 @@ func startRaft(ctx context.Context, env *runEnv) (*System, error) {
 		fmt.Sprintf("coordinator.raft.heartbeat.interval=%v", raftHeartbeat))
 	for _, m := range ms {
 		s.onClose(m.close)
-	}
-	if err := startMembers(ctx, ms); err != nil {
-		s.Close()
-		return nil, err
 	}
 	// Clients go to the leader's voter, as a leader coordinator's would.
 	leader, err := raftLeader(ctx, ms, initialElectionBound)
@@ -313,14 +342,15 @@ func startRaft(ctx context.Context, env *runEnv) (*System, error) {
 	}
 	s.Processes = func() []ProcessMemory { return memberProcesses(Raft, ms) }
 	s.Election = func(ctx context.Context) (ElectionRig, error) {
-		ems, err := raftCluster(env, filepath.Join(env.opts.WorkDir, "raft-election"), 3)
+		ems, err := startRaftCluster(ctx, env, filepath.Join(env.opts.WorkDir, "raft-election"), 3)
 		if err != nil {
 			return nil, err
 		}
 		for _, m := range ems {
+			// The rig restarts a killed voter itself, after measuring.
 			m.opts.MaxFailures = 1
 		}
-		return newElectionRig(ctx, Raft, ems, core.ClientOptions{}, startMembers)
+		return newElectionRig(ctx, Raft, ems, core.ClientOptions{}, func(context.Context, []*member) error { return nil })
 	}
 	attachCoordinator(ctx, env, s)
 	return s, nil
