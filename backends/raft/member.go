@@ -429,7 +429,9 @@ func (m *member) touch(id int64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l := m.leases[id]
-	if l == nil {
+	if l == nil || m.expiring[id] {
+		// Unknown here, or an expiry is already in the log: only a
+		// replicated renewal (ordered after it) gives the true answer.
 		return false
 	}
 	l.deadline = time.Now().Add(l.ttl)
