@@ -1,0 +1,81 @@
+package raft
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/metaplane/metaplane/core"
+)
+
+func TestOptionsFromConfig(t *testing.T) {
+	cfg, err := core.ConfigFromFlat(map[string]string{
+		"coordinator.raft.voters":                     "1@h1:9200,2@h2:9200,3@h3:9200",
+		"coordinator.raft.node.id":                    "2",
+		"coordinator.raft.port":                       "9200",
+		"coordinator.raft.dir":                        "/var/lib/raft",
+		"coordinator.raft.heartbeat.interval":         "100ms",
+		"coordinator.raft.election.timeout":           "2s",
+		"coordinator.raft.first-election.timeout":     "150ms",
+		"coordinator.raft.catchup.timeout":            "10s",
+		"coordinator.raft.log.segment-size":           "4mb",
+		"coordinator.raft.snapshot.trigger.threshold": "500",
+		"coordinator.raft.id-block-size":              "64",
+		"coordinator.raft.change-log.retention":       "777",
+		"coordinator.raft.logdb.profile":              "tiny",
+		"coordinator.raft.join":                       "true",
+		"coordinator.tablet-server.session-timeout":   "9s",
+		"coordinator.metadata-stream.max-wait":        "250ms",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := OptionsFromConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Options{
+		Voters: []Voter{{1, "h1:9200"}, {2, "h2:9200"}, {3, "h3:9200"}}, NodeID: 2, Port: 9200, Dir: "/var/lib/raft",
+		Heartbeat: 100 * time.Millisecond, ElectionTimeout: 2 * time.Second, FirstElectionTimeout: 150 * time.Millisecond,
+		CatchupTimeout: 10 * time.Second, SegmentSize: 4 << 20, SnapshotThreshold: 500, IDBlockSize: 64,
+		ChangeLogRetention: 777, LogDBProfile: "tiny", Join: true, SessionTimeout: 9 * time.Second,
+		MetadataStreamMaxWait: 250 * time.Millisecond, ProposalTimeout: 10 * time.Second,
+	}
+	o.Logf = nil
+	if got, w := fmtOptions(o), fmtOptions(want); got != w {
+		t.Fatalf("options\n got %s\nwant %s", got, w)
+	}
+	hb, el, err := electionTicks(o.Heartbeat, o.ElectionTimeout)
+	if err != nil || el != 20 || hb != 2 {
+		t.Fatalf("ticks: heartbeat %d election %d %v; want 2 and 20", hb, el, err)
+	}
+	// The seeds' defaults: 1s election (ElectionRTT 10), heartbeat lowered
+	// from 500ms to 200ms (HeartbeatRTT 4).
+	hb, el, err = electionTicks(500*time.Millisecond, time.Second)
+	if err != nil || el != 10 || hb != 4 {
+		t.Fatalf("default ticks: heartbeat %d election %d %v; want 4 and 10", hb, el, err)
+	}
+}
+
+func fmtOptions(o Options) string {
+	o.Logf = nil
+	return fmt.Sprintf("%+v", o)
+}
+
+func TestOptionsValidateNamesKeys(t *testing.T) {
+	o := Options{Voters: []Voter{{1, "a:1"}, {1, "b"}}, NodeID: 7, Heartbeat: time.Second, ElectionTimeout: 200 * time.Millisecond,
+		LogDBProfile: "huge", TLS: true}
+	err := o.Validate()
+	if err == nil {
+		t.Fatal("bad options accepted")
+	}
+	for _, key := range []string{"coordinator.raft.dir", "coordinator.raft.voters", "coordinator.raft.node.id",
+		"coordinator.raft.election.timeout", "coordinator.raft.logdb.profile", "coordinator.raft.tls.ca-file",
+		"coordinator.raft.tls.cert-file", "coordinator.raft.tls.key-file"} {
+		if !strings.Contains(err.Error(), key) {
+			t.Errorf("validation error does not name %s:\n%v", key, err)
+		}
+	}
+}
+
