@@ -60,6 +60,12 @@ type Options struct {
 	MaxSessionTimeout time.Duration
 	// StartTimeout bounds the wait for the servers to serve (default 60s).
 	StartTimeout time.Duration
+	// Config holds extra zoo.cfg lines ("key=value"), appended last so
+	// they override the harness's own settings.
+	Config []string
+	// JVMFlags are extra java flags, before the class path (e.g.
+	// "-Djute.maxbuffer=4194304").
+	JVMFlags []string
 	// Logf, when set, receives the harness's own progress messages.
 	Logf func(format string, args ...any)
 }
@@ -258,6 +264,9 @@ func (c *Cluster) layout(attempt int) error {
 				return fmt.Errorf("zktest: %w", err)
 			}
 		}
+		for _, line := range c.opts.Config {
+			b.WriteString(strings.TrimSpace(line) + "\n")
+		}
 		if err := os.WriteFile(filepath.Join(m.dir, "zoo.cfg"), []byte(b.String()), 0o644); err != nil {
 			return fmt.Errorf("zktest: %w", err)
 		}
@@ -279,15 +288,16 @@ func (c *Cluster) launch(m *member) error {
 	if err != nil {
 		return fmt.Errorf("zktest: %w", err)
 	}
-	cmd := exec.Command(java,
+	args := []string{
 		"-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
 		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
 		"-Dorg.slf4j.simpleLogger.showDateTime=true",
 		"-Dzookeeper.jmx.log4j.disable=true",
 		"-Dzookeeper.admin.enableServer=false",
-		"-cp", cp,
-		"org.apache.zookeeper.server.quorum.QuorumPeerMain",
-		filepath.Join(m.dir, "zoo.cfg"))
+	}
+	args = append(args, c.opts.JVMFlags...)
+	args = append(args, "-cp", cp, "org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(m.dir, "zoo.cfg"))
+	cmd := exec.Command(java, args...)
 	cmd.Dir = m.dir
 	cmd.Stdout = logf
 	cmd.Stderr = logf

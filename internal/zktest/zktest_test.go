@@ -140,3 +140,14 @@ func TestProxyCutAndRestore(t *testing.T) {
 		t.Fatal("echo through a blackhole succeeded")
 	}
 }
+
+func TestExtraConfig(t *testing.T) {
+	c := StartCluster(t, Options{Config: []string{"maxClientCnxns=7"}, JVMFlags: []string{"-Dzookeeper.test.marker=1"}})
+	out, err := FourLetter(c.Addr(0), "conf", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "maxClientCnxns=7") {
+		t.Fatalf("conf does not show the extra line:\n%s", out)
+	}
+}
