@@ -78,4 +78,3 @@ func TestOptionsValidateNamesKeys(t *testing.T) {
 		}
 	}
 }
-
