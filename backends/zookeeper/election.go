@@ -110,7 +110,11 @@ func (l *leadership) Resign(ctx context.Context) error {
 	l.resigned = true
 	l.mu.Unlock()
 	l.lose("resigned")
-	<-l.done
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+		return ctx.Err() // the monitor is still withdrawing on its own
+	}
 	return l.withdraw(ctx)
 }
 
