@@ -44,6 +44,9 @@ type Backend struct {
 	evQueue []zk.Event
 	evKick  chan struct{}
 
+	watchMu  sync.Mutex
+	watchers map[*watcher]struct{}
+
 	mu          sync.Mutex
 	closed      bool
 	state       core.SessionState
@@ -94,6 +97,7 @@ func Open(ctx context.Context, opts Options, copts core.ClientOptions) (*Backend
 		changed:     make(chan struct{}),
 		subs:        map[*sessionSub]struct{}{},
 		leaderships: map[*leadership]struct{}{},
+		watchers:    map[*watcher]struct{}{},
 	}
 	logger := zk.Logger(discardLogger{})
 	if o.Logf != nil {
@@ -147,7 +151,17 @@ func (f funcLogger) Printf(format string, args ...any) { f("zookeeper: "+format,
 // onEvent is the library's event callback; it must not block: it queues.
 func (b *Backend) onEvent(ev zk.Event) {
 	if ev.Type != zk.EventSession {
-		return // node events arrive on their own watch channels
+		// Node events (and the NotWatching events of an expiry) go to
+		// the prefix watches they concern; the election and leader
+		// observation read their own watch channels.
+		b.watchMu.Lock()
+		for w := range b.watchers {
+			if w.concerns(ev.Path) {
+				w.push(ev)
+			}
+		}
+		b.watchMu.Unlock()
+		return
 	}
 	b.evMu.Lock()
 	b.evQueue = append(b.evQueue, ev)
@@ -622,4 +636,16 @@ func (b *Backend) members(ctx context.Context) []core.MemberStatus {
 	}
 	wg.Wait()
 	return out
+}
+
+func (b *Backend) addWatcher(w *watcher) {
+	b.watchMu.Lock()
+	b.watchers[w] = struct{}{}
+	b.watchMu.Unlock()
+}
+
+func (b *Backend) removeWatcher(w *watcher) {
+	b.watchMu.Lock()
+	delete(b.watchers, w)
+	b.watchMu.Unlock()
 }

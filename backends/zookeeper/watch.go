@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,11 +62,16 @@ func (b *Backend) Watch(ctx context.Context, prefix string, fromRevision int64) 
 		model: map[string]core.Node{},
 		kids:  map[string]map[string]bool{},
 	}
+	// Registered before the first read, so no event of a watch it arms
+	// can be missed.
+	b.addWatcher(w)
 	if err := b.syncRevision(wctx); err != nil {
+		b.removeWatcher(w)
 		cancel()
 		return nil, err
 	}
 	if err := w.load(); err != nil {
+		b.removeWatcher(w)
 		cancel()
 		return nil, b.closedErr(err)
 	}
@@ -96,24 +102,32 @@ type watcher struct {
 	prefixGone bool
 }
 
-// forward hands a one-shot watch's event to the watcher's queue.
-func (w *watcher) forward(ch <-chan zk.Event) {
-	go func() {
-		select {
-		case ev, ok := <-ch:
-			if !ok {
-				return
-			}
-			w.qmu.Lock()
-			w.fired = append(w.fired, ev)
-			w.qmu.Unlock()
-			select {
-			case w.kick <- struct{}{}:
-			default:
-			}
-		case <-w.ctx.Done():
-		}
-	}()
+// forward is where a one-shot watch's channel would be read. The events
+// reach the watcher through the connection's event callback instead (see
+// Backend.onEvent, push), so that a watch over a large subtree costs no
+// goroutine per armed watch; the library's channel has room for its one
+// event and is dropped.
+func (w *watcher) forward(<-chan zk.Event) {}
+
+// push queues a node event for the watcher; it is called from the
+// library's receive goroutine and must not block.
+func (w *watcher) push(ev zk.Event) {
+	w.qmu.Lock()
+	w.fired = append(w.fired, ev)
+	w.qmu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// concerns reports whether a node event at znode path zp may matter to the
+// watcher: at or below the prefix.
+func (w *watcher) concerns(zp string) bool {
+	if zp != w.b.root && !strings.HasPrefix(zp, w.b.root+"/") {
+		return false
+	}
+	return core.HasPrefixPath(w.b.rel(zp), w.prefix)
 }
 
 // arm reads node p with a data and a child watch. found is false when the
@@ -294,6 +308,7 @@ func (w *watcher) queue(r core.WatchResponse) {
 func (w *watcher) run() {
 	defer close(w.out)
 	defer w.cancel()
+	defer w.b.removeWatcher(w)
 	resync := false // re-read everything and diff
 	reset := false  // ... and send it as a Reset
 	var retry <-chan time.Time
