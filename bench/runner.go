@@ -56,7 +56,7 @@ func newPlan(o Options) plan {
 	if o.Quick {
 		return plan{rounds: 3, batch: 200, batchTime: 700 * time.Millisecond, throughputOps: 30, elections: 1, partitions: 1000}
 	}
-	return plan{rounds: 5, batch: 2000, batchTime: 4 * time.Second, throughputOps: 150, elections: 2, partitions: 1000}
+	return plan{rounds: 5, batch: 2000, batchTime: 4 * time.Second, throughputOps: 150, elections: 4, partitions: 1000}
 }
 
 // workload is a row prepared on one backend.
