@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	plugin "github.com/hashicorp/go-plugin"
@@ -115,6 +117,12 @@ func serve(p core.Provider, argv []string, stdout, stderr io.Writer) int {
 		stop()
 		os.Exit(1)
 	})
+	// The host owns the plugin's life: a terminal's Ctrl-C (go-plugin eats
+	// SIGINT) or a supervisor's SIGTERM to the process group must reach
+	// the host only, which then resigns and stops the plugin in order.
+	// The plugin still dies with its host (parent-death signal, parent
+	// watch) and when the host kills it.
+	signal.Ignore(syscall.SIGTERM, syscall.SIGHUP)
 	logger.Info("backend plugin serving", "backend", p.Descriptor().Name, "pid", os.Getpid(), "protocol", ProtocolVersion)
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig:  Handshake,
