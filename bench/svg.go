@@ -67,6 +67,7 @@ func (rep *Report) WriteSVG(w io.Writer) error {
 	}
 	fmt.Fprintf(&body, `<path d="M%d %d l5 -6 l5 6 l-5 6 z" fill="none" stroke="#333"/><text x="%d" y="%d" class="lbl">seeds' published figure (JVM; ZooKeeper / Raft)</text>`+"\n",
 		lx, y+6, lx+16, y+10)
+	fmt.Fprintf(&body, `<text x="%d" y="%d" class="lbl">zk/raft above 1: Raft better (grey: within 10%%)</text>`+"\n", lx+320, y+10)
 	y += 24
 	if len(lat) > 0 {
 		y = drawPanel(&body, y, "latency (p50, or mean per operation where marked; log scale; lower is better)", lat, backends, false)
@@ -216,8 +217,13 @@ func drawPanel(b *strings.Builder, y int, heading string, rows []Row, backends [
 			}
 		}
 		if r.Ratio != nil {
-			col := "#1a7f37"
-			if *r.Ratio < 1 {
+			// Green: Raft better by more than the noise band; red: worse
+			// by more; grey: within it.
+			col := "#777777"
+			switch {
+			case *r.Ratio >= 1/noiseBand:
+				col = "#1a7f37"
+			case *r.Ratio < noiseBand:
 				col = "#c0392b"
 			}
 			fmt.Fprintf(b, `<text x="%d" y="%d" class="ratio" fill="%s" text-anchor="middle">%s</text>`+"\n",
