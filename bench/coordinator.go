@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/metaplane/metaplane/coordinator"
@@ -178,8 +177,7 @@ func (r *coordRig) Close() error {
 
 // adminClient is AdminAPI over the admin gRPC API.
 type adminClient struct {
-	c  *coordinator.Client
-	mu sync.Mutex
+	c *coordinator.Client
 }
 
 func (a *adminClient) do(ctx context.Context, call func(ctx context.Context, c adminv1.AdminServiceClient) error) error {

@@ -153,14 +153,25 @@ type CoordinatorRig interface {
 	Close() error
 }
 
-// AdminAPI is the admin calls the rows time.
+// AdminAPI is the admin calls the rows time, each one call of the admin
+// gRPC API to the leader coordinator. Errors are the API's, translated back
+// to core's sentinels (core.ErrNodeExists for an existing database, ...).
+// Safe for concurrent use.
 type AdminAPI interface {
+	// CreateDatabase creates db; an existing db is not an error.
 	CreateDatabase(ctx context.Context, db string) error
+	// CreateTable creates db.table (3 columns, 3 buckets, replication
+	// factor 3), partitioned by a string column when partitioned.
 	CreateTable(ctx context.Context, db, table string, partitioned bool) error
+	// DropTable drops db.table.
 	DropTable(ctx context.Context, db, table string) error
+	// CreatePartition creates a partition of a partitioned table.
 	CreatePartition(ctx context.Context, db, table, partition string) error
+	// GetTableInfo reads db.table's info.
 	GetTableInfo(ctx context.Context, db, table string) error
+	// ListTables lists db's tables and returns how many there are.
 	ListTables(ctx context.Context, db string) (int, error)
+	// ListPartitionInfos lists a table's partitions and returns how many.
 	ListPartitionInfos(ctx context.Context, db, table string) (int, error)
 }
 
