@@ -3,6 +3,7 @@ package zookeeper
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -180,5 +181,31 @@ func TestStatus(t *testing.T) {
 	}
 	if len(st.Members) != 1 || st.Members[0].Role != core.RoleStandalone || st.Members[0].Address != o.Address {
 		t.Fatalf("members %+v", st.Members)
+	}
+}
+
+// TestLargeTxn: a multi of thousands of small ops fits the request limit;
+// one past it is refused with ErrTooLarge before anything is sent.
+func TestLargeTxn(t *testing.T) {
+	b := open(t, testOptions(t))
+	ctx := ctxT(t)
+	var ops []core.Op
+	for i := 0; i < 5000; i++ {
+		ops = append(ops, core.CreateOp(fmt.Sprintf("/big/t/%05d", i), []byte("v"), core.Persistent).WithParents())
+	}
+	res, err := b.Txn(ctx, ops, core.TxnOptions{})
+	if err != nil || len(res.Results) != 5000 {
+		t.Fatalf("5000-op txn: %v", err)
+	}
+	ops = ops[:0]
+	for i := 0; i < 3; i++ {
+		ops = append(ops, core.CreateOp(fmt.Sprintf("/big/v%d", i), bytes.Repeat([]byte("x"), 400<<10), core.Persistent))
+	}
+	_, err = b.Txn(ctx, ops, core.TxnOptions{})
+	if !errors.Is(err, core.ErrTooLarge) || core.FailedOpIndex(err) != 2 {
+		t.Fatalf("1.2 MB txn: %v", err)
+	}
+	if _, ok, _ := core.Exists(ctx, b, "/big/v0"); ok {
+		t.Fatal("refused txn left a node")
 	}
 }

@@ -72,6 +72,9 @@ func (b *Backend) Txn(ctx context.Context, ops []core.Op, opts core.TxnOptions) 
 		if err != nil {
 			return core.TxnResult{}, err
 		}
+		if err := checkSize(plan); err != nil {
+			return core.TxnResult{}, err
+		}
 		reqs := make([]any, len(plan))
 		for i, z := range plan {
 			reqs[i] = z.req
@@ -150,9 +153,33 @@ func validateOps(ops []core.Op) error {
 		if len(op.Data) > MaxValueSize {
 			return bad(fmt.Errorf("%w: %s: %d bytes, the ZooKeeper backend's limit is %d", core.ErrTooLarge, op.Path, len(op.Data), MaxValueSize))
 		}
-		total += opOverhead + len(op.Path) + len(op.Data) + 256 // 256: room for the root and inserted parents
+		total += opOverhead + len(op.Path) + len(op.Data)
 		if total > maxRequestSize {
 			return bad(fmt.Errorf("%w: the transaction exceeds ZooKeeper's %d-byte request limit at op %d", core.ErrTooLarge, maxRequestSize, i))
+		}
+	}
+	return nil
+}
+
+// checkSize refuses a multi whose request would exceed the server's
+// packet limit (the server drops the connection instead of answering),
+// naming the caller's op at which it crosses the limit.
+func checkSize(plan []zop) error {
+	total := multiOverhed
+	for _, z := range plan {
+		switch r := z.req.(type) {
+		case *zk.CreateRequest:
+			total += opOverhead + len(r.Path) + len(r.Data)
+		case *zk.SetDataRequest:
+			total += opOverhead + len(r.Path) + len(r.Data)
+		case *zk.DeleteRequest:
+			total += opOverhead + len(r.Path)
+		case *zk.CheckVersionRequest:
+			total += opOverhead + len(r.Path)
+		}
+		if total > maxRequestSize && z.orig >= 0 {
+			return &core.TxnError{Index: z.orig, Err: fmt.Errorf("%w: the transaction exceeds ZooKeeper's %d-byte request limit at op %d (%s)",
+				core.ErrTooLarge, maxRequestSize, z.orig, z.path)}
 		}
 	}
 	return nil
