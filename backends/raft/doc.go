@@ -1,0 +1,26 @@
+// Package raft is metaplane's Raft metadata backend: an embedded quorum of
+// the coordinators themselves, with Dragonboat for consensus and a Pebble
+// store as the on-disk state machine.
+//
+// A process runs one voter (Provider.Start): a Dragonboat NodeHost on
+// coordinator.raft.port and the state machine under coordinator.raft.dir.
+// Clients of the voter (Provider.NewClient) are core.MetadataBackend values
+// with a session each; they also implement core.LeaseManager,
+// core.IDAllocator, core.MembershipManager and core.SessionExpirer, and
+// serve the metadata stream (Client.FetchMetadata,
+// Client.FetchMetadataSnapshot).
+//
+// Every change is a typed record (package proto/metaplane/raft/v1) appended
+// to the Raft log and applied on commit: the state machine writes the tree
+// changes, their change-log entries and the applied index in one synced
+// Pebble batch, deterministically (times come in the record). Fences are
+// checked at apply time against the last applied leader record; the epoch
+// is the Raft term of that record. Reads are linearizable on every voter
+// (ReadIndex) unless a caller asks for a stale read. Sessions are
+// replicated leases whose clocks the Raft leader keeps. Snapshots streamed
+// to lagging voters carry a SHA-256 of their body and are refused when it
+// does not match.
+//
+// docs/raft.md is the operator's guide: deployment, ports, TLS, disks,
+// timing, every key, restart and join.
+package raft
