@@ -414,6 +414,8 @@ type electionRig struct {
 	leader  int
 	gen     int
 	wins    chan win
+	done    chan struct{}
+	closed  bool
 }
 
 type win struct {
@@ -424,7 +426,7 @@ type win struct {
 func newElectionRig(ctx context.Context, backend string, ms []*member, copts core.ClientOptions, start func(context.Context, []*member) error) (*electionRig, error) {
 	r := &electionRig{backend: backend, members: ms, copts: copts, leader: -1,
 		clients: make([]core.MetadataBackend, len(ms)), cancels: make([]context.CancelFunc, len(ms)),
-		wins: make(chan win, 16)}
+		wins: make(chan win, 16), done: make(chan struct{})}
 	var err error
 	if start != nil {
 		err = start(ctx, ms)
@@ -469,7 +471,10 @@ func (r *electionRig) campaign(ctx context.Context, i int) error {
 	go func() {
 		_, err := c.Campaign(cctx, core.Candidate{ID: id, Address: "CLIENT://127.0.0.1:0"})
 		if err == nil {
-			r.wins <- win{idx: i, at: time.Now()}
+			select {
+			case r.wins <- win{idx: i, at: time.Now()}:
+			case <-r.done:
+			}
 		}
 	}()
 	return nil
@@ -569,6 +574,12 @@ func (r *electionRig) restore(ctx context.Context, i int) error {
 // Close stops every candidate and member.
 func (r *electionRig) Close() error {
 	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	close(r.done)
 	cancels := append([]context.CancelFunc(nil), r.cancels...)
 	clients := append([]core.MetadataBackend(nil), r.clients...)
 	r.mu.Unlock()
