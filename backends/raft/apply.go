@@ -164,7 +164,8 @@ func (a *applier) renew(r *raftv1.SessionRenew) (*raftv1.CommandResult, *opFailu
 	}
 	s.RenewIndex = a.index
 	a.set(sessionKey(s.Id), mustMarshal(s))
-	a.notes = append(a.notes, applyNote{kind: noteSessionRenewed, session: s.Id, ttlMs: s.TtlMs, renewIndex: a.index})
+	a.notes = append(a.notes, applyNote{kind: noteSessionRenewed, session: s.Id, ttlMs: s.TtlMs, renewIndex: a.index,
+		replica: r.GetReplicaId(), reported: r.GetAppliedIndex()})
 	return &raftv1.CommandResult{Value: s.Id}, nil
 }
 

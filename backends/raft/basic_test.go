@@ -128,3 +128,48 @@ func TestRestartFromDisk(t *testing.T) {
 		t.Fatalf("the pre-restart leader's fence: got %v, want ErrFenced", err)
 	}
 }
+
+// TestStatusReportsRaftState: the leader's status carries role, term,
+// commit and applied index and, from the followers' renewal records, each
+// follower's applied index and lag.
+func TestStatusReportsRaftState(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	leader := c.waitLeader()
+	ctx := ctxT(t)
+	cl := c.client(leader)
+	c.client((leader + 1) % 3)
+	c.client((leader + 2) % 3)
+	if _, _, err := core.Create(ctx, cl, "/x", nil, core.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var st core.Status
+	testutil.WaitFor(t, 10*time.Second, "both followers' progress on the leader", func() bool {
+		var err error
+		st, err = cl.Status(ctx)
+		if err != nil {
+			return false
+		}
+		n := 0
+		for _, m := range st.Members {
+			if m.Role == core.RoleFollower && m.MatchIndex > 0 {
+				n++
+			}
+		}
+		return n == 2
+	})
+	if st.Role != core.RoleLeader || st.Epoch < 1 || st.AppliedIndex < 1 || st.CommitIndex < st.AppliedIndex || len(st.Members) != 3 {
+		t.Fatalf("leader status: %+v", st)
+	}
+	for _, k := range []string{"raftRole", "raftTerm", "raftCommitIndex", "raftAppliedIndex", "raftApplyLag", "raftFollowerLag", "clusterId"} {
+		if st.Details[k] == "" {
+			t.Errorf("status detail %s missing: %v", k, st.Details)
+		}
+	}
+	if st.Details["raftFollowerLag"] == "unknown" {
+		t.Errorf("raftFollowerLag unknown with both followers reporting: %v", st.Details)
+	}
+	fst, err := c.members[(leader+1)%3].Status()
+	if err != nil || fst.Role != core.RoleFollower || fst.LeaderID != st.MemberID {
+		t.Fatalf("follower status: %+v %v", fst, err)
+	}
+}

@@ -170,7 +170,9 @@ func (c *Client) renew() {
 		case <-ctx.Done():
 		}
 	}()
-	res, err := c.m.propose(ctx, &raftv1.Command{Body: &raftv1.Command_SessionRenew{SessionRenew: &raftv1.SessionRenew{Id: id}}})
+	_, applied := c.m.waitApplied()
+	res, err := c.m.propose(ctx, &raftv1.Command{Body: &raftv1.Command_SessionRenew{SessionRenew: &raftv1.SessionRenew{
+		Id: id, ReplicaId: c.m.replicaID, AppliedIndex: applied}}})
 	switch {
 	case err != nil:
 		if state == core.SessionConnected && !errors.Is(err, core.ErrClosed) {

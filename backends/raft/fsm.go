@@ -24,6 +24,9 @@ type applyNote struct {
 	ttlMs      int64
 	renewIndex int64
 	leader     *raftv1.LeaderState
+	// replica and reported: a renewal's proposer and its applied index.
+	replica  uint64
+	reported uint64
 }
 
 type noteKind int

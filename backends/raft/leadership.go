@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -309,7 +310,14 @@ func (m *member) status() core.Status {
 	m.mu.Lock()
 	leader, term, applied := m.raftLeader, m.raftTerm, m.applied
 	info, hasLeader := m.currentLeaderLocked()
+	progress := make(map[uint64]followerProgress, len(m.progress))
+	for k, v := range m.progress {
+		progress[k] = v
+	}
 	m.mu.Unlock()
+	var lags []string
+	// A report older than this says nothing about the follower now.
+	staleProgress := 3 * m.opts.SessionTimeout
 	st := core.Status{Backend: "raft", MemberID: strconv.FormatUint(m.replicaID, 10), Epoch: int64(term),
 		AppliedIndex: int64(applied), Revision: int64(applied), Details: map[string]string{}}
 	switch {
@@ -352,6 +360,9 @@ func (m *member) status() core.Status {
 				if id == m.replicaID {
 					ms.MatchIndex = st.AppliedIndex
 					ms.Lag = st.CommitIndex - st.AppliedIndex
+				} else if p, ok := progress[id]; ok && time.Since(p.at) < staleProgress {
+					ms.MatchIndex, ms.Lag = int64(p.applied), p.lag
+					lags = append(lags, fmt.Sprintf("%d:%d", id, p.lag))
 				}
 				st.Members = append(st.Members, ms)
 			}
@@ -362,7 +373,13 @@ func (m *member) status() core.Status {
 	st.Details["raftCommitIndex"] = strconv.FormatInt(st.CommitIndex, 10)
 	st.Details["raftAppliedIndex"] = strconv.FormatInt(st.AppliedIndex, 10)
 	st.Details["raftApplyLag"] = strconv.FormatInt(st.CommitIndex-st.AppliedIndex, 10)
-	st.Details["raftFollowerLag"] = "unavailable"
+	// Per-follower lag: from the applied index each voter reports in its
+	// clients' renewal records (approximate: as of the last renewal).
+	if len(lags) > 0 {
+		st.Details["raftFollowerLag"] = strings.Join(lags, ",")
+	} else {
+		st.Details["raftFollowerLag"] = "unknown"
+	}
 	st.Details["clusterId"] = strconv.FormatUint(m.clusterID, 10)
 	return st
 }

@@ -65,12 +65,21 @@ type member struct {
 	reserved   bool                 // a local campaign is proposing its record
 	expiredFns map[int64]func()     // session id -> the owning client's callback
 	clients    map[*Client]struct{} // open clients
+	// progress: each voter's applied index as last reported in a renewal
+	// record, and the lag it had when that record was applied here.
+	progress map[uint64]followerProgress
 	stop       chan struct{}
 	wg         sync.WaitGroup
 }
 
 // leaseClock is a session's deadline as this member sees it. Only the Raft
 // leader acts on it.
+type followerProgress struct {
+	applied uint64
+	lag     int64
+	at      time.Time
+}
+
 type leaseClock struct {
 	ttl        time.Duration
 	deadline   time.Time
@@ -182,7 +191,7 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 		opts: o, replicaID: o.NodeID, clusterID: cid,
 		applyC: make(chan struct{}), changeC: make(chan struct{}),
 		leases: map[int64]*leaseClock{}, expiring: map[int64]bool{},
-		expiredFns: map[int64]func(){}, clients: map[*Client]struct{}{},
+		expiredFns: map[int64]func(){}, clients: map[*Client]struct{}{}, progress: map[uint64]followerProgress{},
 		stop: make(chan struct{}),
 	}
 	var addr string
@@ -351,6 +360,9 @@ func (m *member) onApplied(applied uint64, notes []applyNote) {
 		case noteSessionGranted, noteSessionRenewed:
 			ttl := time.Duration(n.ttlMs) * time.Millisecond
 			m.leases[n.session] = &leaseClock{ttl: ttl, deadline: now.Add(ttl), renewIndex: n.renewIndex}
+			if n.replica != 0 && n.reported != 0 {
+				m.progress[n.replica] = followerProgress{applied: n.reported, lag: n.renewIndex - int64(n.reported), at: now}
+			}
 		case noteSessionExpired:
 			delete(m.leases, n.session)
 			delete(m.expiring, n.session)

@@ -681,8 +681,12 @@ func (x *SessionGrant) GetFence() *Fence {
 
 // SessionRenew restarts a session's clock on every member.
 type SessionRenew struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// replica_id and applied_index report the proposing voter's applied
+	// index (status only: the leader derives each follower's lag from them).
+	ReplicaId     uint64 `protobuf:"varint,2,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	AppliedIndex  uint64 `protobuf:"varint,3,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -720,6 +724,20 @@ func (*SessionRenew) Descriptor() ([]byte, []int) {
 func (x *SessionRenew) GetId() int64 {
 	if x != nil {
 		return x.Id
+	}
+	return 0
+}
+
+func (x *SessionRenew) GetReplicaId() uint64 {
+	if x != nil {
+		return x.ReplicaId
+	}
+	return 0
+}
+
+func (x *SessionRenew) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
 	}
 	return 0
 }
@@ -1633,9 +1651,12 @@ const file_proto_metaplane_raft_v1_raft_proto_rawDesc = "" +
 	"\fSessionGrant\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\x12.\n" +
-	"\x05fence\x18\x03 \x01(\v2\x18.metaplane.raft.v1.FenceR\x05fence\"\x1e\n" +
+	"\x05fence\x18\x03 \x01(\v2\x18.metaplane.raft.v1.FenceR\x05fence\"b\n" +
 	"\fSessionRenew\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x03R\x02id\"\x88\x01\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1d\n" +
+	"\n" +
+	"replica_id\x18\x02 \x01(\x04R\treplicaId\x12#\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\x88\x01\n" +
 	"\rSessionExpire\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1f\n" +
 	"\vrenew_index\x18\x02 \x01(\x03R\n" +
