@@ -68,8 +68,8 @@ type member struct {
 	// progress: each voter's applied index as last reported in a renewal
 	// record, and the lag it had when that record was applied here.
 	progress map[uint64]followerProgress
-	stop       chan struct{}
-	wg         sync.WaitGroup
+	stop     chan struct{}
+	wg       sync.WaitGroup
 }
 
 // leaseClock is a session's deadline as this member sees it. Only the Raft
