@@ -70,8 +70,8 @@ type Options struct {
 	SnapshotThreshold uint64
 	// SegmentSize (coordinator.raft.log.segment-size, default 8 MiB) bounds
 	// the Raft log kept in memory for unapplied entries
-	// (Config.MaxInMemLogSize is four segments) and sizes the LogDB write
-	// buffer; Dragonboat has no log segments of its own.
+	// (Config.MaxInMemLogSize is four segments); Dragonboat has no log
+	// segments of its own.
 	SegmentSize int64
 	// ChangeLogRetention is how many log indexes of change history the
 	// state machine keeps for watches (coordinator.raft.change-log.retention,
