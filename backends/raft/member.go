@@ -484,6 +484,9 @@ func (m *member) mapErr(ctx context.Context, op string, err error) error {
 	if errors.Is(err, errStoreClosed) {
 		return errClosed
 	}
+	if errors.Is(err, dragonboat.ErrPayloadTooBig) {
+		return fmt.Errorf("%w: raft: %s: the record exceeds Dragonboat's entry size limit", core.ErrTooLarge, op)
+	}
 	return fmt.Errorf("%w: raft: %s: %v", core.ErrUnavailable, op, err)
 }
 
