@@ -416,6 +416,9 @@ type electionRig struct {
 	wins    chan win
 	done    chan struct{}
 	closed  bool
+	// restoreErr is why the last killed member could not be restored.
+	restoreErr error
+	restoreIdx int
 }
 
 type win struct {
@@ -494,6 +497,13 @@ func (r *electionRig) KillLeaderAndWait(ctx context.Context) (time.Duration, err
 		}
 		break
 	}
+	if r.restoreErr != nil {
+		// Try once more before giving up on this kill.
+		if err := r.restore(ctx, r.restoreIdx); err != nil {
+			return 0, fmt.Errorf("the previous kill's member could not be restored: %w (first attempt: %v)", err, r.restoreErr)
+		}
+		r.restoreErr = nil
+	}
 	l := r.leader
 	if l < 0 {
 		return 0, errors.New("no current leader")
@@ -525,10 +535,10 @@ wait:
 			return 0, ctx.Err()
 		}
 	}
-	// Restore the killed member, outside the measurement.
-	if err := r.restore(ctx, l); err != nil {
-		return took, nil // the measurement stands; the next kill will fail if the rig is broken
-	}
+	// Restore the killed member, outside the measurement. The measurement
+	// stands either way; a rig that could not be restored fails the next
+	// kill with this reason.
+	r.restoreErr, r.restoreIdx = r.restore(ctx, l), l
 	return took, nil
 }
 
@@ -553,17 +563,26 @@ func (r *electionRig) restore(ctx context.Context, i int) error {
 		return err
 	}
 	if r.backend == Raft {
-		// Wait until the restarted voter follows the leader again, so the
-		// next kill leaves a quorum.
-		c := r.clients[i]
+		// Wait until the restarted voter has applied what the new leader
+		// has committed (at least the new leader's own record, which it
+		// can only have received after rejoining), so the next kill
+		// leaves a working quorum. A restarted voter reports the leader
+		// it knew from disk at once, so its leader id proves nothing.
+		r.mu.Lock()
+		lc, rc := r.clients[r.leader], r.clients[i]
+		r.mu.Unlock()
+		lst, err := lc.Status(rctx)
+		if err != nil {
+			return fmt.Errorf("leader status: %w", err)
+		}
 		for {
-			st, err := c.Status(rctx)
-			if err == nil && st.LeaderID != "" && st.AppliedIndex > 0 {
+			st, err := rc.Status(rctx)
+			if err == nil && st.AppliedIndex >= lst.CommitIndex && st.LeaderID != "" {
 				return nil
 			}
 			select {
 			case <-rctx.Done():
-				return rctx.Err()
+				return fmt.Errorf("%s did not catch up with the leader: %w", r.members[i].label, rctx.Err())
 			case <-time.After(50 * time.Millisecond):
 			}
 		}
