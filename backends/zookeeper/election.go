@@ -337,7 +337,9 @@ var errRetryElection = errors.New("participant lost, campaign again")
 // participant is created again in the new session.
 //
 // Errors: ErrInvalidArgument (empty candidate id), ErrUnavailable,
-// ErrClosed, context errors (the candidacy is withdrawn).
+// ErrClosed, context errors. On every error the candidacy is withdrawn (in
+// the background while disconnected): a participant left behind would be
+// the lowest and block every election while its session lives.
 func (b *Backend) Campaign(ctx context.Context, c core.Candidate) (core.Leadership, error) {
 	if b.isClosed() {
 		return nil, core.ErrClosed
@@ -421,6 +423,7 @@ func (b *Backend) Campaign(ctx context.Context, c core.Candidate) (core.Leadersh
 			if ctx.Err() != nil {
 				continue
 			}
+			withdraw() // a participant left behind would block the election
 			return nil, b.closedErr(mapErr(err, electionPath, false))
 		}
 		sortBySeq(names)
@@ -444,6 +447,7 @@ func (b *Backend) Campaign(ctx context.Context, c core.Candidate) (core.Leadersh
 				if ctx.Err() != nil {
 					continue // withdraws above
 				}
+				withdraw() // a participant left behind would block the election
 				return nil, err
 			}
 			return l, nil
