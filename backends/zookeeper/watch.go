@@ -355,11 +355,12 @@ func (w *watcher) run() {
 				more, err = w.added(w.prefix)
 				got = append(got, more...)
 			}
+			// Events returned with an error are already in the model: they
+			// must reach the consumer, the resync only diffs from there.
+			out = append(out, got...)
 			if err != nil {
 				resync = true
-				continue
 			}
-			out = append(out, got...)
 		}
 		if len(out) > 0 {
 			w.emit(out)
