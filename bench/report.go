@@ -105,7 +105,14 @@ type Result struct {
 	Errors      int     `json:"errors,omitempty"`
 	// FirstError is the first error seen, when any call failed.
 	FirstError string `json:"first_error,omitempty"`
+	// SamplesMicros lists every sample, sorted, when there are at most
+	// maxListedSamples of them (the election row), so that a p99 of few
+	// samples can be read for what it is.
+	SamplesMicros []float64 `json:"samples_us,omitempty"`
 }
+
+// maxListedSamples is the most samples a Result lists.
+const maxListedSamples = 50
 
 // Available reports whether the result holds a measurement.
 func (r Result) Available() bool { return r.Unavailable == "" && r.N > 0 }

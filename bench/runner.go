@@ -360,6 +360,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				continue
 			}
 			res := resultFromSummary(name, Summarize(c.samples, c.ops, c.wall), c.ops, c.errs, c.firstErr)
+			if len(c.samples) <= maxListedSamples {
+				// Summarize sorted them.
+				for _, d := range c.samples {
+					res.SamplesMicros = append(res.SamplesMicros, micros(d))
+				}
+			}
 			row.Results = append(row.Results, res)
 		}
 		row.computeRatio()
