@@ -1,0 +1,138 @@
+package bench
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/metaplane/metaplane/backends/memory"
+	"github.com/metaplane/metaplane/core"
+)
+
+// tracer records which backend served each read, to check the
+// interleaving.
+type tracer struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func (t *tracer) add(name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n := len(t.log); n == 0 || t.log[n-1] != name {
+		t.log = append(t.log, name)
+	}
+}
+
+type tracedClient struct {
+	core.MetadataBackend
+	name string
+	t    *tracer
+}
+
+func (c *tracedClient) GetMany(ctx context.Context, paths []string, opts core.ReadOptions) ([]core.GetResult, error) {
+	c.t.add(c.name)
+	return c.MetadataBackend.GetMany(ctx, paths, opts)
+}
+
+// fakeStarter is an in-process system over the memory backend, without a
+// coordinator or an election.
+func fakeStarter(name string, tr *tracer) func(ctx context.Context, env *runEnv) (*System, error) {
+	return func(ctx context.Context, env *runEnv) (*System, error) {
+		st := memory.NewStore(memory.StoreOptions{})
+		s := &System{
+			Name: name,
+			NewClient: func(ctx context.Context, n string) (core.MetadataBackend, error) {
+				return &tracedClient{MetadataBackend: st.NewClient(core.ClientOptions{Name: n}), name: name, t: tr}, nil
+			},
+			Missing: map[string]string{"election": "fake has no election"},
+		}
+		s.onClose(func() error { st.Close(); return nil })
+		return s, nil
+	}
+}
+
+func TestRunInterleavesAndReportsUnavailable(t *testing.T) {
+	tr := &tracer{}
+	starters["fake-a"] = fakeStarter("fake-a", tr)
+	starters["fake-b"] = fakeStarter("fake-b", tr)
+	t.Cleanup(func() { delete(starters, "fake-a"); delete(starters, "fake-b") })
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Options{
+		Backends: []string{"fake-a", "fake-b"},
+		Quick:    true,
+		Rows:     []string{"store.get", "admin.get-table-info", "election"},
+		WorkDir:  t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 3 {
+		t.Fatalf("got %d rows, want 3", len(rep.Rows))
+	}
+	// Warm-up A, B, then three rounds of one measured row alternating
+	// the order, A B | B A | A B: the reads switch backends six times.
+	// (Without the alternation it would be eight.)
+	if got, want := strings.Join(tr.log, ","), "fake-a,fake-b,fake-a,fake-b,fake-a,fake-b"; got != want {
+		t.Errorf("backends served reads in the order %s, want %s (interleaved, alternating)", got, want)
+	}
+	for _, row := range rep.Rows {
+		if len(row.Results) != 2 {
+			t.Fatalf("row %s: %d results, want 2", row.ID, len(row.Results))
+		}
+		for _, res := range row.Results {
+			switch row.ID {
+			case "store.get":
+				if !res.Available() || res.N == 0 || res.Errors != 0 {
+					t.Errorf("store.get on %s: %+v, want measured without errors", res.Backend, res)
+				}
+			case "admin.get-table-info":
+				if res.Available() || !strings.Contains(res.Unavailable, "coordinator") {
+					t.Errorf("admin row on %s: %+v, want not available naming the coordinator", res.Backend, res)
+				}
+			case "election.sigkill":
+				if res.Unavailable != "fake has no election" {
+					t.Errorf("election on %s: unavailable %q, want the system's reason", res.Backend, res.Unavailable)
+				}
+			}
+		}
+	}
+	if rep.Machine.Cores < 1 || rep.Options.Rounds != 3 {
+		t.Errorf("report header: machine %+v, options %+v", rep.Machine, rep.Options)
+	}
+}
+
+func TestRunRejectsBadOptions(t *testing.T) {
+	ctx := context.Background()
+	if _, err := Run(ctx, Options{Backends: []string{"raft"}, Voters: 2}); err == nil || !strings.Contains(err.Error(), "voters: 2") {
+		t.Errorf("Voters 2: %v, want an error naming voters", err)
+	}
+	if _, err := Run(ctx, Options{Backends: []string{"etcd"}}); err == nil || !strings.Contains(err.Error(), `unknown backend "etcd"`) {
+		t.Errorf("unknown backend: %v, want an error naming it", err)
+	}
+	if _, err := Run(ctx, Options{}); err == nil {
+		t.Error("no backends: nil error, want one")
+	}
+}
+
+func TestWriteMarkdown(t *testing.T) {
+	var b strings.Builder
+	if err := sampleReport().WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"| row | zookeeper p50 | zookeeper p99 | zookeeper ops/s | raft p50 |",
+		"| createTable (admin API) | 20.00ms | 30.00ms |",
+		"| catalog read from the image | n/a | | |",
+		"| raft: plugin | 50.0 MiB |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("Markdown lacks %q:\n%s", want, out)
+		}
+	}
+}
