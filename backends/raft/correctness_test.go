@@ -296,3 +296,49 @@ func TestLeaseExpiryFencesTabletServer(t *testing.T) {
 		t.Fatalf("register under the expired lease: got %v, want ErrSessionExpired", err)
 	}
 }
+
+// TestNewLeaderRestartsLeaseClocks: renewals on the leader are in memory
+// only, so followers' clocks for a lease are old; a new leader restarts
+// every lease's clock instead of expiring them at once, and expires the
+// lease only after a full ttl without renewal.
+func TestNewLeaderRestartsLeaseClocks(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	leader := c.waitLeader()
+	ctx := ctxT(t)
+	coord := c.client(leader)
+	observer := c.client((leader + 1) % 3)
+	ttl := 2 * time.Second
+	id, err := coord.GrantLease(ctx, "ts-1", ttl, core.Fence{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := core.Create(ctx, coord, "/ts/1", nil, core.CreateOptions{Mode: core.Ephemeral, Lease: id, MakeParents: true}); err != nil {
+		t.Fatal(err)
+	}
+	// Renew in memory on the leader for longer than the ttl: the
+	// followers' clocks for the lease run out meanwhile.
+	end := time.Now().Add(ttl + 500*time.Millisecond)
+	for time.Now().Before(end) {
+		if err := coord.RenewLease(ctx, id); err != nil {
+			t.Fatalf("renew: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	c.stop(leader)
+	var nl int
+	testutil.WaitFor(t, 10*time.Second, "a new leader", func() bool { nl = c.leader(); return nl >= 0 })
+	elected := time.Now()
+	// Half a ttl after the election the lease must still be alive.
+	time.Sleep(ttl / 2)
+	if _, ok, err := core.Exists(ctx, observer, "/ts/1"); err != nil || !ok {
+		t.Fatalf("lease expired %v after a new leader took over (exists %v, %v): its clock was not restarted", time.Since(elected), ok, err)
+	}
+	// Without renewals it expires after its ttl.
+	testutil.WaitFor(t, 10*time.Second, "the unrenewed lease to expire", func() bool {
+		_, ok, err := core.Exists(ctx, observer, "/ts/1")
+		return err == nil && !ok
+	})
+	if d := time.Since(elected); d < ttl {
+		t.Fatalf("lease expired %v after the new leader's election, before its ttl %v", d, ttl)
+	}
+}
