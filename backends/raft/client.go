@@ -748,8 +748,8 @@ func (c *Client) Close() error {
 	// Best effort, bounded: without a quorum the leader expires the session
 	// by its timeout later.
 	closeTimeout := c.m.opts.ProposalTimeout
-	if closeTimeout > 2*time.Second {
-		closeTimeout = 2 * time.Second
+	if closeTimeout > time.Second {
+		closeTimeout = time.Second
 	}
 	if l != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
