@@ -265,7 +265,7 @@ func TestLeaseExpiryFencesTabletServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := coord.GrantLease(ctx, "tablet-server-1", 600*time.Millisecond, l.Fence())
+	id, err := coord.GrantLease(ctx, "tablet-server-1", 1500*time.Millisecond, l.Fence())
 	if err != nil {
 		t.Fatalf("grant: %v", err)
 	}
@@ -274,12 +274,12 @@ func TestLeaseExpiryFencesTabletServer(t *testing.T) {
 		t.Fatalf("register: %v", err)
 	}
 	// Heartbeats keep it alive past several ttls.
-	end := time.Now().Add(1500 * time.Millisecond)
+	end := time.Now().Add(3 * time.Second)
 	for time.Now().Before(end) {
 		if err := coord.RenewLease(ctx, id); err != nil {
 			t.Fatalf("renew: %v", err)
 		}
-		time.Sleep(150 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 	if _, ok, err := core.Exists(ctx, follower, reg); err != nil || !ok {
 		t.Fatalf("registration of a heartbeating server: %v %v", ok, err)
