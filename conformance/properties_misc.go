@@ -389,7 +389,7 @@ func statusProperties() []Property {
 		},
 		{
 			Name:        "Errors/SentinelsReachable",
-			Description: "every sentinel the contract lets a client provoke on a healthy store comes back from the call that provokes it, through errors.Is",
+			Description: "every sentinel the contract lets a client provoke on a healthy store comes back from the call that provokes it, through errors.Is (ErrNotLeader and ErrUnavailable need a follower or a failure: the Raft, ZooKeeper and plugin tests provoke them)",
 			run: func(e *env) {
 				c := e.client()
 				e.create(c, p("n"), nil, core.Persistent)

@@ -365,6 +365,7 @@ func TestEnsembleLoss(t *testing.T) {
 			if !errors.Is(err, core.ErrUnavailable) || time.Now().After(deadline) {
 				t.Fatalf("write %s with 1 of 3 servers down: %v", p, err)
 			}
+			time.Sleep(50 * time.Millisecond) // back off while the client moves to a live server
 		}
 	}
 	kids, _, err := c.Children(ctx, "/e", core.ReadOptions{})
