@@ -2,6 +2,7 @@ package raft
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -116,11 +117,21 @@ func (c *cluster) waitLeader() int {
 
 func (c *cluster) client(i int) *Client {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cl, err := c.members[i].Client(ctx, core.ClientOptions{Name: fmt.Sprintf("test-%d", i)})
-	if err != nil {
-		c.t.Fatalf("client of member %d: %v", i+1, err)
+	// A member that is still catching up (or a cluster still electing)
+	// may time a session grant out: retry for a while.
+	deadline := time.Now().Add(30 * time.Second)
+	var cl *Client
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var err error
+		cl, err = c.members[i].Client(ctx, core.ClientOptions{Name: fmt.Sprintf("test-%d", i)})
+		cancel()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, core.ErrUnavailable) || time.Now().After(deadline) {
+			c.t.Fatalf("client of member %d: %v", i+1, err)
+		}
 	}
 	c.t.Cleanup(func() { cl.Close() })
 	return cl
