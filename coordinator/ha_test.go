@@ -301,9 +301,22 @@ func haScenario(t *testing.T, bin string, common []string, b haBackend) {
 		t.Fatal("the old leader accepted a write after a new leader was elected")
 	}
 	t.Logf("%s: old leader's write refused: %v", b.name, coordinator.FromStatus(err))
-	if d := coordinator.DetailOf(err); d != nil && d.Code == coordinator.CodeNotLeader && d.LeaderAddress != "" &&
-		coordinator.HostPort(d.LeaderAddress) != second.LeaderAddress {
-		t.Fatalf("old leader redirects to %s, want the new leader %s", d.LeaderAddress, second.LeaderAddress)
+	// The refusal must be the leadership's (NOT_LEADER, the original's
+	// error 65, or FENCED): a timeout or an unavailable backend would leave
+	// the write's fate unknown and prove nothing. The backend's fence
+	// itself is exercised by TestStaleLeaderWritesAreFenced, where the old
+	// leader has not yet noticed its loss.
+	switch d := coordinator.DetailOf(err); {
+	case d != nil && d.Code == coordinator.CodeNotLeader:
+		if d.FlussErrorCode != coordinator.FlussNotCoordinatorLeader {
+			t.Fatalf("old leader's NOT_LEADER carries error code %d, want %d", d.FlussErrorCode, coordinator.FlussNotCoordinatorLeader)
+		}
+		if d.LeaderAddress != "" && coordinator.HostPort(d.LeaderAddress) != second.LeaderAddress {
+			t.Fatalf("old leader redirects to %s, want the new leader %s", d.LeaderAddress, second.LeaderAddress)
+		}
+	case d != nil && d.Code == coordinator.CodeFenced:
+	default:
+		t.Fatalf("old leader's write refused with %v (detail %+v), want NOT_LEADER or FENCED", err, d)
 	}
 	var dbs []string
 	if err := client2.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
