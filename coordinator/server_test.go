@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"reflect"
+	"sort"
 	"testing"
 	"time"
 
@@ -295,5 +297,70 @@ func TestLosingLeadershipStopsServing(t *testing.T) {
 	}
 	if b.srv.Epoch() <= 0 {
 		t.Fatalf("new leader's epoch %d", b.srv.Epoch())
+	}
+}
+
+// TestStandbyRefusesEveryAdminMethod calls every method of the admin
+// service on a standby, found by reflection over the generated client and
+// checked against the service descriptor (so a method added to the proto
+// is covered without editing the test). Each answers NOT_LEADER (the
+// original's error 65) naming the leader, even with an empty request (the
+// role is checked before the arguments). GetLeader is the one method a
+// standby answers: it is how clients find the leader, so it must name it.
+func TestStandbyRefusesEveryAdminMethod(t *testing.T) {
+	s := memory.NewStore(memory.StoreOptions{})
+	t.Cleanup(func() { s.Close() })
+	a := startCoordinator(t, s)
+	testutil.WaitFor(t, 5*time.Second, "first coordinator leads", a.srv.IsLeader)
+	b := startCoordinator(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	standby := dialAdmin(t, b.addr)
+	testutil.WaitFor(t, 5*time.Second, "the standby knows the leader", func() bool {
+		r, err := standby.GetLeader(ctx, &adminv1.GetLeaderRequest{})
+		return err == nil && r.LeaderAddress == a.addr
+	})
+
+	clientType := reflect.TypeOf((*adminv1.AdminServiceClient)(nil)).Elem()
+	sd := adminv1.File_metaplane_admin_v1_admin_proto.Services().ByName("AdminService")
+	if sd == nil {
+		t.Fatal("no AdminService in the admin proto's descriptor")
+	}
+	var described []string
+	for i := 0; i < sd.Methods().Len(); i++ {
+		described = append(described, string(sd.Methods().Get(i).Name()))
+	}
+	var called []string
+	for i := 0; i < clientType.NumMethod(); i++ {
+		called = append(called, clientType.Method(i).Name)
+	}
+	sort.Strings(described)
+	sort.Strings(called)
+	if !reflect.DeepEqual(described, called) {
+		t.Fatalf("the client's methods %v differ from the service's %v", called, described)
+	}
+
+	cv := reflect.ValueOf(standby)
+	for i := 0; i < clientType.NumMethod(); i++ {
+		m := clientType.Method(i)
+		t.Run(m.Name, func(t *testing.T) {
+			req := reflect.New(m.Type.In(1).Elem())
+			out := cv.MethodByName(m.Name).Call([]reflect.Value{reflect.ValueOf(ctx), req})
+			err, _ := out[1].Interface().(error)
+			if m.Name == "GetLeader" {
+				r, _ := out[0].Interface().(*adminv1.GetLeaderResponse)
+				if err != nil || r.IsLeader || r.LeaderAddress != a.addr || r.ThisAddress != b.addr {
+					t.Fatalf("GetLeader on the standby: %+v, %v; want not leader, leader %s", r, err, a.addr)
+				}
+				return
+			}
+			d := coordinator.DetailOf(err)
+			if d == nil || d.Code != coordinator.CodeNotLeader || d.FlussErrorCode != coordinator.FlussNotCoordinatorLeader {
+				t.Fatalf("got %v (detail %+v), want NOT_LEADER (65)", err, d)
+			}
+			if coordinator.HostPort(d.LeaderAddress) != a.addr {
+				t.Fatalf("NOT_LEADER names %q, want the leader %s", d.LeaderAddress, a.addr)
+			}
+		})
 	}
 }
