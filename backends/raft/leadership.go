@@ -233,9 +233,14 @@ func (c *Client) appendLeader(ctx context.Context, cand core.Candidate, term uin
 // leader record, if its replica is the Raft leader in the record's term and
 // it has not resigned.
 func (m *member) currentLeaderLocked() (core.LeaderInfo, bool) {
-	ls := m.leaderSt
-	if ls == nil || ls.GetEpoch() == 0 || ls.GetResigned() || m.raftLeader == 0 ||
-		ls.GetReplicaId() != m.raftLeader || ls.GetTerm() != m.raftTerm {
+	return leaderFrom(m.leaderSt, m.raftLeader, m.raftTerm)
+}
+
+// leaderFrom is the coordinator leader given the last leader record and
+// the Raft leader and term.
+func leaderFrom(ls *raftv1.LeaderState, raftLeader, raftTerm uint64) (core.LeaderInfo, bool) {
+	if ls == nil || ls.GetEpoch() == 0 || ls.GetResigned() || raftLeader == 0 ||
+		ls.GetReplicaId() != raftLeader || ls.GetTerm() != raftTerm {
 		return core.LeaderInfo{}, false
 	}
 	return core.LeaderInfo{ID: ls.GetCandidateId(), Address: ls.GetAddress(), Epoch: ls.GetEpoch()}, true
@@ -260,6 +265,13 @@ func (c *Client) Leader(ctx context.Context) (core.LeaderInfo, error) {
 		m.leaderSt = ls
 	}
 	info, ok := m.currentLeaderLocked()
+	if !ok {
+		// The leadership event may not have reached the listener yet: ask
+		// the replica itself.
+		if lid, term, valid, err := m.nh.GetLeaderID(shardID); err == nil && valid {
+			info, ok = leaderFrom(m.leaderSt, lid, term)
+		}
+	}
 	if !ok {
 		return core.LeaderInfo{}, fmt.Errorf("%w: no coordinator leads", core.ErrNotFound)
 	}
