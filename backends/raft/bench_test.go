@@ -6,8 +6,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/testutil"
 )
 
 // BenchmarkWrite measures durable single-node writes with 1, 16 and 64
@@ -87,4 +89,25 @@ func BenchmarkRead(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkLeaderElection measures the time from stopping the leader of
+// three voters (default timing: election.timeout 1s, heartbeat 500ms) to a
+// new leader, reported as election-ms (the design target is under 1s).
+func BenchmarkLeaderElection(b *testing.B) {
+	c := startCluster(b, 3, func(i int, o *Options) {
+		o.Heartbeat, o.ElectionTimeout = 500*time.Millisecond, time.Second
+	})
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		old := c.waitLeader()
+		c.stop(old)
+		start := time.Now()
+		testutil.WaitFor(b, 20*time.Second, "a new leader", func() bool { return c.leader() >= 0 })
+		total += time.Since(start)
+		if err := c.start(old); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "election-ms")
 }
