@@ -2,36 +2,10 @@ package tabletserver_test
 
 import (
 	"log/slog"
-	"strings"
-	"sync"
 	"testing"
+
+	"github.com/metaplane/metaplane/internal/testutil"
 )
 
-// testLogger returns a logger writing to t.Log until the test ends (lines
-// logged after that are dropped, never a panic).
-func testLogger(t testing.TB) *slog.Logger {
-	w := &tWriter{t: t}
-	t.Cleanup(w.stop)
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tWriter struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
-}
-
-func (w *tWriter) stop() {
-	w.mu.Lock()
-	w.done = true
-	w.mu.Unlock()
-}
-
-func (w *tWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	}
-	return len(p), nil
-}
+// testLogger routes the package's logs to t.Log (see testutil.Logger).
+func testLogger(t testing.TB) *slog.Logger { return testutil.Logger(t) }
