@@ -219,25 +219,9 @@ func (s *server) Watch(req *pb.WatchRequest, stream pb.Backend_WatchServer) erro
 	if err := stream.Send(&pb.WatchResponse{Started: true}); err != nil {
 		return err
 	}
-	for {
-		var resp core.WatchResponse
-		var ok bool
-		select {
-		case resp, ok = <-ch:
-		case <-stream.Context().Done():
-			// The host went away; do not depend on the backend closing ch.
-			return stream.Context().Err()
-		}
-		if !ok {
-			return nil
-		}
-		if err := stream.Send(watchResponseToProto(resp)); err != nil {
-			return err
-		}
-		if resp.Err != nil {
-			return nil
-		}
-	}
+	return pump(stream.Context(), ch, func(resp core.WatchResponse) (bool, error) {
+		return resp.Err != nil, stream.Send(watchResponseToProto(resp))
+	})
 }
 
 func (s *server) Session(ctx context.Context, req *pb.SessionRequest) (*pb.SessionResponse, error) {
@@ -260,26 +244,13 @@ func (s *server) SessionEvents(req *pb.SessionEventsRequest, stream pb.Backend_S
 	if err := stream.Send(&pb.SessionEventsResponse{Started: true, Session: sessionInfoToProto(c.b.Session())}); err != nil {
 		return err
 	}
-	for {
-		var ev core.SessionEvent
-		var ok bool
-		select {
-		case ev, ok = <-ch:
-		case <-stream.Context().Done():
-			return stream.Context().Err()
-		}
-		if !ok {
-			return nil
-		}
-		msg := &pb.SessionEventsResponse{
+	return pump(stream.Context(), ch, func(ev core.SessionEvent) (bool, error) {
+		return false, stream.Send(&pb.SessionEventsResponse{
 			State:     pb.SessionState(ev.State),
 			SessionId: ev.SessionID,
 			Session:   sessionInfoToProto(c.b.Session()),
-		}
-		if err := stream.Send(msg); err != nil {
-			return err
-		}
-	}
+		})
+	})
 }
 
 // Campaign campaigns with the stream's context (cancelled by the host before
@@ -366,21 +337,9 @@ func (s *server) ObserveLeader(req *pb.ObserveLeaderRequest, stream pb.Backend_O
 	if err := stream.Send(&pb.ObserveLeaderResponse{Started: true}); err != nil {
 		return err
 	}
-	for {
-		var l core.LeaderInfo
-		var ok bool
-		select {
-		case l, ok = <-ch:
-		case <-stream.Context().Done():
-			return stream.Context().Err()
-		}
-		if !ok {
-			return nil
-		}
-		if err := stream.Send(&pb.ObserveLeaderResponse{Leader: leaderToProto(l)}); err != nil {
-			return err
-		}
-	}
+	return pump(stream.Context(), ch, func(l core.LeaderInfo) (bool, error) {
+		return false, stream.Send(&pb.ObserveLeaderResponse{Leader: leaderToProto(l)})
+	})
 }
 
 func (s *server) Status(ctx context.Context, req *pb.StatusRequest) (*pb.StatusResponse, error) {
@@ -530,4 +489,25 @@ func (s *server) ExpireSession(ctx context.Context, req *pb.ExpireSessionRequest
 		return nil, ToStatus(err)
 	}
 	return &pb.ExpireSessionResponse{}, nil
+}
+
+// pump forwards what a backend channel delivers to a server stream until the
+// channel closes (nil), send fails or reports the item as the last one, or
+// the host ends the stream (its context error: the handler does not depend
+// on the backend closing ch).
+func pump[T any](ctx context.Context, ch <-chan T, send func(T) (last bool, err error)) error {
+	for {
+		select {
+		case v, ok := <-ch:
+			if !ok {
+				return nil
+			}
+			last, err := send(v)
+			if err != nil || last {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
