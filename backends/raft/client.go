@@ -760,10 +760,14 @@ func (c *Client) Close() error {
 	delete(c.m.expiredFns, id)
 	delete(c.m.clients, c)
 	mclosed := c.m.closed
+	// Without a known Raft leader the expiry record cannot commit within
+	// the bound: skip it (the next leader expires the session by its
+	// timeout) rather than make every Close wait the bound out.
+	noLeader := c.m.raftLeader == 0
 	c.m.mu.Unlock()
-	if !mclosed {
+	if !mclosed && !noLeader {
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-		_, _ = c.m.propose(ctx, &raftv1.Command{Body: &raftv1.Command_SessionExpire{SessionExpire: &raftv1.SessionExpire{
+		_, _ = c.m.proposeBestEffort(ctx, &raftv1.Command{Body: &raftv1.Command_SessionExpire{SessionExpire: &raftv1.SessionExpire{
 			Id: id, Reason: "closed"}}})
 		cancel()
 	}

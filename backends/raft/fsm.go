@@ -42,6 +42,19 @@ const (
 // what changed. It must not block.
 type applyHook func(applied uint64, notes []applyNote)
 
+// recoveredState is what the member tracks outside the store, read back
+// after the store's content was replaced by a snapshot.
+type recoveredState struct {
+	applied  uint64
+	leader   *raftv1.LeaderState
+	sessions []*raftv1.SessionRecord
+}
+
+// recoverHook receives the store's state after a snapshot replaced its
+// content: no entries were applied one by one, so no applyHook notes tell
+// what changed. It must not block.
+type recoverHook func(st recoveredState)
+
 // fsm is the on-disk state machine: a Pebble store changed only by applying
 // committed entries. Each Update applies its entries, their change-log
 // records and the applied index in one synced Pebble batch.
@@ -49,6 +62,7 @@ type fsm struct {
 	dir       string
 	retention int64
 	hook      applyHook
+	recovered recoverHook // optional; set before the replica starts
 
 	mu     sync.RWMutex // guards db against Close/Recover swapping it
 	db     *pebble.DB
@@ -250,12 +264,47 @@ func (f *fsm) SaveSnapshot(ctx interface{}, w io.Writer, stopc <-chan struct{}) 
 // RecoverFromSnapshot verifies a snapshot's checksum and only then replaces
 // the store's content with it, in one synced batch. A corrupt snapshot is
 // refused with an error and the store is left as it was.
+//
+// Afterwards the recover hook (if any) gets the new applied index, leader
+// record and sessions, outside the store's lock.
 func (f *fsm) RecoverFromSnapshot(r io.Reader, stopc <-chan struct{}) error {
+	st, err := f.recoverFromSnapshot(r, stopc)
+	if err != nil {
+		return err
+	}
+	if f.recovered != nil {
+		f.recovered(st)
+	}
+	return nil
+}
+
+func (f *fsm) recoverFromSnapshot(r io.Reader, stopc <-chan struct{}) (recoveredState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.db == nil {
-		return errStoreClosed
+		return recoveredState{}, errStoreClosed
 	}
+	if err := f.replaceFromSnapshot(r, stopc); err != nil {
+		return recoveredState{}, err
+	}
+	var st recoveredState
+	var err error
+	if st.applied, err = readApplied(f.db); err != nil {
+		return recoveredState{}, err
+	}
+	st.leader = &raftv1.LeaderState{}
+	if _, err := readProto(f.db, keyLeader, st.leader); err != nil {
+		return recoveredState{}, err
+	}
+	if st.sessions, err = allSessions(f.db); err != nil {
+		return recoveredState{}, err
+	}
+	return st, nil
+}
+
+// replaceFromSnapshot verifies the snapshot in r and loads it; f.mu is
+// held for writing.
+func (f *fsm) replaceFromSnapshot(r io.Reader, stopc <-chan struct{}) error {
 	tmp, err := os.CreateTemp(filepath.Dir(f.dir), "snapshot-recover-*")
 	if err != nil {
 		return fmt.Errorf("raft state machine: recover: %w", err)

@@ -64,15 +64,18 @@ func (m *member) dropHolderLocked() {
 }
 
 // Resign appends a resign record so that the fence is stale, then ends the
-// leadership. Idempotent. Errors: ErrUnavailable (the leadership is ended
-// anyway), context errors.
+// leadership. Idempotent. It gives up at once when this member knows no
+// Raft leader (the leadership ended with the Raft leadership). Errors:
+// ErrUnavailable (the leadership is ended anyway), context errors.
 func (l *leadership) Resign(ctx context.Context) error {
 	select {
 	case <-l.lost:
 		return nil
 	default:
 	}
-	res, err := l.c.m.propose(ctx, &raftv1.Command{Body: &raftv1.Command_Resign{Resign: &raftv1.Resign{Epoch: l.epoch}}})
+	// Without a Raft leader the record cannot commit, and the leadership
+	// ended with the Raft leadership anyway: do not wait.
+	res, err := l.c.m.proposeBestEffort(ctx, &raftv1.Command{Body: &raftv1.Command_Resign{Resign: &raftv1.Resign{Epoch: l.epoch}}})
 	l.lose()
 	if err != nil {
 		return err

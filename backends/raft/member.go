@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lni/dragonboat/v4"
@@ -222,6 +223,7 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 	m.nh = nh
 	m.noop = nh.GetNoOPSession(shardID)
 	m.sm = newFSM(filepath.Join(o.Dir, "state"), o.ChangeLogRetention, m.onApplied)
+	m.sm.recovered = m.onRecovered
 	compaction := o.SnapshotThreshold / 2
 	rc := dbconfig.Config{
 		ReplicaID: o.NodeID, ShardID: shardID, CheckQuorum: true, PreVote: true,
@@ -387,6 +389,55 @@ func (m *member) onApplied(applied uint64, notes []applyNote) {
 	}
 }
 
+// onRecovered is the state machine's hook after a snapshot replaced the
+// store (a member too far behind the leader's log, restarted or not). The
+// entries the snapshot covers were never applied here one by one, so the
+// leader record, the applied index and the session clocks are taken from
+// the store as it now is, and observers and waiters are woken: without
+// this, a member caught up by snapshot would keep the leader record it had
+// before (ObserveLeader would deliver nothing, or a stale leader, until the
+// next leader record).
+func (m *member) onRecovered(st recoveredState) {
+	now := time.Now()
+	var expired []func()
+	m.mu.Lock()
+	if st.applied > m.applied {
+		m.applied = st.applied
+	}
+	// The snapshot is ahead of everything applied here: its leader record
+	// is the latest one, whatever the local copy says.
+	m.leaderSt = st.leader
+	if h := m.holder; h != nil && (st.leader.GetEpoch() != h.epoch || st.leader.GetResigned()) {
+		m.dropHolderLocked()
+	}
+	stored := make(map[int64]bool, len(st.sessions))
+	for _, s := range st.sessions {
+		stored[s.GetId()] = true
+		ttl := time.Duration(s.GetTtlMs()) * time.Millisecond
+		if l, ok := m.leases[s.GetId()]; !ok || l.renewIndex != s.GetRenewIndex() {
+			m.leases[s.GetId()] = &leaseClock{ttl: ttl, deadline: now.Add(ttl), renewIndex: s.GetRenewIndex()}
+		}
+	}
+	for id := range m.leases {
+		if stored[id] {
+			continue
+		}
+		// Expired within the entries the snapshot covers.
+		delete(m.leases, id)
+		delete(m.expiring, id)
+		if fn := m.expiredFns[id]; fn != nil {
+			expired = append(expired, fn)
+		}
+	}
+	m.broadcastChangeLocked()
+	close(m.applyC)
+	m.applyC = make(chan struct{})
+	m.mu.Unlock()
+	for _, fn := range expired {
+		fn()
+	}
+}
+
 // expiryLoop, on the Raft leader, expires sessions whose clock ran out by
 // appending a SessionExpire record.
 func (m *member) expiryLoop() {
@@ -530,6 +581,42 @@ func (m *member) propose(ctx context.Context, cmd *raftv1.Command) (*raftv1.Comm
 	}
 }
 
+// proposeBestEffort is propose for records that may be dropped (a
+// resignation, a closing client's session expiry): it gives up with
+// ErrUnavailable as soon as this member knows no Raft leader, since the
+// proposal then cannot commit before a new leader is elected (Dragonboat
+// does not fail it early), and waiting would only hold up the caller,
+// typically a shutdown.
+func (m *member) proposeBestEffort(ctx context.Context, cmd *raftv1.Command) (*raftv1.CommandResult, error) {
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	defer close(done)
+	var leaderless atomic.Bool
+	go func() {
+		for {
+			m.mu.Lock()
+			none, ch := m.raftLeader == 0 && !m.closed, m.changeC
+			m.mu.Unlock()
+			if none {
+				leaderless.Store(true)
+				cancel()
+				return
+			}
+			select {
+			case <-ch:
+			case <-done:
+				return
+			}
+		}
+	}()
+	res, err := m.propose(pctx, cmd)
+	if err != nil && ctx.Err() == nil && leaderless.Load() {
+		return nil, fmt.Errorf("%w: raft: no Raft leader; the record was not committed", core.ErrUnavailable)
+	}
+	return res, err
+}
+
 // read runs a query: linearizable (ReadIndex, on any member) or stale.
 func (m *member) read(ctx context.Context, q interface{}, stale bool) (interface{}, error) {
 	if stale {
@@ -542,10 +629,28 @@ func (m *member) read(ctx context.Context, q interface{}, stale bool) (interface
 	rctx, cancel := context.WithTimeout(ctx, m.opts.ProposalTimeout)
 	defer cancel()
 	backoff := 5 * time.Millisecond
+	// A ReadIndex request a follower forwards to the leader is not
+	// retransmitted when the message is lost (as happens while a restarted
+	// member's connections are being set up): one attempt would wait out
+	// the whole timeout. Reads are idempotent, so each attempt is bounded
+	// (one election timeout, doubling, so that a member with a long apply
+	// backlog still gets there) and a timed-out attempt is retried.
+	attempt := m.opts.ElectionTimeout
 	for {
-		v, err := m.nh.SyncRead(rctx, shardID, q)
+		actx, acancel := context.WithTimeout(rctx, attempt)
+		v, err := m.nh.SyncRead(actx, shardID, q)
+		acancel()
 		if err == nil {
 			return v, nil
+		}
+		// Dragonboat may report the attempt's timeout a little before its
+		// context expires. Retry only while a useful remainder is left
+		// (below a few ticks Dragonboat refuses the timeout as too small).
+		if errors.Is(err, dragonboat.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+			if dl, ok := rctx.Deadline(); ok && time.Until(dl) > 4*TickInterval && rctx.Err() == nil {
+				attempt *= 2
+				continue
+			}
 		}
 		if retryable(err) && rctx.Err() == nil {
 			select {

@@ -117,9 +117,17 @@ func (p *Provider) Close() error {
 		clients = append(clients, c)
 	}
 	m.mu.Unlock()
+	// Each Close may wait (bounded) for its best-effort records: close the
+	// clients together so that the waits overlap.
+	var wg sync.WaitGroup
 	for _, c := range clients {
-		c.Close()
+		wg.Add(1)
+		go func(c *Client) {
+			defer wg.Done()
+			c.Close()
+		}(c)
 	}
+	wg.Wait()
 	m.close()
 	return nil
 }
