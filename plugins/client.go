@@ -454,6 +454,11 @@ func (c *Client) SessionEvents(ctx context.Context) (<-chan core.SessionEvent, e
 // Campaign campaigns in the plugin. See core.Elector. Cancelling ctx
 // before election withdraws the candidacy in the plugin.
 func (c *Client) Campaign(ctx context.Context, cand core.Candidate) (core.Leadership, error) {
+	// An already ended ctx must elect nobody: the stream's own context is
+	// only cancelled by an AfterFunc, which would race with the request.
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("campaign: %w", err)
+	}
 	r, err := c.current()
 	if err != nil {
 		return nil, err
