@@ -272,6 +272,9 @@ func TestLosingLeadershipStopsServing(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	testutil.WaitFor(t, 5*time.Second, "a leads", a.IsLeader)
 	b := startCoordinator(t, s)
+	// b must be queued before a's session ends, or a's next session could
+	// campaign first and win again.
+	testutil.WaitFor(t, 5*time.Second, "b's candidacy", func() bool { return s.Waiting() >= 1 })
 	aClient := <-clients
 	changed := a.RoleChanged()
 	if err := aClient.ExpireSession(context.Background()); err != nil {

@@ -219,3 +219,12 @@ func (b *Backend) ObserveLeader(ctx context.Context) (<-chan core.LeaderInfo, er
 	}()
 	return ch, nil
 }
+
+// Waiting returns how many candidates are queued behind the leader (or
+// waiting with no leader): a test hook, so a test can know a candidacy has
+// registered before it ends the current leadership.
+func (s *Store) Waiting() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
+}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -28,7 +29,14 @@ func brokenPlugin(t *testing.T) string {
 			brokenErr = err
 			return
 		}
-		brokenPath = filepath.Join(t.TempDir(), "metaplane-backend-broken")
+		// Built once per test process, so not into a test's TempDir (gone
+		// when that test ends, while -count=N runs the tests again).
+		binDir, err := os.MkdirTemp("", "metaplane-cli-test-")
+		if err != nil {
+			brokenErr = err
+			return
+		}
+		brokenPath = filepath.Join(binDir, "metaplane-backend-broken")
 		out, err := exec.Command("go", "build", "-o", brokenPath, dir).CombinedOutput()
 		if err != nil {
 			brokenErr = err
