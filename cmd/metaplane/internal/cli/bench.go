@@ -2,10 +2,8 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/metaplane/metaplane/bench"
@@ -47,19 +45,8 @@ func runBench(ctx context.Context, env *Env, args []string) int {
 	rows := fs.String("rows", "", "run only the rows whose id starts with one of these comma-separated `PREFIXES` (e.g. store.,ids.)")
 	binDir := fs.String("bin-dir", "", "directory holding the metaplane-backend-<name> plugins (default: beside this binary, then ./bin)")
 	verbose := fs.Bool("v", false, "print progress to stderr")
-	fs.Usage = func() {
-		io.WriteString(env.Stderr, benchUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
-		}
-		return ExitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(env.Stderr, "metaplane bench: unexpected argument %q\n", fs.Arg(0))
-		return ExitUsage
+	if code, ok := parseFlags(env, fs, "metaplane bench", benchUsage, args); !ok {
+		return code
 	}
 
 	if *chartFrom != "" {

@@ -5,6 +5,8 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -83,4 +85,26 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-14s %s\n", n, commands[n].Summary)
 	}
+}
+
+// parseFlags is every verb's flag parsing: it prints usage (the verb's text,
+// then its flags) on -h, parses args and refuses positional arguments. It
+// returns ok=false with the exit code to return when the verb must stop:
+// ExitOK after -h, ExitUsage on a bad flag or an unexpected argument.
+func parseFlags(env *Env, fs *flag.FlagSet, name, usage string, args []string) (code int, ok bool) {
+	fs.Usage = func() {
+		io.WriteString(env.Stderr, usage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK, false
+		}
+		return ExitUsage, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(env.Stderr, "%s: unexpected argument %q\n", name, fs.Arg(0))
+		return ExitUsage, false
+	}
+	return ExitOK, true
 }

@@ -64,19 +64,8 @@ func runConfigValidate(env *Env, args []string) int {
 	cf := AddConfigFlags(fs)
 	asJSON := fs.Bool("json", false, "print the result as a JSON object")
 	observer := fs.Bool("observer", false, "check as a tablet server (observer) would: skip the rules that only concern a Raft voter")
-	fs.Usage = func() {
-		io.WriteString(env.Stderr, configUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
-		}
-		return ExitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(env.Stderr, "metaplane config validate: unexpected argument %q\n", fs.Arg(0))
-		return ExitUsage
+	if code, ok := parseFlags(env, fs, "metaplane config validate", configUsage, args); !ok {
+		return code
 	}
 	opts := cf.LoadOptions()
 	opts.Observer = *observer

@@ -76,19 +76,8 @@ func runConformance(ctx context.Context, env *Env, args []string) int {
 	})
 	list := fs.Bool("list", false, "list the properties (name, what it needs, what it checks) and exit; no --plugin needed")
 	cf := AddConfigFlags(fs)
-	fs.Usage = func() {
-		io.WriteString(env.Stderr, conformanceUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
-		}
-		return ExitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(env.Stderr, "metaplane conformance: unexpected argument %q\n", fs.Arg(0))
-		return ExitUsage
+	if code, ok := parseFlags(env, fs, "metaplane conformance", conformanceUsage, args); !ok {
+		return code
 	}
 	if *list {
 		return listProperties(env, *run, *asJSON)

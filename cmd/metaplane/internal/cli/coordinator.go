@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -86,19 +85,8 @@ func runCoordinator(ctx context.Context, env *Env, args []string) int {
 	fs.SetOutput(env.Stderr)
 	cf := AddConfigFlags(fs)
 	pluginPath := fs.String("plugin", "", "run this backend plugin binary instead of metaplane-backend-<backend> from metadata.backend.plugin.dir")
-	fs.Usage = func() {
-		io.WriteString(env.Stderr, coordinatorUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
-		}
-		return ExitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(env.Stderr, "metaplane coordinator: unexpected argument %q\n", fs.Arg(0))
-		return ExitUsage
+	if code, ok := parseFlags(env, fs, "metaplane coordinator", coordinatorUsage, args); !ok {
+		return code
 	}
 	cfg, err := core.LoadConfig(cf.LoadOptions())
 	if err != nil {

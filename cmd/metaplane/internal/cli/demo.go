@@ -128,15 +128,8 @@ func runDemo(ctx context.Context, env *Env, args []string) int {
 	fs.SetOutput(env.Stderr)
 	keep := fs.Bool("keep", false, "keep the data and logs directory")
 	timeout := fs.Duration("timeout", 3*time.Minute, "give up after this long")
-	fs.Usage = func() {
-		io.WriteString(env.Stderr, demoUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
-		}
-		return ExitUsage
+	if code, ok := parseFlags(env, fs, "metaplane demo", demoUsage, args); !ok {
+		return code
 	}
 	exe, err := os.Executable()
 	if err != nil {

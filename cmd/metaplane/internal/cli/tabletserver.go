@@ -2,10 +2,8 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 
@@ -41,19 +39,8 @@ func runTabletServer(ctx context.Context, env *Env, args []string) int {
 	listen := fs.String("listen", "127.0.0.1:0", "where the tablet service listens, `host:port` (port 0: any free port)")
 	rack := fs.String("rack", "", "the rack to register")
 	pluginPath := fs.String("plugin", "", "on ZooKeeper: run this backend plugin binary instead of metaplane-backend-zookeeper")
-	fs.Usage = func() {
-		io.WriteString(env.Stderr, tabletServerUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
-		}
-		return ExitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(env.Stderr, "metaplane tablet-server: unexpected argument %q\n", fs.Arg(0))
-		return ExitUsage
+	if code, ok := parseFlags(env, fs, "metaplane tablet-server", tabletServerUsage, args); !ok {
+		return code
 	}
 	opts := cf.LoadOptions()
 	opts.Observer = true
