@@ -330,18 +330,7 @@ func (b *Backend) SessionEvents(ctx context.Context) (<-chan core.SessionEvent, 
 	ch := make(chan core.SessionEvent, 16)
 	b.subs[ch] = struct{}{}
 	b.s.mu.Unlock()
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-b.done:
-		}
-		b.s.mu.Lock()
-		if _, ok := b.subs[ch]; ok {
-			delete(b.subs, ch)
-			close(ch)
-		}
-		b.s.mu.Unlock()
-	}()
+	go unsubscribeWhenDone(ctx, b, b.subs, ch)
 	return ch, nil
 }
 
@@ -458,4 +447,20 @@ func (b *Backend) Close() error {
 	delete(s.clients, b)
 	close(b.done)
 	return nil
+}
+
+// unsubscribeWhenDone waits until ctx ends or the client closes, then
+// removes ch from subs and closes it (unless the client's close already
+// did). subs is guarded by the store's mutex.
+func unsubscribeWhenDone[T any](ctx context.Context, b *Backend, subs map[chan T]struct{}, ch chan T) {
+	select {
+	case <-ctx.Done():
+	case <-b.done:
+	}
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	if _, ok := subs[ch]; ok {
+		delete(subs, ch)
+		close(ch)
+	}
 }

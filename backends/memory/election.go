@@ -205,18 +205,7 @@ func (b *Backend) ObserveLeader(ctx context.Context) (<-chan core.LeaderInfo, er
 		ch <- core.LeaderInfo{ID: l.cand.ID, Address: l.cand.Address, Epoch: l.lead.epoch}
 	}
 	b.s.mu.Unlock()
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-b.done:
-		}
-		b.s.mu.Lock()
-		if _, ok := b.observers[ch]; ok {
-			delete(b.observers, ch)
-			close(ch)
-		}
-		b.s.mu.Unlock()
-	}()
+	go unsubscribeWhenDone(ctx, b, b.observers, ch)
 	return ch, nil
 }
 
