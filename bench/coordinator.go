@@ -9,6 +9,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/catalog"
@@ -26,7 +27,7 @@ const benchTabletServers = 3
 // coordinator builds its own, for the image-read row.
 type coordRig struct {
 	srv    *coordinator.Server
-	client *coordinator.Client
+	client *adminclient.Client
 	admin  *adminClient
 	cancel context.CancelFunc
 	served chan error
@@ -109,7 +110,7 @@ func startCoordinator(ctx context.Context, env *runEnv, s *System) (*coordRig, e
 			return nil, fmt.Errorf("coordinator not leader after %v", initialElectionBound)
 		}
 	}
-	r.client, err = coordinator.NewClient([]string{ln.Addr().String()})
+	r.client, err = adminclient.NewClient([]string{ln.Addr().String()})
 	if err != nil {
 		r.Close()
 		return nil, err
@@ -177,7 +178,7 @@ func (r *coordRig) Close() error {
 
 // adminClient is AdminAPI over the admin gRPC API.
 type adminClient struct {
-	c *coordinator.Client
+	c *adminclient.Client
 }
 
 func (a *adminClient) do(ctx context.Context, call func(ctx context.Context, c adminv1.AdminServiceClient) error) error {

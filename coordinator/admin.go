@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/catalog"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
@@ -109,7 +110,7 @@ func (a *adminService) CreateTable(ctx context.Context, r *adminv1.CreateTableRe
 	}
 	spec, err := SpecFromDescriptor(r.Descriptor_)
 	if err != nil {
-		return nil, ToStatus(fmt.Errorf("create table %s.%s: %w", r.Database, r.Table, err))
+		return nil, adminclient.ToStatus(fmt.Errorf("create table %s.%s: %w", r.Database, r.Table, err))
 	}
 	info, err := l.cat.CreateTable(ctx, r.Database, r.Table, spec, r.IgnoreIfExists)
 	if err != nil {
@@ -319,11 +320,11 @@ func (a *adminService) GetServerTags(ctx context.Context, r *adminv1.GetServerTa
 
 func (a *adminService) GetLeader(ctx context.Context, r *adminv1.GetLeaderRequest) (*adminv1.GetLeaderResponse, error) {
 	li := a.s.currentLeader()
-	out := &adminv1.GetLeaderResponse{ThisId: a.s.id, ThisAddress: HostPort(a.s.addr), IsLeader: a.s.IsLeader()}
+	out := &adminv1.GetLeaderResponse{ThisId: a.s.id, ThisAddress: adminclient.HostPort(a.s.addr), IsLeader: a.s.IsLeader()}
 	if l := a.s.leader.Load(); l != nil && !l.lost() {
 		li = core.LeaderInfo{ID: a.s.id, Address: a.s.addr, Epoch: l.lead.Epoch()}
 	}
-	out.LeaderId, out.LeaderAddress, out.Epoch = li.ID, HostPort(li.Address), li.Epoch
+	out.LeaderId, out.LeaderAddress, out.Epoch = li.ID, adminclient.HostPort(li.Address), li.Epoch
 	if ref := a.s.backend.Load(); ref != nil {
 		out.Backend = ref.b.Capabilities().Name
 	}

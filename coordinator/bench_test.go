@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
@@ -15,7 +16,7 @@ import (
 
 // benchCoordinator starts an in-process coordinator on the memory backend
 // with db.t (100 partitions) and returns a client of it.
-func benchCoordinator(b *testing.B) *coordinator.Client {
+func benchCoordinator(b *testing.B) *adminclient.Client {
 	s := memory.NewStore(memory.StoreOptions{})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -35,7 +36,7 @@ func benchCoordinator(b *testing.B) *coordinator.Client {
 			b.Fatal("no leader")
 		}
 	}
-	c, err := coordinator.NewClient([]string{l.Addr().String()})
+	c, err := adminclient.NewClient([]string{l.Addr().String()})
 	if err != nil {
 		b.Fatal(err)
 	}

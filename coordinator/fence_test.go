@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/backends/raft"
 	"github.com/metaplane/metaplane/backends/zookeeper"
@@ -265,11 +266,11 @@ func staleLeaderScenario(t *testing.T, open fenceStore) {
 		wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
 		err := w.call(wctx)
 		wcancel()
-		d := coordinator.DetailOf(err)
-		if d == nil || d.Code != coordinator.CodeNotLeader || d.FlussErrorCode != coordinator.FlussNotCoordinatorLeader {
+		d := adminclient.DetailOf(err)
+		if d == nil || d.Code != adminclient.CodeNotLeader || d.FlussErrorCode != adminclient.FlussNotCoordinatorLeader {
 			t.Fatalf("%s on the stale leader: got %v (detail %+v), want NOT_LEADER (65)", w.name, err, d)
 		}
-		if d.LeaderAddress != "" && coordinator.HostPort(d.LeaderAddress) != b.addr {
+		if d.LeaderAddress != "" && adminclient.HostPort(d.LeaderAddress) != b.addr {
 			t.Errorf("%s on the stale leader redirects to %s, want the new leader %s", w.name, d.LeaderAddress, b.addr)
 		}
 		f := ga.failures()[n:]
@@ -320,7 +321,7 @@ func staleLeaderScenario(t *testing.T, open fenceStore) {
 	testutil.WaitFor(t, 10*time.Second, "the old leader names the new one", func() bool {
 		_, err := aAdmin.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "stale"})
 		var ok bool
-		addr, ok = coordinator.NotLeaderAddress(err)
+		addr, ok = adminclient.NotLeaderAddress(err)
 		return ok && addr == b.addr
 	})
 	names, err := dialAdmin(t, b.addr).ListDatabases(ctx, &adminv1.ListDatabasesRequest{})

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/metaplane/metaplane/coordinator"
+	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/internal/testutil"
 	"github.com/metaplane/metaplane/internal/zktest"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
@@ -204,7 +204,7 @@ func haScenario(t *testing.T, bin string, common []string, b haBackend) {
 		coordArgs[clients[i]] = args
 		coords[clients[i]] = startProc(t, fmt.Sprintf("coordinator-%d", i+1), bin, args...)
 	}
-	client, err := coordinator.NewClient(clients)
+	client, err := adminclient.NewClient(clients)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func haScenario(t *testing.T, bin string, common []string, b haBackend) {
 			rest = append(rest, c)
 		}
 	}
-	client2, err := coordinator.NewClient(rest)
+	client2, err := adminclient.NewClient(rest)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,21 +300,21 @@ func haScenario(t *testing.T, bin string, common []string, b haBackend) {
 	if err == nil {
 		t.Fatal("the old leader accepted a write after a new leader was elected")
 	}
-	t.Logf("%s: old leader's write refused: %v", b.name, coordinator.FromStatus(err))
+	t.Logf("%s: old leader's write refused: %v", b.name, adminclient.FromStatus(err))
 	// The refusal must be the leadership's (NOT_LEADER, the original's
 	// error 65, or FENCED): a timeout or an unavailable backend would leave
 	// the write's fate unknown and prove nothing. The backend's fence
 	// itself is exercised by TestStaleLeaderWritesAreFenced, where the old
 	// leader has not yet noticed its loss.
-	switch d := coordinator.DetailOf(err); {
-	case d != nil && d.Code == coordinator.CodeNotLeader:
-		if d.FlussErrorCode != coordinator.FlussNotCoordinatorLeader {
-			t.Fatalf("old leader's NOT_LEADER carries error code %d, want %d", d.FlussErrorCode, coordinator.FlussNotCoordinatorLeader)
+	switch d := adminclient.DetailOf(err); {
+	case d != nil && d.Code == adminclient.CodeNotLeader:
+		if d.FlussErrorCode != adminclient.FlussNotCoordinatorLeader {
+			t.Fatalf("old leader's NOT_LEADER carries error code %d, want %d", d.FlussErrorCode, adminclient.FlussNotCoordinatorLeader)
 		}
-		if d.LeaderAddress != "" && coordinator.HostPort(d.LeaderAddress) != second.LeaderAddress {
+		if d.LeaderAddress != "" && adminclient.HostPort(d.LeaderAddress) != second.LeaderAddress {
 			t.Fatalf("old leader redirects to %s, want the new leader %s", d.LeaderAddress, second.LeaderAddress)
 		}
-	case d != nil && d.Code == coordinator.CodeFenced:
+	case d != nil && d.Code == adminclient.CodeFenced:
 	default:
 		t.Fatalf("old leader's write refused with %v (detail %+v), want NOT_LEADER or FENCED", err, d)
 	}
@@ -357,13 +357,13 @@ func haScenario(t *testing.T, bin string, common []string, b haBackend) {
 	for _, addr := range servers {
 		tc := dialTablet(t, addr)
 		_, err := tc.NotifyLeaderAndIsr(ctx, &adminv1.NotifyLeaderAndIsrRequest{CoordinatorEpoch: first.Epoch, CoordinatorId: first.LeaderId})
-		if d := coordinator.DetailOf(err); d == nil || d.Code != coordinator.CodeInvalidCoordinator {
+		if d := adminclient.DetailOf(err); d == nil || d.Code != adminclient.CodeInvalidCoordinator {
 			t.Fatalf("tablet %s accepted the old epoch %d: %v", addr, first.Epoch, err)
 		}
 	}
 }
 
-func waitServingLeader(t *testing.T, ctx context.Context, c *coordinator.Client, notID string) *adminv1.GetLeaderResponse {
+func waitServingLeader(t *testing.T, ctx context.Context, c *adminclient.Client, notID string) *adminv1.GetLeaderResponse {
 	t.Helper()
 	var leader *adminv1.GetLeaderResponse
 	testutil.WaitFor(t, 60*time.Second, "a serving leader", func() bool {
@@ -386,14 +386,14 @@ func waitServingLeader(t *testing.T, ctx context.Context, c *coordinator.Client,
 	return leader
 }
 
-func waitTablets(t *testing.T, ctx context.Context, c *coordinator.Client, want int) {
+func waitTablets(t *testing.T, ctx context.Context, c *adminclient.Client, want int) {
 	t.Helper()
 	testutil.WaitFor(t, 60*time.Second, fmt.Sprintf("%d tablet servers registered", want), func() bool {
 		return len(listTablets(ctx, c)) == want
 	})
 }
 
-func listTablets(ctx context.Context, c *coordinator.Client) []*adminv1.TabletServer {
+func listTablets(ctx context.Context, c *adminclient.Client) []*adminv1.TabletServer {
 	var out []*adminv1.TabletServer
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -407,10 +407,10 @@ func listTablets(ctx context.Context, c *coordinator.Client) []*adminv1.TabletSe
 	return out
 }
 
-func tabletAddrs(t *testing.T, ctx context.Context, c *coordinator.Client) []string {
+func tabletAddrs(t *testing.T, ctx context.Context, c *adminclient.Client) []string {
 	var out []string
 	for _, s := range listTablets(ctx, c) {
-		out = append(out, coordinator.HostPort(s.Listeners))
+		out = append(out, adminclient.HostPort(s.Listeners))
 	}
 	if len(out) != 2 {
 		t.Fatalf("tablet servers: %v", out)
@@ -478,14 +478,14 @@ func checkMetrics(t *testing.T, p *proc, backend string) {
 
 // checkTabletRPCs: on ZooKeeper the tablet-server RPCs answer
 // UNIMPLEMENTED with a message saying why; on Raft they are served.
-func checkTabletRPCs(t *testing.T, ctx context.Context, c *coordinator.Client, backend string) {
+func checkTabletRPCs(t *testing.T, ctx context.Context, c *adminclient.Client, backend string) {
 	t.Helper()
 	err := c.Tablets(ctx, func(ctx context.Context, tc adminv1.TabletServerServiceClient) error {
 		_, err := tc.FetchMetadataSnapshot(ctx, &adminv1.FetchMetadataSnapshotRequest{})
 		return err
 	})
 	if backend == "zookeeper" {
-		if !errors.Is(err, coordinator.ErrUnimplemented) || !strings.Contains(err.Error(), "tablet servers register in ZooKeeper") {
+		if !errors.Is(err, adminclient.ErrUnimplemented) || !strings.Contains(err.Error(), "tablet servers register in ZooKeeper") {
 			t.Errorf("tablet-server RPC on ZooKeeper: got %v, want UNIMPLEMENTED", err)
 		}
 		return

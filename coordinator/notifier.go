@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/core/catalog"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
@@ -100,7 +101,7 @@ func (s *Server) notifyOnce(ctx context.Context, l *leaderState, conns map[strin
 		if prev, ok := sent[ts.ID]; ok && prev == sum {
 			continue
 		}
-		addr := HostPort(ts.Registration.Listeners)
+		addr := adminclient.HostPort(ts.Registration.Listeners)
 		cc, ok := conns[addr]
 		if !ok {
 			cc, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -113,7 +114,7 @@ func (s *Server) notifyOnce(ctx context.Context, l *leaderState, conns map[strin
 		_, err := adminv1.NewTabletServiceClient(cc).NotifyLeaderAndIsr(cctx, req)
 		cancel()
 		if err != nil {
-			if d := DetailOf(err); d != nil && d.Code == CodeInvalidCoordinator {
+			if d := adminclient.DetailOf(err); d != nil && d.Code == adminclient.CodeInvalidCoordinator {
 				s.log.Warn("tablet server refused this coordinator's epoch: a newer leader exists", "tablet_server", ts.ID,
 					"epoch", l.lead.Epoch(), "tablet_epoch", d.CoordinatorEpoch)
 				sent[ts.ID] = sum

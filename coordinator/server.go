@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/catalog"
 	"github.com/metaplane/metaplane/core/image"
@@ -417,7 +418,7 @@ func (s *Server) serving() (*leaderState, error) {
 	if li.ID == s.id {
 		li = core.LeaderInfo{} // stale: we just lost it
 	}
-	return nil, ToStatus(&core.NotLeaderError{LeaderID: li.ID, LeaderAddress: li.Address})
+	return nil, adminclient.ToStatus(&core.NotLeaderError{LeaderID: li.ID, LeaderAddress: li.Address})
 }
 
 // mapErr converts a handler's error into a status, turning a backend's
@@ -432,7 +433,7 @@ func (s *Server) mapErr(err error) error {
 		if li.ID == s.id {
 			li = core.LeaderInfo{}
 		}
-		return ToStatus(&core.NotLeaderError{LeaderID: li.ID, LeaderAddress: li.Address})
+		return adminclient.ToStatus(&core.NotLeaderError{LeaderID: li.ID, LeaderAddress: li.Address})
 	}
-	return ToStatus(err)
+	return adminclient.ToStatus(err)
 }

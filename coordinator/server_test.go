@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
@@ -58,8 +59,8 @@ func (n *node) stop() {
 	n.done <- nil // idempotent for a second stop
 }
 
-func newClient(t *testing.T, addrs ...string) *coordinator.Client {
-	c, err := coordinator.NewClient(addrs)
+func newClient(t *testing.T, addrs ...string) *adminclient.Client {
+	c, err := adminclient.NewClient(addrs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,13 +86,13 @@ func TestLeaderServesStandbyRedirects(t *testing.T) {
 	var nl *core.NotLeaderError
 	testutil.WaitFor(t, 5*time.Second, "standby names the leader", func() bool {
 		_, err = adminv1.NewAdminServiceClient(cc).ListDatabases(ctx, &adminv1.ListDatabasesRequest{})
-		err = coordinator.FromStatus(err)
-		return errors.As(err, &nl) && coordinator.HostPort(nl.LeaderAddress) == a.addr
+		err = adminclient.FromStatus(err)
+		return errors.As(err, &nl) && adminclient.HostPort(nl.LeaderAddress) == a.addr
 	})
-	if d := coordinator.DetailOf(func() error {
+	if d := adminclient.DetailOf(func() error {
 		_, err := adminv1.NewAdminServiceClient(cc).CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "x"})
 		return err
-	}()); d == nil || d.Code != coordinator.CodeNotLeader || d.FlussErrorCode != 65 {
+	}()); d == nil || d.Code != adminclient.CodeNotLeader || d.FlussErrorCode != 65 {
 		t.Fatalf("standby write: detail %+v", d)
 	}
 
@@ -295,7 +296,7 @@ func TestLosingLeadershipStopsServing(t *testing.T) {
 	}
 	defer cc.Close()
 	_, err = adminv1.NewAdminServiceClient(cc).CreateDatabase(context.Background(), &adminv1.CreateDatabaseRequest{Name: "x"})
-	if _, ok := coordinator.NotLeaderAddress(err); !ok {
+	if _, ok := adminclient.NotLeaderAddress(err); !ok {
 		t.Fatalf("old leader's answer: %v, want NOT_LEADER", err)
 	}
 	if b.srv.Epoch() <= 0 {
@@ -357,11 +358,11 @@ func TestStandbyRefusesEveryAdminMethod(t *testing.T) {
 				}
 				return
 			}
-			d := coordinator.DetailOf(err)
-			if d == nil || d.Code != coordinator.CodeNotLeader || d.FlussErrorCode != coordinator.FlussNotCoordinatorLeader {
+			d := adminclient.DetailOf(err)
+			if d == nil || d.Code != adminclient.CodeNotLeader || d.FlussErrorCode != adminclient.FlussNotCoordinatorLeader {
 				t.Fatalf("got %v (detail %+v), want NOT_LEADER (65)", err, d)
 			}
-			if coordinator.HostPort(d.LeaderAddress) != a.addr {
+			if adminclient.HostPort(d.LeaderAddress) != a.addr {
 				t.Fatalf("NOT_LEADER names %q, want the leader %s", d.LeaderAddress, a.addr)
 			}
 		})

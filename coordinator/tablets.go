@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/catalog"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
@@ -67,10 +68,10 @@ func (t *tabletServerService) RegisterTabletServer(ctx context.Context, r *admin
 		return nil, err
 	}
 	if r.ServerId < 0 {
-		return nil, ToStatus(fmt.Errorf("%w: tablet server id %d is negative", core.ErrInvalidArgument, r.ServerId))
+		return nil, adminclient.ToStatus(fmt.Errorf("%w: tablet server id %d is negative", core.ErrInvalidArgument, r.ServerId))
 	}
 	if r.Listeners == "" {
-		return nil, ToStatus(fmt.Errorf("%w: tablet server %d: listeners are required", core.ErrInvalidArgument, r.ServerId))
+		return nil, adminclient.ToStatus(fmt.Errorf("%w: tablet server %d: listeners are required", core.ErrInvalidArgument, r.ServerId))
 	}
 	lm := l.b.(core.LeaseManager)
 	ttl := t.s.opts.TabletServerSessionTimeout
@@ -113,7 +114,7 @@ func (t *tabletServerService) RegisterTabletServer(ctx context.Context, r *admin
 			CoordinatorEpoch: l.lead.Epoch()}, nil
 	}
 	lm.RevokeLease(context.WithoutCancel(ctx), lease, l.lead.Fence())
-	return nil, ToStatus(fmt.Errorf("%w: tablet server %d: registration kept changing; retry", core.ErrUnavailable, r.ServerId))
+	return nil, adminclient.ToStatus(fmt.Errorf("%w: tablet server %d: registration kept changing; retry", core.ErrUnavailable, r.ServerId))
 }
 
 // TabletServerHeartbeat renews a tablet server's lease.
@@ -135,7 +136,7 @@ func (t *tabletServerService) FetchMetadata(ctx context.Context, r *adminv1.Fetc
 		return nil, err
 	}
 	if r.FromOffset < 1 {
-		return nil, ToStatus(fmt.Errorf("%w: fetch from offset %d: take a metadata snapshot first", core.ErrCompacted, r.FromOffset))
+		return nil, adminclient.ToStatus(fmt.Errorf("%w: fetch from offset %d: take a metadata snapshot first", core.ErrCompacted, r.FromOffset))
 	}
 	wait := t.s.opts.MetadataStreamMaxWait
 	if r.MaxWaitMs > 0 && time.Duration(r.MaxWaitMs)*time.Millisecond < wait {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
@@ -128,7 +129,7 @@ func TestFetchMetadataAfterCompaction(t *testing.T) {
 	addr := l.Addr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	client, err := coordinator.NewClient([]string{addr})
+	client, err := adminclient.NewClient([]string{addr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +179,7 @@ func TestFetchMetadataAfterCompaction(t *testing.T) {
 	createDB("b")
 	s.Compact(s.Revision())
 	_, raw, err := fetch(from)
-	if d := coordinator.DetailOf(raw); d == nil || d.Code != coordinator.CodeOffsetCompacted {
+	if d := adminclient.DetailOf(raw); d == nil || d.Code != adminclient.CodeOffsetCompacted {
 		t.Fatalf("fetch from %d after compaction to %d: got %v, want OFFSET_COMPACTED", from, s.CompactedRevision(), raw)
 	}
 	if !errors.Is(err, core.ErrCompacted) {

@@ -26,7 +26,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/metaplane/metaplane/coordinator"
+	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/catalog"
 	"github.com/metaplane/metaplane/core/image"
@@ -152,7 +152,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	}()
 	var wg sync.WaitGroup
 	if len(s.opts.Seeds) > 0 {
-		client, err := coordinator.NewClient(s.opts.Seeds)
+		client, err := adminclient.NewClient(s.opts.Seeds)
 		if err != nil {
 			s.grpc.Stop()
 			return err
@@ -180,7 +180,7 @@ func (s *Server) Serve(ctx context.Context) error {
 
 // registerLoop registers through the coordinator leader and heartbeats,
 // re-registering when the lease is gone.
-func (s *Server) registerLoop(ctx context.Context, c *coordinator.Client) {
+func (s *Server) registerLoop(ctx context.Context, c *adminclient.Client) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		var reg *adminv1.RegisterTabletServerResponse
@@ -219,7 +219,7 @@ func (s *Server) registerLoop(ctx context.Context, c *coordinator.Client) {
 
 // heartbeat renews the lease every interval until it is gone (or ctx
 // ends).
-func (s *Server) heartbeat(ctx context.Context, c *coordinator.Client, lease int64, interval, timeout time.Duration) {
+func (s *Server) heartbeat(ctx context.Context, c *adminclient.Client, lease int64, interval, timeout time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	lastOK := time.Now()
@@ -402,7 +402,7 @@ func (t *tabletService) NotifyLeaderAndIsr(ctx context.Context, r *adminv1.Notif
 	if !s.observeEpoch(r.CoordinatorEpoch) {
 		highest := s.epoch.Load()
 		s.log.Warn("refused a request from a stale coordinator", "epoch", r.CoordinatorEpoch, "highest", highest, "coordinator", r.CoordinatorId)
-		return nil, coordinator.ToStatus(&coordinator.InvalidCoordinatorError{Got: r.CoordinatorEpoch, Highest: highest})
+		return nil, adminclient.ToStatus(&adminclient.InvalidCoordinatorError{Got: r.CoordinatorEpoch, Highest: highest})
 	}
 	s.mu.Lock()
 	for _, b := range r.Buckets {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
@@ -72,12 +73,12 @@ func TestCoordinatorEpochFencing(t *testing.T) {
 		t.Fatalf("epoch 5: %v", err)
 	}
 	err = notify(3)
-	d := coordinator.DetailOf(err)
-	if d == nil || d.Code != coordinator.CodeInvalidCoordinator || d.FlussErrorCode != 23 || d.CoordinatorEpoch != 5 {
+	d := adminclient.DetailOf(err)
+	if d == nil || d.Code != adminclient.CodeInvalidCoordinator || d.FlussErrorCode != 23 || d.CoordinatorEpoch != 5 {
 		t.Fatalf("epoch 3 after 5: got %v (detail %+v), want INVALID_COORDINATOR naming 5", err, d)
 	}
-	if !errors.Is(coordinator.FromStatus(err), coordinator.ErrInvalidCoordinator) {
-		t.Fatalf("FromStatus: %v", coordinator.FromStatus(err))
+	if !errors.Is(adminclient.FromStatus(err), adminclient.ErrInvalidCoordinator) {
+		t.Fatalf("FromStatus: %v", adminclient.FromStatus(err))
 	}
 	if ts.Epoch() != 5 {
 		t.Fatalf("a refused request changed the epoch: %d", ts.Epoch())
@@ -146,7 +147,7 @@ func TestRaftModeFollowsAndSurvivesFailover(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	client, _ := coordinator.NewClient([]string{a.addr, b.addr})
+	client, _ := adminclient.NewClient([]string{a.addr, b.addr})
 	defer client.Close()
 	if err := client.Admin(ctx, func(ctx context.Context, c adminv1.AdminServiceClient) error {
 		if _, err := c.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "db"}); err != nil {
@@ -189,7 +190,7 @@ func TestRaftModeFollowsAndSurvivesFailover(t *testing.T) {
 	})
 	// The old leader's epoch is refused now.
 	_, err = tc.NotifyLeaderAndIsr(ctx, &adminv1.NotifyLeaderAndIsrRequest{CoordinatorEpoch: first})
-	if d := coordinator.DetailOf(err); d == nil || d.Code != coordinator.CodeInvalidCoordinator {
+	if d := adminclient.DetailOf(err); d == nil || d.Code != adminclient.CodeInvalidCoordinator {
 		t.Fatalf("stale epoch after failover: %v", err)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/metaplane/metaplane/coordinator"
+	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/core"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
@@ -18,7 +18,7 @@ import (
 // nil interface makes every other method panic.
 type rpcSource struct {
 	core.MetadataBackend
-	c   *coordinator.Client
+	c   *adminclient.Client
 	log *slog.Logger
 }
 

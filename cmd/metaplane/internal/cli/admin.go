@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/metaplane/metaplane/coordinator"
+	"github.com/metaplane/metaplane/adminclient"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
@@ -38,7 +38,7 @@ type adminVerb struct {
 type adminCtx struct {
 	ctx    context.Context
 	env    *Env
-	client *coordinator.Client
+	client *adminclient.Client
 	json   bool
 }
 
@@ -625,7 +625,7 @@ func runAdmin(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "%s: want %d argument(s) %s, got %d\n", prog, verb.npos, verb.args, len(pos))
 		return ExitUsage
 	}
-	client, err := coordinator.NewClient(splitList(*bootstrap))
+	client, err := adminclient.NewClient(splitList(*bootstrap))
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "%s: --bootstrap-servers: %v\n", prog, err)
 		return ExitUsage

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/metaplane/metaplane/coordinator"
+	"github.com/metaplane/metaplane/adminclient"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
@@ -201,7 +201,7 @@ func (d *demo) run(ctx context.Context) error {
 		}
 		procs[seeds[i]] = p
 	}
-	client, err := coordinator.NewClient(seeds)
+	client, err := adminclient.NewClient(seeds)
 	if err != nil {
 		return err
 	}
@@ -265,7 +265,7 @@ func (d *demo) run(ctx context.Context) error {
 			remaining = append(remaining, s)
 		}
 	}
-	client2, err := coordinator.NewClient(remaining)
+	client2, err := adminclient.NewClient(remaining)
 	if err != nil {
 		return err
 	}
@@ -308,7 +308,7 @@ func short(id string) string {
 }
 
 // waitLeader waits until a leader other than notID is known.
-func (d *demo) waitLeader(ctx context.Context, c *coordinator.Client, notID string) (*adminv1.GetLeaderResponse, error) {
+func (d *demo) waitLeader(ctx context.Context, c *adminclient.Client, notID string) (*adminv1.GetLeaderResponse, error) {
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		r, err := c.GetLeader(cctx)
@@ -331,7 +331,7 @@ func (d *demo) waitLeader(ctx context.Context, c *coordinator.Client, notID stri
 	}
 }
 
-func (d *demo) waitTablets(ctx context.Context, c *coordinator.Client, want int) ([]*adminv1.TabletServer, error) {
+func (d *demo) waitTablets(ctx context.Context, c *adminclient.Client, want int) ([]*adminv1.TabletServer, error) {
 	for {
 		var servers []*adminv1.TabletServer
 		err := c.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
@@ -356,7 +356,7 @@ func (d *demo) waitTablets(ctx context.Context, c *coordinator.Client, want int)
 // the given coordinator epoch, then prints their states.
 func (d *demo) showTablets(ctx context.Context, servers []*adminv1.TabletServer, tableID int64, epoch int64) error {
 	for _, s := range servers {
-		cc, err := grpc.NewClient(coordinator.HostPort(s.Listeners), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient(adminclient.HostPort(s.Listeners), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package coordinator
+package adminclient
 
 import (
 	"context"
@@ -106,7 +106,7 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 			c.leader = leader // "" when unknown: fall back to bootstrap
 			c.mu.Unlock()
 			if leader == "" || leader == addr {
-				if !sleep(ctx, nil, c.RetryWait) {
+				if !sleep(ctx, c.RetryWait) {
 					return ctx.Err()
 				}
 			}
@@ -116,7 +116,7 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 			c.mu.Lock()
 			c.leader = ""
 			c.mu.Unlock()
-			if next%len(c.bootstrap) == 0 && !sleep(ctx, nil, c.RetryWait) {
+			if next%len(c.bootstrap) == 0 && !sleep(ctx, c.RetryWait) {
 				return ctx.Err()
 			}
 			continue
@@ -175,4 +175,16 @@ func (c *Client) Close() error {
 	}
 	c.conns = map[string]*grpc.ClientConn{}
 	return errors.Join(errs...)
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
