@@ -8,6 +8,7 @@ import (
 
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/catalog"
+	"github.com/metaplane/metaplane/core/config"
 )
 
 // Metrics are a coordinator's Prometheus metrics. The Raft gauges carry
@@ -101,7 +102,7 @@ var roleValue = map[core.Role]float64{core.RoleUnknown: 0, core.RoleFollower: 1,
 
 func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	ref := c.s.backend.Load()
-	if ref == nil || ref.b.Capabilities().Name != core.BackendRaft {
+	if ref == nil || ref.b.Capabilities().Name != config.BackendRaft {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -12,6 +12,7 @@ import (
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/catalog"
+	"github.com/metaplane/metaplane/core/config"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
@@ -28,7 +29,7 @@ type tabletServerService struct {
 // not.
 func tabletRPCsServed(b core.MetadataBackend) error {
 	caps := b.Capabilities()
-	if caps.Name == core.BackendZooKeeper {
+	if caps.Name == config.BackendZooKeeper {
 		return status.Error(codes.Unimplemented, "the tablet-server RPCs are not served on the ZooKeeper backend: tablet servers register in ZooKeeper there (their own session and ephemeral /tabletservers/ids/<id>)")
 	}
 	if !caps.Leases || !caps.ExactHistory {

@@ -1,8 +1,13 @@
-// Package core holds metaplane's contract with its metadata backends
-// (MetadataBackend and its optional parts), the sentinel errors, path rules,
-// configuration loading and the backend selector, the typed catalog of
-// Fluss-compatible records, the coordinator's metadata image and the block
-// id allocator.
+// Package core is metaplane's contract with its metadata backends, and only
+// that: MetadataBackend and its optional parts (found with Optional), the
+// types and ops of the key space, path rules, the sentinel errors, the
+// Provider a backend offers its host, and the convenience calls built on
+// the contract (Get, Create, AllocateIDs, BlockAllocator, ...).
 //
-// core imports no backend, no plugin code and no gRPC; a test enforces it.
+// A third-party backend implements this package and nothing else. core
+// imports the standard library only; a test (internal/lint) enforces it.
+// The application's configuration, loader and backend selector live in
+// core/config; the shared typed decoder of flat settings in core/settings;
+// the typed catalog in core/catalog; the coordinator's metadata image in
+// core/image.
 package core

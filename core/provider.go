@@ -38,10 +38,14 @@ type ClientOptions struct {
 type Provider interface {
 	// Descriptor returns the backend's descriptor. It does not block.
 	Descriptor() BackendDescriptor
-	// Start opens the backend from cfg (connects to ZooKeeper, starts the
-	// Raft member, ...). It is called once, before NewClient. Errors name
-	// the configuration key at fault where there is one.
-	Start(ctx context.Context, cfg *Config) error
+	// Start opens the backend from its settings (connects to ZooKeeper,
+	// starts the Raft member, ...). It is called once, before NewClient.
+	// settings are the flat configuration keys and values (the same map that
+	// crosses the plugin wire: "zookeeper.address" -> "h:2181"; a list is
+	// comma-joined); the backend parses and validates the keys it owns and
+	// ignores the others. The map is not retained. Errors wrap
+	// ErrInvalidArgument and name the key at fault where there is one.
+	Start(ctx context.Context, settings map[string]string) error
 	// NewClient opens a client with a session of its own. Safe for
 	// concurrent use after Start. Errors: ErrUnavailable, ErrClosed,
 	// context errors.

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/config"
 )
 
 // Found is a backend plugin binary found in a plugin directory.
@@ -26,7 +27,7 @@ type Found struct {
 // it. A plugin whose descriptor's name differs from <name> is refused.
 //
 // The host feeds the third-party descriptors (ThirdParty) to
-// core.LoadConfig as LoadOptions.ExtraBackends, so that their selector
+// config.Load as LoadOptions.ExtraBackends, so that their selector
 // keys take part in backend selection, then launches the selected one by
 // name. It returns every plugin it could describe; the error joins one
 // error per plugin it could not (each naming the file). Cancelling ctx
@@ -79,11 +80,11 @@ func scan(ctx context.Context, dir string, skip func(file string) bool) ([]Found
 }
 
 // ThirdParty returns the descriptors of the found plugins that are not
-// built-in backends (core.BuiltinBackends) and declare a selector key:
-// what core.LoadOptions.ExtraBackends takes.
+// built-in backends (config.BuiltinBackends) and declare a selector key:
+// what config.LoadOptions.ExtraBackends takes.
 func ThirdParty(found []Found) []core.BackendDescriptor {
 	builtin := map[string]bool{}
-	for _, d := range core.BuiltinBackends() {
+	for _, d := range config.BuiltinBackends() {
 		builtin[d.Name] = true
 	}
 	var out []core.BackendDescriptor
@@ -98,14 +99,14 @@ func ThirdParty(found []Found) []core.BackendDescriptor {
 // DiscoverThirdParty returns the descriptors of the third-party backend
 // plugins in dir (empty: DefaultDir) that declare a selector key. Unlike
 // Discover it does not run the built-in plugins' binaries, whose
-// descriptors core already knows, so a configuration load costs one
+// descriptors core/config already knows, so a configuration load costs one
 // describe per third-party plugin only. It is what the metaplane command
-// passes to core.LoadOptions.DiscoverBackends. Errors: as Discover.
+// passes to config.LoadOptions.DiscoverBackends. Errors: as Discover.
 func DiscoverThirdParty(ctx context.Context, dir string) ([]core.BackendDescriptor, error) {
-	// The shipped plugins: core knows the selector backends' descriptors,
+	// The shipped plugins: core/config knows the selector backends' descriptors,
 	// and memory declares no selector key.
 	shipped := map[string]bool{BinaryPrefix + "memory": true}
-	for _, d := range core.BuiltinBackends() {
+	for _, d := range config.BuiltinBackends() {
 		shipped[BinaryPrefix+d.Name] = true
 	}
 	found, err := scan(ctx, dir, func(file string) bool { return shipped[file] })

@@ -24,7 +24,7 @@
 // selected backend:
 //
 //	found, _ := plugins.Discover(ctx, dir)
-//	cfg, err := core.LoadConfig(core.LoadOptions{..., ExtraBackends: plugins.ThirdParty(found)})
+//	cfg, err := config.Load(config.LoadOptions{..., ExtraBackends: plugins.ThirdParty(found)})
 //	p, err := plugins.Launch(ctx, plugins.LaunchOptions{
 //		Name:   cfg.Selected.Backend,
 //		Dir:    cfg.Metadata.Backend.PluginDir,

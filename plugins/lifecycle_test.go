@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/config"
 	"github.com/metaplane/metaplane/internal/testutil"
 )
 
@@ -483,7 +484,7 @@ func TestDiscoverAndSelect(t *testing.T) {
 	if len(extra) != 1 || extra[0].SelectorKey != "etcd.endpoints" {
 		t.Fatalf("third-party descriptors %+v", extra)
 	}
-	cfg, err := core.LoadConfig(core.LoadOptions{ExtraBackends: extra, Overrides: []string{"etcd.endpoints=127.0.0.1:2379"}})
+	cfg, err := config.Load(config.LoadOptions{ExtraBackends: extra, Overrides: []string{"etcd.endpoints=127.0.0.1:2379"}})
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
@@ -494,7 +495,7 @@ func TestDiscoverAndSelect(t *testing.T) {
 		t.Errorf("the plugin's key does not reach its configuration: %v", cfg.Flatten())
 	}
 	// Both a third-party selector key and a built-in one: refused.
-	_, err = core.LoadConfig(core.LoadOptions{ExtraBackends: extra, Overrides: []string{"etcd.endpoints=127.0.0.1:2379", "zookeeper.address=127.0.0.1:2181"}})
+	_, err = config.Load(config.LoadOptions{ExtraBackends: extra, Overrides: []string{"etcd.endpoints=127.0.0.1:2379", "zookeeper.address=127.0.0.1:2181"}})
 	if err == nil || !strings.Contains(err.Error(), "etcd.endpoints") || !strings.Contains(err.Error(), "zookeeper.address") {
 		t.Errorf("two selector keys: %v, want an error naming both", err)
 	}

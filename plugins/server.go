@@ -94,14 +94,7 @@ func (s *server) Start(ctx context.Context, req *pb.StartRequest) (*pb.StartResp
 	}
 	s.started = true
 	s.mu.Unlock()
-	cfg, err := configFromFlat(req.Config)
-	if err != nil {
-		s.mu.Lock()
-		s.started = false
-		s.mu.Unlock()
-		return nil, ToStatus(err)
-	}
-	if err := s.provider.Start(ctx, cfg); err != nil {
+	if err := s.provider.Start(ctx, req.Config); err != nil {
 		s.mu.Lock()
 		s.started = false
 		s.mu.Unlock()

@@ -29,6 +29,7 @@ import (
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/catalog"
+	"github.com/metaplane/metaplane/core/config"
 	"github.com/metaplane/metaplane/core/image"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
@@ -158,7 +159,7 @@ func (s *Server) Serve(ctx context.Context) error {
 			return err
 		}
 		defer client.Close()
-		name := core.BackendRaft
+		name := config.BackendRaft
 		s.backend.Store(&name)
 		wg.Add(2)
 		go func() { defer wg.Done(); s.registerLoop(ctx, client) }()

@@ -34,10 +34,10 @@ func NewProvider(opts StoreOptions) *Provider { return &Provider{Options: opts} 
 // Descriptor returns Descriptor.
 func (p *Provider) Descriptor() core.BackendDescriptor { return Descriptor }
 
-// Start makes the provider's store. The configuration is not used: the
+// Start makes the provider's store. The settings are not used: the
 // memory backend has no settings of its own. Calling NewClient without
 // Start starts the provider implicitly. Errors: ErrClosed after Close.
-func (p *Provider) Start(ctx context.Context, cfg *core.Config) error {
+func (p *Provider) Start(ctx context.Context, settings map[string]string) error {
 	_, err := p.getStore()
 	return err
 }

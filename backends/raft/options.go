@@ -6,16 +6,15 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/backends/raft/raftkeys"
 )
 
 // TickInterval is the length of Dragonboat's logical clock tick
-// (NodeHostConfig.RTTMillisecond, core.RaftTick). Heartbeat and election
+// (NodeHostConfig.RTTMillisecond, raftkeys.Tick). Heartbeat and election
 // timeouts are whole numbers of ticks.
-const TickInterval = core.RaftTick
+const TickInterval = raftkeys.Tick
 
 // Voter is one member of the initial voter set.
 type Voter struct {
@@ -33,7 +32,7 @@ const (
 	LogDBLarge  = "large"
 )
 
-// Options configure a Raft member. Build them with OptionsFromConfig, or
+// Options configure a Raft member. Build them with OptionsFromSettings, or
 // by hand in tests; zero fields take the defaults documented on each.
 type Options struct {
 	// Voters is the initial voter set (coordinator.raft.voters). A single
@@ -226,42 +225,12 @@ func (o Options) Validate() error {
 }
 
 // electionTicks maps the heartbeat and election timeouts onto Dragonboat's
-// ticks with core.RaftTiming (ElectionRTT = election/2/tick; HeartbeatRTT =
+// ticks with raftkeys.ComputeTiming (ElectionRTT = election/2/tick; HeartbeatRTT =
 // min(heartbeat/tick, (ElectionRTT-1)/2), at least 1).
 func electionTicks(heartbeat, election time.Duration) (hb, el uint64, err error) {
-	r, err := core.RaftTiming(heartbeat, election)
+	r, err := raftkeys.ComputeTiming(heartbeat, election)
 	if err != nil {
 		return 0, 0, err
 	}
 	return r.HeartbeatRTT, r.ElectionRTT, nil
-}
-
-// ParseVoters parses a coordinator.raft.voters list: "id@host:port" items
-// separated by commas (spaces allowed).
-func ParseVoters(s string) ([]Voter, error) {
-	var out []Voter
-	for _, item := range strings.Split(s, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
-		id, addr, ok := strings.Cut(item, "@")
-		if !ok {
-			return nil, fmt.Errorf("coordinator.raft.voters: %q is not id@host:port", item)
-		}
-		n, err := strconv.ParseUint(strings.TrimSpace(id), 10, 64)
-		if err != nil || n == 0 {
-			return nil, fmt.Errorf("coordinator.raft.voters: %q: id must be a positive integer", item)
-		}
-		out = append(out, Voter{ID: n, Address: strings.TrimSpace(addr)})
-	}
-	return out, nil
-}
-
-// OptionsFromConfig builds Options from metaplane's configuration.
-func OptionsFromConfig(cfg *core.Config) (Options, error) {
-	if cfg == nil {
-		return Options{}, fmt.Errorf("%w: nil configuration", core.ErrInvalidArgument)
-	}
-	return optionsFromConfig(cfg)
 }

@@ -1,16 +1,18 @@
 package raft
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/config"
 )
 
-func TestOptionsFromConfig(t *testing.T) {
-	cfg, err := core.ConfigFromFlat(map[string]string{
+func TestOptionsFromSettings(t *testing.T) {
+	o, err := OptionsFromSettings(map[string]string{
 		"coordinator.raft.voters":                     "1@h1:9200,2@h2:9200,3@h3:9200",
 		"coordinator.raft.node.id":                    "2",
 		"coordinator.raft.port":                       "9200",
@@ -28,10 +30,6 @@ func TestOptionsFromConfig(t *testing.T) {
 		"coordinator.tablet-server.session-timeout":   "9s",
 		"coordinator.metadata-stream.max-wait":        "250ms",
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := OptionsFromConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,6 +73,37 @@ func TestOptionsValidateNamesKeys(t *testing.T) {
 		"coordinator.raft.tls.cert-file", "coordinator.raft.tls.key-file"} {
 		if !strings.Contains(err.Error(), key) {
 			t.Errorf("validation error does not name %s:\n%v", key, err)
+		}
+	}
+}
+
+// TestOptionsFromTheHostsDefaults: the settings the host sends with no
+// configuration (its defaults, flattened) give the embedded single voter;
+// values that do not parse are all refused, each naming its key.
+func TestOptionsFromTheHostsDefaults(t *testing.T) {
+	flat := config.Default().Flatten()
+	flat["coordinator.raft.dir"] = t.TempDir()
+	o, err := OptionsFromSettings(flat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Voters) != 1 || o.Voters[0] != (Voter{1, "127.0.0.1:9124"}) || o.NodeID != 1 {
+		t.Errorf("voters %v node %d, want the single voter 1@127.0.0.1:9124", o.Voters, o.NodeID)
+	}
+	if o.ElectionTimeout != time.Second || o.Heartbeat != 500*time.Millisecond || o.IDBlockSize != 1000 || o.SegmentSize != 8<<20 {
+		t.Errorf("got election %v heartbeat %v id block %d segment %d; want the documented defaults", o.ElectionTimeout, o.Heartbeat, o.IDBlockSize, o.SegmentSize)
+	}
+	_, err = OptionsFromSettings(map[string]string{
+		"coordinator.raft.election.timeout": "soon",
+		"coordinator.raft.voters":           "1@h1:9124,two@h2:9124",
+		"coordinator.raft.tls.enabled":      "maybe",
+	})
+	if !errors.Is(err, core.ErrInvalidArgument) {
+		t.Fatalf("got %v, want ErrInvalidArgument", err)
+	}
+	for _, k := range []string{"coordinator.raft.election.timeout:", "coordinator.raft.voters:", "coordinator.raft.tls.enabled:"} {
+		if !strings.Contains(err.Error(), k) {
+			t.Errorf("error %q does not name %s", err, k)
 		}
 	}
 }

@@ -47,13 +47,13 @@ func (p *Provider) Descriptor() core.BackendDescriptor {
 // timeout plus one election timeout for a leader). Errors name the
 // configuration key at fault; ErrUnavailable when the node host cannot
 // start (port in use, locked directory).
-func (p *Provider) Start(ctx context.Context, cfg *core.Config) error {
+func (p *Provider) Start(ctx context.Context, settings map[string]string) error {
 	var o Options
 	if p.opts != nil {
 		o = *p.opts
 	} else {
 		var err error
-		if o, err = OptionsFromConfig(cfg); err != nil {
+		if o, err = OptionsFromSettings(settings); err != nil {
 			return err
 		}
 	}

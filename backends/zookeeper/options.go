@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/settings"
 )
 
 // Options configure the ZooKeeper backend. The zero value of each field
 // means its default. They are the typed form of the `zookeeper.*` keys; see
-// OptionsFromConfig and docs/zookeeper.md.
+// OptionsFromSettings and docs/zookeeper.md.
 type Options struct {
 	// Address is the ensemble, "host:port[,host:port...]"
 	// (zookeeper.address). Required.
@@ -161,25 +162,33 @@ func splitServers(addr string) ([]string, error) {
 	return out, nil
 }
 
-// OptionsFromConfig builds Options from the zookeeper.* keys of cfg. A nil
-// cfg gives the defaults (and no address). It does not validate; Start does.
-func OptionsFromConfig(cfg *core.Config) Options {
-	if cfg == nil {
-		return Options{}.withDefaults()
+// OptionsFromSettings builds Options from the zookeeper.* keys of the
+// flat settings the host hands Start; other keys are ignored and absent
+// keys take the defaults. A max-retry-attempts of 0 means no retries. It
+// checks that each value parses (errors wrap core.ErrInvalidArgument and
+// name every key at fault); Validate checks the rest.
+func OptionsFromSettings(m map[string]string) (Options, error) {
+	r := settings.NewReader(m)
+	var (
+		o       Options
+		address []string
+		maxBuf  settings.Size
+	)
+	r.List("zookeeper.address", &address)
+	r.String("zookeeper.path.root", &o.Root)
+	r.Duration("zookeeper.client.session-timeout", &o.SessionTimeout)
+	r.Duration("zookeeper.client.connection-timeout", &o.ConnectionTimeout)
+	r.Duration("zookeeper.client.retry-wait", &o.RetryWait)
+	r.Int("zookeeper.client.max-retry-attempts", &o.MaxRetryAttempts)
+	r.Int("zookeeper.client.max-inflight-requests", &o.MaxInFlightRequests)
+	r.Size("zookeeper.client.max-buffer-size", &maxBuf)
+	if err := r.Err(); err != nil {
+		return Options{}, fmt.Errorf("%w: %v", core.ErrInvalidArgument, err)
 	}
-	z := cfg.ZooKeeper
-	o := Options{
-		Address:             strings.Join(z.Address, ","),
-		Root:                z.PathRoot,
-		SessionTimeout:      z.Client.SessionTimeout,
-		ConnectionTimeout:   z.Client.ConnectionTimeout,
-		RetryWait:           z.Client.RetryWait,
-		MaxRetryAttempts:    z.Client.MaxRetryAttempts,
-		MaxInFlightRequests: z.Client.MaxInflightRequests,
-		MaxBufferSize:       int(z.Client.MaxBufferSize),
-	}
-	if z.Client.MaxRetryAttempts == 0 {
+	o.Address = strings.Join(address, ",")
+	o.MaxBufferSize = int(maxBuf)
+	if r.Has("zookeeper.client.max-retry-attempts") && o.MaxRetryAttempts == 0 {
 		o.MaxRetryAttempts = -1 // explicitly none
 	}
-	return o
+	return o, nil
 }

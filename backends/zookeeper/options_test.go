@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/config"
 	"github.com/metaplane/metaplane/internal/testutil"
 )
 
@@ -49,10 +50,16 @@ func TestOptionsValidate(t *testing.T) {
 	}
 }
 
-func TestOptionsFromConfig(t *testing.T) {
-	cfg := core.DefaultConfig()
+// TestOptionsFromSettings: the settings the host sends (its defaults,
+// flattened) give the documented defaults; 0 retries means none; a bad
+// value is refused naming its key.
+func TestOptionsFromSettings(t *testing.T) {
+	cfg := config.Default()
 	cfg.ZooKeeper.Address = []string{"zk1:2181", "zk2:2181"}
-	o := OptionsFromConfig(cfg)
+	o, err := OptionsFromSettings(cfg.Flatten())
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := Options{
 		Address: "zk1:2181,zk2:2181", Root: "/fluss", SessionTimeout: 60 * time.Second,
 		ConnectionTimeout: 15 * time.Second, RetryWait: 5 * time.Second, MaxRetryAttempts: 3,
@@ -62,8 +69,15 @@ func TestOptionsFromConfig(t *testing.T) {
 		t.Fatalf("got %+v\nwant %+v", o, want)
 	}
 	cfg.ZooKeeper.Client.MaxRetryAttempts = 0
-	if got := OptionsFromConfig(cfg).withDefaults().MaxRetryAttempts; got != 0 {
-		t.Fatalf("max-retry-attempts 0 gives %d retries, want none", got)
+	o, err = OptionsFromSettings(cfg.Flatten())
+	if got := o.withDefaults().MaxRetryAttempts; err != nil || got != 0 {
+		t.Fatalf("max-retry-attempts 0 gives %d retries (%v), want none", got, err)
+	}
+	_, err = OptionsFromSettings(map[string]string{"zookeeper.client.session-timeout": "60", "zookeeper.client.max-buffer-size": "lots"})
+	for _, k := range []string{"zookeeper.client.session-timeout:", "zookeeper.client.max-buffer-size:"} {
+		if !errors.Is(err, core.ErrInvalidArgument) || !strings.Contains(fmt.Sprint(err), k) {
+			t.Errorf("bad values: got %v, want ErrInvalidArgument naming %s", err, k)
+		}
 	}
 }
 
@@ -88,14 +102,14 @@ func TestProviderStart(t *testing.T) {
 	if _, err := p.NewClient(context.Background(), core.ClientOptions{}); err == nil {
 		t.Fatal("NewClient before Start succeeded")
 	}
-	cfg := core.DefaultConfig()
-	if err := p.Start(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "zookeeper.address") {
+	cfg := config.Default()
+	if err := p.Start(context.Background(), cfg.Flatten()); err == nil || !strings.Contains(err.Error(), "zookeeper.address") {
 		t.Fatalf("Start without an address: %v", err)
 	}
 	o := testOptions(t)
 	cfg.ZooKeeper.Address = []string{o.Address}
 	cfg.ZooKeeper.PathRoot = o.Root
-	if err := p.Start(ctxT(t), cfg); err != nil {
+	if err := p.Start(ctxT(t), cfg.Flatten()); err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()

@@ -34,22 +34,32 @@ type Provider struct {
 
 var _ core.Provider = (*Provider)(nil)
 
-// Descriptor names the backend and its selector key, with the deprecation
-// warning: core.ZooKeeperDescriptor, the one the selector uses.
-func (p *Provider) Descriptor() core.BackendDescriptor {
-	return core.ZooKeeperDescriptor
+// Descriptor names the ZooKeeper backend and its selector key, with the
+// deprecation warning. The host's selector holds the same data for the
+// built-in backends (core/config), checked equal by a test.
+var Descriptor = core.BackendDescriptor{
+	Name:        "zookeeper",
+	SelectorKey: "zookeeper.address",
+	Description: "an external ZooKeeper ensemble, with the original znode layout",
+	Deprecated:  "the ZooKeeper backend is deprecated and will be removed in a later major release: migrate to the Raft backend (see docs/zookeeper.md)",
 }
 
-// Start reads the zookeeper.* keys of cfg (or p.Options), validates them
+// Descriptor returns Descriptor.
+func (p *Provider) Descriptor() core.BackendDescriptor { return Descriptor }
+
+// Start reads the zookeeper.* keys of settings (or p.Options), validates them
 // (every problem at once, naming its key), connects once to check the
 // ensemble is reachable and creates the root when missing. Errors:
 // configuration problems, ErrUnavailable, ErrClosed, context errors.
-func (p *Provider) Start(ctx context.Context, cfg *core.Config) error {
+func (p *Provider) Start(ctx context.Context, settings map[string]string) error {
 	var o Options
 	if p.Options != nil {
 		o = *p.Options
 	} else {
-		o = OptionsFromConfig(cfg)
+		var err error
+		if o, err = OptionsFromSettings(settings); err != nil {
+			return err
+		}
 	}
 	if err := o.Validate(); err != nil {
 		return err

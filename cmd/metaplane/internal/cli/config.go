@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/config"
 )
 
 func init() {
@@ -50,12 +50,12 @@ func runConfig(ctx context.Context, env *Env, args []string) int {
 
 // validateReport is the --json output; its field order is stable.
 type validateReport struct {
-	Valid      bool           `json:"valid"`
-	Backend    string         `json:"backend"`
-	SelectedBy string         `json:"selected_by"`
-	Warnings   []string       `json:"warnings"`
-	Notes      []string       `json:"notes"`
-	Problems   []core.Problem `json:"problems"`
+	Valid      bool             `json:"valid"`
+	Backend    string           `json:"backend"`
+	SelectedBy string           `json:"selected_by"`
+	Warnings   []string         `json:"warnings"`
+	Notes      []string         `json:"notes"`
+	Problems   []config.Problem `json:"problems"`
 }
 
 func runConfigValidate(env *Env, args []string) int {
@@ -88,15 +88,15 @@ func runConfigValidate(env *Env, args []string) int {
 }
 
 // validate loads the configuration and gathers what the verb prints.
-func validate(opts core.LoadOptions) validateReport {
-	rep := validateReport{Warnings: []string{}, Notes: []string{}, Problems: []core.Problem{}}
-	cfg, err := core.LoadConfig(opts)
+func validate(opts config.LoadOptions) validateReport {
+	rep := validateReport{Warnings: []string{}, Notes: []string{}, Problems: []config.Problem{}}
+	cfg, err := config.Load(opts)
 	if err != nil {
-		var ce *core.ConfigError
+		var ce *config.Error
 		if errors.As(err, &ce) {
 			rep.Problems = ce.Problems
 		} else {
-			rep.Problems = []core.Problem{{Message: err.Error()}}
+			rep.Problems = []config.Problem{{Message: err.Error()}}
 		}
 		return rep
 	}
@@ -104,13 +104,13 @@ func validate(opts core.LoadOptions) validateReport {
 	rep.Backend = cfg.Selected.Backend
 	rep.SelectedBy = cfg.Selected.SelectedBy
 	rep.Warnings = append(rep.Warnings, cfg.Selected.Warnings...)
-	if rep.Backend == core.BackendRaft {
+	if rep.Backend == config.BackendRaft {
 		rep.Notes = append(rep.Notes, raftNotes(cfg)...)
 	}
 	return rep
 }
 
-func raftNotes(cfg *core.Config) []string {
+func raftNotes(cfg *config.Config) []string {
 	var notes []string
 	if len(cfg.Coordinator.Raft.Voters) == 0 {
 		v := cfg.RaftVoters()[0]

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/config"
 	"github.com/metaplane/metaplane/plugins"
 )
 
@@ -38,7 +39,7 @@ func AddConfigFlags(fs *flag.FlagSet) *ConfigFlags {
 		return nil
 	})
 	fs.Func("D", "set a configuration key, `key=value` (repeatable; a later one wins)", func(s string) error {
-		if _, _, err := core.ParseOverride(s); err != nil {
+		if _, _, err := config.ParseOverride(s); err != nil {
 			return err
 		}
 		c.Overrides = append(c.Overrides, s)
@@ -48,13 +49,13 @@ func AddConfigFlags(fs *flag.FlagSet) *ConfigFlags {
 	return c
 }
 
-// LoadOptions returns the core.LoadOptions the flags describe: the file,
+// LoadOptions returns the config.LoadOptions the flags describe: the file,
 // the process environment (unless --no-env), the overrides, and the
 // discovery of third-party backend plugins in metadata.backend.plugin.dir
 // (so a plugin's selector key, say etcd.endpoints, is a known key that
 // selects it). The caller may add ExtraBackends and Observer.
-func (c *ConfigFlags) LoadOptions() core.LoadOptions {
-	opts := core.LoadOptions{
+func (c *ConfigFlags) LoadOptions() config.LoadOptions {
+	opts := config.LoadOptions{
 		File:             c.File,
 		Overrides:        append([]string(nil), c.Overrides...),
 		DiscoverBackends: discoverThirdParty,
@@ -69,7 +70,7 @@ func (c *ConfigFlags) LoadOptions() core.LoadOptions {
 }
 
 // discoverThirdParty finds the third-party backend plugins in dir for
-// core.LoadOptions.DiscoverBackends, bounded so that a hung plugin cannot
+// config.LoadOptions.DiscoverBackends, bounded so that a hung plugin cannot
 // hang a configuration load.
 func discoverThirdParty(dir string) ([]core.BackendDescriptor, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

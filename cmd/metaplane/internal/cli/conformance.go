@@ -15,6 +15,7 @@ import (
 
 	"github.com/metaplane/metaplane/conformance"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/config"
 	"github.com/metaplane/metaplane/plugins"
 	"github.com/metaplane/metaplane/plugins/plugintest"
 )
@@ -108,7 +109,7 @@ func runConformance(ctx context.Context, env *Env, args []string) int {
 	if desc.SelectorKey != "" && !isBuiltinBackend(desc.Name) {
 		lo.ExtraBackends = []core.BackendDescriptor{desc}
 	}
-	cfg, err := core.LoadConfig(lo)
+	cfg, err := config.Load(lo)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "metaplane conformance: configuration: %v\n", err)
 		return ExitUsage
@@ -123,7 +124,7 @@ func runConformance(ctx context.Context, env *Env, args []string) int {
 	opts := plugintest.Options{Config: flat, Logger: logger}
 	if len(unique) > 0 {
 		known := map[string]bool{}
-		for _, k := range core.Keys() {
+		for _, k := range config.Keys() {
 			known[k] = true
 		}
 		for _, k := range unique {
@@ -231,7 +232,7 @@ func listProperties(env *Env, run string, asJSON bool) int {
 }
 
 func isBuiltinBackend(name string) bool {
-	for _, d := range core.BuiltinBackends() {
+	for _, d := range config.BuiltinBackends() {
 		if d.Name == name {
 			return true
 		}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/config"
 	"github.com/metaplane/metaplane/plugins"
 )
 
@@ -88,7 +89,7 @@ func runCoordinator(ctx context.Context, env *Env, args []string) int {
 	if code, ok := parseFlags(env, fs, "metaplane coordinator", coordinatorUsage, args); !ok {
 		return code
 	}
-	cfg, err := core.LoadConfig(cf.LoadOptions())
+	cfg, err := config.Load(cf.LoadOptions())
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "metaplane coordinator: invalid configuration:\n%v\n", err)
 		return ExitFailure
@@ -105,7 +106,7 @@ func runCoordinator(ctx context.Context, env *Env, args []string) int {
 	return ExitOK
 }
 
-func serveCoordinator(ctx context.Context, env *Env, cfg *core.Config, id, pluginPath string, logger *slog.Logger) error {
+func serveCoordinator(ctx context.Context, env *Env, cfg *config.Config, id, pluginPath string, logger *slog.Logger) error {
 	bind := listenerAddress(cfg.BindListeners, "CLIENT")
 	if bind == "" {
 		return fmt.Errorf("bind.listeners %v has no CLIENT listener", cfg.BindListeners)
@@ -170,14 +171,14 @@ func serveCoordinator(ctx context.Context, env *Env, cfg *core.Config, id, plugi
 	fmt.Fprintf(w, "metaplane coordinator %s\n", id)
 	fmt.Fprintf(w, "  backend:  %s (selected by %s)\n", cfg.Selected.Backend, cfg.Selected.SelectedBy)
 	switch cfg.Selected.Backend {
-	case core.BackendRaft:
+	case config.BackendRaft:
 		self := cfg.RaftNodeID()
 		for _, v := range cfg.RaftVoters() {
 			if v.ID == self {
 				fmt.Fprintf(w, "  raft:     voter %d of %d on %s, data in %s\n", v.ID, len(cfg.RaftVoters()), net.JoinHostPort(v.Host, strconv.Itoa(v.Port)), cfg.Coordinator.Raft.Dir)
 			}
 		}
-	case core.BackendZooKeeper:
+	case config.BackendZooKeeper:
 		fmt.Fprintf(w, "  zookeeper: %s (root %s)\n", strings.Join(cfg.ZooKeeper.Address, ","), cfg.ZooKeeper.PathRoot)
 	}
 	fmt.Fprintf(w, "  clients:  %s\n", advertised)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/config"
 	"github.com/metaplane/metaplane/plugins"
 	"github.com/metaplane/metaplane/tabletserver"
 )
@@ -44,7 +45,7 @@ func runTabletServer(ctx context.Context, env *Env, args []string) int {
 	}
 	opts := cf.LoadOptions()
 	opts.Observer = true
-	cfg, err := core.LoadConfig(opts)
+	cfg, err := config.Load(opts)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "metaplane tablet-server: invalid configuration:\n%v\n", err)
 		return ExitFailure
@@ -66,7 +67,7 @@ func runTabletServer(ctx context.Context, env *Env, args []string) int {
 	return ExitOK
 }
 
-func serveTabletServer(ctx context.Context, env *Env, cfg *core.Config, id int32, listen, rack, pluginPath string) error {
+func serveTabletServer(ctx context.Context, env *Env, cfg *config.Config, id int32, listen, rack, pluginPath string) error {
 	l, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", listen, err)
@@ -75,7 +76,7 @@ func serveTabletServer(ctx context.Context, env *Env, cfg *core.Config, id int32
 	logger := newLogger(env.Stderr, fmt.Sprintf("tablet-server-%d", id))
 	opts := tabletserver.Options{ID: id, Listener: l, Rack: rack, Logger: logger}
 	var following string
-	if cfg.Selected.Backend == core.BackendRaft {
+	if cfg.Selected.Backend == config.BackendRaft {
 		seeds := cfg.Coordinator.SeedNodes
 		if len(seeds) == 0 {
 			if a := listenerAddress(cfg.BindListeners, "CLIENT"); a != "" {

@@ -1,4 +1,4 @@
-package core
+package config
 
 import (
 	"encoding/hex"
@@ -9,11 +9,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/settings"
 )
 
-// Validate checks every value and combination of c, as LoadConfig does
+// Validate checks every value and combination of c, as Load does
 // (except backend selection, which needs to know which keys were set), and
-// returns a *ConfigError listing every problem, or nil. It never modifies c.
+// returns a *Error listing every problem, or nil. It never modifies c and
+// does no file I/O (CheckFiles is the separate step that does).
 // Rules that concern a Raft voter are included (see LoadOptions.Observer).
 func (c *Config) Validate() error {
 	var probs Problems
@@ -25,18 +29,18 @@ func (c *Config) validate(probs *Problems, observer bool) {
 	r := c.Coordinator.Raft
 	positive := func(key string, d time.Duration) {
 		if d <= 0 {
-			probs.Add(key, fmt.Sprintf("%s must be positive", formatDuration(d)))
+			probs.Add(key, fmt.Sprintf("%s must be positive", settings.FormatDuration(d)))
 		}
 	}
 
 	// coordinator.raft.*
 	if _, err := RaftTiming(r.HeartbeatInterval, r.ElectionTimeout); err != nil {
-		if ce, ok := err.(*ConfigError); ok {
+		if ce, ok := err.(*Error); ok {
 			*probs = append(*probs, ce.Problems...)
 		}
 	}
 	if r.FirstElectionTimeout < RaftTick {
-		probs.Add("coordinator.raft.first-election.timeout", fmt.Sprintf("%s is below the Raft tick of %s", formatDuration(r.FirstElectionTimeout), formatDuration(RaftTick)))
+		probs.Add("coordinator.raft.first-election.timeout", fmt.Sprintf("%s is below the Raft tick of %s", settings.FormatDuration(r.FirstElectionTimeout), settings.FormatDuration(RaftTick)))
 	}
 	positive("coordinator.raft.catchup.timeout", r.CatchupTimeout)
 	checkPort(probs, "coordinator.raft.port", r.Port)
@@ -66,10 +70,6 @@ func (c *Config) validate(probs *Problems, observer bool) {
 		} {
 			if f.path == "" {
 				probs.Add(f.key, "required when coordinator.raft.tls.enabled is true")
-			} else if st, err := os.Stat(f.path); err != nil {
-				probs.Add(f.key, fmt.Sprintf("cannot read %s: %v", f.path, shortErr(err)))
-			} else if st.IsDir() {
-				probs.Add(f.key, fmt.Sprintf("%s is a directory, not a file", f.path))
 			}
 		}
 	}
@@ -78,7 +78,7 @@ func (c *Config) validate(probs *Problems, observer bool) {
 	// coordinator.*
 	seen := map[string]bool{}
 	for _, s := range c.Coordinator.SeedNodes {
-		if _, _, err := parseHostPort(s, false); err != nil {
+		if _, _, err := settings.ParseHostPort(s, false); err != nil {
 			probs.Add("coordinator.seed.nodes", err.Error())
 		} else if seen[s] {
 			probs.Add("coordinator.seed.nodes", fmt.Sprintf("%s is given twice", s))
@@ -102,7 +102,7 @@ func (c *Config) validate(probs *Problems, observer bool) {
 		}
 		seen["zk:"+addr] = true
 	}
-	if err := ValidatePath(c.ZooKeeper.PathRoot); err != nil {
+	if err := core.ValidatePath(c.ZooKeeper.PathRoot); err != nil {
 		probs.Add("zookeeper.path.root", fmt.Sprintf("%q is not a valid absolute znode path", c.ZooKeeper.PathRoot))
 	}
 	zc := c.ZooKeeper.Client
@@ -132,7 +132,7 @@ func (c *Config) validate(probs *Problems, observer bool) {
 		probs.Add("bind.listeners", "must name at least one listener, e.g. CLIENT://127.0.0.1:9123")
 	}
 	c.validateListeners(probs, "advertised.listeners", c.AdvertisedListeners, names)
-	if _, _, err := parseHostPort(c.MetricsAddress, true); err != nil {
+	if _, _, err := settings.ParseHostPort(c.MetricsAddress, true); err != nil {
 		probs.Add("metrics.address", err.Error())
 	}
 	if c.TabletServerID < -1 {
@@ -205,7 +205,7 @@ func (c *Config) validateListeners(probs *Problems, key string, ls []string, all
 			probs.Add(key, fmt.Sprintf("%q: want NAME://host:port, e.g. CLIENT://127.0.0.1:9123", l))
 			continue
 		}
-		if _, _, err := parseHostPort(addr, true); err != nil {
+		if _, _, err := settings.ParseHostPort(addr, true); err != nil {
 			probs.Add(key, fmt.Sprintf("%q: %v", l, err))
 			continue
 		}
@@ -238,7 +238,7 @@ func validListenerName(s string) bool {
 // splitHostMaybePort accepts host or host:port (a ZooKeeper server).
 func splitHostMaybePort(s string) (string, int, error) {
 	if strings.Contains(s, ":") && !strings.HasSuffix(s, "]") && strings.Count(s, ":") == 1 || strings.HasPrefix(s, "[") && strings.Contains(s, "]:") {
-		return parseHostPort(s, false)
+		return settings.ParseHostPort(s, false)
 	}
 	h := strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
 	if h == "" || strings.ContainsAny(h, " /@,\t") {
@@ -260,6 +260,33 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// CheckFiles checks what Validate cannot without the filesystem: that every
+// file the configuration names exists and is a regular file (today the
+// Raft TLS files, when coordinator.raft.tls.enabled). It is the separate
+// step of `metaplane config validate`; a process checks the files where it
+// opens them. Errors: a *Error naming each key at fault.
+func (c *Config) CheckFiles() error {
+	var probs Problems
+	tls := c.Coordinator.Raft.TLS
+	if tls.Enabled {
+		for _, f := range []struct{ key, path string }{
+			{"coordinator.raft.tls.ca-file", tls.CAFile},
+			{"coordinator.raft.tls.cert-file", tls.CertFile},
+			{"coordinator.raft.tls.key-file", tls.KeyFile},
+		} {
+			if f.path == "" {
+				continue // Validate reports it
+			}
+			if st, err := os.Stat(f.path); err != nil {
+				probs.Add(f.key, fmt.Sprintf("cannot read %s: %v", f.path, shortErr(err)))
+			} else if st.IsDir() {
+				probs.Add(f.key, fmt.Sprintf("%s is a directory, not a file", f.path))
+			}
+		}
+	}
+	return probs.Err()
 }
 
 // shortErr drops the path os.Stat repeats.

@@ -1,24 +1,26 @@
-package core
+package config
 
 import (
 	"errors"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/metaplane/metaplane/core"
 )
 
-var etcdDescriptor = BackendDescriptor{Name: "etcd", SelectorKey: "etcd.endpoints", Description: "a third-party etcd backend"}
+var etcdDescriptor = core.BackendDescriptor{Name: "etcd", SelectorKey: "etcd.endpoints", Description: "a third-party etcd backend"}
 
 func TestSelectBackend(t *testing.T) {
 	builtin := BuiltinBackends()
 	withEtcd := append(BuiltinBackends(), etcdDescriptor)
-	withMemory := append(BuiltinBackends(), BackendDescriptor{Name: "memory"})
+	withMemory := append(BuiltinBackends(), core.BackendDescriptor{Name: "memory"})
 	zk, seeds, etcd := KeyZooKeeperAddress, KeySeedNodes, "etcd.endpoints"
 
 	tests := []struct {
 		name     string
 		present  PresenceSet
-		backends []BackendDescriptor
+		backends []core.BackendDescriptor
 		def      string
 		// want on success
 		backend, by string
@@ -72,9 +74,9 @@ func TestSelectBackend(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			sel, err := SelectBackend(tt.present, tt.backends, tt.def)
 			if tt.errKeys != nil {
-				var ce *ConfigError
+				var ce *Error
 				if !errors.As(err, &ce) {
-					t.Fatalf("got %+v, %v; want a *ConfigError", sel, err)
+					t.Fatalf("got %+v, %v; want a *Error", sel, err)
 				}
 				var keys []string
 				for i, p := range ce.Problems {

@@ -1,4 +1,4 @@
-package core
+package config
 
 import (
 	"time"
@@ -6,7 +6,7 @@ import (
 
 // Config is metaplane's typed configuration: every key the design documents
 // name, with their defaults. It is loaded and validated in one place
-// (LoadConfig; ConfigFromFlat on the plugin side) and never edited by
+// (Load; FromFlat on the plugin side) and never edited by
 // validation. Each field's comment gives its key and its default; the
 // `koanf` tags give the key's segments below the enclosing struct's key
 // (docs/configuration.md is the operator's reference).
@@ -41,15 +41,15 @@ type Config struct {
 	DataDir string `koanf:"data.dir"`
 
 	// Extra holds the raw settings under the key prefixes of third-party
-	// backends passed to LoadConfig in LoadOptions.ExtraBackends (the
+	// backends passed to Load in LoadOptions.ExtraBackends (the
 	// selector key itself and every key under its first segment, e.g.
 	// "etcd.endpoints", "etcd.dial-timeout"), flattened to strings (a list
 	// is joined with ","). They are handed to the plugin unchecked. Nil
 	// when there are none. Not a key.
 	Extra map[string]string `koanf:"-"`
 
-	// Selected is the backend selection LoadConfig made (see SelectBackend).
-	// It is the zero Selection after DefaultConfig and ConfigFromFlat,
+	// Selected is the backend selection Load made (see SelectBackend).
+	// It is the zero Selection after Default and FromFlat,
 	// which do not select. Not a key.
 	Selected Selection `koanf:"-"`
 }
@@ -235,9 +235,9 @@ const (
 // budget (docs/raft.md).
 var LogDBProfiles = []string{"tiny", "small", "medium", "large"}
 
-// DefaultConfig returns a new Config holding every key's default. The
+// Default returns a new Config holding every key's default. The
 // caller owns the result.
-func DefaultConfig() *Config {
+func Default() *Config {
 	return &Config{
 		Coordinator: CoordinatorConfig{
 			Raft: RaftConfig{

@@ -1,9 +1,11 @@
-package core
+package config
 
 import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/metaplane/metaplane/core"
 )
 
 // The selector keys of the built-in backends, and the key of the default.
@@ -15,7 +17,7 @@ const (
 
 // ZooKeeperDescriptor describes the built-in ZooKeeper backend: selected by
 // zookeeper.address, deprecated.
-var ZooKeeperDescriptor = BackendDescriptor{
+var ZooKeeperDescriptor = core.BackendDescriptor{
 	Name:        BackendZooKeeper,
 	SelectorKey: KeyZooKeeperAddress,
 	Description: "an external ZooKeeper ensemble, with the original znode layout",
@@ -24,16 +26,16 @@ var ZooKeeperDescriptor = BackendDescriptor{
 
 // RaftDescriptor describes the built-in Raft backend: selected by
 // coordinator.seed.nodes, and the shipped default.
-var RaftDescriptor = BackendDescriptor{
+var RaftDescriptor = core.BackendDescriptor{
 	Name:        BackendRaft,
 	SelectorKey: KeySeedNodes,
-	Description: "an embedded Raft quorum of the coordinators",
+	Description: "embedded Raft quorum of the coordinators (Dragonboat, Pebble state machine)",
 }
 
 // BuiltinBackends returns the descriptors of the backends that take part in
 // selection out of the box: zookeeper and raft. The caller owns the slice.
-func BuiltinBackends() []BackendDescriptor {
-	return []BackendDescriptor{ZooKeeperDescriptor, RaftDescriptor}
+func BuiltinBackends() []core.BackendDescriptor {
+	return []core.BackendDescriptor{ZooKeeperDescriptor, RaftDescriptor}
 }
 
 // KeyState is what a configuration source did with a key.
@@ -62,7 +64,7 @@ type Selection struct {
 	// ("zookeeper.address"), or the default ("metadata.backend.default=raft").
 	SelectedBy string
 	// Descriptor is the selected backend's descriptor.
-	Descriptor BackendDescriptor
+	Descriptor core.BackendDescriptor
 	// Warnings are to be shown at start (the deprecation of ZooKeeper).
 	Warnings []string
 }
@@ -82,8 +84,8 @@ type Selection struct {
 //     backend without a selector key, such as memory, needs none).
 //
 // A selected backend's Deprecated text becomes a warning. Errors: a
-// *ConfigError listing every problem.
-func SelectBackend(present PresenceSet, backends []BackendDescriptor, def string) (Selection, error) {
+// *Error listing every problem.
+func SelectBackend(present PresenceSet, backends []core.BackendDescriptor, def string) (Selection, error) {
 	var probs Problems
 	known := def == BackendNone
 	for _, b := range backends {
@@ -97,7 +99,7 @@ func SelectBackend(present PresenceSet, backends []BackendDescriptor, def string
 		names = append(names, BackendNone)
 		probs.Add(KeyBackendDefault, fmt.Sprintf("unknown backend %q: want one of %s", def, strings.Join(names, ", ")))
 	}
-	var set []BackendDescriptor
+	var set []core.BackendDescriptor
 	for _, b := range backends {
 		if b.SelectorKey == "" {
 			continue
@@ -146,7 +148,7 @@ func SelectBackend(present PresenceSet, backends []BackendDescriptor, def string
 	return Selection{}, probs.Err() // not reached: def was checked above
 }
 
-func selected(b BackendDescriptor, by string) Selection {
+func selected(b core.BackendDescriptor, by string) Selection {
 	s := Selection{Backend: b.Name, SelectedBy: by, Descriptor: b}
 	if b.Deprecated != "" {
 		s.Warnings = []string{b.Deprecated}
@@ -154,7 +156,7 @@ func selected(b BackendDescriptor, by string) Selection {
 	return s
 }
 
-func selectorChoices(backends []BackendDescriptor) string {
+func selectorChoices(backends []core.BackendDescriptor) string {
 	var parts []string
 	for _, b := range backends {
 		if b.SelectorKey != "" {

@@ -1,4 +1,4 @@
-package core
+package settings
 
 import (
 	"sort"
@@ -32,13 +32,13 @@ func (ps *Problems) Add(key, message string) {
 	*ps = append(*ps, Problem{Key: key, Message: message})
 }
 
-// Err returns nil when there is no problem, else a *ConfigError holding a
+// Err returns nil when there is no problem, else a *Error holding a
 // sorted copy of the problems without duplicates.
 func (ps Problems) Err() error {
 	if len(ps) == 0 {
 		return nil
 	}
-	return &ConfigError{Problems: SortProblems(ps)}
+	return &Error{Problems: SortProblems(ps)}
 }
 
 // SortProblems returns a copy of ps sorted by key, then message, with exact
@@ -61,15 +61,15 @@ func SortProblems(ps []Problem) []Problem {
 	return dedup
 }
 
-// ConfigError is a configuration that cannot be used: every problem found,
-// sorted by key then message. LoadConfig, ConfigFromFlat, (*Config).Validate,
-// SelectBackend and RaftTiming return it.
-type ConfigError struct {
+// Error is a configuration that cannot be used: every problem found,
+// sorted by key then message. The configuration loader (core/config),
+// its selector and the backends parsing their own settings return it.
+type Error struct {
 	Problems []Problem
 }
 
 // Error lists the problems, one per line after the first line.
-func (e *ConfigError) Error() string {
+func (e *Error) Error() string {
 	if len(e.Problems) == 1 {
 		return "config: " + e.Problems[0].String()
 	}

@@ -1,4 +1,4 @@
-package core
+package config
 
 import (
 	"errors"
@@ -8,14 +8,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/metaplane/metaplane/core"
 )
 
-// problemsOf returns the problems of a *ConfigError, failing t otherwise.
+// problemsOf returns the problems of a *Error, failing t otherwise.
 func problemsOf(t *testing.T, err error) []Problem {
 	t.Helper()
-	var ce *ConfigError
+	var ce *Error
 	if !errors.As(err, &ce) {
-		t.Fatalf("got error %v (%T), want a *ConfigError", err, err)
+		t.Fatalf("got error %v (%T), want a *Error", err, err)
 	}
 	return ce.Problems
 }
@@ -42,12 +44,12 @@ func writeFile(t *testing.T, body string) string {
 }
 
 func TestDefaultConfigIsValidAndSelectsRaft(t *testing.T) {
-	cfg, err := LoadConfig(LoadOptions{})
+	cfg, err := Load(LoadOptions{})
 	if err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
-	if !reflect.DeepEqual(withoutSelection(cfg), DefaultConfig()) {
-		t.Errorf("LoadConfig with no source differs from DefaultConfig:\n got %+v\nwant %+v", cfg, DefaultConfig())
+	if !reflect.DeepEqual(withoutSelection(cfg), Default()) {
+		t.Errorf("Load with no source differs from Default:\n got %+v\nwant %+v", cfg, Default())
 	}
 	if cfg.Selected.Backend != "raft" || cfg.Selected.SelectedBy != "metadata.backend.default=raft" {
 		t.Errorf("selection %+v, want raft by metadata.backend.default=raft", cfg.Selected)
@@ -105,7 +107,7 @@ func withoutSelection(c *Config) *Config {
 func TestFlatNestedAndMixedFilesAgree(t *testing.T) {
 	var configs []*Config
 	for _, name := range []string{"flat.yaml", "nested.yaml", "mixed.yaml"} {
-		cfg, err := LoadConfig(LoadOptions{File: filepath.Join("testdata", "config", name)})
+		cfg, err := Load(LoadOptions{File: filepath.Join("testdata", "config", name)})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -134,7 +136,7 @@ func TestFlatNestedAndMixedFilesAgree(t *testing.T) {
 }
 
 func TestDuplicateKeyInFileIsAProblem(t *testing.T) {
-	_, err := LoadConfig(LoadOptions{File: filepath.Join("testdata", "config", "dup.yaml")})
+	_, err := Load(LoadOptions{File: filepath.Join("testdata", "config", "dup.yaml")})
 	wantProblem(t, err, "coordinator.raft.port", "set twice")
 }
 
@@ -148,7 +150,7 @@ func TestPrecedenceFileEnvOverrides(t *testing.T) {
 		"METAPLANE_BIN_DIR=/ignored", // reserved: not configuration
 		"METAPLANE_SOAK=1",
 	}
-	cfg, err := LoadConfig(LoadOptions{File: file, Env: env, Overrides: []string{
+	cfg, err := Load(LoadOptions{File: file, Env: env, Overrides: []string{
 		"coordinator.raft.port=9400", "coordinator.raft.port=9500", "coordinator.raft.logdb.profile=tiny",
 	}})
 	if err != nil {
@@ -188,7 +190,7 @@ func TestEnvMappingIsReversible(t *testing.T) {
 }
 
 func TestUnknownEnvVariableIsAProblem(t *testing.T) {
-	_, err := LoadConfig(LoadOptions{Env: []string{"METAPLANE_COORDINATOR_RAFT_PROT=1", "METAPLANE_X__=2"}})
+	_, err := Load(LoadOptions{Env: []string{"METAPLANE_COORDINATOR_RAFT_PROT=1", "METAPLANE_X__=2"}})
 	wantProblem(t, err, "METAPLANE_COORDINATOR_RAFT_PROT", "unknown key coordinator.raft.prot (did you mean coordinator.raft.port?)")
 	wantProblem(t, err, "METAPLANE_X__", "does not map")
 }
@@ -205,7 +207,7 @@ coordinator.raft.snapshot.trigger.threshold: -5
 coordinator.raft: 3
 nonsense: true
 `)
-	_, err := LoadConfig(LoadOptions{File: file, Overrides: []string{"novalue", "zookeeper.path.root=fluss"}})
+	_, err := Load(LoadOptions{File: file, Overrides: []string{"novalue", "zookeeper.path.root=fluss"}})
 	ps := problemsOf(t, err)
 	want := map[string]string{
 		"coordinator.raft.prot":                       "unknown key (did you mean coordinator.raft.port?)",
@@ -233,15 +235,15 @@ nonsense: true
 
 func TestPresentButEmptySelectorKey(t *testing.T) {
 	for _, body := range []string{"zookeeper.address:\n", "zookeeper.address: \"\"\n", "zookeeper:\n  address: []\n", "zookeeper.address: \" , \"\n"} {
-		_, err := LoadConfig(LoadOptions{File: writeFile(t, body)})
+		_, err := Load(LoadOptions{File: writeFile(t, body)})
 		wantProblem(t, err, "zookeeper.address", "set but empty")
 	}
-	_, err := LoadConfig(LoadOptions{Overrides: []string{"coordinator.seed.nodes="}})
+	_, err := Load(LoadOptions{Overrides: []string{"coordinator.seed.nodes="}})
 	wantProblem(t, err, "coordinator.seed.nodes", "set but empty")
 }
 
 func TestSelectionThroughLoadConfig(t *testing.T) {
-	cfg, err := LoadConfig(LoadOptions{Overrides: []string{"zookeeper.address=zk-1:2181,zk-2"}})
+	cfg, err := Load(LoadOptions{Overrides: []string{"zookeeper.address=zk-1:2181,zk-2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,18 +253,18 @@ func TestSelectionThroughLoadConfig(t *testing.T) {
 	if !reflect.DeepEqual(cfg.ZooKeeper.Address, []string{"zk-1:2181", "zk-2"}) {
 		t.Errorf("address %q", cfg.ZooKeeper.Address)
 	}
-	_, err = LoadConfig(LoadOptions{Overrides: []string{"zookeeper.address=zk:2181", "coordinator.seed.nodes=c:9123"}})
+	_, err = Load(LoadOptions{Overrides: []string{"zookeeper.address=zk:2181", "coordinator.seed.nodes=c:9123"}})
 	wantProblem(t, err, "coordinator.seed.nodes", "exclusive")
-	_, err = LoadConfig(LoadOptions{Overrides: []string{"metadata.backend.default=none"}})
+	_, err = Load(LoadOptions{Overrides: []string{"metadata.backend.default=none"}})
 	wantProblem(t, err, "metadata.backend.default", "none, and no backend is configured")
-	_, err = LoadConfig(LoadOptions{Overrides: []string{"metadata.backend.default=zookeeper"}})
+	_, err = Load(LoadOptions{Overrides: []string{"metadata.backend.default=zookeeper"}})
 	wantProblem(t, err, "zookeeper.address", "required")
 }
 
 func TestThirdPartyBackendKeys(t *testing.T) {
 	file := writeFile(t, "etcd:\n  endpoints: [e1:2379, e2:2379]\n  dial-timeout: 5s\n")
-	opts := LoadOptions{File: file, Env: []string{"METAPLANE_ETCD_USERNAME=root"}, ExtraBackends: []BackendDescriptor{etcdDescriptor}}
-	cfg, err := LoadConfig(opts)
+	opts := LoadOptions{File: file, Env: []string{"METAPLANE_ETCD_USERNAME=root"}, ExtraBackends: []core.BackendDescriptor{etcdDescriptor}}
+	cfg, err := Load(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,24 +276,24 @@ func TestThirdPartyBackendKeys(t *testing.T) {
 		t.Errorf("selection %+v", cfg.Selected)
 	}
 	// Without the descriptor the keys are unknown.
-	_, err = LoadConfig(LoadOptions{File: file})
+	_, err = Load(LoadOptions{File: file})
 	wantProblem(t, err, "etcd.endpoints", "unknown key")
 	// With seed nodes too: refused.
 	opts.Overrides = []string{"coordinator.seed.nodes=c1:9123"}
-	_, err = LoadConfig(opts)
+	_, err = Load(opts)
 	wantProblem(t, err, "coordinator.seed.nodes", "etcd.endpoints (selects etcd)")
 	// A plugin may not claim a built-in section.
-	_, err = LoadConfig(LoadOptions{ExtraBackends: []BackendDescriptor{{Name: "bad", SelectorKey: "coordinator.bad.endpoints"}}})
-	if err == nil || errors.As(err, new(*ConfigError)) {
+	_, err = Load(LoadOptions{ExtraBackends: []core.BackendDescriptor{{Name: "bad", SelectorKey: "coordinator.bad.endpoints"}}})
+	if err == nil || errors.As(err, new(*Error)) {
 		t.Errorf("got %v, want a plain error refusing the descriptor", err)
 	}
 }
 
 func TestFlattenRoundTrip(t *testing.T) {
-	cfg, err := LoadConfig(LoadOptions{
+	cfg, err := Load(LoadOptions{
 		File:          filepath.Join("testdata", "config", "flat.yaml"),
 		Overrides:     []string{"etcd.x=1", "advertised.listeners=CLIENT://10.0.0.1:9123", "zookeeper.client.session-timeout=90s", "coordinator.raft.tls.ca-file=/nonexistent"},
-		ExtraBackends: []BackendDescriptor{{Name: "etcd", SelectorKey: "etcd.endpoints"}},
+		ExtraBackends: []core.BackendDescriptor{{Name: "etcd", SelectorKey: "etcd.endpoints"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -313,7 +315,7 @@ func TestFlattenRoundTrip(t *testing.T) {
 	if _, ok := flat["zookeeper.address"]; ok {
 		t.Errorf("Flatten includes the empty zookeeper.address")
 	}
-	back, err := ConfigFromFlat(flat)
+	back, err := FromFlat(flat)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +323,7 @@ func TestFlattenRoundTrip(t *testing.T) {
 		t.Errorf("round trip differs:\n got %+v\nwant %+v", back, cfg)
 	}
 	flat["coordinator.raft.bogus"] = "1"
-	_, err = ConfigFromFlat(flat)
+	_, err = FromFlat(flat)
 	wantProblem(t, err, "coordinator.raft.bogus", "unknown key")
 }
 
@@ -365,7 +367,7 @@ func TestVoterValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := LoadConfig(LoadOptions{Overrides: tt.overrides, Observer: tt.observer})
+			_, err := Load(LoadOptions{Overrides: tt.overrides, Observer: tt.observer})
 			if tt.key == "" {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)
@@ -408,22 +410,22 @@ func TestValueRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.set, func(t *testing.T) {
-			_, err := LoadConfig(LoadOptions{Overrides: []string{tt.set, "coordinator.raft.tls.key-file=" + ca}})
+			_, err := Load(LoadOptions{Overrides: []string{tt.set, "coordinator.raft.tls.key-file=" + ca}})
 			wantProblem(t, err, tt.key, tt.frag)
 		})
 	}
-	if _, err := LoadConfig(LoadOptions{Overrides: []string{"coordinator.raft.tls.enabled=true",
+	if _, err := Load(LoadOptions{Overrides: []string{"coordinator.raft.tls.enabled=true",
 		"coordinator.raft.tls.ca-file=" + ca, "coordinator.raft.tls.cert-file=" + ca, "coordinator.raft.tls.key-file=" + ca}}); err != nil {
 		t.Errorf("TLS with readable files: %v", err)
 	}
-	_, err := LoadConfig(LoadOptions{Overrides: []string{"coordinator.raft.tls.enabled=true",
+	_, err := Load(LoadOptions{Overrides: []string{"coordinator.raft.tls.enabled=true",
 		"coordinator.raft.tls.ca-file=" + filepath.Join(dir, "missing.pem"), "coordinator.raft.tls.cert-file=" + ca, "coordinator.raft.tls.key-file=" + dir}})
 	wantProblem(t, err, "coordinator.raft.tls.ca-file", "no such file")
 	wantProblem(t, err, "coordinator.raft.tls.key-file", "is a directory")
 }
 
 func TestValidateNeverEdits(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := Default()
 	cfg.Coordinator.Raft.HeartbeatInterval = 2 * time.Second
 	cfg.Coordinator.Raft.Voters = []string{" 1@a:9124"}
 	before := *cfg
@@ -437,14 +439,14 @@ func TestValidateNeverEdits(t *testing.T) {
 }
 
 func TestMissingFileIsAProblem(t *testing.T) {
-	_, err := LoadConfig(LoadOptions{File: filepath.Join(t.TempDir(), "absent.yaml")})
+	_, err := Load(LoadOptions{File: filepath.Join(t.TempDir(), "absent.yaml")})
 	wantProblem(t, err, "", "absent.yaml")
 }
 
 // TestDocsListEveryKey keeps docs/configuration.md complete: every key the
 // loader knows appears in it, with its environment variable derivable.
 func TestDocsListEveryKey(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "docs", "configuration.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "configuration.md"))
 	if err != nil {
 		t.Fatalf("reading the configuration reference: %v", err)
 	}
@@ -463,12 +465,40 @@ func TestReservedEnvNamesNoKey(t *testing.T) {
 			t.Errorf("%s is not reserved", name)
 		}
 	}
-	if _, err := LoadConfig(LoadOptions{Env: []string{"METAPLANE_BACKEND_PLUGIN=cookie", "METAPLANE_ZK_CLASSPATH=/x", "METAPLANE_JAVA=/usr/bin/java"}}); err != nil {
+	if _, err := Load(LoadOptions{Env: []string{"METAPLANE_BACKEND_PLUGIN=cookie", "METAPLANE_ZK_CLASSPATH=/x", "METAPLANE_JAVA=/usr/bin/java"}}); err != nil {
 		t.Errorf("reserved variables refused: %v", err)
 	}
 	for _, key := range Keys() {
 		if IsReservedEnv(EnvName(key)) {
 			t.Errorf("key %s lies under a reserved environment prefix", key)
 		}
+	}
+}
+
+// TestCheckFilesIsASeparateStep: Validate accepts TLS file names without
+// touching the filesystem; CheckFiles reports the missing one and the
+// directory, naming their keys, and accepts a readable file.
+func TestCheckFilesIsASeparateStep(t *testing.T) {
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(ca, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Default()
+	cfg.Coordinator.Raft.TLS.Enabled = true
+	cfg.Coordinator.Raft.TLS.CAFile = ca
+	cfg.Coordinator.Raft.TLS.CertFile = filepath.Join(dir, "missing.pem")
+	cfg.Coordinator.Raft.TLS.KeyFile = dir
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("Validate: %v, want no problem (it does no file I/O)", err)
+	}
+	err := cfg.CheckFiles()
+	var ce *Error
+	if !errors.As(err, &ce) || len(ce.Problems) != 2 {
+		t.Fatalf("CheckFiles: %v, want two problems", err)
+	}
+	if ce.Problems[0].Key != "coordinator.raft.tls.cert-file" || ce.Problems[1].Key != "coordinator.raft.tls.key-file" ||
+		!strings.Contains(ce.Problems[1].Message, "is a directory") {
+		t.Errorf("problems %v, want the missing cert file and the key-file directory", ce.Problems)
 	}
 }

@@ -1,0 +1,153 @@
+// Package raftkeys holds the rules of the coordinator.raft.* keys that both
+// the configuration loader (core/config, which refuses a bad value at load,
+// naming the key) and the Raft backend (which turns the keys into
+// Dragonboat settings) need: the tick arithmetic and the voter syntax. It
+// imports the standard library and core/settings only, so the loader does
+// not link Dragonboat.
+package raftkeys
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/metaplane/metaplane/core/settings"
+)
+
+// The Raft tick: Dragonboat's RTTMillisecond. Every Raft timing is a whole
+// number of ticks.
+const (
+	RTTMillisecond = 50
+	Tick           = RTTMillisecond * time.Millisecond
+)
+
+// The keys ComputeTiming names in its problems.
+const (
+	KeyHeartbeat = "coordinator.raft.heartbeat.interval"
+	KeyElection  = "coordinator.raft.election.timeout"
+)
+
+// Timing is how coordinator.raft.heartbeat.interval and
+// coordinator.raft.election.timeout map onto Dragonboat's settings.
+type Timing struct {
+	// RTTMillisecond is the tick in milliseconds (RTTMillisecond).
+	RTTMillisecond uint64
+	// ElectionRTT is Dragonboat's ElectionRTT: election.timeout / 2 / tick.
+	ElectionRTT uint64
+	// HeartbeatRTT is Dragonboat's HeartbeatRTT: heartbeat.interval / tick,
+	// lowered to (ElectionRTT-1)/2 so that ElectionRTT > 2*HeartbeatRTT,
+	// and at least 1.
+	HeartbeatRTT uint64
+	// Heartbeat is the effective heartbeat interval, HeartbeatRTT ticks.
+	Heartbeat time.Duration
+	// ElectionMin and ElectionMax bound the randomized election timeout:
+	// a follower starts an election after [ElectionMin, ElectionMax) of
+	// silence from the leader (ElectionRTT to 2*ElectionRTT ticks).
+	ElectionMin, ElectionMax time.Duration
+	// Note is non-empty when a configured value was not used as is (the
+	// heartbeat lowered, a value rounded down to the tick), and says why.
+	Note string
+}
+
+// Summary is one line giving the effective timing, for `config validate`
+// and logs.
+func (r Timing) Summary() string {
+	return fmt.Sprintf("raft timing: tick %s; heartbeat every %s (HeartbeatRTT %d); election after %s to %s of silence (ElectionRTT %d)",
+		settings.FormatDuration(Tick), settings.FormatDuration(r.Heartbeat), r.HeartbeatRTT,
+		settings.FormatDuration(r.ElectionMin), settings.FormatDuration(r.ElectionMax), r.ElectionRTT)
+}
+
+// ComputeTiming maps the configured heartbeat interval and election timeout
+// onto Dragonboat's tick-based settings (tick = Tick, 50ms):
+//
+//   - election is the upper bound of the randomized election timeout:
+//     ElectionRTT = election / 2 / tick, so a follower starts an election
+//     after [election/2, election) of silence;
+//   - heartbeat is an upper bound on the heartbeat interval: HeartbeatRTT =
+//     min(heartbeat / tick, (ElectionRTT-1) / 2), at least 1, because
+//     Dragonboat requires ElectionRTT > 2*HeartbeatRTT.
+//
+// With the defaults (500ms, 1s) the election timeout is honoured and the
+// heartbeat lowered to 200ms (noted in the result). It is a pure function.
+//
+// Errors: a *settings.Error naming the key at fault when the pair cannot be
+// honoured: heartbeat below one tick, election below 300ms (ElectionRTT
+// below 3), or heartbeat not below election.
+func ComputeTiming(heartbeat, election time.Duration) (Timing, error) {
+	var probs settings.Problems
+	if heartbeat < Tick {
+		probs.Add(KeyHeartbeat, fmt.Sprintf("%s is below the Raft tick of %s", settings.FormatDuration(heartbeat), settings.FormatDuration(Tick)))
+	}
+	if election < 6*Tick {
+		probs.Add(KeyElection, fmt.Sprintf("%s is below the minimum of %s (the election timeout must span at least 6 Raft ticks of %s, so that ElectionRTT = timeout/2/tick is at least 3 and exceeds twice a heartbeat of one tick)",
+			settings.FormatDuration(election), settings.FormatDuration(6*Tick), settings.FormatDuration(Tick)))
+	}
+	if heartbeat >= Tick && election >= 6*Tick && heartbeat >= election {
+		probs.Add(KeyHeartbeat, fmt.Sprintf("%s is not below %s (%s): a leader must heartbeat more often than followers time out",
+			settings.FormatDuration(heartbeat), KeyElection, settings.FormatDuration(election)))
+	}
+	if err := probs.Err(); err != nil {
+		return Timing{}, err
+	}
+	r := Timing{RTTMillisecond: RTTMillisecond}
+	r.ElectionRTT = uint64(election / 2 / Tick)
+	hb := uint64(heartbeat / Tick)
+	r.HeartbeatRTT = min(hb, (r.ElectionRTT-1)/2)
+	if r.HeartbeatRTT < 1 {
+		r.HeartbeatRTT = 1
+	}
+	r.Heartbeat = time.Duration(r.HeartbeatRTT) * Tick
+	r.ElectionMin = time.Duration(r.ElectionRTT) * Tick
+	r.ElectionMax = 2 * r.ElectionMin
+
+	var notes []string
+	if r.ElectionMax != election {
+		notes = append(notes, fmt.Sprintf("%s %s rounded down to %s (a whole number of 2-tick steps of %s)",
+			KeyElection, settings.FormatDuration(election), settings.FormatDuration(r.ElectionMax), settings.FormatDuration(2*Tick)))
+	}
+	switch {
+	case r.HeartbeatRTT < hb:
+		notes = append(notes, fmt.Sprintf("%s %s lowered to %s, because Dragonboat requires ElectionRTT (%d) > 2*HeartbeatRTT",
+			KeyHeartbeat, settings.FormatDuration(heartbeat), settings.FormatDuration(r.Heartbeat), r.ElectionRTT))
+	case r.Heartbeat != heartbeat:
+		notes = append(notes, fmt.Sprintf("%s %s rounded down to %s (a whole number of ticks of %s)",
+			KeyHeartbeat, settings.FormatDuration(heartbeat), settings.FormatDuration(r.Heartbeat), settings.FormatDuration(Tick)))
+	}
+	r.Note = strings.Join(notes, "; ")
+	return r, nil
+}
+
+// Voter is one entry of coordinator.raft.voters.
+type Voter struct {
+	// ID is the voter's Raft replica id, positive.
+	ID uint64
+	// Host and Port are the voter's Raft address.
+	Host string
+	Port int
+}
+
+// Address returns host:port (IPv6 hosts bracketed).
+func (v Voter) Address() string { return net.JoinHostPort(v.Host, strconv.Itoa(v.Port)) }
+
+// String returns id@host:port.
+func (v Voter) String() string { return strconv.FormatUint(v.ID, 10) + "@" + v.Address() }
+
+// ParseVoter parses one voter entry, id@host:port. Errors say what is
+// wrong with s.
+func ParseVoter(s string) (Voter, error) {
+	idPart, addr, ok := strings.Cut(strings.TrimSpace(s), "@")
+	if !ok {
+		return Voter{}, fmt.Errorf("entry %q: want id@host:port (e.g. 1@coord-1:9124)", s)
+	}
+	id, err := strconv.ParseUint(idPart, 10, 64)
+	if err != nil || id == 0 {
+		return Voter{}, fmt.Errorf("entry %q: id %q is not a positive integer", s, idPart)
+	}
+	host, port, err := settings.ParseHostPort(addr, false)
+	if err != nil {
+		return Voter{}, fmt.Errorf("entry %q: %v", s, err)
+	}
+	return Voter{ID: id, Host: host, Port: port}, nil
+}

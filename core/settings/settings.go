@@ -1,0 +1,229 @@
+// Package settings is the typed decoder of flat settings: the map of
+// dotted keys to string values ("coordinator.raft.election.timeout" ->
+// "1s") that the host hands a backend's Provider.Start, the same map that
+// crosses the plugin wire. The configuration loader (core/config) and every
+// backend, built in or third party, parse values with it, so a value means
+// the same thing and a bad one is reported the same way everywhere.
+//
+// It imports the standard library only, like core.
+package settings
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Reader decodes keys of one settings map into typed fields, collecting a
+// Problem for every value that does not parse (the key named, with what
+// was wanted). A key that is absent or empty leaves the field unchanged,
+// so a caller fills defaults before or after reading. A Reader is not safe
+// for concurrent use; the map is not modified.
+type Reader struct {
+	m     map[string]string
+	probs Problems
+}
+
+// NewReader returns a Reader of m.
+func NewReader(m map[string]string) *Reader { return &Reader{m: m} }
+
+// Err returns nil when every value read so far parsed, else a *Error
+// listing every problem.
+func (r *Reader) Err() error { return r.probs.Err() }
+
+// Problems returns the problems found so far (the caller owns the slice).
+func (r *Reader) Problems() []Problem { return append([]Problem(nil), r.probs...) }
+
+// Has reports whether key is set to a non-empty value.
+func (r *Reader) Has(key string) bool { return strings.TrimSpace(r.m[key]) != "" }
+
+// raw returns key's trimmed value and whether it is set.
+func (r *Reader) raw(key string) (string, bool) {
+	v := strings.TrimSpace(r.m[key])
+	return v, v != ""
+}
+
+func (r *Reader) fail(key string, err error) { r.probs.Add(key, err.Error()) }
+
+// String reads key as is (trimmed).
+func (r *Reader) String(key string, dst *string) {
+	if v, ok := r.raw(key); ok {
+		*dst = v
+	}
+}
+
+// Duration reads key with ParseDuration.
+func (r *Reader) Duration(key string, dst *time.Duration) {
+	if v, ok := r.raw(key); ok {
+		d, err := ParseDuration(v)
+		if err != nil {
+			r.fail(key, err)
+			return
+		}
+		*dst = d
+	}
+}
+
+// Int reads key with ParseInt.
+func (r *Reader) Int(key string, dst *int) {
+	if v, ok := r.raw(key); ok {
+		n, err := ParseInt(v)
+		if err == nil && int64(int(n)) != n {
+			err = fmt.Errorf("invalid integer %q: too large", v)
+		}
+		if err != nil {
+			r.fail(key, err)
+			return
+		}
+		*dst = int(n)
+	}
+}
+
+// Int64 reads key with ParseInt.
+func (r *Reader) Int64(key string, dst *int64) {
+	if v, ok := r.raw(key); ok {
+		n, err := ParseInt(v)
+		if err != nil {
+			r.fail(key, err)
+			return
+		}
+		*dst = n
+	}
+}
+
+// Uint64 reads key with ParseInt, refusing a negative value.
+func (r *Reader) Uint64(key string, dst *uint64) {
+	if v, ok := r.raw(key); ok {
+		n, err := ParseInt(v)
+		if err == nil && n < 0 {
+			err = fmt.Errorf("invalid value %d: must not be negative", n)
+		}
+		if err != nil {
+			r.fail(key, err)
+			return
+		}
+		*dst = uint64(n)
+	}
+}
+
+// Bool reads key with ParseBool.
+func (r *Reader) Bool(key string, dst *bool) {
+	if v, ok := r.raw(key); ok {
+		b, err := ParseBool(v)
+		if err != nil {
+			r.fail(key, err)
+			return
+		}
+		*dst = b
+	}
+}
+
+// Size reads key with ParseSize.
+func (r *Reader) Size(key string, dst *Size) {
+	if v, ok := r.raw(key); ok {
+		s, err := ParseSize(v)
+		if err != nil {
+			r.fail(key, err)
+			return
+		}
+		*dst = s
+	}
+}
+
+// List reads key with ParseList.
+func (r *Reader) List(key string, dst *[]string) {
+	if v, ok := r.raw(key); ok {
+		l, err := ParseList(v)
+		if err != nil {
+			r.fail(key, err)
+			return
+		}
+		*dst = l
+	}
+}
+
+// ParseDuration parses a duration with a unit ("500ms", "1s", "2m").
+func ParseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q: want a number with a unit, e.g. 500ms, 1s, 2m", s)
+	}
+	return d, nil
+}
+
+// ParseBool parses true or false (and the other spellings of
+// strconv.ParseBool).
+func ParseBool(s string) (bool, error) {
+	b, err := strconv.ParseBool(strings.TrimSpace(s))
+	if err != nil {
+		return false, fmt.Errorf("invalid boolean %q: want true or false", s)
+	}
+	return b, nil
+}
+
+// ParseInt parses a whole decimal number that fits in an int64.
+func ParseInt(s string) (int64, error) {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("invalid integer %q: want a whole number", s)
+	}
+	return n, nil
+}
+
+// ParseList parses a comma-separated list. Entries are trimmed; an empty
+// entry is an error; a wholly empty value is the empty list.
+func ParseList(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return []string{}, nil
+	}
+	parts := strings.Split(s, ",")
+	out := make([]string, 0, len(parts))
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			return nil, fmt.Errorf("entry %d of the list is empty", i+1)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// FormatDuration writes d in its largest exact unit ("500ms", "30s",
+// "1m"), which ParseDuration reads back.
+func FormatDuration(d time.Duration) string {
+	for _, u := range []struct {
+		d    time.Duration
+		name string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}, {time.Microsecond, "us"}} {
+		if d != 0 && d%u.d == 0 {
+			return strconv.FormatInt(int64(d/u.d), 10) + u.name
+		}
+	}
+	return d.String()
+}
+
+// ParseHostPort parses host:port with a port in 1..65535 (0 too when
+// allowZero). Errors say what is wrong with s.
+func ParseHostPort(s string, allowZero bool) (string, int, error) {
+	host, portStr, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", 0, fmt.Errorf("address %q: want host:port", s)
+	}
+	if host == "" {
+		return "", 0, fmt.Errorf("address %q: empty host", s)
+	}
+	if strings.ContainsAny(host, " /@,\t") {
+		return "", 0, fmt.Errorf("address %q: invalid host %q", s, host)
+	}
+	port, err := strconv.Atoi(portStr)
+	lo := 1
+	if allowZero {
+		lo = 0
+	}
+	if err != nil || port < lo || port > 65535 {
+		return "", 0, fmt.Errorf("address %q: port %q is not in %d..65535", s, portStr, lo)
+	}
+	return host, port, nil
+}
