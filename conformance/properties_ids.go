@@ -52,7 +52,7 @@ func idProperties() []Property {
 			Needs:       NeedsNativeIDs,
 			Description: "a backend's own IDAllocator starts a missing counter at 0, hands out contiguous ranges, refuses a count below 1 with ErrInvalidArgument and a stale fence with ErrFenced",
 			run: func(e *env) {
-				a := e.c0.(core.IDAllocator)
+				a, _ := core.Optional[core.IDAllocator](e.c0)
 				first, err := a.AllocateIDs(e.ctx, counter, 7, core.Fence{})
 				e.ok(err, "allocate 7")
 				second, err := a.AllocateIDs(e.ctx, counter, 3, core.Fence{})

@@ -182,7 +182,7 @@ func closedProperties() []Property {
 func leaseHolder(e *env) (core.MetadataBackend, core.LeaseManager, core.Leadership) {
 	e.t.Helper()
 	c := e.client()
-	m, ok := c.(core.LeaseManager)
+	m, ok := core.Optional[core.LeaseManager](c)
 	if !ok {
 		e.t.Fatalf("backend declares Leases but its client does not implement core.LeaseManager")
 	}
@@ -305,7 +305,7 @@ func faultProperties() []Property {
 			Needs:       NeedsFaultInjection,
 			Description: "FailNextWrite makes exactly the next write fail with the given error, changing nothing",
 			run: func(e *env) {
-				f := e.c0.(core.FaultInjector)
+				f, _ := core.Optional[core.FaultInjector](e.c0)
 				f.FailNextWrite(core.ErrUnavailable)
 				_, _, err := core.Create(e.ctx, e.c0, p("n"), nil, core.CreateOptions{})
 				e.is(err, core.ErrUnavailable, "the failed write")
@@ -318,7 +318,7 @@ func faultProperties() []Property {
 			Needs:       NeedsFaultInjection,
 			Description: "SetLatency delays calls by at least the latency; a context ending during the delay ends the call",
 			run: func(e *env) {
-				f := e.c0.(core.FaultInjector)
+				f, _ := core.Optional[core.FaultInjector](e.c0)
 				f.SetLatency(100 * time.Millisecond)
 				start := time.Now()
 				e.get(e.c0, base)
@@ -366,22 +366,22 @@ func statusProperties() []Property {
 					e.t.Fatalf("capabilities differ: %+v vs %+v", a, b)
 				}
 				if a.Leases {
-					if _, ok := e.c0.(core.LeaseManager); !ok {
+					if _, ok := core.Optional[core.LeaseManager](e.c0); !ok {
 						e.t.Fatalf("declares Leases but does not implement core.LeaseManager")
 					}
 				}
 				if a.NativeIDAllocation {
-					if _, ok := e.c0.(core.IDAllocator); !ok {
+					if _, ok := core.Optional[core.IDAllocator](e.c0); !ok {
 						e.t.Fatalf("declares NativeIDAllocation but does not implement core.IDAllocator")
 					}
 				}
 				if a.Membership {
-					if _, ok := e.c0.(core.MembershipManager); !ok {
+					if _, ok := core.Optional[core.MembershipManager](e.c0); !ok {
 						e.t.Fatalf("declares Membership but does not implement core.MembershipManager")
 					}
 				}
 				if a.FaultInjection {
-					if _, ok := e.c0.(core.FaultInjector); !ok {
+					if _, ok := core.Optional[core.FaultInjector](e.c0); !ok {
 						e.t.Fatalf("declares FaultInjection but does not implement core.FaultInjector")
 					}
 				}
@@ -397,7 +397,7 @@ func statusProperties() []Property {
 				e.create(c, p("eph"), nil, core.Ephemeral)
 				l := e.campaign(c, "a")
 				var errLease error
-				if m, ok := c.(core.LeaseManager); ok && e.caps.Leases {
+				if m, ok := core.Optional[core.LeaseManager](c); ok && e.caps.Leases {
 					// While c leads: on some backends only the leader
 					// answers for leases.
 					errLease = m.RenewLease(e.ctx, 0x7eadbeef)
@@ -419,7 +419,7 @@ func statusProperties() []Property {
 					{errNotEmpty, core.ErrNotEmpty}, {errNoParent, core.ErrNoParent}, {errFenced, core.ErrFenced},
 					{errTooLarge, core.ErrTooLarge}, {errInvalidPath, core.ErrInvalidPath}, {errInvalidArg, core.ErrInvalidArgument},
 				}
-				if _, ok := c.(core.LeaseManager); ok && e.caps.Leases {
+				if _, ok := core.Optional[core.LeaseManager](c); ok && e.caps.Leases {
 					checks = append(checks, struct{ err, want error }{errLease, core.ErrSessionExpired})
 				}
 				if e.caps.ExactHistory {

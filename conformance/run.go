@@ -129,13 +129,13 @@ func (e *env) has(name string) (bool, string) {
 	case NeedsStaleReads:
 		ok = e.caps.StaleReads
 	case NeedsLeases:
-		_, impl := e.c0.(core.LeaseManager)
+		_, impl := core.Optional[core.LeaseManager](e.c0)
 		ok = e.caps.Leases && impl
 	case NeedsFaultInjection:
-		_, impl := e.c0.(core.FaultInjector)
+		_, impl := core.Optional[core.FaultInjector](e.c0)
 		ok = e.caps.FaultInjection && impl
 	case NeedsNativeIDs:
-		_, impl := e.c0.(core.IDAllocator)
+		_, impl := core.Optional[core.IDAllocator](e.c0)
 		ok = e.caps.NativeIDAllocation && impl
 	case NeedsCompactor:
 		_, ok = e.store.(Compactor)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/catalog"
-	"github.com/metaplane/metaplane/core/config"
 )
 
 // Metrics are a coordinator's Prometheus metrics. The Raft gauges carry
@@ -102,7 +101,7 @@ var roleValue = map[core.Role]float64{core.RoleUnknown: 0, core.RoleFollower: 1,
 
 func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	ref := c.s.backend.Load()
-	if ref == nil || ref.b.Capabilities().Name != config.BackendRaft {
+	if ref == nil || !ref.b.Capabilities().ConsensusStatus {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -124,11 +123,21 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// wrap returns b with every call timed into the call histogram. The
-// optional interfaces the coordinator uses (LeaseManager, IDAllocator) are
-// passed through.
+// wrap returns b with every call of the required contract timed into the
+// call histogram. The wrapper implements Unwrap and no optional part, so
+// core.Optional finds exactly the parts b declares; the coordinator times
+// the optional calls it makes itself (timeCall).
 func (m *Metrics) wrap(b core.MetadataBackend) core.MetadataBackend {
 	return &timedBackend{MetadataBackend: b, h: m.calls}
+}
+
+// timeCall runs call and records its latency and outcome as method in the
+// call histogram: for the optional parts, which the wrapper does not see.
+func (m *Metrics) timeCall(method string, call func() error) error {
+	start := time.Now()
+	err := call()
+	observe(m.calls, method, start, err)
+	return err
 }
 
 type timedBackend struct {
@@ -136,12 +145,19 @@ type timedBackend struct {
 	h *prometheus.HistogramVec
 }
 
+// Unwrap returns the backend timed.
+func (t *timedBackend) Unwrap() core.MetadataBackend { return t.MetadataBackend }
+
 func (t *timedBackend) observe(method string, start time.Time, err error) {
+	observe(t.h, method, start, err)
+}
+
+func observe(h *prometheus.HistogramVec, method string, start time.Time, err error) {
 	outcome := "ok"
 	if err != nil {
 		outcome = "error"
 	}
-	t.h.WithLabelValues(method, outcome).Observe(time.Since(start).Seconds())
+	h.WithLabelValues(method, outcome).Observe(time.Since(start).Seconds())
 }
 
 func (t *timedBackend) GetMany(ctx context.Context, paths []string, opts core.ReadOptions) (r []core.GetResult, err error) {
@@ -183,49 +199,5 @@ func (t *timedBackend) Status(ctx context.Context) (s core.Status, err error) {
 	start := time.Now()
 	s, err = t.MetadataBackend.Status(ctx)
 	t.observe("Status", start, err)
-	return
-}
-
-// GrantLease passes through to the backend's LeaseManager.
-func (t *timedBackend) GrantLease(ctx context.Context, owner string, ttl time.Duration, fence core.Fence) (id int64, err error) {
-	lm, ok := t.MetadataBackend.(core.LeaseManager)
-	if !ok {
-		return 0, core.ErrInvalidArgument
-	}
-	start := time.Now()
-	id, err = lm.GrantLease(ctx, owner, ttl, fence)
-	t.observe("GrantLease", start, err)
-	return
-}
-
-// RenewLease passes through to the backend's LeaseManager.
-func (t *timedBackend) RenewLease(ctx context.Context, id int64) (err error) {
-	lm, ok := t.MetadataBackend.(core.LeaseManager)
-	if !ok {
-		return core.ErrInvalidArgument
-	}
-	start := time.Now()
-	err = lm.RenewLease(ctx, id)
-	t.observe("RenewLease", start, err)
-	return
-}
-
-// RevokeLease passes through to the backend's LeaseManager.
-func (t *timedBackend) RevokeLease(ctx context.Context, id int64, fence core.Fence) (err error) {
-	lm, ok := t.MetadataBackend.(core.LeaseManager)
-	if !ok {
-		return core.ErrInvalidArgument
-	}
-	start := time.Now()
-	err = lm.RevokeLease(ctx, id, fence)
-	t.observe("RevokeLease", start, err)
-	return
-}
-
-// AllocateIDs uses the backend's IDAllocator, or core's loop without one.
-func (t *timedBackend) AllocateIDs(ctx context.Context, path string, n int64, fence core.Fence) (first int64, err error) {
-	start := time.Now()
-	first, err = core.AllocateIDs(ctx, t.MetadataBackend, path, n, fence)
-	t.observe("AllocateIDs", start, err)
 	return
 }

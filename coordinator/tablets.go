@@ -12,7 +12,6 @@ import (
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/catalog"
-	"github.com/metaplane/metaplane/core/config"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
@@ -25,19 +24,17 @@ type tabletServerService struct {
 	s *Server
 }
 
-// tabletRPCsServed says whether b serves the tablet-server RPCs, and why
-// not.
+// tabletRPCsServed says whether b serves the tablet-server RPCs (it
+// declares that tablet servers follow it through the coordinator, with
+// leases and exact history), and why not.
 func tabletRPCsServed(b core.MetadataBackend) error {
 	caps := b.Capabilities()
-	if caps.Name == config.BackendZooKeeper {
-		return status.Error(codes.Unimplemented, "the tablet-server RPCs are not served on the ZooKeeper backend: tablet servers register in ZooKeeper there (their own session and ephemeral /tabletservers/ids/<id>)")
+	if caps.TabletServers != core.TabletServersThroughCoordinator {
+		return status.Errorf(codes.Unimplemented, "the tablet-server RPCs are not served on backend %q: tablet servers follow it directly (their own session and ephemeral /tabletservers/ids/<id>)", caps.Name)
 	}
-	if !caps.Leases || !caps.ExactHistory {
+	if _, ok := core.Optional[core.LeaseManager](b); !ok || !caps.ExactHistory {
 		return status.Errorf(codes.Unimplemented, "the tablet-server RPCs need a backend with leases and exact history; backend %q has leases=%v, exact history=%v",
-			caps.Name, caps.Leases, caps.ExactHistory)
-	}
-	if _, ok := b.(core.LeaseManager); !ok {
-		return status.Errorf(codes.Unimplemented, "backend %q does not implement leases", caps.Name)
+			caps.Name, ok, caps.ExactHistory)
 	}
 	return nil
 }
@@ -74,9 +71,13 @@ func (t *tabletServerService) RegisterTabletServer(ctx context.Context, r *admin
 	if r.Listeners == "" {
 		return nil, adminclient.ToStatus(fmt.Errorf("%w: tablet server %d: listeners are required", core.ErrInvalidArgument, r.ServerId))
 	}
-	lm := l.b.(core.LeaseManager)
+	lm, _ := core.Optional[core.LeaseManager](l.b) // present: tabletRPCsServed
 	ttl := t.s.opts.TabletServerSessionTimeout
-	lease, err := lm.GrantLease(ctx, fmt.Sprintf("tablet-server-%d", r.ServerId), ttl, l.lead.Fence())
+	var lease int64
+	err = t.s.metrics.timeCall("GrantLease", func() (err error) {
+		lease, err = lm.GrantLease(ctx, fmt.Sprintf("tablet-server-%d", r.ServerId), ttl, l.lead.Fence())
+		return err
+	})
 	if err != nil {
 		return nil, t.s.mapErr(err)
 	}
@@ -124,7 +125,8 @@ func (t *tabletServerService) TabletServerHeartbeat(ctx context.Context, r *admi
 	if err != nil {
 		return nil, err
 	}
-	if err := l.b.(core.LeaseManager).RenewLease(ctx, r.LeaseId); err != nil {
+	lm, _ := core.Optional[core.LeaseManager](l.b) // present: tabletRPCsServed
+	if err := t.s.metrics.timeCall("RenewLease", func() error { return lm.RenewLease(ctx, r.LeaseId) }); err != nil {
 		return nil, t.s.mapErr(fmt.Errorf("tablet server %d lease %d: %w", r.ServerId, r.LeaseId, err))
 	}
 	return &adminv1.TabletServerHeartbeatResponse{CoordinatorEpoch: l.lead.Epoch()}, nil

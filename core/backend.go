@@ -23,8 +23,11 @@ import (
 // The required interface is deliberately small: convenience calls (Get,
 // Exists, Create, Set, Delete, AllocateIDs) are functions in this package
 // built on it, and optional parts (LeaseManager, IDAllocator,
-// MembershipManager, FaultInjector) are separate interfaces found by type
-// assertion, so that a new optional part never breaks an existing backend.
+// MembershipManager, FaultInjector, SessionExpirer) are separate
+// interfaces, so that a new optional part never breaks an existing
+// backend. A caller finds an optional part with Optional, never with a
+// bare type assertion: Optional honours the declared capabilities and sees
+// through wrappers (Unwrapper).
 type MetadataBackend interface {
 	Reader
 	Writer
@@ -191,6 +194,76 @@ type MembershipManager interface {
 	// RemoveVoter removes a voter. Errors: ErrNotLeader, ErrInvalidArgument,
 	// ErrUnavailable, ErrClosed.
 	RemoveVoter(ctx context.Context, id string) error
+}
+
+// SessionExpirer is implemented by backends that can expire the client's
+// own session on demand, as its timeout would (Capabilities.SessionExpiry).
+// The conformance suite uses it (across the plugin boundary too) to test
+// expiry; operators never need it.
+type SessionExpirer interface {
+	// ExpireSession expires the client's session now: its ephemerals are
+	// deleted, SessionExpired is delivered, then a new session is
+	// established. Errors: ErrUnavailable, ErrClosed, context errors.
+	ExpireSession(ctx context.Context) error
+}
+
+// HistoryCompactor is implemented by providers (not clients) whose change
+// history can be dropped on demand: a test hook for the conformance suite's
+// compaction properties, served across the plugin boundary. Production
+// backends need not implement it.
+type HistoryCompactor interface {
+	// CompactHistory drops the history up to and including revision, so
+	// that a watch from it fails with ErrCompacted. Errors: ErrClosed,
+	// context errors.
+	CompactHistory(ctx context.Context, revision int64) error
+}
+
+// Unwrapper is implemented by wrappers of a backend (metrics, test
+// decorators, the plugin client's optional-part layers): Unwrap returns the
+// backend wrapped. A wrapper implements the required contract and Unwrap,
+// and never re-implements an optional part, so Optional finds exactly the
+// parts the wrapped backend declares.
+type Unwrapper interface {
+	Unwrap() MetadataBackend
+}
+
+// Optional returns b's optional part T (LeaseManager, IDAllocator,
+// MembershipManager, FaultInjector, SessionExpirer, or a part of a later
+// version) and true when b, or a backend b wraps (following Unwrap), both
+// implements T and declares it in its Capabilities (Leases,
+// NativeIDAllocation, Membership, FaultInjection, SessionExpiry; a part
+// core has no capability for is found by its methods alone). Otherwise it
+// returns the zero T and false. It does not block.
+func Optional[T any](b MetadataBackend) (T, bool) {
+	var zero T
+	for depth := 0; b != nil && depth < 64; depth++ {
+		if t, ok := b.(T); ok && declares[T](b.Capabilities()) {
+			return t, true
+		}
+		u, ok := b.(Unwrapper)
+		if !ok {
+			break
+		}
+		b = u.Unwrap()
+	}
+	return zero, false
+}
+
+// declares reports whether caps declare the optional part T.
+func declares[T any](caps Capabilities) bool {
+	switch any((*T)(nil)).(type) {
+	case *LeaseManager:
+		return caps.Leases
+	case *IDAllocator:
+		return caps.NativeIDAllocation
+	case *MembershipManager:
+		return caps.Membership
+	case *FaultInjector:
+		return caps.FaultInjection
+	case *SessionExpirer:
+		return caps.SessionExpiry
+	}
+	return true
 }
 
 // FaultInjector is implemented by test backends to provoke failures.

@@ -119,7 +119,7 @@ func AllocateIDs(ctx context.Context, b MetadataBackend, path string, n int64, f
 	if n < 1 {
 		return 0, fmt.Errorf("%w: allocate %d ids from %s: count must be at least 1", ErrInvalidArgument, n, path)
 	}
-	if a, ok := b.(IDAllocator); ok {
+	if a, ok := Optional[IDAllocator](b); ok {
 		return a.AllocateIDs(ctx, path, n, fence)
 	}
 	if err := ValidatePath(path); err != nil {

@@ -19,6 +19,11 @@ type BackendDescriptor struct {
 	Description string
 	// Deprecated, when set, is the warning printed when it is selected.
 	Deprecated string
+	// TabletServers is how tablet servers follow this backend; it must be
+	// what the backend's clients declare in Capabilities.TabletServers. The
+	// host reads it here, before any plugin starts (a tablet server never
+	// starts a backend it does not need).
+	TabletServers TabletServerMode
 }
 
 // ClientOptions are the options of a new backend client.
@@ -52,14 +57,4 @@ type Provider interface {
 	NewClient(ctx context.Context, opts ClientOptions) (MetadataBackend, error)
 	// Close closes every client and stops the backend. Idempotent.
 	Close() error
-}
-
-// SessionExpirer is implemented by backends that can expire the client's
-// own session on demand, as its timeout would. The conformance suite uses it
-// (across the plugin boundary too) to test expiry; operators never need it.
-type SessionExpirer interface {
-	// ExpireSession expires the client's session now: its ephemerals are
-	// deleted, SessionExpired is delivered, then a new session is
-	// established. Errors: ErrUnavailable, ErrClosed, context errors.
-	ExpireSession(ctx context.Context) error
 }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -378,12 +379,48 @@ type Capabilities struct {
 	Membership bool
 	// FaultInjection: the backend implements FaultInjector.
 	FaultInjection bool
+	// SessionExpiry: the backend implements SessionExpirer.
+	SessionExpiry bool
+	// ConsensusStatus: Status reports this member's consensus view (a Raft
+	// role, the term as Epoch, commit and applied index, and on the leader
+	// each member's lag); the coordinator exports it as the raft* gauges.
+	ConsensusStatus bool
+	// TabletServers is how tablet servers follow this backend.
+	TabletServers TabletServerMode
 	// MaxValueSize is the largest node value accepted, in bytes; larger
 	// values fail with ErrTooLarge. 0 means the default (1 MiB).
 	MaxValueSize int
 	// SelectorKey is the configuration key whose presence selects this
 	// backend (e.g. "zookeeper.address"); empty for built-in defaults.
 	SelectorKey string
+}
+
+// TabletServerMode is how tablet servers (the observers) register and
+// follow the metadata on a backend.
+type TabletServerMode int32
+
+const (
+	// TabletServersDirect: each tablet server opens a client of the
+	// backend with a session of its own, registers as an ephemeral node
+	// (/tabletservers/ids/<id>) and reads and watches the backend itself
+	// (ZooKeeper). The zero value: it needs nothing beyond the contract.
+	TabletServersDirect TabletServerMode = iota
+	// TabletServersThroughCoordinator: tablet servers never reach the
+	// backend; they register, heartbeat and follow the metadata stream
+	// through the coordinator leader's RPCs, which hold a lease per tablet
+	// server (Raft). The backend must declare Leases and ExactHistory.
+	TabletServersThroughCoordinator
+)
+
+// String names the mode ("direct", "through-coordinator").
+func (m TabletServerMode) String() string {
+	switch m {
+	case TabletServersDirect:
+		return "direct"
+	case TabletServersThroughCoordinator:
+		return "through-coordinator"
+	}
+	return "TabletServerMode(" + strconv.Itoa(int(m)) + ")"
 }
 
 // DefaultMaxValueSize is the value size limit when a backend declares none.

@@ -13,12 +13,10 @@ import (
 )
 
 // Client is the host side of one plugin client: a core.MetadataBackend
-// (one session) whose calls cross the plugin boundary. It also implements
-// every optional interface (LeaseManager, IDAllocator, MembershipManager,
-// FaultInjector, SessionExpirer); a call to a part the plugin's backend
-// does not have fails with an error wrapping core.ErrInvalidArgument
-// ("backend does not support ..."), and Capabilities says in advance which
-// parts it has (see Supports).
+// (one session) whose calls cross the plugin boundary. It implements the
+// required contract only; Plugin.NewClient wraps it in one layer per
+// optional part the plugin declared (parts.go), so core.Optional finds
+// exactly the parts the plugin's backend offers and nothing else.
 //
 // When the plugin process dies, in-flight and new calls fail with
 // core.ErrUnavailable, every Leadership's Lost channel closes, watches end
@@ -31,10 +29,9 @@ import (
 //
 // A Client is safe for concurrent use.
 type Client struct {
-	p      *Plugin
-	opts   core.ClientOptions
-	caps   core.Capabilities
-	ifaces *pb.Interfaces
+	p    *Plugin
+	opts core.ClientOptions
+	caps core.Capabilities
 
 	mu      sync.Mutex
 	rem     *remote // nil while the plugin is down
@@ -54,14 +51,7 @@ type remote struct {
 	cancel context.CancelFunc
 }
 
-var (
-	_ core.MetadataBackend   = (*Client)(nil)
-	_ core.LeaseManager      = (*Client)(nil)
-	_ core.IDAllocator       = (*Client)(nil)
-	_ core.MembershipManager = (*Client)(nil)
-	_ core.FaultInjector     = (*Client)(nil)
-	_ core.SessionExpirer    = (*Client)(nil)
-)
+var _ core.MetadataBackend = (*Client)(nil)
 
 // sessionSubBuffer is how many session events a slow subscriber may have
 // pending before the oldest are dropped.
@@ -674,42 +664,6 @@ func (c *Client) Status(ctx context.Context) (core.Status, error) {
 // them when the client opened. It does not block.
 func (c *Client) Capabilities() core.Capabilities { return c.caps }
 
-// Interface names an optional part of the contract for Supports.
-type Interface int
-
-// The optional interfaces a plugin's backend may implement.
-const (
-	LeaseManagerInterface Interface = iota + 1
-	IDAllocatorInterface
-	MembershipManagerInterface
-	FaultInjectorInterface
-	SessionExpirerInterface
-)
-
-// Supports reports whether the plugin's backend implements an optional
-// interface (the Client's own method set always does). AllocateIDs works
-// either way: without a native IDAllocator the plugin runs core's
-// compare-and-set loop next to the data.
-func (c *Client) Supports(i Interface) bool {
-	switch i {
-	case LeaseManagerInterface:
-		return c.ifaces.LeaseManager
-	case IDAllocatorInterface:
-		return c.ifaces.IdAllocator
-	case MembershipManagerInterface:
-		return c.ifaces.MembershipManager
-	case FaultInjectorInterface:
-		return c.ifaces.FaultInjector
-	case SessionExpirerInterface:
-		return c.ifaces.SessionExpirer
-	}
-	return false
-}
-
-func (c *Client) unsupported(what string) error {
-	return fmt.Errorf("%w: backend %s does not support %s", core.ErrInvalidArgument, c.caps.Name, what)
-}
-
 // Close closes the client in the plugin (ending its session), resigns its
 // leaderships, and closes its watch and event channels. Idempotent; the
 // error is the plugin's answer to the first call.
@@ -746,175 +700,4 @@ func (c *Client) Close() error {
 		return callError(ctx, r.conn, err)
 	}
 	return nil
-}
-
-// ---- optional parts ----
-
-// GrantLease grants a lease in the plugin. See core.LeaseManager.
-func (c *Client) GrantLease(ctx context.Context, owner string, ttl time.Duration, fence core.Fence) (int64, error) {
-	if !c.ifaces.LeaseManager {
-		return 0, c.unsupported("leases (LeaseManager)")
-	}
-	r, err := c.current()
-	if err != nil {
-		return 0, err
-	}
-	resp, err := r.conn.rpc.GrantLease(ctx, &pb.GrantLeaseRequest{ClientId: r.id, Owner: owner, TtlNanos: int64(ttl), Fence: fenceToProto(fence)})
-	if err != nil {
-		return 0, callError(ctx, r.conn, err)
-	}
-	return resp.LeaseId, nil
-}
-
-// RenewLease renews a lease in the plugin. See core.LeaseManager.
-func (c *Client) RenewLease(ctx context.Context, id int64) error {
-	if !c.ifaces.LeaseManager {
-		return c.unsupported("leases (LeaseManager)")
-	}
-	r, err := c.current()
-	if err != nil {
-		return err
-	}
-	if _, err := r.conn.rpc.RenewLease(ctx, &pb.RenewLeaseRequest{ClientId: r.id, LeaseId: id}); err != nil {
-		return callError(ctx, r.conn, err)
-	}
-	return nil
-}
-
-// RevokeLease revokes a lease in the plugin. See core.LeaseManager.
-func (c *Client) RevokeLease(ctx context.Context, id int64, fence core.Fence) error {
-	if !c.ifaces.LeaseManager {
-		return c.unsupported("leases (LeaseManager)")
-	}
-	r, err := c.current()
-	if err != nil {
-		return err
-	}
-	if _, err := r.conn.rpc.RevokeLease(ctx, &pb.RevokeLeaseRequest{ClientId: r.id, LeaseId: id, Fence: fenceToProto(fence)}); err != nil {
-		return callError(ctx, r.conn, err)
-	}
-	return nil
-}
-
-// AllocateIDs reserves [first, first+n) from the counter at path in one
-// plugin call: natively when the backend is an IDAllocator, otherwise with
-// core's compare-and-set loop run inside the plugin. See core.IDAllocator.
-func (c *Client) AllocateIDs(ctx context.Context, path string, n int64, fence core.Fence) (int64, error) {
-	if n < 1 {
-		return 0, fmt.Errorf("%w: allocate %d ids from %s: count must be at least 1", core.ErrInvalidArgument, n, path)
-	}
-	r, err := c.current()
-	if err != nil {
-		return 0, err
-	}
-	resp, err := r.conn.rpc.AllocateIDs(ctx, &pb.AllocateIDsRequest{ClientId: r.id, Path: path, Count: n, Fence: fenceToProto(fence)})
-	if err != nil {
-		return 0, callError(ctx, r.conn, err)
-	}
-	return resp.First, nil
-}
-
-// AddVoter adds a voter in the plugin. See core.MembershipManager.
-func (c *Client) AddVoter(ctx context.Context, id string, address string) error {
-	if !c.ifaces.MembershipManager {
-		return c.unsupported("membership changes (MembershipManager)")
-	}
-	r, err := c.current()
-	if err != nil {
-		return err
-	}
-	if _, err := r.conn.rpc.AddVoter(ctx, &pb.AddVoterRequest{ClientId: r.id, Id: id, Address: address}); err != nil {
-		return callError(ctx, r.conn, err)
-	}
-	return nil
-}
-
-// RemoveVoter removes a voter in the plugin. See core.MembershipManager.
-func (c *Client) RemoveVoter(ctx context.Context, id string) error {
-	if !c.ifaces.MembershipManager {
-		return c.unsupported("membership changes (MembershipManager)")
-	}
-	r, err := c.current()
-	if err != nil {
-		return err
-	}
-	if _, err := r.conn.rpc.RemoveVoter(ctx, &pb.RemoveVoterRequest{ClientId: r.id, Id: id}); err != nil {
-		return callError(ctx, r.conn, err)
-	}
-	return nil
-}
-
-// FailNextWrite makes the plugin's next write fail with err (its sentinel,
-// message and details cross the boundary). See core.FaultInjector. It has
-// no error result: when the backend has no fault injection, or the plugin
-// cannot be reached, the request is logged and dropped.
-func (c *Client) FailNextWrite(err error) {
-	if !c.ifaces.FaultInjector {
-		c.p.logger.Warn("FailNextWrite ignored", "error", c.unsupported("fault injection (FaultInjector)"))
-		return
-	}
-	r, cerr := c.current()
-	if cerr != nil {
-		c.p.logger.Warn("FailNextWrite ignored", "error", cerr)
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
-	if _, cerr := r.conn.rpc.FailNextWrite(ctx, &pb.FailNextWriteRequest{ClientId: r.id, Error: ErrorToProto(err)}); cerr != nil {
-		c.p.logger.Warn("FailNextWrite failed", "error", callError(ctx, r.conn, cerr))
-	}
-}
-
-// SetLatency adds d before every call in the plugin. See
-// core.FaultInjector; like FailNextWrite, failures are logged.
-func (c *Client) SetLatency(d time.Duration) {
-	if !c.ifaces.FaultInjector {
-		c.p.logger.Warn("SetLatency ignored", "error", c.unsupported("fault injection (FaultInjector)"))
-		return
-	}
-	r, cerr := c.current()
-	if cerr != nil {
-		c.p.logger.Warn("SetLatency ignored", "error", cerr)
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
-	if _, cerr := r.conn.rpc.SetLatency(ctx, &pb.SetLatencyRequest{ClientId: r.id, LatencyNanos: int64(d)}); cerr != nil {
-		c.p.logger.Warn("SetLatency failed", "error", callError(ctx, r.conn, cerr))
-	}
-}
-
-// ExpireSession expires the client's session in the plugin and returns
-// once the host has seen the new session (or ctx ends). See
-// core.SessionExpirer.
-func (c *Client) ExpireSession(ctx context.Context) error {
-	if !c.ifaces.SessionExpirer {
-		return c.unsupported("expiring sessions on demand (SessionExpirer)")
-	}
-	r, err := c.current()
-	if err != nil {
-		return err
-	}
-	old := c.Session().ID
-	if _, err := r.conn.rpc.ExpireSession(ctx, &pb.ExpireSessionRequest{ClientId: r.id}); err != nil {
-		return callError(ctx, r.conn, err)
-	}
-	// The plugin established the new session before answering; wait until
-	// its event has reached this side so Session() reports it.
-	wait, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	for {
-		c.mu.Lock()
-		cur, changed := c.session, c.changed
-		live := c.rem == r
-		c.mu.Unlock()
-		if !live || (cur.ID != old && cur.State == core.SessionConnected) {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-wait.Done():
-			return nil
-		}
-	}
 }

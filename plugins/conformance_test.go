@@ -8,7 +8,6 @@ import (
 	"github.com/metaplane/metaplane/conformance"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/testutil"
-	"github.com/metaplane/metaplane/plugins"
 	"github.com/metaplane/metaplane/plugins/plugintest"
 )
 
@@ -16,7 +15,7 @@ import (
 // hook, so the suite's compaction properties run through the shim too.
 type compactingProvider struct{ *memory.Provider }
 
-var _ plugins.HistoryCompactor = compactingProvider{}
+var _ core.HistoryCompactor = compactingProvider{}
 
 func (p compactingProvider) CompactHistory(ctx context.Context, revision int64) error {
 	p.Store().Compact(revision)
@@ -35,7 +34,7 @@ func TestConformanceInProcess(t *testing.T) {
 // TestConformancePluginProcess runs the suite on the memory backend as a
 // real plugin process (metaplane-backend-memory), one process per store.
 // (The compaction properties run only if the memory provider implements
-// plugins.HistoryCompactor.)
+// core.HistoryCompactor.)
 func TestConformancePluginProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a plugin process per property; skipped with -short")

@@ -3,7 +3,6 @@ package plugins_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -160,7 +159,8 @@ func TestDeadlineCrossesBoundary(t *testing.T) {
 	direct := memory.NewProvider(memory.StoreOptions{})
 	p2 := connect(t, direct)
 	c2 := client(t, p2)
-	c2.(core.FaultInjector).SetLatency(time.Minute)
+	fi, _ := core.Optional[core.FaultInjector](c2)
+	fi.SetLatency(time.Minute)
 	short, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel2()
 	start := time.Now()
@@ -173,46 +173,87 @@ func TestDeadlineCrossesBoundary(t *testing.T) {
 	}
 }
 
-// TestUnsupportedOptionalParts: a backend without an optional interface
-// answers its calls with a clear ErrInvalidArgument, and the host's client
-// says so in advance through Supports.
-func TestUnsupportedOptionalParts(t *testing.T) {
-	prov := &recordingProvider{Provider: memory.NewProvider(memory.StoreOptions{}), getDeadline: make(chan time.Time, 1)}
-	p := connect(t, prov)
-	c := client(t, p).(*plugins.Client) // recordingBackend hides every optional interface
+// undeclaringProvider serves memory clients that implement every optional
+// part the memory backend has but declare none of them.
+type undeclaringProvider struct{ *memory.Provider }
+
+func (p undeclaringProvider) NewClient(ctx context.Context, opts core.ClientOptions) (core.MetadataBackend, error) {
+	b, err := p.Provider.NewClient(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return undeclaringBackend{b.(*memory.Backend)}, nil
+}
+
+type undeclaringBackend struct{ *memory.Backend }
+
+func (undeclaringBackend) Capabilities() core.Capabilities { return core.Capabilities{Name: "bare"} }
+
+// optionalParts reports, for each optional part, whether a bare type
+// assertion finds it on b and whether core.Optional does.
+func optionalParts(b core.MetadataBackend) (asserted, found map[string]bool) {
+	asserted, found = map[string]bool{}, map[string]bool{}
+	_, asserted["LeaseManager"] = b.(core.LeaseManager)
+	_, found["LeaseManager"] = core.Optional[core.LeaseManager](b)
+	_, asserted["IDAllocator"] = b.(core.IDAllocator)
+	_, found["IDAllocator"] = core.Optional[core.IDAllocator](b)
+	_, asserted["MembershipManager"] = b.(core.MembershipManager)
+	_, found["MembershipManager"] = core.Optional[core.MembershipManager](b)
+	_, asserted["FaultInjector"] = b.(core.FaultInjector)
+	_, found["FaultInjector"] = core.Optional[core.FaultInjector](b)
+	_, asserted["SessionExpirer"] = b.(core.SessionExpirer)
+	_, found["SessionExpirer"] = core.Optional[core.SessionExpirer](b)
+	return asserted, found
+}
+
+// TestOptionalPartsAreHonest: across the plugin boundary the host's client
+// offers exactly the optional parts the plugin's backend both implements
+// and declares. A backend that declares none (though it implements some)
+// and one that hides them (recordingBackend) offer none, to a type
+// assertion and to core.Optional alike; AllocateIDs still works through
+// core's compare-and-set loop. The memory backend offers what it declares.
+func TestOptionalPartsAreHonest(t *testing.T) {
 	ctx := context.Background()
-	for _, i := range []plugins.Interface{plugins.LeaseManagerInterface, plugins.MembershipManagerInterface, plugins.FaultInjectorInterface, plugins.SessionExpirerInterface, plugins.IDAllocatorInterface} {
-		if c.Supports(i) {
-			t.Errorf("Supports(%d) = true for a backend without it", i)
-		}
-	}
-	checks := map[string]error{}
-	_, checks["GrantLease"] = c.GrantLease(ctx, "ts-1", time.Second, core.Fence{})
-	checks["RenewLease"] = c.RenewLease(ctx, 1)
-	checks["RevokeLease"] = c.RevokeLease(ctx, 1, core.Fence{})
-	checks["AddVoter"] = c.AddVoter(ctx, "n2", "127.0.0.1:1")
-	checks["RemoveVoter"] = c.RemoveVoter(ctx, "n2")
-	checks["ExpireSession"] = c.ExpireSession(ctx)
-	for name, err := range checks {
-		if !errors.Is(err, core.ErrInvalidArgument) || !strings.Contains(err.Error(), "does not support") {
-			t.Errorf("%s: %v, want ErrInvalidArgument \"does not support\"", name, err)
-		}
-	}
-	// AllocateIDs works without a native allocator: core's loop runs in the
-	// plugin.
-	first, err := c.AllocateIDs(ctx, "/counters/x", 10, core.Fence{})
-	if err != nil || first != 0 {
-		t.Fatalf("AllocateIDs: %d, %v", first, err)
-	}
-	if first, err := core.AllocateIDs(ctx, c, "/counters/x", 5, core.Fence{}); err != nil || first != 10 {
-		t.Fatalf("second AllocateIDs: %d, %v; want 10", first, err)
+	hiding := &recordingProvider{Provider: memory.NewProvider(memory.StoreOptions{}), getDeadline: make(chan time.Time, 1)}
+	for name, prov := range map[string]core.Provider{
+		"declares none": undeclaringProvider{memory.NewProvider(memory.StoreOptions{})},
+		"hides all":     hiding,
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := client(t, connect(t, prov))
+			asserted, found := optionalParts(c)
+			for part := range asserted {
+				if asserted[part] || found[part] {
+					t.Errorf("%s: type assertion %v, core.Optional %v; want both false", part, asserted[part], found[part])
+				}
+			}
+			if _, ok := plugins.ClientOf(c); !ok {
+				t.Errorf("ClientOf(%T) found no *plugins.Client", c)
+			}
+			first, err := core.AllocateIDs(ctx, c, "/counters/x", 10, core.Fence{})
+			if err != nil || first != 0 {
+				t.Fatalf("AllocateIDs: %d, %v", first, err)
+			}
+			if first, err := core.AllocateIDs(ctx, c, "/counters/x", 5, core.Fence{}); err != nil || first != 10 {
+				t.Fatalf("second AllocateIDs: %d, %v; want 10", first, err)
+			}
+		})
 	}
 
-	// The full memory backend supports them all.
-	full := client(t, connect(t, memory.NewProvider(memory.StoreOptions{}))).(*plugins.Client)
-	for _, i := range []plugins.Interface{plugins.LeaseManagerInterface, plugins.FaultInjectorInterface, plugins.SessionExpirerInterface} {
-		if !full.Supports(i) {
-			t.Errorf("memory backend: Supports(%d) = false", i)
+	full := client(t, connect(t, memory.NewProvider(memory.StoreOptions{})))
+	asserted, found := optionalParts(full)
+	want := map[string]bool{"LeaseManager": true, "FaultInjector": true, "SessionExpirer": true, "IDAllocator": false, "MembershipManager": false}
+	for part, w := range want {
+		if found[part] != w || (asserted[part] && !w) {
+			t.Errorf("memory backend, %s: core.Optional %v (type assertion %v); want %v", part, found[part], asserted[part], w)
 		}
+	}
+	lm, _ := core.Optional[core.LeaseManager](full)
+	id, err := lm.GrantLease(ctx, "ts-1", time.Minute, core.Fence{})
+	if err != nil || id == 0 {
+		t.Fatalf("GrantLease through the part layer: %d, %v", id, err)
+	}
+	if err := lm.RenewLease(ctx, id); err != nil {
+		t.Fatalf("RenewLease: %v", err)
 	}
 }

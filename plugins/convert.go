@@ -269,23 +269,26 @@ func statusFromProto(s *pb.StatusResponse) core.Status {
 }
 
 func descriptorToProto(d core.BackendDescriptor) *pb.BackendDescriptor {
-	return &pb.BackendDescriptor{Name: d.Name, SelectorKey: d.SelectorKey, Description: d.Description, Deprecated: d.Deprecated}
+	return &pb.BackendDescriptor{Name: d.Name, SelectorKey: d.SelectorKey, Description: d.Description, Deprecated: d.Deprecated,
+		TabletServers: pb.TabletServerMode(d.TabletServers)}
 }
 
 func descriptorFromProto(d *pb.BackendDescriptor) core.BackendDescriptor {
 	if d == nil {
 		return core.BackendDescriptor{}
 	}
-	return core.BackendDescriptor{Name: d.Name, SelectorKey: d.SelectorKey, Description: d.Description, Deprecated: d.Deprecated}
+	return core.BackendDescriptor{Name: d.Name, SelectorKey: d.SelectorKey, Description: d.Description, Deprecated: d.Deprecated,
+		TabletServers: core.TabletServerMode(d.TabletServers)}
 }
 
-// interfacesOf reports which optional interfaces b implements.
+// interfacesOf reports which optional parts b offers: implemented and
+// declared (core.Optional).
 func interfacesOf(b core.MetadataBackend) *pb.Interfaces {
-	_, lm := b.(core.LeaseManager)
-	_, ia := b.(core.IDAllocator)
-	_, mm := b.(core.MembershipManager)
-	_, fi := b.(core.FaultInjector)
-	_, se := b.(core.SessionExpirer)
+	_, lm := core.Optional[core.LeaseManager](b)
+	_, ia := core.Optional[core.IDAllocator](b)
+	_, mm := core.Optional[core.MembershipManager](b)
+	_, fi := core.Optional[core.FaultInjector](b)
+	_, se := core.Optional[core.SessionExpirer](b)
 	return &pb.Interfaces{LeaseManager: lm, IdAllocator: ia, MembershipManager: mm, FaultInjector: fi, SessionExpirer: se}
 }
 
@@ -302,6 +305,9 @@ func capabilitiesToProto(c core.Capabilities, ifaces *pb.Interfaces) *pb.Capabil
 		MaxValueSize:              int64(c.MaxValueSize),
 		SelectorKey:               c.SelectorKey,
 		Interfaces:                ifaces,
+		SessionExpiry:             c.SessionExpiry,
+		ConsensusStatus:           c.ConsensusStatus,
+		TabletServers:             pb.TabletServerMode(c.TabletServers),
 	}
 }
 
@@ -324,5 +330,8 @@ func capabilitiesFromProto(c *pb.Capabilities) (core.Capabilities, *pb.Interface
 		FaultInjection:            c.FaultInjection,
 		MaxValueSize:              int(c.MaxValueSize),
 		SelectorKey:               c.SelectorKey,
+		SessionExpiry:             c.SessionExpiry,
+		ConsensusStatus:           c.ConsensusStatus,
+		TabletServers:             core.TabletServerMode(c.TabletServers),
 	}, ifaces
 }

@@ -139,7 +139,7 @@ type Plugin struct {
 	launch func(ctx context.Context) (*conn, error)
 
 	mu       sync.Mutex
-	compact  bool // the provider is a HistoryCompactor
+	compact  bool // the provider is a core.HistoryCompactor
 	cur      *conn
 	clients  map[*Client]struct{}
 	closed   bool
@@ -544,7 +544,7 @@ func (p *Plugin) Descriptor() core.BackendDescriptor {
 }
 
 // CanCompactHistory reports whether the plugin's provider serves
-// CompactHistory (it is a HistoryCompactor).
+// CompactHistory (it is a core.HistoryCompactor).
 func (p *Plugin) CanCompactHistory() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -552,7 +552,7 @@ func (p *Plugin) CanCompactHistory() bool {
 }
 
 // CompactHistory drops the plugin's change history up to and including
-// revision: a test hook (see HistoryCompactor). Errors: ErrInvalidArgument
+// revision: a test hook (see core.HistoryCompactor). Errors: ErrInvalidArgument
 // when the provider does not support it, ErrUnavailable, context errors.
 func (p *Plugin) CompactHistory(ctx context.Context, revision int64) error {
 	p.mu.Lock()
@@ -601,8 +601,9 @@ func (p *Plugin) Err() error {
 	return p.err
 }
 
-// NewClient opens a client (a session) in the plugin. It returns a
-// *Client. Errors: ErrUnavailable (the plugin is down or restarting),
+// NewClient opens a client (a session) in the plugin. It returns a *Client
+// wrapped in a layer per optional part the plugin offers: find the parts
+// with core.Optional, the *Client with ClientOf. Errors: ErrUnavailable (the plugin is down or restarting),
 // ErrClosed, the backend's own errors, context errors.
 func (p *Plugin) NewClient(ctx context.Context, opts core.ClientOptions) (core.MetadataBackend, error) {
 	p.mu.Lock()
@@ -620,7 +621,6 @@ func (p *Plugin) NewClient(ctx context.Context, opts core.ClientOptions) (core.M
 		p:       p,
 		opts:    opts,
 		caps:    caps,
-		ifaces:  ifaces,
 		rem:     r,
 		session: sessionInfoFromProto(resp.Session),
 		subs:    map[*sessionSub]struct{}{},
@@ -635,7 +635,7 @@ func (p *Plugin) NewClient(ctx context.Context, opts core.ClientOptions) (core.M
 	p.clients[c] = struct{}{}
 	p.mu.Unlock()
 	c.start(r, stream)
-	return c, nil
+	return expose(c, ifaces), nil
 }
 
 // Close closes every client and stops the plugin process (asking it to

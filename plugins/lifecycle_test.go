@@ -46,7 +46,7 @@ func launch(t *testing.T, opts LaunchOptions) *Plugin {
 	return p
 }
 
-func newClient(t *testing.T, p *Plugin) *Client {
+func newClient(t *testing.T, p *Plugin) core.MetadataBackend {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -55,7 +55,7 @@ func newClient(t *testing.T, p *Plugin) *Client {
 		t.Fatalf("new client: %v", err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	return c.(*Client)
+	return c
 }
 
 // alive reports whether pid is a live (not zombie) process.
@@ -113,7 +113,11 @@ func TestPluginKilled(t *testing.T) {
 	}
 
 	// An in-flight call: the plugin holds it for a long time.
-	c.SetLatency(time.Minute)
+	fi, ok := core.Optional[core.FaultInjector](c)
+	if !ok {
+		t.Fatal("the memory plugin offers no FaultInjector")
+	}
+	fi.SetLatency(time.Minute)
 	inflight := make(chan error, 1)
 	go func() {
 		_, err := core.Get(ctx, c, "/eph")

@@ -78,14 +78,3 @@ func grpcDialOptions() []grpc.DialOption {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize), grpc.MaxCallSendMsgSize(maxMessageSize)),
 	}
 }
-
-// HistoryCompactor is implemented by providers whose change history can be
-// dropped on demand: a test hook (the conformance suite's compaction
-// properties), served across the boundary by CompactHistory. Production
-// backends need not implement it.
-type HistoryCompactor interface {
-	// CompactHistory drops the history up to and including revision, so
-	// that a watch from it fails with core.ErrCompacted. Errors:
-	// ErrClosed, context errors.
-	CompactHistory(ctx context.Context, revision int64) error
-}

@@ -70,15 +70,15 @@ func unsupported(what string) error {
 // ---- provider ----
 
 func (s *server) Describe(ctx context.Context, _ *pb.DescribeRequest) (*pb.DescribeResponse, error) {
-	_, compact := s.provider.(HistoryCompactor)
+	_, compact := s.provider.(core.HistoryCompactor)
 	return &pb.DescribeResponse{Descriptor_: descriptorToProto(s.provider.Descriptor()), CompactHistory: compact}, nil
 }
 
 // CompactHistory is the test hook of providers that are HistoryCompactors.
 func (s *server) CompactHistory(ctx context.Context, req *pb.CompactHistoryRequest) (*pb.CompactHistoryResponse, error) {
-	hc, ok := s.provider.(HistoryCompactor)
+	hc, ok := s.provider.(core.HistoryCompactor)
 	if !ok {
-		return nil, unsupported("compacting the change history on demand (plugins.HistoryCompactor)")
+		return nil, unsupported("compacting the change history on demand (core.HistoryCompactor)")
 	}
 	if err := hc.CompactHistory(ctx, req.Revision); err != nil {
 		return nil, ToStatus(err)
@@ -354,7 +354,7 @@ func (s *server) GrantLease(ctx context.Context, req *pb.GrantLeaseRequest) (*pb
 	if err != nil {
 		return nil, err
 	}
-	lm, ok := c.b.(core.LeaseManager)
+	lm, ok := core.Optional[core.LeaseManager](c.b)
 	if !ok {
 		return nil, unsupported("leases (LeaseManager)")
 	}
@@ -370,7 +370,7 @@ func (s *server) RenewLease(ctx context.Context, req *pb.RenewLeaseRequest) (*pb
 	if err != nil {
 		return nil, err
 	}
-	lm, ok := c.b.(core.LeaseManager)
+	lm, ok := core.Optional[core.LeaseManager](c.b)
 	if !ok {
 		return nil, unsupported("leases (LeaseManager)")
 	}
@@ -385,7 +385,7 @@ func (s *server) RevokeLease(ctx context.Context, req *pb.RevokeLeaseRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	lm, ok := c.b.(core.LeaseManager)
+	lm, ok := core.Optional[core.LeaseManager](c.b)
 	if !ok {
 		return nil, unsupported("leases (LeaseManager)")
 	}
@@ -414,7 +414,7 @@ func (s *server) AddVoter(ctx context.Context, req *pb.AddVoterRequest) (*pb.Add
 	if err != nil {
 		return nil, err
 	}
-	mm, ok := c.b.(core.MembershipManager)
+	mm, ok := core.Optional[core.MembershipManager](c.b)
 	if !ok {
 		return nil, unsupported("membership changes (MembershipManager)")
 	}
@@ -429,7 +429,7 @@ func (s *server) RemoveVoter(ctx context.Context, req *pb.RemoveVoterRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	mm, ok := c.b.(core.MembershipManager)
+	mm, ok := core.Optional[core.MembershipManager](c.b)
 	if !ok {
 		return nil, unsupported("membership changes (MembershipManager)")
 	}
@@ -444,7 +444,7 @@ func (s *server) FailNextWrite(ctx context.Context, req *pb.FailNextWriteRequest
 	if err != nil {
 		return nil, err
 	}
-	fi, ok := c.b.(core.FaultInjector)
+	fi, ok := core.Optional[core.FaultInjector](c.b)
 	if !ok {
 		return nil, unsupported("fault injection (FaultInjector)")
 	}
@@ -461,7 +461,7 @@ func (s *server) SetLatency(ctx context.Context, req *pb.SetLatencyRequest) (*pb
 	if err != nil {
 		return nil, err
 	}
-	fi, ok := c.b.(core.FaultInjector)
+	fi, ok := core.Optional[core.FaultInjector](c.b)
 	if !ok {
 		return nil, unsupported("fault injection (FaultInjector)")
 	}
@@ -474,7 +474,7 @@ func (s *server) ExpireSession(ctx context.Context, req *pb.ExpireSessionRequest
 	if err != nil {
 		return nil, err
 	}
-	se, ok := c.b.(core.SessionExpirer)
+	se, ok := core.Optional[core.SessionExpirer](c.b)
 	if !ok {
 		return nil, unsupported("expiring sessions on demand (SessionExpirer)")
 	}

@@ -29,7 +29,6 @@ import (
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/catalog"
-	"github.com/metaplane/metaplane/core/config"
 	"github.com/metaplane/metaplane/core/image"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
@@ -48,11 +47,18 @@ type Options struct {
 	CPUCores    float64
 	MemoryBytes int64
 
-	// Seeds are the coordinators' client addresses (Raft mode:
+	// Seeds are the coordinators' client addresses, for a backend whose
+	// tablet servers follow it through the coordinator
+	// (core.TabletServersThroughCoordinator, e.g. Raft:
 	// coordinator.seed.nodes). Exactly one of Seeds and Open is set.
 	Seeds []string
-	// Open opens the tablet server's own backend client (ZooKeeper mode).
+	// Open opens the tablet server's own backend client, for a backend
+	// whose tablet servers follow it directly (core.TabletServersDirect,
+	// e.g. ZooKeeper).
 	Open func(ctx context.Context) (core.MetadataBackend, error)
+	// BackendName is the backend's name, for status only (with Seeds; with
+	// Open the client's capabilities name it).
+	BackendName string
 
 	// HeartbeatInterval is the Raft-mode heartbeat period; default a third
 	// of the session timeout the coordinator grants.
@@ -159,7 +165,7 @@ func (s *Server) Serve(ctx context.Context) error {
 			return err
 		}
 		defer client.Close()
-		name := config.BackendRaft
+		name := s.opts.BackendName
 		s.backend.Store(&name)
 		wg.Add(2)
 		go func() { defer wg.Done(); s.registerLoop(ctx, client) }()

@@ -289,8 +289,9 @@ func (b *Backend) Status(ctx context.Context) (core.Status, error) {
 	return st, nil
 }
 
-// Capabilities reports exact history, stale reads, leases, fault injection
-// and the store's value size limit.
+// Capabilities reports exact history, stale reads, leases, fault
+// injection, session expiry on demand, tablet servers through the
+// coordinator (as on Raft) and the store's value size limit.
 func (b *Backend) Capabilities() core.Capabilities {
 	return core.Capabilities{
 		Name:           "memory",
@@ -298,6 +299,8 @@ func (b *Backend) Capabilities() core.Capabilities {
 		StaleReads:     true,
 		Leases:         true,
 		FaultInjection: true,
+		SessionExpiry:  true,
+		TabletServers:  core.TabletServersThroughCoordinator,
 		MaxValueSize:   b.s.opts.MaxValueSize,
 	}
 }

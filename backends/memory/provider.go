@@ -11,8 +11,9 @@ import (
 // Descriptor describes the memory backend. It has no selector key: it is
 // only ever chosen explicitly (tests, demos, the plugin conformance run).
 var Descriptor = core.BackendDescriptor{
-	Name:        "memory",
-	Description: "in-memory reference backend for tests; not durable, not for production",
+	Name:          "memory",
+	Description:   "in-memory reference backend for tests; not durable, not for production",
+	TabletServers: core.TabletServersThroughCoordinator,
 }
 
 var _ core.Provider = (*Provider)(nil)
@@ -89,7 +90,7 @@ func (p *Provider) Close() error {
 
 // CompactHistory drops the store's history up to and including revision,
 // so that a watch from it fails with core.ErrCompacted: the test hook the
-// plugin server exposes (plugins.HistoryCompactor), so the suite's
+// plugin server exposes (core.HistoryCompactor), so the suite's
 // compaction properties run across a real plugin process too. Errors:
 // ErrClosed after Close, context errors.
 func (p *Provider) CompactHistory(ctx context.Context, revision int64) error {

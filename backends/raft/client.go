@@ -716,8 +716,9 @@ func (c *Client) Capabilities() core.Capabilities {
 func Capabilities() core.Capabilities {
 	return core.Capabilities{
 		Name: "raft", ExactHistory: true, LinearizableFollowerReads: true, StaleReads: true,
-		Leases: true, NativeIDAllocation: true, Membership: true,
-		MaxValueSize: core.DefaultMaxValueSize, SelectorKey: "coordinator.seed.nodes",
+		Leases: true, NativeIDAllocation: true, Membership: true, SessionExpiry: true, ConsensusStatus: true,
+		TabletServers: core.TabletServersThroughCoordinator,
+		MaxValueSize:  core.DefaultMaxValueSize, SelectorKey: "coordinator.seed.nodes",
 	}
 }
 

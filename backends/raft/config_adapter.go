@@ -3,8 +3,8 @@ package raft
 import (
 	"fmt"
 
-	"github.com/metaplane/metaplane/backends/raft/raftkeys"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/config/raftkeys"
 	"github.com/metaplane/metaplane/core/settings"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/metaplane/metaplane/backends/raft/raftkeys"
+	"github.com/metaplane/metaplane/core/config/raftkeys"
 )
 
 // TickInterval is the length of Dragonboat's logical clock tick

@@ -178,13 +178,13 @@ func (s *procStore) NewClient(t conformance.T, opts conformance.ClientOptions) c
 
 func (s *procStore) ExpireSession(t conformance.T, c core.MetadataBackend) {
 	t.Helper()
-	pc, ok := c.(*plugins.Client)
-	if !ok || !pc.Supports(plugins.SessionExpirerInterface) {
+	se, ok := core.Optional[core.SessionExpirer](c)
+	if !ok {
 		t.Fatalf("client %T cannot expire its session", c)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := pc.ExpireSession(ctx); err != nil {
+	if err := se.ExpireSession(ctx); err != nil {
 		t.Fatalf("expire session: %v", err)
 	}
 }

@@ -35,9 +35,10 @@ func NewProvider(o Options) *Provider { return &Provider{opts: &o} }
 // Descriptor describes the Raft backend.
 func (p *Provider) Descriptor() core.BackendDescriptor {
 	return core.BackendDescriptor{
-		Name:        "raft",
-		SelectorKey: "coordinator.seed.nodes",
-		Description: "embedded Raft quorum of the coordinators (Dragonboat, Pebble state machine)",
+		Name:          "raft",
+		SelectorKey:   "coordinator.seed.nodes",
+		Description:   "embedded Raft quorum of the coordinators (Dragonboat, Pebble state machine)",
+		TabletServers: core.TabletServersThroughCoordinator,
 	}
 }
 

@@ -354,10 +354,11 @@ func (b *Backend) Capabilities() core.Capabilities { return capabilities() }
 
 func capabilities() core.Capabilities {
 	return core.Capabilities{
-		Name:         "zookeeper",
-		StaleReads:   true,
-		MaxValueSize: MaxValueSize,
-		SelectorKey:  "zookeeper.address",
+		Name:          "zookeeper",
+		StaleReads:    true,
+		SessionExpiry: true,
+		MaxValueSize:  MaxValueSize,
+		SelectorKey:   "zookeeper.address",
 	}
 }
 

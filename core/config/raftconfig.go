@@ -3,7 +3,7 @@ package config
 import (
 	"time"
 
-	"github.com/metaplane/metaplane/backends/raft/raftkeys"
+	"github.com/metaplane/metaplane/core/config/raftkeys"
 )
 
 // The Raft tick and the timing rules are the Raft backend's (package

@@ -27,9 +27,10 @@ var ZooKeeperDescriptor = core.BackendDescriptor{
 // RaftDescriptor describes the built-in Raft backend: selected by
 // coordinator.seed.nodes, and the shipped default.
 var RaftDescriptor = core.BackendDescriptor{
-	Name:        BackendRaft,
-	SelectorKey: KeySeedNodes,
-	Description: "embedded Raft quorum of the coordinators (Dragonboat, Pebble state machine)",
+	Name:          BackendRaft,
+	SelectorKey:   KeySeedNodes,
+	Description:   "embedded Raft quorum of the coordinators (Dragonboat, Pebble state machine)",
+	TabletServers: core.TabletServersThroughCoordinator,
 }
 
 // BuiltinBackends returns the descriptors of the backends that take part in

@@ -38,6 +38,21 @@ func backendOf(path string) string {
 	return name
 }
 
+// stdlibOnly are the packages that import the standard library only (and
+// each other): the contract, and what a backend parses its settings with.
+var stdlibOnly = map[string]bool{
+	module + "/core":                 true,
+	module + "/core/settings":        true,
+	module + "/core/config/raftkeys": true,
+}
+
+// isStdlib reports whether an import path is the standard library's (its
+// first element has no dot).
+func isStdlib(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
+}
+
 // violations applies the layering rules to pkgs (each with its transitive
 // dependencies, tests excluded) and returns one line per broken rule.
 func violations(pkgs []pkg) []string {
@@ -46,6 +61,15 @@ func violations(pkgs []pkg) []string {
 		for _, d := range p.Deps {
 			var why string
 			switch {
+			case stdlibOnly[p.ImportPath] && !isStdlib(d) && !stdlibOnly[d]:
+				why = "the contract (and the settings decoder backends share) imports the standard library only"
+			case under(p.ImportPath, module+"/coordinator") || under(p.ImportPath, module+"/tabletserver"):
+				switch {
+				case under(d, module+"/plugins"):
+					why = "the coordinator and the tablet server reach a backend through core, never plugin code"
+				case under(d, module+"/backends"):
+					why = "the coordinator and the tablet server reach a backend through core, never a backend package"
+				}
 			case under(p.ImportPath, module+"/core"):
 				switch {
 				case under(d, module+"/backends"):
@@ -95,7 +119,7 @@ func moduleRoot(t *testing.T) string {
 // list runs `go list -deps`-style listing of the layered packages.
 func list(t *testing.T) []pkg {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Deps,Error", "./core/...", "./conformance/...", "./backends/...")
+	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Deps,Error", "./core/...", "./conformance/...", "./backends/...", "./coordinator/...", "./tabletserver/...")
 	cmd.Dir = moduleRoot(t)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -128,7 +152,7 @@ func TestLayering(t *testing.T) {
 	for _, p := range pkgs {
 		seen[p.ImportPath] = true
 	}
-	for _, must := range []string{module + "/core", module + "/conformance", module + "/backends/memory"} {
+	for _, must := range []string{module + "/core", module + "/conformance", module + "/backends/memory", module + "/coordinator", module + "/tabletserver", module + "/core/settings"} {
 		if !seen[must] {
 			t.Fatalf("go list did not report %s: the check would check nothing", must)
 		}
@@ -148,16 +172,23 @@ func TestRulesCatchViolations(t *testing.T) {
 		{ImportPath: module + "/backends/raft", Deps: []string{module + "/core", module + "/backends/raft/internal/sm", module + "/backends/memory"}},
 		{ImportPath: module + "/backends/zookeeper", Deps: []string{module + "/plugins"}},
 		{ImportPath: module + "/backends/memory", Deps: []string{module + "/core", module + "/backendsx"}},
+		{ImportPath: module + "/core/settings", Deps: []string{"strings", "github.com/knadh/koanf/v2"}},
+		{ImportPath: module + "/core/config/raftkeys", Deps: []string{module + "/core/settings", "time"}},
+		{ImportPath: module + "/coordinator", Deps: []string{module + "/core", module + "/plugins"}},
+		{ImportPath: module + "/tabletserver/x", Deps: []string{module + "/adminclient", module + "/backends/raft"}},
 	}
 	got := violations(pkgs)
 	want := []string{
 		module + "/backends/raft imports " + module + "/backends/memory",
 		module + "/backends/zookeeper imports " + module + "/plugins",
 		module + "/conformance imports " + module + "/backends/raft",
+		module + "/coordinator imports " + module + "/plugins",
 		module + "/core imports " + module + "/backends/memory",
 		module + "/core/catalog imports google.golang.org/grpc/codes",
+		module + "/core/settings imports github.com/knadh/koanf/v2",
 		module + "/core/x imports github.com/hashicorp/go-plugin",
 		module + "/core/x imports " + module + "/plugins/shim",
+		module + "/tabletserver/x imports " + module + "/backends/raft",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d violations, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))

@@ -185,19 +185,19 @@ func (s *Store) NewClient(t conformance.T, opts conformance.ClientOptions) core.
 // ExpireSession expires c's session through the plugin's SessionExpirer.
 func (s *Store) ExpireSession(t conformance.T, c core.MetadataBackend) {
 	t.Helper()
-	pc, ok := c.(*plugins.Client)
-	if !ok || !pc.Supports(plugins.SessionExpirerInterface) {
+	se, ok := core.Optional[core.SessionExpirer](c)
+	if !ok {
 		t.Fatalf("%s", fmt.Sprintf("the plugin's backend cannot expire a session on demand (core.SessionExpirer): client %T", c))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), clientTimeout)
 	defer cancel()
-	if err := pc.ExpireSession(ctx); err != nil {
+	if err := se.ExpireSession(ctx); err != nil {
 		t.Fatalf("expire session: %v", err)
 	}
 }
 
 // CompactingStore is a Store whose plugin can compact its change history
-// (plugins.HistoryCompactor): it implements conformance.Compactor.
+// (core.HistoryCompactor): it implements conformance.Compactor.
 type CompactingStore struct{ *Store }
 
 // Compact drops the plugin's history up to and including revision.

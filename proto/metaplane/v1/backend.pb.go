@@ -135,6 +135,56 @@ func (Sentinel) EnumDescriptor() ([]byte, []int) {
 	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{0}
 }
 
+// TabletServerMode is core.TabletServerMode: how tablet servers follow the
+// backend.
+type TabletServerMode int32
+
+const (
+	// Each tablet server has its own client and session of the backend.
+	TabletServerMode_TABLET_SERVER_MODE_DIRECT TabletServerMode = 0
+	// Tablet servers register and follow through the coordinator leader.
+	TabletServerMode_TABLET_SERVER_MODE_THROUGH_COORDINATOR TabletServerMode = 1
+)
+
+// Enum value maps for TabletServerMode.
+var (
+	TabletServerMode_name = map[int32]string{
+		0: "TABLET_SERVER_MODE_DIRECT",
+		1: "TABLET_SERVER_MODE_THROUGH_COORDINATOR",
+	}
+	TabletServerMode_value = map[string]int32{
+		"TABLET_SERVER_MODE_DIRECT":              0,
+		"TABLET_SERVER_MODE_THROUGH_COORDINATOR": 1,
+	}
+)
+
+func (x TabletServerMode) Enum() *TabletServerMode {
+	p := new(TabletServerMode)
+	*p = x
+	return p
+}
+
+func (x TabletServerMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TabletServerMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_metaplane_v1_backend_proto_enumTypes[1].Descriptor()
+}
+
+func (TabletServerMode) Type() protoreflect.EnumType {
+	return &file_metaplane_v1_backend_proto_enumTypes[1]
+}
+
+func (x TabletServerMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TabletServerMode.Descriptor instead.
+func (TabletServerMode) EnumDescriptor() ([]byte, []int) {
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{1}
+}
+
 type OpType int32
 
 const (
@@ -174,11 +224,11 @@ func (x OpType) String() string {
 }
 
 func (OpType) Descriptor() protoreflect.EnumDescriptor {
-	return file_metaplane_v1_backend_proto_enumTypes[1].Descriptor()
+	return file_metaplane_v1_backend_proto_enumTypes[2].Descriptor()
 }
 
 func (OpType) Type() protoreflect.EnumType {
-	return &file_metaplane_v1_backend_proto_enumTypes[1]
+	return &file_metaplane_v1_backend_proto_enumTypes[2]
 }
 
 func (x OpType) Number() protoreflect.EnumNumber {
@@ -187,7 +237,7 @@ func (x OpType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OpType.Descriptor instead.
 func (OpType) EnumDescriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{1}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{2}
 }
 
 type CreateMode int32
@@ -226,11 +276,11 @@ func (x CreateMode) String() string {
 }
 
 func (CreateMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_metaplane_v1_backend_proto_enumTypes[2].Descriptor()
+	return file_metaplane_v1_backend_proto_enumTypes[3].Descriptor()
 }
 
 func (CreateMode) Type() protoreflect.EnumType {
-	return &file_metaplane_v1_backend_proto_enumTypes[2]
+	return &file_metaplane_v1_backend_proto_enumTypes[3]
 }
 
 func (x CreateMode) Number() protoreflect.EnumNumber {
@@ -239,7 +289,7 @@ func (x CreateMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CreateMode.Descriptor instead.
 func (CreateMode) EnumDescriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{2}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{3}
 }
 
 type EventType int32
@@ -278,11 +328,11 @@ func (x EventType) String() string {
 }
 
 func (EventType) Descriptor() protoreflect.EnumDescriptor {
-	return file_metaplane_v1_backend_proto_enumTypes[3].Descriptor()
+	return file_metaplane_v1_backend_proto_enumTypes[4].Descriptor()
 }
 
 func (EventType) Type() protoreflect.EnumType {
-	return &file_metaplane_v1_backend_proto_enumTypes[3]
+	return &file_metaplane_v1_backend_proto_enumTypes[4]
 }
 
 func (x EventType) Number() protoreflect.EnumNumber {
@@ -291,7 +341,7 @@ func (x EventType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EventType.Descriptor instead.
 func (EventType) EnumDescriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{3}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{4}
 }
 
 type SessionState int32
@@ -333,11 +383,11 @@ func (x SessionState) String() string {
 }
 
 func (SessionState) Descriptor() protoreflect.EnumDescriptor {
-	return file_metaplane_v1_backend_proto_enumTypes[4].Descriptor()
+	return file_metaplane_v1_backend_proto_enumTypes[5].Descriptor()
 }
 
 func (SessionState) Type() protoreflect.EnumType {
-	return &file_metaplane_v1_backend_proto_enumTypes[4]
+	return &file_metaplane_v1_backend_proto_enumTypes[5]
 }
 
 func (x SessionState) Number() protoreflect.EnumNumber {
@@ -346,7 +396,7 @@ func (x SessionState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SessionState.Descriptor instead.
 func (SessionState) EnumDescriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{4}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{5}
 }
 
 // Error is the typed detail of every failed call's status, and the inline
@@ -440,6 +490,7 @@ type BackendDescriptor struct {
 	SelectorKey   string                 `protobuf:"bytes,2,opt,name=selector_key,json=selectorKey,proto3" json:"selector_key,omitempty"`
 	Description   string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
 	Deprecated    string                 `protobuf:"bytes,4,opt,name=deprecated,proto3" json:"deprecated,omitempty"`
+	TabletServers TabletServerMode       `protobuf:"varint,5,opt,name=tablet_servers,json=tabletServers,proto3,enum=metaplane.v1.TabletServerMode" json:"tablet_servers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -500,6 +551,13 @@ func (x *BackendDescriptor) GetDeprecated() string {
 		return x.Deprecated
 	}
 	return ""
+}
+
+func (x *BackendDescriptor) GetTabletServers() TabletServerMode {
+	if x != nil {
+		return x.TabletServers
+	}
+	return TabletServerMode_TABLET_SERVER_MODE_DIRECT
 }
 
 type DescribeRequest struct {
@@ -725,8 +783,10 @@ func (x *NewClientRequest) GetName() string {
 	return ""
 }
 
-// Interfaces says which optional Go interfaces the plugin's client
-// implements.
+// Interfaces says which optional parts the plugin's client offers: each is
+// true only when the backend both implements the part and declares it in
+// its capabilities (core.Optional). The host's client exposes exactly
+// these.
 type Interfaces struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	LeaseManager      bool                   `protobuf:"varint,1,opt,name=lease_manager,json=leaseManager,proto3" json:"lease_manager,omitempty"`
@@ -817,6 +877,9 @@ type Capabilities struct {
 	MaxValueSize              int64                  `protobuf:"varint,9,opt,name=max_value_size,json=maxValueSize,proto3" json:"max_value_size,omitempty"`
 	SelectorKey               string                 `protobuf:"bytes,10,opt,name=selector_key,json=selectorKey,proto3" json:"selector_key,omitempty"`
 	Interfaces                *Interfaces            `protobuf:"bytes,11,opt,name=interfaces,proto3" json:"interfaces,omitempty"`
+	SessionExpiry             bool                   `protobuf:"varint,12,opt,name=session_expiry,json=sessionExpiry,proto3" json:"session_expiry,omitempty"`
+	ConsensusStatus           bool                   `protobuf:"varint,13,opt,name=consensus_status,json=consensusStatus,proto3" json:"consensus_status,omitempty"`
+	TabletServers             TabletServerMode       `protobuf:"varint,14,opt,name=tablet_servers,json=tabletServers,proto3,enum=metaplane.v1.TabletServerMode" json:"tablet_servers,omitempty"`
 	unknownFields             protoimpl.UnknownFields
 	sizeCache                 protoimpl.SizeCache
 }
@@ -926,6 +989,27 @@ func (x *Capabilities) GetInterfaces() *Interfaces {
 		return x.Interfaces
 	}
 	return nil
+}
+
+func (x *Capabilities) GetSessionExpiry() bool {
+	if x != nil {
+		return x.SessionExpiry
+	}
+	return false
+}
+
+func (x *Capabilities) GetConsensusStatus() bool {
+	if x != nil {
+		return x.ConsensusStatus
+	}
+	return false
+}
+
+func (x *Capabilities) GetTabletServers() TabletServerMode {
+	if x != nil {
+		return x.TabletServers
+	}
+	return TabletServerMode_TABLET_SERVER_MODE_DIRECT
 }
 
 type NewClientResponse struct {
@@ -4147,14 +4231,15 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\x0eleader_address\x18\x04 \x01(\tR\rleaderAddress\x12 \n" +
 	"\ttxn_index\x18\x05 \x01(\x05H\x00R\btxnIndex\x88\x01\x01B\f\n" +
 	"\n" +
-	"_txn_index\"\x8c\x01\n" +
+	"_txn_index\"\xd3\x01\n" +
 	"\x11BackendDescriptor\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fselector_key\x18\x02 \x01(\tR\vselectorKey\x12 \n" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x1e\n" +
 	"\n" +
 	"deprecated\x18\x04 \x01(\tR\n" +
-	"deprecated\"\x11\n" +
+	"deprecated\x12E\n" +
+	"\x0etablet_servers\x18\x05 \x01(\x0e2\x1e.metaplane.v1.TabletServerModeR\rtabletServers\"\x11\n" +
 	"\x0fDescribeRequest\"|\n" +
 	"\x10DescribeResponse\x12?\n" +
 	"\n" +
@@ -4176,7 +4261,7 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\fid_allocator\x18\x02 \x01(\bR\vidAllocator\x12-\n" +
 	"\x12membership_manager\x18\x03 \x01(\bR\x11membershipManager\x12%\n" +
 	"\x0efault_injector\x18\x04 \x01(\bR\rfaultInjector\x12'\n" +
-	"\x0fsession_expirer\x18\x05 \x01(\bR\x0esessionExpirer\"\xbe\x03\n" +
+	"\x0fsession_expirer\x18\x05 \x01(\bR\x0esessionExpirer\"\xd7\x04\n" +
 	"\fCapabilities\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
 	"\rexact_history\x18\x02 \x01(\bR\fexactHistory\x12>\n" +
@@ -4194,7 +4279,10 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	" \x01(\tR\vselectorKey\x128\n" +
 	"\n" +
 	"interfaces\x18\v \x01(\v2\x18.metaplane.v1.InterfacesR\n" +
-	"interfaces\"\xa5\x01\n" +
+	"interfaces\x12%\n" +
+	"\x0esession_expiry\x18\f \x01(\bR\rsessionExpiry\x12)\n" +
+	"\x10consensus_status\x18\r \x01(\bR\x0fconsensusStatus\x12E\n" +
+	"\x0etablet_servers\x18\x0e \x01(\x0e2\x1e.metaplane.v1.TabletServerModeR\rtabletServers\"\xa5\x01\n" +
 	"\x11NewClientResponse\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12>\n" +
 	"\fcapabilities\x18\x02 \x01(\v2\x1a.metaplane.v1.CapabilitiesR\fcapabilities\x123\n" +
@@ -4418,7 +4506,10 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\x14SENTINEL_UNAVAILABLE\x10\r\x12\x13\n" +
 	"\x0fSENTINEL_CLOSED\x10\x0e\x12\x15\n" +
 	"\x11SENTINEL_CANCELED\x10\x0f\x12\x1e\n" +
-	"\x1aSENTINEL_DEADLINE_EXCEEDED\x10\x10*m\n" +
+	"\x1aSENTINEL_DEADLINE_EXCEEDED\x10\x10*]\n" +
+	"\x10TabletServerMode\x12\x1d\n" +
+	"\x19TABLET_SERVER_MODE_DIRECT\x10\x00\x12*\n" +
+	"&TABLET_SERVER_MODE_THROUGH_COORDINATOR\x10\x01*m\n" +
 	"\x06OpType\x12\x17\n" +
 	"\x13OP_TYPE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rOP_TYPE_CHECK\x10\x01\x12\x12\n" +
@@ -4485,182 +4576,185 @@ func file_metaplane_v1_backend_proto_rawDescGZIP() []byte {
 	return file_metaplane_v1_backend_proto_rawDescData
 }
 
-var file_metaplane_v1_backend_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_metaplane_v1_backend_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
 var file_metaplane_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_metaplane_v1_backend_proto_goTypes = []any{
 	(Sentinel)(0),                  // 0: metaplane.v1.Sentinel
-	(OpType)(0),                    // 1: metaplane.v1.OpType
-	(CreateMode)(0),                // 2: metaplane.v1.CreateMode
-	(EventType)(0),                 // 3: metaplane.v1.EventType
-	(SessionState)(0),              // 4: metaplane.v1.SessionState
-	(*Error)(nil),                  // 5: metaplane.v1.Error
-	(*BackendDescriptor)(nil),      // 6: metaplane.v1.BackendDescriptor
-	(*DescribeRequest)(nil),        // 7: metaplane.v1.DescribeRequest
-	(*DescribeResponse)(nil),       // 8: metaplane.v1.DescribeResponse
-	(*StartRequest)(nil),           // 9: metaplane.v1.StartRequest
-	(*StartResponse)(nil),          // 10: metaplane.v1.StartResponse
-	(*NewClientRequest)(nil),       // 11: metaplane.v1.NewClientRequest
-	(*Interfaces)(nil),             // 12: metaplane.v1.Interfaces
-	(*Capabilities)(nil),           // 13: metaplane.v1.Capabilities
-	(*NewClientResponse)(nil),      // 14: metaplane.v1.NewClientResponse
-	(*CloseClientRequest)(nil),     // 15: metaplane.v1.CloseClientRequest
-	(*CloseClientResponse)(nil),    // 16: metaplane.v1.CloseClientResponse
-	(*Stat)(nil),                   // 17: metaplane.v1.Stat
-	(*Node)(nil),                   // 18: metaplane.v1.Node
-	(*ReadOptions)(nil),            // 19: metaplane.v1.ReadOptions
-	(*GetManyRequest)(nil),         // 20: metaplane.v1.GetManyRequest
-	(*GetResult)(nil),              // 21: metaplane.v1.GetResult
-	(*GetManyResponse)(nil),        // 22: metaplane.v1.GetManyResponse
-	(*ChildrenRequest)(nil),        // 23: metaplane.v1.ChildrenRequest
-	(*ChildrenResponse)(nil),       // 24: metaplane.v1.ChildrenResponse
-	(*SnapshotRequest)(nil),        // 25: metaplane.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),       // 26: metaplane.v1.SnapshotResponse
-	(*Op)(nil),                     // 27: metaplane.v1.Op
-	(*Fence)(nil),                  // 28: metaplane.v1.Fence
-	(*TxnRequest)(nil),             // 29: metaplane.v1.TxnRequest
-	(*OpResult)(nil),               // 30: metaplane.v1.OpResult
-	(*TxnResponse)(nil),            // 31: metaplane.v1.TxnResponse
-	(*WatchRequest)(nil),           // 32: metaplane.v1.WatchRequest
-	(*WatchEvent)(nil),             // 33: metaplane.v1.WatchEvent
-	(*WatchResponse)(nil),          // 34: metaplane.v1.WatchResponse
-	(*SessionInfo)(nil),            // 35: metaplane.v1.SessionInfo
-	(*SessionRequest)(nil),         // 36: metaplane.v1.SessionRequest
-	(*SessionResponse)(nil),        // 37: metaplane.v1.SessionResponse
-	(*SessionEventsRequest)(nil),   // 38: metaplane.v1.SessionEventsRequest
-	(*SessionEventsResponse)(nil),  // 39: metaplane.v1.SessionEventsResponse
-	(*Candidate)(nil),              // 40: metaplane.v1.Candidate
-	(*CampaignRequest)(nil),        // 41: metaplane.v1.CampaignRequest
-	(*CampaignResponse)(nil),       // 42: metaplane.v1.CampaignResponse
-	(*ResignRequest)(nil),          // 43: metaplane.v1.ResignRequest
-	(*ResignResponse)(nil),         // 44: metaplane.v1.ResignResponse
-	(*LeaderInfo)(nil),             // 45: metaplane.v1.LeaderInfo
-	(*LeaderRequest)(nil),          // 46: metaplane.v1.LeaderRequest
-	(*LeaderResponse)(nil),         // 47: metaplane.v1.LeaderResponse
-	(*ObserveLeaderRequest)(nil),   // 48: metaplane.v1.ObserveLeaderRequest
-	(*ObserveLeaderResponse)(nil),  // 49: metaplane.v1.ObserveLeaderResponse
-	(*MemberStatus)(nil),           // 50: metaplane.v1.MemberStatus
-	(*StatusRequest)(nil),          // 51: metaplane.v1.StatusRequest
-	(*StatusResponse)(nil),         // 52: metaplane.v1.StatusResponse
-	(*GrantLeaseRequest)(nil),      // 53: metaplane.v1.GrantLeaseRequest
-	(*GrantLeaseResponse)(nil),     // 54: metaplane.v1.GrantLeaseResponse
-	(*RenewLeaseRequest)(nil),      // 55: metaplane.v1.RenewLeaseRequest
-	(*RenewLeaseResponse)(nil),     // 56: metaplane.v1.RenewLeaseResponse
-	(*RevokeLeaseRequest)(nil),     // 57: metaplane.v1.RevokeLeaseRequest
-	(*RevokeLeaseResponse)(nil),    // 58: metaplane.v1.RevokeLeaseResponse
-	(*AllocateIDsRequest)(nil),     // 59: metaplane.v1.AllocateIDsRequest
-	(*AllocateIDsResponse)(nil),    // 60: metaplane.v1.AllocateIDsResponse
-	(*AddVoterRequest)(nil),        // 61: metaplane.v1.AddVoterRequest
-	(*AddVoterResponse)(nil),       // 62: metaplane.v1.AddVoterResponse
-	(*RemoveVoterRequest)(nil),     // 63: metaplane.v1.RemoveVoterRequest
-	(*RemoveVoterResponse)(nil),    // 64: metaplane.v1.RemoveVoterResponse
-	(*FailNextWriteRequest)(nil),   // 65: metaplane.v1.FailNextWriteRequest
-	(*FailNextWriteResponse)(nil),  // 66: metaplane.v1.FailNextWriteResponse
-	(*SetLatencyRequest)(nil),      // 67: metaplane.v1.SetLatencyRequest
-	(*SetLatencyResponse)(nil),     // 68: metaplane.v1.SetLatencyResponse
-	(*ExpireSessionRequest)(nil),   // 69: metaplane.v1.ExpireSessionRequest
-	(*ExpireSessionResponse)(nil),  // 70: metaplane.v1.ExpireSessionResponse
-	(*CompactHistoryRequest)(nil),  // 71: metaplane.v1.CompactHistoryRequest
-	(*CompactHistoryResponse)(nil), // 72: metaplane.v1.CompactHistoryResponse
-	nil,                            // 73: metaplane.v1.StartRequest.ConfigEntry
-	nil,                            // 74: metaplane.v1.StatusResponse.DetailsEntry
+	(TabletServerMode)(0),          // 1: metaplane.v1.TabletServerMode
+	(OpType)(0),                    // 2: metaplane.v1.OpType
+	(CreateMode)(0),                // 3: metaplane.v1.CreateMode
+	(EventType)(0),                 // 4: metaplane.v1.EventType
+	(SessionState)(0),              // 5: metaplane.v1.SessionState
+	(*Error)(nil),                  // 6: metaplane.v1.Error
+	(*BackendDescriptor)(nil),      // 7: metaplane.v1.BackendDescriptor
+	(*DescribeRequest)(nil),        // 8: metaplane.v1.DescribeRequest
+	(*DescribeResponse)(nil),       // 9: metaplane.v1.DescribeResponse
+	(*StartRequest)(nil),           // 10: metaplane.v1.StartRequest
+	(*StartResponse)(nil),          // 11: metaplane.v1.StartResponse
+	(*NewClientRequest)(nil),       // 12: metaplane.v1.NewClientRequest
+	(*Interfaces)(nil),             // 13: metaplane.v1.Interfaces
+	(*Capabilities)(nil),           // 14: metaplane.v1.Capabilities
+	(*NewClientResponse)(nil),      // 15: metaplane.v1.NewClientResponse
+	(*CloseClientRequest)(nil),     // 16: metaplane.v1.CloseClientRequest
+	(*CloseClientResponse)(nil),    // 17: metaplane.v1.CloseClientResponse
+	(*Stat)(nil),                   // 18: metaplane.v1.Stat
+	(*Node)(nil),                   // 19: metaplane.v1.Node
+	(*ReadOptions)(nil),            // 20: metaplane.v1.ReadOptions
+	(*GetManyRequest)(nil),         // 21: metaplane.v1.GetManyRequest
+	(*GetResult)(nil),              // 22: metaplane.v1.GetResult
+	(*GetManyResponse)(nil),        // 23: metaplane.v1.GetManyResponse
+	(*ChildrenRequest)(nil),        // 24: metaplane.v1.ChildrenRequest
+	(*ChildrenResponse)(nil),       // 25: metaplane.v1.ChildrenResponse
+	(*SnapshotRequest)(nil),        // 26: metaplane.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),       // 27: metaplane.v1.SnapshotResponse
+	(*Op)(nil),                     // 28: metaplane.v1.Op
+	(*Fence)(nil),                  // 29: metaplane.v1.Fence
+	(*TxnRequest)(nil),             // 30: metaplane.v1.TxnRequest
+	(*OpResult)(nil),               // 31: metaplane.v1.OpResult
+	(*TxnResponse)(nil),            // 32: metaplane.v1.TxnResponse
+	(*WatchRequest)(nil),           // 33: metaplane.v1.WatchRequest
+	(*WatchEvent)(nil),             // 34: metaplane.v1.WatchEvent
+	(*WatchResponse)(nil),          // 35: metaplane.v1.WatchResponse
+	(*SessionInfo)(nil),            // 36: metaplane.v1.SessionInfo
+	(*SessionRequest)(nil),         // 37: metaplane.v1.SessionRequest
+	(*SessionResponse)(nil),        // 38: metaplane.v1.SessionResponse
+	(*SessionEventsRequest)(nil),   // 39: metaplane.v1.SessionEventsRequest
+	(*SessionEventsResponse)(nil),  // 40: metaplane.v1.SessionEventsResponse
+	(*Candidate)(nil),              // 41: metaplane.v1.Candidate
+	(*CampaignRequest)(nil),        // 42: metaplane.v1.CampaignRequest
+	(*CampaignResponse)(nil),       // 43: metaplane.v1.CampaignResponse
+	(*ResignRequest)(nil),          // 44: metaplane.v1.ResignRequest
+	(*ResignResponse)(nil),         // 45: metaplane.v1.ResignResponse
+	(*LeaderInfo)(nil),             // 46: metaplane.v1.LeaderInfo
+	(*LeaderRequest)(nil),          // 47: metaplane.v1.LeaderRequest
+	(*LeaderResponse)(nil),         // 48: metaplane.v1.LeaderResponse
+	(*ObserveLeaderRequest)(nil),   // 49: metaplane.v1.ObserveLeaderRequest
+	(*ObserveLeaderResponse)(nil),  // 50: metaplane.v1.ObserveLeaderResponse
+	(*MemberStatus)(nil),           // 51: metaplane.v1.MemberStatus
+	(*StatusRequest)(nil),          // 52: metaplane.v1.StatusRequest
+	(*StatusResponse)(nil),         // 53: metaplane.v1.StatusResponse
+	(*GrantLeaseRequest)(nil),      // 54: metaplane.v1.GrantLeaseRequest
+	(*GrantLeaseResponse)(nil),     // 55: metaplane.v1.GrantLeaseResponse
+	(*RenewLeaseRequest)(nil),      // 56: metaplane.v1.RenewLeaseRequest
+	(*RenewLeaseResponse)(nil),     // 57: metaplane.v1.RenewLeaseResponse
+	(*RevokeLeaseRequest)(nil),     // 58: metaplane.v1.RevokeLeaseRequest
+	(*RevokeLeaseResponse)(nil),    // 59: metaplane.v1.RevokeLeaseResponse
+	(*AllocateIDsRequest)(nil),     // 60: metaplane.v1.AllocateIDsRequest
+	(*AllocateIDsResponse)(nil),    // 61: metaplane.v1.AllocateIDsResponse
+	(*AddVoterRequest)(nil),        // 62: metaplane.v1.AddVoterRequest
+	(*AddVoterResponse)(nil),       // 63: metaplane.v1.AddVoterResponse
+	(*RemoveVoterRequest)(nil),     // 64: metaplane.v1.RemoveVoterRequest
+	(*RemoveVoterResponse)(nil),    // 65: metaplane.v1.RemoveVoterResponse
+	(*FailNextWriteRequest)(nil),   // 66: metaplane.v1.FailNextWriteRequest
+	(*FailNextWriteResponse)(nil),  // 67: metaplane.v1.FailNextWriteResponse
+	(*SetLatencyRequest)(nil),      // 68: metaplane.v1.SetLatencyRequest
+	(*SetLatencyResponse)(nil),     // 69: metaplane.v1.SetLatencyResponse
+	(*ExpireSessionRequest)(nil),   // 70: metaplane.v1.ExpireSessionRequest
+	(*ExpireSessionResponse)(nil),  // 71: metaplane.v1.ExpireSessionResponse
+	(*CompactHistoryRequest)(nil),  // 72: metaplane.v1.CompactHistoryRequest
+	(*CompactHistoryResponse)(nil), // 73: metaplane.v1.CompactHistoryResponse
+	nil,                            // 74: metaplane.v1.StartRequest.ConfigEntry
+	nil,                            // 75: metaplane.v1.StatusResponse.DetailsEntry
 }
 var file_metaplane_v1_backend_proto_depIdxs = []int32{
 	0,  // 0: metaplane.v1.Error.sentinel:type_name -> metaplane.v1.Sentinel
-	6,  // 1: metaplane.v1.DescribeResponse.descriptor:type_name -> metaplane.v1.BackendDescriptor
-	73, // 2: metaplane.v1.StartRequest.config:type_name -> metaplane.v1.StartRequest.ConfigEntry
-	12, // 3: metaplane.v1.Capabilities.interfaces:type_name -> metaplane.v1.Interfaces
-	13, // 4: metaplane.v1.NewClientResponse.capabilities:type_name -> metaplane.v1.Capabilities
-	35, // 5: metaplane.v1.NewClientResponse.session:type_name -> metaplane.v1.SessionInfo
-	17, // 6: metaplane.v1.Node.stat:type_name -> metaplane.v1.Stat
-	19, // 7: metaplane.v1.GetManyRequest.options:type_name -> metaplane.v1.ReadOptions
-	18, // 8: metaplane.v1.GetResult.node:type_name -> metaplane.v1.Node
-	5,  // 9: metaplane.v1.GetResult.error:type_name -> metaplane.v1.Error
-	21, // 10: metaplane.v1.GetManyResponse.results:type_name -> metaplane.v1.GetResult
-	19, // 11: metaplane.v1.ChildrenRequest.options:type_name -> metaplane.v1.ReadOptions
-	17, // 12: metaplane.v1.ChildrenResponse.stat:type_name -> metaplane.v1.Stat
-	18, // 13: metaplane.v1.SnapshotResponse.nodes:type_name -> metaplane.v1.Node
-	1,  // 14: metaplane.v1.Op.type:type_name -> metaplane.v1.OpType
-	2,  // 15: metaplane.v1.Op.mode:type_name -> metaplane.v1.CreateMode
-	27, // 16: metaplane.v1.TxnRequest.ops:type_name -> metaplane.v1.Op
-	28, // 17: metaplane.v1.TxnRequest.fence:type_name -> metaplane.v1.Fence
-	1,  // 18: metaplane.v1.OpResult.type:type_name -> metaplane.v1.OpType
-	17, // 19: metaplane.v1.OpResult.stat:type_name -> metaplane.v1.Stat
-	30, // 20: metaplane.v1.TxnResponse.results:type_name -> metaplane.v1.OpResult
-	3,  // 21: metaplane.v1.WatchEvent.type:type_name -> metaplane.v1.EventType
-	17, // 22: metaplane.v1.WatchEvent.stat:type_name -> metaplane.v1.Stat
-	33, // 23: metaplane.v1.WatchResponse.events:type_name -> metaplane.v1.WatchEvent
-	5,  // 24: metaplane.v1.WatchResponse.error:type_name -> metaplane.v1.Error
-	4,  // 25: metaplane.v1.SessionInfo.state:type_name -> metaplane.v1.SessionState
-	35, // 26: metaplane.v1.SessionResponse.session:type_name -> metaplane.v1.SessionInfo
-	4,  // 27: metaplane.v1.SessionEventsResponse.state:type_name -> metaplane.v1.SessionState
-	35, // 28: metaplane.v1.SessionEventsResponse.session:type_name -> metaplane.v1.SessionInfo
-	40, // 29: metaplane.v1.CampaignRequest.candidate:type_name -> metaplane.v1.Candidate
-	28, // 30: metaplane.v1.CampaignResponse.fence:type_name -> metaplane.v1.Fence
-	45, // 31: metaplane.v1.LeaderResponse.leader:type_name -> metaplane.v1.LeaderInfo
-	45, // 32: metaplane.v1.ObserveLeaderResponse.leader:type_name -> metaplane.v1.LeaderInfo
-	50, // 33: metaplane.v1.StatusResponse.members:type_name -> metaplane.v1.MemberStatus
-	74, // 34: metaplane.v1.StatusResponse.details:type_name -> metaplane.v1.StatusResponse.DetailsEntry
-	28, // 35: metaplane.v1.GrantLeaseRequest.fence:type_name -> metaplane.v1.Fence
-	28, // 36: metaplane.v1.RevokeLeaseRequest.fence:type_name -> metaplane.v1.Fence
-	28, // 37: metaplane.v1.AllocateIDsRequest.fence:type_name -> metaplane.v1.Fence
-	5,  // 38: metaplane.v1.FailNextWriteRequest.error:type_name -> metaplane.v1.Error
-	7,  // 39: metaplane.v1.Backend.Describe:input_type -> metaplane.v1.DescribeRequest
-	9,  // 40: metaplane.v1.Backend.Start:input_type -> metaplane.v1.StartRequest
-	11, // 41: metaplane.v1.Backend.NewClient:input_type -> metaplane.v1.NewClientRequest
-	15, // 42: metaplane.v1.Backend.CloseClient:input_type -> metaplane.v1.CloseClientRequest
-	20, // 43: metaplane.v1.Backend.GetMany:input_type -> metaplane.v1.GetManyRequest
-	23, // 44: metaplane.v1.Backend.Children:input_type -> metaplane.v1.ChildrenRequest
-	25, // 45: metaplane.v1.Backend.Snapshot:input_type -> metaplane.v1.SnapshotRequest
-	29, // 46: metaplane.v1.Backend.Txn:input_type -> metaplane.v1.TxnRequest
-	32, // 47: metaplane.v1.Backend.Watch:input_type -> metaplane.v1.WatchRequest
-	36, // 48: metaplane.v1.Backend.Session:input_type -> metaplane.v1.SessionRequest
-	38, // 49: metaplane.v1.Backend.SessionEvents:input_type -> metaplane.v1.SessionEventsRequest
-	41, // 50: metaplane.v1.Backend.Campaign:input_type -> metaplane.v1.CampaignRequest
-	43, // 51: metaplane.v1.Backend.Resign:input_type -> metaplane.v1.ResignRequest
-	46, // 52: metaplane.v1.Backend.Leader:input_type -> metaplane.v1.LeaderRequest
-	48, // 53: metaplane.v1.Backend.ObserveLeader:input_type -> metaplane.v1.ObserveLeaderRequest
-	51, // 54: metaplane.v1.Backend.Status:input_type -> metaplane.v1.StatusRequest
-	53, // 55: metaplane.v1.Backend.GrantLease:input_type -> metaplane.v1.GrantLeaseRequest
-	55, // 56: metaplane.v1.Backend.RenewLease:input_type -> metaplane.v1.RenewLeaseRequest
-	57, // 57: metaplane.v1.Backend.RevokeLease:input_type -> metaplane.v1.RevokeLeaseRequest
-	59, // 58: metaplane.v1.Backend.AllocateIDs:input_type -> metaplane.v1.AllocateIDsRequest
-	61, // 59: metaplane.v1.Backend.AddVoter:input_type -> metaplane.v1.AddVoterRequest
-	63, // 60: metaplane.v1.Backend.RemoveVoter:input_type -> metaplane.v1.RemoveVoterRequest
-	65, // 61: metaplane.v1.Backend.FailNextWrite:input_type -> metaplane.v1.FailNextWriteRequest
-	67, // 62: metaplane.v1.Backend.SetLatency:input_type -> metaplane.v1.SetLatencyRequest
-	69, // 63: metaplane.v1.Backend.ExpireSession:input_type -> metaplane.v1.ExpireSessionRequest
-	71, // 64: metaplane.v1.Backend.CompactHistory:input_type -> metaplane.v1.CompactHistoryRequest
-	8,  // 65: metaplane.v1.Backend.Describe:output_type -> metaplane.v1.DescribeResponse
-	10, // 66: metaplane.v1.Backend.Start:output_type -> metaplane.v1.StartResponse
-	14, // 67: metaplane.v1.Backend.NewClient:output_type -> metaplane.v1.NewClientResponse
-	16, // 68: metaplane.v1.Backend.CloseClient:output_type -> metaplane.v1.CloseClientResponse
-	22, // 69: metaplane.v1.Backend.GetMany:output_type -> metaplane.v1.GetManyResponse
-	24, // 70: metaplane.v1.Backend.Children:output_type -> metaplane.v1.ChildrenResponse
-	26, // 71: metaplane.v1.Backend.Snapshot:output_type -> metaplane.v1.SnapshotResponse
-	31, // 72: metaplane.v1.Backend.Txn:output_type -> metaplane.v1.TxnResponse
-	34, // 73: metaplane.v1.Backend.Watch:output_type -> metaplane.v1.WatchResponse
-	37, // 74: metaplane.v1.Backend.Session:output_type -> metaplane.v1.SessionResponse
-	39, // 75: metaplane.v1.Backend.SessionEvents:output_type -> metaplane.v1.SessionEventsResponse
-	42, // 76: metaplane.v1.Backend.Campaign:output_type -> metaplane.v1.CampaignResponse
-	44, // 77: metaplane.v1.Backend.Resign:output_type -> metaplane.v1.ResignResponse
-	47, // 78: metaplane.v1.Backend.Leader:output_type -> metaplane.v1.LeaderResponse
-	49, // 79: metaplane.v1.Backend.ObserveLeader:output_type -> metaplane.v1.ObserveLeaderResponse
-	52, // 80: metaplane.v1.Backend.Status:output_type -> metaplane.v1.StatusResponse
-	54, // 81: metaplane.v1.Backend.GrantLease:output_type -> metaplane.v1.GrantLeaseResponse
-	56, // 82: metaplane.v1.Backend.RenewLease:output_type -> metaplane.v1.RenewLeaseResponse
-	58, // 83: metaplane.v1.Backend.RevokeLease:output_type -> metaplane.v1.RevokeLeaseResponse
-	60, // 84: metaplane.v1.Backend.AllocateIDs:output_type -> metaplane.v1.AllocateIDsResponse
-	62, // 85: metaplane.v1.Backend.AddVoter:output_type -> metaplane.v1.AddVoterResponse
-	64, // 86: metaplane.v1.Backend.RemoveVoter:output_type -> metaplane.v1.RemoveVoterResponse
-	66, // 87: metaplane.v1.Backend.FailNextWrite:output_type -> metaplane.v1.FailNextWriteResponse
-	68, // 88: metaplane.v1.Backend.SetLatency:output_type -> metaplane.v1.SetLatencyResponse
-	70, // 89: metaplane.v1.Backend.ExpireSession:output_type -> metaplane.v1.ExpireSessionResponse
-	72, // 90: metaplane.v1.Backend.CompactHistory:output_type -> metaplane.v1.CompactHistoryResponse
-	65, // [65:91] is the sub-list for method output_type
-	39, // [39:65] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	1,  // 1: metaplane.v1.BackendDescriptor.tablet_servers:type_name -> metaplane.v1.TabletServerMode
+	7,  // 2: metaplane.v1.DescribeResponse.descriptor:type_name -> metaplane.v1.BackendDescriptor
+	74, // 3: metaplane.v1.StartRequest.config:type_name -> metaplane.v1.StartRequest.ConfigEntry
+	13, // 4: metaplane.v1.Capabilities.interfaces:type_name -> metaplane.v1.Interfaces
+	1,  // 5: metaplane.v1.Capabilities.tablet_servers:type_name -> metaplane.v1.TabletServerMode
+	14, // 6: metaplane.v1.NewClientResponse.capabilities:type_name -> metaplane.v1.Capabilities
+	36, // 7: metaplane.v1.NewClientResponse.session:type_name -> metaplane.v1.SessionInfo
+	18, // 8: metaplane.v1.Node.stat:type_name -> metaplane.v1.Stat
+	20, // 9: metaplane.v1.GetManyRequest.options:type_name -> metaplane.v1.ReadOptions
+	19, // 10: metaplane.v1.GetResult.node:type_name -> metaplane.v1.Node
+	6,  // 11: metaplane.v1.GetResult.error:type_name -> metaplane.v1.Error
+	22, // 12: metaplane.v1.GetManyResponse.results:type_name -> metaplane.v1.GetResult
+	20, // 13: metaplane.v1.ChildrenRequest.options:type_name -> metaplane.v1.ReadOptions
+	18, // 14: metaplane.v1.ChildrenResponse.stat:type_name -> metaplane.v1.Stat
+	19, // 15: metaplane.v1.SnapshotResponse.nodes:type_name -> metaplane.v1.Node
+	2,  // 16: metaplane.v1.Op.type:type_name -> metaplane.v1.OpType
+	3,  // 17: metaplane.v1.Op.mode:type_name -> metaplane.v1.CreateMode
+	28, // 18: metaplane.v1.TxnRequest.ops:type_name -> metaplane.v1.Op
+	29, // 19: metaplane.v1.TxnRequest.fence:type_name -> metaplane.v1.Fence
+	2,  // 20: metaplane.v1.OpResult.type:type_name -> metaplane.v1.OpType
+	18, // 21: metaplane.v1.OpResult.stat:type_name -> metaplane.v1.Stat
+	31, // 22: metaplane.v1.TxnResponse.results:type_name -> metaplane.v1.OpResult
+	4,  // 23: metaplane.v1.WatchEvent.type:type_name -> metaplane.v1.EventType
+	18, // 24: metaplane.v1.WatchEvent.stat:type_name -> metaplane.v1.Stat
+	34, // 25: metaplane.v1.WatchResponse.events:type_name -> metaplane.v1.WatchEvent
+	6,  // 26: metaplane.v1.WatchResponse.error:type_name -> metaplane.v1.Error
+	5,  // 27: metaplane.v1.SessionInfo.state:type_name -> metaplane.v1.SessionState
+	36, // 28: metaplane.v1.SessionResponse.session:type_name -> metaplane.v1.SessionInfo
+	5,  // 29: metaplane.v1.SessionEventsResponse.state:type_name -> metaplane.v1.SessionState
+	36, // 30: metaplane.v1.SessionEventsResponse.session:type_name -> metaplane.v1.SessionInfo
+	41, // 31: metaplane.v1.CampaignRequest.candidate:type_name -> metaplane.v1.Candidate
+	29, // 32: metaplane.v1.CampaignResponse.fence:type_name -> metaplane.v1.Fence
+	46, // 33: metaplane.v1.LeaderResponse.leader:type_name -> metaplane.v1.LeaderInfo
+	46, // 34: metaplane.v1.ObserveLeaderResponse.leader:type_name -> metaplane.v1.LeaderInfo
+	51, // 35: metaplane.v1.StatusResponse.members:type_name -> metaplane.v1.MemberStatus
+	75, // 36: metaplane.v1.StatusResponse.details:type_name -> metaplane.v1.StatusResponse.DetailsEntry
+	29, // 37: metaplane.v1.GrantLeaseRequest.fence:type_name -> metaplane.v1.Fence
+	29, // 38: metaplane.v1.RevokeLeaseRequest.fence:type_name -> metaplane.v1.Fence
+	29, // 39: metaplane.v1.AllocateIDsRequest.fence:type_name -> metaplane.v1.Fence
+	6,  // 40: metaplane.v1.FailNextWriteRequest.error:type_name -> metaplane.v1.Error
+	8,  // 41: metaplane.v1.Backend.Describe:input_type -> metaplane.v1.DescribeRequest
+	10, // 42: metaplane.v1.Backend.Start:input_type -> metaplane.v1.StartRequest
+	12, // 43: metaplane.v1.Backend.NewClient:input_type -> metaplane.v1.NewClientRequest
+	16, // 44: metaplane.v1.Backend.CloseClient:input_type -> metaplane.v1.CloseClientRequest
+	21, // 45: metaplane.v1.Backend.GetMany:input_type -> metaplane.v1.GetManyRequest
+	24, // 46: metaplane.v1.Backend.Children:input_type -> metaplane.v1.ChildrenRequest
+	26, // 47: metaplane.v1.Backend.Snapshot:input_type -> metaplane.v1.SnapshotRequest
+	30, // 48: metaplane.v1.Backend.Txn:input_type -> metaplane.v1.TxnRequest
+	33, // 49: metaplane.v1.Backend.Watch:input_type -> metaplane.v1.WatchRequest
+	37, // 50: metaplane.v1.Backend.Session:input_type -> metaplane.v1.SessionRequest
+	39, // 51: metaplane.v1.Backend.SessionEvents:input_type -> metaplane.v1.SessionEventsRequest
+	42, // 52: metaplane.v1.Backend.Campaign:input_type -> metaplane.v1.CampaignRequest
+	44, // 53: metaplane.v1.Backend.Resign:input_type -> metaplane.v1.ResignRequest
+	47, // 54: metaplane.v1.Backend.Leader:input_type -> metaplane.v1.LeaderRequest
+	49, // 55: metaplane.v1.Backend.ObserveLeader:input_type -> metaplane.v1.ObserveLeaderRequest
+	52, // 56: metaplane.v1.Backend.Status:input_type -> metaplane.v1.StatusRequest
+	54, // 57: metaplane.v1.Backend.GrantLease:input_type -> metaplane.v1.GrantLeaseRequest
+	56, // 58: metaplane.v1.Backend.RenewLease:input_type -> metaplane.v1.RenewLeaseRequest
+	58, // 59: metaplane.v1.Backend.RevokeLease:input_type -> metaplane.v1.RevokeLeaseRequest
+	60, // 60: metaplane.v1.Backend.AllocateIDs:input_type -> metaplane.v1.AllocateIDsRequest
+	62, // 61: metaplane.v1.Backend.AddVoter:input_type -> metaplane.v1.AddVoterRequest
+	64, // 62: metaplane.v1.Backend.RemoveVoter:input_type -> metaplane.v1.RemoveVoterRequest
+	66, // 63: metaplane.v1.Backend.FailNextWrite:input_type -> metaplane.v1.FailNextWriteRequest
+	68, // 64: metaplane.v1.Backend.SetLatency:input_type -> metaplane.v1.SetLatencyRequest
+	70, // 65: metaplane.v1.Backend.ExpireSession:input_type -> metaplane.v1.ExpireSessionRequest
+	72, // 66: metaplane.v1.Backend.CompactHistory:input_type -> metaplane.v1.CompactHistoryRequest
+	9,  // 67: metaplane.v1.Backend.Describe:output_type -> metaplane.v1.DescribeResponse
+	11, // 68: metaplane.v1.Backend.Start:output_type -> metaplane.v1.StartResponse
+	15, // 69: metaplane.v1.Backend.NewClient:output_type -> metaplane.v1.NewClientResponse
+	17, // 70: metaplane.v1.Backend.CloseClient:output_type -> metaplane.v1.CloseClientResponse
+	23, // 71: metaplane.v1.Backend.GetMany:output_type -> metaplane.v1.GetManyResponse
+	25, // 72: metaplane.v1.Backend.Children:output_type -> metaplane.v1.ChildrenResponse
+	27, // 73: metaplane.v1.Backend.Snapshot:output_type -> metaplane.v1.SnapshotResponse
+	32, // 74: metaplane.v1.Backend.Txn:output_type -> metaplane.v1.TxnResponse
+	35, // 75: metaplane.v1.Backend.Watch:output_type -> metaplane.v1.WatchResponse
+	38, // 76: metaplane.v1.Backend.Session:output_type -> metaplane.v1.SessionResponse
+	40, // 77: metaplane.v1.Backend.SessionEvents:output_type -> metaplane.v1.SessionEventsResponse
+	43, // 78: metaplane.v1.Backend.Campaign:output_type -> metaplane.v1.CampaignResponse
+	45, // 79: metaplane.v1.Backend.Resign:output_type -> metaplane.v1.ResignResponse
+	48, // 80: metaplane.v1.Backend.Leader:output_type -> metaplane.v1.LeaderResponse
+	50, // 81: metaplane.v1.Backend.ObserveLeader:output_type -> metaplane.v1.ObserveLeaderResponse
+	53, // 82: metaplane.v1.Backend.Status:output_type -> metaplane.v1.StatusResponse
+	55, // 83: metaplane.v1.Backend.GrantLease:output_type -> metaplane.v1.GrantLeaseResponse
+	57, // 84: metaplane.v1.Backend.RenewLease:output_type -> metaplane.v1.RenewLeaseResponse
+	59, // 85: metaplane.v1.Backend.RevokeLease:output_type -> metaplane.v1.RevokeLeaseResponse
+	61, // 86: metaplane.v1.Backend.AllocateIDs:output_type -> metaplane.v1.AllocateIDsResponse
+	63, // 87: metaplane.v1.Backend.AddVoter:output_type -> metaplane.v1.AddVoterResponse
+	65, // 88: metaplane.v1.Backend.RemoveVoter:output_type -> metaplane.v1.RemoveVoterResponse
+	67, // 89: metaplane.v1.Backend.FailNextWrite:output_type -> metaplane.v1.FailNextWriteResponse
+	69, // 90: metaplane.v1.Backend.SetLatency:output_type -> metaplane.v1.SetLatencyResponse
+	71, // 91: metaplane.v1.Backend.ExpireSession:output_type -> metaplane.v1.ExpireSessionResponse
+	73, // 92: metaplane.v1.Backend.CompactHistory:output_type -> metaplane.v1.CompactHistoryResponse
+	67, // [67:93] is the sub-list for method output_type
+	41, // [41:67] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_metaplane_v1_backend_proto_init() }
@@ -4674,7 +4768,7 @@ func file_metaplane_v1_backend_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metaplane_v1_backend_proto_rawDesc), len(file_metaplane_v1_backend_proto_rawDesc)),
-			NumEnums:      5,
+			NumEnums:      6,
 			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   1,

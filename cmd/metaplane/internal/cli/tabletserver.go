@@ -76,15 +76,15 @@ func serveTabletServer(ctx context.Context, env *Env, cfg *config.Config, id int
 	logger := newLogger(env.Stderr, fmt.Sprintf("tablet-server-%d", id))
 	opts := tabletserver.Options{ID: id, Listener: l, Rack: rack, Logger: logger}
 	var following string
-	if cfg.Selected.Backend == config.BackendRaft {
+	if cfg.Selected.Descriptor.TabletServers == core.TabletServersThroughCoordinator {
 		seeds := cfg.Coordinator.SeedNodes
 		if len(seeds) == 0 {
 			if a := listenerAddress(cfg.BindListeners, "CLIENT"); a != "" {
 				seeds = []string{a}
 			}
 		}
-		opts.Seeds = seeds
-		following = "coordinators " + strings.Join(seeds, ",") + " (Raft: registration and metadata through the coordinator leader)"
+		opts.Seeds, opts.BackendName = seeds, cfg.Selected.Backend
+		following = "coordinators " + strings.Join(seeds, ",") + " (" + cfg.Selected.Backend + ": registration and metadata through the coordinator leader)"
 	} else {
 		p, err := plugins.Launch(ctx, plugins.LaunchOptions{Path: pluginPath, Name: cfg.Selected.Backend,
 			Dir: cfg.Metadata.Backend.PluginDir, SHA256: cfg.Metadata.Backend.PluginSHA256, Config: cfg.Flatten(), Logger: logger})

@@ -2,8 +2,8 @@
 // the configuration loader (core/config, which refuses a bad value at load,
 // naming the key) and the Raft backend (which turns the keys into
 // Dragonboat settings) need: the tick arithmetic and the voter syntax. It
-// imports the standard library and core/settings only, so the loader does
-// not link Dragonboat.
+// imports the standard library and core/settings only, so the backend does
+// not link the loader (koanf) and the loader does not link Dragonboat.
 package raftkeys
 
 import (

@@ -1,0 +1,215 @@
+package plugins
+
+import (
+	"context"
+	"time"
+
+	"github.com/metaplane/metaplane/core"
+	pb "github.com/metaplane/metaplane/proto/metaplane/v1"
+)
+
+// The optional parts of a host-side client. A *Client implements the
+// required contract only; Plugin.NewClient wraps it in one layer per part
+// the plugin offers (the plugin reports a part only when its backend both
+// implements and declares it, see interfacesOf), each layer implementing
+// that part and Unwrap. So across the boundary a part the plugin did not
+// declare is absent: a type assertion for it is false, and core.Optional,
+// which follows Unwrap, finds every part that is present.
+
+// layer is one optional part's wrapper: the next layer in (ultimately the
+// *Client) and the client that makes the calls.
+type layer struct {
+	core.MetadataBackend
+	c *Client
+}
+
+// Unwrap returns the next layer in.
+func (l layer) Unwrap() core.MetadataBackend { return l.MetadataBackend }
+
+type (
+	leaseLayer      struct{ layer }
+	idLayer         struct{ layer }
+	membershipLayer struct{ layer }
+	faultLayer      struct{ layer }
+	expiryLayer     struct{ layer }
+)
+
+var (
+	_ core.LeaseManager      = leaseLayer{}
+	_ core.IDAllocator       = idLayer{}
+	_ core.MembershipManager = membershipLayer{}
+	_ core.FaultInjector     = faultLayer{}
+	_ core.SessionExpirer    = expiryLayer{}
+)
+
+// expose wraps c in a layer for each part ifaces offers.
+func expose(c *Client, ifaces *pb.Interfaces) core.MetadataBackend {
+	var b core.MetadataBackend = c
+	wrap := func(on bool, mk func(layer) core.MetadataBackend) {
+		if on {
+			b = mk(layer{MetadataBackend: b, c: c})
+		}
+	}
+	wrap(ifaces.GetSessionExpirer(), func(l layer) core.MetadataBackend { return expiryLayer{l} })
+	wrap(ifaces.GetFaultInjector(), func(l layer) core.MetadataBackend { return faultLayer{l} })
+	wrap(ifaces.GetMembershipManager(), func(l layer) core.MetadataBackend { return membershipLayer{l} })
+	wrap(ifaces.GetIdAllocator(), func(l layer) core.MetadataBackend { return idLayer{l} })
+	wrap(ifaces.GetLeaseManager(), func(l layer) core.MetadataBackend { return leaseLayer{l} })
+	return b
+}
+
+// ClientOf returns the *Client under b (b itself, or the client its part
+// layers wrap), for the host's own bookkeeping and tests.
+func ClientOf(b core.MetadataBackend) (*Client, bool) {
+	for depth := 0; b != nil && depth < 16; depth++ {
+		if c, ok := b.(*Client); ok {
+			return c, true
+		}
+		u, ok := b.(core.Unwrapper)
+		if !ok {
+			break
+		}
+		b = u.Unwrap()
+	}
+	return nil, false
+}
+
+// GrantLease grants a lease in the plugin. See core.LeaseManager.
+func (l leaseLayer) GrantLease(ctx context.Context, owner string, ttl time.Duration, fence core.Fence) (int64, error) {
+	r, err := l.c.current()
+	if err != nil {
+		return 0, err
+	}
+	resp, err := r.conn.rpc.GrantLease(ctx, &pb.GrantLeaseRequest{ClientId: r.id, Owner: owner, TtlNanos: int64(ttl), Fence: fenceToProto(fence)})
+	if err != nil {
+		return 0, callError(ctx, r.conn, err)
+	}
+	return resp.LeaseId, nil
+}
+
+// RenewLease renews a lease in the plugin. See core.LeaseManager.
+func (l leaseLayer) RenewLease(ctx context.Context, id int64) error {
+	r, err := l.c.current()
+	if err != nil {
+		return err
+	}
+	if _, err := r.conn.rpc.RenewLease(ctx, &pb.RenewLeaseRequest{ClientId: r.id, LeaseId: id}); err != nil {
+		return callError(ctx, r.conn, err)
+	}
+	return nil
+}
+
+// RevokeLease revokes a lease in the plugin. See core.LeaseManager.
+func (l leaseLayer) RevokeLease(ctx context.Context, id int64, fence core.Fence) error {
+	r, err := l.c.current()
+	if err != nil {
+		return err
+	}
+	if _, err := r.conn.rpc.RevokeLease(ctx, &pb.RevokeLeaseRequest{ClientId: r.id, LeaseId: id, Fence: fenceToProto(fence)}); err != nil {
+		return callError(ctx, r.conn, err)
+	}
+	return nil
+}
+
+// AllocateIDs reserves [first, first+n) from the counter at path with the
+// backend's native allocator, in one plugin call. See core.IDAllocator.
+func (l idLayer) AllocateIDs(ctx context.Context, path string, n int64, fence core.Fence) (int64, error) {
+	r, err := l.c.current()
+	if err != nil {
+		return 0, err
+	}
+	resp, err := r.conn.rpc.AllocateIDs(ctx, &pb.AllocateIDsRequest{ClientId: r.id, Path: path, Count: n, Fence: fenceToProto(fence)})
+	if err != nil {
+		return 0, callError(ctx, r.conn, err)
+	}
+	return resp.First, nil
+}
+
+// AddVoter adds a voter in the plugin. See core.MembershipManager.
+func (l membershipLayer) AddVoter(ctx context.Context, id string, address string) error {
+	r, err := l.c.current()
+	if err != nil {
+		return err
+	}
+	if _, err := r.conn.rpc.AddVoter(ctx, &pb.AddVoterRequest{ClientId: r.id, Id: id, Address: address}); err != nil {
+		return callError(ctx, r.conn, err)
+	}
+	return nil
+}
+
+// RemoveVoter removes a voter in the plugin. See core.MembershipManager.
+func (l membershipLayer) RemoveVoter(ctx context.Context, id string) error {
+	r, err := l.c.current()
+	if err != nil {
+		return err
+	}
+	if _, err := r.conn.rpc.RemoveVoter(ctx, &pb.RemoveVoterRequest{ClientId: r.id, Id: id}); err != nil {
+		return callError(ctx, r.conn, err)
+	}
+	return nil
+}
+
+// FailNextWrite makes the plugin's next write fail with err (its sentinel,
+// message and details cross the boundary). See core.FaultInjector. It has
+// no error result: when the plugin cannot be reached, the request is
+// logged and dropped.
+func (l faultLayer) FailNextWrite(err error) {
+	r, cerr := l.c.current()
+	if cerr != nil {
+		l.c.p.logger.Warn("FailNextWrite ignored", "error", cerr)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if _, cerr := r.conn.rpc.FailNextWrite(ctx, &pb.FailNextWriteRequest{ClientId: r.id, Error: ErrorToProto(err)}); cerr != nil {
+		l.c.p.logger.Warn("FailNextWrite failed", "error", callError(ctx, r.conn, cerr))
+	}
+}
+
+// SetLatency adds d before every call in the plugin. See
+// core.FaultInjector; like FailNextWrite, failures are logged.
+func (l faultLayer) SetLatency(d time.Duration) {
+	r, cerr := l.c.current()
+	if cerr != nil {
+		l.c.p.logger.Warn("SetLatency ignored", "error", cerr)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if _, cerr := r.conn.rpc.SetLatency(ctx, &pb.SetLatencyRequest{ClientId: r.id, LatencyNanos: int64(d)}); cerr != nil {
+		l.c.p.logger.Warn("SetLatency failed", "error", callError(ctx, r.conn, cerr))
+	}
+}
+
+// ExpireSession expires the client's session in the plugin and returns
+// once the host has seen the new session (or ctx ends). See
+// core.SessionExpirer.
+func (l expiryLayer) ExpireSession(ctx context.Context) error {
+	c := l.c
+	r, err := c.current()
+	if err != nil {
+		return err
+	}
+	old := c.Session().ID
+	if _, err := r.conn.rpc.ExpireSession(ctx, &pb.ExpireSessionRequest{ClientId: r.id}); err != nil {
+		return callError(ctx, r.conn, err)
+	}
+	// The plugin established the new session before answering; wait until
+	// its event has reached this side so Session() reports it.
+	wait, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	for {
+		c.mu.Lock()
+		cur, changed := c.session, c.changed
+		live := c.rem == r
+		c.mu.Unlock()
+		if !live || (cur.ID != old && cur.State == core.SessionConnected) {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-wait.Done():
+			return nil
+		}
+	}
+}
