@@ -485,7 +485,7 @@ func checkTabletRPCs(t *testing.T, ctx context.Context, c *adminclient.Client, b
 		return err
 	})
 	if backend == "zookeeper" {
-		if !errors.Is(err, adminclient.ErrUnimplemented) || !strings.Contains(err.Error(), "tablet servers register in ZooKeeper") {
+		if !errors.Is(err, adminclient.ErrUnimplemented) || !strings.Contains(err.Error(), "tablet servers follow it directly") {
 			t.Errorf("tablet-server RPC on ZooKeeper: got %v, want UNIMPLEMENTED", err)
 		}
 		return
