@@ -47,102 +47,62 @@ func (r *Reader) raw(key string) (string, bool) {
 
 func (r *Reader) fail(key string, err error) { r.probs.Add(key, err.Error()) }
 
+// read parses key's value with parse into dst, or records the problem; an
+// absent or empty key leaves dst alone.
+func read[T any](r *Reader, key string, dst *T, parse func(string) (T, error)) {
+	v, ok := r.raw(key)
+	if !ok {
+		return
+	}
+	x, err := parse(v)
+	if err != nil {
+		r.fail(key, err)
+		return
+	}
+	*dst = x
+}
+
 // String reads key as is (trimmed).
 func (r *Reader) String(key string, dst *string) {
-	if v, ok := r.raw(key); ok {
-		*dst = v
-	}
+	read(r, key, dst, func(s string) (string, error) { return s, nil })
 }
 
 // Duration reads key with ParseDuration.
-func (r *Reader) Duration(key string, dst *time.Duration) {
-	if v, ok := r.raw(key); ok {
-		d, err := ParseDuration(v)
-		if err != nil {
-			r.fail(key, err)
-			return
-		}
-		*dst = d
-	}
-}
+func (r *Reader) Duration(key string, dst *time.Duration) { read(r, key, dst, ParseDuration) }
 
-// Int reads key with ParseInt.
+// Int reads key with ParseInt, refusing a value that does not fit an int.
 func (r *Reader) Int(key string, dst *int) {
-	if v, ok := r.raw(key); ok {
-		n, err := ParseInt(v)
+	read(r, key, dst, func(s string) (int, error) {
+		n, err := ParseInt(s)
 		if err == nil && int64(int(n)) != n {
-			err = fmt.Errorf("invalid integer %q: too large", v)
+			err = fmt.Errorf("invalid integer %q: too large", s)
 		}
-		if err != nil {
-			r.fail(key, err)
-			return
-		}
-		*dst = int(n)
-	}
+		return int(n), err
+	})
 }
 
 // Int64 reads key with ParseInt.
-func (r *Reader) Int64(key string, dst *int64) {
-	if v, ok := r.raw(key); ok {
-		n, err := ParseInt(v)
-		if err != nil {
-			r.fail(key, err)
-			return
-		}
-		*dst = n
-	}
-}
+func (r *Reader) Int64(key string, dst *int64) { read(r, key, dst, ParseInt) }
 
 // Uint64 reads key with ParseInt, refusing a negative value.
 func (r *Reader) Uint64(key string, dst *uint64) {
-	if v, ok := r.raw(key); ok {
-		n, err := ParseInt(v)
+	read(r, key, dst, func(s string) (uint64, error) {
+		n, err := ParseInt(s)
 		if err == nil && n < 0 {
 			err = fmt.Errorf("invalid value %d: must not be negative", n)
 		}
-		if err != nil {
-			r.fail(key, err)
-			return
-		}
-		*dst = uint64(n)
-	}
+		return uint64(n), err
+	})
 }
 
 // Bool reads key with ParseBool.
-func (r *Reader) Bool(key string, dst *bool) {
-	if v, ok := r.raw(key); ok {
-		b, err := ParseBool(v)
-		if err != nil {
-			r.fail(key, err)
-			return
-		}
-		*dst = b
-	}
-}
+func (r *Reader) Bool(key string, dst *bool) { read(r, key, dst, ParseBool) }
 
 // Size reads key with ParseSize.
-func (r *Reader) Size(key string, dst *Size) {
-	if v, ok := r.raw(key); ok {
-		s, err := ParseSize(v)
-		if err != nil {
-			r.fail(key, err)
-			return
-		}
-		*dst = s
-	}
-}
+func (r *Reader) Size(key string, dst *Size) { read(r, key, dst, ParseSize) }
 
 // List reads key with ParseList.
-func (r *Reader) List(key string, dst *[]string) {
-	if v, ok := r.raw(key); ok {
-		l, err := ParseList(v)
-		if err != nil {
-			r.fail(key, err)
-			return
-		}
-		*dst = l
-	}
-}
+func (r *Reader) List(key string, dst *[]string) { read(r, key, dst, ParseList) }
 
 // ParseDuration parses a duration with a unit ("500ms", "1s", "2m").
 func ParseDuration(s string) (time.Duration, error) {
