@@ -158,7 +158,7 @@ func TestConfigValidateUsage(t *testing.T) {
 			}
 		})
 	}
-	stdout, _, code := runCLI(t, "config", "help")
+	stdout, _, code := runCLI(t, "config", "help", "validate")
 	if code != ExitOK || !strings.Contains(stdout, "usage: metaplane config validate") {
 		t.Errorf("config help: exit %d, %q", code, stdout)
 	}
