@@ -57,7 +57,7 @@ message as JSON, and an error is one JSON object on stderr. Exit status:
 	}
 	markGroup(cmd, "verb")
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&a.bootstrap, "bootstrap-servers", "127.0.0.1:9123", "the coordinators to ask, `host:port,...`")
+	pf.StringVar(&a.bootstrap, "bootstrap-servers", "127.0.0.1:9123", "the `host:port,...` of the coordinators to ask")
 	pf.BoolVar(&a.json, "json", false, "print the answer as JSON (and an error as JSON on stderr)")
 	pf.DurationVar(&a.timeout, "timeout", 30*time.Second, "give up after this long, redirects and retries included")
 	for _, verb := range adminVerbs {
@@ -110,13 +110,23 @@ func (a *admin) print(w io.Writer, m proto.Message, text func(w io.Writer)) erro
 func call[Req any, Resp proto.Message](cmd *cobra.Command, a *admin,
 	rpc func(adminv1.AdminServiceClient, context.Context, Req, ...grpc.CallOption) (Resp, error),
 	req Req, text func(w io.Writer, r Resp)) error {
-	var r Resp
+	var (
+		r      Resp
+		detail *adminv1.ErrorDetail // of the last attempt's answer
+	)
 	err := a.do(cmd, func(ctx context.Context, c *adminclient.Client) error {
-		return c.Admin(ctx, func(ctx context.Context, sc adminv1.AdminServiceClient) error {
+		err := c.Admin(ctx, func(ctx context.Context, sc adminv1.AdminServiceClient) error {
 			var err error
 			r, err = rpc(sc, ctx, req)
+			detail = adminclient.DetailOf(err)
 			return err
 		})
+		// The client returns the last answer's error, converted, unless
+		// ctx ended: keep that answer's code for the --json error.
+		if err != nil && detail != nil && ctx.Err() == nil {
+			return &codedErr{error: err, code: detail.Code}
+		}
+		return err
 	})
 	if err != nil {
 		return err

@@ -98,8 +98,17 @@ its arguments. Exit status: 0 success, 1 failure, 2 usage error.`,
 	for _, build := range builders {
 		root.AddCommand(build())
 	}
+	root.Flags().BoolP("version", "v", false, "print the version, as the version command does")
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "help":
+			c.Short = "show the help of a command: metaplane help admin create-table"
+		case "completion":
+			c.Short = "print the shell completion script for bash, zsh, fish or powershell"
+		}
+	}
 	usageArgs(root)
 	return root
 }

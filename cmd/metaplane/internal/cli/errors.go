@@ -42,6 +42,15 @@ type withCause struct {
 func (e *withCause) Error() string { return e.msg }
 func (e *withCause) Unwrap() error { return e.cause }
 
+// codedErr is an error of the admin API with the code of its
+// ErrorDetail, which the client's conversion of the answer drops.
+type codedErr struct {
+	error
+	code string
+}
+
+func (e *codedErr) Unwrap() error { return e.error }
+
 // exitCode is the exit status of a command line whose verb returned err:
 // the one place where errors become exit codes.
 func exitCode(err error) int {
@@ -67,12 +76,17 @@ const (
 
 // errorCode is the code of err in the --json error object: USAGE for a
 // usage error, else the admin API's ErrorDetail code (NOT_FOUND,
-// ALREADY_EXISTS, ..., see docs/admin.md) when err carries one or is one
-// of the errors the admin API's translation table maps, else ERROR.
+// ALREADY_EXISTS, ..., see docs/admin.md) when the answer carried one,
+// or when err is one of the errors the admin API's translation table
+// maps (a timeout is UNAVAILABLE), else ERROR.
 func errorCode(err error) string {
 	var ue *usageErr
 	if errors.As(err, &ue) {
 		return codeUsage
+	}
+	var ce *codedErr
+	if errors.As(err, &ce) && ce.code != "" {
+		return ce.code
 	}
 	if d := adminclient.DetailOf(err); d != nil && d.Code != "" {
 		return d.Code
