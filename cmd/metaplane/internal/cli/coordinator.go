@@ -86,6 +86,7 @@ func newCoordinatorCmd() *cobra.Command {
 	}
 	cf := AddConfigFlags(cmd.Flags())
 	cmd.Flags().StringVar(&pluginPath, "plugin", "", "run this backend plugin binary instead of metaplane-backend-<backend> from metadata.backend.plugin.dir")
+	cmd.MarkFlagFilename("plugin")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := config.Load(cf.LoadOptions())
 		if err != nil {

@@ -46,6 +46,7 @@ func newTabletServerCmd() *cobra.Command {
 	f.StringVar(&listen, "listen", "127.0.0.1:0", "where the tablet service listens, `host:port` (port 0: any free port)")
 	f.StringVar(&rack, "rack", "", "the rack to register")
 	f.StringVar(&pluginPath, "plugin", "", "on ZooKeeper: run this backend plugin binary instead of metaplane-backend-zookeeper")
+	cmd.MarkFlagFilename("plugin")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		opts := cf.LoadOptions()
 		opts.Observer = true
