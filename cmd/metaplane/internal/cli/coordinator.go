@@ -37,6 +37,19 @@ http://<metrics.address>/metrics. Stop it with Ctrl-C (or SIGTERM).
 Exit status: 0 after a clean stop, 1 on an invalid configuration or a
 failure, 2 usage error.`
 
+// loadDaemonConfig loads the configuration of a daemon (coordinator,
+// tablet server) and prints the selection's warnings on stderr.
+func loadDaemonConfig(stderr io.Writer, opts config.LoadOptions) (*config.Config, error) {
+	cfg, err := config.Load(opts)
+	if err != nil {
+		return nil, fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	for _, w := range cfg.Selected.Warnings {
+		fmt.Fprintf(stderr, "WARNING: %s\n", w)
+	}
+	return cfg, nil
+}
+
 // listenerAddress returns host:port of the listener named name in a list
 // of NAME://host:port entries ("" when absent).
 func listenerAddress(listeners []string, name string) string {
@@ -88,12 +101,9 @@ func newCoordinatorCmd() *cobra.Command {
 	cmd.Flags().StringVar(&pluginPath, "plugin", "", "run this backend plugin binary instead of metaplane-backend-<backend> from metadata.backend.plugin.dir")
 	cmd.MarkFlagFilename("plugin")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := config.Load(cf.LoadOptions())
+		cfg, err := loadDaemonConfig(cmd.ErrOrStderr(), cf.LoadOptions())
 		if err != nil {
-			return fmt.Errorf("invalid configuration:\n%w", err)
-		}
-		for _, w := range cfg.Selected.Warnings {
-			fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: %s\n", w)
+			return err
 		}
 		id := uuid.NewString()
 		logger := newLogger(cmd.ErrOrStderr(), "coordinator")

@@ -50,12 +50,9 @@ func newTabletServerCmd() *cobra.Command {
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		opts := cf.LoadOptions()
 		opts.Observer = true
-		cfg, err := config.Load(opts)
+		cfg, err := loadDaemonConfig(cmd.ErrOrStderr(), opts)
 		if err != nil {
-			return fmt.Errorf("invalid configuration:\n%w", err)
-		}
-		for _, w := range cfg.Selected.Warnings {
-			fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: %s\n", w)
+			return err
 		}
 		if id < 0 {
 			id = cfg.TabletServerID
