@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -14,6 +13,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -21,434 +23,505 @@ import (
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
-func init() {
-	Register(Command{Name: "admin", Summary: "administer the catalog through the coordinator leader (metaplane admin help)", Run: runAdmin})
+func init() { Register(newAdminCmd) }
+
+// admin is what every `metaplane admin` verb shares: the group's
+// persistent flags.
+type admin struct {
+	bootstrap string
+	json      bool
+	timeout   time.Duration
 }
 
-// adminVerb is one `metaplane admin` verb.
-type adminVerb struct {
-	name    string
-	args    string // positional arguments, for usage
-	summary string
-	flags   func(fs *flag.FlagSet) func(a *adminCtx, pos []string) error
-	npos    int // exact number of positional arguments
+// adminVerbs are the constructors of the admin verbs, in the order help
+// lists them.
+var adminVerbs = []func(a *admin) *cobra.Command{
+	adminCreateDatabase, adminListDatabases, adminDropDatabase,
+	adminCreateTable, adminDescribeTable, adminListTables, adminDropTable,
+	adminCreatePartition, adminListPartitions, adminDropPartition,
+	adminListTabletServers, adminAllocateIDs,
+	adminAddACL, adminRemoveACL, adminListACLs,
+	adminAlterConfig, adminDescribeConfigs, adminSetServerTag, adminLeader,
 }
 
-// adminCtx is what a verb runs with.
-type adminCtx struct {
-	ctx    context.Context
-	env    *Env
-	client *adminclient.Client
-	json   bool
+func newAdminCmd() *cobra.Command {
+	a := &admin{}
+	cmd := &cobra.Command{
+		Use:   "admin <verb>",
+		Short: "administer the catalog through the coordinator leader (metaplane admin help)",
+		Long: `Every verb talks to the coordinator leader: it starts at --bootstrap-servers
+and follows NOT_LEADER answers to the leader. The common flags may come
+before or after the verb. With --json the answer is the API's response
+message as JSON, and an error is one JSON object on stderr. Exit status:
+0 success, 1 the call failed, 2 usage error. See docs/admin.md.`,
+	}
+	markGroup(cmd, "verb")
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&a.bootstrap, "bootstrap-servers", "127.0.0.1:9123", "the `host:port,...` of the coordinators to ask")
+	pf.BoolVar(&a.json, "json", false, "print the answer as JSON (and an error as JSON on stderr)")
+	pf.DurationVar(&a.timeout, "timeout", 30*time.Second, "give up after this long, redirects and retries included")
+	for _, verb := range adminVerbs {
+		cmd.AddCommand(verb(a))
+	}
+	return cmd
 }
 
-func (a *adminCtx) admin(call func(ctx context.Context, c adminv1.AdminServiceClient) error) error {
-	return a.client.Admin(a.ctx, call)
+// do runs f with a client of the bootstrap servers and a context bounded
+// by --timeout. A timeout becomes an error that says where it looked.
+func (a *admin) do(cmd *cobra.Command, f func(ctx context.Context, c *adminclient.Client) error) error {
+	client, err := adminclient.NewClient(splitList(a.bootstrap))
+	if err != nil {
+		return usageError("--bootstrap-servers: %v", err)
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(cmd.Context(), a.timeout)
+	defer cancel()
+	err = f(ctx, client)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &withCause{cause: err, msg: fmt.Sprintf("no answer within %v from %s (is a coordinator running? start one with `metaplane coordinator`)", a.timeout, a.bootstrap)}
+	}
+	return err
 }
 
-// print writes m as JSON (--json) or calls text.
-func (a *adminCtx) print(m proto.Message, text func(w io.Writer)) error {
-	if a.json {
-		b, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
+// print is the one printer of the admin verbs: it writes the answer m on
+// w, with --json as the API's response message in JSON (field names as in
+// the .proto, every field present), else with text.
+func (a *admin) print(w io.Writer, m proto.Message, text func(w io.Writer)) error {
+	if !a.json {
+		text(w)
+		return nil
+	}
+	b, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	// protojson's spacing is deliberately unstable: normalise it.
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		return err
+	}
+	out.WriteByte('\n')
+	_, err = out.WriteTo(w)
+	return err
+}
+
+// call runs one AdminService RPC on the coordinator leader (following
+// redirects) and prints its answer with text, or as JSON.
+func call[Req any, Resp proto.Message](cmd *cobra.Command, a *admin,
+	rpc func(adminv1.AdminServiceClient, context.Context, Req, ...grpc.CallOption) (Resp, error),
+	req Req, text func(w io.Writer, r Resp)) error {
+	var (
+		r      Resp
+		detail *adminv1.ErrorDetail // of the last attempt's answer
+	)
+	err := a.do(cmd, func(ctx context.Context, c *adminclient.Client) error {
+		err := c.Admin(ctx, func(ctx context.Context, sc adminv1.AdminServiceClient) error {
+			var err error
+			r, err = rpc(sc, ctx, req)
+			detail = adminclient.DetailOf(err)
+			return err
+		})
+		// The client returns the last answer's error, converted, unless
+		// ctx ended: keep that answer's code for the --json error.
+		if err != nil && detail != nil && ctx.Err() == nil {
+			return &codedErr{error: err, code: detail.Code}
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return a.print(cmd.OutOrStdout(), r, func(w io.Writer) { text(w, r) })
+}
+
+// callSay is call for a verb whose text answer is one line.
+func callSay[Req any, Resp proto.Message](cmd *cobra.Command, a *admin,
+	rpc func(adminv1.AdminServiceClient, context.Context, Req, ...grpc.CallOption) (Resp, error),
+	req Req, format string, args ...any) error {
+	return call(cmd, a, rpc, req, func(w io.Writer, _ Resp) { fmt.Fprintf(w, format+"\n", args...) })
+}
+
+func adminCreateDatabase(a *admin) *cobra.Command {
+	req := &adminv1.CreateDatabaseRequest{}
+	cmd := &cobra.Command{Use: "create-database <db>", Short: "create a database", Args: exactArgs(1)}
+	f := cmd.Flags()
+	f.StringVar(&req.Comment, "comment", "", "the database's comment")
+	f.BoolVar(&req.IgnoreIfExists, "if-not-exists", false, "succeed when the database exists already")
+	req.CustomProperties = kvFlag(f, "property", "a custom property `key=value` (repeatable)")
+	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
+		req.Name = pos[0]
+		return callSay(cmd, a, adminv1.AdminServiceClient.CreateDatabase, req, "created database %s", pos[0])
+	}
+	return cmd
+}
+
+func adminListDatabases(a *admin) *cobra.Command {
+	return &cobra.Command{Use: "list-databases", Short: "list the databases", Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return call(cmd, a, adminv1.AdminServiceClient.ListDatabases, &adminv1.ListDatabasesRequest{},
+				func(w io.Writer, r *adminv1.ListDatabasesResponse) { printLines(w, r.Names, "(no databases)") })
+		}}
+}
+
+func adminDropDatabase(a *admin) *cobra.Command {
+	req := &adminv1.DropDatabaseRequest{}
+	cmd := &cobra.Command{Use: "drop-database <db>", Short: "drop a database (--cascade: with its tables)", Args: exactArgs(1)}
+	f := cmd.Flags()
+	f.BoolVar(&req.Cascade, "cascade", false, "drop the database's tables too")
+	f.BoolVar(&req.IgnoreIfNotExists, "if-exists", false, "succeed when the database does not exist")
+	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
+		req.Name = pos[0]
+		return callSay(cmd, a, adminv1.AdminServiceClient.DropDatabase, req, "dropped database %s", pos[0])
+	}
+	return cmd
+}
+
+func adminCreateTable(a *admin) *cobra.Command {
+	var (
+		cols             []*adminv1.Column
+		pk, pkeys, bkeys string
+		buckets, rf      int
+		comment          string
+		ifNot            bool
+	)
+	cmd := &cobra.Command{Use: "create-table <db>.<table>", Args: exactArgs(1),
+		Short: "create a table: --column name:TYPE ... [--primary-key c,...] [--buckets N] [--partition-key c]"}
+	f := cmd.Flags()
+	f.Func("column", "a column `name:TYPE` (repeatable, in order; TYPE like INT, BIGINT, STRING, CHAR(10), DECIMAL(10,2), TIMESTAMP(3), optionally NOT NULL)", func(s string) error {
+		name, typ, ok := strings.Cut(s, ":")
+		if !ok || strings.TrimSpace(name) == "" || strings.TrimSpace(typ) == "" {
+			return fmt.Errorf("column %q: want name:TYPE", s)
+		}
+		cols = append(cols, &adminv1.Column{Name: strings.TrimSpace(name), Type: strings.TrimSpace(typ)})
+		return nil
+	})
+	f.StringVar(&pk, "primary-key", "", "the primary key columns, `c1,c2`")
+	f.StringVar(&pkeys, "partition-key", "", "the partition key columns, `c1,c2`")
+	f.StringVar(&bkeys, "bucket-key", "", "the bucket key columns, `c1,c2` (default: the primary key without the partition keys)")
+	f.IntVar(&buckets, "buckets", 0, "the number of buckets (default 1)")
+	f.IntVar(&rf, "replication-factor", 0, "replicas per bucket (default 3, capped at the registered tablet servers)")
+	f.StringVar(&comment, "comment", "", "the table's comment")
+	props := kvFlag(f, "property", "a table property `key=value` (repeatable)")
+	f.BoolVar(&ifNot, "if-not-exists", false, "succeed when the table exists already")
+	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
+		db, table, err := splitTable(pos[0])
 		if err != nil {
 			return err
 		}
-		// protojson's spacing is deliberately unstable: normalise it.
-		var out bytes.Buffer
-		if err := json.Indent(&out, b, "", "  "); err != nil {
+		if len(cols) == 0 {
+			return usageError("give at least one --column name:TYPE")
+		}
+		d := &adminv1.TableDescriptor{Columns: cols, PrimaryKey: splitList(pk), PartitionKeys: splitList(pkeys),
+			BucketKeys: splitList(bkeys), BucketCount: int32(buckets), ReplicationFactor: int32(rf), Comment: comment, Properties: props}
+		req := &adminv1.CreateTableRequest{Database: db, Table: table, Descriptor_: d, IgnoreIfExists: ifNot}
+		return call(cmd, a, adminv1.AdminServiceClient.CreateTable, req, func(w io.Writer, r *adminv1.CreateTableResponse) {
+			fmt.Fprintf(w, "created table %s.%s (id %d, %s)\n", db, table, r.Table.TableId, plural(int(r.Table.Descriptor_.BucketCount), "bucket"))
+		})
+	}
+	return cmd
+}
+
+func adminDescribeTable(a *admin) *cobra.Command {
+	return &cobra.Command{Use: "describe-table <db>.<table>", Short: "show a table's schema, keys and buckets", Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			db, table, err := splitTable(pos[0])
+			if err != nil {
+				return err
+			}
+			return call(cmd, a, adminv1.AdminServiceClient.GetTableInfo, &adminv1.GetTableInfoRequest{Database: db, Table: table},
+				func(w io.Writer, r *adminv1.GetTableInfoResponse) { describeTable(w, r.Table) })
+		}}
+}
+
+func adminListTables(a *admin) *cobra.Command {
+	return &cobra.Command{Use: "list-tables <db>", Short: "list a database's tables", Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			return call(cmd, a, adminv1.AdminServiceClient.ListTables, &adminv1.ListTablesRequest{Database: pos[0]},
+				func(w io.Writer, r *adminv1.ListTablesResponse) { printLines(w, r.Names, "(no tables in "+pos[0]+")") })
+		}}
+}
+
+func adminDropTable(a *admin) *cobra.Command {
+	var ifExists bool
+	cmd := &cobra.Command{Use: "drop-table <db>.<table>", Short: "drop a table with its partitions and buckets", Args: exactArgs(1)}
+	cmd.Flags().BoolVar(&ifExists, "if-exists", false, "succeed when the table does not exist")
+	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
+		db, table, err := splitTable(pos[0])
+		if err != nil {
 			return err
 		}
-		out.WriteByte('\n')
-		_, err = out.WriteTo(a.env.Stdout)
-		return err
+		req := &adminv1.DropTableRequest{Database: db, Table: table, IgnoreIfNotExists: ifExists}
+		return callSay(cmd, a, adminv1.AdminServiceClient.DropTable, req, "dropped table %s", pos[0])
 	}
-	text(a.env.Stdout)
-	return nil
+	return cmd
 }
 
-func (a *adminCtx) done(m proto.Message, format string, args ...any) error {
-	return a.print(m, func(w io.Writer) { fmt.Fprintf(w, format+"\n", args...) })
+func adminCreatePartition(a *admin) *cobra.Command {
+	var ifNot bool
+	cmd := &cobra.Command{Use: "create-partition <db>.<table> <partition>", Short: "create a partition of a partitioned table", Args: exactArgs(2)}
+	cmd.Flags().BoolVar(&ifNot, "if-not-exists", false, "succeed when the partition exists already")
+	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
+		db, table, err := splitTable(pos[0])
+		if err != nil {
+			return err
+		}
+		req := &adminv1.CreatePartitionRequest{Database: db, Table: table, Partition: pos[1], IgnoreIfExists: ifNot}
+		return call(cmd, a, adminv1.AdminServiceClient.CreatePartition, req, func(w io.Writer, r *adminv1.CreatePartitionResponse) {
+			fmt.Fprintf(w, "created partition %s of %s (id %d)\n", pos[1], pos[0], r.Partition.PartitionId)
+		})
+	}
+	return cmd
 }
 
-var adminVerbs []adminVerb
+func adminListPartitions(a *admin) *cobra.Command {
+	return &cobra.Command{Use: "list-partitions <db>.<table>", Short: "list a table's partitions", Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			db, table, err := splitTable(pos[0])
+			if err != nil {
+				return err
+			}
+			return call(cmd, a, adminv1.AdminServiceClient.ListPartitions, &adminv1.ListPartitionsRequest{Database: db, Table: table},
+				func(w io.Writer, r *adminv1.ListPartitionsResponse) { printPartitions(w, pos[0], r.Partitions) })
+		}}
+}
 
-func init() {
-	adminVerbs = []adminVerb{
-		{name: "create-database", args: "<db>", summary: "create a database", npos: 1, flags: func(fs *flag.FlagSet) func(*adminCtx, []string) error {
-			comment := fs.String("comment", "", "the database's comment")
-			ifNot := fs.Bool("if-not-exists", false, "succeed when the database exists already")
-			props := kvFlag(fs, "property", "a custom property `key=value` (repeatable)")
-			return func(a *adminCtx, pos []string) error {
-				return a.admin(func(ctx context.Context, c adminv1.AdminServiceClient) error {
-					r, err := c.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: pos[0], Comment: *comment, CustomProperties: *props, IgnoreIfExists: *ifNot})
-					if err != nil {
-						return err
-					}
-					return a.done(r, "created database %s", pos[0])
-				})
+func adminDropPartition(a *admin) *cobra.Command {
+	var ifExists bool
+	cmd := &cobra.Command{Use: "drop-partition <db>.<table> <partition>", Short: "drop a partition with its buckets", Args: exactArgs(2)}
+	cmd.Flags().BoolVar(&ifExists, "if-exists", false, "succeed when the partition does not exist")
+	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
+		db, table, err := splitTable(pos[0])
+		if err != nil {
+			return err
+		}
+		req := &adminv1.DropPartitionRequest{Database: db, Table: table, Partition: pos[1], IgnoreIfNotExists: ifExists}
+		return callSay(cmd, a, adminv1.AdminServiceClient.DropPartition, req, "dropped partition %s of %s", pos[1], pos[0])
+	}
+	return cmd
+}
+
+func adminListTabletServers(a *admin) *cobra.Command {
+	return &cobra.Command{Use: "list-tablet-servers", Short: "list the registered tablet servers", Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return call(cmd, a, adminv1.AdminServiceClient.ListTabletServers, &adminv1.ListTabletServersRequest{},
+				func(w io.Writer, r *adminv1.ListTabletServersResponse) { printTabletServers(w, r.Servers) })
+		}}
+}
+
+func adminAllocateIDs(a *admin) *cobra.Command {
+	req := &adminv1.AllocateIDsRequest{}
+	cmd := &cobra.Command{Use: "allocate-ids <table|partition|writer>", Short: "reserve a contiguous range of ids from a sequence counter",
+		Args: exactArgs(1), ValidArgs: []string{"table", "partition", "writer"}}
+	cmd.Flags().Int64Var(&req.Count, "count", 1, "how many ids")
+	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
+		req.Counter = pos[0]
+		return call(cmd, a, adminv1.AdminServiceClient.AllocateIDs, req, func(w io.Writer, r *adminv1.AllocateIDsResponse) {
+			fmt.Fprintf(w, "%s ids [%d, %d)\n", pos[0], r.First, r.First+r.Count)
+		})
+	}
+	return cmd
+}
+
+func adminAddACL(a *admin) *cobra.Command {
+	cmd := &cobra.Command{Use: "add-acl <resourceType> <resourceName>", Args: exactArgs(2),
+		Short: "grant: --principal USER:name --operation OP [--permission ALLOW|DENY] [--host H]"}
+	entry := aclFlags(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
+		e, err := entry()
+		if err != nil {
+			return err
+		}
+		if e.PermissionType == "" {
+			e.PermissionType = "ALLOW"
+		}
+		if e.Host == "" {
+			e.Host = "*"
+		}
+		if e.PrincipalName == "" || e.Operation == "" {
+			return usageError("--principal and --operation are required")
+		}
+		req := &adminv1.AddACLsRequest{ResourceType: pos[0], ResourceName: pos[1], Acls: []*adminv1.ACLEntry{e}}
+		return callSay(cmd, a, adminv1.AdminServiceClient.AddACLs, req, "added acl on %s:%s", pos[0], pos[1])
+	}
+	return cmd
+}
+
+func adminRemoveACL(a *admin) *cobra.Command {
+	cmd := &cobra.Command{Use: "remove-acl <resourceType> <resourceName>", Args: exactArgs(2),
+		Short: "remove the matching ACL entries (unset filters match all)"}
+	entry := aclFlags(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
+		e, err := entry()
+		if err != nil {
+			return err
+		}
+		req := &adminv1.RemoveACLsRequest{ResourceType: pos[0], ResourceName: pos[1], Filter: e}
+		return callSay(cmd, a, adminv1.AdminServiceClient.RemoveACLs, req, "removed matching acls on %s:%s", pos[0], pos[1])
+	}
+	return cmd
+}
+
+// aclFlags registers the ACL entry flags of add-acl and remove-acl on f;
+// the function it returns builds the entry they describe.
+func aclFlags(f *pflag.FlagSet) func() (*adminv1.ACLEntry, error) {
+	var principal, op, perm, host string
+	f.StringVar(&principal, "principal", "", "the principal, `TYPE:name` (e.g. USER:alice)")
+	f.StringVar(&op, "operation", "", "the operation (ALL, READ, WRITE, CREATE, DROP, ALTER, DESCRIBE)")
+	f.StringVar(&perm, "permission", "", "ALLOW or DENY (add-acl default ALLOW)")
+	f.StringVar(&host, "host", "", "the host (add-acl default *)")
+	return func() (*adminv1.ACLEntry, error) {
+		e := &adminv1.ACLEntry{Operation: strings.ToUpper(op), PermissionType: strings.ToUpper(perm), Host: host}
+		if principal != "" {
+			t, n, ok := strings.Cut(principal, ":")
+			if !ok {
+				return nil, usageError("--principal %q: want TYPE:name", principal)
 			}
-		}},
-		{name: "list-databases", summary: "list the databases", flags: func(fs *flag.FlagSet) func(*adminCtx, []string) error {
-			return func(a *adminCtx, pos []string) error {
-				return a.admin(func(ctx context.Context, c adminv1.AdminServiceClient) error {
-					r, err := c.ListDatabases(ctx, &adminv1.ListDatabasesRequest{})
-					if err != nil {
-						return err
-					}
-					return a.print(r, func(w io.Writer) { printLines(w, r.Names, "(no databases)") })
-				})
-			}
-		}},
-		{name: "drop-database", args: "<db>", summary: "drop a database (--cascade: with its tables)", npos: 1, flags: func(fs *flag.FlagSet) func(*adminCtx, []string) error {
-			cascade := fs.Bool("cascade", false, "drop the database's tables too")
-			ifExists := fs.Bool("if-exists", false, "succeed when the database does not exist")
-			return func(a *adminCtx, pos []string) error {
-				return a.admin(func(ctx context.Context, c adminv1.AdminServiceClient) error {
-					r, err := c.DropDatabase(ctx, &adminv1.DropDatabaseRequest{Name: pos[0], Cascade: *cascade, IgnoreIfNotExists: *ifExists})
-					if err != nil {
-						return err
-					}
-					return a.done(r, "dropped database %s", pos[0])
-				})
-			}
-		}},
-		{name: "create-table", args: "<db>.<table>", summary: "create a table: --column name:TYPE ... [--primary-key c,...] [--buckets N] [--partition-key c]", npos: 1,
-			flags: func(fs *flag.FlagSet) func(*adminCtx, []string) error {
-				var cols []*adminv1.Column
-				fs.Func("column", "a column `name:TYPE` (repeatable, in order; TYPE like INT, BIGINT, STRING, CHAR(10), DECIMAL(10,2), TIMESTAMP(3), optionally NOT NULL)", func(s string) error {
-					name, typ, ok := strings.Cut(s, ":")
-					if !ok || strings.TrimSpace(name) == "" || strings.TrimSpace(typ) == "" {
-						return fmt.Errorf("column %q: want name:TYPE", s)
-					}
-					cols = append(cols, &adminv1.Column{Name: strings.TrimSpace(name), Type: strings.TrimSpace(typ)})
-					return nil
-				})
-				pk := fs.String("primary-key", "", "the primary key columns, `c1,c2`")
-				pkeys := fs.String("partition-key", "", "the partition key columns, `c1,c2`")
-				bkeys := fs.String("bucket-key", "", "the bucket key columns, `c1,c2` (default: the primary key without the partition keys)")
-				buckets := fs.Int("buckets", 0, "the number of buckets (default 1)")
-				rf := fs.Int("replication-factor", 0, "replicas per bucket (default 3, capped at the registered tablet servers)")
-				comment := fs.String("comment", "", "the table's comment")
-				props := kvFlag(fs, "property", "a table property `key=value` (repeatable)")
-				ifNot := fs.Bool("if-not-exists", false, "succeed when the table exists already")
-				return func(a *adminCtx, pos []string) error {
-					db, table, err := splitTable(pos[0])
-					if err != nil {
-						return err
-					}
-					if len(cols) == 0 {
-						return usageError("give at least one --column name:TYPE")
-					}
-					d := &adminv1.TableDescriptor{Columns: cols, PrimaryKey: splitList(*pk), PartitionKeys: splitList(*pkeys),
-						BucketKeys: splitList(*bkeys), BucketCount: int32(*buckets), ReplicationFactor: int32(*rf), Comment: *comment, Properties: *props}
-					return a.admin(func(ctx context.Context, c adminv1.AdminServiceClient) error {
-						r, err := c.CreateTable(ctx, &adminv1.CreateTableRequest{Database: db, Table: table, Descriptor_: d, IgnoreIfExists: *ifNot})
-						if err != nil {
-							return err
-						}
-						return a.print(r, func(w io.Writer) {
-							fmt.Fprintf(w, "created table %s.%s (id %d, %s)\n", db, table, r.Table.TableId, plural(int(r.Table.Descriptor_.BucketCount), "bucket"))
-						})
-					})
-				}
-			}},
-		{name: "describe-table", args: "<db>.<table>", summary: "show a table's schema, keys and buckets", npos: 1, flags: func(fs *flag.FlagSet) func(*adminCtx, []string) error {
-			return func(a *adminCtx, pos []string) error {
-				db, table, err := splitTable(pos[0])
-				if err != nil {
-					return err
-				}
-				return a.admin(func(ctx context.Context, c adminv1.AdminServiceClient) error {
-					r, err := c.GetTableInfo(ctx, &adminv1.GetTableInfoRequest{Database: db, Table: table})
-					if err != nil {
-						return err
-					}
-					return a.print(r, func(w io.Writer) { describeTable(w, r.Table) })
-				})
-			}
-		}},
-		{name: "list-tables", args: "<db>", summary: "list a database's tables", npos: 1, flags: func(fs *flag.FlagSet) func(*adminCtx, []string) error {
-			return func(a *adminCtx, pos []string) error {
-				return a.admin(func(ctx context.Context, c adminv1.AdminServiceClient) error {
-					r, err := c.ListTables(ctx, &adminv1.ListTablesRequest{Database: pos[0]})
-					if err != nil {
-						return err
-					}
-					return a.print(r, func(w io.Writer) { printLines(w, r.Names, "(no tables in "+pos[0]+")") })
-				})
-			}
-		}},
-		{name: "drop-table", args: "<db>.<table>", summary: "drop a table with its partitions and buckets", npos: 1, flags: func(fs *flag.FlagSet) func(*adminCtx, []string) error {
-			ifExists := fs.Bool("if-exists", false, "succeed when the table does not exist")
-			return func(a *adminCtx, pos []string) error {
-				db, table, err := splitTable(pos[0])
-				if err != nil {
-					return err
-				}
-				return a.admin(func(ctx context.Context, c adminv1.AdminServiceClient) error {
-					r, err := c.DropTable(ctx, &adminv1.DropTableRequest{Database: db, Table: table, IgnoreIfNotExists: *ifExists})
-					if err != nil {
-						return err
-					}
-					return a.done(r, "dropped table %s", pos[0])
-				})
-			}
-		}},
-		{name: "create-partition", args: "<db>.<table> <partition>", summary: "create a partition of a partitioned table", npos: 2, flags: func(fs *flag.FlagSet) func(*adminCtx, []string) error {
-			ifNot := fs.Bool("if-not-exists", false, "succeed when the partition exists already")
-			return func(a *adminCtx, pos []string) error {
-				db, table, err := splitTable(pos[0])
-				if err != nil {
-					return err
-				}
-				return a.admin(func(ctx context.Context, c adminv1.AdminServiceClient) error {
-					r, err := c.CreatePartition(ctx, &adminv1.CreatePartitionRequest{Database: db, Table: table, Partition: pos[1], IgnoreIfExists: *ifNot})
-					if err != nil {
-						return err
-					}
-					return a.done(r, "created partition %s of %s (id %d)", pos[1], pos[0], r.Partition.PartitionId)
-				})
-			}
-		}},
-		{name: "list-partitions", args: "<db>.<table>", summary: "list a table's partitions", npos: 1, flags: func(fs *flag.FlagSet) func(*adminCtx, []string) error {
-			return func(a *adminCtx, pos []string) error {
-				db, table, err := splitTable(pos[0])
-				if err != nil {
-					return err
-				}
-				return a.admin(func(ctx context.Context, c adminv1.AdminServiceClient) error {
-					r, err := c.ListPartitions(ctx, &adminv1.ListPartitionsRequest{Database: db, Table: table})
-					if err != nil {
-						return err
-					}
-					return a.print(r, func(w io.Writer) {
-						if len(r.Partitions) == 0 {
-							fmt.Fprintf(w, "(no partitions in %s)\n", pos[0])
-							return
-						}
-						tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-						fmt.Fprintln(tw, "PARTITION\tID")
-						for _, p := range r.Partitions {
-							fmt.Fprintf(tw, "%s\t%d\n", p.Name, p.PartitionId)
-						}
-						tw.Flush()
-					})
-				})
-			}
-		}},
-		{name: "drop-partition", args: "<db>.<table> <partition>", summary: "drop a partition with its buckets", npos: 2, flags: func(fs *flag.FlagSet) func(*adminCtx, []string) error {
-			ifExists := fs.Bool("if-exists", false, "succeed when the partition does not exist")
-			return func(a *adminCtx, pos []string) error {
-				db, table, err := splitTable(pos[0])
-				if err != nil {
-					return err
-				}
-				return a.admin(func(ctx context.Context, c adminv1.AdminServiceClient) error {
-					r, err := c.DropPartition(ctx, &adminv1.DropPartitionRequest{Database: db, Table: table, Partition: pos[1], IgnoreIfNotExists: *ifExists})
-					if err != nil {
-						return err
-					}
-					return a.done(r, "dropped partition %s of %s", pos[1], pos[0])
-				})
-			}
-		}},
-		{name: "list-tablet-servers", summary: "list the registered tablet servers", flags: func(fs *flag.FlagSet) func(*adminCtx, []string) error {
-			return func(a *adminCtx, pos []string) error {
-				return a.admin(func(ctx context.Context, c adminv1.AdminServiceClient) error {
-					r, err := c.ListTabletServers(ctx, &adminv1.ListTabletServersRequest{})
-					if err != nil {
-						return err
-					}
-					return a.print(r, func(w io.Writer) {
-						if len(r.Servers) == 0 {
-							fmt.Fprintln(w, "(no tablet servers registered)")
-							return
-						}
-						tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-						fmt.Fprintln(tw, "ID\tLISTENERS\tRACK\tREGISTERED")
-						for _, s := range r.Servers {
-							fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", s.Id, s.Listeners, orDash(s.Rack),
-								time.UnixMilli(s.RegisterTimestamp).UTC().Format(time.RFC3339))
-						}
-						tw.Flush()
-					})
-				})
-			}
-		}},
-		{name: "allocate-ids", args: "<table|partition|writer>", summary: "reserve a contiguous range of ids from a sequence counter", npos: 1, flags: func(fs *flag.FlagSet) func(*adminCtx, []string) error {
-			count := fs.Int64("count", 1, "how many ids")
-			return func(a *adminCtx, pos []string) error {
-				return a.admin(func(ctx context.Context, c adminv1.AdminServiceClient) error {
-					r, err := c.AllocateIDs(ctx, &adminv1.AllocateIDsRequest{Counter: pos[0], Count: *count})
-					if err != nil {
-						return err
-					}
-					return a.done(r, "%s ids [%d, %d)", pos[0], r.First, r.First+r.Count)
-				})
-			}
-		}},
-		{name: "add-acl", args: "<resourceType> <resourceName>", summary: "grant: --principal USER:name --operation OP [--permission ALLOW|DENY] [--host H]", npos: 2, flags: aclFlags(true)},
-		{name: "remove-acl", args: "<resourceType> <resourceName>", summary: "remove the matching ACL entries (unset filters match all)", npos: 2, flags: aclFlags(false)},
-		{name: "list-acls", summary: "list the ACLs (--resource-type T to filter)", flags: func(fs *flag.FlagSet) func(*adminCtx, []string) error {
-			rt := fs.String("resource-type", "", "only this resource type")
-			return func(a *adminCtx, pos []string) error {
-				return a.admin(func(ctx context.Context, c adminv1.AdminServiceClient) error {
-					r, err := c.ListACLs(ctx, &adminv1.ListACLsRequest{ResourceType: *rt})
-					if err != nil {
-						return err
-					}
-					return a.print(r, func(w io.Writer) {
-						if len(r.Resources) == 0 {
-							fmt.Fprintln(w, "(no acls)")
-							return
-						}
-						tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-						fmt.Fprintln(tw, "RESOURCE\tPRINCIPAL\tPERMISSION\tOPERATION\tHOST")
-						for _, res := range r.Resources {
-							for _, e := range res.Acls {
-								fmt.Fprintf(tw, "%s:%s\t%s:%s\t%s\t%s\t%s\n", res.ResourceType, res.ResourceName, e.PrincipalType, e.PrincipalName, e.PermissionType, e.Operation, e.Host)
-							}
-						}
-						tw.Flush()
-					})
-				})
-			}
-		}},
-		{name: "alter-config", summary: "change dynamic server config: --set key=value ... --remove key ...", flags: func(fs *flag.FlagSet) func(*adminCtx, []string) error {
-			set := kvFlag(fs, "set", "set `key=value` (repeatable)")
-			var remove []string
-			fs.Func("remove", "remove `key` (repeatable)", func(s string) error { remove = append(remove, s); return nil })
-			return func(a *adminCtx, pos []string) error {
-				if len(*set) == 0 && len(remove) == 0 {
-					return usageError("alter-config: give --set key=value or --remove key")
-				}
-				return a.admin(func(ctx context.Context, c adminv1.AdminServiceClient) error {
-					r, err := c.AlterConfigs(ctx, &adminv1.AlterConfigsRequest{Set: *set, Remove: remove})
-					if err != nil {
-						return err
-					}
-					return a.done(r, "altered %d config keys", len(*set)+len(remove))
-				})
-			}
-		}},
-		{name: "describe-configs", summary: "show the dynamic server config", flags: func(fs *flag.FlagSet) func(*adminCtx, []string) error {
-			return func(a *adminCtx, pos []string) error {
-				return a.admin(func(ctx context.Context, c adminv1.AdminServiceClient) error {
-					r, err := c.DescribeConfigs(ctx, &adminv1.DescribeConfigsRequest{})
-					if err != nil {
-						return err
-					}
-					return a.print(r, func(w io.Writer) {
-						keys := make([]string, 0, len(r.Configs))
-						for k := range r.Configs {
-							keys = append(keys, k)
-						}
-						sort.Strings(keys)
-						if len(keys) == 0 {
-							fmt.Fprintln(w, "(no dynamic config)")
-						}
-						for _, k := range keys {
-							fmt.Fprintf(w, "%s=%s\n", k, r.Configs[k])
-						}
-					})
-				})
-			}
-		}},
-		{name: "set-server-tag", args: "<id>[,<id>...]", summary: "tag tablet servers (--tag N; --remove to clear)", npos: 1, flags: func(fs *flag.FlagSet) func(*adminCtx, []string) error {
-			tag := fs.Int("tag", 0, "the tag (0 or 1 in the original: permanent or temporary offline)")
-			remove := fs.Bool("remove", false, "remove the servers' tags")
-			return func(a *adminCtx, pos []string) error {
-				var ids []int32
-				for _, s := range splitList(pos[0]) {
-					n, err := strconv.ParseInt(s, 10, 32)
-					if err != nil {
-						return usageError("set-server-tag: %q is not a tablet server id", s)
-					}
-					ids = append(ids, int32(n))
-				}
-				t := int32(*tag)
-				if *remove {
-					t = -1
-				}
-				return a.admin(func(ctx context.Context, c adminv1.AdminServiceClient) error {
-					r, err := c.SetServerTags(ctx, &adminv1.SetServerTagsRequest{ServerIds: ids, Tag: t})
-					if err != nil {
-						return err
-					}
-					return a.done(r, "tagged tablet servers %s", pos[0])
-				})
-			}
-		}},
-		{name: "leader", summary: "show the coordinator leader (asks the bootstrap servers, no redirect)", flags: func(fs *flag.FlagSet) func(*adminCtx, []string) error {
-			return func(a *adminCtx, pos []string) error {
-				r, err := a.client.GetLeader(a.ctx)
-				if err != nil {
-					return err
-				}
-				return a.print(r, func(w io.Writer) {
-					if r.LeaderAddress == "" {
-						fmt.Fprintln(w, "no leader known")
-						return
-					}
-					fmt.Fprintf(w, "leader %s at %s, epoch %d (backend %s)\n", r.LeaderId, r.LeaderAddress, r.Epoch, r.Backend)
-				})
-			}
-		}},
+			e.PrincipalType, e.PrincipalName = strings.ToUpper(t), n
+		}
+		return e, nil
 	}
 }
 
-func aclFlags(add bool) func(fs *flag.FlagSet) func(*adminCtx, []string) error {
-	return func(fs *flag.FlagSet) func(*adminCtx, []string) error {
-		principal := fs.String("principal", "", "the principal, `TYPE:name` (e.g. USER:alice)")
-		op := fs.String("operation", "", "the operation (ALL, READ, WRITE, CREATE, DROP, ALTER, DESCRIBE)")
-		perm := fs.String("permission", "", "ALLOW or DENY (add-acl default ALLOW)")
-		host := fs.String("host", "", "the host (add-acl default *)")
-		return func(a *adminCtx, pos []string) error {
-			e := &adminv1.ACLEntry{Operation: strings.ToUpper(*op), PermissionType: strings.ToUpper(*perm), Host: *host}
-			if *principal != "" {
-				t, n, ok := strings.Cut(*principal, ":")
-				if !ok {
-					return usageError("--principal %q: want TYPE:name", *principal)
-				}
-				e.PrincipalType, e.PrincipalName = strings.ToUpper(t), n
+func adminListACLs(a *admin) *cobra.Command {
+	req := &adminv1.ListACLsRequest{}
+	cmd := &cobra.Command{Use: "list-acls", Short: "list the ACLs (--resource-type T to filter)", Args: noArgs}
+	cmd.Flags().StringVar(&req.ResourceType, "resource-type", "", "only this resource type")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return call(cmd, a, adminv1.AdminServiceClient.ListACLs, req,
+			func(w io.Writer, r *adminv1.ListACLsResponse) { printACLs(w, r.Resources) })
+	}
+	return cmd
+}
+
+func adminAlterConfig(a *admin) *cobra.Command {
+	req := &adminv1.AlterConfigsRequest{}
+	cmd := &cobra.Command{Use: "alter-config", Short: "change dynamic server config: --set key=value ... --remove key ...", Args: noArgs}
+	f := cmd.Flags()
+	req.Set = kvFlag(f, "set", "set `key=value` (repeatable)")
+	f.Func("remove", "remove `key` (repeatable)", func(s string) error { req.Remove = append(req.Remove, s); return nil })
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if len(req.Set) == 0 && len(req.Remove) == 0 {
+			return usageError("give --set key=value or --remove key")
+		}
+		return callSay(cmd, a, adminv1.AdminServiceClient.AlterConfigs, req, "altered %d config keys", len(req.Set)+len(req.Remove))
+	}
+	return cmd
+}
+
+func adminDescribeConfigs(a *admin) *cobra.Command {
+	return &cobra.Command{Use: "describe-configs", Short: "show the dynamic server config", Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return call(cmd, a, adminv1.AdminServiceClient.DescribeConfigs, &adminv1.DescribeConfigsRequest{},
+				func(w io.Writer, r *adminv1.DescribeConfigsResponse) { printConfigs(w, r.Configs) })
+		}}
+}
+
+func adminSetServerTag(a *admin) *cobra.Command {
+	var (
+		tag    int
+		remove bool
+	)
+	cmd := &cobra.Command{Use: "set-server-tag <id>[,<id>...]", Short: "tag tablet servers (--tag N; --remove to clear)", Args: exactArgs(1)}
+	cmd.Flags().IntVar(&tag, "tag", 0, "the tag (0 or 1 in the original: permanent or temporary offline)")
+	cmd.Flags().BoolVar(&remove, "remove", false, "remove the servers' tags")
+	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
+		req := &adminv1.SetServerTagsRequest{Tag: int32(tag)}
+		for _, s := range splitList(pos[0]) {
+			n, err := strconv.ParseInt(s, 10, 32)
+			if err != nil {
+				return usageError("%q is not a tablet server id", s)
 			}
-			return a.admin(func(ctx context.Context, c adminv1.AdminServiceClient) error {
-				if add {
-					if e.PermissionType == "" {
-						e.PermissionType = "ALLOW"
-					}
-					if e.Host == "" {
-						e.Host = "*"
-					}
-					if e.PrincipalName == "" || e.Operation == "" {
-						return usageError("add-acl: --principal and --operation are required")
-					}
-					r, err := c.AddACLs(ctx, &adminv1.AddACLsRequest{ResourceType: pos[0], ResourceName: pos[1], Acls: []*adminv1.ACLEntry{e}})
-					if err != nil {
-						return err
-					}
-					return a.done(r, "added acl on %s:%s", pos[0], pos[1])
-				}
-				r, err := c.RemoveACLs(ctx, &adminv1.RemoveACLsRequest{ResourceType: pos[0], ResourceName: pos[1], Filter: e})
-				if err != nil {
-					return err
-				}
-				return a.done(r, "removed matching acls on %s:%s", pos[0], pos[1])
+			req.ServerIds = append(req.ServerIds, int32(n))
+		}
+		if remove {
+			req.Tag = -1
+		}
+		return callSay(cmd, a, adminv1.AdminServiceClient.SetServerTags, req, "tagged tablet servers %s", pos[0])
+	}
+	return cmd
+}
+
+func adminLeader(a *admin) *cobra.Command {
+	return &cobra.Command{Use: "leader", Short: "show the coordinator leader (asks the bootstrap servers, no redirect)", Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var r *adminv1.GetLeaderResponse
+			err := a.do(cmd, func(ctx context.Context, c *adminclient.Client) error {
+				var err error
+				r, err = c.GetLeader(ctx)
+				return err
 			})
+			if err != nil {
+				return err
+			}
+			return a.print(cmd.OutOrStdout(), r, func(w io.Writer) {
+				if r.LeaderAddress == "" {
+					fmt.Fprintln(w, "no leader known")
+					return
+				}
+				fmt.Fprintf(w, "leader %s at %s, epoch %d (backend %s)\n", r.LeaderId, r.LeaderAddress, r.Epoch, r.Backend)
+			})
+		}}
+}
+
+func printPartitions(w io.Writer, table string, parts []*adminv1.PartitionInfo) {
+	if len(parts) == 0 {
+		fmt.Fprintf(w, "(no partitions in %s)\n", table)
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tID")
+	for _, p := range parts {
+		fmt.Fprintf(tw, "%s\t%d\n", p.Name, p.PartitionId)
+	}
+	tw.Flush()
+}
+
+func printTabletServers(w io.Writer, servers []*adminv1.TabletServer) {
+	if len(servers) == 0 {
+		fmt.Fprintln(w, "(no tablet servers registered)")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tLISTENERS\tRACK\tREGISTERED")
+	for _, s := range servers {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", s.Id, s.Listeners, orDash(s.Rack),
+			time.UnixMilli(s.RegisterTimestamp).UTC().Format(time.RFC3339))
+	}
+	tw.Flush()
+}
+
+func printACLs(w io.Writer, resources []*adminv1.ResourceACLs) {
+	if len(resources) == 0 {
+		fmt.Fprintln(w, "(no acls)")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RESOURCE\tPRINCIPAL\tPERMISSION\tOPERATION\tHOST")
+	for _, res := range resources {
+		for _, e := range res.Acls {
+			fmt.Fprintf(tw, "%s:%s\t%s:%s\t%s\t%s\t%s\n", res.ResourceType, res.ResourceName, e.PrincipalType, e.PrincipalName, e.PermissionType, e.Operation, e.Host)
 		}
 	}
+	tw.Flush()
 }
 
-// usageErr is a command-line mistake found after parsing (exit 2).
-type usageErr struct{ msg string }
-
-func (e *usageErr) Error() string { return e.msg }
-
-func usageError(format string, args ...any) error {
-	return &usageErr{msg: fmt.Sprintf(format, args...)}
+func printConfigs(w io.Writer, configs map[string]string) {
+	keys := make([]string, 0, len(configs))
+	for k := range configs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if len(keys) == 0 {
+		fmt.Fprintln(w, "(no dynamic config)")
+	}
+	for _, k := range keys {
+		fmt.Fprintf(w, "%s=%s\n", k, configs[k])
+	}
 }
 
-func kvFlag(fs *flag.FlagSet, name, usage string) *map[string]string {
+// kvFlag registers the repeatable flag name of key=value settings on fs and
+// returns the map they fill.
+func kvFlag(fs *pflag.FlagSet, name, usage string) map[string]string {
 	m := map[string]string{}
 	fs.Func(name, usage, func(s string) error {
 		k, v, ok := strings.Cut(s, "=")
@@ -458,7 +531,7 @@ func kvFlag(fs *flag.FlagSet, name, usage string) *map[string]string {
 		m[k] = v
 		return nil
 	})
-	return &m
+	return m
 }
 
 func splitList(s string) []string {
@@ -544,109 +617,6 @@ func ints(v []int32) string {
 		s[i] = strconv.Itoa(int(n))
 	}
 	return "[" + strings.Join(s, ",") + "]"
-}
-
-// parseInterleaved parses flags that may come before, between or after the
-// positional arguments, and returns the positional ones.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if rest[0] == "--" {
-			return append(pos, rest[1:]...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-}
-
-const adminUsage = `usage: metaplane admin <verb> [arguments] [flags]
-
-Every verb talks to the coordinator leader: it starts at --bootstrap-servers
-and follows NOT_LEADER answers to the leader. Common flags:
-  --bootstrap-servers host:port,...   coordinators to ask (default 127.0.0.1:9123)
-  --json                              print the answer as JSON
-  --timeout D                         give up after D (default 30s)
-
-verbs:
-`
-
-func adminHelp(w io.Writer) {
-	io.WriteString(w, adminUsage)
-	for _, v := range adminVerbs {
-		fmt.Fprintf(w, "  %-20s %-34s %s\n", v.name, v.args, v.summary)
-	}
-	fmt.Fprintln(w, "\nSee docs/admin.md, or `metaplane admin <verb> -h`.")
-}
-
-func runAdmin(ctx context.Context, env *Env, args []string) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		adminHelp(env.Stdout)
-		if len(args) == 0 {
-			return ExitUsage
-		}
-		return ExitOK
-	}
-	var verb *adminVerb
-	for i := range adminVerbs {
-		if adminVerbs[i].name == args[0] {
-			verb = &adminVerbs[i]
-		}
-	}
-	if verb == nil {
-		fmt.Fprintf(env.Stderr, "metaplane admin: unknown verb %q (see `metaplane admin help`)\n", args[0])
-		return ExitUsage
-	}
-	prog := "metaplane admin " + verb.name
-	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	bootstrap := fs.String("bootstrap-servers", "127.0.0.1:9123", "the coordinators to ask, `host:port,...`")
-	asJSON := fs.Bool("json", false, "print the answer as JSON")
-	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
-	run := verb.flags(fs)
-	fs.Usage = func() {
-		fmt.Fprintf(env.Stderr, "usage: %s %s [flags]\n\n%s\n\nflags:\n", prog, verb.args, verb.summary)
-		fs.PrintDefaults()
-	}
-	pos, err := parseInterleaved(fs, args[1:])
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
-		}
-		return ExitUsage
-	}
-	if len(pos) != verb.npos {
-		fmt.Fprintf(env.Stderr, "%s: want %d argument(s) %s, got %d\n", prog, verb.npos, verb.args, len(pos))
-		return ExitUsage
-	}
-	client, err := adminclient.NewClient(splitList(*bootstrap))
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "%s: --bootstrap-servers: %v\n", prog, err)
-		return ExitUsage
-	}
-	defer client.Close()
-	cctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	a := &adminCtx{ctx: cctx, env: env, client: client, json: *asJSON}
-	if err := run(a, pos); err != nil {
-		var ue *usageErr
-		if errors.As(err, &ue) {
-			fmt.Fprintf(env.Stderr, "%s: %v\n", prog, err)
-			return ExitUsage
-		}
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("no answer within %v from %s (is a coordinator running? start one with `metaplane coordinator`)", *timeout, *bootstrap)
-		}
-		fmt.Fprintf(env.Stderr, "%s: %v\n", prog, err)
-		return ExitFailure
-	}
-	return ExitOK
 }
 
 func plural(n int, what string) string {

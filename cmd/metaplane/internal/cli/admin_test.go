@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,20 +43,7 @@ func startMemoryCoordinator(t *testing.T) string {
 
 func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", "admin", name+".golden")
-	if updating() {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("golden %s: %v (run with -update to create it)", path, err)
-	}
-	if got != string(want) {
-		t.Fatalf("%s differs\n--- got ---\n%s\n--- want ---\n%s", name, got, want)
-	}
+	compareGolden(t, filepath.Join("testdata", "admin", name+".golden"), got)
 }
 
 // TestAdminVerbsGolden runs a session of admin verbs against an in-process

@@ -1,136 +1,139 @@
 package cli
 
 import (
-	"context"
-	"flag"
+	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/metaplane/metaplane/bench"
 )
 
-func init() {
-	Register(Command{
-		Name:    "bench",
-		Summary: "measure ZooKeeper against Raft side by side (the seeds' table)",
-		Run:     runBench,
-	})
-}
+func init() { Register(newBenchCmd) }
 
-const benchUsage = `usage: metaplane bench [--backends zookeeper,raft] [--voters 1|3] [--quick]
-                       [--json FILE] [--svg FILE] [--rows PREFIX,...] [--bin-dir DIR]
-       metaplane bench --chart-from FILE.json [--svg FILE.svg] [--markdown]
-
-Starts what it measures (a ZooKeeper server on loopback, Raft plugin
+const benchLong = `Starts what it measures (a ZooKeeper server on loopback, Raft plugin
 processes with data in a temporary directory, coordinators), runs the rows
 of the seeds' table on every backend interleaved, and prints p50, p99,
 ops/s per row and backend, the ZooKeeper/Raft ratio (above 1: Raft better),
 peak memory and the targets. --quick finishes in under two minutes.
---chart-from draws the SVG chart of an earlier --json report without
-measuring anything.
 
-flags:
-`
+  metaplane bench --chart-from FILE.json [--svg FILE.svg] [--markdown]
 
-func runBench(ctx context.Context, env *Env, args []string) int {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	backends := fs.String("backends", "zookeeper,raft", "comma-separated backends to measure: zookeeper, raft, memory")
-	voters := fs.Int("voters", 1, "Raft voters and ZooKeeper servers of the measured quorum: 1 or 3 (the election row always uses 3)")
-	quick := fs.Bool("quick", false, "fewer rounds and smaller batches: under two minutes")
-	jsonOut := fs.String("json", "", "write the report as JSON to `FILE`")
-	svgOut := fs.String("svg", "", "write the chart as SVG to `FILE`")
-	chartFrom := fs.String("chart-from", "", "draw the chart of the JSON report in `FILE` (with --svg, and/or print it with --markdown) and measure nothing")
-	markdown := fs.Bool("markdown", false, "print the table as Markdown instead of plain text")
-	rows := fs.String("rows", "", "run only the rows whose id starts with one of these comma-separated `PREFIXES` (e.g. store.,ids.)")
-	binDir := fs.String("bin-dir", "", "directory holding the metaplane-backend-<name> plugins (default: beside this binary, then ./bin)")
-	verbose := fs.Bool("v", false, "print progress to stderr")
-	if code, ok := parseFlags(env, fs, "metaplane bench", benchUsage, args); !ok {
-		return code
-	}
+draws the SVG chart of an earlier --json report without measuring anything.
+Exit status: 0 the run completed (the targets are reported, not enforced),
+1 it failed or was interrupted (the report so far is still printed), 2
+usage error. docs/benchmarks.md explains the rows.`
 
-	if *chartFrom != "" {
-		if *svgOut == "" && !*markdown {
-			fmt.Fprintln(env.Stderr, "metaplane bench: --chart-from needs --svg FILE or --markdown")
-			return ExitUsage
-		}
-		rep, err := bench.ReadJSONFile(*chartFrom)
-		if err != nil {
-			fmt.Fprintf(env.Stderr, "metaplane bench: --chart-from: %v\n", err)
-			return ExitFailure
-		}
-		if *markdown {
-			if err := rep.WriteMarkdown(env.Stdout); err != nil {
-				fmt.Fprintf(env.Stderr, "metaplane bench: %v\n", err)
-				return ExitFailure
+// benchFlags are the flags of `metaplane bench`.
+type benchFlags struct {
+	backends, jsonOut, svgOut, chartFrom, rows, binDir string
+	voters                                             int
+	quick, markdown, verbose                           bool
+}
+
+func newBenchCmd() *cobra.Command {
+	var bf benchFlags
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "measure ZooKeeper against Raft side by side (the seeds' table)",
+		Long:  benchLong,
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if bf.chartFrom != "" {
+				return benchChart(cmd, bf)
 			}
-		}
-		if *svgOut != "" {
-			if err := rep.WriteSVGFile(*svgOut); err != nil {
-				fmt.Fprintf(env.Stderr, "metaplane bench: --svg: %v\n", err)
-				return ExitFailure
-			}
-			fmt.Fprintf(env.Stderr, "wrote %s from %s\n", *svgOut, *chartFrom)
-		}
-		return ExitOK
+			return benchRun(cmd, bf)
+		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&bf.backends, "backends", "zookeeper,raft", "comma-separated backends to measure: zookeeper, raft, memory")
+	f.IntVar(&bf.voters, "voters", 1, "Raft voters and ZooKeeper servers of the measured quorum: 1 or 3 (the election row always uses 3)")
+	f.BoolVar(&bf.quick, "quick", false, "fewer rounds and smaller batches: under two minutes")
+	f.StringVar(&bf.jsonOut, "json", "", "write the report as JSON to `FILE`")
+	f.StringVar(&bf.svgOut, "svg", "", "write the chart as SVG to `FILE`")
+	f.StringVar(&bf.chartFrom, "chart-from", "", "draw the chart of the JSON report in `FILE` (with --svg, and/or print it with --markdown) and measure nothing")
+	f.BoolVar(&bf.markdown, "markdown", false, "print the table as Markdown instead of plain text")
+	f.StringVar(&bf.rows, "rows", "", "run only the rows whose id starts with one of these comma-separated `PREFIXES` (e.g. store.,ids.)")
+	f.StringVar(&bf.binDir, "bin-dir", "", "directory holding the metaplane-backend-<name> plugins (default: beside this binary, then ./bin)")
+	f.BoolVarP(&bf.verbose, "verbose", "v", false, "print progress to stderr")
+	for _, name := range []string{"json", "svg", "chart-from"} {
+		cmd.MarkFlagFilename(name)
+	}
+	cmd.MarkFlagDirname("bin-dir")
+	return cmd
+}
 
-	if *voters != 1 && *voters != 3 {
-		fmt.Fprintf(env.Stderr, "metaplane bench: --voters %d: must be 1 or 3\n", *voters)
-		return ExitUsage
+// benchChart is `bench --chart-from`: it draws an earlier report.
+func benchChart(cmd *cobra.Command, bf benchFlags) error {
+	if bf.svgOut == "" && !bf.markdown {
+		return usageError("--chart-from needs --svg FILE or --markdown")
 	}
-	var list []string
-	for _, b := range strings.Split(*backends, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			list = append(list, b)
+	rep, err := bench.ReadJSONFile(bf.chartFrom)
+	if err != nil {
+		return fmt.Errorf("--chart-from: %w", err)
+	}
+	if bf.markdown {
+		if err := rep.WriteMarkdown(cmd.OutOrStdout()); err != nil {
+			return err
 		}
 	}
+	if bf.svgOut != "" {
+		if err := rep.WriteSVGFile(bf.svgOut); err != nil {
+			return fmt.Errorf("--svg: %w", err)
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s from %s\n", bf.svgOut, bf.chartFrom)
+	}
+	return nil
+}
+
+// benchRun measures and writes the report: the table on stdout, and the
+// --json and --svg files. An interrupted run still writes the report so
+// far and fails.
+func benchRun(cmd *cobra.Command, bf benchFlags) error {
+	if bf.voters != 1 && bf.voters != 3 {
+		return usageError("--voters %d: must be 1 or 3", bf.voters)
+	}
+	list := splitList(bf.backends)
 	if len(list) == 0 {
-		fmt.Fprintln(env.Stderr, "metaplane bench: --backends: no backend named")
-		return ExitUsage
+		return usageError("--backends: no backend named")
 	}
 	for _, b := range list {
 		if !bench.KnownBackend(b) {
-			fmt.Fprintf(env.Stderr, "metaplane bench: --backends: unknown backend %q (known: %s)\n", b, strings.Join(bench.KnownBackends(), ", "))
-			return ExitUsage
+			return usageError("--backends: unknown backend %q (known: %s)", b, strings.Join(bench.KnownBackends(), ", "))
 		}
 	}
-	opts := bench.Options{Backends: list, Voters: *voters, Quick: *quick, BinDir: *binDir}
-	if *rows != "" {
-		opts.Rows = strings.Split(*rows, ",")
+	opts := bench.Options{Backends: list, Voters: bf.voters, Quick: bf.quick, BinDir: bf.binDir}
+	if bf.rows != "" {
+		opts.Rows = strings.Split(bf.rows, ",")
 	}
-	if *verbose {
-		opts.Log = env.Stderr
+	if bf.verbose {
+		opts.Log = cmd.ErrOrStderr()
 	}
-	rep, err := bench.Run(ctx, opts)
+	rep, err := bench.Run(cmd.Context(), opts)
 	if rep == nil {
-		fmt.Fprintf(env.Stderr, "metaplane bench: %v\n", err)
-		return ExitFailure
+		return err
 	}
-	code := ExitOK
+	var errs []error
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "metaplane bench: interrupted: %v (report so far follows)\n", err)
-		code = ExitFailure
+		errs = append(errs, fmt.Errorf("interrupted: %w (the report so far is on stdout)", err))
 	}
 	write := rep.WriteTable
-	if *markdown {
+	if bf.markdown {
 		write = rep.WriteMarkdown
 	}
-	if werr := write(env.Stdout); werr != nil {
-		fmt.Fprintf(env.Stderr, "metaplane bench: %v\n", werr)
-		code = ExitFailure
+	if werr := write(cmd.OutOrStdout()); werr != nil {
+		errs = append(errs, werr)
 	}
-	if *jsonOut != "" {
-		if werr := rep.WriteJSONFile(*jsonOut); werr != nil {
-			fmt.Fprintf(env.Stderr, "metaplane bench: --json: %v\n", werr)
-			code = ExitFailure
+	if bf.jsonOut != "" {
+		if werr := rep.WriteJSONFile(bf.jsonOut); werr != nil {
+			errs = append(errs, fmt.Errorf("--json: %w", werr))
 		}
 	}
-	if *svgOut != "" {
-		if werr := rep.WriteSVGFile(*svgOut); werr != nil {
-			fmt.Fprintf(env.Stderr, "metaplane bench: --svg: %v\n", werr)
-			code = ExitFailure
+	if bf.svgOut != "" {
+		if werr := rep.WriteSVGFile(bf.svgOut); werr != nil {
+			errs = append(errs, fmt.Errorf("--svg: %w", werr))
 		}
 	}
-	return code
+	return errors.Join(errs...)
 }

@@ -1,18 +1,21 @@
-// Package cli implements the metaplane command's verbs. Each verb lives in
-// its own file and registers itself with Register in an init function, so
-// verbs can be added without touching a central switch.
+// Package cli implements the metaplane command line on cobra. Each
+// top-level command lives in its own file and registers its constructor
+// with Register in an init function, so a command is added without touching
+// a central switch. Verbs are RunE functions that return errors; Run maps
+// an error to the exit status and prints it, in one place (exitCode and
+// reportError), as text or, under a verb's --json, as JSON.
 package cli
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"syscall"
+
+	"github.com/spf13/cobra"
 )
 
 // Exit codes shared by every verb.
@@ -22,89 +25,146 @@ const (
 	ExitUsage   = 2 // the command line was wrong
 )
 
-// Env is what a verb gets: its streams. Verbs never touch os.Stdout and
-// friends directly, so tests can run them in-process.
+// Env is what a command line runs with: its streams. Verbs never touch
+// os.Stdout and friends directly (they use cmd.OutOrStdout() and friends,
+// which Run points here), so tests can run them in-process.
 type Env struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
 }
 
-// Command is one top-level verb.
-type Command struct {
-	Name    string
-	Summary string // one line for `metaplane help`
-	// Run executes the verb with the arguments after its name and returns
-	// the process exit code. ctx is cancelled on SIGINT/SIGTERM.
-	Run func(ctx context.Context, env *Env, args []string) int
+// builders are the registered top-level commands' constructors, in
+// registration order.
+var builders []func() *cobra.Command
+
+// Register adds a top-level command. build is called once per Run, so the
+// variables its flags bind to are fresh for every command line.
+func Register(build func() *cobra.Command) {
+	builders = append(builders, build)
 }
 
-var commands = map[string]Command{}
-
-// Register adds a verb. It panics on a duplicate name (a programming error).
-func Register(c Command) {
-	if _, dup := commands[c.Name]; dup {
-		panic("cli: duplicate command " + c.Name)
-	}
-	commands[c.Name] = c
-}
-
-// Main runs the metaplane command line and returns the exit code.
+// Main runs the metaplane command line and returns the exit code. The
+// context its verbs get is cancelled on SIGINT and SIGTERM.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return Run(ctx, &Env{Stdin: stdin, Stdout: stdout, Stderr: stderr}, args)
 }
 
-// Run dispatches args to a verb.
+// Run runs the command line args (without the program name) and returns
+// its exit code: ExitOK, ExitFailure, ExitUsage, or the code a verb chose
+// with exitWith.
 func Run(ctx context.Context, env *Env, args []string) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(env.Stdout)
-		if len(args) == 0 {
-			return ExitUsage
-		}
+	root := newRoot()
+	root.SetIn(env.Stdin)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	args = legacyLongFlags(root, args)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
 		return ExitOK
 	}
-	c, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(env.Stderr, "metaplane: unknown command %q (see `metaplane help`)\n", args[0])
-		return ExitUsage
+	if cmd == nil {
+		cmd = root
 	}
-	return c.Run(ctx, env, args[1:])
+	reportError(env.Stderr, cmd, err, jsonRequested(cmd, args))
+	return exitCode(err)
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: metaplane <command> [arguments]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "commands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-14s %s\n", n, commands[n].Summary)
-	}
-}
+// newRoot builds the command tree: the root, every registered command,
+// cobra's help and completion commands, and `version`.
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "metaplane <command>",
+		Short: "the metadata plane of the coordinators",
+		Long: `metaplane is the metadata plane of the coordinators of a distributed
+streaming store: the coordinator daemon, the reference tablet server, and
+the tools to administer, configure, test and measure them.
 
-// parseFlags is every verb's flag parsing: it prints usage (the verb's text,
-// then its flags) on -h, parses args and refuses positional arguments. It
-// returns ok=false with the exit code to return when the verb must stop:
-// ExitOK after -h, ExitUsage on a bad flag or an unexpected argument.
-func parseFlags(env *Env, fs *flag.FlagSet, name, usage string, args []string) (code int, ok bool) {
-	fs.Usage = func() {
-		io.WriteString(env.Stderr, usage)
-		fs.PrintDefaults()
+Flags may come anywhere on the command line, before or after the verb and
+its arguments. Exit status: 0 success, 1 failure, 2 usage error.`,
+		Version:       versionOf(readBuildInfo).Text(),
+		SilenceErrors: true,
+		SilenceUsage:  true,
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK, false
+	markGroup(root, "command")
+	root.SetVersionTemplate("{{.Version}}")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &usageErr{msg: err.Error()}
+	})
+	setTemplates(root)
+	for _, build := range builders {
+		root.AddCommand(build())
+	}
+	root.Flags().BoolP("version", "v", false, "print the version, as the version command does")
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "help":
+			c.Short = "show the help of a command: metaplane help admin create-table"
+		case "completion":
+			c.Short = "print the shell completion script for bash, zsh, fish or powershell"
 		}
-		return ExitUsage, false
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(env.Stderr, "%s: unexpected argument %q\n", name, fs.Arg(0))
-		return ExitUsage, false
+	usageArgs(root)
+	return root
+}
+
+// markGroup makes c a command whose job is to hold verbs: with no verb it
+// prints its help on stderr and exits 2; `c help [verb]` prints the help
+// of c or of its verb; an unknown verb is a usage error naming it as a
+// noun ("command", "verb"), with suggestions.
+func markGroup(c *cobra.Command, noun string) {
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
 	}
-	return ExitOK, true
+	c.Annotations[nounAnnotation] = noun
+	c.SuggestionsMinimumDistance = 2
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 || args[0] == "help" {
+			return nil
+		}
+		msg := fmt.Sprintf("unknown %s %q", noun, args[0])
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += fmt.Sprintf(" (did you mean %s?)", s[0])
+		}
+		return usageError("%s", msg)
+	}
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			cmd.SetOut(cmd.ErrOrStderr())
+			cmd.Help()
+			return exitWith(ExitUsage)
+		}
+		target, rest, err := cmd.Find(args[1:])
+		if err != nil || len(rest) > 0 {
+			return usageError("help: unknown %s %q", noun, args[len(args)-1])
+		}
+		target.InitDefaultHelpFlag()
+		return target.Help()
+	}
+}
+
+// usageArgs makes every argument-checking error of c and its descendants
+// a usage error (exit 2), cobra's own commands' (help, completion)
+// included.
+func usageArgs(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				var ue *usageErr
+				if errors.As(err, &ue) {
+					return err
+				}
+				return &usageErr{msg: err.Error()}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		usageArgs(sub)
+	}
 }

@@ -1,51 +1,30 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+
+	"github.com/spf13/cobra"
 
 	"github.com/metaplane/metaplane/core/config"
 )
 
-func init() {
-	Register(Command{
-		Name:    "config",
-		Summary: "check a configuration: `config validate` prints the backend it selects, or every problem",
-		Run:     runConfig,
-	})
-}
+func init() { Register(newConfigCmd) }
 
-const configUsage = `usage: metaplane config validate [--config FILE] [-D key=value ...] [--json] [--no-env] [--observer]
-
-Loads the configuration as the daemon would (the defaults, then FILE, then
-METAPLANE_* environment variables, then each -D in order), checks every key
-and prints the backend it selects and what selected it, with warnings and
-notes (the effective Raft timing). Exit status: 0 valid, 1 problems found
-(one line each, "key: message"), 2 usage error. docs/configuration.md
-lists every key.
-
-flags:
-`
-
-func runConfig(ctx context.Context, env *Env, args []string) int {
-	if len(args) == 0 {
-		io.WriteString(env.Stderr, configUsage)
-		return ExitUsage
+func newConfigCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config <command>",
+		Short: "check a configuration: `config validate` prints the backend it selects, or every problem",
+		Long: `Checks a configuration as the daemon would load it, without starting
+anything. The configuration flags (--config, -D, --no-env) may come before
+or after the command. docs/configuration.md lists every key.`,
 	}
-	switch args[0] {
-	case "validate":
-		return runConfigValidate(env, args[1:])
-	case "help", "-h", "-help", "--help":
-		io.WriteString(env.Stdout, configUsage)
-		return ExitOK
-	default:
-		fmt.Fprintf(env.Stderr, "metaplane config: unknown subcommand %q (want validate)\n", args[0])
-		return ExitUsage
-	}
+	markGroup(cmd, "command")
+	cf := AddConfigFlags(cmd.PersistentFlags())
+	cmd.AddCommand(newConfigValidateCmd(cf))
+	return cmd
 }
 
 // validateReport is the --json output; its field order is stable.
@@ -58,33 +37,41 @@ type validateReport struct {
 	Problems   []config.Problem `json:"problems"`
 }
 
-func runConfigValidate(env *Env, args []string) int {
-	fs := flag.NewFlagSet("config validate", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	cf := AddConfigFlags(fs)
-	asJSON := fs.Bool("json", false, "print the result as a JSON object")
-	observer := fs.Bool("observer", false, "check as a tablet server (observer) would: skip the rules that only concern a Raft voter")
-	if code, ok := parseFlags(env, fs, "metaplane config validate", configUsage, args); !ok {
-		return code
+func newConfigValidateCmd(cf *ConfigFlags) *cobra.Command {
+	var asJSON, observer bool
+	cmd := &cobra.Command{
+		Use:   "validate",
+		Short: "load the configuration, print the backend it selects and why, or every problem",
+		Long: `Loads the configuration as the daemon would (the defaults, then FILE, then
+METAPLANE_* environment variables, then each -D in order), checks every key
+and prints the backend it selects and what selected it, with warnings and
+notes (the effective Raft timing). Exit status: 0 valid, 1 problems found
+(one line each, "key: message"), 2 usage error. docs/configuration.md
+lists every key.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts := cf.LoadOptions()
+			opts.Observer = observer
+			rep := validate(opts)
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				enc.SetEscapeHTML(false)
+				if err := enc.Encode(rep); err != nil {
+					return err
+				}
+			} else {
+				printReport(cmd.OutOrStdout(), rep)
+			}
+			if !rep.Valid {
+				return exitWith(ExitFailure) // the report names every problem
+			}
+			return nil
+		},
 	}
-	opts := cf.LoadOptions()
-	opts.Observer = *observer
-	rep := validate(opts)
-	if *asJSON {
-		enc := json.NewEncoder(env.Stdout)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(rep); err != nil {
-			fmt.Fprintf(env.Stderr, "metaplane config validate: %v\n", err)
-			return ExitFailure
-		}
-	} else {
-		printReport(env.Stdout, rep)
-	}
-	if !rep.Valid {
-		return ExitFailure
-	}
-	return ExitOK
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as a JSON object")
+	cmd.Flags().BoolVar(&observer, "observer", false, "check as a tablet server (observer) would: skip the rules that only concern a Raft voter")
+	return cmd
 }
 
 // validate loads the configuration and gathers what the verb prints.

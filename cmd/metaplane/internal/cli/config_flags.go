@@ -2,10 +2,12 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/config"
@@ -14,8 +16,8 @@ import (
 
 // ConfigFlags are the configuration flags every verb that loads the
 // configuration shares (coordinator, config validate, ...): --config FILE,
-// repeated -D key=value, and --no-env. Register them with AddConfigFlags,
-// parse the flag set, then call LoadOptions.
+// repeated -D key=value (long form --define), and --no-env. Register them
+// with AddConfigFlags, parse the flags, then call LoadOptions.
 type ConfigFlags struct {
 	// File is --config; when it was not given, LoadOptions uses
 	// $METAPLANE_CONFIG (unless --no-env).
@@ -28,8 +30,10 @@ type ConfigFlags struct {
 	fileSet bool
 }
 
-// AddConfigFlags registers --config, -D and --no-env on fs.
-func AddConfigFlags(fs *flag.FlagSet) *ConfigFlags {
+// AddConfigFlags registers --config, -D (--define) and --no-env on fs (a
+// command's Flags, or the PersistentFlags of a group whose verbs share
+// them).
+func AddConfigFlags(fs *pflag.FlagSet) *ConfigFlags {
 	c := &ConfigFlags{}
 	fs.Func("config", "the YAML configuration `FILE` (default: $METAPLANE_CONFIG, else none: defaults only)", func(s string) error {
 		if s == "" {
@@ -38,7 +42,7 @@ func AddConfigFlags(fs *flag.FlagSet) *ConfigFlags {
 		c.File, c.fileSet = s, true
 		return nil
 	})
-	fs.Func("D", "set a configuration key, `key=value` (repeatable; a later one wins)", func(s string) error {
+	fs.FuncP("define", "D", "set a configuration key, `key=value` (repeatable; a later one wins)", func(s string) error {
 		if _, _, err := config.ParseOverride(s); err != nil {
 			return err
 		}
@@ -46,6 +50,7 @@ func AddConfigFlags(fs *flag.FlagSet) *ConfigFlags {
 		return nil
 	})
 	fs.BoolVar(&c.NoEnv, "no-env", false, "ignore METAPLANE_* environment variables")
+	fs.SetAnnotation("config", cobra.BashCompFilenameExt, []string{"yaml", "yml"})
 	return c
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -101,19 +100,7 @@ func TestConfigValidateGolden(t *testing.T) {
 						}
 					}
 				}
-				if updating() {
-					if err := os.WriteFile(golden, []byte(stdout), 0o644); err != nil {
-						t.Fatal(err)
-					}
-					return
-				}
-				want, err := os.ReadFile(golden)
-				if err != nil {
-					t.Fatalf("%v (run with -update to create it)", err)
-				}
-				if stdout != string(want) {
-					t.Errorf("output differs from %s (run with -update to accept):\n--- got\n%s--- want\n%s", golden, stdout, want)
-				}
+				compareGolden(t, golden, stdout)
 			})
 		}
 	}
@@ -158,7 +145,7 @@ func TestConfigValidateUsage(t *testing.T) {
 			}
 		})
 	}
-	stdout, _, code := runCLI(t, "config", "help")
+	stdout, _, code := runCLI(t, "config", "help", "validate")
 	if code != ExitOK || !strings.Contains(stdout, "usage: metaplane config validate") {
 		t.Errorf("config help: exit %d, %q", code, stdout)
 	}

@@ -1,10 +1,8 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/metaplane/metaplane/conformance"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/config"
@@ -20,19 +20,9 @@ import (
 	"github.com/metaplane/metaplane/plugins/plugintest"
 )
 
-func init() {
-	Register(Command{
-		Name:    "conformance",
-		Summary: "run the backend conformance suite against a plugin binary",
-		Run:     runConformance,
-	})
-}
+func init() { Register(newConformanceCmd) }
 
-const conformanceUsage = `usage: metaplane conformance --plugin PATH [--run REGEX] [--json] [--timeout D]
-                             [--unique KEY ...] [--config FILE] [-D key=value ...] [--no-env]
-       metaplane conformance --list [--run REGEX] [--json]
-
-Runs the backend conformance suite against the backend plugin binary at
+const conformanceLong = `Runs the backend conformance suite against the backend plugin binary at
 PATH: every property on a fresh store (a fresh plugin process, started with
 the configuration), one line each ("PASS name (12ms)", "FAIL name: message",
 "SKIP name: reason"), then a summary. The configuration is loaded as the
@@ -41,13 +31,56 @@ server, e.g. -D zookeeper.address=127.0.0.1:2181; a third-party plugin's own
 keys (under its selector key's first segment, e.g. etcd.*) are accepted.
 On a shared server, --unique KEY gives every store a fresh value of a
 path-like key: --unique zookeeper.path.root runs each property under its
-own chroot. Exit status: 0 every property passed or was skipped, 1 a
-property failed or the plugin could not be run, 2 usage error (including a
-bad configuration).
-docs/writing-a-backend.md explains the suite.
+own chroot.
 
-flags:
-`
+  metaplane conformance --list [--run REGEX] [--json]
+
+lists the properties without running anything. Exit status: 0 every
+property passed or was skipped, 1 a property failed or the plugin could not
+be run, 2 usage error (including a bad configuration).
+docs/writing-a-backend.md explains the suite.`
+
+// conformanceFlags are the flags of `metaplane conformance`.
+type conformanceFlags struct {
+	path, run             string
+	asJSON, verbose, list bool
+	timeout               time.Duration
+	unique                []string
+	config                *ConfigFlags
+}
+
+func newConformanceCmd() *cobra.Command {
+	var cf conformanceFlags
+	cmd := &cobra.Command{
+		Use:   "conformance --plugin PATH",
+		Short: "run the backend conformance suite against a plugin binary",
+		Long:  conformanceLong,
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cf.list {
+				return listProperties(cmd.OutOrStdout(), cf.run, cf.asJSON)
+			}
+			return runConformance(cmd, cf)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cf.path, "plugin", "", "the backend plugin binary `PATH` (required)")
+	f.StringVar(&cf.run, "run", "", "run only the properties whose name matches `REGEX`")
+	f.BoolVar(&cf.asJSON, "json", false, "print the results as one JSON object")
+	f.DurationVar(&cf.timeout, "timeout", conformance.PropertyTimeout, "bound each property to `D`")
+	f.BoolVarP(&cf.verbose, "verbose", "v", false, "print every property's log, and the plugin's warnings, on stderr")
+	f.Func("unique", "give every store its own value of the path-like configuration `KEY` (its value plus /metaplane-conformance-<run>-<n>), e.g. zookeeper.path.root on a shared server (repeatable)", func(s string) error {
+		if s == "" || strings.ContainsAny(s, "= ") {
+			return fmt.Errorf("--unique needs a configuration KEY")
+		}
+		cf.unique = append(cf.unique, s)
+		return nil
+	})
+	f.BoolVar(&cf.list, "list", false, "list the properties (name, what it needs, what it checks) and exit; no --plugin needed")
+	cf.config = AddConfigFlags(f)
+	cmd.MarkFlagFilename("plugin")
+	return cmd
+}
 
 // conformanceReport is the --json output.
 type conformanceReport struct {
@@ -59,113 +92,82 @@ type conformanceReport struct {
 	Results []conformance.Result `json:"results"`
 }
 
-func runConformance(ctx context.Context, env *Env, args []string) int {
-	fs := flag.NewFlagSet("conformance", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	path := fs.String("plugin", "", "the backend plugin binary `PATH` (required)")
-	run := fs.String("run", "", "run only the properties whose name matches `REGEX`")
-	asJSON := fs.Bool("json", false, "print the results as one JSON object")
-	timeout := fs.Duration("timeout", conformance.PropertyTimeout, "bound each property to `D`")
-	verbose := fs.Bool("v", false, "print every property's log, and the plugin's warnings, on stderr")
-	var unique []string
-	fs.Func("unique", "give every store its own value of the path-like configuration `KEY` (its value plus /metaplane-conformance-<run>-<n>), e.g. zookeeper.path.root on a shared server (repeatable)", func(s string) error {
-		if s == "" || strings.ContainsAny(s, "= ") {
-			return fmt.Errorf("--unique needs a configuration KEY")
-		}
-		unique = append(unique, s)
-		return nil
-	})
-	list := fs.Bool("list", false, "list the properties (name, what it needs, what it checks) and exit; no --plugin needed")
-	cf := AddConfigFlags(fs)
-	if code, ok := parseFlags(env, fs, "metaplane conformance", conformanceUsage, args); !ok {
-		return code
+func runConformance(cmd *cobra.Command, cf conformanceFlags) error {
+	if cf.path == "" {
+		return usageError("--plugin PATH is required")
 	}
-	if *list {
-		return listProperties(env, *run, *asJSON)
-	}
-	if *path == "" {
-		fmt.Fprintln(env.Stderr, "metaplane conformance: --plugin PATH is required")
-		fs.Usage()
-		return ExitUsage
-	}
-	if st, err := os.Stat(*path); err != nil || st.IsDir() {
+	if st, err := os.Stat(cf.path); err != nil || st.IsDir() {
 		if err == nil {
 			err = errors.New("is a directory")
 		}
-		fmt.Fprintf(env.Stderr, "metaplane conformance: --plugin %s: %v\n", *path, err)
-		return ExitUsage
+		return usageError("--plugin %s: %v", cf.path, err)
 	}
-	if *timeout <= 0 {
-		fmt.Fprintf(env.Stderr, "metaplane conformance: --timeout %v: must be positive\n", *timeout)
-		return ExitUsage
+	if cf.timeout <= 0 {
+		return usageError("--timeout %v: must be positive", cf.timeout)
 	}
 
-	desc, err := plugins.Describe(ctx, *path)
+	ctx := cmd.Context()
+	desc, err := plugins.Describe(ctx, cf.path)
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "metaplane conformance: %v\n", err)
-		return ExitFailure
+		return err
 	}
-	lo := cf.LoadOptions()
+	lo := cf.config.LoadOptions()
 	if desc.SelectorKey != "" && !isBuiltinBackend(desc.Name) {
 		lo.ExtraBackends = []core.BackendDescriptor{desc}
 	}
 	cfg, err := config.Load(lo)
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "metaplane conformance: configuration: %v\n", err)
-		return ExitUsage
+		return usageError("configuration: %v", err)
 	}
 
 	level := slog.LevelError
-	if *verbose {
+	if cf.verbose {
 		level = slog.LevelWarn
 	}
-	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 	flat := cfg.Flatten()
 	opts := plugintest.Options{Config: flat, Logger: logger}
-	if len(unique) > 0 {
+	if len(cf.unique) > 0 {
 		known := map[string]bool{}
 		for _, k := range config.Keys() {
 			known[k] = true
 		}
-		for _, k := range unique {
+		for _, k := range cf.unique {
 			if _, extra := flat[k]; !known[k] && !extra {
-				fmt.Fprintf(env.Stderr, "metaplane conformance: --unique %s: not a configuration key (set it with -D to use a plugin's own key)\n", k)
-				return ExitUsage
+				return usageError("--unique %s: not a configuration key (set it with -D to use a plugin's own key)", k)
 			}
 		}
 		run := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffff)
 		opts.PerStore = func(n int) map[string]string {
 			out := map[string]string{}
-			for _, k := range unique {
+			for _, k := range cf.unique {
 				out[k] = fmt.Sprintf("%s/metaplane-conformance-%s-%d", strings.TrimRight(flat[k], "/"), run, n)
 			}
 			return out
 		}
 	}
-	h := plugintest.Harness(*path, opts)
+	h := plugintest.Harness(cf.path, opts)
 
-	out := env.Stdout
-	if !*asJSON {
-		fmt.Fprintf(out, "conformance of %s (backend %q)\n", *path, desc.Name)
+	out := cmd.OutOrStdout()
+	if !cf.asJSON {
+		fmt.Fprintf(out, "conformance of %s (backend %q)\n", cf.path, desc.Name)
 	}
 	results, err := conformance.RunStandalone(h, conformance.StandaloneOptions{
-		Run:     *run,
-		Timeout: *timeout,
+		Run:     cf.run,
+		Timeout: cf.timeout,
 		OnResult: func(r conformance.Result) {
-			if !*asJSON {
-				printResult(out, r, *verbose)
+			if !cf.asJSON {
+				printResult(out, r, cf.verbose)
 			}
 		},
 	})
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "metaplane conformance: %v\n", err)
-		return ExitUsage
+		return usageError("%v", err)
 	}
 	if len(results) == 0 {
-		fmt.Fprintf(env.Stderr, "metaplane conformance: --run %q matches no property\n", *run)
-		return ExitUsage
+		return usageError("--run %q matches no property", cf.run)
 	}
-	rep := conformanceReport{Plugin: *path, Backend: desc.Name, Results: results}
+	rep := conformanceReport{Plugin: cf.path, Backend: desc.Name, Results: results}
 	for _, r := range results {
 		switch r.Status {
 		case conformance.Passed:
@@ -176,20 +178,19 @@ func runConformance(ctx context.Context, env *Env, args []string) int {
 			rep.Skipped++
 		}
 	}
-	if *asJSON {
+	if cf.asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
-			fmt.Fprintf(env.Stderr, "metaplane conformance: %v\n", err)
-			return ExitFailure
+			return err
 		}
 	} else {
 		fmt.Fprintf(out, "conformance: %d passed, %d failed, %d skipped\n", rep.Passed, rep.Failed, rep.Skipped)
 	}
 	if rep.Failed > 0 {
-		return ExitFailure
+		return exitWith(ExitFailure) // the report names every failure
 	}
-	return ExitOK
+	return nil
 }
 
 // propertyInfo is one property in --list --json.
@@ -200,13 +201,12 @@ type propertyInfo struct {
 }
 
 // listProperties prints the suite's properties (those matching run).
-func listProperties(env *Env, run string, asJSON bool) int {
+func listProperties(w io.Writer, run string, asJSON bool) error {
 	var re *regexp.Regexp
 	if run != "" {
 		var err error
 		if re, err = regexp.Compile(run); err != nil {
-			fmt.Fprintf(env.Stderr, "metaplane conformance: bad --run expression %q: %v\n", run, err)
-			return ExitUsage
+			return usageError("bad --run expression %q: %v", run, err)
 		}
 	}
 	var out []propertyInfo
@@ -216,19 +216,18 @@ func listProperties(env *Env, run string, asJSON bool) int {
 		}
 	}
 	if asJSON {
-		enc := json.NewEncoder(env.Stdout)
+		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(out)
-		return ExitOK
+		return enc.Encode(out)
 	}
 	for _, p := range out {
 		needs := ""
 		if p.Needs != "" {
 			needs = " [needs " + p.Needs + "]"
 		}
-		fmt.Fprintf(env.Stdout, "%s%s: %s\n", p.Name, needs, p.Description)
+		fmt.Fprintf(w, "%s%s: %s\n", p.Name, needs, p.Description)
 	}
-	return ExitOK
+	return nil
 }
 
 func isBuiltinBackend(name string) bool {

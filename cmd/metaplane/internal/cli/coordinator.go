@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
 
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
@@ -25,22 +25,30 @@ import (
 	"github.com/metaplane/metaplane/plugins"
 )
 
-func init() {
-	Register(Command{Name: "coordinator", Summary: "run a coordinator (with no configuration: a single-voter Raft coordinator on loopback)", Run: runCoordinator})
-}
+func init() { Register(newCoordinatorCmd) }
 
-const coordinatorUsage = `usage: metaplane coordinator [--config FILE] [-D key=value ...]
-
-Runs a coordinator: loads the configuration, selects the metadata backend
+const coordinatorLong = `Runs a coordinator: loads the configuration, selects the metadata backend
 (zookeeper.address: ZooKeeper; coordinator.seed.nodes: Raft; neither:
 metadata.backend.default, raft out of the box), starts its plugin,
 campaigns, and serves the admin API on the CLIENT listener (bind.listeners,
 default CLIENT://127.0.0.1:9123) while it leads. A standby answers every
 call with NOT_LEADER and the leader's address. Metrics are served at
-http://<metrics.address>/metrics. Stop it with Ctrl-C.
+http://<metrics.address>/metrics. Stop it with Ctrl-C (or SIGTERM).
+Exit status: 0 after a clean stop, 1 on an invalid configuration or a
+failure, 2 usage error.`
 
-flags:
-`
+// loadDaemonConfig loads the configuration of a daemon (coordinator,
+// tablet server) and prints the selection's warnings on stderr.
+func loadDaemonConfig(stderr io.Writer, opts config.LoadOptions) (*config.Config, error) {
+	cfg, err := config.Load(opts)
+	if err != nil {
+		return nil, fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	for _, w := range cfg.Selected.Warnings {
+		fmt.Fprintf(stderr, "WARNING: %s\n", w)
+	}
+	return cfg, nil
+}
 
 // listenerAddress returns host:port of the listener named name in a list
 // of NAME://host:port entries ("" when absent).
@@ -81,32 +89,30 @@ func binaryHint() string {
 	return exe
 }
 
-func runCoordinator(ctx context.Context, env *Env, args []string) int {
-	fs := flag.NewFlagSet("metaplane coordinator", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	cf := AddConfigFlags(fs)
-	pluginPath := fs.String("plugin", "", "run this backend plugin binary instead of metaplane-backend-<backend> from metadata.backend.plugin.dir")
-	if code, ok := parseFlags(env, fs, "metaplane coordinator", coordinatorUsage, args); !ok {
-		return code
+func newCoordinatorCmd() *cobra.Command {
+	var pluginPath string
+	cmd := &cobra.Command{
+		Use:   "coordinator",
+		Short: "run a coordinator (with no configuration: a single-voter Raft coordinator on loopback)",
+		Long:  coordinatorLong,
+		Args:  noArgs,
 	}
-	cfg, err := config.Load(cf.LoadOptions())
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "metaplane coordinator: invalid configuration:\n%v\n", err)
-		return ExitFailure
+	cf := AddConfigFlags(cmd.Flags())
+	cmd.Flags().StringVar(&pluginPath, "plugin", "", "run this backend plugin binary instead of metaplane-backend-<backend> from metadata.backend.plugin.dir")
+	cmd.MarkFlagFilename("plugin")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := loadDaemonConfig(cmd.ErrOrStderr(), cf.LoadOptions())
+		if err != nil {
+			return err
+		}
+		id := uuid.NewString()
+		logger := newLogger(cmd.ErrOrStderr(), "coordinator")
+		return serveCoordinator(cmd.Context(), cmd.OutOrStdout(), cfg, id, pluginPath, logger)
 	}
-	for _, w := range cfg.Selected.Warnings {
-		fmt.Fprintf(env.Stderr, "WARNING: %s\n", w)
-	}
-	id := uuid.NewString()
-	logger := newLogger(env.Stderr, "coordinator")
-	if err := serveCoordinator(ctx, env, cfg, id, *pluginPath, logger); err != nil {
-		fmt.Fprintf(env.Stderr, "metaplane coordinator: %v\n", err)
-		return ExitFailure
-	}
-	return ExitOK
+	return cmd
 }
 
-func serveCoordinator(ctx context.Context, env *Env, cfg *config.Config, id, pluginPath string, logger *slog.Logger) error {
+func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, pluginPath string, logger *slog.Logger) error {
 	bind := listenerAddress(cfg.BindListeners, "CLIENT")
 	if bind == "" {
 		return fmt.Errorf("bind.listeners %v has no CLIENT listener", cfg.BindListeners)
@@ -167,7 +173,6 @@ func serveCoordinator(ctx context.Context, env *Env, cfg *config.Config, id, plu
 		return err
 	}
 
-	w := env.Stdout
 	fmt.Fprintf(w, "metaplane coordinator %s\n", id)
 	fmt.Fprintf(w, "  backend:  %s (selected by %s)\n", cfg.Selected.Backend, cfg.Selected.SelectedBy)
 	switch cfg.Selected.Backend {

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -23,21 +23,15 @@ import (
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
-func init() {
-	Register(Command{Name: "demo", Summary: "run three Raft coordinators and two tablet servers locally, then kill the leader", Run: runDemo})
-}
+func init() { Register(newDemoCmd) }
 
-const demoUsage = `usage: metaplane demo [--keep] [--timeout D]
-
-Starts three coordinators (a 3-voter Raft quorum) and two tablet servers as
+const demoLong = `Starts three coordinators (a 3-voter Raft quorum) and two tablet servers as
 local processes on free loopback ports, creates a database and a table,
 kills the leader coordinator, and shows the new leader, the table intact and
 the tablet servers following. Every process it started is stopped at the
 end, also on Ctrl-C. Data and logs live in a temporary directory (removed
-unless --keep).
-
-flags:
-`
+unless --keep). Exit status: 0 the demo completed, 1 it failed or was
+interrupted, 2 usage error.`
 
 // demoProc is a process the demo started.
 type demoProc struct {
@@ -123,26 +117,36 @@ func (d *demo) stopAll() {
 	}
 }
 
-func runDemo(ctx context.Context, env *Env, args []string) int {
-	fs := flag.NewFlagSet("metaplane demo", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	keep := fs.Bool("keep", false, "keep the data and logs directory")
-	timeout := fs.Duration("timeout", 3*time.Minute, "give up after this long")
-	if code, ok := parseFlags(env, fs, "metaplane demo", demoUsage, args); !ok {
-		return code
+func newDemoCmd() *cobra.Command {
+	var (
+		keep    bool
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "run three Raft coordinators and two tablet servers locally, then kill the leader",
+		Long:  demoLong,
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDemo(cmd.Context(), cmd.OutOrStdout(), keep, timeout)
+		},
 	}
+	cmd.Flags().BoolVar(&keep, "keep", false, "keep the data and logs directory")
+	cmd.Flags().DurationVar(&timeout, "timeout", 3*time.Minute, "give up after this long")
+	return cmd
+}
+
+func runDemo(ctx context.Context, w io.Writer, keep bool, timeout time.Duration) error {
 	exe, err := os.Executable()
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "metaplane demo: locate the metaplane binary: %v\n", err)
-		return ExitFailure
+		return fmt.Errorf("locate the metaplane binary: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "metaplane-demo-")
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "metaplane demo: %v\n", err)
-		return ExitFailure
+		return err
 	}
-	d := &demo{w: env.Stdout, exe: exe, dir: dir}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	d := &demo{w: w, exe: exe, dir: dir}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	err = d.run(ctx)
 	d.step("cleaning up")
@@ -150,21 +154,19 @@ func runDemo(ctx context.Context, env *Env, args []string) int {
 	d.mu.Lock()
 	fmt.Fprintf(d.w, "    stopped %d processes\n", len(d.procs))
 	d.mu.Unlock()
-	if *keep || err != nil {
+	if keep || err != nil {
 		fmt.Fprintf(d.w, "    data and logs kept in %s\n", dir)
 	} else {
 		os.RemoveAll(dir)
 	}
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-			fmt.Fprintln(env.Stderr, "metaplane demo: interrupted")
-		} else {
-			fmt.Fprintf(env.Stderr, "metaplane demo: %v\n", err)
+			return &withCause{msg: "interrupted", cause: err}
 		}
-		return ExitFailure
+		return err
 	}
 	fmt.Fprintln(d.w, "\ndemo complete.")
-	return ExitOK
+	return nil
 }
 
 func (d *demo) run(ctx context.Context) error {

@@ -2,10 +2,12 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
+	"io"
 	"net"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/config"
@@ -13,13 +15,9 @@ import (
 	"github.com/metaplane/metaplane/tabletserver"
 )
 
-func init() {
-	Register(Command{Name: "tablet-server", Summary: "run the reference tablet server (an observer of the metadata)", Run: runTabletServer})
-}
+func init() { Register(newTabletServerCmd) }
 
-const tabletServerUsage = `usage: metaplane tablet-server --id N [--listen host:port] [--config FILE] [-D key=value ...]
-
-Runs the reference tablet server: it registers, keeps its registration
+const tabletServerLong = `Runs the reference tablet server: it registers, keeps its registration
 alive, follows the metadata into a local view, and serves the
 coordinator-to-tablet requests with coordinator-epoch fencing.
 
@@ -27,53 +25,53 @@ On the Raft backend (coordinator.seed.nodes, or no backend key: the
 default single coordinator at 127.0.0.1:9123) it registers and follows the
 metadata through the coordinator leader's tablet-server RPCs. On the
 ZooKeeper backend (zookeeper.address) it has its own ZooKeeper session and
-ephemeral /tabletservers/ids/<id>.
+ephemeral /tabletservers/ids/<id>. Stop it with Ctrl-C (or SIGTERM).
+Exit status: 0 after a clean stop, 1 on an invalid configuration or a
+failure, 2 usage error (including no --id and no tablet-server.id).`
 
-flags:
-`
-
-func runTabletServer(ctx context.Context, env *Env, args []string) int {
-	fs := flag.NewFlagSet("metaplane tablet-server", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	cf := AddConfigFlags(fs)
-	id := fs.Int("id", -1, "the tablet server id `N` (default: tablet-server.id)")
-	listen := fs.String("listen", "127.0.0.1:0", "where the tablet service listens, `host:port` (port 0: any free port)")
-	rack := fs.String("rack", "", "the rack to register")
-	pluginPath := fs.String("plugin", "", "on ZooKeeper: run this backend plugin binary instead of metaplane-backend-zookeeper")
-	if code, ok := parseFlags(env, fs, "metaplane tablet-server", tabletServerUsage, args); !ok {
-		return code
+func newTabletServerCmd() *cobra.Command {
+	var (
+		id                       int
+		listen, rack, pluginPath string
+	)
+	cmd := &cobra.Command{
+		Use:   "tablet-server",
+		Short: "run the reference tablet server (an observer of the metadata)",
+		Long:  tabletServerLong,
+		Args:  noArgs,
 	}
-	opts := cf.LoadOptions()
-	opts.Observer = true
-	cfg, err := config.Load(opts)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "metaplane tablet-server: invalid configuration:\n%v\n", err)
-		return ExitFailure
+	cf := AddConfigFlags(cmd.Flags())
+	f := cmd.Flags()
+	f.IntVar(&id, "id", -1, "the tablet server id `N` (default: tablet-server.id)")
+	f.StringVar(&listen, "listen", "127.0.0.1:0", "where the tablet service listens, `host:port` (port 0: any free port)")
+	f.StringVar(&rack, "rack", "", "the rack to register")
+	f.StringVar(&pluginPath, "plugin", "", "on ZooKeeper: run this backend plugin binary instead of metaplane-backend-zookeeper")
+	cmd.MarkFlagFilename("plugin")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		opts := cf.LoadOptions()
+		opts.Observer = true
+		cfg, err := loadDaemonConfig(cmd.ErrOrStderr(), opts)
+		if err != nil {
+			return err
+		}
+		if id < 0 {
+			id = cfg.TabletServerID
+		}
+		if id < 0 {
+			return usageError("give the server's id with --id N (or tablet-server.id)")
+		}
+		return serveTabletServer(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), cfg, int32(id), listen, rack, pluginPath)
 	}
-	for _, w := range cfg.Selected.Warnings {
-		fmt.Fprintf(env.Stderr, "WARNING: %s\n", w)
-	}
-	if *id < 0 {
-		*id = cfg.TabletServerID
-	}
-	if *id < 0 {
-		fmt.Fprintln(env.Stderr, "metaplane tablet-server: give the server's id with --id N (or tablet-server.id)")
-		return ExitUsage
-	}
-	if err := serveTabletServer(ctx, env, cfg, int32(*id), *listen, *rack, *pluginPath); err != nil {
-		fmt.Fprintf(env.Stderr, "metaplane tablet-server: %v\n", err)
-		return ExitFailure
-	}
-	return ExitOK
+	return cmd
 }
 
-func serveTabletServer(ctx context.Context, env *Env, cfg *config.Config, id int32, listen, rack, pluginPath string) error {
+func serveTabletServer(ctx context.Context, out, errOut io.Writer, cfg *config.Config, id int32, listen, rack, pluginPath string) error {
 	l, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", listen, err)
 	}
 	defer l.Close()
-	logger := newLogger(env.Stderr, fmt.Sprintf("tablet-server-%d", id))
+	logger := newLogger(errOut, fmt.Sprintf("tablet-server-%d", id))
 	opts := tabletserver.Options{ID: id, Listener: l, Rack: rack, Logger: logger}
 	var following string
 	if cfg.Selected.Descriptor.TabletServers == core.TabletServersThroughCoordinator {
@@ -101,6 +99,6 @@ func serveTabletServer(ctx context.Context, env *Env, cfg *config.Config, id int
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Stdout, "metaplane tablet-server %d listening on %s, following %s\n", id, l.Addr(), following)
+	fmt.Fprintf(out, "metaplane tablet-server %d listening on %s, following %s\n", id, l.Addr(), following)
 	return ts.Serve(ctx)
 }

@@ -1,0 +1,152 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/metaplane/metaplane/adminclient"
+)
+
+// usageErr is a mistake on the command line: an unknown verb or flag, a
+// missing or extra argument, a bad flag value, or a combination a verb
+// refuses before doing anything. It exits ExitUsage and is printed with a
+// hint to the command's --help.
+type usageErr struct{ msg string }
+
+func (e *usageErr) Error() string { return e.msg }
+
+func usageError(format string, args ...any) error {
+	return &usageErr{msg: fmt.Sprintf(format, args...)}
+}
+
+// exitStatus ends a verb that has already reported its outcome (a report
+// on stdout naming every problem, or a help text) with code, printing
+// nothing more.
+type exitStatus struct{ code int }
+
+func (e *exitStatus) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func exitWith(code int) error { return &exitStatus{code: code} }
+
+// withCause is an error whose message replaces its cause's, which
+// errors.Is and errors.As still find.
+type withCause struct {
+	msg   string
+	cause error
+}
+
+func (e *withCause) Error() string { return e.msg }
+func (e *withCause) Unwrap() error { return e.cause }
+
+// codedErr is an error of the admin API with the code of its
+// ErrorDetail, which the client's conversion of the answer drops.
+type codedErr struct {
+	error
+	code string
+}
+
+func (e *codedErr) Unwrap() error { return e.error }
+
+// exitCode is the exit status of a command line whose verb returned err:
+// the one place where errors become exit codes.
+func exitCode(err error) int {
+	var st *exitStatus
+	var ue *usageErr
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &st):
+		return st.code
+	case errors.As(err, &ue):
+		return ExitUsage
+	default:
+		return ExitFailure
+	}
+}
+
+// Codes of the --json error object besides the admin API's error codes.
+const (
+	codeUsage = "USAGE" // a usage error (exit 2)
+	codeError = "ERROR" // any other failure without an admin API code
+)
+
+// errorCode is the code of err in the --json error object: USAGE for a
+// usage error, else the admin API's ErrorDetail code (NOT_FOUND,
+// ALREADY_EXISTS, ..., see docs/admin.md) when the answer carried one,
+// or when err is one of the errors the admin API's translation table
+// maps (a timeout is UNAVAILABLE), else ERROR.
+func errorCode(err error) string {
+	var ue *usageErr
+	if errors.As(err, &ue) {
+		return codeUsage
+	}
+	var ce *codedErr
+	if errors.As(err, &ce) && ce.code != "" {
+		return ce.code
+	}
+	if d := adminclient.DetailOf(err); d != nil && d.Code != "" {
+		return d.Code
+	}
+	if d := adminclient.DetailOf(adminclient.ToStatus(err)); d != nil && d.Code != "" && d.Code != adminclient.CodeInternal {
+		return d.Code
+	}
+	return codeError
+}
+
+// jsonError is the --json form of an error, one line on stderr.
+type jsonError struct {
+	Error   string `json:"error"`
+	Code    string `json:"code"`
+	Command string `json:"command"`
+}
+
+// reportError prints the error a verb of cmd returned on w: as
+// "<command path>: <message>" (a usage error adds a line pointing to
+// --help), or as one JSON object when the verb was given --json. An
+// exitStatus prints nothing: its verb has reported already.
+func reportError(w io.Writer, cmd *cobra.Command, err error, asJSON bool) {
+	var st *exitStatus
+	if errors.As(err, &st) {
+		return
+	}
+	path := cmd.CommandPath()
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		enc.Encode(jsonError{Error: err.Error(), Code: errorCode(err), Command: path})
+		return
+	}
+	fmt.Fprintf(w, "%s: %v\n", path, err)
+	var ue *usageErr
+	if errors.As(err, &ue) {
+		fmt.Fprintf(w, "Run `%s --help` for usage.\n", path)
+	}
+}
+
+// jsonRequested reports whether cmd has a boolean --json flag (the admin
+// verbs, config validate, conformance, version) that the command line
+// set. It also looks at args, because a bad flag may have stopped the
+// parsing before --json.
+func jsonRequested(cmd *cobra.Command, args []string) bool {
+	cmd.InheritedFlags() // merges the parents' persistent flags into Flags
+	f := cmd.Flags().Lookup("json")
+	if f == nil || f.Value.Type() != "bool" {
+		return false
+	}
+	if f.Changed {
+		return f.Value.String() == "true"
+	}
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "--json" || a == "--json=true" {
+			return true
+		}
+	}
+	return false
+}
