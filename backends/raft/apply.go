@@ -1,10 +1,7 @@
 package raft
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 	"google.golang.org/protobuf/proto"
@@ -26,17 +23,25 @@ type applier struct {
 	err    error // storage failure: fatal for the member
 }
 
-// opFailure is a refused command: nothing of it is written.
+// opFailure is a refused command: nothing of it is written. Its result
+// carries the code (resultCodes maps it to the sentinel), the failing op's
+// index in failed_index and the message, which does not repeat the index.
 type opFailure struct {
 	code  raftv1.Code
-	index int32
+	index int32 // -1: the command as a whole
 	msg   string
 }
 
 func (e *opFailure) Error() string { return e.msg }
 
+// fail refuses the command with code; index is the failing op's, or -1.
 func fail(code raftv1.Code, index int, format string, args ...any) *opFailure {
 	return &opFailure{code: code, index: int32(index), msg: fmt.Sprintf(format, args...)}
+}
+
+// result is the refused command's result at log index.
+func (f *opFailure) result(index int64) *raftv1.CommandResult {
+	return &raftv1.CommandResult{Code: f.code, FailedIndex: f.index, Message: f.msg, Index: index}
 }
 
 func (a *applier) applyEntry(cmd []byte) *raftv1.CommandResult {
@@ -45,8 +50,7 @@ func (a *applier) applyEntry(cmd []byte) *raftv1.CommandResult {
 	}
 	var c raftv1.Command
 	if err := proto.Unmarshal(cmd, &c); err != nil {
-		return &raftv1.CommandResult{Code: raftv1.Code_CODE_INVALID_ARGUMENT, FailedIndex: -1,
-			Message: "undecodable command: " + err.Error()}
+		return fail(raftv1.Code_CODE_INVALID_ARGUMENT, -1, "undecodable command: %v", err).result(a.index)
 	}
 	a.timeMs = c.GetTimeMs()
 	var res *raftv1.CommandResult
@@ -72,7 +76,7 @@ func (a *applier) applyEntry(cmd []byte) *raftv1.CommandResult {
 	if f != nil {
 		a.events = nil
 		a.notes = nil
-		return &raftv1.CommandResult{Code: f.code, FailedIndex: f.index, Message: f.msg, Index: a.index}
+		return f.result(a.index)
 	}
 	res.Index = a.index
 	return res
@@ -291,7 +295,7 @@ func (a *applier) txn(x *raftv1.Txn) (*raftv1.CommandResult, *opFailure) {
 		case core.OpDelete:
 			f = t.delete(i, op)
 		default:
-			f = fail(raftv1.Code_CODE_INVALID_ARGUMENT, i, "op %d: unknown op type %d", i, op.GetType())
+			f = fail(raftv1.Code_CODE_INVALID_ARGUMENT, i, "unknown op type %d", op.GetType())
 		}
 		if f != nil {
 			return nil, f
@@ -373,7 +377,7 @@ func (t *txnState) event(typ core.EventType, p string, n *raftv1.NodeRecord) {
 }
 
 func badPath(i int, p string, err error) *opFailure {
-	return fail(raftv1.Code_CODE_INVALID_PATH, i, "op %d: %v", i, err)
+	return fail(raftv1.Code_CODE_INVALID_PATH, i, "%v", err)
 }
 
 func (t *txnState) check(i int, op *raftv1.Op) *opFailure {
@@ -382,10 +386,10 @@ func (t *txnState) check(i int, op *raftv1.Op) *opFailure {
 	}
 	n := t.get(op.GetPath())
 	if n == nil {
-		return fail(raftv1.Code_CODE_NOT_FOUND, i, "op %d: check %s: node does not exist", i, op.GetPath())
+		return fail(raftv1.Code_CODE_NOT_FOUND, i, "check %s: node does not exist", op.GetPath())
 	}
 	if op.GetVersion() != core.AnyVersion && op.GetVersion() != n.GetVersion() {
-		return fail(raftv1.Code_CODE_BAD_VERSION, i, "op %d: check %s: version is %d, expected %d", i, op.GetPath(), n.GetVersion(), op.GetVersion())
+		return fail(raftv1.Code_CODE_BAD_VERSION, i, "check %s: version is %d, expected %d", op.GetPath(), n.GetVersion(), op.GetVersion())
 	}
 	return nil
 }
@@ -397,16 +401,16 @@ func (t *txnState) create(i int, op *raftv1.Op, owner int64) *opFailure {
 	}
 	mode := core.CreateMode(op.GetMode())
 	if !mode.Valid() {
-		return fail(raftv1.Code_CODE_INVALID_ARGUMENT, i, "op %d: unknown create mode %d", i, op.GetMode())
+		return fail(raftv1.Code_CODE_INVALID_ARGUMENT, i, "unknown create mode %d", op.GetMode())
 	}
 	if p == "/" {
-		return fail(raftv1.Code_CODE_NODE_EXISTS, i, "op %d: create /: the root always exists", i)
+		return fail(raftv1.Code_CODE_NODE_EXISTS, i, "create /: the root always exists")
 	}
 	parent := core.ParentPath(p)
 	pn := t.get(parent)
 	if pn == nil {
 		if !op.GetMakeParents() {
-			return fail(raftv1.Code_CODE_NO_PARENT, i, "op %d: create %s: parent %s does not exist", i, p, parent)
+			return fail(raftv1.Code_CODE_NO_PARENT, i, "create %s: parent %s does not exist", p, parent)
 		}
 		if f := t.makeParents(i, parent); f != nil {
 			return f
@@ -414,13 +418,13 @@ func (t *txnState) create(i int, op *raftv1.Op, owner int64) *opFailure {
 		pn = t.get(parent)
 	}
 	if pn.GetEphemeralOwner() != 0 {
-		return fail(raftv1.Code_CODE_NO_PARENT, i, "op %d: create %s: parent %s is ephemeral", i, p, parent)
+		return fail(raftv1.Code_CODE_NO_PARENT, i, "create %s: parent %s is ephemeral", p, parent)
 	}
 	if mode.IsSequential() {
 		p += core.SequentialSuffix(pn.GetCversion())
 	}
 	if t.get(p) != nil {
-		return fail(raftv1.Code_CODE_NODE_EXISTS, i, "op %d: create %s: node exists", i, p)
+		return fail(raftv1.Code_CODE_NODE_EXISTS, i, "create %s: node exists", p)
 	}
 	n := &raftv1.NodeRecord{
 		Data: append([]byte(nil), op.GetData()...), CreateRevision: t.a.index, ModifyRevision: t.a.index,
@@ -444,7 +448,7 @@ func (t *txnState) makeParents(i int, p string) *opFailure {
 	}
 	pn := t.get(parent)
 	if pn.GetEphemeralOwner() != 0 {
-		return fail(raftv1.Code_CODE_NO_PARENT, i, "op %d: create parent %s: parent %s is ephemeral", i, p, parent)
+		return fail(raftv1.Code_CODE_NO_PARENT, i, "create parent %s: parent %s is ephemeral", p, parent)
 	}
 	n := &raftv1.NodeRecord{CreateRevision: t.a.index, ModifyRevision: t.a.index,
 		CreateTime: t.a.timeMs, ModifyTime: t.a.timeMs}
@@ -469,10 +473,10 @@ func (t *txnState) set(i int, op *raftv1.Op) (*raftv1.NodeRecord, *opFailure) {
 	}
 	n := t.get(p)
 	if n == nil {
-		return nil, fail(raftv1.Code_CODE_NOT_FOUND, i, "op %d: set %s: node does not exist", i, p)
+		return nil, fail(raftv1.Code_CODE_NOT_FOUND, i, "set %s: node does not exist", p)
 	}
 	if op.GetVersion() != core.AnyVersion && op.GetVersion() != n.GetVersion() {
-		return nil, fail(raftv1.Code_CODE_BAD_VERSION, i, "op %d: set %s: version is %d, expected %d", i, p, n.GetVersion(), op.GetVersion())
+		return nil, fail(raftv1.Code_CODE_BAD_VERSION, i, "set %s: version is %d, expected %d", p, n.GetVersion(), op.GetVersion())
 	}
 	n = proto.Clone(n).(*raftv1.NodeRecord)
 	n.Data = append([]byte(nil), op.GetData()...)
@@ -490,17 +494,17 @@ func (t *txnState) delete(i int, op *raftv1.Op) *opFailure {
 		return badPath(i, p, err)
 	}
 	if p == "/" {
-		return fail(raftv1.Code_CODE_INVALID_ARGUMENT, i, "op %d: the root cannot be deleted", i)
+		return fail(raftv1.Code_CODE_INVALID_ARGUMENT, i, "the root cannot be deleted")
 	}
 	n := t.get(p)
 	if n == nil {
-		return fail(raftv1.Code_CODE_NOT_FOUND, i, "op %d: delete %s: node does not exist", i, p)
+		return fail(raftv1.Code_CODE_NOT_FOUND, i, "delete %s: node does not exist", p)
 	}
 	if op.GetVersion() != core.AnyVersion && op.GetVersion() != n.GetVersion() {
-		return fail(raftv1.Code_CODE_BAD_VERSION, i, "op %d: delete %s: version is %d, expected %d", i, p, n.GetVersion(), op.GetVersion())
+		return fail(raftv1.Code_CODE_BAD_VERSION, i, "delete %s: version is %d, expected %d", p, n.GetVersion(), op.GetVersion())
 	}
 	if n.GetNumChildren() > 0 {
-		return fail(raftv1.Code_CODE_NOT_EMPTY, i, "op %d: delete %s: node has %d children", i, p, n.GetNumChildren())
+		return fail(raftv1.Code_CODE_NOT_EMPTY, i, "delete %s: node has %d children", p, n.GetNumChildren())
 	}
 	t.remove(p, n)
 	return nil
@@ -567,46 +571,3 @@ func coreStat(s *raftv1.Stat) core.Stat {
 		NumChildren: s.GetNumChildren(), DataLength: s.GetDataLength(),
 	}
 }
-
-// codeError maps a refused command's result to the contract's errors.
-func codeError(r *raftv1.CommandResult) error {
-	var sentinel error
-	switch r.GetCode() {
-	case raftv1.Code_CODE_OK:
-		return nil
-	case raftv1.Code_CODE_NOT_FOUND:
-		sentinel = core.ErrNotFound
-	case raftv1.Code_CODE_NODE_EXISTS:
-		sentinel = core.ErrNodeExists
-	case raftv1.Code_CODE_BAD_VERSION:
-		sentinel = core.ErrBadVersion
-	case raftv1.Code_CODE_NOT_EMPTY:
-		sentinel = core.ErrNotEmpty
-	case raftv1.Code_CODE_NO_PARENT:
-		sentinel = core.ErrNoParent
-	case raftv1.Code_CODE_FENCED:
-		sentinel = core.ErrFenced
-	case raftv1.Code_CODE_SESSION_EXPIRED:
-		sentinel = core.ErrSessionExpired
-	case raftv1.Code_CODE_INVALID_PATH:
-		sentinel = core.ErrInvalidPath
-	case raftv1.Code_CODE_TOO_LARGE:
-		sentinel = core.ErrTooLarge
-	case raftv1.Code_CODE_STALE_LEADER:
-		sentinel = core.ErrUnavailable
-	default:
-		sentinel = core.ErrInvalidArgument
-	}
-	msg := r.GetMessage()
-	if i := strings.Index(msg, ": "); i >= 0 && strings.HasPrefix(msg, "op ") {
-		msg = msg[i+2:]
-	}
-	err := fmt.Errorf("%w: %s", sentinel, msg)
-	if r.GetFailedIndex() >= 0 {
-		return &core.TxnError{Index: int(r.GetFailedIndex()), Err: err}
-	}
-	return err
-}
-
-var _ = binary.BigEndian
-var _ = errors.New

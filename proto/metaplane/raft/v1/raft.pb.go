@@ -26,7 +26,9 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// Code is the outcome of a command.
+// Code is the outcome of a command. Every code but CODE_OK is a refusal
+// (nothing of the command was written) and maps to one core sentinel
+// (backends/raft/codes.go); CODE_STALE_LEADER is core.ErrUnavailable.
 type Code int32
 
 const (
@@ -1040,15 +1042,19 @@ func (x *OpResult) GetStat() *Stat {
 	return nil
 }
 
-// CommandResult is what applying a command returns to the proposer.
+// CommandResult is what applying a command returns to the proposer. It is
+// neither replicated nor stored: each member computes it when it applies
+// the entry and only the proposing member reads it.
 type CommandResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Code  Code                   `protobuf:"varint,1,opt,name=code,proto3,enum=metaplane.raft.v1.Code" json:"code,omitempty"`
 	// failed_index is the index of the failing op of a refused transaction,
-	// -1 when the failure is about the transaction as a whole.
-	FailedIndex int32       `protobuf:"varint,2,opt,name=failed_index,json=failedIndex,proto3" json:"failed_index,omitempty"`
-	Message     string      `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
-	Results     []*OpResult `protobuf:"bytes,4,rep,name=results,proto3" json:"results,omitempty"`
+	// -1 when the failure is about the command as a whole.
+	FailedIndex int32 `protobuf:"varint,2,opt,name=failed_index,json=failedIndex,proto3" json:"failed_index,omitempty"`
+	// message says why a command was refused; it does not repeat
+	// failed_index.
+	Message string      `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	Results []*OpResult `protobuf:"bytes,4,rep,name=results,proto3" json:"results,omitempty"`
 	// value: the epoch (leader record), the session id (grant) or the first
 	// id (id reservation).
 	Value int64 `protobuf:"varint,5,opt,name=value,proto3" json:"value,omitempty"`
