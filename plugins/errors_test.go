@@ -35,6 +35,35 @@ func TestErrorTableCoversEverySentinel(t *testing.T) {
 	}
 }
 
+// TestErrorTableCoversEveryWireSentinel: every wire sentinel but
+// UNSPECIFIED decodes to a row's error, and a wire sentinel this side does
+// not know (from a newer plugin) keeps its message and wraps no sentinel.
+func TestErrorTableCoversEveryWireSentinel(t *testing.T) {
+	for n, name := range pb.Sentinel_name {
+		if pb.Sentinel(n) == pb.Sentinel_SENTINEL_UNSPECIFIED {
+			continue
+		}
+		rows := 0
+		for _, row := range errorTable {
+			if row.sentinel == pb.Sentinel(n) {
+				rows++
+			}
+		}
+		if rows != 1 {
+			t.Errorf("%s: %d rows in the translation table, want 1", name, rows)
+		}
+	}
+	out := ErrorFromProto(&pb.Error{Sentinel: pb.Sentinel(999), Message: "new in a later version"})
+	if out.Error() != "new in a later version" {
+		t.Errorf("unknown wire sentinel: message %q", out.Error())
+	}
+	for _, row := range errorTable {
+		if errors.Is(out, row.err) {
+			t.Errorf("unknown wire sentinel wraps %v", row.err)
+		}
+	}
+}
+
 // TestErrorRoundTrip sends every sentinel (bare, wrapped, inside a
 // TxnError) through a gRPC status and back.
 func TestErrorRoundTrip(t *testing.T) {
