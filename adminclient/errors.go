@@ -17,14 +17,19 @@ import (
 // Error codes carried in adminv1.ErrorDetail.Code.
 const (
 	CodeNotLeader          = "NOT_LEADER"
-	CodeNotFound           = "NOT_FOUND"
-	CodeAlreadyExists      = "ALREADY_EXISTS"
-	CodeNotEmpty           = "NOT_EMPTY"
-	CodeInvalidArgument    = "INVALID_ARGUMENT"
 	CodeFenced             = "FENCED"
-	CodeInvalidCoordinator = "INVALID_COORDINATOR"
-	CodeOffsetCompacted    = "OFFSET_COMPACTED"
+	CodeInvalidArgument    = "INVALID_ARGUMENT"
+	CodeInvalidPath        = "INVALID_PATH"
+	CodeAlreadyExists      = "ALREADY_EXISTS"
+	CodeNotFound           = "NOT_FOUND"
+	CodeBadVersion         = "BAD_VERSION"
+	CodeNotEmpty           = "NOT_EMPTY"
+	CodeNoParent           = "NO_PARENT"
+	CodeTooLarge           = "TOO_LARGE"
 	CodeSessionExpired     = "SESSION_EXPIRED"
+	CodeOffsetCompacted    = "OFFSET_COMPACTED"
+	CodeInvalidCoordinator = "INVALID_COORDINATOR"
+	CodeClosed             = "CLOSED"
 	CodeUnavailable        = "UNAVAILABLE"
 	CodeInternal           = "INTERNAL"
 )
@@ -36,9 +41,16 @@ const (
 	FlussInvalidCoordinator   = 23 // InvalidCoordinatorException
 )
 
-// ErrInvalidCoordinator is returned by a tablet server refusing a request
-// from a coordinator whose epoch is lower than one it has seen.
-var ErrInvalidCoordinator = errors.New("invalid coordinator: epoch lower than the highest seen")
+// The admin API's own sentinels, beside core's.
+var (
+	// ErrInvalidCoordinator is returned by a tablet server refusing a
+	// request from a coordinator whose epoch is lower than one it has seen
+	// (wrapped in an *InvalidCoordinatorError with the epochs).
+	ErrInvalidCoordinator = errors.New("admin: invalid coordinator: epoch lower than the highest seen")
+	// ErrUnimplemented is what FromStatus gives for an RPC the server does
+	// not serve (the tablet-server RPCs on the ZooKeeper backend).
+	ErrUnimplemented = errors.New("admin: not served by this coordinator")
+)
 
 // InvalidCoordinatorError is ErrInvalidCoordinator with the epochs.
 type InvalidCoordinatorError struct {
@@ -52,75 +64,169 @@ func (e *InvalidCoordinatorError) Error() string {
 // Unwrap makes errors.Is(err, ErrInvalidCoordinator) true.
 func (e *InvalidCoordinatorError) Unwrap() error { return ErrInvalidCoordinator }
 
+// FieldError names the request field an error is about; it crosses the wire
+// in ErrorDetail.Field. A server wraps its own validation errors in it
+// where it knows the field ("server_id"); the message is Err's.
+type FieldError struct {
+	Field string // the request field, as the .proto names it
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// errorRow is one row of the table: the sentinel (found with errors.Is), its
+// ErrorDetail code and gRPC code, and the detail fields of its typed error.
+type errorRow struct {
+	sentinel error
+	code     string
+	status   codes.Code
+	fluss    int32
+	outcome  adminv1.Outcome
+	// put copies the fields of the row's typed error in err's chain, if
+	// any, into d.
+	put func(err error, d *adminv1.ErrorDetail)
+	// typed rebuilds the typed error from d, or returns nil when d carries
+	// none (the client then gets the bare sentinel).
+	typed func(d *adminv1.ErrorDetail) error
+}
+
+// errorTable is the one translation table of the admin API's errors, used
+// by ToStatus (the first row whose sentinel errors.Is finds) and FromStatus
+// (the first row with the detail's code). Rows that share a code come back
+// as the first: the context errors share UNAVAILABLE with ErrUnavailable (a
+// server's own deadline says nothing of the client's). An error of no row
+// is INTERNAL, the last row, whose sentinel is nil.
+var errorTable = []errorRow{
+	{sentinel: core.ErrNotLeader, code: CodeNotLeader, status: codes.FailedPrecondition,
+		fluss: FlussNotCoordinatorLeader, outcome: adminv1.Outcome_OUTCOME_NOT_APPLIED,
+		put: func(err error, d *adminv1.ErrorDetail) {
+			if nl, ok := errors.AsType[*core.NotLeaderError](err); ok {
+				d.LeaderId, d.LeaderAddress = nl.LeaderID, nl.LeaderAddress
+			}
+		},
+		typed: func(d *adminv1.ErrorDetail) error {
+			return &core.NotLeaderError{LeaderID: d.LeaderId, LeaderAddress: d.LeaderAddress}
+		}},
+	{sentinel: core.ErrFenced, code: CodeFenced, status: codes.FailedPrecondition},
+	{sentinel: core.ErrInvalidArgument, code: CodeInvalidArgument, status: codes.InvalidArgument},
+	{sentinel: core.ErrInvalidPath, code: CodeInvalidPath, status: codes.InvalidArgument},
+	{sentinel: core.ErrNodeExists, code: CodeAlreadyExists, status: codes.AlreadyExists,
+		put: func(err error, d *adminv1.ErrorDetail) {
+			if e, ok := errors.AsType[*catalog.ExistsError](err); ok {
+				d.Kind, d.Name = e.Kind, e.Name
+			}
+		},
+		typed: func(d *adminv1.ErrorDetail) error {
+			if d.Kind == "" {
+				return nil
+			}
+			return &catalog.ExistsError{Kind: d.Kind, Name: d.Name}
+		}},
+	{sentinel: core.ErrNotFound, code: CodeNotFound, status: codes.NotFound,
+		put: func(err error, d *adminv1.ErrorDetail) {
+			if e, ok := errors.AsType[*catalog.NotFoundError](err); ok {
+				d.Kind, d.Name = e.Kind, e.Name
+			}
+		},
+		typed: func(d *adminv1.ErrorDetail) error {
+			if d.Kind == "" {
+				return nil
+			}
+			return &catalog.NotFoundError{Kind: d.Kind, Name: d.Name}
+		}},
+	{sentinel: core.ErrBadVersion, code: CodeBadVersion, status: codes.FailedPrecondition},
+	{sentinel: core.ErrNotEmpty, code: CodeNotEmpty, status: codes.FailedPrecondition,
+		put: func(err error, d *adminv1.ErrorDetail) {
+			if e, ok := errors.AsType[*catalog.NotEmptyError](err); ok {
+				d.Kind, d.Name, d.Contents = e.Kind, e.Name, e.Detail
+			}
+		},
+		typed: func(d *adminv1.ErrorDetail) error {
+			if d.Kind == "" {
+				return nil
+			}
+			return &catalog.NotEmptyError{Kind: d.Kind, Name: d.Name, Detail: d.Contents}
+		}},
+	{sentinel: core.ErrNoParent, code: CodeNoParent, status: codes.FailedPrecondition},
+	{sentinel: core.ErrTooLarge, code: CodeTooLarge, status: codes.ResourceExhausted},
+	{sentinel: core.ErrSessionExpired, code: CodeSessionExpired, status: codes.FailedPrecondition},
+	{sentinel: core.ErrCompacted, code: CodeOffsetCompacted, status: codes.OutOfRange},
+	{sentinel: ErrInvalidCoordinator, code: CodeInvalidCoordinator, status: codes.FailedPrecondition,
+		fluss: FlussInvalidCoordinator,
+		put: func(err error, d *adminv1.ErrorDetail) {
+			if e, ok := errors.AsType[*InvalidCoordinatorError](err); ok {
+				d.CoordinatorEpoch, d.RequestCoordinatorEpoch = e.Highest, e.Got
+			}
+		},
+		typed: func(d *adminv1.ErrorDetail) error {
+			return &InvalidCoordinatorError{Got: d.RequestCoordinatorEpoch, Highest: d.CoordinatorEpoch}
+		}},
+	{sentinel: core.ErrClosed, code: CodeClosed, status: codes.Unavailable, outcome: adminv1.Outcome_OUTCOME_NOT_APPLIED},
+	{sentinel: core.ErrUnavailable, code: CodeUnavailable, status: codes.Unavailable, outcome: adminv1.Outcome_OUTCOME_UNKNOWN},
+	{sentinel: context.DeadlineExceeded, code: CodeUnavailable, status: codes.DeadlineExceeded, outcome: adminv1.Outcome_OUTCOME_UNKNOWN},
+	{sentinel: context.Canceled, code: CodeUnavailable, status: codes.Canceled, outcome: adminv1.Outcome_OUTCOME_UNKNOWN},
+	// The fallback: an error of no other row (a malformed stored record, a
+	// storage failure). Its outcome is not known.
+	{code: CodeInternal, status: codes.Internal, outcome: adminv1.Outcome_OUTCOME_UNKNOWN},
+}
+
+// internalRow is the table's last row, the fallback.
+var internalRow = errorTable[len(errorTable)-1]
+
+// rowOf returns the row of err: the first whose sentinel is in err's chain.
+func rowOf(err error) (errorRow, bool) {
+	for _, r := range errorTable {
+		if r.sentinel != nil && errors.Is(err, r.sentinel) {
+			return r, true
+		}
+	}
+	return errorRow{}, false
+}
+
+// rowOfCode returns the first row with the detail code.
+func rowOfCode(code string) (errorRow, bool) {
+	for _, r := range errorTable {
+		if r.code == code {
+			return r, true
+		}
+	}
+	return errorRow{}, false
+}
+
 // ToStatus converts an error of the catalog, the backend or the coordinator
-// into a gRPC status error carrying an adminv1.ErrorDetail.
+// into a gRPC status error carrying an adminv1.ErrorDetail, through the
+// table: its code, gRPC code, outcome and the fields of the typed error
+// (NotLeaderError, the catalog's NotFoundError, ExistsError and
+// NotEmptyError, InvalidCoordinatorError, FieldError). The status message is
+// err.Error(). A gRPC status error wrapping none of the table's sentinels
+// passes through unchanged; an error without a row is INTERNAL. A nil error
+// gives nil.
 func ToStatus(err error) error {
 	if err == nil {
 		return nil
 	}
-	if _, ok := status.FromError(err); ok && !isOurs(err) {
+	r, ok := rowOf(err)
+	if _, isStatus := status.FromError(err); isStatus && !ok {
 		return err
 	}
-	d := &adminv1.ErrorDetail{}
-	code := codes.Internal
-	var (
-		nf  *catalog.NotFoundError
-		ex  *catalog.ExistsError
-		ne  *catalog.NotEmptyError
-		nl  *core.NotLeaderError
-		inv *InvalidCoordinatorError
-	)
-	switch {
-	case errors.As(err, &nl) || errors.Is(err, core.ErrNotLeader):
-		code, d.Code, d.FlussErrorCode = codes.FailedPrecondition, CodeNotLeader, FlussNotCoordinatorLeader
-		if nl != nil {
-			d.LeaderId, d.LeaderAddress = nl.LeaderID, nl.LeaderAddress
-		}
-	case errors.As(err, &inv):
-		code, d.Code, d.FlussErrorCode, d.CoordinatorEpoch = codes.FailedPrecondition, CodeInvalidCoordinator, FlussInvalidCoordinator, inv.Highest
-	case errors.As(err, &nf):
-		code, d.Code, d.Kind, d.Name = codes.NotFound, CodeNotFound, nf.Kind, nf.Name
-	case errors.As(err, &ex):
-		code, d.Code, d.Kind, d.Name = codes.AlreadyExists, CodeAlreadyExists, ex.Kind, ex.Name
-	case errors.As(err, &ne):
-		code, d.Code, d.Kind, d.Name = codes.FailedPrecondition, CodeNotEmpty, ne.Kind, ne.Name
-	case errors.Is(err, core.ErrInvalidArgument), errors.Is(err, core.ErrInvalidPath):
-		code, d.Code = codes.InvalidArgument, CodeInvalidArgument
-	case errors.Is(err, core.ErrFenced):
-		code, d.Code = codes.FailedPrecondition, CodeFenced
-	case errors.Is(err, core.ErrCompacted):
-		code, d.Code = codes.OutOfRange, CodeOffsetCompacted
-	case errors.Is(err, core.ErrSessionExpired):
-		code, d.Code = codes.FailedPrecondition, CodeSessionExpired
-	case errors.Is(err, core.ErrNotFound):
-		code, d.Code = codes.NotFound, CodeNotFound
-	case errors.Is(err, core.ErrNodeExists):
-		code, d.Code = codes.AlreadyExists, CodeAlreadyExists
-	case errors.Is(err, core.ErrUnavailable), errors.Is(err, core.ErrClosed):
-		code, d.Code = codes.Unavailable, CodeUnavailable
-	case errors.Is(err, context.DeadlineExceeded):
-		code, d.Code = codes.DeadlineExceeded, CodeUnavailable
-	case errors.Is(err, context.Canceled):
-		code, d.Code = codes.Canceled, CodeUnavailable
-	default:
-		d.Code = CodeInternal
+	if !ok {
+		r = internalRow
 	}
-	st, serr := status.New(code, err.Error()).WithDetails(d)
+	d := &adminv1.ErrorDetail{Code: r.code, FlussErrorCode: r.fluss, Outcome: r.outcome}
+	if r.put != nil {
+		r.put(err, d)
+	}
+	if fe, ok := errors.AsType[*FieldError](err); ok {
+		d.Field = fe.Field
+	}
+	st, serr := status.New(r.status, err.Error()).WithDetails(d)
 	if serr != nil {
-		return status.Error(code, err.Error())
+		return status.Error(r.status, err.Error())
 	}
 	return st.Err()
-}
-
-// isOurs reports whether err is one of the error types ToStatus maps (a
-// gRPC status error passes through unchanged).
-func isOurs(err error) bool {
-	for _, s := range core.Sentinels {
-		if errors.Is(err, s) {
-			return true
-		}
-	}
-	return errors.Is(err, ErrInvalidCoordinator) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // DetailOf returns the ErrorDetail of a status error, or nil.
@@ -148,10 +254,14 @@ func NotLeaderAddress(err error) (string, bool) {
 }
 
 // FromStatus converts a status error of the admin API back into the
-// catalog's and core's error types, so callers test it with errors.Is
-// (core.ErrNotFound, core.ErrNodeExists, core.ErrNotLeader, ...) and
-// errors.As (*catalog.NotFoundError, *core.NotLeaderError, ...). The
-// server's message is kept.
+// catalog's and core's errors through the table, so callers test it with
+// errors.Is (core.ErrNotFound, core.ErrNodeExists, core.ErrNotLeader, ...,
+// ErrInvalidCoordinator) and errors.As (*core.NotLeaderError,
+// *catalog.NotFoundError, *InvalidCoordinatorError, *FieldError, ...) with
+// the fields the detail carried. Error() is the server's message. A status
+// without a detail, or with a code this client does not know, is mapped by
+// its gRPC code: UNAVAILABLE to core.ErrUnavailable, UNIMPLEMENTED to
+// ErrUnimplemented, others returned unchanged. A nil error gives nil.
 func FromStatus(err error) error {
 	if err == nil {
 		return nil
@@ -161,7 +271,11 @@ func FromStatus(err error) error {
 		return err
 	}
 	d := DetailOf(err)
-	if d == nil {
+	r, known := errorRow{}, false
+	if d != nil {
+		r, known = rowOfCode(d.Code)
+	}
+	if !known {
 		switch st.Code() {
 		case codes.Unavailable:
 			return fmt.Errorf("%w: %s", core.ErrUnavailable, st.Message())
@@ -170,43 +284,21 @@ func FromStatus(err error) error {
 		}
 		return err
 	}
-	msg := st.Message()
-	switch d.Code {
-	case CodeNotLeader:
-		return &core.NotLeaderError{LeaderID: d.LeaderId, LeaderAddress: d.LeaderAddress}
-	case CodeNotFound:
-		if d.Kind != "" {
-			return &catalog.NotFoundError{Kind: d.Kind, Name: d.Name}
+	cause := r.sentinel
+	if r.typed != nil {
+		if t := r.typed(d); t != nil {
+			cause = t
 		}
-		return fmt.Errorf("%w: %s", core.ErrNotFound, msg)
-	case CodeAlreadyExists:
-		if d.Kind != "" {
-			return &catalog.ExistsError{Kind: d.Kind, Name: d.Name}
-		}
-		return fmt.Errorf("%w: %s", core.ErrNodeExists, msg)
-	case CodeNotEmpty:
-		return &serverError{msg: msg, sentinel: core.ErrNotEmpty}
-	case CodeInvalidArgument:
-		return &serverError{msg: msg, sentinel: core.ErrInvalidArgument}
-	case CodeFenced:
-		return &serverError{msg: msg, sentinel: core.ErrFenced}
-	case CodeOffsetCompacted:
-		return &serverError{msg: msg, sentinel: core.ErrCompacted}
-	case CodeSessionExpired:
-		return &serverError{msg: msg, sentinel: core.ErrSessionExpired}
-	case CodeUnavailable:
-		return &serverError{msg: msg, sentinel: core.ErrUnavailable}
-	case CodeInvalidCoordinator:
-		return &InvalidCoordinatorError{Highest: d.CoordinatorEpoch, Got: -1}
 	}
-	return err
+	var out error = &serverError{msg: st.Message(), sentinel: cause}
+	if d.Field != "" {
+		out = &FieldError{Field: d.Field, Err: out}
+	}
+	return out
 }
 
-// ErrUnimplemented is what FromStatus gives for an RPC the server does not
-// serve (the tablet-server RPCs on the ZooKeeper backend).
-var ErrUnimplemented = errors.New("not served by this coordinator")
-
-// serverError keeps the server's message and wraps a sentinel.
+// serverError keeps the server's message and wraps the sentinel or the
+// typed error the detail named.
 type serverError struct {
 	msg      string
 	sentinel error

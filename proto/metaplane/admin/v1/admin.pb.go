@@ -14,7 +14,8 @@
 // requests, each carrying the coordinator epoch (FIP-9 fencing).
 //
 // Errors: a failed call's gRPC status carries one ErrorDetail in its
-// details, naming the error with a stable code string.
+// details, naming the error with a stable code string; the server's
+// message is the status message.
 //
 // Compatibility: fields and RPCs may be added; none is renumbered, retyped or
 // removed within metaplane.admin.v1.
@@ -41,6 +42,60 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// Outcome says whether a failed request took effect.
+type Outcome int32
+
+const (
+	Outcome_OUTCOME_UNSPECIFIED Outcome = 0
+	// OUTCOME_NOT_APPLIED: nothing of the request was applied; retrying it
+	// (elsewhere) is safe.
+	Outcome_OUTCOME_NOT_APPLIED Outcome = 1
+	// OUTCOME_UNKNOWN: the request may or may not have been applied; read
+	// before retrying a write that is not idempotent.
+	Outcome_OUTCOME_UNKNOWN Outcome = 2
+)
+
+// Enum value maps for Outcome.
+var (
+	Outcome_name = map[int32]string{
+		0: "OUTCOME_UNSPECIFIED",
+		1: "OUTCOME_NOT_APPLIED",
+		2: "OUTCOME_UNKNOWN",
+	}
+	Outcome_value = map[string]int32{
+		"OUTCOME_UNSPECIFIED": 0,
+		"OUTCOME_NOT_APPLIED": 1,
+		"OUTCOME_UNKNOWN":     2,
+	}
+)
+
+func (x Outcome) Enum() *Outcome {
+	p := new(Outcome)
+	*p = x
+	return p
+}
+
+func (x Outcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Outcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_metaplane_admin_v1_admin_proto_enumTypes[0].Descriptor()
+}
+
+func (Outcome) Type() protoreflect.EnumType {
+	return &file_metaplane_admin_v1_admin_proto_enumTypes[0]
+}
+
+func (x Outcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Outcome.Descriptor instead.
+func (Outcome) EnumDescriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{0}
+}
 
 type MetadataRecord_Type int32
 
@@ -78,11 +133,11 @@ func (x MetadataRecord_Type) String() string {
 }
 
 func (MetadataRecord_Type) Descriptor() protoreflect.EnumDescriptor {
-	return file_metaplane_admin_v1_admin_proto_enumTypes[0].Descriptor()
+	return file_metaplane_admin_v1_admin_proto_enumTypes[1].Descriptor()
 }
 
 func (MetadataRecord_Type) Type() protoreflect.EnumType {
-	return &file_metaplane_admin_v1_admin_proto_enumTypes[0]
+	return &file_metaplane_admin_v1_admin_proto_enumTypes[1]
 }
 
 func (x MetadataRecord_Type) Number() protoreflect.EnumNumber {
@@ -94,12 +149,16 @@ func (MetadataRecord_Type) EnumDescriptor() ([]byte, []int) {
 	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{55, 0}
 }
 
-// ErrorDetail is attached to every failed call's status.
+// ErrorDetail is attached to every failed call's status. The codes, their
+// gRPC status codes and the fields each fills are one table, in
+// adminclient/errors.go, and listed in docs/admin.md.
 type ErrorDetail struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// code is one of: NOT_LEADER, NOT_FOUND, ALREADY_EXISTS, NOT_EMPTY,
-	// INVALID_ARGUMENT, FENCED, INVALID_COORDINATOR, OFFSET_COMPACTED,
-	// SESSION_EXPIRED, UNAVAILABLE, INTERNAL.
+	// code is one of: NOT_LEADER, FENCED, INVALID_ARGUMENT, INVALID_PATH,
+	// ALREADY_EXISTS, NOT_FOUND, BAD_VERSION, NOT_EMPTY, NO_PARENT, TOO_LARGE,
+	// SESSION_EXPIRED, OFFSET_COMPACTED, INVALID_COORDINATOR, CLOSED,
+	// UNAVAILABLE, INTERNAL. A client that meets a code it does not know
+	// reads the gRPC status code.
 	Code string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
 	// fluss_error_code is the original system's error code where there is one
 	// (NOT_LEADER: 65 NotCoordinatorLeaderException; INVALID_COORDINATOR: 23).
@@ -115,8 +174,21 @@ type ErrorDetail struct {
 	// coordinator_epoch is the highest epoch the refusing tablet server has
 	// seen (INVALID_COORDINATOR).
 	CoordinatorEpoch int64 `protobuf:"varint,7,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// field names the request field at fault ("server_id"), when the server
+	// knows it; empty otherwise. Mostly with INVALID_ARGUMENT.
+	Field string `protobuf:"bytes,8,opt,name=field,proto3" json:"field,omitempty"`
+	// outcome says whether the failed request took effect, on the codes
+	// whose name does not say it: NOT_APPLIED for NOT_LEADER and CLOSED,
+	// UNKNOWN for UNAVAILABLE (a write may have been applied) and INTERNAL.
+	// Unset on the other codes.
+	Outcome Outcome `protobuf:"varint,9,opt,name=outcome,proto3,enum=metaplane.admin.v1.Outcome" json:"outcome,omitempty"`
+	// request_coordinator_epoch is the epoch the refused request carried
+	// (INVALID_COORDINATOR).
+	RequestCoordinatorEpoch int64 `protobuf:"varint,10,opt,name=request_coordinator_epoch,json=requestCoordinatorEpoch,proto3" json:"request_coordinator_epoch,omitempty"`
+	// contents says what the object still holds (NOT_EMPTY): "3 tables".
+	Contents      string `protobuf:"bytes,11,opt,name=contents,proto3" json:"contents,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ErrorDetail) Reset() {
@@ -196,6 +268,34 @@ func (x *ErrorDetail) GetCoordinatorEpoch() int64 {
 		return x.CoordinatorEpoch
 	}
 	return 0
+}
+
+func (x *ErrorDetail) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *ErrorDetail) GetOutcome() Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return Outcome_OUTCOME_UNSPECIFIED
+}
+
+func (x *ErrorDetail) GetRequestCoordinatorEpoch() int64 {
+	if x != nil {
+		return x.RequestCoordinatorEpoch
+	}
+	return 0
+}
+
+func (x *ErrorDetail) GetContents() string {
+	if x != nil {
+		return x.Contents
+	}
+	return ""
 }
 
 type CreateDatabaseRequest struct {
@@ -3839,7 +3939,7 @@ var File_metaplane_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1emetaplane/admin/v1/admin.proto\x12\x12metaplane.admin.v1\"\xe4\x01\n" +
+	"\x1emetaplane/admin/v1/admin.proto\x12\x12metaplane.admin.v1\"\x89\x03\n" +
 	"\vErrorDetail\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12(\n" +
 	"\x10fluss_error_code\x18\x02 \x01(\x05R\x0eflussErrorCode\x12\x1b\n" +
@@ -3847,7 +3947,12 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\x0eleader_address\x18\x04 \x01(\tR\rleaderAddress\x12\x12\n" +
 	"\x04kind\x18\x05 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x06 \x01(\tR\x04name\x12+\n" +
-	"\x11coordinator_epoch\x18\a \x01(\x03R\x10coordinatorEpoch\"\xa2\x02\n" +
+	"\x11coordinator_epoch\x18\a \x01(\x03R\x10coordinatorEpoch\x12\x14\n" +
+	"\x05field\x18\b \x01(\tR\x05field\x125\n" +
+	"\aoutcome\x18\t \x01(\x0e2\x1b.metaplane.admin.v1.OutcomeR\aoutcome\x12:\n" +
+	"\x19request_coordinator_epoch\x18\n" +
+	" \x01(\x03R\x17requestCoordinatorEpoch\x12\x1a\n" +
+	"\bcontents\x18\v \x01(\tR\bcontents\"\xa2\x02\n" +
 	"\x15CreateDatabaseRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\acomment\x18\x02 \x01(\tR\acomment\x12l\n" +
@@ -4117,7 +4222,11 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\x06tables\x18\x05 \x03(\tR\x06tables\x12\x1f\n" +
 	"\vbuckets_led\x18\x06 \x01(\x05R\n" +
 	"bucketsLed\x12\x18\n" +
-	"\abackend\x18\a \x01(\tR\abackend2\xa4\x10\n" +
+	"\abackend\x18\a \x01(\tR\abackend*P\n" +
+	"\aOutcome\x12\x17\n" +
+	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13OUTCOME_NOT_APPLIED\x10\x01\x12\x13\n" +
+	"\x0fOUTCOME_UNKNOWN\x10\x022\xa4\x10\n" +
 	"\fAdminService\x12g\n" +
 	"\x0eCreateDatabase\x12).metaplane.admin.v1.CreateDatabaseRequest\x1a*.metaplane.admin.v1.CreateDatabaseResponse\x12a\n" +
 	"\fDropDatabase\x12'.metaplane.admin.v1.DropDatabaseRequest\x1a(.metaplane.admin.v1.DropDatabaseResponse\x12d\n" +
@@ -4163,168 +4272,170 @@ func file_metaplane_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_metaplane_admin_v1_admin_proto_rawDescData
 }
 
-var file_metaplane_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_metaplane_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_metaplane_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
 var file_metaplane_admin_v1_admin_proto_goTypes = []any{
-	(MetadataRecord_Type)(0),                      // 0: metaplane.admin.v1.MetadataRecord.Type
-	(*ErrorDetail)(nil),                           // 1: metaplane.admin.v1.ErrorDetail
-	(*CreateDatabaseRequest)(nil),                 // 2: metaplane.admin.v1.CreateDatabaseRequest
-	(*CreateDatabaseResponse)(nil),                // 3: metaplane.admin.v1.CreateDatabaseResponse
-	(*DropDatabaseRequest)(nil),                   // 4: metaplane.admin.v1.DropDatabaseRequest
-	(*DropDatabaseResponse)(nil),                  // 5: metaplane.admin.v1.DropDatabaseResponse
-	(*ListDatabasesRequest)(nil),                  // 6: metaplane.admin.v1.ListDatabasesRequest
-	(*ListDatabasesResponse)(nil),                 // 7: metaplane.admin.v1.ListDatabasesResponse
-	(*GetDatabaseRequest)(nil),                    // 8: metaplane.admin.v1.GetDatabaseRequest
-	(*GetDatabaseResponse)(nil),                   // 9: metaplane.admin.v1.GetDatabaseResponse
-	(*Column)(nil),                                // 10: metaplane.admin.v1.Column
-	(*TableDescriptor)(nil),                       // 11: metaplane.admin.v1.TableDescriptor
-	(*Bucket)(nil),                                // 12: metaplane.admin.v1.Bucket
-	(*TableInfo)(nil),                             // 13: metaplane.admin.v1.TableInfo
-	(*CreateTableRequest)(nil),                    // 14: metaplane.admin.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),                   // 15: metaplane.admin.v1.CreateTableResponse
-	(*DropTableRequest)(nil),                      // 16: metaplane.admin.v1.DropTableRequest
-	(*DropTableResponse)(nil),                     // 17: metaplane.admin.v1.DropTableResponse
-	(*GetTableInfoRequest)(nil),                   // 18: metaplane.admin.v1.GetTableInfoRequest
-	(*GetTableInfoResponse)(nil),                  // 19: metaplane.admin.v1.GetTableInfoResponse
-	(*ListTablesRequest)(nil),                     // 20: metaplane.admin.v1.ListTablesRequest
-	(*ListTablesResponse)(nil),                    // 21: metaplane.admin.v1.ListTablesResponse
-	(*PartitionInfo)(nil),                         // 22: metaplane.admin.v1.PartitionInfo
-	(*CreatePartitionRequest)(nil),                // 23: metaplane.admin.v1.CreatePartitionRequest
-	(*CreatePartitionResponse)(nil),               // 24: metaplane.admin.v1.CreatePartitionResponse
-	(*DropPartitionRequest)(nil),                  // 25: metaplane.admin.v1.DropPartitionRequest
-	(*DropPartitionResponse)(nil),                 // 26: metaplane.admin.v1.DropPartitionResponse
-	(*ListPartitionsRequest)(nil),                 // 27: metaplane.admin.v1.ListPartitionsRequest
-	(*ListPartitionsResponse)(nil),                // 28: metaplane.admin.v1.ListPartitionsResponse
-	(*TabletServer)(nil),                          // 29: metaplane.admin.v1.TabletServer
-	(*ListTabletServersRequest)(nil),              // 30: metaplane.admin.v1.ListTabletServersRequest
-	(*ListTabletServersResponse)(nil),             // 31: metaplane.admin.v1.ListTabletServersResponse
-	(*AllocateIDsRequest)(nil),                    // 32: metaplane.admin.v1.AllocateIDsRequest
-	(*AllocateIDsResponse)(nil),                   // 33: metaplane.admin.v1.AllocateIDsResponse
-	(*ACLEntry)(nil),                              // 34: metaplane.admin.v1.ACLEntry
-	(*ResourceACLs)(nil),                          // 35: metaplane.admin.v1.ResourceACLs
-	(*AddACLsRequest)(nil),                        // 36: metaplane.admin.v1.AddACLsRequest
-	(*AddACLsResponse)(nil),                       // 37: metaplane.admin.v1.AddACLsResponse
-	(*RemoveACLsRequest)(nil),                     // 38: metaplane.admin.v1.RemoveACLsRequest
-	(*RemoveACLsResponse)(nil),                    // 39: metaplane.admin.v1.RemoveACLsResponse
-	(*ListACLsRequest)(nil),                       // 40: metaplane.admin.v1.ListACLsRequest
-	(*ListACLsResponse)(nil),                      // 41: metaplane.admin.v1.ListACLsResponse
-	(*AlterConfigsRequest)(nil),                   // 42: metaplane.admin.v1.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),                  // 43: metaplane.admin.v1.AlterConfigsResponse
-	(*DescribeConfigsRequest)(nil),                // 44: metaplane.admin.v1.DescribeConfigsRequest
-	(*DescribeConfigsResponse)(nil),               // 45: metaplane.admin.v1.DescribeConfigsResponse
-	(*SetServerTagsRequest)(nil),                  // 46: metaplane.admin.v1.SetServerTagsRequest
-	(*SetServerTagsResponse)(nil),                 // 47: metaplane.admin.v1.SetServerTagsResponse
-	(*GetServerTagsRequest)(nil),                  // 48: metaplane.admin.v1.GetServerTagsRequest
-	(*GetServerTagsResponse)(nil),                 // 49: metaplane.admin.v1.GetServerTagsResponse
-	(*GetLeaderRequest)(nil),                      // 50: metaplane.admin.v1.GetLeaderRequest
-	(*GetLeaderResponse)(nil),                     // 51: metaplane.admin.v1.GetLeaderResponse
-	(*RegisterTabletServerRequest)(nil),           // 52: metaplane.admin.v1.RegisterTabletServerRequest
-	(*RegisterTabletServerResponse)(nil),          // 53: metaplane.admin.v1.RegisterTabletServerResponse
-	(*TabletServerHeartbeatRequest)(nil),          // 54: metaplane.admin.v1.TabletServerHeartbeatRequest
-	(*TabletServerHeartbeatResponse)(nil),         // 55: metaplane.admin.v1.TabletServerHeartbeatResponse
-	(*MetadataRecord)(nil),                        // 56: metaplane.admin.v1.MetadataRecord
-	(*FetchMetadataRequest)(nil),                  // 57: metaplane.admin.v1.FetchMetadataRequest
-	(*FetchMetadataResponse)(nil),                 // 58: metaplane.admin.v1.FetchMetadataResponse
-	(*FetchMetadataSnapshotRequest)(nil),          // 59: metaplane.admin.v1.FetchMetadataSnapshotRequest
-	(*MetadataNode)(nil),                          // 60: metaplane.admin.v1.MetadataNode
-	(*FetchMetadataSnapshotResponse)(nil),         // 61: metaplane.admin.v1.FetchMetadataSnapshotResponse
-	(*NotifyLeaderAndIsrRequest)(nil),             // 62: metaplane.admin.v1.NotifyLeaderAndIsrRequest
-	(*NotifyLeaderAndIsrResponse)(nil),            // 63: metaplane.admin.v1.NotifyLeaderAndIsrResponse
-	(*GetTabletServerStateRequest)(nil),           // 64: metaplane.admin.v1.GetTabletServerStateRequest
-	(*GetTabletServerStateResponse)(nil),          // 65: metaplane.admin.v1.GetTabletServerStateResponse
-	nil,                                           // 66: metaplane.admin.v1.CreateDatabaseRequest.CustomPropertiesEntry
-	nil,                                           // 67: metaplane.admin.v1.GetDatabaseResponse.CustomPropertiesEntry
-	nil,                                           // 68: metaplane.admin.v1.TableDescriptor.PropertiesEntry
-	nil,                                           // 69: metaplane.admin.v1.TableDescriptor.CustomPropertiesEntry
-	nil,                                           // 70: metaplane.admin.v1.AlterConfigsRequest.SetEntry
-	nil,                                           // 71: metaplane.admin.v1.DescribeConfigsResponse.ConfigsEntry
-	nil,                                           // 72: metaplane.admin.v1.GetServerTagsResponse.TagsEntry
-	(*NotifyLeaderAndIsrRequest_BucketState)(nil), // 73: metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
+	(Outcome)(0),                                  // 0: metaplane.admin.v1.Outcome
+	(MetadataRecord_Type)(0),                      // 1: metaplane.admin.v1.MetadataRecord.Type
+	(*ErrorDetail)(nil),                           // 2: metaplane.admin.v1.ErrorDetail
+	(*CreateDatabaseRequest)(nil),                 // 3: metaplane.admin.v1.CreateDatabaseRequest
+	(*CreateDatabaseResponse)(nil),                // 4: metaplane.admin.v1.CreateDatabaseResponse
+	(*DropDatabaseRequest)(nil),                   // 5: metaplane.admin.v1.DropDatabaseRequest
+	(*DropDatabaseResponse)(nil),                  // 6: metaplane.admin.v1.DropDatabaseResponse
+	(*ListDatabasesRequest)(nil),                  // 7: metaplane.admin.v1.ListDatabasesRequest
+	(*ListDatabasesResponse)(nil),                 // 8: metaplane.admin.v1.ListDatabasesResponse
+	(*GetDatabaseRequest)(nil),                    // 9: metaplane.admin.v1.GetDatabaseRequest
+	(*GetDatabaseResponse)(nil),                   // 10: metaplane.admin.v1.GetDatabaseResponse
+	(*Column)(nil),                                // 11: metaplane.admin.v1.Column
+	(*TableDescriptor)(nil),                       // 12: metaplane.admin.v1.TableDescriptor
+	(*Bucket)(nil),                                // 13: metaplane.admin.v1.Bucket
+	(*TableInfo)(nil),                             // 14: metaplane.admin.v1.TableInfo
+	(*CreateTableRequest)(nil),                    // 15: metaplane.admin.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),                   // 16: metaplane.admin.v1.CreateTableResponse
+	(*DropTableRequest)(nil),                      // 17: metaplane.admin.v1.DropTableRequest
+	(*DropTableResponse)(nil),                     // 18: metaplane.admin.v1.DropTableResponse
+	(*GetTableInfoRequest)(nil),                   // 19: metaplane.admin.v1.GetTableInfoRequest
+	(*GetTableInfoResponse)(nil),                  // 20: metaplane.admin.v1.GetTableInfoResponse
+	(*ListTablesRequest)(nil),                     // 21: metaplane.admin.v1.ListTablesRequest
+	(*ListTablesResponse)(nil),                    // 22: metaplane.admin.v1.ListTablesResponse
+	(*PartitionInfo)(nil),                         // 23: metaplane.admin.v1.PartitionInfo
+	(*CreatePartitionRequest)(nil),                // 24: metaplane.admin.v1.CreatePartitionRequest
+	(*CreatePartitionResponse)(nil),               // 25: metaplane.admin.v1.CreatePartitionResponse
+	(*DropPartitionRequest)(nil),                  // 26: metaplane.admin.v1.DropPartitionRequest
+	(*DropPartitionResponse)(nil),                 // 27: metaplane.admin.v1.DropPartitionResponse
+	(*ListPartitionsRequest)(nil),                 // 28: metaplane.admin.v1.ListPartitionsRequest
+	(*ListPartitionsResponse)(nil),                // 29: metaplane.admin.v1.ListPartitionsResponse
+	(*TabletServer)(nil),                          // 30: metaplane.admin.v1.TabletServer
+	(*ListTabletServersRequest)(nil),              // 31: metaplane.admin.v1.ListTabletServersRequest
+	(*ListTabletServersResponse)(nil),             // 32: metaplane.admin.v1.ListTabletServersResponse
+	(*AllocateIDsRequest)(nil),                    // 33: metaplane.admin.v1.AllocateIDsRequest
+	(*AllocateIDsResponse)(nil),                   // 34: metaplane.admin.v1.AllocateIDsResponse
+	(*ACLEntry)(nil),                              // 35: metaplane.admin.v1.ACLEntry
+	(*ResourceACLs)(nil),                          // 36: metaplane.admin.v1.ResourceACLs
+	(*AddACLsRequest)(nil),                        // 37: metaplane.admin.v1.AddACLsRequest
+	(*AddACLsResponse)(nil),                       // 38: metaplane.admin.v1.AddACLsResponse
+	(*RemoveACLsRequest)(nil),                     // 39: metaplane.admin.v1.RemoveACLsRequest
+	(*RemoveACLsResponse)(nil),                    // 40: metaplane.admin.v1.RemoveACLsResponse
+	(*ListACLsRequest)(nil),                       // 41: metaplane.admin.v1.ListACLsRequest
+	(*ListACLsResponse)(nil),                      // 42: metaplane.admin.v1.ListACLsResponse
+	(*AlterConfigsRequest)(nil),                   // 43: metaplane.admin.v1.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                  // 44: metaplane.admin.v1.AlterConfigsResponse
+	(*DescribeConfigsRequest)(nil),                // 45: metaplane.admin.v1.DescribeConfigsRequest
+	(*DescribeConfigsResponse)(nil),               // 46: metaplane.admin.v1.DescribeConfigsResponse
+	(*SetServerTagsRequest)(nil),                  // 47: metaplane.admin.v1.SetServerTagsRequest
+	(*SetServerTagsResponse)(nil),                 // 48: metaplane.admin.v1.SetServerTagsResponse
+	(*GetServerTagsRequest)(nil),                  // 49: metaplane.admin.v1.GetServerTagsRequest
+	(*GetServerTagsResponse)(nil),                 // 50: metaplane.admin.v1.GetServerTagsResponse
+	(*GetLeaderRequest)(nil),                      // 51: metaplane.admin.v1.GetLeaderRequest
+	(*GetLeaderResponse)(nil),                     // 52: metaplane.admin.v1.GetLeaderResponse
+	(*RegisterTabletServerRequest)(nil),           // 53: metaplane.admin.v1.RegisterTabletServerRequest
+	(*RegisterTabletServerResponse)(nil),          // 54: metaplane.admin.v1.RegisterTabletServerResponse
+	(*TabletServerHeartbeatRequest)(nil),          // 55: metaplane.admin.v1.TabletServerHeartbeatRequest
+	(*TabletServerHeartbeatResponse)(nil),         // 56: metaplane.admin.v1.TabletServerHeartbeatResponse
+	(*MetadataRecord)(nil),                        // 57: metaplane.admin.v1.MetadataRecord
+	(*FetchMetadataRequest)(nil),                  // 58: metaplane.admin.v1.FetchMetadataRequest
+	(*FetchMetadataResponse)(nil),                 // 59: metaplane.admin.v1.FetchMetadataResponse
+	(*FetchMetadataSnapshotRequest)(nil),          // 60: metaplane.admin.v1.FetchMetadataSnapshotRequest
+	(*MetadataNode)(nil),                          // 61: metaplane.admin.v1.MetadataNode
+	(*FetchMetadataSnapshotResponse)(nil),         // 62: metaplane.admin.v1.FetchMetadataSnapshotResponse
+	(*NotifyLeaderAndIsrRequest)(nil),             // 63: metaplane.admin.v1.NotifyLeaderAndIsrRequest
+	(*NotifyLeaderAndIsrResponse)(nil),            // 64: metaplane.admin.v1.NotifyLeaderAndIsrResponse
+	(*GetTabletServerStateRequest)(nil),           // 65: metaplane.admin.v1.GetTabletServerStateRequest
+	(*GetTabletServerStateResponse)(nil),          // 66: metaplane.admin.v1.GetTabletServerStateResponse
+	nil,                                           // 67: metaplane.admin.v1.CreateDatabaseRequest.CustomPropertiesEntry
+	nil,                                           // 68: metaplane.admin.v1.GetDatabaseResponse.CustomPropertiesEntry
+	nil,                                           // 69: metaplane.admin.v1.TableDescriptor.PropertiesEntry
+	nil,                                           // 70: metaplane.admin.v1.TableDescriptor.CustomPropertiesEntry
+	nil,                                           // 71: metaplane.admin.v1.AlterConfigsRequest.SetEntry
+	nil,                                           // 72: metaplane.admin.v1.DescribeConfigsResponse.ConfigsEntry
+	nil,                                           // 73: metaplane.admin.v1.GetServerTagsResponse.TagsEntry
+	(*NotifyLeaderAndIsrRequest_BucketState)(nil), // 74: metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
 }
 var file_metaplane_admin_v1_admin_proto_depIdxs = []int32{
-	66, // 0: metaplane.admin.v1.CreateDatabaseRequest.custom_properties:type_name -> metaplane.admin.v1.CreateDatabaseRequest.CustomPropertiesEntry
-	67, // 1: metaplane.admin.v1.GetDatabaseResponse.custom_properties:type_name -> metaplane.admin.v1.GetDatabaseResponse.CustomPropertiesEntry
-	10, // 2: metaplane.admin.v1.TableDescriptor.columns:type_name -> metaplane.admin.v1.Column
-	68, // 3: metaplane.admin.v1.TableDescriptor.properties:type_name -> metaplane.admin.v1.TableDescriptor.PropertiesEntry
-	69, // 4: metaplane.admin.v1.TableDescriptor.custom_properties:type_name -> metaplane.admin.v1.TableDescriptor.CustomPropertiesEntry
-	11, // 5: metaplane.admin.v1.TableInfo.descriptor:type_name -> metaplane.admin.v1.TableDescriptor
-	12, // 6: metaplane.admin.v1.TableInfo.buckets:type_name -> metaplane.admin.v1.Bucket
-	11, // 7: metaplane.admin.v1.CreateTableRequest.descriptor:type_name -> metaplane.admin.v1.TableDescriptor
-	13, // 8: metaplane.admin.v1.CreateTableResponse.table:type_name -> metaplane.admin.v1.TableInfo
-	13, // 9: metaplane.admin.v1.GetTableInfoResponse.table:type_name -> metaplane.admin.v1.TableInfo
-	22, // 10: metaplane.admin.v1.CreatePartitionResponse.partition:type_name -> metaplane.admin.v1.PartitionInfo
-	22, // 11: metaplane.admin.v1.ListPartitionsResponse.partitions:type_name -> metaplane.admin.v1.PartitionInfo
-	29, // 12: metaplane.admin.v1.ListTabletServersResponse.servers:type_name -> metaplane.admin.v1.TabletServer
-	34, // 13: metaplane.admin.v1.ResourceACLs.acls:type_name -> metaplane.admin.v1.ACLEntry
-	34, // 14: metaplane.admin.v1.AddACLsRequest.acls:type_name -> metaplane.admin.v1.ACLEntry
-	34, // 15: metaplane.admin.v1.RemoveACLsRequest.filter:type_name -> metaplane.admin.v1.ACLEntry
-	35, // 16: metaplane.admin.v1.ListACLsResponse.resources:type_name -> metaplane.admin.v1.ResourceACLs
-	70, // 17: metaplane.admin.v1.AlterConfigsRequest.set:type_name -> metaplane.admin.v1.AlterConfigsRequest.SetEntry
-	71, // 18: metaplane.admin.v1.DescribeConfigsResponse.configs:type_name -> metaplane.admin.v1.DescribeConfigsResponse.ConfigsEntry
-	72, // 19: metaplane.admin.v1.GetServerTagsResponse.tags:type_name -> metaplane.admin.v1.GetServerTagsResponse.TagsEntry
-	0,  // 20: metaplane.admin.v1.MetadataRecord.type:type_name -> metaplane.admin.v1.MetadataRecord.Type
-	56, // 21: metaplane.admin.v1.FetchMetadataResponse.records:type_name -> metaplane.admin.v1.MetadataRecord
-	60, // 22: metaplane.admin.v1.FetchMetadataSnapshotResponse.nodes:type_name -> metaplane.admin.v1.MetadataNode
-	73, // 23: metaplane.admin.v1.NotifyLeaderAndIsrRequest.buckets:type_name -> metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
-	2,  // 24: metaplane.admin.v1.AdminService.CreateDatabase:input_type -> metaplane.admin.v1.CreateDatabaseRequest
-	4,  // 25: metaplane.admin.v1.AdminService.DropDatabase:input_type -> metaplane.admin.v1.DropDatabaseRequest
-	6,  // 26: metaplane.admin.v1.AdminService.ListDatabases:input_type -> metaplane.admin.v1.ListDatabasesRequest
-	8,  // 27: metaplane.admin.v1.AdminService.GetDatabase:input_type -> metaplane.admin.v1.GetDatabaseRequest
-	14, // 28: metaplane.admin.v1.AdminService.CreateTable:input_type -> metaplane.admin.v1.CreateTableRequest
-	16, // 29: metaplane.admin.v1.AdminService.DropTable:input_type -> metaplane.admin.v1.DropTableRequest
-	18, // 30: metaplane.admin.v1.AdminService.GetTableInfo:input_type -> metaplane.admin.v1.GetTableInfoRequest
-	20, // 31: metaplane.admin.v1.AdminService.ListTables:input_type -> metaplane.admin.v1.ListTablesRequest
-	23, // 32: metaplane.admin.v1.AdminService.CreatePartition:input_type -> metaplane.admin.v1.CreatePartitionRequest
-	25, // 33: metaplane.admin.v1.AdminService.DropPartition:input_type -> metaplane.admin.v1.DropPartitionRequest
-	27, // 34: metaplane.admin.v1.AdminService.ListPartitions:input_type -> metaplane.admin.v1.ListPartitionsRequest
-	30, // 35: metaplane.admin.v1.AdminService.ListTabletServers:input_type -> metaplane.admin.v1.ListTabletServersRequest
-	32, // 36: metaplane.admin.v1.AdminService.AllocateIDs:input_type -> metaplane.admin.v1.AllocateIDsRequest
-	36, // 37: metaplane.admin.v1.AdminService.AddACLs:input_type -> metaplane.admin.v1.AddACLsRequest
-	38, // 38: metaplane.admin.v1.AdminService.RemoveACLs:input_type -> metaplane.admin.v1.RemoveACLsRequest
-	40, // 39: metaplane.admin.v1.AdminService.ListACLs:input_type -> metaplane.admin.v1.ListACLsRequest
-	42, // 40: metaplane.admin.v1.AdminService.AlterConfigs:input_type -> metaplane.admin.v1.AlterConfigsRequest
-	44, // 41: metaplane.admin.v1.AdminService.DescribeConfigs:input_type -> metaplane.admin.v1.DescribeConfigsRequest
-	46, // 42: metaplane.admin.v1.AdminService.SetServerTags:input_type -> metaplane.admin.v1.SetServerTagsRequest
-	48, // 43: metaplane.admin.v1.AdminService.GetServerTags:input_type -> metaplane.admin.v1.GetServerTagsRequest
-	50, // 44: metaplane.admin.v1.AdminService.GetLeader:input_type -> metaplane.admin.v1.GetLeaderRequest
-	52, // 45: metaplane.admin.v1.TabletServerService.RegisterTabletServer:input_type -> metaplane.admin.v1.RegisterTabletServerRequest
-	54, // 46: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:input_type -> metaplane.admin.v1.TabletServerHeartbeatRequest
-	57, // 47: metaplane.admin.v1.TabletServerService.FetchMetadata:input_type -> metaplane.admin.v1.FetchMetadataRequest
-	59, // 48: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:input_type -> metaplane.admin.v1.FetchMetadataSnapshotRequest
-	62, // 49: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:input_type -> metaplane.admin.v1.NotifyLeaderAndIsrRequest
-	64, // 50: metaplane.admin.v1.TabletService.GetTabletServerState:input_type -> metaplane.admin.v1.GetTabletServerStateRequest
-	3,  // 51: metaplane.admin.v1.AdminService.CreateDatabase:output_type -> metaplane.admin.v1.CreateDatabaseResponse
-	5,  // 52: metaplane.admin.v1.AdminService.DropDatabase:output_type -> metaplane.admin.v1.DropDatabaseResponse
-	7,  // 53: metaplane.admin.v1.AdminService.ListDatabases:output_type -> metaplane.admin.v1.ListDatabasesResponse
-	9,  // 54: metaplane.admin.v1.AdminService.GetDatabase:output_type -> metaplane.admin.v1.GetDatabaseResponse
-	15, // 55: metaplane.admin.v1.AdminService.CreateTable:output_type -> metaplane.admin.v1.CreateTableResponse
-	17, // 56: metaplane.admin.v1.AdminService.DropTable:output_type -> metaplane.admin.v1.DropTableResponse
-	19, // 57: metaplane.admin.v1.AdminService.GetTableInfo:output_type -> metaplane.admin.v1.GetTableInfoResponse
-	21, // 58: metaplane.admin.v1.AdminService.ListTables:output_type -> metaplane.admin.v1.ListTablesResponse
-	24, // 59: metaplane.admin.v1.AdminService.CreatePartition:output_type -> metaplane.admin.v1.CreatePartitionResponse
-	26, // 60: metaplane.admin.v1.AdminService.DropPartition:output_type -> metaplane.admin.v1.DropPartitionResponse
-	28, // 61: metaplane.admin.v1.AdminService.ListPartitions:output_type -> metaplane.admin.v1.ListPartitionsResponse
-	31, // 62: metaplane.admin.v1.AdminService.ListTabletServers:output_type -> metaplane.admin.v1.ListTabletServersResponse
-	33, // 63: metaplane.admin.v1.AdminService.AllocateIDs:output_type -> metaplane.admin.v1.AllocateIDsResponse
-	37, // 64: metaplane.admin.v1.AdminService.AddACLs:output_type -> metaplane.admin.v1.AddACLsResponse
-	39, // 65: metaplane.admin.v1.AdminService.RemoveACLs:output_type -> metaplane.admin.v1.RemoveACLsResponse
-	41, // 66: metaplane.admin.v1.AdminService.ListACLs:output_type -> metaplane.admin.v1.ListACLsResponse
-	43, // 67: metaplane.admin.v1.AdminService.AlterConfigs:output_type -> metaplane.admin.v1.AlterConfigsResponse
-	45, // 68: metaplane.admin.v1.AdminService.DescribeConfigs:output_type -> metaplane.admin.v1.DescribeConfigsResponse
-	47, // 69: metaplane.admin.v1.AdminService.SetServerTags:output_type -> metaplane.admin.v1.SetServerTagsResponse
-	49, // 70: metaplane.admin.v1.AdminService.GetServerTags:output_type -> metaplane.admin.v1.GetServerTagsResponse
-	51, // 71: metaplane.admin.v1.AdminService.GetLeader:output_type -> metaplane.admin.v1.GetLeaderResponse
-	53, // 72: metaplane.admin.v1.TabletServerService.RegisterTabletServer:output_type -> metaplane.admin.v1.RegisterTabletServerResponse
-	55, // 73: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:output_type -> metaplane.admin.v1.TabletServerHeartbeatResponse
-	58, // 74: metaplane.admin.v1.TabletServerService.FetchMetadata:output_type -> metaplane.admin.v1.FetchMetadataResponse
-	61, // 75: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:output_type -> metaplane.admin.v1.FetchMetadataSnapshotResponse
-	63, // 76: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:output_type -> metaplane.admin.v1.NotifyLeaderAndIsrResponse
-	65, // 77: metaplane.admin.v1.TabletService.GetTabletServerState:output_type -> metaplane.admin.v1.GetTabletServerStateResponse
-	51, // [51:78] is the sub-list for method output_type
-	24, // [24:51] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	0,  // 0: metaplane.admin.v1.ErrorDetail.outcome:type_name -> metaplane.admin.v1.Outcome
+	67, // 1: metaplane.admin.v1.CreateDatabaseRequest.custom_properties:type_name -> metaplane.admin.v1.CreateDatabaseRequest.CustomPropertiesEntry
+	68, // 2: metaplane.admin.v1.GetDatabaseResponse.custom_properties:type_name -> metaplane.admin.v1.GetDatabaseResponse.CustomPropertiesEntry
+	11, // 3: metaplane.admin.v1.TableDescriptor.columns:type_name -> metaplane.admin.v1.Column
+	69, // 4: metaplane.admin.v1.TableDescriptor.properties:type_name -> metaplane.admin.v1.TableDescriptor.PropertiesEntry
+	70, // 5: metaplane.admin.v1.TableDescriptor.custom_properties:type_name -> metaplane.admin.v1.TableDescriptor.CustomPropertiesEntry
+	12, // 6: metaplane.admin.v1.TableInfo.descriptor:type_name -> metaplane.admin.v1.TableDescriptor
+	13, // 7: metaplane.admin.v1.TableInfo.buckets:type_name -> metaplane.admin.v1.Bucket
+	12, // 8: metaplane.admin.v1.CreateTableRequest.descriptor:type_name -> metaplane.admin.v1.TableDescriptor
+	14, // 9: metaplane.admin.v1.CreateTableResponse.table:type_name -> metaplane.admin.v1.TableInfo
+	14, // 10: metaplane.admin.v1.GetTableInfoResponse.table:type_name -> metaplane.admin.v1.TableInfo
+	23, // 11: metaplane.admin.v1.CreatePartitionResponse.partition:type_name -> metaplane.admin.v1.PartitionInfo
+	23, // 12: metaplane.admin.v1.ListPartitionsResponse.partitions:type_name -> metaplane.admin.v1.PartitionInfo
+	30, // 13: metaplane.admin.v1.ListTabletServersResponse.servers:type_name -> metaplane.admin.v1.TabletServer
+	35, // 14: metaplane.admin.v1.ResourceACLs.acls:type_name -> metaplane.admin.v1.ACLEntry
+	35, // 15: metaplane.admin.v1.AddACLsRequest.acls:type_name -> metaplane.admin.v1.ACLEntry
+	35, // 16: metaplane.admin.v1.RemoveACLsRequest.filter:type_name -> metaplane.admin.v1.ACLEntry
+	36, // 17: metaplane.admin.v1.ListACLsResponse.resources:type_name -> metaplane.admin.v1.ResourceACLs
+	71, // 18: metaplane.admin.v1.AlterConfigsRequest.set:type_name -> metaplane.admin.v1.AlterConfigsRequest.SetEntry
+	72, // 19: metaplane.admin.v1.DescribeConfigsResponse.configs:type_name -> metaplane.admin.v1.DescribeConfigsResponse.ConfigsEntry
+	73, // 20: metaplane.admin.v1.GetServerTagsResponse.tags:type_name -> metaplane.admin.v1.GetServerTagsResponse.TagsEntry
+	1,  // 21: metaplane.admin.v1.MetadataRecord.type:type_name -> metaplane.admin.v1.MetadataRecord.Type
+	57, // 22: metaplane.admin.v1.FetchMetadataResponse.records:type_name -> metaplane.admin.v1.MetadataRecord
+	61, // 23: metaplane.admin.v1.FetchMetadataSnapshotResponse.nodes:type_name -> metaplane.admin.v1.MetadataNode
+	74, // 24: metaplane.admin.v1.NotifyLeaderAndIsrRequest.buckets:type_name -> metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
+	3,  // 25: metaplane.admin.v1.AdminService.CreateDatabase:input_type -> metaplane.admin.v1.CreateDatabaseRequest
+	5,  // 26: metaplane.admin.v1.AdminService.DropDatabase:input_type -> metaplane.admin.v1.DropDatabaseRequest
+	7,  // 27: metaplane.admin.v1.AdminService.ListDatabases:input_type -> metaplane.admin.v1.ListDatabasesRequest
+	9,  // 28: metaplane.admin.v1.AdminService.GetDatabase:input_type -> metaplane.admin.v1.GetDatabaseRequest
+	15, // 29: metaplane.admin.v1.AdminService.CreateTable:input_type -> metaplane.admin.v1.CreateTableRequest
+	17, // 30: metaplane.admin.v1.AdminService.DropTable:input_type -> metaplane.admin.v1.DropTableRequest
+	19, // 31: metaplane.admin.v1.AdminService.GetTableInfo:input_type -> metaplane.admin.v1.GetTableInfoRequest
+	21, // 32: metaplane.admin.v1.AdminService.ListTables:input_type -> metaplane.admin.v1.ListTablesRequest
+	24, // 33: metaplane.admin.v1.AdminService.CreatePartition:input_type -> metaplane.admin.v1.CreatePartitionRequest
+	26, // 34: metaplane.admin.v1.AdminService.DropPartition:input_type -> metaplane.admin.v1.DropPartitionRequest
+	28, // 35: metaplane.admin.v1.AdminService.ListPartitions:input_type -> metaplane.admin.v1.ListPartitionsRequest
+	31, // 36: metaplane.admin.v1.AdminService.ListTabletServers:input_type -> metaplane.admin.v1.ListTabletServersRequest
+	33, // 37: metaplane.admin.v1.AdminService.AllocateIDs:input_type -> metaplane.admin.v1.AllocateIDsRequest
+	37, // 38: metaplane.admin.v1.AdminService.AddACLs:input_type -> metaplane.admin.v1.AddACLsRequest
+	39, // 39: metaplane.admin.v1.AdminService.RemoveACLs:input_type -> metaplane.admin.v1.RemoveACLsRequest
+	41, // 40: metaplane.admin.v1.AdminService.ListACLs:input_type -> metaplane.admin.v1.ListACLsRequest
+	43, // 41: metaplane.admin.v1.AdminService.AlterConfigs:input_type -> metaplane.admin.v1.AlterConfigsRequest
+	45, // 42: metaplane.admin.v1.AdminService.DescribeConfigs:input_type -> metaplane.admin.v1.DescribeConfigsRequest
+	47, // 43: metaplane.admin.v1.AdminService.SetServerTags:input_type -> metaplane.admin.v1.SetServerTagsRequest
+	49, // 44: metaplane.admin.v1.AdminService.GetServerTags:input_type -> metaplane.admin.v1.GetServerTagsRequest
+	51, // 45: metaplane.admin.v1.AdminService.GetLeader:input_type -> metaplane.admin.v1.GetLeaderRequest
+	53, // 46: metaplane.admin.v1.TabletServerService.RegisterTabletServer:input_type -> metaplane.admin.v1.RegisterTabletServerRequest
+	55, // 47: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:input_type -> metaplane.admin.v1.TabletServerHeartbeatRequest
+	58, // 48: metaplane.admin.v1.TabletServerService.FetchMetadata:input_type -> metaplane.admin.v1.FetchMetadataRequest
+	60, // 49: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:input_type -> metaplane.admin.v1.FetchMetadataSnapshotRequest
+	63, // 50: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:input_type -> metaplane.admin.v1.NotifyLeaderAndIsrRequest
+	65, // 51: metaplane.admin.v1.TabletService.GetTabletServerState:input_type -> metaplane.admin.v1.GetTabletServerStateRequest
+	4,  // 52: metaplane.admin.v1.AdminService.CreateDatabase:output_type -> metaplane.admin.v1.CreateDatabaseResponse
+	6,  // 53: metaplane.admin.v1.AdminService.DropDatabase:output_type -> metaplane.admin.v1.DropDatabaseResponse
+	8,  // 54: metaplane.admin.v1.AdminService.ListDatabases:output_type -> metaplane.admin.v1.ListDatabasesResponse
+	10, // 55: metaplane.admin.v1.AdminService.GetDatabase:output_type -> metaplane.admin.v1.GetDatabaseResponse
+	16, // 56: metaplane.admin.v1.AdminService.CreateTable:output_type -> metaplane.admin.v1.CreateTableResponse
+	18, // 57: metaplane.admin.v1.AdminService.DropTable:output_type -> metaplane.admin.v1.DropTableResponse
+	20, // 58: metaplane.admin.v1.AdminService.GetTableInfo:output_type -> metaplane.admin.v1.GetTableInfoResponse
+	22, // 59: metaplane.admin.v1.AdminService.ListTables:output_type -> metaplane.admin.v1.ListTablesResponse
+	25, // 60: metaplane.admin.v1.AdminService.CreatePartition:output_type -> metaplane.admin.v1.CreatePartitionResponse
+	27, // 61: metaplane.admin.v1.AdminService.DropPartition:output_type -> metaplane.admin.v1.DropPartitionResponse
+	29, // 62: metaplane.admin.v1.AdminService.ListPartitions:output_type -> metaplane.admin.v1.ListPartitionsResponse
+	32, // 63: metaplane.admin.v1.AdminService.ListTabletServers:output_type -> metaplane.admin.v1.ListTabletServersResponse
+	34, // 64: metaplane.admin.v1.AdminService.AllocateIDs:output_type -> metaplane.admin.v1.AllocateIDsResponse
+	38, // 65: metaplane.admin.v1.AdminService.AddACLs:output_type -> metaplane.admin.v1.AddACLsResponse
+	40, // 66: metaplane.admin.v1.AdminService.RemoveACLs:output_type -> metaplane.admin.v1.RemoveACLsResponse
+	42, // 67: metaplane.admin.v1.AdminService.ListACLs:output_type -> metaplane.admin.v1.ListACLsResponse
+	44, // 68: metaplane.admin.v1.AdminService.AlterConfigs:output_type -> metaplane.admin.v1.AlterConfigsResponse
+	46, // 69: metaplane.admin.v1.AdminService.DescribeConfigs:output_type -> metaplane.admin.v1.DescribeConfigsResponse
+	48, // 70: metaplane.admin.v1.AdminService.SetServerTags:output_type -> metaplane.admin.v1.SetServerTagsResponse
+	50, // 71: metaplane.admin.v1.AdminService.GetServerTags:output_type -> metaplane.admin.v1.GetServerTagsResponse
+	52, // 72: metaplane.admin.v1.AdminService.GetLeader:output_type -> metaplane.admin.v1.GetLeaderResponse
+	54, // 73: metaplane.admin.v1.TabletServerService.RegisterTabletServer:output_type -> metaplane.admin.v1.RegisterTabletServerResponse
+	56, // 74: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:output_type -> metaplane.admin.v1.TabletServerHeartbeatResponse
+	59, // 75: metaplane.admin.v1.TabletServerService.FetchMetadata:output_type -> metaplane.admin.v1.FetchMetadataResponse
+	62, // 76: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:output_type -> metaplane.admin.v1.FetchMetadataSnapshotResponse
+	64, // 77: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:output_type -> metaplane.admin.v1.NotifyLeaderAndIsrResponse
+	66, // 78: metaplane.admin.v1.TabletService.GetTabletServerState:output_type -> metaplane.admin.v1.GetTabletServerStateResponse
+	52, // [52:79] is the sub-list for method output_type
+	25, // [25:52] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_metaplane_admin_v1_admin_proto_init() }
@@ -4337,7 +4448,7 @@ func file_metaplane_admin_v1_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metaplane_admin_v1_admin_proto_rawDesc), len(file_metaplane_admin_v1_admin_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   73,
 			NumExtensions: 0,
 			NumServices:   3,

@@ -14,7 +14,8 @@
 // requests, each carrying the coordinator epoch (FIP-9 fencing).
 //
 // Errors: a failed call's gRPC status carries one ErrorDetail in its
-// details, naming the error with a stable code string.
+// details, naming the error with a stable code string; the server's
+// message is the status message.
 //
 // Compatibility: fields and RPCs may be added; none is renumbered, retyped or
 // removed within metaplane.admin.v1.
