@@ -61,7 +61,8 @@ func (a *adminService) GetDatabase(ctx context.Context, r *adminv1.GetDatabaseRe
 // Errors wrap core.ErrInvalidArgument and name the column at fault.
 func SpecFromDescriptor(d *adminv1.TableDescriptor) (catalog.TableSpec, error) {
 	if d == nil {
-		return catalog.TableSpec{}, fmt.Errorf("%w: table descriptor is missing", core.ErrInvalidArgument)
+		return catalog.TableSpec{}, &adminclient.FieldError{Field: "descriptor",
+			Err: fmt.Errorf("%w: table descriptor is missing", core.ErrInvalidArgument)}
 	}
 	spec := catalog.TableSpec{
 		PartitionKeys: d.PartitionKeys, BucketKeys: d.BucketKeys, BucketCount: d.BucketCount,

@@ -66,10 +66,12 @@ func (t *tabletServerService) RegisterTabletServer(ctx context.Context, r *admin
 		return nil, err
 	}
 	if r.ServerId < 0 {
-		return nil, adminclient.ToStatus(fmt.Errorf("%w: tablet server id %d is negative", core.ErrInvalidArgument, r.ServerId))
+		return nil, adminclient.ToStatus(&adminclient.FieldError{Field: "server_id",
+			Err: fmt.Errorf("%w: tablet server id %d is negative", core.ErrInvalidArgument, r.ServerId)})
 	}
 	if r.Listeners == "" {
-		return nil, adminclient.ToStatus(fmt.Errorf("%w: tablet server %d: listeners are required", core.ErrInvalidArgument, r.ServerId))
+		return nil, adminclient.ToStatus(&adminclient.FieldError{Field: "listeners",
+			Err: fmt.Errorf("%w: tablet server %d: listeners are required", core.ErrInvalidArgument, r.ServerId)})
 	}
 	lm, _ := core.Optional[core.LeaseManager](l.b) // present: tabletRPCsServed
 	ttl := t.s.opts.TabletServerSessionTimeout
