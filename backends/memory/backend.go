@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/fanout"
 )
 
 var (
@@ -24,16 +25,24 @@ type Backend struct {
 	name    string
 	timeout time.Duration
 
+	// The hubs are safe on their own; the store publishes to them and
+	// subscribes with an initial value under s.mu, so that a new
+	// subscriber's first value and later ones are in order.
+	events  fanout.Hub[core.SessionEvent]
+	leaders fanout.Hub[core.LeaderInfo]
+
 	// All fields below are guarded by s.mu.
-	sess      *session
-	closed    bool
-	done      chan struct{} // closed by Close
-	subs      map[chan core.SessionEvent]struct{}
-	observers map[chan core.LeaderInfo]struct{}
-	paused    bool
-	failNext  error
-	latency   time.Duration
+	sess     *session
+	closed   bool
+	done     chan struct{} // closed by Close
+	paused   bool
+	failNext error
+	latency  time.Duration
 }
+
+// sessionEventBuffer is how many session events a slow subscriber may have
+// undelivered before the oldest is dropped.
+const sessionEventBuffer = 16
 
 // NewClient opens a client of the store with a new session. opts.Name labels
 // it in Status; opts.SessionTimeout (0: the store's default) is its session
@@ -46,18 +55,18 @@ func (s *Store) NewClient(opts core.ClientOptions) *Backend {
 		timeout = s.opts.SessionTimeout
 	}
 	b := &Backend{
-		s:         s,
-		name:      opts.Name,
-		timeout:   timeout,
-		done:      make(chan struct{}),
-		subs:      map[chan core.SessionEvent]struct{}{},
-		observers: map[chan core.LeaderInfo]struct{}{},
+		s:       s,
+		name:    opts.Name,
+		timeout: timeout,
+		done:    make(chan struct{}),
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		b.closed = true
 		close(b.done)
+		b.events.Close()
+		b.leaders.Close()
 		return b
 	}
 	s.clients[b] = struct{}{}
@@ -330,31 +339,14 @@ func (b *Backend) SessionEvents(ctx context.Context) (<-chan core.SessionEvent, 
 	if err := b.lock(); err != nil {
 		return nil, err
 	}
-	ch := make(chan core.SessionEvent, 16)
-	b.subs[ch] = struct{}{}
-	b.s.mu.Unlock()
-	go unsubscribeWhenDone(ctx, b, b.subs, ch)
-	return ch, nil
+	defer b.s.mu.Unlock()
+	return b.events.Subscribe(ctx, sessionEventBuffer), nil
 }
 
-// emitLocked delivers a session event to every subscriber, dropping a
-// subscriber's oldest undelivered event when its buffer is full.
+// emitLocked delivers a session event to every subscriber (see
+// internal/fanout: a slow subscriber loses its oldest undelivered event).
 func (b *Backend) emitLocked(ev core.SessionEvent) {
-	for ch := range b.subs {
-		select {
-		case ch <- ev:
-			continue
-		default:
-		}
-		select {
-		case <-ch:
-		default:
-		}
-		select {
-		case ch <- ev:
-		default:
-		}
-	}
+	b.events.Publish(ev)
 }
 
 // ExpireSession expires the client's session now, as its timeout would:
@@ -438,32 +430,9 @@ func (b *Backend) Close() error {
 		s.deleteOwnedLocked(se.id)
 	}
 	s.dropClientCandidaciesLocked(b, fmt.Errorf("%w: client closed while campaigning", core.ErrClosed))
-	b.emitLocked(core.SessionEvent{State: core.SessionClosed, SessionID: se.id})
-	for ch := range b.subs {
-		delete(b.subs, ch)
-		close(ch)
-	}
-	for ch := range b.observers {
-		delete(b.observers, ch)
-		close(ch)
-	}
+	b.events.CloseWith(core.SessionEvent{State: core.SessionClosed, SessionID: se.id})
+	b.leaders.Close()
 	delete(s.clients, b)
 	close(b.done)
 	return nil
-}
-
-// unsubscribeWhenDone waits until ctx ends or the client closes, then
-// removes ch from subs and closes it (unless the client's close already
-// did). subs is guarded by the store's mutex.
-func unsubscribeWhenDone[T any](ctx context.Context, b *Backend, subs map[chan T]struct{}, ch chan T) {
-	select {
-	case <-ctx.Done():
-	case <-b.done:
-	}
-	b.s.mu.Lock()
-	defer b.s.mu.Unlock()
-	if _, ok := subs[ch]; ok {
-		delete(subs, ch)
-		close(ch)
-	}
 }

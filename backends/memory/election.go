@@ -74,21 +74,7 @@ func (s *Store) promoteLocked() {
 	close(c.elected)
 	info := core.LeaderInfo{ID: c.cand.ID, Address: c.cand.Address, Epoch: s.epoch}
 	for b := range s.clients {
-		for ch := range b.observers {
-			sendLatest(ch, info)
-		}
-	}
-}
-
-// sendLatest replaces whatever ch (capacity 1) holds with info.
-func sendLatest(ch chan core.LeaderInfo, info core.LeaderInfo) {
-	select {
-	case <-ch:
-	default:
-	}
-	select {
-	case ch <- info:
-	default:
+		b.leaders.Publish(info)
 	}
 }
 
@@ -199,14 +185,13 @@ func (b *Backend) ObserveLeader(ctx context.Context) (<-chan core.LeaderInfo, er
 	if err := b.lock(); err != nil {
 		return nil, err
 	}
-	ch := make(chan core.LeaderInfo, 1)
-	b.observers[ch] = struct{}{}
+	defer b.s.mu.Unlock()
+	var current []core.LeaderInfo
 	if l := b.s.leader; l != nil {
-		ch <- core.LeaderInfo{ID: l.cand.ID, Address: l.cand.Address, Epoch: l.lead.epoch}
+		current = append(current, core.LeaderInfo{ID: l.cand.ID, Address: l.cand.Address, Epoch: l.lead.epoch})
 	}
-	b.s.mu.Unlock()
-	go unsubscribeWhenDone(ctx, b, b.observers, ch)
-	return ch, nil
+	// A buffer of one: the latest leader wins.
+	return b.leaders.Subscribe(ctx, 1, current...), nil
 }
 
 // Waiting returns how many candidates are queued behind the leader (or

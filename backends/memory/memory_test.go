@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -346,5 +347,60 @@ func TestTreeChoices(t *testing.T) {
 	}
 	if _, _, err := core.Create(ctx, c, "/p/y", nil, core.CreateOptions{Lease: 12345}); !errors.Is(err, core.ErrInvalidArgument) {
 		t.Fatalf("persistent create with a lease: got %v, want ErrInvalidArgument", err)
+	}
+}
+
+// TestSubscribersNeedNoGoroutine subscribes many session-event and leader
+// observers: none of them may cost a goroutine, each gets what is
+// published, and each channel closes when its context ends.
+func TestSubscribersNeedNoGoroutine(t *testing.T) {
+	const n = 200
+	s := newTestStore(t, StoreOptions{})
+	c := s.NewClient(core.ClientOptions{})
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	before := runtime.NumGoroutine()
+	events := make([]<-chan core.SessionEvent, n)
+	leaders := make([]<-chan core.LeaderInfo, n)
+	for i := range n {
+		var err error
+		if events[i], err = c.SessionEvents(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if leaders[i], err = c.ObserveLeader(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := runtime.NumGoroutine(); after > before+10 {
+		t.Fatalf("goroutines: %d before %d subscriptions, %d after; want none per subscriber", before, 2*n, after)
+	}
+	old := c.Session().ID
+	if err := c.ExpireSession(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Campaign(ctx, core.Candidate{ID: "c1", Address: "a1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if ev := <-events[i]; ev.State != core.SessionExpired || ev.SessionID != old {
+			t.Fatalf("subscriber %d: first event %+v, want SessionExpired of %#x", i, ev, old)
+		}
+		if ev := <-events[i]; ev.State != core.SessionConnected || ev.SessionID != c.Session().ID {
+			t.Fatalf("subscriber %d: second event %+v, want SessionConnected of %#x", i, ev, c.Session().ID)
+		}
+		if li := <-leaders[i]; li.ID != "c1" || li.Epoch != l.Epoch() {
+			t.Fatalf("observer %d: got %+v, want c1 at epoch %d", i, li, l.Epoch())
+		}
+	}
+	cancel()
+	for i := range n {
+		if ev, ok := <-events[i]; ok {
+			t.Fatalf("subscriber %d: got %+v after its ctx ended, want the channel closed", i, ev)
+		}
+		if li, ok := <-leaders[i]; ok {
+			t.Fatalf("observer %d: got %+v after its ctx ended, want the channel closed", i, li)
+		}
 	}
 }
