@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/fanout"
 	raftv1 "github.com/metaplane/metaplane/proto/metaplane/raft/v1"
 )
 
@@ -33,11 +34,16 @@ type Client struct {
 	closed   bool
 	session  int64
 	state    core.SessionState
-	subs     map[*sessionSub]struct{}
 	lead     *leadership
 	expiredC chan int64
 	stop     chan struct{}
 	wg       sync.WaitGroup
+
+	// events fans the session events out; leaders the coordinator leader,
+	// published by the member under m.mu on every change (see
+	// member.publishLeaderLocked).
+	events  fanout.Hub[core.SessionEvent]
+	leaders fanout.Hub[core.LeaderInfo]
 }
 
 var (
@@ -48,9 +54,9 @@ var (
 	_ core.SessionExpirer    = (*Client)(nil)
 )
 
-type sessionSub struct {
-	ch chan core.SessionEvent
-}
+// sessionEventBuffer is how many session events a slow subscriber may have
+// undelivered before the oldest is dropped.
+const sessionEventBuffer = 16
 
 // newClient opens a client and grants its session.
 func newClient(ctx context.Context, m *member, opts core.ClientOptions) (*Client, error) {
@@ -58,7 +64,7 @@ func newClient(ctx context.Context, m *member, opts core.ClientOptions) (*Client
 	if timeout <= 0 {
 		timeout = m.opts.SessionTimeout
 	}
-	c := &Client{m: m, name: opts.Name, timeout: timeout, subs: map[*sessionSub]struct{}{},
+	c := &Client{m: m, name: opts.Name, timeout: timeout,
 		expiredC: make(chan int64, 4), stop: make(chan struct{})}
 	id, err := c.grant(ctx)
 	if err != nil {
@@ -109,24 +115,10 @@ func (c *Client) setSession(id int64) {
 	c.emit(core.SessionEvent{State: core.SessionConnected, SessionID: id})
 }
 
+// emit delivers a session event to every subscriber; a slow one loses its
+// oldest undelivered event, never the latest.
 func (c *Client) emit(ev core.SessionEvent) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for s := range c.subs {
-		select {
-		case s.ch <- ev:
-		default:
-			// Drop the oldest, keep the latest.
-			select {
-			case <-s.ch:
-			default:
-			}
-			select {
-			case s.ch <- ev:
-			default:
-			}
-		}
-	}
+	c.events.Publish(ev)
 }
 
 // sessionLoop renews the session (in memory on the leader, by a replicated
@@ -542,29 +534,16 @@ func (c *Client) Session() core.SessionInfo {
 }
 
 // SessionEvents returns the client's session events from the next one on.
-// Errors: ErrClosed.
+// A subscriber more than 16 events behind loses the oldest. The channel is
+// closed when ctx ends or the client closes (after SessionClosed). Errors:
+// ErrClosed.
 func (c *Client) SessionEvents(ctx context.Context) (<-chan core.SessionEvent, error) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.closed {
-		c.mu.Unlock()
 		return nil, errClosed
 	}
-	sub := &sessionSub{ch: make(chan core.SessionEvent, 16)}
-	c.subs[sub] = struct{}{}
-	c.mu.Unlock()
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-c.stop:
-		}
-		c.mu.Lock()
-		if _, ok := c.subs[sub]; ok {
-			delete(c.subs, sub)
-			close(sub.ch)
-		}
-		c.mu.Unlock()
-	}()
-	return sub.ch, nil
+	return c.events.Subscribe(ctx, sessionEventBuffer), nil
 }
 
 // ExpireSession expires the client's session now (a replicated expiry
@@ -772,13 +751,8 @@ func (c *Client) Close() error {
 			Id: id, Reason: "closed"}}})
 		cancel()
 	}
-	c.emit(core.SessionEvent{State: core.SessionClosed, SessionID: id})
-	c.mu.Lock()
-	for s := range c.subs {
-		delete(c.subs, s)
-		close(s.ch)
-	}
-	c.mu.Unlock()
+	c.events.CloseWith(core.SessionEvent{State: core.SessionClosed, SessionID: id})
+	c.leaders.Close()
 	close(c.stop)
 	c.wg.Wait()
 	return nil

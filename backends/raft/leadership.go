@@ -182,6 +182,7 @@ func (m *member) requestTransfer(ctx context.Context) {
 	m.mu.Lock()
 	if m.leaderSt == nil || m.leaderSt.GetIndex() <= ls.GetIndex() {
 		m.leaderSt = ls
+		m.publishLeaderLocked()
 	}
 	_, held := m.currentLeaderLocked()
 	follower := m.raftLeader != m.replicaID && m.raftLeader != 0
@@ -266,6 +267,7 @@ func (c *Client) Leader(ctx context.Context) (core.LeaderInfo, error) {
 	defer m.mu.Unlock()
 	if m.leaderSt == nil || m.leaderSt.GetIndex() <= ls.GetIndex() {
 		m.leaderSt = ls
+		m.publishLeaderLocked()
 	}
 	info, ok := m.currentLeaderLocked()
 	if !ok {
@@ -287,37 +289,38 @@ func (c *Client) ObserveLeader(ctx context.Context) (<-chan core.LeaderInfo, err
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	ch := make(chan core.LeaderInfo, 1)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		defer close(ch)
-		var last core.LeaderInfo
-		for {
-			m := c.m
-			m.mu.Lock()
-			info, ok := m.currentLeaderLocked()
-			wait := m.changeC
-			m.mu.Unlock()
-			if ok && info != last {
-				// Keep only the latest undelivered leader.
-				select {
-				case <-ch:
-				default:
-				}
-				ch <- info
-				last = info
-			}
-			select {
-			case <-wait:
-			case <-ctx.Done():
-				return
-			case <-c.stop:
-				return
-			}
-		}
-	}()
-	return ch, nil
+	m := c.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	// Bring every observer up to date first, so that the current leader
+	// handed to this one is also the last one published.
+	m.publishLeaderLocked()
+	var current []core.LeaderInfo
+	if info, ok := m.currentLeaderLocked(); ok {
+		current = append(current, info)
+	}
+	// A buffer of one: the latest leader wins.
+	return c.leaders.Subscribe(ctx, 1, current...), nil
+}
+
+// publishLeaderLocked delivers the current coordinator leader to every
+// client's observers when it differs from the last one delivered. It is
+// called with m.mu held after anything that may change the leader. After a
+// period without a leader, the leader is delivered again even if it is the
+// same one (so that an observer that subscribed meanwhile gets it).
+func (m *member) publishLeaderLocked() {
+	info, ok := m.currentLeaderLocked()
+	if !ok {
+		m.published = core.LeaderInfo{}
+		return
+	}
+	if info == m.published {
+		return
+	}
+	m.published = info
+	for c := range m.clients {
+		c.leaders.Publish(info)
+	}
 }
 
 // status is this member's view for Status.

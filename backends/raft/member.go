@@ -60,6 +60,8 @@ type member struct {
 	applied    uint64
 	applyC     chan struct{} // closed and replaced after every applied batch
 	changeC    chan struct{} // closed and replaced on every leadership change
+	// published is the leader last given to ObserveLeader's observers.
+	published  core.LeaderInfo
 	leases     map[int64]*leaseClock
 	expiring   map[int64]bool
 	holder     *leadership          // the local leadership, if any
@@ -302,6 +304,7 @@ func (m *member) LeaderUpdated(info raftio.LeaderInfo) {
 func (m *member) broadcastChangeLocked() {
 	close(m.changeC)
 	m.changeC = make(chan struct{})
+	m.publishLeaderLocked()
 }
 
 // loadLeases reads every session from the store into the clocks (a member
