@@ -12,6 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/fanout"
 )
 
 // Backend is one client of a ZooKeeper ensemble: one ZooKeeper session,
@@ -47,13 +48,14 @@ type Backend struct {
 	watchMu  sync.Mutex
 	watchers map[*watcher]struct{}
 
-	mu          sync.Mutex
-	closed      bool
-	state       core.SessionState
-	sessionID   int64
-	negotiated  time.Duration // the session timeout the server granted
-	changed     chan struct{} // closed and replaced on every state change
-	subs        map[*sessionSub]struct{}
+	mu         sync.Mutex
+	closed     bool
+	state      core.SessionState
+	sessionID  int64
+	negotiated time.Duration // the session timeout the server granted
+	changed    chan struct{} // closed and replaced on every state change
+	// events fans the session events out; published under mu.
+	events      fanout.Hub[core.SessionEvent]
 	suspendTmr  *time.Timer
 	leaderships map[*leadership]struct{}
 	campaigning int
@@ -64,9 +66,9 @@ var (
 	_ core.SessionExpirer  = (*Backend)(nil)
 )
 
-type sessionSub struct {
-	ch chan core.SessionEvent
-}
+// sessionEventBuffer is how many session events a slow subscriber may have
+// undelivered before the oldest is dropped.
+const sessionEventBuffer = 64
 
 // Open connects a new client with opts (validated; defaults filled in) and
 // waits until it has a session, for at most opts.ConnectionTimeout. It
@@ -95,7 +97,6 @@ func Open(ctx context.Context, opts Options, copts core.ClientOptions) (*Backend
 		evKick:      make(chan struct{}, 1),
 		state:       core.SessionSuspended,
 		changed:     make(chan struct{}),
-		subs:        map[*sessionSub]struct{}{},
 		leaderships: map[*leadership]struct{}{},
 		watchers:    map[*watcher]struct{}{},
 	}
@@ -260,26 +261,7 @@ func (b *Backend) setStateLocked(s core.SessionState, sid int64) {
 	b.state = s
 	close(b.changed)
 	b.changed = make(chan struct{})
-	ev := core.SessionEvent{State: s, SessionID: sid}
-	for sub := range b.subs {
-		deliverLatest(sub.ch, ev)
-	}
-}
-
-// deliverLatest sends ev without blocking, dropping the oldest queued
-// event when the channel is full. Only one goroutine sends on ch.
-func deliverLatest[T any](ch chan T, ev T) {
-	for {
-		select {
-		case ch <- ev:
-			return
-		default:
-		}
-		select {
-		case <-ch:
-		default:
-		}
-	}
+	b.events.Publish(core.SessionEvent{State: s, SessionID: sid})
 }
 
 // waitConnected blocks until the client has a session.
@@ -329,21 +311,7 @@ func (b *Backend) SessionEvents(ctx context.Context) (<-chan core.SessionEvent, 
 	if b.closed {
 		return nil, core.ErrClosed
 	}
-	sub := &sessionSub{ch: make(chan core.SessionEvent, 64)}
-	b.subs[sub] = struct{}{}
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-b.closeCh:
-		}
-		b.mu.Lock()
-		if _, ok := b.subs[sub]; ok {
-			delete(b.subs, sub)
-			close(sub.ch)
-		}
-		b.mu.Unlock()
-	}()
-	return sub.ch, nil
+	return b.events.Subscribe(ctx, sessionEventBuffer), nil
 }
 
 // Capabilities returns what the ZooKeeper backend supports: no exact
@@ -437,10 +405,7 @@ func (b *Backend) Close() error {
 		}
 		b.setStateLocked(core.SessionClosed, b.sessionID)
 		b.closed = true
-		for sub := range b.subs {
-			delete(b.subs, sub)
-			close(sub.ch)
-		}
+		b.events.Close()
 		b.mu.Unlock()
 		close(b.closeCh)
 		if b.conn != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/fanout"
 )
 
 // The FIP-9 election layout, under the root.
@@ -749,9 +750,12 @@ func (b *Backend) ObserveLeader(ctx context.Context) (<-chan core.LeaderInfo, er
 	if b.isClosed() {
 		return nil, core.ErrClosed
 	}
-	out := make(chan core.LeaderInfo, 1)
+	// One subscriber, a buffer of one: the latest leader wins, and the
+	// channel closes as soon as ctx ends.
+	var hub fanout.Hub[core.LeaderInfo]
+	out := hub.Subscribe(ctx, 1)
 	go func() {
-		defer close(out)
+		defer hub.Close()
 		var last core.LeaderInfo
 		have := false
 		azp := b.zpath(activePath)
@@ -775,7 +779,7 @@ func (b *Backend) ObserveLeader(ctx context.Context) (<-chan core.LeaderInfo, er
 				li, err := b.Leader(ctx)
 				if err == nil && (!have || li != last) && li.ID != "" {
 					last, have = li, true
-					deliverLatest(out, li)
+					hub.Publish(li)
 				}
 			}
 			select {
