@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/fanout"
 	pb "github.com/metaplane/metaplane/proto/metaplane/v1"
 )
 
@@ -37,9 +38,11 @@ type Client struct {
 	rem     *remote // nil while the plugin is down
 	closed  bool
 	session core.SessionInfo
-	subs    map[*sessionSub]struct{}
 	// changed is closed and replaced whenever rem or session changes.
 	changed chan struct{}
+
+	// events fans the session events out to SessionEvents' subscribers.
+	events fanout.Hub[core.SessionEvent]
 }
 
 // remote is a client's incarnation in one plugin process.
@@ -225,54 +228,11 @@ func (c *Client) current() (*remote, error) {
 
 // ---- session events fan-out ----
 
-type sessionSub struct {
-	mu     sync.Mutex
-	ch     chan core.SessionEvent
-	closed bool
-}
-
 // publish delivers ev to every subscriber, dropping a slow subscriber's
-// oldest pending event when its buffer is full.
+// oldest pending event when its buffer is full. After Close it does
+// nothing.
 func (c *Client) publish(ev core.SessionEvent) {
-	c.mu.Lock()
-	subs := make([]*sessionSub, 0, len(c.subs))
-	for s := range c.subs {
-		subs = append(subs, s)
-	}
-	c.mu.Unlock()
-	for _, s := range subs {
-		s.deliver(ev)
-	}
-}
-
-// deliver queues ev, dropping the oldest pending event when the buffer is
-// full.
-func (s *sessionSub) deliver(ev core.SessionEvent) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return
-	}
-	for {
-		select {
-		case s.ch <- ev:
-			return
-		default:
-		}
-		select {
-		case <-s.ch:
-		default:
-		}
-	}
-}
-
-func (s *sessionSub) close() {
-	s.mu.Lock()
-	if !s.closed {
-		s.closed = true
-		close(s.ch)
-	}
-	s.mu.Unlock()
+	c.events.Publish(ev)
 }
 
 // ---- the contract ----
@@ -424,21 +384,12 @@ func (c *Client) Session() core.SessionInfo {
 // core.Sessions. Plugin deaths and restarts appear as SessionExpired and
 // SessionConnected.
 func (c *Client) SessionEvents(ctx context.Context) (<-chan core.SessionEvent, error) {
-	s := &sessionSub{ch: make(chan core.SessionEvent, sessionSubBuffer)}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.closed {
-		c.mu.Unlock()
 		return nil, fmt.Errorf("%w: plugin client closed", core.ErrClosed)
 	}
-	c.subs[s] = struct{}{}
-	c.mu.Unlock()
-	context.AfterFunc(ctx, func() {
-		c.mu.Lock()
-		delete(c.subs, s)
-		c.mu.Unlock()
-		s.close()
-	})
-	return s.ch, nil
+	return c.events.Subscribe(ctx, sessionSubBuffer), nil
 }
 
 // Campaign campaigns in the plugin. See core.Elector. Cancelling ctx
@@ -571,25 +522,19 @@ func (c *Client) ObserveLeader(ctx context.Context) (<-chan core.LeaderInfo, err
 	if err != nil {
 		return nil, err
 	}
-	out := make(chan core.LeaderInfo, 1)
+	// One subscriber, a buffer of one: the latest leader wins, and the
+	// channel closes as soon as ctx ends.
+	var hub fanout.Hub[core.LeaderInfo]
+	out := hub.Subscribe(ctx, 1)
 	go func() {
-		defer close(out)
+		defer hub.Close()
 		for {
 			for {
 				m, err := stream.Recv()
 				if err != nil {
 					break
 				}
-				li := leaderFromProto(m.Leader)
-				select {
-				case out <- li:
-				default:
-					select {
-					case <-out:
-					default:
-					}
-					out <- li
-				}
+				hub.Publish(leaderFromProto(m.Leader))
 			}
 			cancel()
 			// Resubscribe on the next incarnation unless the observation or
@@ -678,15 +623,12 @@ func (c *Client) Close() error {
 	c.rem = nil
 	c.session.State = core.SessionClosed
 	sid := c.session.ID
-	subs := c.subs
-	c.subs = map[*sessionSub]struct{}{}
 	c.broadcastLocked()
 	c.mu.Unlock()
 	c.p.forget(c)
-	for s := range subs {
-		s.deliver(core.SessionEvent{State: core.SessionClosed, SessionID: sid})
-		s.close()
-	}
+	// Atomically the last event: a pump event racing with Close cannot
+	// follow SessionClosed.
+	c.events.CloseWith(core.SessionEvent{State: core.SessionClosed, SessionID: sid})
 	if r == nil {
 		return nil
 	}

@@ -623,7 +623,6 @@ func (p *Plugin) NewClient(ctx context.Context, opts core.ClientOptions) (core.M
 		caps:    caps,
 		rem:     r,
 		session: sessionInfoFromProto(resp.Session),
-		subs:    map[*sessionSub]struct{}{},
 		changed: make(chan struct{}),
 	}
 	p.mu.Lock()
