@@ -39,11 +39,13 @@ func backendOf(path string) string {
 }
 
 // stdlibOnly are the packages that import the standard library only (and
-// each other): the contract, and what a backend parses its settings with.
+// each other): the contract, what a backend parses its settings with, and
+// the fan-out every backend delivers its session events and leaders with.
 var stdlibOnly = map[string]bool{
 	module + "/core":                 true,
 	module + "/core/settings":        true,
 	module + "/core/config/raftkeys": true,
+	module + "/internal/fanout":      true,
 }
 
 // isStdlib reports whether an import path is the standard library's (its
@@ -62,7 +64,7 @@ func violations(pkgs []pkg) []string {
 			var why string
 			switch {
 			case stdlibOnly[p.ImportPath] && !isStdlib(d) && !stdlibOnly[d]:
-				why = "the contract (and the settings decoder backends share) imports the standard library only"
+				why = "the contract (and the settings decoder and fan-out backends share) imports the standard library only"
 			case under(p.ImportPath, module+"/coordinator") || under(p.ImportPath, module+"/tabletserver"):
 				switch {
 				case under(d, module+"/plugins"):
@@ -119,7 +121,7 @@ func moduleRoot(t *testing.T) string {
 // list runs `go list -deps`-style listing of the layered packages.
 func list(t *testing.T) []pkg {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Deps,Error", "./core/...", "./conformance/...", "./backends/...", "./coordinator/...", "./tabletserver/...")
+	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Deps,Error", "./core/...", "./conformance/...", "./backends/...", "./coordinator/...", "./tabletserver/...", "./internal/fanout/...")
 	cmd.Dir = moduleRoot(t)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -152,7 +154,7 @@ func TestLayering(t *testing.T) {
 	for _, p := range pkgs {
 		seen[p.ImportPath] = true
 	}
-	for _, must := range []string{module + "/core", module + "/conformance", module + "/backends/memory", module + "/coordinator", module + "/tabletserver", module + "/core/settings"} {
+	for _, must := range []string{module + "/core", module + "/conformance", module + "/backends/memory", module + "/coordinator", module + "/tabletserver", module + "/core/settings", module + "/internal/fanout"} {
 		if !seen[must] {
 			t.Fatalf("go list did not report %s: the check would check nothing", must)
 		}
@@ -176,6 +178,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		{ImportPath: module + "/core/config/raftkeys", Deps: []string{module + "/core/settings", "time"}},
 		{ImportPath: module + "/coordinator", Deps: []string{module + "/core", module + "/plugins"}},
 		{ImportPath: module + "/tabletserver/x", Deps: []string{module + "/adminclient", module + "/backends/raft"}},
+		{ImportPath: module + "/internal/fanout", Deps: []string{"context", "sync", module + "/core/catalog"}},
 	}
 	got := violations(pkgs)
 	want := []string{
@@ -188,6 +191,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		module + "/core/settings imports github.com/knadh/koanf/v2",
 		module + "/core/x imports github.com/hashicorp/go-plugin",
 		module + "/core/x imports " + module + "/plugins/shim",
+		module + "/internal/fanout imports " + module + "/core/catalog",
 		module + "/tabletserver/x imports " + module + "/backends/raft",
 	}
 	if len(got) != len(want) {
