@@ -41,7 +41,9 @@ type Report struct {
 	Started time.Time `json:"started"`
 	// DurationSeconds is the run's wall time.
 	DurationSeconds float64 `json:"duration_seconds"`
-	Rows            []Row   `json:"rows"`
+	// Floors are the machine floors measured at the start of the run.
+	Floors []Floor `json:"floors,omitempty"`
+	Rows   []Row   `json:"rows"`
 	// Memory holds the peak resident set (VmHWM) of every process the run
 	// measured, read after the write-throughput rows.
 	Memory  []ProcessMemory `json:"memory"`
@@ -77,7 +79,18 @@ type Row struct {
 	// above 1 means Raft is better: ZooKeeper latency / Raft latency, or
 	// Raft ops/s / ZooKeeper ops/s. Absent when either side is missing.
 	Ratio *float64 `json:"ratio_zk_over_raft,omitempty"`
-	Note  string   `json:"note,omitempty"`
+	// Floor is what the row's median cannot go below on this machine (the
+	// sum of the floors that apply to it), when one applies and was
+	// measured.
+	Floor *RowFloor `json:"floor,omitempty"`
+	Note  string    `json:"note,omitempty"`
+}
+
+// RowFloor is the floor that applies to a row.
+type RowFloor struct {
+	// Floors are the Floor ids summed ("fsync", "plugin-hop", ...).
+	Floors    []string `json:"floors"`
+	P50Micros float64  `json:"p50_us"`
 }
 
 // SeedFigure is a published figure from the design documents (JVM, one
@@ -103,6 +116,9 @@ type Result struct {
 	MaxMicros   float64 `json:"max_us"`
 	OpsPerSec   float64 `json:"ops_per_sec"`
 	Errors      int     `json:"errors,omitempty"`
+	// FloorRatio is P50Micros over the row's floor (1 would be the
+	// machine's limit); 0 when the row has no floor.
+	FloorRatio float64 `json:"floor_ratio,omitempty"`
 	// FirstError is the first error seen, when any call failed.
 	FirstError string `json:"first_error,omitempty"`
 	// SamplesMicros lists every sample, sorted, when there are at most
@@ -284,9 +300,21 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	if len(rep.Options.Settings) > 0 {
 		fmt.Fprintf(w, "settings: %s\n", strings.Join(rep.Options.Settings, ", "))
 	}
+	if len(rep.Floors) > 0 {
+		fmt.Fprintln(w, "\nmachine floors (measured in this run):")
+		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		for _, f := range rep.Floors {
+			if f.Unavailable != "" {
+				fmt.Fprintf(tw, "  %s\t%s\tnot available: %s\n", f.ID, f.Title, f.Unavailable)
+				continue
+			}
+			fmt.Fprintf(tw, "  %s\t%s\tp50 %s\tp99 %s\n", f.ID, f.Title, FormatDuration(f.P50Micros), FormatDuration(f.P99Micros))
+		}
+		tw.Flush()
+	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "row\tbackend\tp50\tp99\tmean/op\tops/s\tn\tzk/raft\tseed zk\tseed raft\t")
+	fmt.Fprintln(tw, "row\tbackend\tp50\tp99\tmean/op\tops/s\tn\tzk/raft\tx floor\tseed zk\tseed raft\t")
 	for _, row := range rep.Rows {
 		for i, res := range row.Results {
 			title, ratio, sz, sr := "", "", "", ""
@@ -305,16 +333,20 @@ func (rep *Report) WriteTable(w io.Writer) error {
 				if why == "" {
 					why = "no samples"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t0\t%s\t%s\t%s\tnot available: %s\n", title, res.Backend, ratio, sz, sr, why)
+				fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t0\t%s\t\t%s\t%s\tnot available: %s\n", title, res.Backend, ratio, sz, sr, why)
 				continue
+			}
+			floor := ""
+			if res.FloorRatio > 0 {
+				floor = fmt.Sprintf("%.1fx", res.FloorRatio)
 			}
 			errs := ""
 			if res.Errors > 0 {
 				errs = fmt.Sprintf("%d errors, first: %s", res.Errors, res.FirstError)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", title, res.Backend,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", title, res.Backend,
 				FormatDuration(res.P50Micros), FormatDuration(res.P99Micros), FormatDuration(res.MeanMicros),
-				FormatRate(res.OpsPerSec), res.N, ratio, sz, sr, errs)
+				FormatRate(res.OpsPerSec), res.N, ratio, floor, sz, sr, errs)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -357,16 +389,28 @@ func formatBytes(b int64) string {
 func (rep *Report) WriteMarkdown(w io.Writer) error {
 	bw := &strings.Builder{}
 	backends := rep.backendOrder()
+	if len(rep.Floors) > 0 {
+		fmt.Fprintln(bw, "| machine floor | p50 | p99 |")
+		fmt.Fprintln(bw, "|---|---:|---:|")
+		for _, f := range rep.Floors {
+			if f.Unavailable != "" {
+				fmt.Fprintf(bw, "| %s: %s | n/a | %s |\n", f.ID, f.Title, f.Unavailable)
+				continue
+			}
+			fmt.Fprintf(bw, "| %s: %s | %s | %s |\n", f.ID, f.Title, FormatDuration(f.P50Micros), FormatDuration(f.P99Micros))
+		}
+		fmt.Fprintln(bw)
+	}
 	fmt.Fprint(bw, "| row |")
 	for _, b := range backends {
 		fmt.Fprintf(bw, " %s p50 | %s p99 | %s ops/s |", b, b, b)
 	}
-	fmt.Fprintln(bw, " ZK/Raft | seed ZK | seed Raft |")
+	fmt.Fprintln(bw, " ZK/Raft | floor (p50 of each backend over it) | seed ZK | seed Raft |")
 	fmt.Fprint(bw, "|---|")
 	for range backends {
 		fmt.Fprint(bw, "---:|---:|---:|")
 	}
-	fmt.Fprintln(bw, "---:|---:|---:|")
+	fmt.Fprintln(bw, "---:|---|---:|---:|")
 	for _, r := range rep.Rows {
 		title := r.Title
 		if r.Metric == MetricMean {
@@ -393,7 +437,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		if r.Seed != nil {
 			sz, sr = FormatDuration(r.Seed.ZooKeeperMicros), FormatDuration(r.Seed.RaftMicros)
 		}
-		fmt.Fprintf(bw, " %s | %s | %s |\n", ratio, sz, sr)
+		fmt.Fprintf(bw, " %s | %s | %s | %s |\n", ratio, r.floorCell(), sz, sr)
 	}
 	if len(rep.Memory) > 0 {
 		fmt.Fprintln(bw, "\n| process | peak RSS (VmHWM) | measured |")
@@ -411,4 +455,19 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, bw.String())
 	return err
+}
+
+// floorCell is the Markdown cell of a row's floor: the floor and each
+// backend's multiple of it ("fsync+plugin-hop 0.31ms: raft 4.2x, zookeeper 3.1x").
+func (r *Row) floorCell() string {
+	if r.Floor == nil {
+		return ""
+	}
+	var parts []string
+	for _, res := range r.Results {
+		if res.FloorRatio > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.1fx", res.Backend, res.FloorRatio))
+		}
+	}
+	return r.Floor.label() + ": " + strings.Join(parts, ", ")
 }

@@ -229,6 +229,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	specs := selectRows(allRows(), o.Rows)
 	env := &runEnv{opts: o, plan: p}
+	o.logf("measuring the machine floors ...")
+	rep.Floors = measureFloors(ctx, env, p.batch)
 	for _, spec := range specs {
 		env.needCoordinator = env.needCoordinator || spec.coordinator
 	}
@@ -371,6 +373,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		row.computeRatio()
 		rep.Rows = append(rep.Rows, row)
 	}
+	applyFloors(rep)
 	rep.Memory = dedupeMemory(memProcs)
 	rep.Targets = EvaluateTargets(rep)
 	rep.DurationSeconds = round3(time.Since(start).Seconds())

@@ -104,6 +104,76 @@ func TestRunInterleavesAndReportsUnavailable(t *testing.T) {
 	if rep.Machine.Cores < 1 || rep.Options.Rounds != 3 {
 		t.Errorf("report header: machine %+v, options %+v", rep.Machine, rep.Options)
 	}
+	// The floors are measured in the same run: fsync in the work directory
+	// and a loopback round trip always can be; the plugin hop needs the
+	// memory plugin binary, and says why when it is missing.
+	floors := map[string]Floor{}
+	for _, f := range rep.Floors {
+		floors[f.ID] = f
+	}
+	for _, id := range []string{FloorFsync, FloorLoopback} {
+		if f := floors[id]; f.Unavailable != "" || f.N == 0 || f.P50Micros <= 0 || f.P99Micros < f.P50Micros {
+			t.Errorf("floor %s: %+v, want measured", id, f)
+		}
+	}
+	if f, ok := floors[FloorPluginHop]; !ok || (f.N == 0) == (f.Unavailable == "") {
+		t.Errorf("floor %s: %+v, want measured or a reason", FloorPluginHop, f)
+	}
+}
+
+// TestApplyFloors: a latency row gets the sum of the floors that apply to
+// it (a replication round trip more with three voters) and each result
+// its multiple of it; a row whose floor was not measured, or that has
+// none, gets nothing.
+func TestApplyFloors(t *testing.T) {
+	rep := &Report{
+		Options: RunConfig{Voters: 3},
+		Floors: []Floor{
+			{ID: FloorFsync, N: 10, P50Micros: 100},
+			{ID: FloorPluginHop, N: 10, P50Micros: 150},
+			{ID: FloorLoopback, N: 10, P50Micros: 50},
+		},
+		Rows: []Row{
+			{ID: "store.write-serial", Metric: MetricP50, Results: []Result{{Backend: Raft, N: 5, P50Micros: 900}, {Backend: ZooKeeper, Unavailable: "down"}}},
+			{ID: "store.get", Metric: MetricP50, Results: []Result{{Backend: Raft, N: 5, P50Micros: 300}}},
+			{ID: "image.get-table", Metric: MetricP50, Results: []Result{{Backend: Raft, N: 5, P50Micros: 1}}},
+			{ID: "store.write-64", Metric: MetricThroughput, Results: []Result{{Backend: Raft, N: 5, OpsPerSec: 9000}}},
+		},
+	}
+	applyFloors(rep)
+	w := rep.Rows[0]
+	if w.Floor == nil || w.Floor.P50Micros != 300 || strings.Join(w.Floor.Floors, "+") != "fsync+plugin-hop+loopback-grpc" {
+		t.Fatalf("serial write floor %+v, want fsync+hop+round trip = 300µs", w.Floor)
+	}
+	if w.Results[0].FloorRatio != 3 || w.Results[1].FloorRatio != 0 {
+		t.Errorf("ratios %v and %v, want 3 and none for the unavailable result", w.Results[0].FloorRatio, w.Results[1].FloorRatio)
+	}
+	if g := rep.Rows[1]; g.Floor == nil || g.Results[0].FloorRatio != 2 {
+		t.Errorf("store.get: floor %+v ratio %v, want the plugin hop and 2x", g.Floor, g.Results[0].FloorRatio)
+	}
+	for _, r := range rep.Rows[2:] {
+		if r.Floor != nil || r.Results[0].FloorRatio != 0 {
+			t.Errorf("row %s got a floor %+v", r.ID, r.Floor)
+		}
+	}
+	// With one voter there is no replication round trip.
+	rep.Options.Voters = 1
+	rep.Floors = rep.Floors[:2]
+	applyFloors(rep)
+	if f := rep.Rows[0].Floor; f == nil || f.P50Micros != 250 {
+		t.Errorf("one voter: floor %+v, want fsync+hop = 250µs", f)
+	}
+	// A floor that was not measured leaves the row without one.
+	rep.Floors[0].Unavailable, rep.Rows[0].Floor = "no disk", nil
+	applyFloors(rep)
+	if rep.Rows[0].Floor != nil {
+		t.Errorf("floor from an unmeasured fsync: %+v", rep.Rows[0].Floor)
+	}
+	var b strings.Builder
+	rep.Rows[1].Results[0].FloorRatio = 2
+	if err := rep.WriteMarkdown(&b); err != nil || !strings.Contains(b.String(), "plugin-hop 150µs: raft 2.0x") || !strings.Contains(b.String(), "| machine floor |") {
+		t.Errorf("markdown lacks the floors:\n%s", b.String())
+	}
 }
 
 func TestRunRejectsBadOptions(t *testing.T) {
