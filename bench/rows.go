@@ -369,11 +369,62 @@ func prepareListPartitions(ctx context.Context, s *System, p plan) (*workload, e
 	if err != nil {
 		return nil, err
 	}
-	n, err := a.ListPartitionInfos(ctx, benchDB, table)
-	if err != nil {
-		return nil, fmt.Errorf("list partitions: %w", err)
+	// A slow machine is no reason to give up: create what is missing, wait
+	// (bounded) for the coordinator's listing to show it, and try again a
+	// few times. Only an error from a create, or partitions that never
+	// show, make the row unavailable.
+	var n int
+	for attempt := 1; attempt <= 3; attempt++ {
+		if n, err = a.ListPartitionInfos(ctx, benchDB, table); err != nil {
+			return nil, fmt.Errorf("list partitions: %w", err)
+		}
+		if n >= p.partitions {
+			break
+		}
+		if err := createPartitions(ctx, a, table, p.partitions); err != nil {
+			return nil, err
+		}
+		// The listing is served from the leader's image, which follows the
+		// store asynchronously: wait while it grows (at most 30s), and go
+		// round again when it has stopped growing short of the count.
+		deadline := time.Now().Add(30 * time.Second)
+		grew := time.Now()
+		for n < p.partitions && time.Now().Before(deadline) && time.Since(grew) < 2*time.Second && ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+			prev := n
+			if n, err = a.ListPartitionInfos(ctx, benchDB, table); err != nil {
+				return nil, fmt.Errorf("list partitions: %w", err)
+			}
+			if n > prev {
+				grew = time.Now()
+			}
+		}
+		if n >= p.partitions {
+			break
+		}
 	}
-	// Create the missing partitions, 16 at a time.
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("preparing %d partitions: %w (%d ready)", p.partitions, err, n)
+	}
+	if n < p.partitions {
+		return nil, fmt.Errorf("table has %d partitions after three rounds of setup, want %d", n, p.partitions)
+	}
+	return &workload{
+		op: func(ctx context.Context, _, _ int) (int64, error) {
+			_, err := a.ListPartitionInfos(ctx, benchDB, table)
+			return 1, err
+		},
+		calls: p.batch / 10,
+	}, nil
+}
+
+// createPartitions creates partitions p0000..p<count-1> of table, 16 at a
+// time. Partitions that exist already are fine, so a retry fills whatever
+// gaps an earlier round left.
+func createPartitions(ctx context.Context, a AdminAPI, table string, count int) error {
 	work := make(chan int)
 	errc := make(chan error, 16)
 	var wg sync.WaitGroup
@@ -392,38 +443,30 @@ func prepareListPartitions(ctx context.Context, s *System, p plan) (*workload, e
 			}
 		}()
 	}
+	var stop error
 feed:
-	for i := n; i < p.partitions; i++ {
+	for i := 0; i < count; i++ {
 		select {
 		case work <- i:
 		case <-ctx.Done():
+			stop = ctx.Err()
 			break feed
 		case err := <-errc:
-			close(work)
-			wg.Wait()
-			return nil, err
+			stop = err
+			break feed
 		}
 	}
 	close(work)
 	wg.Wait()
+	if stop != nil {
+		return stop
+	}
 	select {
 	case err := <-errc:
-		return nil, err
+		return err
 	default:
+		return nil
 	}
-	if n, err = a.ListPartitionInfos(ctx, benchDB, table); err != nil {
-		return nil, err
-	}
-	if n < p.partitions {
-		return nil, fmt.Errorf("table has %d partitions after setup, want %d", n, p.partitions)
-	}
-	return &workload{
-		op: func(ctx context.Context, _, _ int) (int64, error) {
-			_, err := a.ListPartitionInfos(ctx, benchDB, table)
-			return 1, err
-		},
-		calls: p.batch / 10,
-	}, nil
 }
 
 func prepareCreateTable(ctx context.Context, s *System, p plan) (*workload, error) {
