@@ -160,8 +160,10 @@ func floorsOf(rowID string, voters int) []string {
 		return []string{FloorPluginHop}
 	case "store.write-serial":
 		return replicated(FloorFsync, FloorPluginHop)
-	case "admin.get-table-info", "admin.list-tables", "admin.list-partitions":
+	case "admin.get-table-info", "admin.list-tables", "admin.list-partitions", "zk.raw-get":
 		return []string{FloorLoopback}
+	case "zk.raw-write-serial":
+		return replicated(FloorLoopback, FloorFsync)
 	case "admin.create-table", "admin.drop-table", "admin.create-partition":
 		return replicated(FloorLoopback, FloorPluginHop, FloorFsync)
 	}

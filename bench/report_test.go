@@ -140,6 +140,18 @@ func TestEvaluateTargets(t *testing.T) {
 			t.Errorf("throughput target with 1 voter: %q, want not measured", tr.Status)
 		}
 	}
+	// A row of one backend by design (the raw ZooKeeper client) is not a
+	// row Raft failed to be compared on.
+	faster := 2.0
+	rep.Rows = []Row{
+		{ID: "store.get", Metric: MetricP50, Ratio: &faster, Results: []Result{{Backend: ZooKeeper, N: 5, P50Micros: 200}, {Backend: Raft, N: 5, P50Micros: 100}}},
+		{ID: "zk.raw-get", Metric: MetricP50, Results: []Result{{Backend: ZooKeeper, N: 5, P50Micros: 90}}},
+	}
+	for _, tr := range EvaluateTargets(rep) {
+		if strings.HasPrefix(tr.Target, "Raft at least as fast") && (tr.Status != TargetMet || strings.Contains(tr.Detail, "zk.raw-get")) {
+			t.Errorf("every-row target with a raw ZooKeeper row: %q (%s), want met without it", tr.Status, tr.Detail)
+		}
+	}
 }
 
 func TestWriteTable(t *testing.T) {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/metaplane/metaplane/core"
 )
 
@@ -79,6 +81,16 @@ func allRows() []rowSpec {
 		{
 			id: "store.write-serial", title: "single-key write, serial", group: "writes", metric: MetricP50,
 			seed: &SeedFigure{ZooKeeperMicros: 4700, RaftMicros: 8500, Note: "seed registerTable, one voter"}, prepare: prepareSerialWrite,
+		},
+		{
+			id: "zk.raw-get", title: "raw ZooKeeper get (Go client, no plugin)", group: "raw ZooKeeper", metric: MetricP50,
+			note:     "what an operator runs today: a ZooKeeper client in the process, no plugin hop",
+			backends: []string{ZooKeeper}, prepare: prepareRawZooKeeper(false),
+		},
+		{
+			id: "zk.raw-write-serial", title: "raw ZooKeeper write, serial (Go client, no plugin)", group: "raw ZooKeeper", metric: MetricP50,
+			note:     "compare with store.write-serial on Raft: the write an operator would otherwise run",
+			backends: []string{ZooKeeper}, prepare: prepareRawZooKeeper(true),
 		},
 		{
 			id: "store.write-16", title: "write throughput, 16 clients", group: "writes", metric: MetricThroughput,
@@ -539,3 +551,59 @@ func prepareElection(ctx context.Context, s *System, p plan) (*workload, error) 
 		close: func() { e.Close() },
 	}, nil
 }
+
+// prepareRawZooKeeper times a Go ZooKeeper client talking to the ensemble
+// directly, without the plugin: a 256-byte get, or a 128-byte set.
+func prepareRawZooKeeper(write bool) func(ctx context.Context, s *System, p plan) (*workload, error) {
+	return func(ctx context.Context, s *System, p plan) (*workload, error) {
+		if s.ZooKeeperAddress == "" {
+			return nil, fmt.Errorf("no ZooKeeper ensemble on %s", s.Name)
+		}
+		conn, events, err := zk.Connect(strings.Split(s.ZooKeeperAddress, ","), 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(discardLogger{}))
+		if err != nil {
+			return nil, err
+		}
+		connected := false
+		deadline := time.After(30 * time.Second)
+		for !connected {
+			select {
+			case ev := <-events:
+				connected = ev.State == zk.StateHasSession
+			case <-deadline:
+				conn.Close()
+				return nil, errors.New("raw ZooKeeper client: no session within 30s")
+			case <-ctx.Done():
+				conn.Close()
+				return nil, ctx.Err()
+			}
+		}
+		path, size := "/metaplane-bench-raw-get", 256
+		if write {
+			path, size = "/metaplane-bench-raw-write", 128
+		}
+		data := value(size)
+		if _, err := conn.Create(path, data, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			conn.Close()
+			return nil, fmt.Errorf("create %s: %w", path, err)
+		}
+		w := &workload{close: conn.Close}
+		if write {
+			w.op = func(context.Context, int, int) (int64, error) {
+				_, err := conn.Set(path, data, -1)
+				return 1, err
+			}
+			w.calls = p.batch / 4
+		} else {
+			w.op = func(context.Context, int, int) (int64, error) {
+				_, _, err := conn.Get(path)
+				return 1, err
+			}
+		}
+		return w, nil
+	}
+}
+
+// discardLogger drops the ZooKeeper library's log lines.
+type discardLogger struct{}
+
+func (discardLogger) Printf(string, ...any) {}

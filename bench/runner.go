@@ -112,6 +112,9 @@ type System struct {
 	// Missing says why a part is nil, by part name ("coordinator",
 	// "election").
 	Missing map[string]string
+	// ZooKeeperAddress is the ensemble's connect string, on the ZooKeeper
+	// system (the raw-client rows use it without the plugin).
+	ZooKeeperAddress string
 	// Settings are the settings this system runs with, key=value.
 	Settings []string
 	closers  []func() error

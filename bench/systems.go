@@ -194,7 +194,7 @@ func startZooKeeperSystem(ctx context.Context, env *runEnv) (*System, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &System{Name: ZooKeeper, Missing: map[string]string{}}
+	s := &System{Name: ZooKeeper, Missing: map[string]string{}, ZooKeeperAddress: zk.ConnectString()}
 	s.onClose(zk.Close)
 	s.Settings = append(s.Settings,
 		fmt.Sprintf("zookeeper.servers=%d", env.opts.Voters),

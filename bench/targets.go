@@ -35,6 +35,11 @@ func EvaluateTargets(rep *Report) []TargetResult {
 		var slower, ties, missing []string
 		compared := 0
 		for _, r := range rep.Rows {
+			_, hasRaft := r.result(Raft)
+			_, hasZK := r.result(ZooKeeper)
+			if !hasRaft || !hasZK {
+				continue // a row of one backend by design (the raw ZooKeeper rows), or a run without both
+			}
 			if r.Ratio == nil {
 				missing = append(missing, r.ID)
 				continue
