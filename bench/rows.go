@@ -299,14 +299,14 @@ func prepareImageRead(ctx context.Context, s *System, p plan) (*workload, error)
 	co := s.Coordinator
 	// The image follows the store asynchronously: wait (bounded) until
 	// the table shows.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		err := co.ImageGetTable(benchDB, "image_read")
 		if err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("table not in the image after 10s: %w", err)
+			return nil, fmt.Errorf("table not in the image after 60s: %w", err)
 		}
 		select {
 		case <-ctx.Done():
