@@ -502,3 +502,24 @@ func TestCheckFilesIsASeparateStep(t *testing.T) {
 		t.Errorf("problems %v, want the missing cert file and the key-file directory", ce.Problems)
 	}
 }
+
+// TestZooKeeperFailover: the failover note gives the requested session
+// timeout and, when a default server would clamp it, what it grants.
+func TestZooKeeperFailover(t *testing.T) {
+	for _, tt := range []struct {
+		timeout time.Duration
+		want    string
+		clamped bool
+	}{
+		{60 * time.Second, "session-timeout=1m, which a server with the default tickTime of 2s grants as 40s", true},
+		{time.Second, "session-timeout=1s, which a server with the default tickTime of 2s grants as 4s", true},
+		{10 * time.Second, "session-timeout=10s;", false},
+	} {
+		cfg := Default()
+		cfg.ZooKeeper.Client.SessionTimeout = tt.timeout
+		got := cfg.ZooKeeperFailover()
+		if !strings.Contains(got, tt.want) || strings.Contains(got, "grants as") != tt.clamped {
+			t.Errorf("%v: %q, want it to contain %q", tt.timeout, got, tt.want)
+		}
+	}
+}

@@ -1,9 +1,11 @@
 package config
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/metaplane/metaplane/core/config/raftkeys"
+	"github.com/metaplane/metaplane/core/settings"
 )
 
 // The Raft tick and the timing rules are the Raft backend's (package
@@ -66,4 +68,31 @@ func (c *Config) RaftNodeID() uint64 {
 // RaftTiming).
 func (c *Config) RaftTiming() (RaftTimingResult, error) {
 	return RaftTiming(c.Coordinator.Raft.HeartbeatInterval, c.Coordinator.Raft.ElectionTimeout)
+}
+
+// ZooKeeper's defaults that bound the session timeout a server grants: it
+// clamps the requested timeout to [2, 20] ticks of its tickTime.
+const (
+	ZooKeeperDefaultTick = 2 * time.Second
+	zooKeeperMinTicks    = 2
+	zooKeeperMaxTicks    = 20
+)
+
+// ZooKeeperFailover says how long a dead ZooKeeper coordinator keeps its
+// leadership: its ephemeral /coordinators/active lives until the session
+// expires, so a standby takes over within the session timeout the server
+// grants plus one server tick (the server expires sessions on tick
+// boundaries). It is the requested zookeeper.client.session-timeout,
+// clamped as a server with the default tickTime of 2s would (to [4s, 40s]);
+// a server with another tickTime clamps to [2, 20] of its ticks.
+func (c *Config) ZooKeeperFailover() string {
+	req := c.ZooKeeper.Client.SessionTimeout
+	granted := min(max(req, zooKeeperMinTicks*ZooKeeperDefaultTick), zooKeeperMaxTicks*ZooKeeperDefaultTick)
+	clamp := ""
+	if granted != req {
+		clamp = fmt.Sprintf(", which a server with the default tickTime of %s grants as %s",
+			settings.FormatDuration(ZooKeeperDefaultTick), settings.FormatDuration(granted))
+	}
+	return fmt.Sprintf("failover: a coordinator that dies keeps the leadership until its ZooKeeper session expires: a standby takes over within the session timeout plus one server tick (zookeeper.client.session-timeout=%s%s; a server clamps it to 2-20 of its ticks)",
+		settings.FormatDuration(req), clamp)
 }

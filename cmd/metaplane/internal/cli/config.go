@@ -91,8 +91,11 @@ func validate(opts config.LoadOptions) validateReport {
 	rep.Backend = cfg.Selected.Backend
 	rep.SelectedBy = cfg.Selected.SelectedBy
 	rep.Warnings = append(rep.Warnings, cfg.Selected.Warnings...)
-	if rep.Backend == config.BackendRaft {
+	switch rep.Backend {
+	case config.BackendRaft:
 		rep.Notes = append(rep.Notes, raftNotes(cfg)...)
+	case config.BackendZooKeeper:
+		rep.Notes = append(rep.Notes, cfg.ZooKeeperFailover())
 	}
 	return rep
 }

@@ -185,6 +185,7 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 		}
 	case config.BackendZooKeeper:
 		fmt.Fprintf(w, "  zookeeper: %s (root %s)\n", strings.Join(cfg.ZooKeeper.Address, ","), cfg.ZooKeeper.PathRoot)
+		fmt.Fprintf(w, "  %s\n", cfg.ZooKeeperFailover())
 	}
 	fmt.Fprintf(w, "  clients:  %s\n", advertised)
 	if metricsAddr != "" {
