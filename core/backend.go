@@ -196,6 +196,48 @@ type MembershipManager interface {
 	RemoveVoter(ctx context.Context, id string) error
 }
 
+// Importer is implemented by backends that load a tree in bulk
+// (Capabilities.Import): far faster than one Txn per node, and, where the
+// backend declares Capabilities.ImportKeepsVersions, keeping each node's
+// version and times exactly, so that conditional writes made against the
+// source keep working on the target. The migration engine (package
+// migrate) uses it; a backend without it is loaded with ordinary creates.
+type Importer interface {
+	// Import creates nodes as persistent nodes, atomically (all of them or
+	// none), in order: a node's parent must exist or come earlier in nodes.
+	// Every node must be new. Slices are not retained. Errors: *TxnError
+	// naming the failing node's index and wrapping ErrNodeExists,
+	// ErrNoParent, ErrInvalidPath or ErrTooLarge; ErrInvalidArgument (no
+	// nodes, too many, a negative version); ErrFenced (fence not current),
+	// ErrNotLeader, ErrUnavailable, ErrClosed, context errors (the outcome
+	// is then unknown: the batch may have been applied).
+	Import(ctx context.Context, nodes []ImportNode, fence Fence) error
+}
+
+// MaxImportBatch is the most nodes one Import call may carry; a caller
+// splits larger trees (and keeps a batch's data well under what one
+// replicated entry holds).
+const MaxImportBatch = 1000
+
+// ImportNode is one node of a bulk import.
+type ImportNode struct {
+	// Path is the node's absolute path.
+	Path string
+	// Data is the node's value.
+	Data []byte
+	// Version is the node's version (the number of sets since its
+	// creation), kept where the backend declares ImportKeepsVersions.
+	Version int64
+	// CreateTime and ModifyTime (milliseconds since the Unix epoch, as in
+	// Stat) are kept where the backend declares ImportKeepsVersions; zero
+	// means the import's own time.
+	CreateTime, ModifyTime int64
+	// NextSequence is the suffix the node's next sequential child gets, so
+	// a suffix used on the source is never handed out again; 0 means the
+	// number of its children.
+	NextSequence int64
+}
+
 // SessionExpirer is implemented by backends that can expire the client's
 // own session on demand, as its timeout would (Capabilities.SessionExpiry).
 // The conformance suite uses it (across the plugin boundary too) to test
@@ -228,10 +270,10 @@ type Unwrapper interface {
 }
 
 // Optional returns b's optional part T (LeaseManager, IDAllocator,
-// MembershipManager, FaultInjector, SessionExpirer, or a part of a later
-// version) and true when b, or a backend b wraps (following Unwrap), both
-// implements T and declares it in its Capabilities (Leases,
-// NativeIDAllocation, Membership, FaultInjection, SessionExpiry; a part
+// MembershipManager, FaultInjector, SessionExpirer, Importer, or a part of
+// a later version) and true when b, or a backend b wraps (following
+// Unwrap), both implements T and declares it in its Capabilities (Leases,
+// NativeIDAllocation, Membership, FaultInjection, SessionExpiry, Import; a part
 // core has no capability for is found by its methods alone). Otherwise it
 // returns the zero T and false. It does not block.
 func Optional[T any](b MetadataBackend) (T, bool) {
@@ -262,6 +304,8 @@ func declares[T any](caps Capabilities) bool {
 		return caps.FaultInjection
 	case *SessionExpirer:
 		return caps.SessionExpiry
+	case *Importer:
+		return caps.Import
 	}
 	return true
 }

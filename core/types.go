@@ -381,6 +381,10 @@ type Capabilities struct {
 	FaultInjection bool
 	// SessionExpiry: the backend implements SessionExpirer.
 	SessionExpiry bool
+	// Import: the backend implements Importer.
+	Import bool
+	// ImportKeepsVersions: Import keeps each node's version and times.
+	ImportKeepsVersions bool
 	// ConsensusStatus: Status reports this member's consensus view (a Raft
 	// role, the term as Epoch, commit and applied index, and on the leader
 	// each member's lag); the coordinator exports it as the raft* gauges.

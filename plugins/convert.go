@@ -289,7 +289,8 @@ func interfacesOf(b core.MetadataBackend) *pb.Interfaces {
 	_, mm := core.Optional[core.MembershipManager](b)
 	_, fi := core.Optional[core.FaultInjector](b)
 	_, se := core.Optional[core.SessionExpirer](b)
-	return &pb.Interfaces{LeaseManager: lm, IdAllocator: ia, MembershipManager: mm, FaultInjector: fi, SessionExpirer: se}
+	_, im := core.Optional[core.Importer](b)
+	return &pb.Interfaces{LeaseManager: lm, IdAllocator: ia, MembershipManager: mm, FaultInjector: fi, SessionExpirer: se, Importer: im}
 }
 
 func capabilitiesToProto(c core.Capabilities, ifaces *pb.Interfaces) *pb.Capabilities {
@@ -308,6 +309,8 @@ func capabilitiesToProto(c core.Capabilities, ifaces *pb.Interfaces) *pb.Capabil
 		SessionExpiry:             c.SessionExpiry,
 		ConsensusStatus:           c.ConsensusStatus,
 		TabletServers:             pb.TabletServerMode(c.TabletServers),
+		Import:                    c.Import,
+		ImportKeepsVersions:       c.ImportKeepsVersions,
 	}
 }
 
@@ -333,5 +336,23 @@ func capabilitiesFromProto(c *pb.Capabilities) (core.Capabilities, *pb.Interface
 		SessionExpiry:             c.SessionExpiry,
 		ConsensusStatus:           c.ConsensusStatus,
 		TabletServers:             core.TabletServerMode(c.TabletServers),
+		Import:                    c.Import,
+		ImportKeepsVersions:       c.ImportKeepsVersions,
 	}, ifaces
+}
+
+func importNodesToProto(ns []core.ImportNode) []*pb.ImportNode {
+	out := make([]*pb.ImportNode, len(ns))
+	for i, n := range ns {
+		out[i] = &pb.ImportNode{Path: n.Path, Data: n.Data, Version: n.Version, CreateTime: n.CreateTime, ModifyTime: n.ModifyTime, NextSequence: n.NextSequence}
+	}
+	return out
+}
+
+func importNodesFromProto(ns []*pb.ImportNode) []core.ImportNode {
+	out := make([]core.ImportNode, len(ns))
+	for i, n := range ns {
+		out[i] = core.ImportNode{Path: n.GetPath(), Data: n.GetData(), Version: n.GetVersion(), CreateTime: n.GetCreateTime(), ModifyTime: n.GetModifyTime(), NextSequence: n.GetNextSequence()}
+	}
+	return out
 }

@@ -32,6 +32,7 @@ type (
 	membershipLayer struct{ layer }
 	faultLayer      struct{ layer }
 	expiryLayer     struct{ layer }
+	importLayer     struct{ layer }
 )
 
 var (
@@ -40,6 +41,7 @@ var (
 	_ core.MembershipManager = membershipLayer{}
 	_ core.FaultInjector     = faultLayer{}
 	_ core.SessionExpirer    = expiryLayer{}
+	_ core.Importer          = importLayer{}
 )
 
 // expose wraps c in a layer for each part ifaces offers.
@@ -50,6 +52,7 @@ func expose(c *Client, ifaces *pb.Interfaces) core.MetadataBackend {
 			b = mk(layer{MetadataBackend: b, c: c})
 		}
 	}
+	wrap(ifaces.GetImporter(), func(l layer) core.MetadataBackend { return importLayer{l} })
 	wrap(ifaces.GetSessionExpirer(), func(l layer) core.MetadataBackend { return expiryLayer{l} })
 	wrap(ifaces.GetFaultInjector(), func(l layer) core.MetadataBackend { return faultLayer{l} })
 	wrap(ifaces.GetMembershipManager(), func(l layer) core.MetadataBackend { return membershipLayer{l} })
@@ -212,4 +215,16 @@ func (l expiryLayer) ExpireSession(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// Import loads nodes in bulk in the plugin, in one call. See core.Importer.
+func (l importLayer) Import(ctx context.Context, nodes []core.ImportNode, fence core.Fence) error {
+	r, err := l.c.current()
+	if err != nil {
+		return err
+	}
+	if _, err := r.conn.rpc.Import(ctx, &pb.ImportRequest{ClientId: r.id, Nodes: importNodesToProto(nodes), Fence: fenceToProto(fence)}); err != nil {
+		return callError(ctx, r.conn, err)
+	}
+	return nil
 }

@@ -395,6 +395,21 @@ func (s *server) RevokeLease(ctx context.Context, req *pb.RevokeLeaseRequest) (*
 	return &pb.RevokeLeaseResponse{}, nil
 }
 
+func (s *server) Import(ctx context.Context, req *pb.ImportRequest) (*pb.ImportResponse, error) {
+	c, err := s.client(req.ClientId)
+	if err != nil {
+		return nil, err
+	}
+	im, ok := core.Optional[core.Importer](c.b)
+	if !ok {
+		return nil, unsupported("bulk import (Importer)")
+	}
+	if err := im.Import(ctx, importNodesFromProto(req.Nodes), fenceFromProto(req.Fence)); err != nil {
+		return nil, ToStatus(err)
+	}
+	return &pb.ImportResponse{}, nil
+}
+
 func (s *server) AllocateIDs(ctx context.Context, req *pb.AllocateIDsRequest) (*pb.AllocateIDsResponse, error) {
 	c, err := s.client(req.ClientId)
 	if err != nil {

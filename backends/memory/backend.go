@@ -309,8 +309,11 @@ func (b *Backend) Capabilities() core.Capabilities {
 		Leases:         true,
 		FaultInjection: true,
 		SessionExpiry:  true,
+		Import:         true,
 		TabletServers:  core.TabletServersThroughCoordinator,
 		MaxValueSize:   b.s.opts.MaxValueSize,
+
+		ImportKeepsVersions: true,
 	}
 }
 

@@ -70,6 +70,8 @@ func (a *applier) applyEntry(cmd []byte) *raftv1.CommandResult {
 		res, f = a.expire(body.SessionExpire)
 	case *raftv1.Command_IdReserve:
 		res, f = a.reserve(body.IdReserve)
+	case *raftv1.Command_Import:
+		res, f = a.importNodes(body.Import)
 	default:
 		f = fail(raftv1.Code_CODE_INVALID_ARGUMENT, -1, "unknown command")
 	}

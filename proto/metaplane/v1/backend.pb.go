@@ -794,6 +794,7 @@ type Interfaces struct {
 	MembershipManager bool                   `protobuf:"varint,3,opt,name=membership_manager,json=membershipManager,proto3" json:"membership_manager,omitempty"`
 	FaultInjector     bool                   `protobuf:"varint,4,opt,name=fault_injector,json=faultInjector,proto3" json:"fault_injector,omitempty"`
 	SessionExpirer    bool                   `protobuf:"varint,5,opt,name=session_expirer,json=sessionExpirer,proto3" json:"session_expirer,omitempty"`
+	Importer          bool                   `protobuf:"varint,6,opt,name=importer,proto3" json:"importer,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -863,6 +864,13 @@ func (x *Interfaces) GetSessionExpirer() bool {
 	return false
 }
 
+func (x *Interfaces) GetImporter() bool {
+	if x != nil {
+		return x.Importer
+	}
+	return false
+}
+
 // Capabilities is core.Capabilities plus the optional interfaces.
 type Capabilities struct {
 	state                     protoimpl.MessageState `protogen:"open.v1"`
@@ -880,6 +888,8 @@ type Capabilities struct {
 	SessionExpiry             bool                   `protobuf:"varint,12,opt,name=session_expiry,json=sessionExpiry,proto3" json:"session_expiry,omitempty"`
 	ConsensusStatus           bool                   `protobuf:"varint,13,opt,name=consensus_status,json=consensusStatus,proto3" json:"consensus_status,omitempty"`
 	TabletServers             TabletServerMode       `protobuf:"varint,14,opt,name=tablet_servers,json=tabletServers,proto3,enum=metaplane.v1.TabletServerMode" json:"tablet_servers,omitempty"`
+	Import                    bool                   `protobuf:"varint,15,opt,name=import,proto3" json:"import,omitempty"`
+	ImportKeepsVersions       bool                   `protobuf:"varint,16,opt,name=import_keeps_versions,json=importKeepsVersions,proto3" json:"import_keeps_versions,omitempty"`
 	unknownFields             protoimpl.UnknownFields
 	sizeCache                 protoimpl.SizeCache
 }
@@ -1010,6 +1020,20 @@ func (x *Capabilities) GetTabletServers() TabletServerMode {
 		return x.TabletServers
 	}
 	return TabletServerMode_TABLET_SERVER_MODE_DIRECT
+}
+
+func (x *Capabilities) GetImport() bool {
+	if x != nil {
+		return x.Import
+	}
+	return false
+}
+
+func (x *Capabilities) GetImportKeepsVersions() bool {
+	if x != nil {
+		return x.ImportKeepsVersions
+	}
+	return false
 }
 
 type NewClientResponse struct {
@@ -4219,6 +4243,187 @@ func (*CompactHistoryResponse) Descriptor() ([]byte, []int) {
 	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{67}
 }
 
+// ImportNode is core.ImportNode.
+type ImportNode struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	Version       int64                  `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	CreateTime    int64                  `protobuf:"varint,4,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	ModifyTime    int64                  `protobuf:"varint,5,opt,name=modify_time,json=modifyTime,proto3" json:"modify_time,omitempty"`
+	NextSequence  int64                  `protobuf:"varint,6,opt,name=next_sequence,json=nextSequence,proto3" json:"next_sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportNode) Reset() {
+	*x = ImportNode{}
+	mi := &file_metaplane_v1_backend_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportNode) ProtoMessage() {}
+
+func (x *ImportNode) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_v1_backend_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportNode.ProtoReflect.Descriptor instead.
+func (*ImportNode) Descriptor() ([]byte, []int) {
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *ImportNode) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *ImportNode) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ImportNode) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ImportNode) GetCreateTime() int64 {
+	if x != nil {
+		return x.CreateTime
+	}
+	return 0
+}
+
+func (x *ImportNode) GetModifyTime() int64 {
+	if x != nil {
+		return x.ModifyTime
+	}
+	return 0
+}
+
+func (x *ImportNode) GetNextSequence() int64 {
+	if x != nil {
+		return x.NextSequence
+	}
+	return 0
+}
+
+type ImportRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClientId      uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Nodes         []*ImportNode          `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Fence         *Fence                 `protobuf:"bytes,3,opt,name=fence,proto3" json:"fence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportRequest) Reset() {
+	*x = ImportRequest{}
+	mi := &file_metaplane_v1_backend_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportRequest) ProtoMessage() {}
+
+func (x *ImportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_v1_backend_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
+func (*ImportRequest) Descriptor() ([]byte, []int) {
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *ImportRequest) GetClientId() uint64 {
+	if x != nil {
+		return x.ClientId
+	}
+	return 0
+}
+
+func (x *ImportRequest) GetNodes() []*ImportNode {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *ImportRequest) GetFence() *Fence {
+	if x != nil {
+		return x.Fence
+	}
+	return nil
+}
+
+type ImportResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportResponse) Reset() {
+	*x = ImportResponse{}
+	mi := &file_metaplane_v1_backend_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportResponse) ProtoMessage() {}
+
+func (x *ImportResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_v1_backend_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
+func (*ImportResponse) Descriptor() ([]byte, []int) {
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{70}
+}
+
 var File_metaplane_v1_backend_proto protoreflect.FileDescriptor
 
 const file_metaplane_v1_backend_proto_rawDesc = "" +
@@ -4254,14 +4459,15 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\rStartResponse\"Z\n" +
 	"\x10NewClientRequest\x122\n" +
 	"\x15session_timeout_nanos\x18\x01 \x01(\x03R\x13sessionTimeoutNanos\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\xd3\x01\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xef\x01\n" +
 	"\n" +
 	"Interfaces\x12#\n" +
 	"\rlease_manager\x18\x01 \x01(\bR\fleaseManager\x12!\n" +
 	"\fid_allocator\x18\x02 \x01(\bR\vidAllocator\x12-\n" +
 	"\x12membership_manager\x18\x03 \x01(\bR\x11membershipManager\x12%\n" +
 	"\x0efault_injector\x18\x04 \x01(\bR\rfaultInjector\x12'\n" +
-	"\x0fsession_expirer\x18\x05 \x01(\bR\x0esessionExpirer\"\xd7\x04\n" +
+	"\x0fsession_expirer\x18\x05 \x01(\bR\x0esessionExpirer\x12\x1a\n" +
+	"\bimporter\x18\x06 \x01(\bR\bimporter\"\xa3\x05\n" +
 	"\fCapabilities\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
 	"\rexact_history\x18\x02 \x01(\bR\fexactHistory\x12>\n" +
@@ -4282,7 +4488,9 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"interfaces\x12%\n" +
 	"\x0esession_expiry\x18\f \x01(\bR\rsessionExpiry\x12)\n" +
 	"\x10consensus_status\x18\r \x01(\bR\x0fconsensusStatus\x12E\n" +
-	"\x0etablet_servers\x18\x0e \x01(\x0e2\x1e.metaplane.v1.TabletServerModeR\rtabletServers\"\xa5\x01\n" +
+	"\x0etablet_servers\x18\x0e \x01(\x0e2\x1e.metaplane.v1.TabletServerModeR\rtabletServers\x12\x16\n" +
+	"\x06import\x18\x0f \x01(\bR\x06import\x122\n" +
+	"\x15import_keeps_versions\x18\x10 \x01(\bR\x13importKeepsVersions\"\xa5\x01\n" +
 	"\x11NewClientResponse\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12>\n" +
 	"\fcapabilities\x18\x02 \x01(\v2\x1a.metaplane.v1.CapabilitiesR\fcapabilities\x123\n" +
@@ -4487,7 +4695,22 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\x15ExpireSessionResponse\"3\n" +
 	"\x15CompactHistoryRequest\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\"\x18\n" +
-	"\x16CompactHistoryResponse*\xbc\x03\n" +
+	"\x16CompactHistoryResponse\"\xb5\x01\n" +
+	"\n" +
+	"ImportNode\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x03R\aversion\x12\x1f\n" +
+	"\vcreate_time\x18\x04 \x01(\x03R\n" +
+	"createTime\x12\x1f\n" +
+	"\vmodify_time\x18\x05 \x01(\x03R\n" +
+	"modifyTime\x12#\n" +
+	"\rnext_sequence\x18\x06 \x01(\x03R\fnextSequence\"\x87\x01\n" +
+	"\rImportRequest\x12\x1b\n" +
+	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12.\n" +
+	"\x05nodes\x18\x02 \x03(\v2\x18.metaplane.v1.ImportNodeR\x05nodes\x12)\n" +
+	"\x05fence\x18\x03 \x01(\v2\x13.metaplane.v1.FenceR\x05fence\"\x10\n" +
+	"\x0eImportResponse*\xbc\x03\n" +
 	"\bSentinel\x12\x18\n" +
 	"\x14SENTINEL_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SENTINEL_NOT_FOUND\x10\x01\x12\x18\n" +
@@ -4532,7 +4755,7 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\x17SESSION_STATE_CONNECTED\x10\x01\x12\x1b\n" +
 	"\x17SESSION_STATE_SUSPENDED\x10\x02\x12\x19\n" +
 	"\x15SESSION_STATE_EXPIRED\x10\x03\x12\x18\n" +
-	"\x14SESSION_STATE_CLOSED\x10\x042\xfd\x0f\n" +
+	"\x14SESSION_STATE_CLOSED\x10\x042\xc2\x10\n" +
 	"\aBackend\x12I\n" +
 	"\bDescribe\x12\x1d.metaplane.v1.DescribeRequest\x1a\x1e.metaplane.v1.DescribeResponse\x12@\n" +
 	"\x05Start\x12\x1a.metaplane.v1.StartRequest\x1a\x1b.metaplane.v1.StartResponse\x12L\n" +
@@ -4561,7 +4784,8 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\rFailNextWrite\x12\".metaplane.v1.FailNextWriteRequest\x1a#.metaplane.v1.FailNextWriteResponse\x12O\n" +
 	"\n" +
 	"SetLatency\x12\x1f.metaplane.v1.SetLatencyRequest\x1a .metaplane.v1.SetLatencyResponse\x12X\n" +
-	"\rExpireSession\x12\".metaplane.v1.ExpireSessionRequest\x1a#.metaplane.v1.ExpireSessionResponse\x12[\n" +
+	"\rExpireSession\x12\".metaplane.v1.ExpireSessionRequest\x1a#.metaplane.v1.ExpireSessionResponse\x12C\n" +
+	"\x06Import\x12\x1b.metaplane.v1.ImportRequest\x1a\x1c.metaplane.v1.ImportResponse\x12[\n" +
 	"\x0eCompactHistory\x12#.metaplane.v1.CompactHistoryRequest\x1a$.metaplane.v1.CompactHistoryResponseB?Z=github.com/metaplane/metaplane/proto/metaplane/v1;metaplanev1b\x06proto3"
 
 var (
@@ -4577,7 +4801,7 @@ func file_metaplane_v1_backend_proto_rawDescGZIP() []byte {
 }
 
 var file_metaplane_v1_backend_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_metaplane_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
+var file_metaplane_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
 var file_metaplane_v1_backend_proto_goTypes = []any{
 	(Sentinel)(0),                  // 0: metaplane.v1.Sentinel
 	(TabletServerMode)(0),          // 1: metaplane.v1.TabletServerMode
@@ -4653,14 +4877,17 @@ var file_metaplane_v1_backend_proto_goTypes = []any{
 	(*ExpireSessionResponse)(nil),  // 71: metaplane.v1.ExpireSessionResponse
 	(*CompactHistoryRequest)(nil),  // 72: metaplane.v1.CompactHistoryRequest
 	(*CompactHistoryResponse)(nil), // 73: metaplane.v1.CompactHistoryResponse
-	nil,                            // 74: metaplane.v1.StartRequest.ConfigEntry
-	nil,                            // 75: metaplane.v1.StatusResponse.DetailsEntry
+	(*ImportNode)(nil),             // 74: metaplane.v1.ImportNode
+	(*ImportRequest)(nil),          // 75: metaplane.v1.ImportRequest
+	(*ImportResponse)(nil),         // 76: metaplane.v1.ImportResponse
+	nil,                            // 77: metaplane.v1.StartRequest.ConfigEntry
+	nil,                            // 78: metaplane.v1.StatusResponse.DetailsEntry
 }
 var file_metaplane_v1_backend_proto_depIdxs = []int32{
 	0,  // 0: metaplane.v1.Error.sentinel:type_name -> metaplane.v1.Sentinel
 	1,  // 1: metaplane.v1.BackendDescriptor.tablet_servers:type_name -> metaplane.v1.TabletServerMode
 	7,  // 2: metaplane.v1.DescribeResponse.descriptor:type_name -> metaplane.v1.BackendDescriptor
-	74, // 3: metaplane.v1.StartRequest.config:type_name -> metaplane.v1.StartRequest.ConfigEntry
+	77, // 3: metaplane.v1.StartRequest.config:type_name -> metaplane.v1.StartRequest.ConfigEntry
 	13, // 4: metaplane.v1.Capabilities.interfaces:type_name -> metaplane.v1.Interfaces
 	1,  // 5: metaplane.v1.Capabilities.tablet_servers:type_name -> metaplane.v1.TabletServerMode
 	14, // 6: metaplane.v1.NewClientResponse.capabilities:type_name -> metaplane.v1.Capabilities
@@ -4693,68 +4920,72 @@ var file_metaplane_v1_backend_proto_depIdxs = []int32{
 	46, // 33: metaplane.v1.LeaderResponse.leader:type_name -> metaplane.v1.LeaderInfo
 	46, // 34: metaplane.v1.ObserveLeaderResponse.leader:type_name -> metaplane.v1.LeaderInfo
 	51, // 35: metaplane.v1.StatusResponse.members:type_name -> metaplane.v1.MemberStatus
-	75, // 36: metaplane.v1.StatusResponse.details:type_name -> metaplane.v1.StatusResponse.DetailsEntry
+	78, // 36: metaplane.v1.StatusResponse.details:type_name -> metaplane.v1.StatusResponse.DetailsEntry
 	29, // 37: metaplane.v1.GrantLeaseRequest.fence:type_name -> metaplane.v1.Fence
 	29, // 38: metaplane.v1.RevokeLeaseRequest.fence:type_name -> metaplane.v1.Fence
 	29, // 39: metaplane.v1.AllocateIDsRequest.fence:type_name -> metaplane.v1.Fence
 	6,  // 40: metaplane.v1.FailNextWriteRequest.error:type_name -> metaplane.v1.Error
-	8,  // 41: metaplane.v1.Backend.Describe:input_type -> metaplane.v1.DescribeRequest
-	10, // 42: metaplane.v1.Backend.Start:input_type -> metaplane.v1.StartRequest
-	12, // 43: metaplane.v1.Backend.NewClient:input_type -> metaplane.v1.NewClientRequest
-	16, // 44: metaplane.v1.Backend.CloseClient:input_type -> metaplane.v1.CloseClientRequest
-	21, // 45: metaplane.v1.Backend.GetMany:input_type -> metaplane.v1.GetManyRequest
-	24, // 46: metaplane.v1.Backend.Children:input_type -> metaplane.v1.ChildrenRequest
-	26, // 47: metaplane.v1.Backend.Snapshot:input_type -> metaplane.v1.SnapshotRequest
-	30, // 48: metaplane.v1.Backend.Txn:input_type -> metaplane.v1.TxnRequest
-	33, // 49: metaplane.v1.Backend.Watch:input_type -> metaplane.v1.WatchRequest
-	37, // 50: metaplane.v1.Backend.Session:input_type -> metaplane.v1.SessionRequest
-	39, // 51: metaplane.v1.Backend.SessionEvents:input_type -> metaplane.v1.SessionEventsRequest
-	42, // 52: metaplane.v1.Backend.Campaign:input_type -> metaplane.v1.CampaignRequest
-	44, // 53: metaplane.v1.Backend.Resign:input_type -> metaplane.v1.ResignRequest
-	47, // 54: metaplane.v1.Backend.Leader:input_type -> metaplane.v1.LeaderRequest
-	49, // 55: metaplane.v1.Backend.ObserveLeader:input_type -> metaplane.v1.ObserveLeaderRequest
-	52, // 56: metaplane.v1.Backend.Status:input_type -> metaplane.v1.StatusRequest
-	54, // 57: metaplane.v1.Backend.GrantLease:input_type -> metaplane.v1.GrantLeaseRequest
-	56, // 58: metaplane.v1.Backend.RenewLease:input_type -> metaplane.v1.RenewLeaseRequest
-	58, // 59: metaplane.v1.Backend.RevokeLease:input_type -> metaplane.v1.RevokeLeaseRequest
-	60, // 60: metaplane.v1.Backend.AllocateIDs:input_type -> metaplane.v1.AllocateIDsRequest
-	62, // 61: metaplane.v1.Backend.AddVoter:input_type -> metaplane.v1.AddVoterRequest
-	64, // 62: metaplane.v1.Backend.RemoveVoter:input_type -> metaplane.v1.RemoveVoterRequest
-	66, // 63: metaplane.v1.Backend.FailNextWrite:input_type -> metaplane.v1.FailNextWriteRequest
-	68, // 64: metaplane.v1.Backend.SetLatency:input_type -> metaplane.v1.SetLatencyRequest
-	70, // 65: metaplane.v1.Backend.ExpireSession:input_type -> metaplane.v1.ExpireSessionRequest
-	72, // 66: metaplane.v1.Backend.CompactHistory:input_type -> metaplane.v1.CompactHistoryRequest
-	9,  // 67: metaplane.v1.Backend.Describe:output_type -> metaplane.v1.DescribeResponse
-	11, // 68: metaplane.v1.Backend.Start:output_type -> metaplane.v1.StartResponse
-	15, // 69: metaplane.v1.Backend.NewClient:output_type -> metaplane.v1.NewClientResponse
-	17, // 70: metaplane.v1.Backend.CloseClient:output_type -> metaplane.v1.CloseClientResponse
-	23, // 71: metaplane.v1.Backend.GetMany:output_type -> metaplane.v1.GetManyResponse
-	25, // 72: metaplane.v1.Backend.Children:output_type -> metaplane.v1.ChildrenResponse
-	27, // 73: metaplane.v1.Backend.Snapshot:output_type -> metaplane.v1.SnapshotResponse
-	32, // 74: metaplane.v1.Backend.Txn:output_type -> metaplane.v1.TxnResponse
-	35, // 75: metaplane.v1.Backend.Watch:output_type -> metaplane.v1.WatchResponse
-	38, // 76: metaplane.v1.Backend.Session:output_type -> metaplane.v1.SessionResponse
-	40, // 77: metaplane.v1.Backend.SessionEvents:output_type -> metaplane.v1.SessionEventsResponse
-	43, // 78: metaplane.v1.Backend.Campaign:output_type -> metaplane.v1.CampaignResponse
-	45, // 79: metaplane.v1.Backend.Resign:output_type -> metaplane.v1.ResignResponse
-	48, // 80: metaplane.v1.Backend.Leader:output_type -> metaplane.v1.LeaderResponse
-	50, // 81: metaplane.v1.Backend.ObserveLeader:output_type -> metaplane.v1.ObserveLeaderResponse
-	53, // 82: metaplane.v1.Backend.Status:output_type -> metaplane.v1.StatusResponse
-	55, // 83: metaplane.v1.Backend.GrantLease:output_type -> metaplane.v1.GrantLeaseResponse
-	57, // 84: metaplane.v1.Backend.RenewLease:output_type -> metaplane.v1.RenewLeaseResponse
-	59, // 85: metaplane.v1.Backend.RevokeLease:output_type -> metaplane.v1.RevokeLeaseResponse
-	61, // 86: metaplane.v1.Backend.AllocateIDs:output_type -> metaplane.v1.AllocateIDsResponse
-	63, // 87: metaplane.v1.Backend.AddVoter:output_type -> metaplane.v1.AddVoterResponse
-	65, // 88: metaplane.v1.Backend.RemoveVoter:output_type -> metaplane.v1.RemoveVoterResponse
-	67, // 89: metaplane.v1.Backend.FailNextWrite:output_type -> metaplane.v1.FailNextWriteResponse
-	69, // 90: metaplane.v1.Backend.SetLatency:output_type -> metaplane.v1.SetLatencyResponse
-	71, // 91: metaplane.v1.Backend.ExpireSession:output_type -> metaplane.v1.ExpireSessionResponse
-	73, // 92: metaplane.v1.Backend.CompactHistory:output_type -> metaplane.v1.CompactHistoryResponse
-	67, // [67:93] is the sub-list for method output_type
-	41, // [41:67] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	74, // 41: metaplane.v1.ImportRequest.nodes:type_name -> metaplane.v1.ImportNode
+	29, // 42: metaplane.v1.ImportRequest.fence:type_name -> metaplane.v1.Fence
+	8,  // 43: metaplane.v1.Backend.Describe:input_type -> metaplane.v1.DescribeRequest
+	10, // 44: metaplane.v1.Backend.Start:input_type -> metaplane.v1.StartRequest
+	12, // 45: metaplane.v1.Backend.NewClient:input_type -> metaplane.v1.NewClientRequest
+	16, // 46: metaplane.v1.Backend.CloseClient:input_type -> metaplane.v1.CloseClientRequest
+	21, // 47: metaplane.v1.Backend.GetMany:input_type -> metaplane.v1.GetManyRequest
+	24, // 48: metaplane.v1.Backend.Children:input_type -> metaplane.v1.ChildrenRequest
+	26, // 49: metaplane.v1.Backend.Snapshot:input_type -> metaplane.v1.SnapshotRequest
+	30, // 50: metaplane.v1.Backend.Txn:input_type -> metaplane.v1.TxnRequest
+	33, // 51: metaplane.v1.Backend.Watch:input_type -> metaplane.v1.WatchRequest
+	37, // 52: metaplane.v1.Backend.Session:input_type -> metaplane.v1.SessionRequest
+	39, // 53: metaplane.v1.Backend.SessionEvents:input_type -> metaplane.v1.SessionEventsRequest
+	42, // 54: metaplane.v1.Backend.Campaign:input_type -> metaplane.v1.CampaignRequest
+	44, // 55: metaplane.v1.Backend.Resign:input_type -> metaplane.v1.ResignRequest
+	47, // 56: metaplane.v1.Backend.Leader:input_type -> metaplane.v1.LeaderRequest
+	49, // 57: metaplane.v1.Backend.ObserveLeader:input_type -> metaplane.v1.ObserveLeaderRequest
+	52, // 58: metaplane.v1.Backend.Status:input_type -> metaplane.v1.StatusRequest
+	54, // 59: metaplane.v1.Backend.GrantLease:input_type -> metaplane.v1.GrantLeaseRequest
+	56, // 60: metaplane.v1.Backend.RenewLease:input_type -> metaplane.v1.RenewLeaseRequest
+	58, // 61: metaplane.v1.Backend.RevokeLease:input_type -> metaplane.v1.RevokeLeaseRequest
+	60, // 62: metaplane.v1.Backend.AllocateIDs:input_type -> metaplane.v1.AllocateIDsRequest
+	62, // 63: metaplane.v1.Backend.AddVoter:input_type -> metaplane.v1.AddVoterRequest
+	64, // 64: metaplane.v1.Backend.RemoveVoter:input_type -> metaplane.v1.RemoveVoterRequest
+	66, // 65: metaplane.v1.Backend.FailNextWrite:input_type -> metaplane.v1.FailNextWriteRequest
+	68, // 66: metaplane.v1.Backend.SetLatency:input_type -> metaplane.v1.SetLatencyRequest
+	70, // 67: metaplane.v1.Backend.ExpireSession:input_type -> metaplane.v1.ExpireSessionRequest
+	75, // 68: metaplane.v1.Backend.Import:input_type -> metaplane.v1.ImportRequest
+	72, // 69: metaplane.v1.Backend.CompactHistory:input_type -> metaplane.v1.CompactHistoryRequest
+	9,  // 70: metaplane.v1.Backend.Describe:output_type -> metaplane.v1.DescribeResponse
+	11, // 71: metaplane.v1.Backend.Start:output_type -> metaplane.v1.StartResponse
+	15, // 72: metaplane.v1.Backend.NewClient:output_type -> metaplane.v1.NewClientResponse
+	17, // 73: metaplane.v1.Backend.CloseClient:output_type -> metaplane.v1.CloseClientResponse
+	23, // 74: metaplane.v1.Backend.GetMany:output_type -> metaplane.v1.GetManyResponse
+	25, // 75: metaplane.v1.Backend.Children:output_type -> metaplane.v1.ChildrenResponse
+	27, // 76: metaplane.v1.Backend.Snapshot:output_type -> metaplane.v1.SnapshotResponse
+	32, // 77: metaplane.v1.Backend.Txn:output_type -> metaplane.v1.TxnResponse
+	35, // 78: metaplane.v1.Backend.Watch:output_type -> metaplane.v1.WatchResponse
+	38, // 79: metaplane.v1.Backend.Session:output_type -> metaplane.v1.SessionResponse
+	40, // 80: metaplane.v1.Backend.SessionEvents:output_type -> metaplane.v1.SessionEventsResponse
+	43, // 81: metaplane.v1.Backend.Campaign:output_type -> metaplane.v1.CampaignResponse
+	45, // 82: metaplane.v1.Backend.Resign:output_type -> metaplane.v1.ResignResponse
+	48, // 83: metaplane.v1.Backend.Leader:output_type -> metaplane.v1.LeaderResponse
+	50, // 84: metaplane.v1.Backend.ObserveLeader:output_type -> metaplane.v1.ObserveLeaderResponse
+	53, // 85: metaplane.v1.Backend.Status:output_type -> metaplane.v1.StatusResponse
+	55, // 86: metaplane.v1.Backend.GrantLease:output_type -> metaplane.v1.GrantLeaseResponse
+	57, // 87: metaplane.v1.Backend.RenewLease:output_type -> metaplane.v1.RenewLeaseResponse
+	59, // 88: metaplane.v1.Backend.RevokeLease:output_type -> metaplane.v1.RevokeLeaseResponse
+	61, // 89: metaplane.v1.Backend.AllocateIDs:output_type -> metaplane.v1.AllocateIDsResponse
+	63, // 90: metaplane.v1.Backend.AddVoter:output_type -> metaplane.v1.AddVoterResponse
+	65, // 91: metaplane.v1.Backend.RemoveVoter:output_type -> metaplane.v1.RemoveVoterResponse
+	67, // 92: metaplane.v1.Backend.FailNextWrite:output_type -> metaplane.v1.FailNextWriteResponse
+	69, // 93: metaplane.v1.Backend.SetLatency:output_type -> metaplane.v1.SetLatencyResponse
+	71, // 94: metaplane.v1.Backend.ExpireSession:output_type -> metaplane.v1.ExpireSessionResponse
+	76, // 95: metaplane.v1.Backend.Import:output_type -> metaplane.v1.ImportResponse
+	73, // 96: metaplane.v1.Backend.CompactHistory:output_type -> metaplane.v1.CompactHistoryResponse
+	70, // [70:97] is the sub-list for method output_type
+	43, // [43:70] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_metaplane_v1_backend_proto_init() }
@@ -4769,7 +5000,7 @@ func file_metaplane_v1_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metaplane_v1_backend_proto_rawDesc), len(file_metaplane_v1_backend_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   70,
+			NumMessages:   73,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -64,6 +64,7 @@ const (
 	Backend_FailNextWrite_FullMethodName  = "/metaplane.v1.Backend/FailNextWrite"
 	Backend_SetLatency_FullMethodName     = "/metaplane.v1.Backend/SetLatency"
 	Backend_ExpireSession_FullMethodName  = "/metaplane.v1.Backend/ExpireSession"
+	Backend_Import_FullMethodName         = "/metaplane.v1.Backend/Import"
 	Backend_CompactHistory_FullMethodName = "/metaplane.v1.Backend/CompactHistory"
 )
 
@@ -117,6 +118,7 @@ type BackendClient interface {
 	FailNextWrite(ctx context.Context, in *FailNextWriteRequest, opts ...grpc.CallOption) (*FailNextWriteResponse, error)
 	SetLatency(ctx context.Context, in *SetLatencyRequest, opts ...grpc.CallOption) (*SetLatencyResponse, error)
 	ExpireSession(ctx context.Context, in *ExpireSessionRequest, opts ...grpc.CallOption) (*ExpireSessionResponse, error)
+	Import(ctx context.Context, in *ImportRequest, opts ...grpc.CallOption) (*ImportResponse, error)
 	// CompactHistory drops the store's change history up to and including a
 	// revision: a test hook of providers that declare it
 	// (DescribeResponse.compact_history), used by the conformance suite.
@@ -417,6 +419,16 @@ func (c *backendClient) ExpireSession(ctx context.Context, in *ExpireSessionRequ
 	return out, nil
 }
 
+func (c *backendClient) Import(ctx context.Context, in *ImportRequest, opts ...grpc.CallOption) (*ImportResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ImportResponse)
+	err := c.cc.Invoke(ctx, Backend_Import_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *backendClient) CompactHistory(ctx context.Context, in *CompactHistoryRequest, opts ...grpc.CallOption) (*CompactHistoryResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CompactHistoryResponse)
@@ -477,6 +489,7 @@ type BackendServer interface {
 	FailNextWrite(context.Context, *FailNextWriteRequest) (*FailNextWriteResponse, error)
 	SetLatency(context.Context, *SetLatencyRequest) (*SetLatencyResponse, error)
 	ExpireSession(context.Context, *ExpireSessionRequest) (*ExpireSessionResponse, error)
+	Import(context.Context, *ImportRequest) (*ImportResponse, error)
 	// CompactHistory drops the store's change history up to and including a
 	// revision: a test hook of providers that declare it
 	// (DescribeResponse.compact_history), used by the conformance suite.
@@ -565,6 +578,9 @@ func (UnimplementedBackendServer) SetLatency(context.Context, *SetLatencyRequest
 }
 func (UnimplementedBackendServer) ExpireSession(context.Context, *ExpireSessionRequest) (*ExpireSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ExpireSession not implemented")
+}
+func (UnimplementedBackendServer) Import(context.Context, *ImportRequest) (*ImportResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Import not implemented")
 }
 func (UnimplementedBackendServer) CompactHistory(context.Context, *CompactHistoryRequest) (*CompactHistoryResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CompactHistory not implemented")
@@ -1012,6 +1028,24 @@ func _Backend_ExpireSession_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Backend_Import_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ImportRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BackendServer).Import(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Backend_Import_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BackendServer).Import(ctx, req.(*ImportRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Backend_CompactHistory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CompactHistoryRequest)
 	if err := dec(in); err != nil {
@@ -1120,6 +1154,10 @@ var Backend_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ExpireSession",
 			Handler:    _Backend_ExpireSession_Handler,
+		},
+		{
+			MethodName: "Import",
+			Handler:    _Backend_Import_Handler,
 		},
 		{
 			MethodName: "CompactHistory",

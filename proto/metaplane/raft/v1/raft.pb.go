@@ -120,6 +120,7 @@ type Command struct {
 	//	*Command_SessionRenew
 	//	*Command_SessionExpire
 	//	*Command_IdReserve
+	//	*Command_Import
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -232,6 +233,15 @@ func (x *Command) GetIdReserve() *IDBlockReserve {
 	return nil
 }
 
+func (x *Command) GetImport() *Import {
+	if x != nil {
+		if x, ok := x.Body.(*Command_Import); ok {
+			return x.Import
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -264,6 +274,10 @@ type Command_IdReserve struct {
 	IdReserve *IDBlockReserve `protobuf:"bytes,8,opt,name=id_reserve,json=idReserve,proto3,oneof"`
 }
 
+type Command_Import struct {
+	Import *Import `protobuf:"bytes,9,opt,name=import,proto3,oneof"`
+}
+
 func (*Command_Txn) isCommand_Body() {}
 
 func (*Command_Leader) isCommand_Body() {}
@@ -278,6 +292,149 @@ func (*Command_SessionExpire) isCommand_Body() {}
 
 func (*Command_IdReserve) isCommand_Body() {}
 
+func (*Command_Import) isCommand_Body() {}
+
+// Import creates nodes in bulk (core.Importer), atomically, with the
+// source's versions, times and child sequences.
+type Import struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Nodes         []*ImportNode          `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Fence         *Fence                 `protobuf:"bytes,2,opt,name=fence,proto3" json:"fence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Import) Reset() {
+	*x = Import{}
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Import) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Import) ProtoMessage() {}
+
+func (x *Import) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Import.ProtoReflect.Descriptor instead.
+func (*Import) Descriptor() ([]byte, []int) {
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Import) GetNodes() []*ImportNode {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *Import) GetFence() *Fence {
+	if x != nil {
+		return x.Fence
+	}
+	return nil
+}
+
+// ImportNode is one node of an Import (core.ImportNode).
+type ImportNode struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Path    string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Data    []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	Version int64                  `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	// create_time and modify_time are ms since the Unix epoch; 0: the
+	// command's time.
+	CreateTime    int64 `protobuf:"varint,4,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	ModifyTime    int64 `protobuf:"varint,5,opt,name=modify_time,json=modifyTime,proto3" json:"modify_time,omitempty"`
+	NextSequence  int64 `protobuf:"varint,6,opt,name=next_sequence,json=nextSequence,proto3" json:"next_sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportNode) Reset() {
+	*x = ImportNode{}
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportNode) ProtoMessage() {}
+
+func (x *ImportNode) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportNode.ProtoReflect.Descriptor instead.
+func (*ImportNode) Descriptor() ([]byte, []int) {
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ImportNode) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *ImportNode) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ImportNode) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ImportNode) GetCreateTime() int64 {
+	if x != nil {
+		return x.CreateTime
+	}
+	return 0
+}
+
+func (x *ImportNode) GetModifyTime() int64 {
+	if x != nil {
+		return x.ModifyTime
+	}
+	return 0
+}
+
+func (x *ImportNode) GetNextSequence() int64 {
+	if x != nil {
+		return x.NextSequence
+	}
+	return 0
+}
+
 // Fence is a leadership's proof of currency (core.Fence).
 type Fence struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -290,7 +447,7 @@ type Fence struct {
 
 func (x *Fence) Reset() {
 	*x = Fence{}
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[1]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -302,7 +459,7 @@ func (x *Fence) String() string {
 func (*Fence) ProtoMessage() {}
 
 func (x *Fence) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[1]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -315,7 +472,7 @@ func (x *Fence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fence.ProtoReflect.Descriptor instead.
 func (*Fence) Descriptor() ([]byte, []int) {
-	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{1}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Fence) GetEpoch() int64 {
@@ -355,7 +512,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[2]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -367,7 +524,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[2]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -380,7 +537,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{2}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Op) GetType() int32 {
@@ -446,7 +603,7 @@ type Txn struct {
 
 func (x *Txn) Reset() {
 	*x = Txn{}
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[3]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -458,7 +615,7 @@ func (x *Txn) String() string {
 func (*Txn) ProtoMessage() {}
 
 func (x *Txn) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[3]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -471,7 +628,7 @@ func (x *Txn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Txn.ProtoReflect.Descriptor instead.
 func (*Txn) Descriptor() ([]byte, []int) {
-	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{3}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Txn) GetOps() []*Op {
@@ -511,7 +668,7 @@ type LeaderRecord struct {
 
 func (x *LeaderRecord) Reset() {
 	*x = LeaderRecord{}
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[4]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -523,7 +680,7 @@ func (x *LeaderRecord) String() string {
 func (*LeaderRecord) ProtoMessage() {}
 
 func (x *LeaderRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[4]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -536,7 +693,7 @@ func (x *LeaderRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderRecord.ProtoReflect.Descriptor instead.
 func (*LeaderRecord) Descriptor() ([]byte, []int) {
-	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{4}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *LeaderRecord) GetTerm() uint64 {
@@ -584,7 +741,7 @@ type Resign struct {
 
 func (x *Resign) Reset() {
 	*x = Resign{}
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[5]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -596,7 +753,7 @@ func (x *Resign) String() string {
 func (*Resign) ProtoMessage() {}
 
 func (x *Resign) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[5]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -609,7 +766,7 @@ func (x *Resign) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resign.ProtoReflect.Descriptor instead.
 func (*Resign) Descriptor() ([]byte, []int) {
-	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{5}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Resign) GetEpoch() int64 {
@@ -632,7 +789,7 @@ type SessionGrant struct {
 
 func (x *SessionGrant) Reset() {
 	*x = SessionGrant{}
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[6]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -644,7 +801,7 @@ func (x *SessionGrant) String() string {
 func (*SessionGrant) ProtoMessage() {}
 
 func (x *SessionGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[6]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -657,7 +814,7 @@ func (x *SessionGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionGrant.ProtoReflect.Descriptor instead.
 func (*SessionGrant) Descriptor() ([]byte, []int) {
-	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{6}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SessionGrant) GetOwner() string {
@@ -695,7 +852,7 @@ type SessionRenew struct {
 
 func (x *SessionRenew) Reset() {
 	*x = SessionRenew{}
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[7]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -707,7 +864,7 @@ func (x *SessionRenew) String() string {
 func (*SessionRenew) ProtoMessage() {}
 
 func (x *SessionRenew) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[7]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -720,7 +877,7 @@ func (x *SessionRenew) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRenew.ProtoReflect.Descriptor instead.
 func (*SessionRenew) Descriptor() ([]byte, []int) {
-	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{7}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SessionRenew) GetId() int64 {
@@ -762,7 +919,7 @@ type SessionExpire struct {
 
 func (x *SessionExpire) Reset() {
 	*x = SessionExpire{}
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[8]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -774,7 +931,7 @@ func (x *SessionExpire) String() string {
 func (*SessionExpire) ProtoMessage() {}
 
 func (x *SessionExpire) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[8]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -787,7 +944,7 @@ func (x *SessionExpire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionExpire.ProtoReflect.Descriptor instead.
 func (*SessionExpire) Descriptor() ([]byte, []int) {
-	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{8}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SessionExpire) GetId() int64 {
@@ -831,7 +988,7 @@ type IDBlockReserve struct {
 
 func (x *IDBlockReserve) Reset() {
 	*x = IDBlockReserve{}
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[9]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -843,7 +1000,7 @@ func (x *IDBlockReserve) String() string {
 func (*IDBlockReserve) ProtoMessage() {}
 
 func (x *IDBlockReserve) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[9]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -856,7 +1013,7 @@ func (x *IDBlockReserve) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IDBlockReserve.ProtoReflect.Descriptor instead.
 func (*IDBlockReserve) Descriptor() ([]byte, []int) {
-	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{9}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *IDBlockReserve) GetPath() string {
@@ -897,7 +1054,7 @@ type Stat struct {
 
 func (x *Stat) Reset() {
 	*x = Stat{}
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[10]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +1066,7 @@ func (x *Stat) String() string {
 func (*Stat) ProtoMessage() {}
 
 func (x *Stat) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[10]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +1079,7 @@ func (x *Stat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stat.ProtoReflect.Descriptor instead.
 func (*Stat) Descriptor() ([]byte, []int) {
-	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{10}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Stat) GetVersion() int64 {
@@ -993,7 +1150,7 @@ type OpResult struct {
 
 func (x *OpResult) Reset() {
 	*x = OpResult{}
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[11]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1162,7 @@ func (x *OpResult) String() string {
 func (*OpResult) ProtoMessage() {}
 
 func (x *OpResult) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[11]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1175,7 @@ func (x *OpResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpResult.ProtoReflect.Descriptor instead.
 func (*OpResult) Descriptor() ([]byte, []int) {
-	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{11}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *OpResult) GetType() int32 {
@@ -1066,7 +1223,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[12]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1078,7 +1235,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[12]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1091,7 +1248,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{12}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CommandResult) GetCode() Code {
@@ -1156,7 +1313,7 @@ type NodeRecord struct {
 
 func (x *NodeRecord) Reset() {
 	*x = NodeRecord{}
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[13]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1325,7 @@ func (x *NodeRecord) String() string {
 func (*NodeRecord) ProtoMessage() {}
 
 func (x *NodeRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[13]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1338,7 @@ func (x *NodeRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRecord.ProtoReflect.Descriptor instead.
 func (*NodeRecord) Descriptor() ([]byte, []int) {
-	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{13}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NodeRecord) GetData() []byte {
@@ -1261,7 +1418,7 @@ type SessionRecord struct {
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[14]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1273,7 +1430,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[14]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1286,7 +1443,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{14}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SessionRecord) GetId() int64 {
@@ -1336,7 +1493,7 @@ type LeaderState struct {
 
 func (x *LeaderState) Reset() {
 	*x = LeaderState{}
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[15]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1348,7 +1505,7 @@ func (x *LeaderState) String() string {
 func (*LeaderState) ProtoMessage() {}
 
 func (x *LeaderState) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[15]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1361,7 +1518,7 @@ func (x *LeaderState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderState.ProtoReflect.Descriptor instead.
 func (*LeaderState) Descriptor() ([]byte, []int) {
-	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{15}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LeaderState) GetEpoch() int64 {
@@ -1433,7 +1590,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[16]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1602,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[16]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1615,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{16}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Event) GetType() int32 {
@@ -1499,7 +1656,7 @@ type ChangeLogEntry struct {
 
 func (x *ChangeLogEntry) Reset() {
 	*x = ChangeLogEntry{}
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[17]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1511,7 +1668,7 @@ func (x *ChangeLogEntry) String() string {
 func (*ChangeLogEntry) ProtoMessage() {}
 
 func (x *ChangeLogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[17]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1524,7 +1681,7 @@ func (x *ChangeLogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeLogEntry.ProtoReflect.Descriptor instead.
 func (*ChangeLogEntry) Descriptor() ([]byte, []int) {
-	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{17}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ChangeLogEntry) GetEvents() []*Event {
@@ -1550,7 +1707,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[18]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1562,7 +1719,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[18]
+	mi := &file_proto_metaplane_raft_v1_raft_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1575,7 +1732,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{18}
+	return file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SnapshotHeader) GetFormat() uint32 {
@@ -1617,7 +1774,7 @@ var File_proto_metaplane_raft_v1_raft_proto protoreflect.FileDescriptor
 
 const file_proto_metaplane_raft_v1_raft_proto_rawDesc = "" +
 	"\n" +
-	"\"proto/metaplane/raft/v1/raft.proto\x12\x11metaplane.raft.v1\"\xe5\x03\n" +
+	"\"proto/metaplane/raft/v1/raft.proto\x12\x11metaplane.raft.v1\"\x9a\x04\n" +
 	"\aCommand\x12\x17\n" +
 	"\atime_ms\x18\x01 \x01(\x03R\x06timeMs\x12*\n" +
 	"\x03txn\x18\x02 \x01(\v2\x16.metaplane.raft.v1.TxnH\x00R\x03txn\x129\n" +
@@ -1627,8 +1784,22 @@ const file_proto_metaplane_raft_v1_raft_proto_rawDesc = "" +
 	"\rsession_renew\x18\x06 \x01(\v2\x1f.metaplane.raft.v1.SessionRenewH\x00R\fsessionRenew\x12I\n" +
 	"\x0esession_expire\x18\a \x01(\v2 .metaplane.raft.v1.SessionExpireH\x00R\rsessionExpire\x12B\n" +
 	"\n" +
-	"id_reserve\x18\b \x01(\v2!.metaplane.raft.v1.IDBlockReserveH\x00R\tidReserveB\x06\n" +
-	"\x04body\"I\n" +
+	"id_reserve\x18\b \x01(\v2!.metaplane.raft.v1.IDBlockReserveH\x00R\tidReserve\x123\n" +
+	"\x06import\x18\t \x01(\v2\x19.metaplane.raft.v1.ImportH\x00R\x06importB\x06\n" +
+	"\x04body\"m\n" +
+	"\x06Import\x123\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x1d.metaplane.raft.v1.ImportNodeR\x05nodes\x12.\n" +
+	"\x05fence\x18\x02 \x01(\v2\x18.metaplane.raft.v1.FenceR\x05fence\"\xb5\x01\n" +
+	"\n" +
+	"ImportNode\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x03R\aversion\x12\x1f\n" +
+	"\vcreate_time\x18\x04 \x01(\x03R\n" +
+	"createTime\x12\x1f\n" +
+	"\vmodify_time\x18\x05 \x01(\x03R\n" +
+	"modifyTime\x12#\n" +
+	"\rnext_sequence\x18\x06 \x01(\x03R\fnextSequence\"I\n" +
 	"\x05Fence\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x03R\x05epoch\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x03R\x05token\x12\x14\n" +
@@ -1767,52 +1938,57 @@ func file_proto_metaplane_raft_v1_raft_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_metaplane_raft_v1_raft_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proto_metaplane_raft_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_proto_metaplane_raft_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_proto_metaplane_raft_v1_raft_proto_goTypes = []any{
 	(Code)(0),              // 0: metaplane.raft.v1.Code
 	(*Command)(nil),        // 1: metaplane.raft.v1.Command
-	(*Fence)(nil),          // 2: metaplane.raft.v1.Fence
-	(*Op)(nil),             // 3: metaplane.raft.v1.Op
-	(*Txn)(nil),            // 4: metaplane.raft.v1.Txn
-	(*LeaderRecord)(nil),   // 5: metaplane.raft.v1.LeaderRecord
-	(*Resign)(nil),         // 6: metaplane.raft.v1.Resign
-	(*SessionGrant)(nil),   // 7: metaplane.raft.v1.SessionGrant
-	(*SessionRenew)(nil),   // 8: metaplane.raft.v1.SessionRenew
-	(*SessionExpire)(nil),  // 9: metaplane.raft.v1.SessionExpire
-	(*IDBlockReserve)(nil), // 10: metaplane.raft.v1.IDBlockReserve
-	(*Stat)(nil),           // 11: metaplane.raft.v1.Stat
-	(*OpResult)(nil),       // 12: metaplane.raft.v1.OpResult
-	(*CommandResult)(nil),  // 13: metaplane.raft.v1.CommandResult
-	(*NodeRecord)(nil),     // 14: metaplane.raft.v1.NodeRecord
-	(*SessionRecord)(nil),  // 15: metaplane.raft.v1.SessionRecord
-	(*LeaderState)(nil),    // 16: metaplane.raft.v1.LeaderState
-	(*Event)(nil),          // 17: metaplane.raft.v1.Event
-	(*ChangeLogEntry)(nil), // 18: metaplane.raft.v1.ChangeLogEntry
-	(*SnapshotHeader)(nil), // 19: metaplane.raft.v1.SnapshotHeader
+	(*Import)(nil),         // 2: metaplane.raft.v1.Import
+	(*ImportNode)(nil),     // 3: metaplane.raft.v1.ImportNode
+	(*Fence)(nil),          // 4: metaplane.raft.v1.Fence
+	(*Op)(nil),             // 5: metaplane.raft.v1.Op
+	(*Txn)(nil),            // 6: metaplane.raft.v1.Txn
+	(*LeaderRecord)(nil),   // 7: metaplane.raft.v1.LeaderRecord
+	(*Resign)(nil),         // 8: metaplane.raft.v1.Resign
+	(*SessionGrant)(nil),   // 9: metaplane.raft.v1.SessionGrant
+	(*SessionRenew)(nil),   // 10: metaplane.raft.v1.SessionRenew
+	(*SessionExpire)(nil),  // 11: metaplane.raft.v1.SessionExpire
+	(*IDBlockReserve)(nil), // 12: metaplane.raft.v1.IDBlockReserve
+	(*Stat)(nil),           // 13: metaplane.raft.v1.Stat
+	(*OpResult)(nil),       // 14: metaplane.raft.v1.OpResult
+	(*CommandResult)(nil),  // 15: metaplane.raft.v1.CommandResult
+	(*NodeRecord)(nil),     // 16: metaplane.raft.v1.NodeRecord
+	(*SessionRecord)(nil),  // 17: metaplane.raft.v1.SessionRecord
+	(*LeaderState)(nil),    // 18: metaplane.raft.v1.LeaderState
+	(*Event)(nil),          // 19: metaplane.raft.v1.Event
+	(*ChangeLogEntry)(nil), // 20: metaplane.raft.v1.ChangeLogEntry
+	(*SnapshotHeader)(nil), // 21: metaplane.raft.v1.SnapshotHeader
 }
 var file_proto_metaplane_raft_v1_raft_proto_depIdxs = []int32{
-	4,  // 0: metaplane.raft.v1.Command.txn:type_name -> metaplane.raft.v1.Txn
-	5,  // 1: metaplane.raft.v1.Command.leader:type_name -> metaplane.raft.v1.LeaderRecord
-	6,  // 2: metaplane.raft.v1.Command.resign:type_name -> metaplane.raft.v1.Resign
-	7,  // 3: metaplane.raft.v1.Command.session_grant:type_name -> metaplane.raft.v1.SessionGrant
-	8,  // 4: metaplane.raft.v1.Command.session_renew:type_name -> metaplane.raft.v1.SessionRenew
-	9,  // 5: metaplane.raft.v1.Command.session_expire:type_name -> metaplane.raft.v1.SessionExpire
-	10, // 6: metaplane.raft.v1.Command.id_reserve:type_name -> metaplane.raft.v1.IDBlockReserve
-	3,  // 7: metaplane.raft.v1.Txn.ops:type_name -> metaplane.raft.v1.Op
-	2,  // 8: metaplane.raft.v1.Txn.fence:type_name -> metaplane.raft.v1.Fence
-	2,  // 9: metaplane.raft.v1.SessionGrant.fence:type_name -> metaplane.raft.v1.Fence
-	2,  // 10: metaplane.raft.v1.SessionExpire.fence:type_name -> metaplane.raft.v1.Fence
-	2,  // 11: metaplane.raft.v1.IDBlockReserve.fence:type_name -> metaplane.raft.v1.Fence
-	11, // 12: metaplane.raft.v1.OpResult.stat:type_name -> metaplane.raft.v1.Stat
-	0,  // 13: metaplane.raft.v1.CommandResult.code:type_name -> metaplane.raft.v1.Code
-	12, // 14: metaplane.raft.v1.CommandResult.results:type_name -> metaplane.raft.v1.OpResult
-	11, // 15: metaplane.raft.v1.Event.stat:type_name -> metaplane.raft.v1.Stat
-	17, // 16: metaplane.raft.v1.ChangeLogEntry.events:type_name -> metaplane.raft.v1.Event
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	6,  // 0: metaplane.raft.v1.Command.txn:type_name -> metaplane.raft.v1.Txn
+	7,  // 1: metaplane.raft.v1.Command.leader:type_name -> metaplane.raft.v1.LeaderRecord
+	8,  // 2: metaplane.raft.v1.Command.resign:type_name -> metaplane.raft.v1.Resign
+	9,  // 3: metaplane.raft.v1.Command.session_grant:type_name -> metaplane.raft.v1.SessionGrant
+	10, // 4: metaplane.raft.v1.Command.session_renew:type_name -> metaplane.raft.v1.SessionRenew
+	11, // 5: metaplane.raft.v1.Command.session_expire:type_name -> metaplane.raft.v1.SessionExpire
+	12, // 6: metaplane.raft.v1.Command.id_reserve:type_name -> metaplane.raft.v1.IDBlockReserve
+	2,  // 7: metaplane.raft.v1.Command.import:type_name -> metaplane.raft.v1.Import
+	3,  // 8: metaplane.raft.v1.Import.nodes:type_name -> metaplane.raft.v1.ImportNode
+	4,  // 9: metaplane.raft.v1.Import.fence:type_name -> metaplane.raft.v1.Fence
+	5,  // 10: metaplane.raft.v1.Txn.ops:type_name -> metaplane.raft.v1.Op
+	4,  // 11: metaplane.raft.v1.Txn.fence:type_name -> metaplane.raft.v1.Fence
+	4,  // 12: metaplane.raft.v1.SessionGrant.fence:type_name -> metaplane.raft.v1.Fence
+	4,  // 13: metaplane.raft.v1.SessionExpire.fence:type_name -> metaplane.raft.v1.Fence
+	4,  // 14: metaplane.raft.v1.IDBlockReserve.fence:type_name -> metaplane.raft.v1.Fence
+	13, // 15: metaplane.raft.v1.OpResult.stat:type_name -> metaplane.raft.v1.Stat
+	0,  // 16: metaplane.raft.v1.CommandResult.code:type_name -> metaplane.raft.v1.Code
+	14, // 17: metaplane.raft.v1.CommandResult.results:type_name -> metaplane.raft.v1.OpResult
+	13, // 18: metaplane.raft.v1.Event.stat:type_name -> metaplane.raft.v1.Stat
+	19, // 19: metaplane.raft.v1.ChangeLogEntry.events:type_name -> metaplane.raft.v1.Event
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_proto_metaplane_raft_v1_raft_proto_init() }
@@ -1828,6 +2004,7 @@ func file_proto_metaplane_raft_v1_raft_proto_init() {
 		(*Command_SessionRenew)(nil),
 		(*Command_SessionExpire)(nil),
 		(*Command_IdReserve)(nil),
+		(*Command_Import)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1835,7 +2012,7 @@ func file_proto_metaplane_raft_v1_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_metaplane_raft_v1_raft_proto_rawDesc), len(file_proto_metaplane_raft_v1_raft_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

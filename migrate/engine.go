@@ -1,0 +1,290 @@
+package migrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/metaplane/metaplane/core"
+)
+
+// Options tune an import.
+type Options struct {
+	// Progress, when set, receives a line per batch (long imports show
+	// how far they are).
+	Progress io.Writer
+	// Resume imports into a target that already holds part of the tree
+	// (an import that stopped half way): nodes present with the same data
+	// are skipped; any other node present is a conflict, and nothing more
+	// is written.
+	Resume bool
+	// BatchBytes bounds the data of one batch; default 2 MiB.
+	BatchBytes int
+}
+
+// Export reads every persistent node of src at one revision
+// (src.Snapshot of "/") into a Tree, leaving out the root (it always
+// exists) and ephemeral nodes (their owners recreate them). The source is
+// only read. Errors: the backend's.
+func Export(ctx context.Context, src core.MetadataBackend) (*Tree, error) {
+	snap, err := src.Snapshot(ctx, "/")
+	if err != nil {
+		return nil, fmt.Errorf("snapshot of the source: %w", err)
+	}
+	nodes := append([]core.Node(nil), snap.Nodes...)
+	sort.Slice(nodes, func(i, j int) bool { return pathLess(nodes[i].Path, nodes[j].Path) })
+	next := map[string]int64{}
+	for _, n := range nodes {
+		if seq, ok := sequenceOf(n.Path); ok && seq+1 > next[parentOf(n.Path)] {
+			next[parentOf(n.Path)] = seq + 1
+		}
+	}
+	t := &Tree{Header: Header{Source: src.Capabilities().Name, Revision: snap.Revision, Created: time.Now().UTC()}}
+	for _, n := range nodes {
+		if n.Path == "/" || n.Stat.EphemeralOwner != 0 {
+			continue
+		}
+		t.Nodes = append(t.Nodes, Node{Path: n.Path, Data: n.Data, Version: n.Stat.Version,
+			CreateTime: n.Stat.CreateTime, ModifyTime: n.Stat.ModifyTime, NextSequence: next[n.Path]})
+	}
+	return t, nil
+}
+
+// pathLess orders paths so that every parent comes before its children:
+// segment by segment.
+func pathLess(a, b string) bool {
+	for a != "" && b != "" {
+		sa, ra := cut(a)
+		sb, rb := cut(b)
+		if sa != sb {
+			return sa < sb
+		}
+		a, b = ra, rb
+	}
+	return a == "" && b != ""
+}
+
+func cut(p string) (seg, rest string) {
+	p = p[1:] // drop the leading "/"
+	for i := 0; i < len(p); i++ {
+		if p[i] == '/' {
+			return p[:i], p[i:]
+		}
+	}
+	return p, ""
+}
+
+// sequenceOf returns the 10-digit sequential suffix of a path's last
+// segment, when it has one.
+func sequenceOf(p string) (int64, bool) {
+	if len(p) < 10 {
+		return 0, false
+	}
+	s := p[len(p)-10:]
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
+}
+
+// ImportResult says what an import did.
+type ImportResult struct {
+	// Nodes is how many nodes were written; Skipped how many a resumed
+	// import found present already.
+	Nodes   int `json:"nodes"`
+	Skipped int `json:"skipped"`
+	Batches int `json:"batches"`
+	// Bulk says the target's Importer was used; KeptVersions that it
+	// keeps versions and times (otherwise every node starts at version 0
+	// and the import's time).
+	Bulk         bool `json:"bulk"`
+	KeptVersions bool `json:"kept_versions"`
+}
+
+// ErrNotEmpty is returned by Import for a target that already holds nodes
+// (other than the root) when Options.Resume is not set.
+var ErrNotEmpty = errors.New("migrate: target not empty")
+
+// Import writes t into dst, which must be empty but for its root (or,
+// with Options.Resume, hold a prefix of t). It uses dst's core.Importer
+// when dst declares one (batches of up to core.MaxImportBatch nodes and
+// Options.BatchBytes of data, each atomic), and otherwise transactions of
+// plain creates (versions then restart at 0: ImportResult.KeptVersions is
+// false). Batches are applied in path order, so an import that stops half
+// way leaves a prefix of the tree, and Options.Resume completes it.
+// Errors: ErrNotEmpty, a conflict on resume (the first differing node
+// named), or the backend's (with the failing node named).
+func Import(ctx context.Context, dst core.MetadataBackend, t *Tree, o Options) (ImportResult, error) {
+	if o.BatchBytes <= 0 {
+		o.BatchBytes = 2 << 20
+	}
+	caps := dst.Capabilities()
+	im, bulk := core.Optional[core.Importer](dst)
+	res := ImportResult{Bulk: bulk, KeptVersions: bulk && caps.ImportKeepsVersions}
+	existing, err := dst.Snapshot(ctx, "/")
+	if err != nil {
+		return res, fmt.Errorf("snapshot of the target: %w", err)
+	}
+	have := map[string]core.Node{}
+	for _, n := range existing.Nodes {
+		if n.Path != "/" {
+			have[n.Path] = n
+		}
+	}
+	if len(have) > 0 && !o.Resume {
+		return res, fmt.Errorf("%w: it holds %d nodes (for example %s); import into an empty store, or pass --resume to complete an import that stopped", ErrNotEmpty, len(have), anyPath(have))
+	}
+	var batch []Node
+	size := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		var err error
+		if bulk {
+			err = importBatch(ctx, im, batch)
+		} else {
+			err = createBatch(ctx, dst, batch)
+		}
+		if err != nil {
+			return err
+		}
+		res.Nodes += len(batch)
+		res.Batches++
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "imported %d of %d nodes\n", res.Nodes+res.Skipped, len(t.Nodes))
+		}
+		batch, size = batch[:0], 0
+		return nil
+	}
+	for _, n := range t.Nodes {
+		if cur, ok := have[n.Path]; ok {
+			if string(cur.Data) != string(n.Data) || cur.Stat.EphemeralOwner != 0 {
+				return res, fmt.Errorf("resume: %s is on the target with other data (or ephemeral): not the import that stopped; nothing more written", n.Path)
+			}
+			res.Skipped++
+			continue
+		}
+		if len(batch) == core.MaxImportBatch || (len(batch) > 0 && size+len(n.Data) > o.BatchBytes) {
+			if err := flush(); err != nil {
+				return res, err
+			}
+		}
+		batch = append(batch, n)
+		size += len(n.Data)
+	}
+	return res, flush()
+}
+
+func anyPath(m map[string]core.Node) string {
+	first := ""
+	for p := range m {
+		if first == "" || pathLess(p, first) {
+			first = p
+		}
+	}
+	return first
+}
+
+func importBatch(ctx context.Context, im core.Importer, batch []Node) error {
+	nodes := make([]core.ImportNode, len(batch))
+	for i, n := range batch {
+		nodes[i] = core.ImportNode{Path: n.Path, Data: n.Data, Version: n.Version,
+			CreateTime: n.CreateTime, ModifyTime: n.ModifyTime, NextSequence: n.NextSequence}
+	}
+	if err := im.Import(ctx, nodes, core.Fence{}); err != nil {
+		return nodeError(err, batch)
+	}
+	return nil
+}
+
+func createBatch(ctx context.Context, dst core.MetadataBackend, batch []Node) error {
+	ops := make([]core.Op, len(batch))
+	for i, n := range batch {
+		ops[i] = core.CreateOp(n.Path, n.Data, core.Persistent)
+	}
+	if _, err := dst.Txn(ctx, ops, core.TxnOptions{}); err != nil {
+		return nodeError(err, batch)
+	}
+	return nil
+}
+
+// nodeError names the batch's failing node when the error says which.
+func nodeError(err error, batch []Node) error {
+	if i := core.FailedOpIndex(err); i >= 0 && i < len(batch) {
+		return fmt.Errorf("import %s: %w", batch[i].Path, err)
+	}
+	return fmt.Errorf("import of a batch of %d nodes from %s: %w", len(batch), batch[0].Path, err)
+}
+
+// Difference is one way the target differs from the tree.
+type Difference struct {
+	Path string `json:"path"`
+	// What is "missing" (in the tree, not on the target), "extra" (on the
+	// target, not in the tree), "data" or "version".
+	What   string `json:"what"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// ValidateResult is what Validate found.
+type ValidateResult struct {
+	Nodes          int          `json:"nodes"`
+	CheckedVersion bool         `json:"checked_versions"`
+	Differences    []Difference `json:"differences"`
+	// More counts the differences beyond the first 100 listed.
+	More int `json:"more,omitempty"`
+}
+
+// Validate compares dst's persistent nodes with t: every node present with
+// the same data bytes, and, when checkVersions, the same version; no
+// persistent node on dst that t lacks (ephemerals are ignored: their
+// owners recreate them). Errors: the backend's; differences are the
+// result, not an error.
+func Validate(ctx context.Context, dst core.MetadataBackend, t *Tree, checkVersions bool) (ValidateResult, error) {
+	res := ValidateResult{Nodes: len(t.Nodes), CheckedVersion: checkVersions, Differences: []Difference{}}
+	snap, err := dst.Snapshot(ctx, "/")
+	if err != nil {
+		return res, fmt.Errorf("snapshot of the target: %w", err)
+	}
+	have := map[string]core.Node{}
+	for _, n := range snap.Nodes {
+		if n.Path != "/" && n.Stat.EphemeralOwner == 0 {
+			have[n.Path] = n
+		}
+	}
+	add := func(d Difference) {
+		if len(res.Differences) < 100 {
+			res.Differences = append(res.Differences, d)
+		} else {
+			res.More++
+		}
+	}
+	for _, n := range t.Nodes {
+		cur, ok := have[n.Path]
+		delete(have, n.Path)
+		switch {
+		case !ok:
+			add(Difference{Path: n.Path, What: "missing"})
+		case string(cur.Data) != string(n.Data):
+			add(Difference{Path: n.Path, What: "data", Detail: fmt.Sprintf("%d bytes on the target, %d in the tree", len(cur.Data), len(n.Data))})
+		case checkVersions && cur.Stat.Version != n.Version:
+			add(Difference{Path: n.Path, What: "version", Detail: fmt.Sprintf("version %d on the target, %d in the tree", cur.Stat.Version, n.Version)})
+		}
+	}
+	extra := make([]string, 0, len(have))
+	for p := range have {
+		extra = append(extra, p)
+	}
+	sort.Slice(extra, func(i, j int) bool { return pathLess(extra[i], extra[j]) })
+	for _, p := range extra {
+		add(Difference{Path: p, What: "extra"})
+	}
+	return res, nil
+}

@@ -1,0 +1,201 @@
+// Package migrate moves a metadata tree between backends, any to any,
+// written against the contract only (core.MetadataBackend): export a
+// source's persistent nodes to a tree file, import a tree file into an
+// empty target (in bulk through core.Importer where the target has it,
+// keeping versions where it declares so), and validate a target against a
+// tree file byte for byte. Ephemeral nodes are never copied: their owners
+// (coordinators, tablet servers) recreate them in the target.
+//
+// The tree file is JSON lines: a header, one line per node in path order
+// (parents before children), and a trailer carrying the node count and the
+// SHA-256 of every line before it, so a truncated or corrupted file is
+// refused before anything is written (see docs/migration.md).
+package migrate
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"time"
+)
+
+// Format and FormatVersion name the tree file's format in its header.
+const (
+	Format        = "metaplane-tree"
+	FormatVersion = 1
+)
+
+// ErrBadFile is wrapped by every error about a tree file that cannot be
+// used (not a tree file, a newer version, truncated, corrupted).
+var ErrBadFile = errors.New("migrate: bad tree file")
+
+// Header is the first line of a tree file.
+type Header struct {
+	Format  string `json:"format"`
+	Version int    `json:"version"`
+	// Source is the backend the tree was read from ("zookeeper", "raft").
+	Source string `json:"source"`
+	// Revision is the source's revision the tree was read at (one
+	// consistent snapshot).
+	Revision int64 `json:"revision"`
+	// Created is when the export was taken.
+	Created time.Time `json:"created"`
+}
+
+// Node is one persistent node of a tree file.
+type Node struct {
+	Path    string `json:"path"`
+	Data    []byte `json:"data"`
+	Version int64  `json:"version"`
+	// CreateTime and ModifyTime are milliseconds since the Unix epoch.
+	CreateTime int64 `json:"ctime"`
+	ModifyTime int64 `json:"mtime"`
+	// NextSequence is the suffix the node's next sequential child gets on
+	// the source (one more than the highest 10-digit suffix among its
+	// children), 0 when it has none.
+	NextSequence int64 `json:"next_sequence,omitempty"`
+}
+
+// trailer is the last line of a tree file.
+type trailer struct {
+	End    bool   `json:"end"`
+	Nodes  int    `json:"nodes"`
+	SHA256 string `json:"sha256"`
+}
+
+// Tree is a tree file's content: the header and the nodes in path order.
+type Tree struct {
+	Header Header
+	Nodes  []Node
+}
+
+// Write writes t as a tree file.
+func (t *Tree) Write(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	h := sha256.New()
+	line := func(v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		b = append(b, '\n')
+		h.Write(b)
+		_, err = bw.Write(b)
+		return err
+	}
+	hd := t.Header
+	hd.Format, hd.Version = Format, FormatVersion
+	if err := line(hd); err != nil {
+		return err
+	}
+	for i := range t.Nodes {
+		if err := line(&t.Nodes[i]); err != nil {
+			return err
+		}
+	}
+	b, err := json.Marshal(trailer{End: true, Nodes: len(t.Nodes), SHA256: hex.EncodeToString(h.Sum(nil))})
+	if err != nil {
+		return err
+	}
+	if _, err := bw.Write(append(b, '\n')); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// maxLine bounds one line of a tree file: a node of the largest value any
+// backend accepts (1 MiB), base64-encoded, with its path and stat.
+const maxLine = 4 << 20
+
+// Read reads and checks a whole tree file: the header's format and
+// version, every line, the node order (parents before children, no
+// duplicates), the count and the checksum. Nothing is returned unless all
+// of it holds. Errors wrap ErrBadFile and say what is wrong and where.
+func Read(r io.Reader) (*Tree, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	h := sha256.New()
+	lineNo := 0
+	next := func() ([]byte, bool) {
+		if !sc.Scan() {
+			return nil, false
+		}
+		lineNo++
+		return sc.Bytes(), true
+	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: line %d: %s", ErrBadFile, lineNo, fmt.Sprintf(format, args...))
+	}
+	b, ok := next()
+	if !ok {
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadFile, err)
+		}
+		return nil, fmt.Errorf("%w: empty file", ErrBadFile)
+	}
+	var t Tree
+	if err := json.Unmarshal(b, &t.Header); err != nil || t.Header.Format != Format {
+		return nil, bad("not a %s file (its first line is not a %s header)", Format, Format)
+	}
+	if t.Header.Version != FormatVersion {
+		return nil, bad("format version %d, this metaplane reads version %d", t.Header.Version, FormatVersion)
+	}
+	hashLine(h, b)
+	seen := map[string]bool{"/": true}
+	for {
+		b, ok := next()
+		if !ok {
+			if err := sc.Err(); err != nil {
+				return nil, fmt.Errorf("%w: line %d: %v", ErrBadFile, lineNo+1, err)
+			}
+			return nil, fmt.Errorf("%w: truncated after %d nodes: no trailer line", ErrBadFile, len(t.Nodes))
+		}
+		var tr trailer
+		if json.Unmarshal(b, &tr) == nil && tr.End {
+			if tr.Nodes != len(t.Nodes) {
+				return nil, bad("the trailer counts %d nodes, the file holds %d", tr.Nodes, len(t.Nodes))
+			}
+			if sum := hex.EncodeToString(h.Sum(nil)); sum != tr.SHA256 {
+				return nil, bad("checksum mismatch: the file's lines hash to %s, the trailer says %s (corrupted)", sum, tr.SHA256)
+			}
+			if _, more := next(); more {
+				return nil, bad("data after the trailer")
+			}
+			return &t, nil
+		}
+		var n Node
+		if err := json.Unmarshal(b, &n); err != nil || n.Path == "" {
+			return nil, bad("not a node line")
+		}
+		if seen[n.Path] {
+			return nil, bad("node %s appears twice", n.Path)
+		}
+		if !seen[parentOf(n.Path)] {
+			return nil, bad("node %s comes before its parent %s", n.Path, parentOf(n.Path))
+		}
+		seen[n.Path] = true
+		hashLine(h, b)
+		t.Nodes = append(t.Nodes, n)
+	}
+}
+
+func hashLine(h hash.Hash, b []byte) {
+	h.Write(b)
+	h.Write([]byte{'\n'})
+}
+
+// parentOf is core.ParentPath without its validation (Read validates the
+// order only; Import validates paths).
+func parentOf(p string) string {
+	for i := len(p) - 1; i > 0; i-- {
+		if p[i] == '/' {
+			return p[:i]
+		}
+	}
+	return "/"
+}
