@@ -21,7 +21,7 @@ type leasingBackend struct{ fakeBackend }
 func (leasingBackend) GrantLease(context.Context, string, time.Duration, Fence) (int64, error) {
 	return 7, nil
 }
-func (leasingBackend) RenewLease(context.Context, int64) error        { return nil }
+func (leasingBackend) RenewLease(context.Context, int64) error         { return nil }
 func (leasingBackend) RevokeLease(context.Context, int64, Fence) error { return nil }
 
 // wrapper is a decorator: the required contract and Unwrap only.
