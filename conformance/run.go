@@ -23,6 +23,7 @@ const (
 	NeedsLeases         = "Leases"
 	NeedsFaultInjection = "FaultInjection"
 	NeedsNativeIDs      = "NativeIDAllocation"
+	NeedsImport         = "Import"
 	NeedsCompactor      = "Compactor"
 )
 
@@ -66,7 +67,7 @@ func Properties() []Property {
 	for _, group := range [][]Property{
 		pathProperties(), createProperties(), readProperties(), writeProperties(),
 		txnProperties(), sessionProperties(), watchProperties(), snapshotProperties(),
-		electionProperties(), idProperties(), leaseProperties(), contextProperties(),
+		electionProperties(), idProperties(), leaseProperties(), importProperties(), contextProperties(),
 		closedProperties(), faultProperties(), statusProperties(),
 	} {
 		ps = append(ps, group...)
@@ -134,6 +135,9 @@ func (e *env) has(name string) (bool, string) {
 	case NeedsFaultInjection:
 		_, impl := core.Optional[core.FaultInjector](e.c0)
 		ok = e.caps.FaultInjection && impl
+	case NeedsImport:
+		_, impl := core.Optional[core.Importer](e.c0)
+		ok = e.caps.Import && impl
 	case NeedsNativeIDs:
 		_, impl := core.Optional[core.IDAllocator](e.c0)
 		ok = e.caps.NativeIDAllocation && impl

@@ -132,7 +132,7 @@ func TestPropertiesNamedAndUnique(t *testing.T) {
 		seen[p.Name] = true
 		for _, need := range strings.Split(p.Needs, "+") {
 			switch need {
-			case "", NeedsExactHistory, NeedsStaleReads, NeedsLeases, NeedsFaultInjection, NeedsNativeIDs, NeedsCompactor:
+			case "", NeedsExactHistory, NeedsStaleReads, NeedsLeases, NeedsFaultInjection, NeedsNativeIDs, NeedsImport, NeedsCompactor:
 			default:
 				t.Errorf("property %q needs unknown capability %q", p.Name, need)
 			}
