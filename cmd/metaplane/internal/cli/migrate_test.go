@@ -141,11 +141,34 @@ func TestMigrateZooKeeperToRaft(t *testing.T) {
 	}
 
 	// A Raft coordinator on the imported store serves the same catalog.
-	bs, _ = coordinatorProc(t, dir, raft[1:]...)
+	bs, stopRaft := coordinatorProc(t, dir, raft[1:]...)
 	if got := mustCLI(t, "admin", "list-tables", "shop", bs); got != "orders\nusers\n" {
 		t.Errorf("list-tables on Raft: %q", got)
 	}
 	if got := mustCLI(t, "admin", "describe-table", "shop.orders", "--json", bs); got != describe {
 		t.Errorf("describe-table differs after the migration:\n zk: %s\nraft: %s", describe, got)
+	}
+
+	// Rolling back after writes on Raft: the same engine copies Raft to an
+	// empty ZooKeeper root (versions restart there, and the tool says so),
+	// and a ZooKeeper coordinator on it serves the table created on Raft.
+	mustCLI(t, "admin", "create-table", "shop.returns", "--column", "id:BIGINT", "--buckets", "1", bs)
+	stopRaft()
+	back := filepath.Join(dir, "back.jsonl")
+	mustCLI(t, append([]string{"migrate", "export", "--out", back}, raft...)...)
+	zkBack := append(append([]string(nil), zk...), "-D", "zookeeper.path.root=/migrate-rollback")
+	out = mustCLI(t, append([]string{"migrate", "import", back}, zkBack...)...)
+	if !strings.Contains(out, "restarts at version 0") {
+		t.Errorf("import into ZooKeeper said %q, want it to say versions restart", out)
+	}
+	if o, e, code := runCLI(t, append([]string{"migrate", "validate", back}, zkBack...)...); code != ExitOK || !strings.Contains(o, "data equal") {
+		t.Errorf("validate on ZooKeeper: exit %d\n%s%s", code, o, e)
+	}
+	if _, _, code := runCLI(t, append([]string{"migrate", "validate", "--versions", back}, zkBack...)...); code != ExitFailure {
+		t.Errorf("validate --versions on ZooKeeper after an import that restarted versions: exit %d, want %d", code, ExitFailure)
+	}
+	bs, _ = coordinatorProc(t, dir, zkBack[1:]...)
+	if got := mustCLI(t, "admin", "list-tables", "shop", bs); got != "orders\nreturns\nusers\n" {
+		t.Errorf("list-tables after the rollback to ZooKeeper: %q", got)
 	}
 }
