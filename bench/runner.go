@@ -230,7 +230,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		defer os.RemoveAll(d)
 		o.WorkDir = d
 	}
-	specs := selectRows(allRows(), o.Rows)
+	specs := onRunBackends(selectRows(allRows(), o.Rows), o.Backends)
 	env := &runEnv{opts: o, plan: p}
 	o.logf("measuring the machine floors ...")
 	rep.Floors = measureFloors(ctx, env, p.batch)
@@ -552,4 +552,20 @@ func KnownBackends() []string { return knownBackends() }
 func KnownBackend(name string) bool {
 	_, ok := starters[name]
 	return ok
+}
+
+// onRunBackends drops the rows restricted to backends the run does not
+// measure (the raw ZooKeeper rows in a run without ZooKeeper).
+func onRunBackends(specs []rowSpec, backends []string) []rowSpec {
+	out := specs[:0:0]
+	for _, s := range specs {
+		keep := len(s.backends) == 0
+		for _, b := range s.backends {
+			keep = keep || contains(backends, b)
+		}
+		if keep {
+			out = append(out, s)
+		}
+	}
+	return out
 }
