@@ -7,7 +7,7 @@ PKGS      := ./...
 TEST_TIMEOUT ?= 15m
 export METAPLANE_BIN_DIR := $(BIN)
 
-.PHONY: all build test test-short run demo lint vet proto proto-check soak bench deps-test clean
+.PHONY: all build test test-short run demo lint vet proto proto-check soak stress bench deps-test clean
 
 all: build
 
@@ -47,6 +47,12 @@ vet:
 # soak runs the long chaos and soak tests, kept out of `make test`.
 soak: build deps-test
 	METAPLANE_SOAK=1 $(GO) test -timeout 60m -run 'Soak|Chaos' $(PKGS)
+
+# stress runs the timing-sensitive packages COUNT times (default 10) beside
+# CPU hogs, to find flaky tests; RACE=1 adds the race detector. Hours, not
+# minutes: kept out of `make test`.
+stress: build deps-test
+	./scripts/stress.sh
 
 bench: build deps-test
 	$(BIN)/metaplane bench
