@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/metaplane/metaplane/adminclient"
@@ -23,7 +24,7 @@ func (a *adminService) CreateDatabase(ctx context.Context, r *adminv1.CreateData
 		return nil, err
 	}
 	_, err = l.cat.CreateDatabase(ctx, r.Name, catalog.DatabaseRegistration{Comment: r.Comment, CustomProperties: r.CustomProperties}, r.IgnoreIfExists)
-	return &adminv1.CreateDatabaseResponse{}, a.s.mapErr(err)
+	return &adminv1.CreateDatabaseResponse{}, a.s.mapErr(withField(err, databaseFields))
 }
 
 func (a *adminService) DropDatabase(ctx context.Context, r *adminv1.DropDatabaseRequest) (*adminv1.DropDatabaseResponse, error) {
@@ -32,7 +33,7 @@ func (a *adminService) DropDatabase(ctx context.Context, r *adminv1.DropDatabase
 		return nil, err
 	}
 	_, err = l.cat.DropDatabase(ctx, r.Name, r.IgnoreIfNotExists, r.Cascade)
-	return &adminv1.DropDatabaseResponse{}, a.s.mapErr(err)
+	return &adminv1.DropDatabaseResponse{}, a.s.mapErr(withField(err, databaseFields))
 }
 
 func (a *adminService) ListDatabases(ctx context.Context, r *adminv1.ListDatabasesRequest) (*adminv1.ListDatabasesResponse, error) {
@@ -73,7 +74,7 @@ func SpecFromDescriptor(d *adminv1.TableDescriptor) (catalog.TableSpec, error) {
 	for _, c := range d.Columns {
 		t, err := catalog.ParseDataType(c.Type)
 		if err != nil {
-			return catalog.TableSpec{}, fmt.Errorf("column %q: %w", c.Name, err)
+			return catalog.TableSpec{}, &adminclient.FieldError{Field: "descriptor.columns", Err: fmt.Errorf("column %q: %w", c.Name, err)}
 		}
 		spec.Schema.Columns = append(spec.Schema.Columns, catalog.Column{Name: c.Name, Type: t, Comment: c.Comment})
 	}
@@ -115,7 +116,7 @@ func (a *adminService) CreateTable(ctx context.Context, r *adminv1.CreateTableRe
 	}
 	info, err := l.cat.CreateTable(ctx, r.Database, r.Table, spec, r.IgnoreIfExists)
 	if err != nil {
-		return nil, a.s.mapErr(err)
+		return nil, a.s.mapErr(withField(err, tableFields))
 	}
 	var buckets []catalog.BucketInfo
 	if !info.Registration.Partitioned() {
@@ -165,7 +166,7 @@ func (a *adminService) CreatePartition(ctx context.Context, r *adminv1.CreatePar
 	}
 	p, _, err := l.cat.CreatePartition(ctx, r.Database, r.Table, r.Partition, r.IgnoreIfExists)
 	if err != nil {
-		return nil, a.s.mapErr(err)
+		return nil, a.s.mapErr(withField(err, partitionFields))
 	}
 	return &adminv1.CreatePartitionResponse{Partition: &adminv1.PartitionInfo{Name: p.Name,
 		PartitionId: p.Registration.PartitionID, TableId: p.Registration.TableID}}, nil
@@ -227,7 +228,7 @@ func (a *adminService) AllocateIDs(ctx context.Context, r *adminv1.AllocateIDsRe
 	}
 	first, err := l.cat.AllocateIDs(ctx, r.Counter, r.Count)
 	if err != nil {
-		return nil, a.s.mapErr(err)
+		return nil, a.s.mapErr(withField(err, plainFields))
 	}
 	return &adminv1.AllocateIDsResponse{First: first, Count: r.Count}, nil
 }
@@ -250,7 +251,7 @@ func (a *adminService) AddACLs(ctx context.Context, r *adminv1.AddACLsRequest) (
 		entries = append(entries, aclFromProto(e))
 	}
 	_, err = l.cat.AddACLs(ctx, catalog.ResourceKey{Type: r.ResourceType, Name: r.ResourceName}, entries)
-	return &adminv1.AddACLsResponse{}, a.s.mapErr(err)
+	return &adminv1.AddACLsResponse{}, a.s.mapErr(withField(err, aclAddFields))
 }
 
 func (a *adminService) RemoveACLs(ctx context.Context, r *adminv1.RemoveACLsRequest) (*adminv1.RemoveACLsResponse, error) {
@@ -259,7 +260,7 @@ func (a *adminService) RemoveACLs(ctx context.Context, r *adminv1.RemoveACLsRequ
 		return nil, err
 	}
 	_, err = l.cat.RemoveACLs(ctx, catalog.ResourceKey{Type: r.ResourceType, Name: r.ResourceName}, aclFromProto(r.Filter))
-	return &adminv1.RemoveACLsResponse{}, a.s.mapErr(err)
+	return &adminv1.RemoveACLsResponse{}, a.s.mapErr(withField(err, aclFilterFields))
 }
 
 func (a *adminService) ListACLs(ctx context.Context, r *adminv1.ListACLsRequest) (*adminv1.ListACLsResponse, error) {
@@ -307,7 +308,10 @@ func (a *adminService) SetServerTags(ctx context.Context, r *adminv1.SetServerTa
 		return nil, err
 	}
 	_, err = l.cat.SetServerTags(ctx, r.ServerIds, r.Tag)
-	return &adminv1.SetServerTagsResponse{}, a.s.mapErr(err)
+	if errors.Is(err, core.ErrNotFound) {
+		err = &adminclient.FieldError{Field: "server_ids", Err: err}
+	}
+	return &adminv1.SetServerTagsResponse{}, a.s.mapErr(withField(err, plainFields))
 }
 
 func (a *adminService) GetServerTags(ctx context.Context, r *adminv1.GetServerTagsRequest) (*adminv1.GetServerTagsResponse, error) {

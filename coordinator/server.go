@@ -54,6 +54,12 @@ type Options struct {
 	// DefaultReplicationFactor of new tables; default 3 (capped at the
 	// registered tablet servers).
 	DefaultReplicationFactor int
+	// MaxBucketNum is max.bucket.num, the most buckets of a table or
+	// partition; default catalog.DefaultMaxBucketNum.
+	MaxBucketNum int32
+	// MaxPartitionNum is max.partition.num, the most partitions of a
+	// table; default catalog.DefaultMaxPartitionNum.
+	MaxPartitionNum int
 	// ImageLoadTimeout bounds the new leader's first image load; default
 	// 30s. A leader that cannot load its image resigns.
 	ImageLoadTimeout time.Duration
@@ -345,6 +351,7 @@ func (s *Server) lead(ctx context.Context, b core.MetadataBackend, lead core.Lea
 	cat := catalog.New(b, catalog.Options{
 		Fence: lead.Fence(), Epoch: lead.Epoch(), Reader: img, OnWrite: img.ApplyWrite,
 		IDBlockSize: s.opts.IDBlockSize, DefaultReplicationFactor: s.opts.DefaultReplicationFactor,
+		MaxBucketNum: s.opts.MaxBucketNum, MaxPartitionNum: s.opts.MaxPartitionNum,
 	})
 	st := &leaderState{lead: lead, b: b, cat: cat, img: img, started: time.Now()}
 	s.setLeader(st)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Get reads one node. Errors: as GetMany, plus ErrNotFound and
@@ -112,8 +113,10 @@ func DecodeCounter(b []byte) (int64, error) {
 // AllocateIDs reserves [first, first+n) from the counter node at path. It
 // uses the backend's IDAllocator when it has one; otherwise it reads the
 // counter and sets it with the version it read, retrying on ErrBadVersion
-// (creating the counter at 0 if missing). Ranges never overlap. Errors:
-// ErrInvalidArgument, ErrFenced, ErrNotLeader, ErrUnavailable, ErrClosed,
+// (creating the counter at 0 if missing). Ranges never overlap, and the
+// counter never wraps: a range that would pass math.MaxInt64 is refused
+// with ErrTooLarge and nothing is reserved. Errors: ErrInvalidArgument,
+// ErrTooLarge, ErrFenced, ErrNotLeader, ErrUnavailable, ErrClosed,
 // context errors.
 func AllocateIDs(ctx context.Context, b MetadataBackend, path string, n int64, fence Fence) (int64, error) {
 	if n < 1 {
@@ -143,6 +146,9 @@ func AllocateIDs(ctx context.Context, b MetadataBackend, path string, n int64, f
 		next, err := DecodeCounter(node.Data)
 		if err != nil {
 			return 0, fmt.Errorf("counter %s: %w", path, err)
+		}
+		if next < 0 || next > math.MaxInt64-n {
+			return 0, fmt.Errorf("%w: counter %s at %d: %d more ids would pass the largest id, %d", ErrTooLarge, path, next, n, int64(math.MaxInt64))
 		}
 		_, err = Set(ctx, b, path, EncodeCounter(next+n), node.Stat.Version, fence)
 		if errors.Is(err, ErrBadVersion) {

@@ -2,6 +2,7 @@ package raft
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/cockroachdb/pebble/v2"
 	"google.golang.org/protobuf/proto"
@@ -243,6 +244,12 @@ func (a *applier) reserve(r *raftv1.IDBlockReserve) (*raftv1.CommandResult, *opF
 	first, err := core.DecodeCounter(n.GetData())
 	if err != nil {
 		return nil, fail(raftv1.Code_CODE_INVALID_ARGUMENT, -1, "counter %s: %v", r.GetPath(), err)
+	}
+	// The counter never wraps: a range past the largest int64 is refused
+	// and nothing is reserved.
+	if first < 0 || first > math.MaxInt64-r.GetN() {
+		return nil, fail(raftv1.Code_CODE_TOO_LARGE, -1, "counter %s at %d: %d more ids would pass the largest id, %d",
+			r.GetPath(), first, r.GetN(), int64(math.MaxInt64))
 	}
 	if _, f := t.set(0, &raftv1.Op{Type: int32(core.OpSet), Path: r.GetPath(), Data: core.EncodeCounter(first + r.GetN()),
 		Version: core.AnyVersion}); f != nil {

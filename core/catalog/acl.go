@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/metaplane/metaplane/core"
@@ -56,12 +57,61 @@ type ResourceKey struct {
 	Name string
 }
 
+// validate checks the resource against the enumerations: the type is one
+// of ACLResourceTypes; a DATABASE is named by a database name, a TABLE by
+// <db>.<table>, the CLUSTER by any valid name ("fluss-cluster").
 func (k ResourceKey) validate() error {
-	if err := ValidateName("acl resource type", k.Type); err != nil {
+	if err := oneOf("resource_type", "acl resource type", k.Type, ACLResourceTypes); err != nil {
 		return err
 	}
-	if k.Name == "" || strings.Contains(k.Name, "/") || core.ValidatePath("/"+k.Name) != nil {
-		return invalid("acl resource name %q is not a valid name (non-empty, no '/', no control characters)", k.Name)
+	badName := func(want string) error {
+		return invalidField("resource_name", "acl resource name %q is not a valid %s name (%s)", truncate(k.Name), strings.ToLower(k.Type), want)
+	}
+	switch k.Type {
+	case "DATABASE":
+		if ValidateName(KindDatabase, k.Name) != nil {
+			return badName("1 to 200 letters, digits, '_' and '-'")
+		}
+	case "TABLE":
+		db, t, ok := strings.Cut(k.Name, ".")
+		if !ok || ValidateName(KindDatabase, db) != nil || ValidateName(KindTable, t) != nil {
+			return badName("<db>.<table>, each 1 to 200 letters, digits, '_' and '-'")
+		}
+	default:
+		if k.Name == "" || len(k.Name) > maxNameLength || strings.Contains(k.Name, "/") || core.ValidatePath("/"+k.Name) != nil {
+			return badName("1 to 200 characters, no '/', no control characters")
+		}
+	}
+	return nil
+}
+
+// validateACLEntry checks an entry's fields against the enumerations. In a
+// filter (remove-acl) an empty field matches everything; in an entry to add
+// the principal, the permission and the operation are required.
+func validateACLEntry(e ACLEntry, filter bool) error {
+	if !filter && (e.PrincipalType == "" || e.PrincipalName == "" || e.PermissionType == "" || e.Operation == "") {
+		return invalidField("", "acl entry: principal type, principal name, permission type and operation are required")
+	}
+	for _, f := range []struct {
+		field, what, v string
+		allowed        []string
+	}{
+		{"principal_type", "acl principal type", e.PrincipalType, ACLPrincipalTypes},
+		{"permission_type", "acl permission", e.PermissionType, ACLPermissions},
+		{"operation", "acl operation", e.Operation, ACLOperations},
+	} {
+		if f.v == "" && filter {
+			continue
+		}
+		if err := oneOf(f.field, f.what, f.v, f.allowed); err != nil {
+			return err
+		}
+	}
+	if len(e.PrincipalName) > maxNameLength || strings.ContainsAny(e.PrincipalName, "\x00\n\r") {
+		return invalidField("principal_name", "acl principal name %q is not valid: at most %d characters, no control characters", truncate(e.PrincipalName), maxNameLength)
+	}
+	if len(e.Host) > maxNameLength || strings.ContainsAny(e.Host, "\x00\n\r") {
+		return invalidField("host", "acl host %q is not valid: at most %d characters, no control characters", truncate(e.Host), maxNameLength)
 	}
 	return nil
 }
@@ -74,9 +124,12 @@ func (c *Catalog) AddACLs(ctx context.Context, resource ResourceKey, entries []A
 	if err := resource.validate(); err != nil {
 		return 0, err
 	}
+	if len(entries) == 0 {
+		return 0, invalidField("acls", "no acl entries given")
+	}
 	for _, e := range entries {
-		if e.PrincipalType == "" || e.PrincipalName == "" || e.PermissionType == "" || e.Operation == "" {
-			return 0, invalid("acl entry %+v: principal type, principal name, permission type and operation are required", e)
+		if err := validateACLEntry(e, false); err != nil {
+			return 0, err
 		}
 	}
 	return c.readModifyWrite(ctx, ResourceACLPath(resource.Type, resource.Name), func(old []byte, found bool) ([]byte, error) {
@@ -101,31 +154,49 @@ func (c *Catalog) AddACLs(ctx context.Context, resource ResourceKey, entries []A
 
 // RemoveACLs removes the entries matching filter (empty fields match
 // everything) from resource's ACL; a resource left without entries is
-// deleted. Errors: ErrInvalidArgument, backend errors.
-func (c *Catalog) RemoveACLs(ctx context.Context, resource ResourceKey, filter ACLEntry) (int64, error) {
+// deleted. It returns how many entries it removed: with none matching,
+// nothing is written and it returns 0. Errors: ErrInvalidArgument, backend
+// errors.
+func (c *Catalog) RemoveACLs(ctx context.Context, resource ResourceKey, filter ACLEntry) (int, error) {
 	if err := resource.validate(); err != nil {
 		return 0, err
 	}
-	return c.readModifyWrite(ctx, ResourceACLPath(resource.Type, resource.Name), func(old []byte, found bool) ([]byte, error) {
+	if err := validateACLEntry(filter, true); err != nil {
+		return 0, err
+	}
+	removed := 0
+	_, err := c.readModifyWrite(ctx, ResourceACLPath(resource.Type, resource.Name), func(old []byte, found bool) ([]byte, error) {
+		removed = 0
 		if !found {
-			return nil, nil
+			return nil, errNothingToDo
 		}
 		cur, err := UnmarshalResourceACL(old)
 		if err != nil {
 			return nil, err
 		}
-		kept := cur.ACLs[:0]
+		kept := make([]ACLEntry, 0, len(cur.ACLs))
 		for _, e := range cur.ACLs {
 			if !matchACL(filter, e) {
 				kept = append(kept, e)
 			}
+		}
+		removed = len(cur.ACLs) - len(kept)
+		if removed == 0 {
+			return nil, errNothingToDo
 		}
 		if len(kept) == 0 {
 			return nil, nil
 		}
 		return ResourceACL{ACLs: kept}.Marshal(), nil
 	}, aclChangeOp(resource))
+	if errors.Is(err, errNothingToDo) {
+		return 0, nil
+	}
+	return removed, err
 }
+
+// errNothingToDo ends a readModifyWrite without writing.
+var errNothingToDo = errors.New("catalog: nothing to change")
 
 // ResourceACLs is one resource's ACL.
 type ResourceACLs struct {
@@ -243,11 +314,29 @@ func (c *Catalog) Configs(ctx context.Context) (map[string]string, error) {
 
 // --------------------------------------------------------------- server tags
 
-// SetServerTags tags the given tablet servers (tag >= 0) or removes their
-// tags (tag < 0) in /tabletservers/server_tags, version-checked and fenced.
+// SetServerTags tags the given tablet servers (tag TagPermanentOffline or
+// TagTemporaryOffline) or removes their tags (tag < 0) in
+// /tabletservers/server_tags, version-checked and fenced. A tag is set
+// only on registered tablet servers (a tag of one that is gone may still
+// be removed). Errors: ErrInvalidArgument (no ids, an unknown tag),
+// *NotFoundError (a server that is not registered), backend errors.
 func (c *Catalog) SetServerTags(ctx context.Context, servers []int32, tag int32) (int64, error) {
 	if len(servers) == 0 {
-		return 0, invalid("no tablet server ids given")
+		return 0, invalidField("server_ids", "no tablet server ids given")
+	}
+	if tag > TagTemporaryOffline {
+		return 0, invalidField("tag", "server tag %d is not one of %d (permanent offline), %d (temporary offline)", tag, TagPermanentOffline, TagTemporaryOffline)
+	}
+	if tag >= 0 {
+		registered, err := c.TabletServerIDs(ctx)
+		if err != nil {
+			return 0, err
+		}
+		for _, id := range servers {
+			if !containsID(registered, id) {
+				return 0, notFound(KindTabletServer, strconv.Itoa(int(id)))
+			}
+		}
 	}
 	return c.readModifyWrite(ctx, ServerTagsPath, func(old []byte, found bool) ([]byte, error) {
 		cur := ServerTags{Tags: map[int32]int32{}}
@@ -279,6 +368,15 @@ func (c *Catalog) ServerTags(ctx context.Context) (map[int32]int32, error) {
 	}
 	t, err := UnmarshalServerTags(n.Data)
 	return t.Tags, err
+}
+
+func containsID(ids []int32, id int32) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
 }
 
 // SortedServerIDs returns m's keys in order.

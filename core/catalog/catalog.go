@@ -38,6 +38,13 @@ type Options struct {
 	// without one; default 3. It is capped at the number of registered
 	// tablet servers (see CreateTable).
 	DefaultReplicationFactor int
+	// MaxBucketNum is max.bucket.num, the most buckets of one table (and
+	// of each partition of a partitioned table); default
+	// DefaultMaxBucketNum.
+	MaxBucketNum int32
+	// MaxPartitionNum is max.partition.num, the most partitions of one
+	// partitioned table; default DefaultMaxPartitionNum.
+	MaxPartitionNum int
 	// Now returns the current time; default time.Now.
 	Now func() time.Time
 	// MaxRetries bounds the retries of version-checked read-modify-write
@@ -76,6 +83,12 @@ func New(b core.MetadataBackend, opts Options) *Catalog {
 	}
 	if opts.DefaultReplicationFactor < 1 {
 		opts.DefaultReplicationFactor = 3
+	}
+	if opts.MaxBucketNum < 1 {
+		opts.MaxBucketNum = DefaultMaxBucketNum
+	}
+	if opts.MaxPartitionNum < 1 {
+		opts.MaxPartitionNum = DefaultMaxPartitionNum
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -260,43 +273,53 @@ type TableInfo struct {
 // Name is "db.table".
 func (t TableInfo) Name() string { return t.Database + "." + t.Table }
 
-// validateSpec normalises spec (column ids, bucket keys, bucket count) and
-// reports the first problem, naming the table and the column.
-func (c *Catalog) validateSpec(name string, spec *TableSpec) error {
+// validateSpec normalises spec (column ids, bucket keys, bucket count,
+// replication factor) and reports the first problem, naming the table, the
+// field and the limit. It only reads: servers is the number of registered
+// tablet servers.
+func (c *Catalog) validateSpec(name string, spec *TableSpec, servers int) error {
 	s := &spec.Schema
 	if len(s.Columns) == 0 {
-		return invalid("table %s: no columns", name)
+		return invalidField("columns", "table %s: no columns", name)
 	}
 	seen := map[string]bool{}
+	lower := map[string]string{} // lower-cased name -> the name as given
 	for i := range s.Columns {
 		col := &s.Columns[i]
-		if col.Name == "" {
-			return invalid("table %s: column %d has no name", name, i)
+		if err := validateColumnName(name, i, col.Name); err != nil {
+			return err
 		}
-		if seen[col.Name] {
-			return invalid("table %s: column %q appears twice", name, col.Name)
+		if first, dup := lower[strings.ToLower(col.Name)]; dup {
+			if first == col.Name {
+				return invalidField("columns", "table %s: column %q appears twice", name, col.Name)
+			}
+			return invalidField("columns", "table %s: columns %q and %q differ only in case: column names must be unique ignoring case", name, first, col.Name)
 		}
+		lower[strings.ToLower(col.Name)] = col.Name
 		seen[col.Name] = true
 		if col.Type.Type == "" {
-			return invalid("table %s: column %q has no type", name, col.Name)
+			return invalidField("columns", "table %s: column %q has no type", name, col.Name)
+		}
+		if err := ValidateType(col.Type); err != nil {
+			return invalidField("columns", "table %s: column %q: %v", name, col.Name, err)
 		}
 		col.ID = int32(i)
 	}
 	s.HighestFieldID = int32(len(s.Columns) - 1)
-	check := func(what string, cols []string) error {
+	check := func(field, what string, cols []string) error {
 		dup := map[string]bool{}
 		for _, k := range cols {
 			if !seen[k] {
-				return invalid("table %s: %s column %q is not a column of the table", name, what, k)
+				return invalidField(field, "table %s: %s column %q is not a column of the table", name, what, k)
 			}
 			if dup[k] {
-				return invalid("table %s: %s column %q appears twice", name, what, k)
+				return invalidField(field, "table %s: %s column %q appears twice", name, what, k)
 			}
 			dup[k] = true
 		}
 		return nil
 	}
-	if err := check("primary key", s.PrimaryKey); err != nil {
+	if err := check("primary_key", "primary key", s.PrimaryKey); err != nil {
 		return err
 	}
 	for i := range s.Columns {
@@ -306,13 +329,13 @@ func (c *Catalog) validateSpec(name string, spec *TableSpec) error {
 			}
 		}
 	}
-	if err := check("partition key", spec.PartitionKeys); err != nil {
+	if err := check("partition_keys", "partition key", spec.PartitionKeys); err != nil {
 		return err
 	}
 	if len(s.PrimaryKey) > 0 {
 		for _, p := range spec.PartitionKeys {
 			if !contains(s.PrimaryKey, p) {
-				return invalid("table %s: partition key %q must be part of the primary key of a primary-key table", name, p)
+				return invalidField("partition_keys", "table %s: partition key %q must be part of the primary key of a primary-key table", name, p)
 			}
 		}
 	}
@@ -323,27 +346,37 @@ func (c *Catalog) validateSpec(name string, spec *TableSpec) error {
 			}
 		}
 	}
-	if err := check("bucket key", spec.BucketKeys); err != nil {
+	if err := check("bucket_keys", "bucket key", spec.BucketKeys); err != nil {
 		return err
-	}
-	if spec.BucketCount < 0 {
-		return invalid("table %s: bucket count %d is negative", name, spec.BucketCount)
 	}
 	if spec.BucketCount == 0 {
 		spec.BucketCount = c.opts.DefaultBucketCount
 	}
+	if spec.BucketCount < 1 || spec.BucketCount > c.opts.MaxBucketNum {
+		return invalidField("bucket_count", "table %s: bucket count %d is out of range: want 1 to %d (max.bucket.num)",
+			name, spec.BucketCount, c.opts.MaxBucketNum)
+	}
+	explicit := spec.ReplicationFactor != 0
 	if v, ok := spec.Properties[ReplicationFactorProperty]; ok && spec.ReplicationFactor == 0 {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			return invalid("table %s: property %s=%q is not a positive integer", name, ReplicationFactorProperty, v)
+			return invalidField("properties", "table %s: property %s=%q is not a positive integer", name, ReplicationFactorProperty, v)
 		}
-		spec.ReplicationFactor = n
+		spec.ReplicationFactor, explicit = n, true
 	}
 	if spec.ReplicationFactor < 0 {
-		return invalid("table %s: replication factor %d is negative", name, spec.ReplicationFactor)
+		return invalidField("replication_factor", "table %s: replication factor %d is out of range: want at least 1", name, spec.ReplicationFactor)
 	}
 	if spec.ReplicationFactor == 0 {
 		spec.ReplicationFactor = c.opts.DefaultReplicationFactor
+	}
+	// A replication factor asked for explicitly must be placeable: at most
+	// the registered tablet servers. With none registered (a catalog set
+	// up before its tablet servers start) and for the default, it is
+	// capped when buckets are placed.
+	if explicit && servers > 0 && spec.ReplicationFactor > servers {
+		return invalidField("replication_factor", "table %s: replication factor %d is out of range: want 1 to %d, the number of registered tablet servers",
+			name, spec.ReplicationFactor, servers)
 	}
 	// The table keeps its replication factor, so that its partitions get
 	// the same (the original stores it among the table's properties too).
@@ -441,12 +474,12 @@ func (c *Catalog) CreateTable(ctx context.Context, db, table string, spec TableS
 		return TableInfo{}, err
 	}
 	name := db + "." + table
-	if err := c.validateSpec(name, &spec); err != nil {
-		return TableInfo{}, err
-	}
 	servers, err := c.TabletServerIDs(ctx)
 	if err != nil {
 		return TableInfo{}, fmt.Errorf("create table %s: list tablet servers: %w", name, err)
+	}
+	if err := c.validateSpec(name, &spec, len(servers)); err != nil {
+		return TableInfo{}, err
 	}
 	tableID, err := c.tableIDs.Next(ctx, 1, c.opts.Fence)
 	if err != nil {
@@ -477,6 +510,8 @@ func (c *Catalog) CreateTable(ctx context.Context, db, table string, spec TableS
 			return c.GetTable(ctx, db, table)
 		}
 		return TableInfo{}, exists(KindTable, name)
+	case errors.Is(err, core.ErrTooLarge):
+		return TableInfo{}, tooLarge(err, KindTable, name, plural(int(spec.BucketCount), "bucket")+", "+plural(len(spec.Schema.Columns), "column"))
 	case err != nil:
 		return TableInfo{}, fmt.Errorf("create table %s: %w", name, err)
 	}
@@ -697,7 +732,15 @@ func (c *Catalog) CreatePartition(ctx context.Context, db, table, partition stri
 		return PartitionInfo{}, 0, fmt.Errorf("table %s: %w", name, err)
 	}
 	if !treg.Partitioned() {
-		return PartitionInfo{}, 0, invalid("table %s is not partitioned: it has no partition keys", name)
+		return PartitionInfo{}, 0, invalidField("partition", "table %s is not partitioned: it has no partition keys", name)
+	}
+	parts, _, err := c.r.Children(ctx, PartitionsPath(db, table), core.ReadOptions{})
+	if err != nil && !errors.Is(err, core.ErrNotFound) {
+		return PartitionInfo{}, 0, err
+	}
+	if len(parts) >= c.opts.MaxPartitionNum && !contains(parts, partition) {
+		return PartitionInfo{}, 0, invalidField("partition", "table %s has %d partitions: at most %d are allowed (max.partition.num)",
+			name, len(parts), c.opts.MaxPartitionNum)
 	}
 	servers, err := c.TabletServerIDs(ctx)
 	if err != nil {
@@ -733,6 +776,8 @@ func (c *Catalog) CreatePartition(ctx context.Context, db, table, partition stri
 			return PartitionInfo{Name: partition, Registration: reg}, 0, err
 		}
 		return PartitionInfo{}, 0, exists(KindPartition, name+"/"+partition)
+	case errors.Is(err, core.ErrTooLarge):
+		return PartitionInfo{}, 0, tooLarge(err, KindPartition, name+"/"+partition, plural(int(treg.BucketCount), "bucket"))
 	case err != nil:
 		return PartitionInfo{}, 0, fmt.Errorf("create partition %s/%s: %w", name, partition, err)
 	}
@@ -924,8 +969,9 @@ var Counters = map[string]string{
 
 // AllocateIDs reserves n contiguous ids [first, first+n) from the named
 // counter ("table", "partition" or "writer"), out of the leadership's
-// blocks. Errors: ErrInvalidArgument (unknown counter, n < 1), backend
-// errors.
+// blocks. Errors: ErrInvalidArgument (unknown counter, n outside 1 to
+// MaxAllocateIDs), *CounterExhaustedError (ErrTooLarge: the counter
+// would pass the largest int64; nothing was reserved), backend errors.
 func (c *Catalog) AllocateIDs(ctx context.Context, counter string, n int64) (int64, error) {
 	var a *core.BlockAllocator
 	switch counter {
@@ -936,12 +982,16 @@ func (c *Catalog) AllocateIDs(ctx context.Context, counter string, n int64) (int
 	case "writer":
 		a = c.writerIDs
 	default:
-		return 0, invalid("unknown id counter %q (want table, partition or writer)", counter)
+		return 0, invalidField("counter", "unknown id counter %q (want table, partition or writer)", counter)
 	}
-	if n < 1 {
-		return 0, invalid("allocate %d ids from %s: count must be at least 1", n, counter)
+	if n < 1 || n > MaxAllocateIDs {
+		return 0, invalidField("count", "allocate %d ids from %s: count is out of range: want 1 to %d", n, counter, MaxAllocateIDs)
 	}
-	return a.Next(ctx, n, c.opts.Fence)
+	first, err := a.Next(ctx, n, c.opts.Fence)
+	if errors.Is(err, core.ErrTooLarge) {
+		return 0, &CounterExhaustedError{Counter: counter, N: n}
+	}
+	return first, err
 }
 
 func contains(list []string, s string) bool {

@@ -248,7 +248,7 @@ func TestDropTableRemovesEverything(t *testing.T) {
 }
 
 func TestDropDatabaseNotEmptyAndCascade(t *testing.T) {
-	f := newFixture(t, 1)
+	f := newFixture(t, 1, 2)
 	ctx := context.Background()
 	f.cat.CreateDatabase(ctx, "db1", catalog.DatabaseRegistration{}, false)
 	f.cat.CreateTable(ctx, "db1", "a", ordersSpec(), false)
@@ -267,7 +267,7 @@ func TestDropDatabaseNotEmptyAndCascade(t *testing.T) {
 }
 
 func TestStaleFenceChangesNothing(t *testing.T) {
-	f := newFixture(t, 1)
+	f := newFixture(t, 1, 2)
 	ctx := context.Background()
 	f.cat.CreateDatabase(ctx, "db1", catalog.DatabaseRegistration{}, false)
 	// A second coordinator takes over; the first one's catalog is stale.
@@ -301,7 +301,7 @@ func TestStaleFenceChangesNothing(t *testing.T) {
 }
 
 func TestACLsConfigTags(t *testing.T) {
-	f := newFixture(t)
+	f := newFixture(t, 0, 1)
 	ctx := context.Background()
 	res := catalog.ResourceKey{Type: "TABLE", Name: "db1.t"}
 	mike := catalog.ACLEntry{PrincipalType: "USER", PrincipalName: "Mike", PermissionType: "ALLOW", Host: "*", Operation: "ALL"}

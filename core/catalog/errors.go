@@ -68,9 +68,15 @@ func notFound(kind, name string) error { return &NotFoundError{Kind: kind, Name:
 func exists(kind, name string) error   { return &ExistsError{Kind: kind, Name: name} }
 
 // ArgumentError is a refused request: a bad name, type, key or count. The
-// message says what was wrong; errors.Is(err, core.ErrInvalidArgument)
-// holds for it.
-type ArgumentError struct{ Msg string }
+// message says what was wrong and the limit; errors.Is(err,
+// core.ErrInvalidArgument) holds for it.
+type ArgumentError struct {
+	Msg string
+	// Field names what was wrong, as the admin API's request names it
+	// relative to the object ("bucket_count", "columns", "operation",
+	// "count"); empty when no one field is at fault.
+	Field string
+}
 
 func (e *ArgumentError) Error() string { return e.Msg }
 

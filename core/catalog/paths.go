@@ -3,6 +3,7 @@ package catalog
 import (
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/metaplane/metaplane/core"
 )
@@ -149,29 +150,39 @@ var partitionRE = regexp.MustCompile(`^[A-Za-z0-9_$.=-]+$`)
 // letters, digits, '_' and '-'. The error wraps core.ErrInvalidArgument and
 // names the kind and the name.
 func ValidateName(kind, name string) error {
+	field := strings.ReplaceAll(kind, " ", "_")
 	if name == "" {
-		return invalid("%s name is empty", kind)
+		return invalidField(field, "%s name is empty", kind)
 	}
 	if len(name) > maxNameLength {
-		return invalid("%s name %q is longer than %d characters", kind, name, maxNameLength)
+		return invalidField(field, "%s name %q is longer than %d characters", kind, truncate(name), maxNameLength)
 	}
 	if !nameRE.MatchString(name) {
-		return invalid("%s name %q may contain only letters, digits, '_' and '-'", kind, name)
+		return invalidField(field, "%s name %q may contain only letters, digits, '_' and '-'", kind, truncate(name))
 	}
 	return nil
+}
+
+// truncate shortens a refused name for an error message: a name far over
+// the limit is not echoed whole.
+func truncate(s string) string {
+	if len(s) <= 2*maxNameLength {
+		return s
+	}
+	return s[:maxNameLength] + "..."
 }
 
 // ValidatePartitionName checks a partition name (values joined with '$' for
 // several partition keys): letters, digits and _ - $ . =, not "." or "..".
 func ValidatePartitionName(name string) error {
 	if name == "" {
-		return invalid("partition name is empty")
+		return invalidField("partition", "partition name is empty")
 	}
 	if len(name) > partitionNameMaxBytes {
-		return invalid("partition name %q is longer than %d characters", name, partitionNameMaxBytes)
+		return invalidField("partition", "partition name %q is longer than %d characters", truncate(name), partitionNameMaxBytes)
 	}
 	if name == "." || name == ".." || !partitionRE.MatchString(name) {
-		return invalid("partition name %q may contain only letters, digits and _ - $ . =", name)
+		return invalidField("partition", "partition name %q may contain only letters, digits and _ - $ . = (and is not . or ..)", truncate(name))
 	}
 	return nil
 }

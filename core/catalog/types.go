@@ -76,9 +76,6 @@ func ParseDataType(text string) (DataType, error) {
 		if len(nums) == 2 {
 			sc = nums[1]
 		}
-		if sc > p {
-			return DataType{}, invalid("type %q: scale %d is larger than precision %d", text, sc, p)
-		}
 		t.Precision, t.Scale = &p, &sc
 	case "TIME_WITHOUT_TIME_ZONE", "TIMESTAMP_WITHOUT_TIME_ZONE", "TIMESTAMP_WITH_LOCAL_TIME_ZONE":
 		p := int32(6)
@@ -96,6 +93,9 @@ func ParseDataType(text string) (DataType, error) {
 		if len(nums) > 0 {
 			return DataType{}, invalid("type %q: %s takes no parameters", text, root)
 		}
+	}
+	if err := ValidateType(t); err != nil {
+		return DataType{}, invalid("type %q: %v", text, err)
 	}
 	return t, nil
 }

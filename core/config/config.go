@@ -39,6 +39,15 @@ type Config struct {
 	TabletServerID int `koanf:"tablet-server.id"`
 	// DataDir, key data.dir, default ./data: the process's data directory.
 	DataDir string `koanf:"data.dir"`
+	// MaxBucketNum, key max.bucket.num, default 20000 (the original's):
+	// the most buckets a table (and each partition of a partitioned table)
+	// may have; 1 to 2147483647. A create-table asking for more is refused
+	// before anything is built.
+	MaxBucketNum int `koanf:"max.bucket.num"`
+	// MaxPartitionNum, key max.partition.num, default 1000 (the
+	// original's): the most partitions a partitioned table may have; at
+	// least 1.
+	MaxPartitionNum int `koanf:"max.partition.num"`
 
 	// Extra holds the raw settings under the key prefixes of third-party
 	// backends passed to Load in LoadOptions.ExtraBackends (the
@@ -271,7 +280,9 @@ func Default() *Config {
 		Metadata:       MetadataConfig{Backend: BackendConfig{Default: BackendRaft}},
 		BindListeners:  []string{"CLIENT://127.0.0.1:9123"},
 		MetricsAddress: "127.0.0.1:9249",
-		TabletServerID: -1,
-		DataDir:        "./data",
+		TabletServerID:  -1,
+		DataDir:         "./data",
+		MaxBucketNum:    20000,
+		MaxPartitionNum: 1000,
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -137,6 +138,12 @@ func (c *Config) validate(probs *Problems, observer bool) {
 	}
 	if c.TabletServerID < -1 {
 		probs.Add("tablet-server.id", fmt.Sprintf("%d must be at least 0 (or -1: not set)", c.TabletServerID))
+	}
+	if c.MaxBucketNum < 1 || c.MaxBucketNum > math.MaxInt32 {
+		probs.Add("max.bucket.num", fmt.Sprintf("%d is out of range: want 1 to %d", c.MaxBucketNum, math.MaxInt32))
+	}
+	if c.MaxPartitionNum < 1 || c.MaxPartitionNum > math.MaxInt32 {
+		probs.Add("max.partition.num", fmt.Sprintf("%d is out of range: want 1 to %d", c.MaxPartitionNum, math.MaxInt32))
 	}
 	if strings.TrimSpace(c.DataDir) == "" {
 		probs.Add("data.dir", "must not be empty")

@@ -163,6 +163,8 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 		TabletServerSessionTimeout: cfg.Coordinator.TabletServerSessionTimeout,
 		MetadataStreamMaxWait:      cfg.Coordinator.MetadataStreamMaxWait,
 		IDBlockSize:                cfg.Coordinator.Raft.IDBlockSize,
+		MaxBucketNum:               int32(cfg.MaxBucketNum), // validated: at most MaxInt32
+		MaxPartitionNum:            cfg.MaxPartitionNum,
 		ImageLoadTimeout:           cfg.Coordinator.Raft.CatchupTimeout,
 		Logger:                     logger,
 		Registerer:                 reg,
