@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -180,7 +181,7 @@ func adminCreateTable(a *admin) *cobra.Command {
 	var (
 		cols             []*adminv1.Column
 		pk, pkeys, bkeys string
-		buckets, rf      int
+		buckets, rf      int64
 		comment          string
 		ifNot            bool
 	)
@@ -198,8 +199,8 @@ func adminCreateTable(a *admin) *cobra.Command {
 	f.StringVar(&pk, "primary-key", "", "the primary key columns, `c1,c2`")
 	f.StringVar(&pkeys, "partition-key", "", "the partition key columns, `c1,c2`")
 	f.StringVar(&bkeys, "bucket-key", "", "the bucket key columns, `c1,c2` (default: the primary key without the partition keys)")
-	f.IntVar(&buckets, "buckets", 0, "the number of buckets (default 1)")
-	f.IntVar(&rf, "replication-factor", 0, "replicas per bucket (default 3, capped at the registered tablet servers)")
+	intFlag(f, &buckets, "buckets", 1, math.MaxInt32, "the number of buckets, at most max.bucket.num (default 1)")
+	intFlag(f, &rf, "replication-factor", 1, math.MaxInt32, "replicas per bucket, at most the registered tablet servers (default 3, or all of them when fewer are registered)")
 	f.StringVar(&comment, "comment", "", "the table's comment")
 	props := kvFlag(f, "property", "a table property `key=value` (repeatable)")
 	f.BoolVar(&ifNot, "if-not-exists", false, "succeed when the table exists already")
@@ -312,7 +313,8 @@ func adminAllocateIDs(a *admin) *cobra.Command {
 	req := &adminv1.AllocateIDsRequest{}
 	cmd := &cobra.Command{Use: "allocate-ids <table|partition|writer>", Short: "reserve a contiguous range of ids from a sequence counter",
 		Args: exactArgs(1), ValidArgs: []string{"table", "partition", "writer"}}
-	cmd.Flags().Int64Var(&req.Count, "count", 1, "how many ids")
+	req.Count = 1
+	intFlag(cmd.Flags(), &req.Count, "count", 1, math.MaxInt64, "how many ids (at most 1000000)")
 	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
 		req.Counter = pos[0]
 		return call(cmd, a, adminv1.AdminServiceClient.AllocateIDs, req, func(w io.Writer, r *adminv1.AllocateIDsResponse) {
@@ -418,18 +420,18 @@ func adminDescribeConfigs(a *admin) *cobra.Command {
 
 func adminSetServerTag(a *admin) *cobra.Command {
 	var (
-		tag    int
+		tag    int64
 		remove bool
 	)
 	cmd := &cobra.Command{Use: "set-server-tag <id>[,<id>...]", Short: "tag tablet servers (--tag N; --remove to clear)", Args: exactArgs(1)}
-	cmd.Flags().IntVar(&tag, "tag", 0, "the tag (0 or 1 in the original: permanent or temporary offline)")
+	intFlag(cmd.Flags(), &tag, "tag", 0, math.MaxInt32, "the tag: 0 (permanent offline) or 1 (temporary offline), as in the original")
 	cmd.Flags().BoolVar(&remove, "remove", false, "remove the servers' tags")
 	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
 		req := &adminv1.SetServerTagsRequest{Tag: int32(tag)}
 		for _, s := range splitList(pos[0]) {
 			n, err := strconv.ParseInt(s, 10, 32)
-			if err != nil {
-				return usageError("%q is not a tablet server id", s)
+			if err != nil || n < 0 {
+				return usageError("%q is not a tablet server id: want an integer from 0 to %d", s, math.MaxInt32)
 			}
 			req.ServerIds = append(req.ServerIds, int32(n))
 		}
@@ -517,6 +519,34 @@ func printConfigs(w io.Writer, configs map[string]string) {
 	for _, k := range keys {
 		fmt.Fprintf(w, "%s=%s\n", k, configs[k])
 	}
+}
+
+// rangeValue is an integer flag that refuses, naming the range, a value
+// outside [min, max] instead of letting it wrap when it is narrowed.
+type rangeValue struct {
+	p        *int64
+	min, max int64
+}
+
+func (v *rangeValue) String() string { return strconv.FormatInt(*v.p, 10) }
+func (v *rangeValue) Type() string   { return "int" }
+
+func (v *rangeValue) Set(s string) error {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if errors.Is(err, strconv.ErrRange) || (err == nil && (n < v.min || n > v.max)) {
+		return fmt.Errorf("%s is out of range: want an integer from %d to %d", s, v.min, v.max)
+	}
+	if err != nil {
+		return fmt.Errorf("%q is not an integer (want one from %d to %d)", s, v.min, v.max)
+	}
+	*v.p = n
+	return nil
+}
+
+// intFlag registers the integer flag name on fs, holding values from min
+// to max (its default is *p's value).
+func intFlag(fs *pflag.FlagSet, p *int64, name string, min, max int64, usage string) {
+	fs.Var(&rangeValue{p: p, min: min, max: max}, name, usage)
 }
 
 // kvFlag registers the repeatable flag name of key=value settings on fs and

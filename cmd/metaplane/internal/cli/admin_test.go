@@ -18,6 +18,14 @@ import (
 func startMemoryCoordinator(t *testing.T) string {
 	t.Helper()
 	s := memory.NewStore(memory.StoreOptions{})
+	t.Cleanup(func() { s.Close() })
+	return startMemoryCoordinatorOn(t, s)
+}
+
+// startMemoryCoordinatorOn runs a coordinator in-process on s and returns
+// its client address.
+func startMemoryCoordinatorOn(t *testing.T, s *memory.Store) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +38,7 @@ func startMemoryCoordinator(t *testing.T) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done; s.Close() })
+	t.Cleanup(func() { cancel(); <-done })
 	deadline := time.Now().Add(10 * time.Second)
 	for !srv.IsLeader() {
 		if time.Now().After(deadline) {
