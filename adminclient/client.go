@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -22,11 +23,15 @@ import (
 // concurrent use; Close it when done.
 type Client struct {
 	bootstrap []string
-	// MaxRedirects bounds the redirects and retries of one call; default 10.
-	MaxRedirects int
+	// Timeout bounds one call (its redirects and retries included) whose
+	// ctx has no deadline; default 30s. A ctx deadline bounds it otherwise.
+	Timeout time.Duration
 	// RetryWait is the pause before retrying when no leader is known;
 	// default 200ms.
 	RetryWait time.Duration
+	// ConnectWait bounds how long a write waits for a connection to a
+	// coordinator before it tries the next one; default 2s.
+	ConnectWait time.Duration
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
@@ -48,7 +53,8 @@ func NewClient(bootstrap []string) (*Client, error) {
 	if len(addrs) == 0 {
 		return nil, fmt.Errorf("%w: no coordinator address given", core.ErrInvalidArgument)
 	}
-	return &Client{bootstrap: addrs, MaxRedirects: 10, RetryWait: 200 * time.Millisecond, conns: map[string]*grpc.ClientConn{}}, nil
+	return &Client{bootstrap: addrs, Timeout: 30 * time.Second, RetryWait: 200 * time.Millisecond,
+		ConnectWait: 2 * time.Second, conns: map[string]*grpc.ClientConn{}}, nil
 }
 
 func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
@@ -72,17 +78,178 @@ func (c *Client) Leader() string {
 	return c.leader
 }
 
+func (c *Client) setLeader(addr string) {
+	c.mu.Lock()
+	c.leader = addr
+	c.mu.Unlock()
+}
+
+// ErrOutcomeUnknown is in the chain of a write's error when the write may or
+// may not have been applied: it was sent and its answer lost (a connection
+// that broke under it, the deadline), or the coordinator answered with
+// outcome UNKNOWN (UNAVAILABLE, INTERNAL). Do does not repeat such a write;
+// read the state before repeating it.
+var ErrOutcomeUnknown = errors.New("admin: outcome unknown")
+
+// OutcomeUnknownError is ErrOutcomeUnknown with the coordinator the write
+// was sent to and the error it ended with (errors.Is finds both).
+type OutcomeUnknownError struct {
+	Address string // host:port the write was sent to
+	Method  string // the RPC, "/metaplane.admin.v1.AdminService/CreateTable"
+	Err     error  // the last error, converted with FromStatus
+}
+
+func (e *OutcomeUnknownError) Error() string {
+	return fmt.Sprintf("outcome unknown: %s was sent to %s and may or may not have been applied (%v); check before repeating it",
+		methodName(e.Method), e.Address, e.Err)
+}
+
+// Unwrap gives ErrOutcomeUnknown and the last error.
+func (e *OutcomeUnknownError) Unwrap() []error { return []error{ErrOutcomeUnknown, e.Err} }
+
+func methodName(full string) string {
+	if i := strings.LastIndexByte(full, '/'); i >= 0 && i+1 < len(full) {
+		return full[i+1:]
+	}
+	if full == "" {
+		return "the request"
+	}
+	return full
+}
+
+// retrySafe lists the RPCs that Do may repeat after an ambiguous failure:
+// the reads, and the tablet-server RPCs whose repetition has the effect of
+// one call (a registration replaces the earlier one of the same id; a
+// heartbeat renews the same lease). Every other RPC is a write that is
+// repeated only when it is known not to have been applied.
+var retrySafe = map[string]bool{
+	adminv1.AdminService_ListDatabases_FullMethodName:                true,
+	adminv1.AdminService_GetDatabase_FullMethodName:                  true,
+	adminv1.AdminService_GetTableInfo_FullMethodName:                 true,
+	adminv1.AdminService_ListTables_FullMethodName:                   true,
+	adminv1.AdminService_ListPartitions_FullMethodName:               true,
+	adminv1.AdminService_ListTabletServers_FullMethodName:            true,
+	adminv1.AdminService_ListACLs_FullMethodName:                     true,
+	adminv1.AdminService_DescribeConfigs_FullMethodName:              true,
+	adminv1.AdminService_GetServerTags_FullMethodName:                true,
+	adminv1.AdminService_GetLeader_FullMethodName:                    true,
+	adminv1.TabletServerService_RegisterTabletServer_FullMethodName:  true,
+	adminv1.TabletServerService_TabletServerHeartbeat_FullMethodName: true,
+	adminv1.TabletServerService_FetchMetadata_FullMethodName:         true,
+	adminv1.TabletServerService_FetchMetadataSnapshot_FullMethodName: true,
+}
+
+// attempt is one try of a call on one connection. It records the RPC the
+// call made, to tell reads from writes, and sends a write only on a
+// connection that is up, so that a write that could not be sent is known
+// not to have been applied.
+type attempt struct {
+	cc       *grpc.ClientConn
+	wait     time.Duration // ConnectWait
+	method   string
+	unsent   bool // a write found no connection and was not sent
+	inFlight bool // an RPC was sent
+}
+
+func (a *attempt) send(ctx context.Context, method string) error {
+	a.method = method
+	if !retrySafe[method] && !ready(ctx, a.cc, a.wait) {
+		a.unsent = true
+		return status.Errorf(codes.Unavailable, "no connection to %s (not sent)", a.cc.Target())
+	}
+	a.inFlight = true
+	return nil
+}
+
+func (a *attempt) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	if err := a.send(ctx, method); err != nil {
+		return err
+	}
+	return a.cc.Invoke(ctx, method, args, reply, opts...)
+}
+
+func (a *attempt) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	if err := a.send(ctx, method); err != nil {
+		return nil, err
+	}
+	return a.cc.NewStream(ctx, desc, method, opts...)
+}
+
+// ready waits, at most wait, until cc has a connection; it reports whether
+// it has one. A connection in TRANSIENT_FAILURE is not waited for.
+func ready(ctx context.Context, cc *grpc.ClientConn, wait time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		st := cc.GetState()
+		switch st {
+		case connectivity.Ready:
+			return true
+		case connectivity.TransientFailure, connectivity.Shutdown:
+			return false
+		case connectivity.Idle:
+			cc.Connect()
+		}
+		if !cc.WaitForStateChange(ctx, st) {
+			return false
+		}
+	}
+}
+
 // Do runs call against the leader: it starts at the last known leader (or
 // the bootstrap addresses in turn), follows NOT_LEADER answers to the
-// address they carry, and tries the next address on an unreachable one.
-// It returns call's last error converted with FromStatus, so callers test
-// it with errors.Is / errors.As. Cancelling ctx ends the call.
+// address they carry, and tries the next address on an unreachable one,
+// until ctx ends (or Timeout passes, when ctx has no deadline): redirects
+// and retries are bounded by time, not by a count.
+//
+// call must make one RPC. A read (see retrySafe) is repeated after any
+// UNAVAILABLE answer. A write is repeated only when it is known not to have
+// been applied: its coordinator could not be reached, answered NOT_LEADER,
+// or answered with outcome NOT_APPLIED. A write that may have been applied
+// (a connection lost under it, an answer with outcome UNKNOWN, the deadline
+// passing while it was sent) is not repeated: Do returns an
+// *OutcomeUnknownError (ErrOutcomeUnknown).
+//
+// Otherwise it returns call's last error converted with FromStatus, so
+// callers test it with errors.Is / errors.As; when ctx ends first, ctx's
+// error wrapped with the last answer.
 func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.ClientConnInterface) error) error {
-	var lastErr error
-	next := 0
-	for attempt := 0; attempt <= c.MaxRedirects+len(c.bootstrap); attempt++ {
+	if _, ok := ctx.Deadline(); !ok && c.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
+		defer cancel()
+	}
+	var (
+		lastErr     error  // the last answer's error
+		lastAddr    string // who gave it
+		unreachable string // the last coordinator a write found no connection to
+		next        int
+	)
+	timedOut := func() error {
+		if lastErr == nil && unreachable == "" {
+			return ctx.Err()
+		}
+		var b strings.Builder
+		if _, ok := NotLeaderAddress(lastErr); ok {
+			b.WriteString(": no coordinator leader answered")
+		}
+		if lastErr != nil {
+			fmt.Fprintf(&b, " (last answer from %s: %v)", lastAddr, FromStatus(lastErr))
+		}
+		if unreachable != "" {
+			fmt.Fprintf(&b, " (no connection to %s)", unreachable)
+		}
+		return fmt.Errorf("%w%s", ctx.Err(), b.String())
+	}
+	for {
+		if ctx.Err() != nil {
+			return timedOut()
+		}
 		addr := c.Leader()
 		if addr == "" {
+			if next > 0 && next%len(c.bootstrap) == 0 && !sleep(ctx, c.RetryWait) {
+				return timedOut()
+			}
 			addr = c.bootstrap[next%len(c.bootstrap)]
 			next++
 		}
@@ -90,47 +257,56 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 		if err != nil {
 			return err
 		}
-		err = call(ctx, cc)
+		at := &attempt{cc: cc, wait: c.ConnectWait}
+		err = call(ctx, at)
+		write := !retrySafe[at.method]
 		if err == nil {
-			c.mu.Lock()
-			c.leader = addr
-			c.mu.Unlock()
+			c.setLeader(addr)
 			return nil
 		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			if write && at.inFlight {
+				return &OutcomeUnknownError{Address: addr, Method: at.method, Err: ctx.Err()}
+			}
+			return timedOut()
 		}
-		lastErr = err
+		if at.unsent {
+			// Nothing was sent: try the next coordinator.
+			unreachable = addr
+			c.setLeader("")
+			continue
+		}
+		lastErr, lastAddr = err, addr
 		if leader, ok := NotLeaderAddress(err); ok {
-			c.mu.Lock()
-			c.leader = leader // "" when unknown: fall back to bootstrap
-			c.mu.Unlock()
-			if leader == "" || leader == addr {
-				if !sleep(ctx, c.RetryWait) {
-					return ctx.Err()
-				}
+			c.setLeader(leader) // "" when unknown: fall back to bootstrap
+			if leader == addr && !sleep(ctx, c.RetryWait) {
+				return timedOut()
 			}
 			continue
 		}
-		if st, ok := status.FromError(err); ok && (st.Code() == codes.Unavailable || st.Code() == codes.DeadlineExceeded && DetailOf(err) == nil) {
-			c.mu.Lock()
-			c.leader = ""
-			c.mu.Unlock()
-			if next%len(c.bootstrap) == 0 && !sleep(ctx, c.RetryWait) {
-				return ctx.Err()
+		d := DetailOf(err)
+		switch {
+		case d != nil && d.Outcome == adminv1.Outcome_OUTCOME_NOT_APPLIED:
+			// Refused without effect (the coordinator's backend closed
+			// under it): try again, elsewhere if need be.
+		case d != nil && d.Outcome == adminv1.Outcome_OUTCOME_UNKNOWN:
+			if write {
+				return &OutcomeUnknownError{Address: addr, Method: at.method, Err: FromStatus(err)}
 			}
-			continue
+			if status.Code(err) == codes.Internal {
+				return FromStatus(err)
+			}
+		case d == nil && (status.Code(err) == codes.Unavailable || status.Code(err) == codes.DeadlineExceeded):
+			// The transport failed under an RPC that was sent: a write
+			// may have reached the coordinator.
+			if write {
+				return &OutcomeUnknownError{Address: addr, Method: at.method, Err: FromStatus(err)}
+			}
+		default:
+			return FromStatus(err)
 		}
-		return FromStatus(err)
+		c.setLeader("")
 	}
-	if _, ok := NotLeaderAddress(lastErr); ok {
-		return fmt.Errorf("no coordinator leader found after %d attempts: %w", c.MaxRedirects, FromStatus(lastErr))
-	}
-	if st, ok := status.FromError(lastErr); ok && st.Code() == codes.Unavailable && DetailOf(lastErr) == nil {
-		return &serverError{sentinel: core.ErrUnavailable, msg: fmt.Sprintf("no coordinator reachable at %s (is one running?): %s",
-			strings.Join(c.bootstrap, ","), st.Message())}
-	}
-	return FromStatus(lastErr)
 }
 
 // Admin runs call with an AdminService client against the leader (see Do).

@@ -54,7 +54,8 @@ func newAdminCmd() *cobra.Command {
 and follows NOT_LEADER answers to the leader. The common flags may come
 before or after the verb. With --json the answer is the API's response
 message as JSON, and an error is one JSON object on stderr. Exit status:
-0 success, 1 the call failed, 2 usage error. See docs/admin.md.`,
+0 success, 1 the call failed, 2 usage error, 3 a write's outcome is
+unknown (not repeated: check before running it again). See docs/admin.md.`,
 	}
 	markGroup(cmd, "verb")
 	pf := cmd.PersistentFlags()
@@ -78,8 +79,15 @@ func (a *admin) do(cmd *cobra.Command, f func(ctx context.Context, c *adminclien
 	ctx, cancel := context.WithTimeout(cmd.Context(), a.timeout)
 	defer cancel()
 	err = f(ctx, client)
+	if errors.Is(err, adminclient.ErrOutcomeUnknown) {
+		return err // it says what was sent where, and that it was not repeated
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return &withCause{cause: err, msg: fmt.Sprintf("no answer within %v from %s (is a coordinator running? start one with `metaplane coordinator`)", a.timeout, a.bootstrap)}
+		msg := fmt.Sprintf("no answer within %v from %s (is a coordinator running? start one with `metaplane coordinator`)", a.timeout, a.bootstrap)
+		if text, last := err.Error(), context.DeadlineExceeded.Error(); text != last {
+			msg = fmt.Sprintf("no answer within %v from %s: %s", a.timeout, a.bootstrap, strings.TrimPrefix(strings.TrimPrefix(text, last), " "))
+		}
+		return &withCause{cause: err, msg: msg}
 	}
 	return err
 }
@@ -124,7 +132,7 @@ func call[Req any, Resp proto.Message](cmd *cobra.Command, a *admin,
 		})
 		// The client returns the last answer's error, converted, unless
 		// ctx ended: keep that answer's code for the --json error.
-		if err != nil && detail != nil && ctx.Err() == nil {
+		if err != nil && detail != nil && ctx.Err() == nil && !errors.Is(err, adminclient.ErrOutcomeUnknown) {
 			return &codedErr{error: err, code: detail.Code}
 		}
 		return err

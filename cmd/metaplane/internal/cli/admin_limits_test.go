@@ -3,17 +3,25 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"os/exec"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
+	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/catalog"
 	"github.com/metaplane/metaplane/internal/testutil"
+	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
 // runBinary runs the built metaplane binary with args and returns its
@@ -133,5 +141,47 @@ func TestAdminCLIRefusesBadInput(t *testing.T) {
 				t.Errorf("the refused command changed the tree: revision %d -> %d", before.Revision, after.Revision)
 			}
 		})
+	}
+}
+
+// unavailableAdmin answers every CreateDatabase UNAVAILABLE (outcome
+// UNKNOWN), counting the calls.
+type unavailableAdmin struct {
+	adminv1.UnimplementedAdminServiceServer
+	calls atomic.Int32
+}
+
+func (u *unavailableAdmin) CreateDatabase(context.Context, *adminv1.CreateDatabaseRequest) (*adminv1.CreateDatabaseResponse, error) {
+	u.calls.Add(1)
+	return nil, adminclient.ToStatus(fmt.Errorf("%w: no quorum", core.ErrUnavailable))
+}
+
+// TestAdminOutcomeUnknown: a write answered with outcome UNKNOWN is sent
+// once, and the verb says "outcome unknown" and exits 3 (in text and with
+// --json).
+func TestAdminOutcomeUnknown(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unavailableAdmin{}
+	s := grpc.NewServer()
+	adminv1.RegisterAdminServiceServer(s, u)
+	go s.Serve(l)
+	t.Cleanup(s.Stop)
+	bs := "--bootstrap-servers=" + l.Addr().String()
+
+	_, stderr, code := runCLI(t, "admin", "create-database", "shop", bs, "--timeout", "10s")
+	if code != ExitOutcomeUnknown || !strings.Contains(stderr, "outcome unknown: CreateDatabase was sent to") ||
+		!strings.Contains(stderr, "no quorum") {
+		t.Fatalf("exit %d, stderr %q: want exit %d saying outcome unknown", code, stderr, ExitOutcomeUnknown)
+	}
+	_, stderr, code = runCLI(t, "admin", "create-database", "shop", bs, "--json")
+	var e jsonError
+	if code != ExitOutcomeUnknown || json.Unmarshal([]byte(stderr), &e) != nil || e.Code != codeOutcomeUnknown {
+		t.Fatalf("--json: exit %d, stderr %q", code, stderr)
+	}
+	if n := u.calls.Load(); n != 2 {
+		t.Errorf("the coordinator got %d writes for 2 commands: a write of unknown outcome was repeated", n)
 	}
 }

@@ -23,6 +23,11 @@ const (
 	ExitOK      = 0 // success
 	ExitFailure = 1 // the command ran and failed (or found problems)
 	ExitUsage   = 2 // the command line was wrong
+	// ExitOutcomeUnknown: an admin write was sent but its outcome is
+	// unknown (the connection broke under it, the coordinator answered
+	// UNAVAILABLE, or --timeout passed while it was in flight); it was not
+	// repeated. Check the state before running it again.
+	ExitOutcomeUnknown = 3
 )
 
 // Env is what a command line runs with: its streams. Verbs never touch

@@ -63,6 +63,8 @@ func exitCode(err error) int {
 		return st.code
 	case errors.As(err, &ue):
 		return ExitUsage
+	case errors.Is(err, adminclient.ErrOutcomeUnknown):
+		return ExitOutcomeUnknown
 	default:
 		return ExitFailure
 	}
@@ -70,12 +72,13 @@ func exitCode(err error) int {
 
 // Codes of the --json error object besides the admin API's error codes.
 const (
-	codeUsage = "USAGE" // a usage error (exit 2)
-	codeError = "ERROR" // any other failure without an admin API code
+	codeUsage          = "USAGE"           // a usage error (exit 2)
+	codeOutcomeUnknown = "OUTCOME_UNKNOWN" // a write whose outcome is unknown (exit 3)
+	codeError          = "ERROR"           // any other failure without an admin API code
 )
 
 // errorCode is the code of err in the --json error object: USAGE for a
-// usage error, else the admin API's ErrorDetail code (NOT_FOUND,
+// usage error, OUTCOME_UNKNOWN for a write whose outcome is unknown, else the admin API's ErrorDetail code (NOT_FOUND,
 // ALREADY_EXISTS, ..., see docs/admin.md) when the answer carried one,
 // or when err is one of the errors the admin API's translation table
 // maps (a timeout is UNAVAILABLE), else ERROR.
@@ -83,6 +86,9 @@ func errorCode(err error) string {
 	var ue *usageErr
 	if errors.As(err, &ue) {
 		return codeUsage
+	}
+	if errors.Is(err, adminclient.ErrOutcomeUnknown) {
+		return codeOutcomeUnknown
 	}
 	var ce *codedErr
 	if errors.As(err, &ce) && ce.code != "" {

@@ -1,0 +1,215 @@
+package adminclient
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/metaplane/metaplane/core"
+	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
+)
+
+// fakeAdmin answers CreateDatabase (a write) and ListDatabases (a read)
+// with the errors queued for them (nil: success; once the queue is empty,
+// the last entry again), counting the calls.
+type fakeAdmin struct {
+	adminv1.UnimplementedAdminServiceServer
+	mu            sync.Mutex
+	writes, reads []error
+	nWrite, nRead atomic.Int32
+	hang          bool // CreateDatabase blocks until its ctx ends
+}
+
+func next(q *[]error) error {
+	e := (*q)[0]
+	if len(*q) > 1 {
+		*q = (*q)[1:]
+	}
+	return e
+}
+
+func (f *fakeAdmin) CreateDatabase(ctx context.Context, _ *adminv1.CreateDatabaseRequest) (*adminv1.CreateDatabaseResponse, error) {
+	f.nWrite.Add(1)
+	if f.hang {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &adminv1.CreateDatabaseResponse{}, ToStatus(next(&f.writes))
+}
+
+func (f *fakeAdmin) ListDatabases(ctx context.Context, _ *adminv1.ListDatabasesRequest) (*adminv1.ListDatabasesResponse, error) {
+	f.nRead.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &adminv1.ListDatabasesResponse{}, ToStatus(next(&f.reads))
+}
+
+func serveFake(t *testing.T, f *fakeAdmin) (addr string, stop func()) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	adminv1.RegisterAdminServiceServer(s, f)
+	go s.Serve(l)
+	t.Cleanup(s.Stop)
+	return l.Addr().String(), s.Stop
+}
+
+// deadAddr is a loopback address nothing listens on.
+func deadAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+func testClient(t *testing.T, addrs ...string) *Client {
+	c, err := NewClient(addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.RetryWait = 10 * time.Millisecond
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func create(ctx context.Context, c *Client) error {
+	return c.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+		_, err := a.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "db"})
+		return err
+	})
+}
+
+func list(ctx context.Context, c *Client) error {
+	return c.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+		_, err := a.ListDatabases(ctx, &adminv1.ListDatabasesRequest{})
+		return err
+	})
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestDoNeverRepeatsAnAmbiguousWrite: a write answered UNAVAILABLE
+// (outcome UNKNOWN) is sent once and reported as outcome unknown; a read
+// answered so is retried.
+func TestDoNeverRepeatsAnAmbiguousWrite(t *testing.T) {
+	f := &fakeAdmin{writes: []error{core.ErrUnavailable, nil}, reads: []error{core.ErrUnavailable, nil}}
+	addr, _ := serveFake(t, f)
+	c := testClient(t, addr)
+	err := create(ctxFor(t, 10*time.Second), c)
+	var ou *OutcomeUnknownError
+	if !errors.As(err, &ou) || !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, core.ErrUnavailable) || ou.Address != addr {
+		t.Fatalf("got %v, want an OutcomeUnknownError wrapping ErrUnavailable from %s", err, addr)
+	}
+	if !strings.Contains(err.Error(), "CreateDatabase was sent to "+addr) {
+		t.Errorf("message %q does not name the call and the coordinator", err)
+	}
+	if n := f.nWrite.Load(); n != 1 {
+		t.Errorf("the write was sent %d times, want 1", n)
+	}
+	if err := list(ctxFor(t, 10*time.Second), c); err != nil || f.nRead.Load() != 2 {
+		t.Errorf("read: %v after %d calls, want success after 2", err, f.nRead.Load())
+	}
+}
+
+// TestDoRepeatsAWriteKnownNotApplied: a write answered with outcome
+// NOT_APPLIED (CLOSED) is repeated, and so is one whose coordinator
+// answered NOT_LEADER naming another.
+func TestDoRepeatsAWriteKnownNotApplied(t *testing.T) {
+	f := &fakeAdmin{writes: []error{core.ErrClosed, nil}}
+	addr, _ := serveFake(t, f)
+	if err := create(ctxFor(t, 10*time.Second), testClient(t, addr)); err != nil || f.nWrite.Load() != 2 {
+		t.Fatalf("got %v after %d sends, want success after 2", err, f.nWrite.Load())
+	}
+
+	leader := &fakeAdmin{writes: []error{nil}}
+	leaderAddr, _ := serveFake(t, leader)
+	standby := &fakeAdmin{writes: []error{&core.NotLeaderError{LeaderID: "l", LeaderAddress: "CLIENT://" + leaderAddr}}}
+	standbyAddr, _ := serveFake(t, standby)
+	c := testClient(t, standbyAddr)
+	if err := create(ctxFor(t, 10*time.Second), c); err != nil || leader.nWrite.Load() != 1 || c.Leader() != leaderAddr {
+		t.Fatalf("redirect: %v, leader sent %d, client leader %q", err, leader.nWrite.Load(), c.Leader())
+	}
+}
+
+// TestDoFollowsRedirectsUntilTheDeadline: a standby that keeps naming a
+// dead leader is asked again and again (far more than ten times) until the
+// call's deadline, and the error says no leader answered; the write was
+// never sent to the dead leader, so its outcome is not unknown.
+func TestDoFollowsRedirectsUntilTheDeadline(t *testing.T) {
+	standby := &fakeAdmin{writes: []error{&core.NotLeaderError{LeaderID: "gone", LeaderAddress: deadAddr(t)}}}
+	addr, _ := serveFake(t, standby)
+	err := create(ctxFor(t, 1500*time.Millisecond), testClient(t, addr))
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrOutcomeUnknown) || !strings.Contains(err.Error(), "no coordinator leader answered") {
+		t.Fatalf("got %v, want a deadline error saying no leader answered", err)
+	}
+	if n := standby.nWrite.Load(); n <= 10 {
+		t.Errorf("the standby was asked %d times before the deadline, want more than 10", n)
+	}
+}
+
+// TestDoWriteWithoutConnectionIsNotUnknown: a write to an address nothing
+// listens on is never sent; at the deadline it is a plain timeout.
+func TestDoWriteWithoutConnectionIsNotUnknown(t *testing.T) {
+	err := create(ctxFor(t, time.Second), testClient(t, deadAddr(t)))
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("got %v, want a deadline error, outcome known (not sent)", err)
+	}
+}
+
+// TestDoWriteInFlightAtTheDeadlineIsUnknown: a write still unanswered when
+// the deadline passes may have been applied.
+func TestDoWriteInFlightAtTheDeadlineIsUnknown(t *testing.T) {
+	f := &fakeAdmin{hang: true}
+	addr, _ := serveFake(t, f)
+	err := create(ctxFor(t, 500*time.Millisecond), testClient(t, addr))
+	if !errors.Is(err, ErrOutcomeUnknown) || f.nWrite.Load() != 1 {
+		t.Fatalf("got %v after %d sends, want outcome unknown after 1", err, f.nWrite.Load())
+	}
+}
+
+// TestDoWriteLosingItsConnectionIsUnknown: a coordinator that goes away
+// under a write leaves its outcome unknown, and the write is not repeated
+// elsewhere.
+func TestDoWriteLosingItsConnectionIsUnknown(t *testing.T) {
+	f := &fakeAdmin{hang: true}
+	addr, stop := serveFake(t, f)
+	other := &fakeAdmin{writes: []error{nil}}
+	otherAddr, _ := serveFake(t, other)
+	c := testClient(t, addr, otherAddr)
+	done := make(chan error, 1)
+	go func() { done <- create(ctxFor(t, 10*time.Second), c) }()
+	for f.nWrite.Load() == 0 {
+		select {
+		case err := <-done:
+			t.Fatalf("returned before the write arrived: %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	stop()
+	err := <-done
+	if !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want outcome unknown (connection lost)", err)
+	}
+	if n := other.nWrite.Load(); n != 0 {
+		t.Errorf("the write was repeated on the other coordinator (%d times)", n)
+	}
+}
