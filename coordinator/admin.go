@@ -23,8 +23,11 @@ func (a *adminService) CreateDatabase(ctx context.Context, r *adminv1.CreateData
 	if err != nil {
 		return nil, err
 	}
-	_, err = l.cat.CreateDatabase(ctx, r.Name, catalog.DatabaseRegistration{Comment: r.Comment, CustomProperties: r.CustomProperties}, r.IgnoreIfExists)
-	return &adminv1.CreateDatabaseResponse{}, a.s.mapErr(withField(err, databaseFields))
+	rev, err := l.cat.CreateDatabase(ctx, r.Name, catalog.DatabaseRegistration{Comment: r.Comment, CustomProperties: r.CustomProperties}, r.IgnoreIfExists)
+	if err != nil {
+		return nil, a.s.mapErr(withField(err, databaseFields))
+	}
+	return &adminv1.CreateDatabaseResponse{Created: rev != 0}, nil
 }
 
 func (a *adminService) DropDatabase(ctx context.Context, r *adminv1.DropDatabaseRequest) (*adminv1.DropDatabaseResponse, error) {
@@ -32,8 +35,11 @@ func (a *adminService) DropDatabase(ctx context.Context, r *adminv1.DropDatabase
 	if err != nil {
 		return nil, err
 	}
-	_, err = l.cat.DropDatabase(ctx, r.Name, r.IgnoreIfNotExists, r.Cascade)
-	return &adminv1.DropDatabaseResponse{}, a.s.mapErr(withField(err, databaseFields))
+	rev, err := l.cat.DropDatabase(ctx, r.Name, r.IgnoreIfNotExists, r.Cascade)
+	if err != nil {
+		return nil, a.s.mapErr(withField(err, databaseFields))
+	}
+	return &adminv1.DropDatabaseResponse{Dropped: rev != 0}, nil
 }
 
 func (a *adminService) ListDatabases(ctx context.Context, r *adminv1.ListDatabasesRequest) (*adminv1.ListDatabasesResponse, error) {
@@ -122,7 +128,7 @@ func (a *adminService) CreateTable(ctx context.Context, r *adminv1.CreateTableRe
 	if !info.Registration.Partitioned() {
 		buckets, _ = l.cat.Buckets(ctx, info.Registration.TableID, -1)
 	}
-	return &adminv1.CreateTableResponse{Table: TableInfoToProto(info, buckets)}, nil
+	return &adminv1.CreateTableResponse{Table: TableInfoToProto(info, buckets), Created: !info.Existed}, nil
 }
 
 func (a *adminService) DropTable(ctx context.Context, r *adminv1.DropTableRequest) (*adminv1.DropTableResponse, error) {
@@ -130,8 +136,11 @@ func (a *adminService) DropTable(ctx context.Context, r *adminv1.DropTableReques
 	if err != nil {
 		return nil, err
 	}
-	_, err = l.cat.DropTable(ctx, r.Database, r.Table, r.IgnoreIfNotExists)
-	return &adminv1.DropTableResponse{}, a.s.mapErr(err)
+	rev, err := l.cat.DropTable(ctx, r.Database, r.Table, r.IgnoreIfNotExists)
+	if err != nil {
+		return nil, a.s.mapErr(err)
+	}
+	return &adminv1.DropTableResponse{Dropped: rev != 0}, nil
 }
 
 func (a *adminService) GetTableInfo(ctx context.Context, r *adminv1.GetTableInfoRequest) (*adminv1.GetTableInfoResponse, error) {
@@ -164,12 +173,12 @@ func (a *adminService) CreatePartition(ctx context.Context, r *adminv1.CreatePar
 	if err != nil {
 		return nil, err
 	}
-	p, _, err := l.cat.CreatePartition(ctx, r.Database, r.Table, r.Partition, r.IgnoreIfExists)
+	p, rev, err := l.cat.CreatePartition(ctx, r.Database, r.Table, r.Partition, r.IgnoreIfExists)
 	if err != nil {
 		return nil, a.s.mapErr(withField(err, partitionFields))
 	}
 	return &adminv1.CreatePartitionResponse{Partition: &adminv1.PartitionInfo{Name: p.Name,
-		PartitionId: p.Registration.PartitionID, TableId: p.Registration.TableID}}, nil
+		PartitionId: p.Registration.PartitionID, TableId: p.Registration.TableID}, Created: rev != 0}, nil
 }
 
 func (a *adminService) DropPartition(ctx context.Context, r *adminv1.DropPartitionRequest) (*adminv1.DropPartitionResponse, error) {
@@ -177,8 +186,11 @@ func (a *adminService) DropPartition(ctx context.Context, r *adminv1.DropPartiti
 	if err != nil {
 		return nil, err
 	}
-	_, err = l.cat.DropPartition(ctx, r.Database, r.Table, r.Partition, r.IgnoreIfNotExists)
-	return &adminv1.DropPartitionResponse{}, a.s.mapErr(err)
+	rev, err := l.cat.DropPartition(ctx, r.Database, r.Table, r.Partition, r.IgnoreIfNotExists)
+	if err != nil {
+		return nil, a.s.mapErr(err)
+	}
+	return &adminv1.DropPartitionResponse{Dropped: rev != 0}, nil
 }
 
 func (a *adminService) ListPartitions(ctx context.Context, r *adminv1.ListPartitionsRequest) (*adminv1.ListPartitionsResponse, error) {
@@ -250,8 +262,11 @@ func (a *adminService) AddACLs(ctx context.Context, r *adminv1.AddACLsRequest) (
 	for _, e := range r.Acls {
 		entries = append(entries, aclFromProto(e))
 	}
-	_, err = l.cat.AddACLs(ctx, catalog.ResourceKey{Type: r.ResourceType, Name: r.ResourceName}, entries)
-	return &adminv1.AddACLsResponse{}, a.s.mapErr(withField(err, aclAddFields))
+	added, err := l.cat.AddACLs(ctx, catalog.ResourceKey{Type: r.ResourceType, Name: r.ResourceName}, entries)
+	if err != nil {
+		return nil, a.s.mapErr(withField(err, aclAddFields))
+	}
+	return &adminv1.AddACLsResponse{Added: int32(added)}, nil
 }
 
 func (a *adminService) RemoveACLs(ctx context.Context, r *adminv1.RemoveACLsRequest) (*adminv1.RemoveACLsResponse, error) {
@@ -259,8 +274,11 @@ func (a *adminService) RemoveACLs(ctx context.Context, r *adminv1.RemoveACLsRequ
 	if err != nil {
 		return nil, err
 	}
-	_, err = l.cat.RemoveACLs(ctx, catalog.ResourceKey{Type: r.ResourceType, Name: r.ResourceName}, aclFromProto(r.Filter))
-	return &adminv1.RemoveACLsResponse{}, a.s.mapErr(withField(err, aclFilterFields))
+	removed, err := l.cat.RemoveACLs(ctx, catalog.ResourceKey{Type: r.ResourceType, Name: r.ResourceName}, aclFromProto(r.Filter))
+	if err != nil {
+		return nil, a.s.mapErr(withField(err, aclFilterFields))
+	}
+	return &adminv1.RemoveACLsResponse{Removed: int32(removed)}, nil
 }
 
 func (a *adminService) ListACLs(ctx context.Context, r *adminv1.ListACLsRequest) (*adminv1.ListACLsResponse, error) {

@@ -352,3 +352,80 @@ func TestAdminCounterNeverWraps(t *testing.T) {
 		t.Error("the refused allocation changed the tree")
 	}
 }
+
+// TestAdminSaysWhatHappened: the if-(not-)exists verbs and the ACL verbs
+// answer whether they did anything, and when they did nothing the tree is
+// unchanged (no notification node either).
+func TestAdminSaysWhatHappened(t *testing.T) {
+	f := newLimitsFixture(t, memory.StoreOptions{}, coordinator.Options{})
+	ctx := context.Background()
+	acl := &adminv1.AddACLsRequest{ResourceType: "TABLE", ResourceName: "shop.events", Acls: []*adminv1.ACLEntry{aclEntry("READ", "ALLOW")}}
+	if r, err := f.admin.AddACLs(ctx, acl); err != nil || r.Added != 1 {
+		t.Fatalf("first add-acl: %v, %v", r, err)
+	}
+	noops := []struct {
+		name string
+		call func() (did bool, err error)
+	}{
+		{"create-database existing", func() (bool, error) {
+			r, err := f.admin.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "shop", IgnoreIfExists: true})
+			return r.GetCreated(), err
+		}},
+		{"drop-database missing", func() (bool, error) {
+			r, err := f.admin.DropDatabase(ctx, &adminv1.DropDatabaseRequest{Name: "nope", IgnoreIfNotExists: true})
+			return r.GetDropped(), err
+		}},
+		{"create-table existing", func() (bool, error) {
+			r, err := f.admin.CreateTable(ctx, &adminv1.CreateTableRequest{Database: "shop", Table: "events", IgnoreIfExists: true,
+				Descriptor_: &adminv1.TableDescriptor{Columns: cols("x:INT")}})
+			if err == nil && r.Table.Table != "events" {
+				t.Errorf("create-table existing answered %v, want the existing table", r.Table)
+			}
+			return r.GetCreated(), err
+		}},
+		{"drop-table missing", func() (bool, error) {
+			r, err := f.admin.DropTable(ctx, &adminv1.DropTableRequest{Database: "shop", Table: "nope", IgnoreIfNotExists: true})
+			return r.GetDropped(), err
+		}},
+		{"create-partition existing", func() (bool, error) {
+			r, err := f.admin.CreatePartition(ctx, &adminv1.CreatePartitionRequest{Database: "shop", Table: "events", Partition: "2026-12-01", IgnoreIfExists: true})
+			return r.GetCreated(), err
+		}},
+		{"drop-partition missing", func() (bool, error) {
+			r, err := f.admin.DropPartition(ctx, &adminv1.DropPartitionRequest{Database: "shop", Table: "events", Partition: "1999-01-01", IgnoreIfNotExists: true})
+			return r.GetDropped(), err
+		}},
+		{"add-acl present", func() (bool, error) {
+			r, err := f.admin.AddACLs(ctx, acl)
+			return r.GetAdded() > 0, err
+		}},
+		{"remove-acl no match", func() (bool, error) {
+			r, err := f.admin.RemoveACLs(ctx, &adminv1.RemoveACLsRequest{ResourceType: "TABLE", ResourceName: "shop.events",
+				Filter: &adminv1.ACLEntry{PrincipalType: "USER", PrincipalName: "bob"}})
+			return r.GetRemoved() > 0, err
+		}},
+		{"remove-acl no resource", func() (bool, error) {
+			r, err := f.admin.RemoveACLs(ctx, &adminv1.RemoveACLsRequest{ResourceType: "TABLE", ResourceName: "shop.none"})
+			return r.GetRemoved() > 0, err
+		}},
+	}
+	for _, tt := range noops {
+		t.Run(tt.name, func(t *testing.T) {
+			before := f.snapshot(t)
+			did, err := tt.call()
+			if err != nil || did {
+				t.Fatalf("got did=%v, %v: want nothing done, no error", did, err)
+			}
+			if after := f.snapshot(t); !reflect.DeepEqual(before, after) {
+				t.Errorf("a call that did nothing changed the tree: revision %d -> %d", before.Revision, after.Revision)
+			}
+		})
+	}
+	// And when they do something they say so.
+	if r, err := f.admin.RemoveACLs(ctx, &adminv1.RemoveACLsRequest{ResourceType: "TABLE", ResourceName: "shop.events"}); err != nil || r.Removed != 1 {
+		t.Errorf("remove-acl: %v, %v: want 1 removed", r, err)
+	}
+	if r, err := f.admin.DropTable(ctx, &adminv1.DropTableRequest{Database: "shop", Table: "events", IgnoreIfNotExists: true}); err != nil || !r.Dropped {
+		t.Errorf("drop-table: %v, %v: want dropped", r, err)
+	}
+}

@@ -119,8 +119,10 @@ func validateACLEntry(e ACLEntry, filter bool) error {
 // AddACLs adds entries (those not already present) to resource's ACL in
 // one fenced, version-checked transaction together with the
 // /fluss-acl-changes/acl_changes_ notification node; it is retried on a
-// concurrent change. Errors: ErrInvalidArgument, backend errors.
-func (c *Catalog) AddACLs(ctx context.Context, resource ResourceKey, entries []ACLEntry) (int64, error) {
+// concurrent change. It returns how many entries were new: with none,
+// nothing is written and it returns 0. Errors: ErrInvalidArgument, backend
+// errors.
+func (c *Catalog) AddACLs(ctx context.Context, resource ResourceKey, entries []ACLEntry) (int, error) {
 	if err := resource.validate(); err != nil {
 		return 0, err
 	}
@@ -132,7 +134,9 @@ func (c *Catalog) AddACLs(ctx context.Context, resource ResourceKey, entries []A
 			return 0, err
 		}
 	}
-	return c.readModifyWrite(ctx, ResourceACLPath(resource.Type, resource.Name), func(old []byte, found bool) ([]byte, error) {
+	added := 0
+	_, err := c.readModifyWrite(ctx, ResourceACLPath(resource.Type, resource.Name), func(old []byte, found bool) ([]byte, error) {
+		added = 0
 		var cur ResourceACL
 		if found {
 			var err error
@@ -146,10 +150,18 @@ func (c *Catalog) AddACLs(ctx context.Context, resource ResourceKey, entries []A
 			}
 			if !containsACL(cur.ACLs, e) {
 				cur.ACLs = append(cur.ACLs, e)
+				added++
 			}
+		}
+		if added == 0 {
+			return nil, errNothingToDo
 		}
 		return cur.Marshal(), nil
 	}, aclChangeOp(resource))
+	if errors.Is(err, errNothingToDo) {
+		return 0, nil
+	}
+	return added, err
 }
 
 // RemoveACLs removes the entries matching filter (empty fields match

@@ -268,6 +268,10 @@ type TableInfo struct {
 	Schema       Schema
 	// Revision is the store revision of the table node's creation.
 	Revision int64
+	// Existed is set by CreateTable with ignoreIfExists when the table
+	// existed already (the info is the existing table's; nothing was
+	// written).
+	Existed bool
 }
 
 // Name is "db.table".
@@ -481,6 +485,16 @@ func (c *Catalog) CreateTable(ctx context.Context, db, table string, spec TableS
 	if err := c.validateSpec(name, &spec, len(servers)); err != nil {
 		return TableInfo{}, err
 	}
+	// A table that exists already costs no table id (the transaction
+	// below still checks, for a create racing this one).
+	if n, err := core.Get(ctx, c.r, TablePath(db, table)); err == nil && len(n.Data) > 0 {
+		if !ignoreIfExists {
+			return TableInfo{}, exists(KindTable, name)
+		}
+		info, err := c.GetTable(ctx, db, table)
+		info.Existed = err == nil
+		return info, err
+	}
 	tableID, err := c.tableIDs.Next(ctx, 1, c.opts.Fence)
 	if err != nil {
 		return TableInfo{}, fmt.Errorf("create table %s: allocate table id: %w", name, err)
@@ -507,7 +521,9 @@ func (c *Catalog) CreateTable(ctx context.Context, db, table string, spec TableS
 		return TableInfo{}, notFound(KindDatabase, db)
 	case opErr(err, 1, core.ErrNodeExists):
 		if ignoreIfExists {
-			return c.GetTable(ctx, db, table)
+			info, err := c.GetTable(ctx, db, table)
+			info.Existed = err == nil
+			return info, err
 		}
 		return TableInfo{}, exists(KindTable, name)
 	case errors.Is(err, core.ErrTooLarge):

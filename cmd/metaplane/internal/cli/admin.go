@@ -143,6 +143,15 @@ func call[Req any, Resp proto.Message](cmd *cobra.Command, a *admin,
 	return a.print(cmd.OutOrStdout(), r, func(w io.Writer) { text(w, r) })
 }
 
+// say prints the one-line answer of a verb that may have had nothing to
+// do: done when it did it, else notDone (both formatted with args).
+func say(w io.Writer, did bool, done, notDone string, args ...any) {
+	if !did {
+		done = notDone
+	}
+	fmt.Fprintf(w, done+"\n", args...)
+}
+
 // callSay is call for a verb whose text answer is one line.
 func callSay[Req any, Resp proto.Message](cmd *cobra.Command, a *admin,
 	rpc func(adminv1.AdminServiceClient, context.Context, Req, ...grpc.CallOption) (Resp, error),
@@ -159,7 +168,9 @@ func adminCreateDatabase(a *admin) *cobra.Command {
 	req.CustomProperties = kvFlag(f, "property", "a custom property `key=value` (repeatable)")
 	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
 		req.Name = pos[0]
-		return callSay(cmd, a, adminv1.AdminServiceClient.CreateDatabase, req, "created database %s", pos[0])
+		return call(cmd, a, adminv1.AdminServiceClient.CreateDatabase, req, func(w io.Writer, r *adminv1.CreateDatabaseResponse) {
+			say(w, r.Created, "created database %s", "database %s exists already: nothing created", pos[0])
+		})
 	}
 	return cmd
 }
@@ -180,7 +191,9 @@ func adminDropDatabase(a *admin) *cobra.Command {
 	f.BoolVar(&req.IgnoreIfNotExists, "if-exists", false, "succeed when the database does not exist")
 	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
 		req.Name = pos[0]
-		return callSay(cmd, a, adminv1.AdminServiceClient.DropDatabase, req, "dropped database %s", pos[0])
+		return call(cmd, a, adminv1.AdminServiceClient.DropDatabase, req, func(w io.Writer, r *adminv1.DropDatabaseResponse) {
+			say(w, r.Dropped, "dropped database %s", "database %s does not exist: nothing dropped", pos[0])
+		})
 	}
 	return cmd
 }
@@ -224,6 +237,10 @@ func adminCreateTable(a *admin) *cobra.Command {
 			BucketKeys: splitList(bkeys), BucketCount: int32(buckets), ReplicationFactor: int32(rf), Comment: comment, Properties: props}
 		req := &adminv1.CreateTableRequest{Database: db, Table: table, Descriptor_: d, IgnoreIfExists: ifNot}
 		return call(cmd, a, adminv1.AdminServiceClient.CreateTable, req, func(w io.Writer, r *adminv1.CreateTableResponse) {
+			if !r.Created {
+				fmt.Fprintf(w, "table %s.%s exists already (id %d): nothing created\n", db, table, r.Table.TableId)
+				return
+			}
 			fmt.Fprintf(w, "created table %s.%s (id %d, %s)\n", db, table, r.Table.TableId, plural(int(r.Table.Descriptor_.BucketCount), "bucket"))
 		})
 	}
@@ -260,7 +277,9 @@ func adminDropTable(a *admin) *cobra.Command {
 			return err
 		}
 		req := &adminv1.DropTableRequest{Database: db, Table: table, IgnoreIfNotExists: ifExists}
-		return callSay(cmd, a, adminv1.AdminServiceClient.DropTable, req, "dropped table %s", pos[0])
+		return call(cmd, a, adminv1.AdminServiceClient.DropTable, req, func(w io.Writer, r *adminv1.DropTableResponse) {
+			say(w, r.Dropped, "dropped table %s", "table %s does not exist: nothing dropped", pos[0])
+		})
 	}
 	return cmd
 }
@@ -276,6 +295,10 @@ func adminCreatePartition(a *admin) *cobra.Command {
 		}
 		req := &adminv1.CreatePartitionRequest{Database: db, Table: table, Partition: pos[1], IgnoreIfExists: ifNot}
 		return call(cmd, a, adminv1.AdminServiceClient.CreatePartition, req, func(w io.Writer, r *adminv1.CreatePartitionResponse) {
+			if !r.Created {
+				fmt.Fprintf(w, "partition %s of %s exists already (id %d): nothing created\n", pos[1], pos[0], r.Partition.PartitionId)
+				return
+			}
 			fmt.Fprintf(w, "created partition %s of %s (id %d)\n", pos[1], pos[0], r.Partition.PartitionId)
 		})
 	}
@@ -304,7 +327,9 @@ func adminDropPartition(a *admin) *cobra.Command {
 			return err
 		}
 		req := &adminv1.DropPartitionRequest{Database: db, Table: table, Partition: pos[1], IgnoreIfNotExists: ifExists}
-		return callSay(cmd, a, adminv1.AdminServiceClient.DropPartition, req, "dropped partition %s of %s", pos[1], pos[0])
+		return call(cmd, a, adminv1.AdminServiceClient.DropPartition, req, func(w io.Writer, r *adminv1.DropPartitionResponse) {
+			say(w, r.Dropped, "dropped partition %s of %s", "partition %s of %s does not exist: nothing dropped", pos[1], pos[0])
+		})
 	}
 	return cmd
 }
@@ -351,7 +376,9 @@ func adminAddACL(a *admin) *cobra.Command {
 			return usageError("--principal and --operation are required")
 		}
 		req := &adminv1.AddACLsRequest{ResourceType: pos[0], ResourceName: pos[1], Acls: []*adminv1.ACLEntry{e}}
-		return callSay(cmd, a, adminv1.AdminServiceClient.AddACLs, req, "added acl on %s:%s", pos[0], pos[1])
+		return call(cmd, a, adminv1.AdminServiceClient.AddACLs, req, func(w io.Writer, r *adminv1.AddACLsResponse) {
+			say(w, r.Added > 0, "added acl on %s:%s", "acl on %s:%s exists already: nothing added", pos[0], pos[1])
+		})
 	}
 	return cmd
 }
@@ -366,7 +393,13 @@ func adminRemoveACL(a *admin) *cobra.Command {
 			return err
 		}
 		req := &adminv1.RemoveACLsRequest{ResourceType: pos[0], ResourceName: pos[1], Filter: e}
-		return callSay(cmd, a, adminv1.AdminServiceClient.RemoveACLs, req, "removed matching acls on %s:%s", pos[0], pos[1])
+		return call(cmd, a, adminv1.AdminServiceClient.RemoveACLs, req, func(w io.Writer, r *adminv1.RemoveACLsResponse) {
+			if r.Removed == 0 {
+				fmt.Fprintf(w, "no matching acl on %s:%s: nothing removed\n", pos[0], pos[1])
+				return
+			}
+			fmt.Fprintf(w, "removed %s on %s:%s\n", plural(int(r.Removed), "acl"), pos[0], pos[1])
+		})
 	}
 	return cmd
 }

@@ -367,7 +367,10 @@ func (x *CreateDatabaseRequest) GetIgnoreIfExists() bool {
 }
 
 type CreateDatabaseResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// created is false when ignore_if_exists and the database existed
+	// already: nothing was written.
+	Created       bool `protobuf:"varint,1,opt,name=created,proto3" json:"created,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -400,6 +403,13 @@ func (x *CreateDatabaseResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use CreateDatabaseResponse.ProtoReflect.Descriptor instead.
 func (*CreateDatabaseResponse) Descriptor() ([]byte, []int) {
 	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CreateDatabaseResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
 }
 
 type DropDatabaseRequest struct {
@@ -465,7 +475,10 @@ func (x *DropDatabaseRequest) GetCascade() bool {
 }
 
 type DropDatabaseResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dropped is false when ignore_if_not_exists and the database did not
+	// exist: nothing was dropped.
+	Dropped       bool `protobuf:"varint,1,opt,name=dropped,proto3" json:"dropped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -498,6 +511,13 @@ func (x *DropDatabaseResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use DropDatabaseResponse.ProtoReflect.Descriptor instead.
 func (*DropDatabaseResponse) Descriptor() ([]byte, []int) {
 	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *DropDatabaseResponse) GetDropped() bool {
+	if x != nil {
+		return x.Dropped
+	}
+	return false
 }
 
 type ListDatabasesRequest struct {
@@ -1157,8 +1177,11 @@ func (x *CreateTableRequest) GetIgnoreIfExists() bool {
 }
 
 type CreateTableResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Table         *TableInfo             `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Table *TableInfo             `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	// created is false when ignore_if_exists and the table existed already:
+	// table is the existing table, and nothing was written.
+	Created       bool `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1198,6 +1221,13 @@ func (x *CreateTableResponse) GetTable() *TableInfo {
 		return x.Table
 	}
 	return nil
+}
+
+func (x *CreateTableResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
 }
 
 type DropTableRequest struct {
@@ -1261,7 +1291,10 @@ func (x *DropTableRequest) GetIgnoreIfNotExists() bool {
 }
 
 type DropTableResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dropped is false when ignore_if_not_exists and the table did not
+	// exist: nothing was dropped.
+	Dropped       bool `protobuf:"varint,1,opt,name=dropped,proto3" json:"dropped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1294,6 +1327,13 @@ func (x *DropTableResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use DropTableResponse.ProtoReflect.Descriptor instead.
 func (*DropTableResponse) Descriptor() ([]byte, []int) {
 	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DropTableResponse) GetDropped() bool {
+	if x != nil {
+		return x.Dropped
+	}
+	return false
 }
 
 type GetTableInfoRequest struct {
@@ -1609,8 +1649,11 @@ func (x *CreatePartitionRequest) GetIgnoreIfExists() bool {
 }
 
 type CreatePartitionResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Partition     *PartitionInfo         `protobuf:"bytes,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition *PartitionInfo         `protobuf:"bytes,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	// created is false when ignore_if_exists and the partition existed
+	// already: partition is the existing one, and nothing was written.
+	Created       bool `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1650,6 +1693,13 @@ func (x *CreatePartitionResponse) GetPartition() *PartitionInfo {
 		return x.Partition
 	}
 	return nil
+}
+
+func (x *CreatePartitionResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
 }
 
 type DropPartitionRequest struct {
@@ -1721,7 +1771,10 @@ func (x *DropPartitionRequest) GetIgnoreIfNotExists() bool {
 }
 
 type DropPartitionResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dropped is false when ignore_if_not_exists and the partition did not
+	// exist: nothing was dropped.
+	Dropped       bool `protobuf:"varint,1,opt,name=dropped,proto3" json:"dropped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1754,6 +1807,13 @@ func (x *DropPartitionResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use DropPartitionResponse.ProtoReflect.Descriptor instead.
 func (*DropPartitionResponse) Descriptor() ([]byte, []int) {
 	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *DropPartitionResponse) GetDropped() bool {
+	if x != nil {
+		return x.Dropped
+	}
+	return false
 }
 
 type ListPartitionsRequest struct {
@@ -2326,7 +2386,10 @@ func (x *AddACLsRequest) GetAcls() []*ACLEntry {
 }
 
 type AddACLsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// added is how many of the entries were new; 0: all were present
+	// already, and nothing was written.
+	Added         int32 `protobuf:"varint,1,opt,name=added,proto3" json:"added,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2359,6 +2422,13 @@ func (x *AddACLsResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use AddACLsResponse.ProtoReflect.Descriptor instead.
 func (*AddACLsResponse) Descriptor() ([]byte, []int) {
 	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *AddACLsResponse) GetAdded() int32 {
+	if x != nil {
+		return x.Added
+	}
+	return 0
 }
 
 type RemoveACLsRequest struct {
@@ -2423,7 +2493,10 @@ func (x *RemoveACLsRequest) GetFilter() *ACLEntry {
 }
 
 type RemoveACLsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// removed is how many entries matched the filter and were removed; 0:
+	// none matched, and nothing was written.
+	Removed       int32 `protobuf:"varint,1,opt,name=removed,proto3" json:"removed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2456,6 +2529,13 @@ func (x *RemoveACLsResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use RemoveACLsResponse.ProtoReflect.Descriptor instead.
 func (*RemoveACLsResponse) Descriptor() ([]byte, []int) {
 	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *RemoveACLsResponse) GetRemoved() int32 {
+	if x != nil {
+		return x.Removed
+	}
+	return 0
 }
 
 type ListACLsRequest struct {
@@ -3960,13 +4040,15 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\x10ignore_if_exists\x18\x04 \x01(\bR\x0eignoreIfExists\x1aC\n" +
 	"\x15CustomPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x18\n" +
-	"\x16CreateDatabaseResponse\"t\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"2\n" +
+	"\x16CreateDatabaseResponse\x12\x18\n" +
+	"\acreated\x18\x01 \x01(\bR\acreated\"t\n" +
 	"\x13DropDatabaseRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
 	"\x14ignore_if_not_exists\x18\x02 \x01(\bR\x11ignoreIfNotExists\x12\x18\n" +
-	"\acascade\x18\x03 \x01(\bR\acascade\"\x16\n" +
-	"\x14DropDatabaseResponse\"\x16\n" +
+	"\acascade\x18\x03 \x01(\bR\acascade\"0\n" +
+	"\x14DropDatabaseResponse\x12\x18\n" +
+	"\adropped\x18\x01 \x01(\bR\adropped\"\x16\n" +
 	"\x14ListDatabasesRequest\"-\n" +
 	"\x15ListDatabasesResponse\x12\x14\n" +
 	"\x05names\x18\x01 \x03(\tR\x05names\"(\n" +
@@ -4035,14 +4117,16 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"descriptor\x18\x03 \x01(\v2#.metaplane.admin.v1.TableDescriptorR\n" +
 	"descriptor\x12(\n" +
-	"\x10ignore_if_exists\x18\x04 \x01(\bR\x0eignoreIfExists\"J\n" +
+	"\x10ignore_if_exists\x18\x04 \x01(\bR\x0eignoreIfExists\"d\n" +
 	"\x13CreateTableResponse\x123\n" +
-	"\x05table\x18\x01 \x01(\v2\x1d.metaplane.admin.v1.TableInfoR\x05table\"u\n" +
+	"\x05table\x18\x01 \x01(\v2\x1d.metaplane.admin.v1.TableInfoR\x05table\x12\x18\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"u\n" +
 	"\x10DropTableRequest\x12\x1a\n" +
 	"\bdatabase\x18\x01 \x01(\tR\bdatabase\x12\x14\n" +
 	"\x05table\x18\x02 \x01(\tR\x05table\x12/\n" +
-	"\x14ignore_if_not_exists\x18\x03 \x01(\bR\x11ignoreIfNotExists\"\x13\n" +
-	"\x11DropTableResponse\"G\n" +
+	"\x14ignore_if_not_exists\x18\x03 \x01(\bR\x11ignoreIfNotExists\"-\n" +
+	"\x11DropTableResponse\x12\x18\n" +
+	"\adropped\x18\x01 \x01(\bR\adropped\"G\n" +
 	"\x13GetTableInfoRequest\x12\x1a\n" +
 	"\bdatabase\x18\x01 \x01(\tR\bdatabase\x12\x14\n" +
 	"\x05table\x18\x02 \x01(\tR\x05table\"K\n" +
@@ -4060,15 +4144,17 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\bdatabase\x18\x01 \x01(\tR\bdatabase\x12\x14\n" +
 	"\x05table\x18\x02 \x01(\tR\x05table\x12\x1c\n" +
 	"\tpartition\x18\x03 \x01(\tR\tpartition\x12(\n" +
-	"\x10ignore_if_exists\x18\x04 \x01(\bR\x0eignoreIfExists\"Z\n" +
+	"\x10ignore_if_exists\x18\x04 \x01(\bR\x0eignoreIfExists\"t\n" +
 	"\x17CreatePartitionResponse\x12?\n" +
-	"\tpartition\x18\x01 \x01(\v2!.metaplane.admin.v1.PartitionInfoR\tpartition\"\x97\x01\n" +
+	"\tpartition\x18\x01 \x01(\v2!.metaplane.admin.v1.PartitionInfoR\tpartition\x12\x18\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"\x97\x01\n" +
 	"\x14DropPartitionRequest\x12\x1a\n" +
 	"\bdatabase\x18\x01 \x01(\tR\bdatabase\x12\x14\n" +
 	"\x05table\x18\x02 \x01(\tR\x05table\x12\x1c\n" +
 	"\tpartition\x18\x03 \x01(\tR\tpartition\x12/\n" +
-	"\x14ignore_if_not_exists\x18\x04 \x01(\bR\x11ignoreIfNotExists\"\x17\n" +
-	"\x15DropPartitionResponse\"I\n" +
+	"\x14ignore_if_not_exists\x18\x04 \x01(\bR\x11ignoreIfNotExists\"1\n" +
+	"\x15DropPartitionResponse\x12\x18\n" +
+	"\adropped\x18\x01 \x01(\bR\adropped\"I\n" +
 	"\x15ListPartitionsRequest\x12\x1a\n" +
 	"\bdatabase\x18\x01 \x01(\tR\bdatabase\x12\x14\n" +
 	"\x05table\x18\x02 \x01(\tR\x05table\"[\n" +
@@ -4106,13 +4192,15 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\x0eAddACLsRequest\x12#\n" +
 	"\rresource_type\x18\x01 \x01(\tR\fresourceType\x12#\n" +
 	"\rresource_name\x18\x02 \x01(\tR\fresourceName\x120\n" +
-	"\x04acls\x18\x03 \x03(\v2\x1c.metaplane.admin.v1.ACLEntryR\x04acls\"\x11\n" +
-	"\x0fAddACLsResponse\"\x93\x01\n" +
+	"\x04acls\x18\x03 \x03(\v2\x1c.metaplane.admin.v1.ACLEntryR\x04acls\"'\n" +
+	"\x0fAddACLsResponse\x12\x14\n" +
+	"\x05added\x18\x01 \x01(\x05R\x05added\"\x93\x01\n" +
 	"\x11RemoveACLsRequest\x12#\n" +
 	"\rresource_type\x18\x01 \x01(\tR\fresourceType\x12#\n" +
 	"\rresource_name\x18\x02 \x01(\tR\fresourceName\x124\n" +
-	"\x06filter\x18\x03 \x01(\v2\x1c.metaplane.admin.v1.ACLEntryR\x06filter\"\x14\n" +
-	"\x12RemoveACLsResponse\"6\n" +
+	"\x06filter\x18\x03 \x01(\v2\x1c.metaplane.admin.v1.ACLEntryR\x06filter\".\n" +
+	"\x12RemoveACLsResponse\x12\x18\n" +
+	"\aremoved\x18\x01 \x01(\x05R\aremoved\"6\n" +
 	"\x0fListACLsRequest\x12#\n" +
 	"\rresource_type\x18\x01 \x01(\tR\fresourceType\"R\n" +
 	"\x10ListACLsResponse\x12>\n" +
