@@ -1,7 +1,9 @@
 package raft
 
 import (
+	"bytes"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -48,6 +50,23 @@ func TestSingleVoterBasics(t *testing.T) {
 	first, err = core.AllocateIDs(ctx, cl, "/metadata/table_seqid", 10, core.Fence{})
 	if err != nil || first != 1000 {
 		t.Fatalf("ids 2: %d %v", first, err)
+	}
+	// The counter never wraps: a range past the largest int64 is refused
+	// and the counter stays.
+	if _, _, err := core.Create(ctx, cl, "/near-max", core.EncodeCounter(math.MaxInt64-5), core.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := core.AllocateIDs(ctx, cl, "/near-max", 10, core.Fence{}); !errors.Is(err, core.ErrTooLarge) {
+		t.Fatalf("ids past the largest int64: got %v, want ErrTooLarge", err)
+	}
+	if first, err := core.AllocateIDs(ctx, cl, "/near-max", 5, core.Fence{}); err != nil || first != math.MaxInt64-5 {
+		t.Fatalf("last ids: %d %v", first, err)
+	}
+	if _, err := core.AllocateIDs(ctx, cl, "/near-max", 1, core.Fence{}); !errors.Is(err, core.ErrTooLarge) {
+		t.Fatalf("ids from the full counter: got %v, want ErrTooLarge", err)
+	}
+	if n, err := core.Get(ctx, cl, "/near-max"); err != nil || !bytes.Equal(n.Data, core.EncodeCounter(math.MaxInt64)) {
+		t.Fatalf("counter after the refusals: %x %v", n.Data, err)
 	}
 	l, err := cl.Campaign(ctx, core.Candidate{ID: "c1", Address: "CLIENT://x:1"})
 	if err != nil {
