@@ -57,9 +57,9 @@ func TestErrorDetailsFromTheServer(t *testing.T) {
 	_, err = admin.CreateTable(ctx, &adminv1.CreateTableRequest{Database: "db1", Table: "t"})
 	want("no descriptor", err, codes.InvalidArgument, adminclient.CodeInvalidArgument, "descriptor")
 
-	// A bad name: INVALID_ARGUMENT, the field not known to the server.
+	// A bad name: INVALID_ARGUMENT naming the request field.
 	_, err = admin.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "no/slash"})
-	want("bad name", err, codes.InvalidArgument, adminclient.CodeInvalidArgument, "")
+	want("bad name", err, codes.InvalidArgument, adminclient.CodeInvalidArgument, "name")
 
 	if _, err := admin.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "db1"}); err != nil {
 		t.Fatal(err)
