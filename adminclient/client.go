@@ -84,6 +84,34 @@ func (c *Client) setLeader(addr string) {
 	c.mu.Unlock()
 }
 
+// DeadlineError is the error of a call whose deadline passed before a
+// coordinator answered it for good; errors.Is(err,
+// context.DeadlineExceeded) (or Canceled) holds for it.
+type DeadlineError struct {
+	Err         error  // ctx's error
+	LastAnswer  error  // the last answer of a coordinator (NOT_LEADER, ...), converted; nil if none answered
+	LastAddress string // who gave it
+	Unreachable string // the last coordinator that could not be reached; "" if none
+}
+
+func (e *DeadlineError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Err.Error())
+	if _, ok := errors.AsType[*core.NotLeaderError](e.LastAnswer); ok {
+		b.WriteString(": no coordinator leader answered")
+	}
+	if e.LastAnswer != nil {
+		fmt.Fprintf(&b, " (last answer from %s: %v)", e.LastAddress, e.LastAnswer)
+	}
+	if e.Unreachable != "" {
+		fmt.Fprintf(&b, " (no connection to %s)", e.Unreachable)
+	}
+	return b.String()
+}
+
+// Unwrap returns ctx's error.
+func (e *DeadlineError) Unwrap() error { return e.Err }
+
 // ErrOutcomeUnknown is in the chain of a write's error when the write may or
 // may not have been applied: it was sent and its answer lost (a connection
 // that broke under it, the deadline), or the coordinator answered with
@@ -229,17 +257,7 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 		if lastErr == nil && unreachable == "" {
 			return ctx.Err()
 		}
-		var b strings.Builder
-		if _, ok := NotLeaderAddress(lastErr); ok {
-			b.WriteString(": no coordinator leader answered")
-		}
-		if lastErr != nil {
-			fmt.Fprintf(&b, " (last answer from %s: %v)", lastAddr, FromStatus(lastErr))
-		}
-		if unreachable != "" {
-			fmt.Fprintf(&b, " (no connection to %s)", unreachable)
-		}
-		return fmt.Errorf("%w%s", ctx.Err(), b.String())
+		return &DeadlineError{Err: ctx.Err(), LastAnswer: FromStatus(lastErr), LastAddress: lastAddr, Unreachable: unreachable}
 	}
 	for {
 		if ctx.Err() != nil {
@@ -301,6 +319,10 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 			// may have reached the coordinator.
 			if write {
 				return &OutcomeUnknownError{Address: addr, Method: at.method, Err: FromStatus(err)}
+			}
+			unreachable = addr
+			if lastAddr == addr {
+				lastErr, lastAddr = nil, ""
 			}
 		default:
 			return FromStatus(err)

@@ -83,9 +83,15 @@ func (a *admin) do(cmd *cobra.Command, f func(ctx context.Context, c *adminclien
 		return err // it says what was sent where, and that it was not repeated
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		msg := fmt.Sprintf("no answer within %v from %s (is a coordinator running? start one with `metaplane coordinator`)", a.timeout, a.bootstrap)
-		if text, last := err.Error(), context.DeadlineExceeded.Error(); text != last {
-			msg = fmt.Sprintf("no answer within %v from %s: %s", a.timeout, a.bootstrap, strings.TrimPrefix(strings.TrimPrefix(text, last), " "))
+		msg := fmt.Sprintf("no answer within %v from %s", a.timeout, a.bootstrap)
+		de, ok := errors.AsType[*adminclient.DeadlineError](err)
+		switch {
+		case ok && de.LastAnswer != nil:
+			// A coordinator answered, but not for good (NOT_LEADER naming
+			// a leader that could not be reached, UNAVAILABLE): say so.
+			msg += strings.TrimPrefix(de.Error(), de.Err.Error())
+		default:
+			msg += " (is a coordinator running? start one with `metaplane coordinator`)"
 		}
 		return &withCause{cause: err, msg: msg}
 	}

@@ -75,7 +75,6 @@ func TestAdminVerbsGolden(t *testing.T) {
 		{"create-table-no-column", []string{"create-table", "shop.bad"}, ExitUsage},
 		{"create-table-bad-name", []string{"create-table", "shop"}, ExitUsage},
 		{"create-table-if-not-exists", []string{"create-table", "shop.orders", "--column", "id:BIGINT", "--if-not-exists"}, ExitOK},
-		{"create-table-if-not-exists-json", []string{"create-table", "shop.orders", "--column", "id:BIGINT", "--if-not-exists", "--json"}, ExitOK},
 		{"describe-table", []string{"describe-table", "shop.orders"}, ExitOK},
 		{"describe-table-missing", []string{"describe-table", "shop.nope"}, ExitFailure},
 		{"create-partitioned", []string{"create-table", "shop.events", "--column", "day:STRING", "--column", "id:BIGINT",
