@@ -306,24 +306,62 @@ func TestAdminHugeBucketCountBuildsNothing(t *testing.T) {
 	}
 }
 
-// TestAdminTooLargeNamesTheTable: a table whose records exceed the
-// backend's value size is refused as RESOURCE_EXHAUSTED naming the table,
-// never an internal path, and nothing is written.
-func TestAdminTooLargeNamesTheTable(t *testing.T) {
+// TestAdminTooLargeNamesTheObject: a write whose records exceed the
+// backend's value size is refused as RESOURCE_EXHAUSTED naming the user's
+// object, never an internal path, and nothing is written.
+func TestAdminTooLargeNamesTheObject(t *testing.T) {
 	f := newLimitsFixture(t, memory.StoreOptions{MaxValueSize: 4096}, coordinator.Options{})
-	before := f.snapshot(t)
-	_, err := f.admin.CreateTable(context.Background(), &adminv1.CreateTableRequest{Database: "shop", Table: "wide",
-		Descriptor_: &adminv1.TableDescriptor{Columns: cols("id:INT"), BucketCount: 2000}})
-	st, _ := status.FromError(err)
-	if st.Code() != codes.ResourceExhausted || adminclient.DetailOf(err).GetCode() != adminclient.CodeTooLarge {
-		t.Fatalf("got %v, want RESOURCE_EXHAUSTED TOO_LARGE", err)
+	ctx := context.Background()
+	big := strings.Repeat("x", 5000)
+	tests := []struct {
+		name string
+		call func() error
+		want []string
+	}{
+		{"a table with many buckets", func() error {
+			_, err := f.admin.CreateTable(ctx, &adminv1.CreateTableRequest{Database: "shop", Table: "wide",
+				Descriptor_: &adminv1.TableDescriptor{Columns: cols("id:INT"), BucketCount: 2000}})
+			return err
+		}, []string{"table shop.wide is too large", "2000 buckets", "nothing was written"}},
+		{"a database with a long comment", func() error {
+			_, err := f.admin.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "talk", Comment: big})
+			return err
+		}, []string{"database talk is too large"}},
+		{"a long config value", func() error {
+			_, err := f.admin.AlterConfigs(ctx, &adminv1.AlterConfigsRequest{Set: map[string]string{"k": big}})
+			return err
+		}, []string{"the dynamic configuration is too large"}},
+		{"a long acl principal list", func() error {
+			var acls []*adminv1.ACLEntry
+			for i := 0; i < 100; i++ {
+				acls = append(acls, &adminv1.ACLEntry{PrincipalType: "USER", PrincipalName: fmt.Sprintf("user-%03d", i), PermissionType: "ALLOW", Operation: "READ"})
+			}
+			_, err := f.admin.AddACLs(ctx, &adminv1.AddACLsRequest{ResourceType: "TABLE", ResourceName: "shop.events", Acls: acls})
+			return err
+		}, []string{"acl of TABLE:shop.events is too large"}},
 	}
-	if !strings.Contains(st.Message(), "table shop.wide is too large") || !strings.Contains(st.Message(), "2000 buckets") ||
-		strings.Contains(st.Message(), "/tabletservers") || strings.Contains(st.Message(), "/metadata") {
-		t.Errorf("message %q: want the table named, no internal path", st.Message())
-	}
-	if after := f.snapshot(t); !reflect.DeepEqual(before, after) {
-		t.Error("the refused call changed the tree")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := f.snapshot(t)
+			err := tt.call()
+			st, _ := status.FromError(err)
+			if st.Code() != codes.ResourceExhausted || adminclient.DetailOf(err).GetCode() != adminclient.CodeTooLarge {
+				t.Fatalf("got %v, want RESOURCE_EXHAUSTED TOO_LARGE", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(st.Message(), w) {
+					t.Errorf("message %q does not say %q", st.Message(), w)
+				}
+			}
+			for _, internal := range []string{"/tabletservers", "/metadata", "/config", "/fluss-acls"} {
+				if strings.Contains(st.Message(), internal) {
+					t.Errorf("message %q names an internal path", st.Message())
+				}
+			}
+			if after := f.snapshot(t); !reflect.DeepEqual(before, after) {
+				t.Error("the refused call changed the tree")
+			}
+		})
 	}
 }
 

@@ -16,7 +16,10 @@ import (
 // version read, plus extra ops, in one fenced transaction; it retries on a
 // concurrent change (ErrBadVersion, ErrNodeExists, ErrNotFound on the
 // node) up to MaxRetries times.
-func (c *Catalog) readModifyWrite(ctx context.Context, path string, modify func(old []byte, found bool) ([]byte, error), extra ...core.Op) (int64, error) {
+//
+// A value over the backend's size limit fails with a *TooLargeError naming
+// what the caller names with kind and name, not path.
+func (c *Catalog) readModifyWrite(ctx context.Context, kind, name, path string, modify func(old []byte, found bool) ([]byte, error), extra ...core.Op) (int64, error) {
 	for attempt := 0; ; attempt++ {
 		n, err := core.Get(ctx, c.b, path)
 		found := err == nil
@@ -44,7 +47,7 @@ func (c *Catalog) readModifyWrite(ctx context.Context, path string, modify func(
 			continue
 		}
 		if err != nil {
-			return 0, err
+			return 0, tooLarge(err, kind, name, "")
 		}
 		return res.Revision, nil
 	}
@@ -135,7 +138,7 @@ func (c *Catalog) AddACLs(ctx context.Context, resource ResourceKey, entries []A
 		}
 	}
 	added := 0
-	_, err := c.readModifyWrite(ctx, ResourceACLPath(resource.Type, resource.Name), func(old []byte, found bool) ([]byte, error) {
+	_, err := c.readModifyWrite(ctx, "acl of", resource.Type+":"+resource.Name, ResourceACLPath(resource.Type, resource.Name), func(old []byte, found bool) ([]byte, error) {
 		added = 0
 		var cur ResourceACL
 		if found {
@@ -177,7 +180,7 @@ func (c *Catalog) RemoveACLs(ctx context.Context, resource ResourceKey, filter A
 		return 0, err
 	}
 	removed := 0
-	_, err := c.readModifyWrite(ctx, ResourceACLPath(resource.Type, resource.Name), func(old []byte, found bool) ([]byte, error) {
+	_, err := c.readModifyWrite(ctx, "acl of", resource.Type+":"+resource.Name, ResourceACLPath(resource.Type, resource.Name), func(old []byte, found bool) ([]byte, error) {
 		removed = 0
 		if !found {
 			return nil, errNothingToDo
@@ -293,7 +296,7 @@ func (c *Catalog) AlterConfigs(ctx context.Context, set map[string]string, remov
 			return 0, invalid("config key is empty")
 		}
 	}
-	return c.readModifyWrite(ctx, ConfigGlobalPath, func(old []byte, found bool) ([]byte, error) {
+	return c.readModifyWrite(ctx, "the dynamic configuration", "", ConfigGlobalPath, func(old []byte, found bool) ([]byte, error) {
 		cur := ConfigJSON{Configs: map[string]string{}}
 		if found {
 			var err error
@@ -350,7 +353,7 @@ func (c *Catalog) SetServerTags(ctx context.Context, servers []int32, tag int32)
 			}
 		}
 	}
-	return c.readModifyWrite(ctx, ServerTagsPath, func(old []byte, found bool) ([]byte, error) {
+	return c.readModifyWrite(ctx, "the server tags", "", ServerTagsPath, func(old []byte, found bool) ([]byte, error) {
 		cur := ServerTags{Tags: map[int32]int32{}}
 		if found {
 			var err error

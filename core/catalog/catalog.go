@@ -157,6 +157,9 @@ func (c *Catalog) CreateDatabase(ctx context.Context, name string, reg DatabaseR
 		return 0, exists(KindDatabase, name)
 	}
 	if err != nil {
+		if errors.Is(err, core.ErrTooLarge) {
+			return 0, tooLarge(err, KindDatabase, name, "its comment and properties")
+		}
 		return 0, fmt.Errorf("create database %s: %w", name, err)
 	}
 	return res.Revision, nil

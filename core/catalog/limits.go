@@ -128,7 +128,7 @@ type TooLargeError struct {
 }
 
 func (e *TooLargeError) Error() string {
-	msg := fmt.Sprintf("%s %s is too large for the metadata backend", e.Kind, e.Name)
+	msg := strings.TrimSpace(e.Kind+" "+e.Name) + " is too large for the metadata backend"
 	if e.Detail != "" {
 		msg += " (" + e.Detail + ")"
 	}
