@@ -108,6 +108,9 @@ type jsonError struct {
 	Error   string `json:"error"`
 	Code    string `json:"code"`
 	Command string `json:"command"`
+	// Field is the request field the coordinator named (ErrorDetail.field,
+	// "descriptor.bucket_count"); omitted when it named none.
+	Field string `json:"field,omitempty"`
 }
 
 // reportError prints the error a verb of cmd returned on w: as
@@ -123,7 +126,11 @@ func reportError(w io.Writer, cmd *cobra.Command, err error, asJSON bool) {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false)
-		enc.Encode(jsonError{Error: err.Error(), Code: errorCode(err), Command: path})
+		je := jsonError{Error: err.Error(), Code: errorCode(err), Command: path}
+		if fe, ok := errors.AsType[*adminclient.FieldError](err); ok {
+			je.Field = fe.Field
+		}
+		enc.Encode(je)
 		return
 	}
 	fmt.Fprintf(w, "%s: %v\n", path, err)
