@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net"
 	"reflect"
 	"runtime"
 	"strings"
@@ -42,25 +41,11 @@ func newLimitsFixture(t *testing.T, storeOpts memory.StoreOptions, opts coordina
 	t.Helper()
 	s := memory.NewStore(storeOpts)
 	t.Cleanup(func() { s.Close() })
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Open = func(ctx context.Context) (core.MetadataBackend, error) { return s.NewClient(core.ClientOptions{}), nil }
-	opts.Listener = l
-	opts.Logger = testLogger(t)
 	if opts.MaxPartitionNum == 0 {
 		opts.MaxPartitionNum = maxPartitions
 	}
-	srv, err := coordinator.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); srv.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	testutil.WaitFor(t, 10*time.Second, "coordinator leads", srv.IsLeader)
+	n := startCoordinatorWith(t, s, opts)
+	testutil.WaitFor(t, 10*time.Second, "coordinator leads", n.srv.IsLeader)
 
 	b := s.NewClient(core.ClientOptions{Name: "tablets"})
 	t.Cleanup(func() { b.Close() })
@@ -72,12 +57,12 @@ func newLimitsFixture(t *testing.T, storeOpts memory.StoreOptions, opts coordina
 			t.Fatal(err)
 		}
 	}
-	cc, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(n.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
-	f := &limitsFixture{store: s, b: b, admin: adminv1.NewAdminServiceClient(cc), addr: l.Addr().String()}
+	f := &limitsFixture{store: s, b: b, admin: adminv1.NewAdminServiceClient(cc), addr: n.addr}
 	testutil.WaitFor(t, 10*time.Second, "the leader sees both tablet servers", func() bool {
 		r, err := f.admin.ListTabletServers(bg, &adminv1.ListTabletServersRequest{})
 		return err == nil && len(r.Servers) == 2

@@ -30,19 +30,28 @@ type node struct {
 
 func startCoordinator(t *testing.T, s *memory.Store) *node {
 	t.Helper()
+	return startCoordinatorWith(t, s, coordinator.Options{})
+}
+
+// startCoordinatorWith is startCoordinator with opts (Open, Listener and
+// Logger are filled in, and the test's short timeouts where opts has none).
+func startCoordinatorWith(t *testing.T, s *memory.Store, opts coordinator.Options) *node {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := coordinator.New(coordinator.Options{
-		Open: func(ctx context.Context) (core.MetadataBackend, error) {
-			return s.NewClient(core.ClientOptions{SessionTimeout: 2 * time.Second}), nil
-		},
-		Listener:                   l,
-		Logger:                     testLogger(t),
-		TabletServerSessionTimeout: time.Second,
-		MetadataStreamMaxWait:      200 * time.Millisecond,
-	})
+	opts.Open = func(ctx context.Context) (core.MetadataBackend, error) {
+		return s.NewClient(core.ClientOptions{SessionTimeout: 2 * time.Second}), nil
+	}
+	opts.Listener, opts.Logger = l, testLogger(t)
+	if opts.TabletServerSessionTimeout == 0 {
+		opts.TabletServerSessionTimeout = time.Second
+	}
+	if opts.MetadataStreamMaxWait == 0 {
+		opts.MetadataStreamMaxWait = 200 * time.Millisecond
+	}
+	srv, err := coordinator.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
