@@ -2,12 +2,16 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,8 +31,8 @@ const (
 	NeedsCompactor      = "Compactor"
 )
 
-// PropertyTimeout bounds one property: its context ends after it, and
-// RunStandalone reports a property still running after it as failed.
+// PropertyTimeout bounds one property by default: its context ends after
+// it and the property fails, naming where it was waiting.
 const PropertyTimeout = 60 * time.Second
 
 // waitTimeout bounds every wait for something another client, a session's
@@ -78,7 +82,8 @@ func Properties() []Property {
 // Run runs every property against the harness's backend, each as a subtest
 // of t named after the property, each on a fresh store from h.NewStore.
 // Properties needing a capability the backend does not declare are skipped
-// with a message naming it. Call it from a Go test:
+// with a message naming it. Each property is bounded by PropertyTimeout
+// (see runProperty). Call it from a Go test:
 //
 //	func TestConformance(t *testing.T) { conformance.Run(t, myHarness) }
 func Run(t *testing.T, h Harness) {
@@ -89,35 +94,257 @@ func Run(t *testing.T, h Harness) {
 	for _, p := range Properties() {
 		t.Run(p.Name, func(t *testing.T) {
 			t.Helper()
-			runProperty(t, h, p, PropertyTimeout)
+			runProperty(context.Background(), t, h, p, PropertyTimeout, stopGrace)
 		})
 	}
 }
 
-// runProperty sets up a fresh store and runs one property on t; the
-// property's context ends after timeout.
-func runProperty(t T, h Harness, p Property, timeout time.Duration) {
+// stopGrace is how long a property whose context has ended may take to
+// return before its cleanups are run from outside it (stopping its store,
+// so that a call the backend never answers fails), and again how long
+// RunStandalone then waits before abandoning it.
+const stopGrace = 5 * time.Second
+
+// propertySeq numbers property runs, for their goroutine labels.
+var propertySeq atomic.Int64
+
+// propertyLabel is the pprof label key that marks a property's goroutines
+// (the ones it starts inherit it), so that a timed-out property can be
+// described by where they wait.
+const propertyLabel = "conformance-property"
+
+// runProperty sets up a fresh store and runs one property on t. The
+// property's context ends after timeout or when parent ends. When it ends
+// before the property has returned, t fails naming where the property's
+// goroutines wait; if the property has still not returned after grace,
+// its cleanups (the store's shutdown among them) run at once, from a
+// watchdog goroutine, so that a backend call that ignores its context
+// fails instead of hanging the run.
+func runProperty(parent context.Context, t T, h Harness, p Property, timeout, grace time.Duration) {
 	t.Helper()
-	store := h.NewStore(t)
-	if store == nil {
-		t.Fatalf("conformance: harness %q returned a nil store", h.Name)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	t.Cleanup(cancel)
-	e := &env{t: t, store: store, ctx: ctx, h: h}
-	e.c0 = e.client()
-	e.caps = e.c0.Capabilities()
-	if p.Needs != "" {
-		for _, need := range strings.Split(p.Needs, "+") {
-			if ok, why := e.has(need); !ok {
-				t.Skipf("%s", why)
+	pt := &propT{T: t}
+	t.Cleanup(pt.runCleanups)
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
+	label := fmt.Sprintf("%d %s", propertySeq.Add(1), p.Name)
+	done := make(chan struct{})
+	defer func() {
+		// A property that returned after its context ended failed, even
+		// if it did not notice.
+		if ctx.Err() != nil {
+			pt.ended(endReason(parent, timeout), "")
+		}
+		pt.finish()
+		close(done)
+	}()
+	go watchProperty(ctx, parent, done, pt, label, timeout, grace)
+	pprof.Do(ctx, pprof.Labels(propertyLabel, label), func(ctx context.Context) {
+		store := h.NewStore(pt)
+		if store == nil {
+			pt.Fatalf("conformance: harness %q returned a nil store", h.Name)
+		}
+		e := &env{t: pt, store: store, ctx: ctx, h: h}
+		e.c0 = e.client()
+		e.caps = e.c0.Capabilities()
+		if p.Needs != "" {
+			for _, need := range strings.Split(p.Needs, "+") {
+				if ok, why := e.has(need); !ok {
+					pt.Skipf("%s", why)
+				}
 			}
 		}
+		if _, _, err := core.Create(ctx, e.c0, base, nil, core.CreateOptions{}); err != nil {
+			pt.Fatalf("setup: create %s: %v", base, err)
+		}
+		p.run(e)
+	})
+}
+
+// watchProperty is runProperty's watchdog; see there.
+func watchProperty(ctx, parent context.Context, done <-chan struct{}, pt *propT, label string, timeout, grace time.Duration) {
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
 	}
-	if _, _, err := core.Create(ctx, e.c0, base, nil, core.CreateOptions{}); err != nil {
-		t.Fatalf("setup: create %s: %v", base, err)
+	if parent.Err() != nil {
+		grace = 0 // interrupted: stop at once
 	}
-	p.run(e)
+	pt.ended(endReason(parent, timeout), describeWaits(label))
+	select {
+	case <-done:
+		return
+	case <-time.After(grace):
+	}
+	pt.report(fmt.Sprintf("the property did not return within %v of its context's end: running its cleanups (stopping the store) from outside it", grace))
+	pt.runCleanups()
+}
+
+// propT is the T a property and its harness see: it keeps the property's
+// cleanups, so that the watchdog can run them early, and refuses reports
+// after the property has finished (testing.T panics on them).
+type propT struct {
+	T
+
+	endOnce  sync.Once
+	mu       sync.Mutex
+	finished bool
+	cleanups []func()
+}
+
+func (pt *propT) Cleanup(f func()) {
+	pt.mu.Lock()
+	pt.cleanups = append(pt.cleanups, f)
+	pt.mu.Unlock()
+}
+
+// report fails the property with msg unless it has finished.
+func (pt *propT) report(msg string) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if !pt.finished {
+		pt.T.Errorf("%s", msg)
+	}
+}
+
+// ended fails the property once for its context's end (why), naming
+// where it was waiting when waits is not empty.
+func (pt *propT) ended(why, waits string) {
+	pt.endOnce.Do(func() {
+		if waits != "" {
+			why += ", waiting in: " + waits
+		}
+		pt.report(why)
+	})
+}
+
+// endReason says why a property's context ended.
+func endReason(parent context.Context, timeout time.Duration) string {
+	if parent.Err() != nil {
+		return fmt.Sprintf("interrupted (%v)", context.Cause(parent))
+	}
+	return fmt.Sprintf("timed out after %v", timeout)
+}
+
+func (pt *propT) finish() {
+	pt.mu.Lock()
+	pt.finished = true
+	pt.mu.Unlock()
+}
+
+// runCleanups runs the cleanups registered so far, last first, each once
+// even when called concurrently. A cleanup that panics or calls Fatalf
+// (from outside the property's goroutine) ends only itself.
+func (pt *propT) runCleanups() {
+	for {
+		pt.mu.Lock()
+		n := len(pt.cleanups)
+		if n == 0 {
+			pt.mu.Unlock()
+			return
+		}
+		f := pt.cleanups[n-1]
+		pt.cleanups = pt.cleanups[:n-1]
+		pt.mu.Unlock()
+		cleanupDone := make(chan struct{})
+		go func() {
+			defer close(cleanupDone)
+			defer func() {
+				if v := recover(); v != nil {
+					pt.T.Errorf("panic in cleanup: %v", v)
+				}
+			}()
+			f()
+		}()
+		<-cleanupDone
+	}
+}
+
+// describeWaits says where the goroutines labelled with label (a
+// property's) are blocked: for each, the innermost frame outside the Go
+// runtime, the standard library and the gRPC transport, and the innermost
+// frame of the suite's own properties, e.g. "plugins.(*Client).Children
+// (client.go:312) from conformance.readProperties.func4
+// (properties_tree.go:120)". It returns "" when none is left.
+func describeWaits(label string) string {
+	var b strings.Builder
+	if err := pprof.Lookup("goroutine").WriteTo(&b, 1); err != nil {
+		return ""
+	}
+	want := fmt.Sprintf("%q:%q", propertyLabel, label)
+	var out []string
+	for _, rec := range strings.Split(b.String(), "\n\n") {
+		if !strings.Contains(rec, want) {
+			continue
+		}
+		var inner, prop string
+		for _, line := range strings.Split(rec, "\n") {
+			// "#\t0x4a5b2c\tpkg.Func+0x12c\t/path/file.go:300"
+			fs := strings.Fields(line)
+			if len(fs) != 4 || fs[0] != "#" {
+				continue
+			}
+			fn := fs[2]
+			if i := strings.LastIndex(fn, "+0x"); i >= 0 {
+				fn = fn[:i]
+			}
+			where := fmt.Sprintf("%s (%s)", shortFunc(fn), filepath.Base(fs[3]))
+			if inner == "" && !boringFrame(fn) {
+				inner = where
+			}
+			if prop == "" && strings.HasPrefix(fn, suitePackage+".") && !strings.Contains(fs[3], "/conformance/run.go") {
+				prop = where
+			}
+		}
+		if prop == "" {
+			// A goroutine the backend started (it inherits the label),
+			// not one of the property's.
+			continue
+		}
+		if inner == "" {
+			inner = prop
+		} else if prop != inner {
+			inner += " from " + prop
+		}
+		if n, _, ok := strings.Cut(rec, " @ "); ok && n != "1" {
+			inner = n + " goroutines in " + inner
+		}
+		out = append(out, inner)
+		if len(out) == 5 {
+			break
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// suitePackage is this package's import path, for describeWaits.
+const suitePackage = "github.com/metaplane/metaplane/conformance"
+
+// boringFrame reports whether fn belongs to the Go runtime, the standard
+// library or the RPC transport: not what a property is said to wait in.
+func boringFrame(fn string) bool {
+	for _, p := range []string{"google.golang.org/grpc", "google.golang.org/protobuf", "golang.org/x/net"} {
+		if strings.HasPrefix(fn, p) {
+			return true
+		}
+	}
+	// The first element of the package path: a standard library package's
+	// has no dot ("runtime", "internal/poll", "sync").
+	first, _, found := strings.Cut(fn, "/")
+	if !found {
+		first, _, _ = strings.Cut(fn, ".")
+	}
+	return first != "main" && !strings.Contains(first, ".")
+}
+
+// shortFunc drops the module path from a function name:
+// "github.com/metaplane/metaplane/plugins.(*Client).Get" is
+// "plugins.(*Client).Get".
+func shortFunc(fn string) string {
+	if i := strings.LastIndex(fn, "/"); i >= 0 {
+		return fn[i+1:]
+	}
+	return fn
 }
 
 // has reports whether the backend (or harness) has capability name, and
@@ -183,21 +410,32 @@ type StandaloneOptions struct {
 	// name it matches (anywhere, as regexp.MatchString does) run.
 	Run string
 	// Timeout bounds each property (0: PropertyTimeout): its context ends
-	// then, and a property still running is reported as failed and
-	// abandoned (its cleanups run when it returns).
+	// then and it fails, naming where it was waiting. A property that has
+	// not returned 5 s later has its cleanups run from outside (its store
+	// stopped), and one still running 5 s after that is abandoned.
 	Timeout time.Duration
+	// Context, when set, ends the run: the running property's context
+	// ends, it fails as interrupted, its cleanups run at once, and no
+	// further property starts. RunStandalone then returns the results so
+	// far and an error wrapping ErrInterrupted.
+	Context context.Context
 	// OnStart and OnResult, when set, are called before and after each
 	// property, for progress output.
 	OnStart  func(name string)
 	OnResult func(Result)
 }
 
+// ErrInterrupted is returned, wrapped, by RunStandalone when its
+// StandaloneOptions.Context ended the run.
+var ErrInterrupted = errors.New("conformance: run interrupted")
+
 // RunStandalone runs the suite without `go test` (the `metaplane
 // conformance` command): each selected property on a fresh store, one after
 // the other, each in its own goroutine with its own T, so that Fatalf ends
 // only that property. A panic in a property is a failure. It returns one
-// Result per selected property, in order. Errors: a Run expression that
-// does not compile.
+// Result per property run, in order. Errors: a Run expression that does
+// not compile; ErrInterrupted (with the results so far, the interrupted
+// property's among them, failed) when opts.Context ended.
 func RunStandalone(h Harness, opts StandaloneOptions) ([]Result, error) {
 	var re *regexp.Regexp
 	if opts.Run != "" {
@@ -210,24 +448,34 @@ func RunStandalone(h Harness, opts StandaloneOptions) ([]Result, error) {
 	if timeout <= 0 {
 		timeout = PropertyTimeout
 	}
+	ctx := opts.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	var results []Result
 	for _, p := range Properties() {
 		if re != nil && !re.MatchString(p.Name) {
 			continue
 		}
+		if ctx.Err() != nil {
+			return results, fmt.Errorf("%w: %v", ErrInterrupted, context.Cause(ctx))
+		}
 		if opts.OnStart != nil {
 			opts.OnStart(p.Name)
 		}
-		r := runStandaloneProperty(h, p, timeout)
+		r := runStandaloneProperty(ctx, h, p, timeout, stopGrace)
 		if opts.OnResult != nil {
 			opts.OnResult(r)
 		}
 		results = append(results, r)
 	}
+	if ctx.Err() != nil {
+		return results, fmt.Errorf("%w: %v", ErrInterrupted, context.Cause(ctx))
+	}
 	return results, nil
 }
 
-func runStandaloneProperty(h Harness, p Property, timeout time.Duration) Result {
+func runStandaloneProperty(ctx context.Context, h Harness, p Property, timeout, grace time.Duration) Result {
 	st := &standaloneT{name: p.Name}
 	start := time.Now()
 	done := make(chan struct{})
@@ -242,14 +490,24 @@ func runStandaloneProperty(h Harness, p Property, timeout time.Duration) Result 
 		if h.NewStore == nil {
 			st.Fatalf("conformance: Harness %q has no NewStore", h.Name)
 		}
-		runProperty(st, h, p, timeout)
+		runProperty(ctx, st, h, p, timeout, grace)
 	}()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
+	// runProperty's watchdog fails the property at its deadline and runs
+	// its cleanups grace later; after one more grace it is abandoned.
+	abandon := time.NewTimer(timeout + 2*grace)
+	defer abandon.Stop()
 	select {
 	case <-done:
-	case <-timer.C:
-		st.fail(fmt.Sprintf("timed out after %v (abandoned while still running)", timeout))
+	case <-abandon.C:
+		st.fail(fmt.Sprintf("still running %v after its deadline: abandoned", 2*grace))
+	case <-ctx.Done():
+		// The watchdog runs the cleanups at once; give the property grace
+		// to return, no more.
+		select {
+		case <-done:
+		case <-time.After(grace):
+			st.fail("interrupted: abandoned while still running")
+		}
 	}
 	return st.result(time.Since(start))
 }

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -100,7 +101,7 @@ func TestStandalonePropertyOutcomes(t *testing.T) {
 			p.Needs = "NativeIDAllocation"
 			p.run = func(e *env) { t.Errorf("a property needing an undeclared capability ran") }
 		}
-		r := runStandaloneProperty(internalHarness, p, tc.timeout)
+		r := runStandaloneProperty(context.Background(), internalHarness, p, tc.timeout, time.Second)
 		if r.Status != tc.want {
 			t.Errorf("%s: status %s (%v), want %s", tc.name, r.Status, r.Messages, tc.want)
 		}
@@ -160,5 +161,78 @@ func TestRegisterModelRejectsStaleRead(t *testing.T) {
 	}
 	if porcupine.CheckOperations(registerModel.ToModel(), lost) {
 		t.Fatalf("two successful compare-and-sets from version 0 were judged linearizable")
+	}
+}
+
+// hangInCall stands for a backend call that ignores its context: it
+// returns only when release is closed.
+//
+//go:noinline
+func hangInCall(release <-chan struct{}) { <-release }
+
+// TestStandaloneHungPropertyFailsInBoundedTime: a property blocked in a
+// call that ignores its context fails at its deadline naming where it
+// waits; its cleanups (a store's shutdown) are run from outside, which
+// releases it, and the result comes back.
+func TestStandaloneHungPropertyFailsInBoundedTime(t *testing.T) {
+	p := Property{Name: "Test/hung", run: func(e *env) {
+		release := make(chan struct{})
+		e.t.Cleanup(func() { close(release) })
+		hangInCall(release)
+	}}
+	r := runStandaloneProperty(context.Background(), internalHarness, p, 200*time.Millisecond, 200*time.Millisecond)
+	if r.Status != Failed {
+		t.Fatalf("status %s (%v), want failed", r.Status, r.Messages)
+	}
+	all := strings.Join(r.Messages, "\n")
+	for _, want := range []string{"timed out after 200ms", "waiting in: conformance.hangInCall (standalone_test.go:", "running its cleanups"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("messages %q do not contain %q", r.Messages, want)
+		}
+	}
+	if strings.Contains(all, "abandoned") {
+		t.Errorf("the property was abandoned although its cleanups released it: %q", r.Messages)
+	}
+}
+
+// TestStandaloneAbandonsUnreleasable: a property that nothing releases is
+// abandoned after its deadline and two graces.
+func TestStandaloneAbandonsUnreleasable(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	p := Property{Name: "Test/stuck", run: func(e *env) { hangInCall(release) }}
+	r := runStandaloneProperty(context.Background(), internalHarness, p, 100*time.Millisecond, 100*time.Millisecond)
+	if r.Status != Failed || !strings.Contains(strings.Join(r.Messages, "\n"), "abandoned") {
+		t.Fatalf("status %s (%v), want failed and abandoned", r.Status, r.Messages)
+	}
+}
+
+// TestRunStandaloneInterrupted: ending opts.Context fails the running
+// property as interrupted, starts no further one, and returns the results
+// so far with ErrInterrupted.
+func TestRunStandaloneInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := 0
+	results, err := RunStandalone(internalHarness, StandaloneOptions{
+		Run:     "^Create/",
+		Context: ctx,
+		OnStart: func(string) {
+			if started++; started == 2 {
+				cancel()
+			}
+		},
+	})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("err %v, want ErrInterrupted", err)
+	}
+	if started != 2 || len(results) != 2 {
+		t.Fatalf("%d started, %d results, want 2 and 2", started, len(results))
+	}
+	if results[0].Status != Passed {
+		t.Errorf("first property %s %v, want passed", results[0].Status, results[0].Messages)
+	}
+	if r := results[1]; r.Status != Failed || !strings.Contains(strings.Join(r.Messages, "\n"), "interrupted") {
+		t.Errorf("interrupted property %s %v, want failed as interrupted", r.Status, r.Messages)
 	}
 }

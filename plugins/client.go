@@ -472,16 +472,26 @@ func (l *leadership) Fence() core.Fence { return l.fence }
 func (l *leadership) Lost() <-chan struct{} { return l.lost }
 
 // Resign resigns in the plugin and returns once Lost is closed. Errors:
-// ErrUnavailable (the plugin is gone; the leadership is lost anyway),
-// context errors.
+// ErrUnavailable (the plugin is gone, or did not answer or report the loss
+// within hostResignTimeout; the leadership is lost anyway), context errors.
 func (l *leadership) Resign(ctx context.Context) error {
 	select {
 	case <-l.lost:
 		return nil
 	default:
 	}
-	_, err := l.r.conn.rpc.Resign(ctx, &pb.ResignRequest{ClientId: l.r.id, LeadershipId: l.id})
+	// A plugin that never answers, or never reports the loss, must not
+	// hang the host, whatever ctx says: both waits have a bound of their
+	// own, after which the campaign stream is ended (which resigns in the
+	// plugin too) and the leadership is lost on this side.
+	bctx, cancel := context.WithTimeout(ctx, hostResignTimeout)
+	defer cancel()
+	_, err := l.r.conn.rpc.Resign(bctx, &pb.ResignRequest{ClientId: l.r.id, LeadershipId: l.id})
 	if err != nil {
+		if ctx.Err() == nil && bctx.Err() != nil {
+			l.markLost()
+			return fmt.Errorf("%w: plugin did not answer Resign within %v; the leadership is given up on the host", core.ErrUnavailable, hostResignTimeout)
+		}
 		err = l.c.streamError(ctx, l.r, err)
 		if errors.Is(err, core.ErrUnavailable) || errors.Is(err, core.ErrClosed) {
 			l.markLost()
@@ -490,12 +500,20 @@ func (l *leadership) Resign(ctx context.Context) error {
 	}
 	select {
 	case <-l.lost:
-	case <-ctx.Done():
+	case <-bctx.Done():
 		// Ending the stream resigns too.
 		l.markLost()
+		if ctx.Err() == nil {
+			return fmt.Errorf("%w: plugin resigned but did not report the leadership lost within %v; the leadership is given up on the host", core.ErrUnavailable, hostResignTimeout)
+		}
 	}
 	return nil
 }
+
+// hostResignTimeout bounds each of the host's waits in Resign (the
+// plugin's answer, then its report of the loss). A variable for the
+// package's tests.
+var hostResignTimeout = 10 * time.Second
 
 // Leader returns the current leader. See core.Elector.
 func (c *Client) Leader(ctx context.Context) (core.LeaderInfo, error) {

@@ -1,0 +1,11 @@
+package plugins
+
+import "time"
+
+// SetHostResignTimeout sets the bound of the host's waits in Resign for
+// one test; the returned function restores it.
+func SetHostResignTimeout(d time.Duration) (restore func()) {
+	old := hostResignTimeout
+	hostResignTimeout = d
+	return func() { hostResignTimeout = old }
+}
