@@ -124,8 +124,10 @@ func runProperty(parent context.Context, t T, h Harness, p Property, timeout, gr
 	t.Helper()
 	pt := &propT{T: t}
 	t.Cleanup(pt.runCleanups)
-	ctx, cancel := context.WithTimeout(parent, timeout)
-	defer cancel()
+	// The watchdog ends ctx, after describing where the property waits,
+	// so that the description is taken while it still waits.
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
 	label := fmt.Sprintf("%d %s", propertySeq.Add(1), p.Name)
 	done := make(chan struct{})
 	defer func() {
@@ -137,7 +139,7 @@ func runProperty(parent context.Context, t T, h Harness, p Property, timeout, gr
 		pt.finish()
 		close(done)
 	}()
-	go watchProperty(ctx, parent, done, pt, label, timeout, grace)
+	go watchProperty(cancel, parent, done, pt, label, timeout, grace)
 	pprof.Do(ctx, pprof.Labels(propertyLabel, label), func(ctx context.Context) {
 		store := h.NewStore(pt)
 		if store == nil {
@@ -161,16 +163,19 @@ func runProperty(parent context.Context, t T, h Harness, p Property, timeout, gr
 }
 
 // watchProperty is runProperty's watchdog; see there.
-func watchProperty(ctx, parent context.Context, done <-chan struct{}, pt *propT, label string, timeout, grace time.Duration) {
+func watchProperty(cancel context.CancelCauseFunc, parent context.Context, done <-chan struct{}, pt *propT, label string, timeout, grace time.Duration) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
 	select {
 	case <-done:
 		return
-	case <-ctx.Done():
-	}
-	if parent.Err() != nil {
+	case <-deadline.C:
+	case <-parent.Done():
 		grace = 0 // interrupted: stop at once
 	}
-	pt.ended(endReason(parent, timeout), describeWaits(label))
+	why := endReason(parent, timeout)
+	pt.ended(why, describeWaits(label))
+	cancel(errors.New(why))
 	select {
 	case <-done:
 		return
@@ -213,6 +218,9 @@ func (pt *propT) ended(why, waits string) {
 	pt.endOnce.Do(func() {
 		if waits != "" {
 			why += ", waiting in: " + waits
+		}
+		if r, ok := pt.T.(interface{ setEnded(string) }); ok {
+			r.setEnded(why)
 		}
 		pt.report(why)
 	})
@@ -289,7 +297,7 @@ func describeWaits(label string) string {
 				fn = fn[:i]
 			}
 			where := fmt.Sprintf("%s (%s)", shortFunc(fn), filepath.Base(fs[3]))
-			if inner == "" && !boringFrame(fn) {
+			if inner == "" && !boringFrame(fn, fs[3]) {
 				inner = where
 			}
 			if prop == "" && strings.HasPrefix(fn, suitePackage+".") && !strings.Contains(fs[3], "/conformance/run.go") {
@@ -320,9 +328,13 @@ func describeWaits(label string) string {
 // suitePackage is this package's import path, for describeWaits.
 const suitePackage = "github.com/metaplane/metaplane/conformance"
 
-// boringFrame reports whether fn belongs to the Go runtime, the standard
-// library or the RPC transport: not what a property is said to wait in.
-func boringFrame(fn string) bool {
+// boringFrame reports whether fn (in file) belongs to the Go runtime, the
+// standard library, the RPC transport or generated wire code: not what a
+// property is said to wait in.
+func boringFrame(fn, file string) bool {
+	if strings.Contains(file, ".pb.go:") {
+		return true // generated wire code
+	}
 	for _, p := range []string{"google.golang.org/grpc", "google.golang.org/protobuf", "golang.org/x/net"} {
 		if strings.HasPrefix(fn, p) {
 			return true
@@ -402,6 +414,11 @@ type Result struct {
 	// Messages are the property's log, error, fatal and skip messages, in
 	// order.
 	Messages []string `json:"messages,omitempty"`
+	// Ended, for a property whose context ended before it returned, says
+	// why and where it was waiting: "timed out after 1m0s, waiting in:
+	// plugins.(*Client).Children (client.go:300) from ..." or
+	// "interrupted (...)". It is among Messages too.
+	Ended string `json:"ended,omitempty"`
 }
 
 // StandaloneOptions are the options of RunStandalone.
@@ -522,8 +539,15 @@ type standaloneT struct {
 	failed   bool
 	skipped  bool
 	msgs     []string
+	ended    string
 	cleanups []func()
 	tempDirs int
+}
+
+func (s *standaloneT) setEnded(why string) {
+	s.mu.Lock()
+	s.ended = why
+	s.mu.Unlock()
 }
 
 var _ T = (*standaloneT)(nil)
@@ -625,7 +649,7 @@ func (s *standaloneT) runCleanups() {
 func (s *standaloneT) result(d time.Duration) Result {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := Result{Name: s.name, Duration: d, Messages: append([]string(nil), s.msgs...)}
+	r := Result{Name: s.name, Duration: d, Messages: append([]string(nil), s.msgs...), Ended: s.ended}
 	switch {
 	case s.failed:
 		r.Status = Failed

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,9 +36,13 @@ own chroot.
 
   metaplane conformance --list [--run REGEX] [--json]
 
-lists the properties without running anything. Exit status: 0 every
-property passed or was skipped, 1 a property failed or the plugin could not
-be run, 2 usage error (including a bad configuration).
+lists the properties without running anything. A property still running
+after --property-timeout (default 60s) fails, naming where it was
+waiting, its plugin is stopped, and the run goes on. SIGINT or SIGTERM
+stops the run: the running property fails as interrupted, its plugin is
+stopped and the summary so far is printed. Exit status: 0 every property
+passed or was skipped, 1 a property failed, the run was interrupted or the
+plugin could not be run, 2 usage error (including a bad configuration).
 docs/writing-a-backend.md explains the suite.`
 
 // conformanceFlags are the flags of `metaplane conformance`.
@@ -67,7 +72,10 @@ func newConformanceCmd() *cobra.Command {
 	f.StringVar(&cf.path, "plugin", "", "the backend plugin binary `PATH` (required)")
 	f.StringVar(&cf.run, "run", "", "run only the properties whose name matches `REGEX`")
 	f.BoolVar(&cf.asJSON, "json", false, "print the results as one JSON object")
-	f.DurationVar(&cf.timeout, "timeout", conformance.PropertyTimeout, "bound each property to `D`")
+	f.DurationVar(&cf.timeout, "property-timeout", conformance.PropertyTimeout, "bound each property to `D`: it fails then, naming where it waited, and the run goes on")
+	// --timeout is the flag's first name, kept for existing scripts.
+	f.DurationVar(&cf.timeout, "timeout", conformance.PropertyTimeout, "the old name of --property-timeout")
+	_ = f.MarkHidden("timeout")
 	f.BoolVarP(&cf.verbose, "verbose", "v", false, "print every property's log, and the plugin's warnings, on stderr")
 	f.Func("unique", "give every store its own value of the path-like configuration `KEY` (its value plus /metaplane-conformance-<run>-<n>), e.g. zookeeper.path.root on a shared server (repeatable)", func(s string) error {
 		if s == "" || strings.ContainsAny(s, "= ") {
@@ -84,12 +92,14 @@ func newConformanceCmd() *cobra.Command {
 
 // conformanceReport is the --json output.
 type conformanceReport struct {
-	Plugin  string               `json:"plugin"`
-	Backend string               `json:"backend"`
-	Passed  int                  `json:"passed"`
-	Failed  int                  `json:"failed"`
-	Skipped int                  `json:"skipped"`
-	Results []conformance.Result `json:"results"`
+	Plugin  string `json:"plugin"`
+	Backend string `json:"backend"`
+	Passed  int    `json:"passed"`
+	Failed  int    `json:"failed"`
+	Skipped int    `json:"skipped"`
+	// Interrupted: a signal ended the run; Results are those so far.
+	Interrupted bool                 `json:"interrupted,omitempty"`
+	Results     []conformance.Result `json:"results"`
 }
 
 func runConformance(cmd *cobra.Command, cf conformanceFlags) error {
@@ -103,7 +113,7 @@ func runConformance(cmd *cobra.Command, cf conformanceFlags) error {
 		return usageError("--plugin %s: %v", cf.path, err)
 	}
 	if cf.timeout <= 0 {
-		return usageError("--timeout %v: must be positive", cf.timeout)
+		return usageError("--property-timeout %v: must be positive", cf.timeout)
 	}
 
 	ctx := cmd.Context()
@@ -152,22 +162,27 @@ func runConformance(cmd *cobra.Command, cf conformanceFlags) error {
 	if !cf.asJSON {
 		fmt.Fprintf(out, "conformance of %s (backend %q)\n", cf.path, desc.Name)
 	}
+	// The run ends with ctx (SIGINT, SIGTERM): the running property fails
+	// as interrupted, its plugin is stopped, and the summary so far is
+	// printed.
 	results, err := conformance.RunStandalone(h, conformance.StandaloneOptions{
 		Run:     cf.run,
 		Timeout: cf.timeout,
+		Context: ctx,
 		OnResult: func(r conformance.Result) {
 			if !cf.asJSON {
 				printResult(out, r, cf.verbose)
 			}
 		},
 	})
-	if err != nil {
+	interrupted := errors.Is(err, conformance.ErrInterrupted)
+	if err != nil && !interrupted {
 		return usageError("%v", err)
 	}
-	if len(results) == 0 {
+	if len(results) == 0 && !interrupted {
 		return usageError("--run %q matches no property", cf.run)
 	}
-	rep := conformanceReport{Plugin: cf.path, Backend: desc.Name, Results: results}
+	rep := conformanceReport{Plugin: cf.path, Backend: desc.Name, Interrupted: interrupted, Results: results}
 	for _, r := range results {
 		switch r.Status {
 		case conformance.Passed:
@@ -186,6 +201,10 @@ func runConformance(cmd *cobra.Command, cf conformanceFlags) error {
 		}
 	} else {
 		fmt.Fprintf(out, "conformance: %d passed, %d failed, %d skipped\n", rep.Passed, rep.Failed, rep.Skipped)
+	}
+	if interrupted {
+		fmt.Fprintf(cmd.ErrOrStderr(), "conformance: interrupted (%v) after %d properties\n", context.Cause(ctx), len(results))
+		return exitWith(ExitFailure)
 	}
 	if rep.Failed > 0 {
 		return exitWith(ExitFailure) // the report names every failure
@@ -240,8 +259,8 @@ func isBuiltinBackend(name string) bool {
 }
 
 // printResult prints one property's line: PASS with its duration, FAIL
-// with its first failure message (and the others indented below), SKIP
-// with its reason.
+// with why its context ended (a deadline, a signal) or else its last
+// message (and all of them indented below), SKIP with its reason.
 func printResult(w io.Writer, r conformance.Result, verbose bool) {
 	d := r.Duration.Round(time.Millisecond)
 	switch r.Status {
@@ -253,7 +272,11 @@ func printResult(w io.Writer, r conformance.Result, verbose bool) {
 	case conformance.Skipped:
 		fmt.Fprintf(w, "SKIP %s: %s\n", r.Name, lastMessage(r.Messages, "skipped"))
 	default:
-		fmt.Fprintf(w, "FAIL %s: %s (%v)\n", r.Name, lastMessage(r.Messages, "failed"), d)
+		msg := lastMessage(r.Messages, "failed")
+		if r.Ended != "" {
+			msg = r.Ended // the deadline or the signal, and where it waited
+		}
+		fmt.Fprintf(w, "FAIL %s: %s (%v)\n", r.Name, msg, d)
 		printMessages(w, r.Messages)
 	}
 }

@@ -2,12 +2,17 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/metaplane/metaplane/internal/testutil"
 	"github.com/metaplane/metaplane/internal/zktest"
@@ -189,4 +194,151 @@ func TestConformanceList(t *testing.T) {
 	if !strings.Contains(out, "[needs ") {
 		t.Errorf("no property lists what it needs:\n%s", out)
 	}
+}
+
+// TestConformanceHungPlugin: a plugin whose Children never returns (it
+// ignores its context) fails each property that calls it once the
+// property's deadline passes, naming the call it was waiting in, and the
+// run goes on to the next property and ends.
+func TestConformanceHungPlugin(t *testing.T) {
+	bin := brokenPlugin(t)
+	out, errOut, code := runCLI(t, "conformance", "--plugin", bin, "--no-env",
+		"--run", "^(Read/Children/Sorted|Read/Children/NotFound|Read/Exists)$",
+		"--property-timeout", "2s",
+		"-D", "broken.endpoints=127.0.0.1:1", "-D", "broken.hang=true")
+	if code != ExitFailure {
+		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, name := range []string{"Read/Children/Sorted", "Read/Children/NotFound"} {
+		line := lineWithPrefix(out, "FAIL "+name+":")
+		if line == "" {
+			t.Errorf("no FAIL line for %s:\n%s", name, out)
+			continue
+		}
+		if !strings.Contains(line, "timed out after 2s, waiting in: plugins.(*Client).Children (client.go:") {
+			t.Errorf("%s: the failure does not name the call it waited in:\n%s", name, out)
+		}
+	}
+	if lineWithPrefix(out, "PASS Read/Exists ") == "" {
+		t.Errorf("the run did not go on to Read/Exists:\n%s", out)
+	}
+	if !strings.Contains(out, "conformance: 1 passed, 2 failed, 0 skipped\n") {
+		t.Errorf("summary:\n%s", out)
+	}
+}
+
+func lineWithPrefix(out, prefix string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
+}
+
+// TestConformanceSignalStopsRun sends a real SIGINT (and SIGTERM) to a
+// real `metaplane conformance` process whose plugin hangs, under a
+// property deadline far beyond the test's: the process stops, prints the
+// interrupted property's failure and the summary, exits 1, and the plugin
+// process is gone.
+func TestConformanceSignalStopsRun(t *testing.T) {
+	metaplane := testutil.Binary(t, "metaplane")
+	bin := brokenPlugin(t)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			pidFile := filepath.Join(t.TempDir(), "plugin.pid")
+			cmd := exec.Command(metaplane, "conformance", "--plugin", bin, "--no-env",
+				"--run", "^Read/Children/Sorted$", "--property-timeout", "1h",
+				"-D", "broken.endpoints=127.0.0.1:1", "-D", "broken.hang=true", "-D", "broken.pidfile="+pidFile)
+			// Files, not pipes: Wait must not wait for a plugin that
+			// inherited them.
+			stdout, stderr := &fileOutput{t: t}, &fileOutput{t: t}
+			cmd.Stdout, cmd.Stderr = stdout.file(), stderr.file()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var waitErr error
+			exited := make(chan struct{})
+			go func() { waitErr = cmd.Wait(); close(exited) }()
+			t.Cleanup(func() {
+				_ = cmd.Process.Kill()
+				select {
+				case <-exited:
+				case <-time.After(30 * time.Second):
+					t.Errorf("metaplane conformance not reaped 30s after SIGKILL")
+				}
+			})
+			var pid int
+			testutil.WaitFor(t, 30*time.Second, "the plugin to start", func() bool {
+				b, err := os.ReadFile(pidFile)
+				if err != nil {
+					return false
+				}
+				pid, err = strconv.Atoi(string(b))
+				return err == nil
+			})
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-exited:
+			case <-time.After(60 * time.Second):
+				t.Fatalf("metaplane conformance still running 60s after %v\nstdout:\n%s", sig, stdout.String())
+			}
+			var ee *exec.ExitError
+			if !errors.As(waitErr, &ee) || ee.ExitCode() != ExitFailure {
+				t.Errorf("exit: %v, want status 1\nstderr:\n%s", waitErr, stderr.String())
+			}
+			out := stdout.String()
+			if !strings.Contains(out, "FAIL Read/Children/Sorted: ") || !strings.Contains(out, "interrupted") {
+				t.Errorf("no FAIL line for the interrupted property:\n%s", out)
+			}
+			if !strings.Contains(out, "conformance: 0 passed, 1 failed, 0 skipped\n") {
+				t.Errorf("no summary:\n%s", out)
+			}
+			if !strings.Contains(stderr.String(), "conformance: interrupted") {
+				t.Errorf("stderr does not say the run was interrupted:\n%s", stderr.String())
+			}
+			testutil.WaitFor(t, 30*time.Second, "the plugin process to be gone", func() bool { return processGone(pid) })
+		})
+	}
+}
+
+// processGone reports whether pid no longer runs (absent, or a zombie
+// nobody has reaped yet).
+func processGone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return syscall.Kill(pid, 0) != nil
+	}
+	// "pid (comm) S ...": the state follows the last ')'.
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] == 'Z'
+	}
+	return false
+}
+
+// fileOutput is a child process's output in a temporary file.
+type fileOutput struct {
+	t *testing.T
+	f *os.File
+}
+
+func (o *fileOutput) file() *os.File {
+	f, err := os.CreateTemp(o.t.TempDir(), "out")
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	o.t.Cleanup(func() { f.Close() })
+	o.f = f
+	return f
+}
+
+func (o *fileOutput) String() string {
+	b, err := os.ReadFile(o.f.Name())
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	return string(b)
 }

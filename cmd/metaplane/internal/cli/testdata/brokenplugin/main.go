@@ -1,35 +1,59 @@
 // Command brokenplugin is a deliberately broken backend plugin for the
 // conformance command's tests: the memory backend whose Children lists no
-// names.
+// names, whose capabilities name it "memory" although its descriptor says
+// "broken", and which, with broken.hang=true, never answers a Children
+// call (ignoring its context) and writes its pid to broken.pidfile when
+// set.
 package main
 
 import (
 	"context"
+	"os"
+	"strconv"
 
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/plugins"
 )
 
-type provider struct{ *memory.Provider }
+type provider struct {
+	*memory.Provider
+	hang bool
+}
 
-func (p provider) Descriptor() core.BackendDescriptor {
+func (p *provider) Descriptor() core.BackendDescriptor {
 	return core.BackendDescriptor{Name: "broken", SelectorKey: "broken.endpoints", Description: "test plugin"}
 }
 
-func (p provider) NewClient(ctx context.Context, opts core.ClientOptions) (core.MetadataBackend, error) {
+func (p *provider) Start(ctx context.Context, settings map[string]string) error {
+	p.hang = settings["broken.hang"] == "true"
+	if f := settings["broken.pidfile"]; f != "" {
+		if err := os.WriteFile(f, []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+			return err
+		}
+	}
+	return p.Provider.Start(ctx, settings)
+}
+
+func (p *provider) NewClient(ctx context.Context, opts core.ClientOptions) (core.MetadataBackend, error) {
 	b, err := p.Provider.NewClient(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	return backend{b}, nil
+	return backend{b, p.hang}, nil
 }
 
-type backend struct{ core.MetadataBackend }
+type backend struct {
+	core.MetadataBackend
+	hang bool
+}
 
 func (b backend) Children(ctx context.Context, path string, opts core.ReadOptions) ([]string, core.Stat, error) {
+	if b.hang {
+		select {} // the bug: a call that never returns, whatever its context
+	}
 	_, st, err := b.MetadataBackend.Children(ctx, path, opts)
 	return nil, st, err
 }
 
-func main() { plugins.Serve(provider{memory.NewProvider(memory.StoreOptions{})}) }
+func main() { plugins.Serve(&provider{Provider: memory.NewProvider(memory.StoreOptions{})}) }
