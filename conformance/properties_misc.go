@@ -356,7 +356,7 @@ func statusProperties() []Property {
 		},
 		{
 			Name:        "Capabilities/Stable",
-			Description: "Capabilities names the backend, declares a non-negative MaxValueSize, and is the same for every client and every call",
+			Description: "Capabilities names the backend, declares a non-negative MaxValueSize, is the same for every client and every call, and is consistent: core.Optional finds each part it declares (Leases, NativeIDAllocation, Membership, FaultInjection, SessionExpiry), and TabletServers through the coordinator comes with Leases and ExactHistory",
 			run: func(e *env) {
 				a, b := e.c0.Capabilities(), e.client().Capabilities()
 				if a.Name == "" || a.MaxValueSize < 0 {
@@ -384,6 +384,14 @@ func statusProperties() []Property {
 					if _, ok := core.Optional[core.FaultInjector](e.c0); !ok {
 						e.t.Fatalf("declares FaultInjection but does not implement core.FaultInjector")
 					}
+				}
+				if a.SessionExpiry {
+					if _, ok := core.Optional[core.SessionExpirer](e.c0); !ok {
+						e.t.Fatalf("declares SessionExpiry but does not implement core.SessionExpirer")
+					}
+				}
+				if a.TabletServers == core.TabletServersThroughCoordinator && (!a.Leases || !a.ExactHistory) {
+					e.t.Fatalf("declares TabletServers %v, which needs Leases and ExactHistory, but declares Leases %v, ExactHistory %v", a.TabletServers, a.Leases, a.ExactHistory)
 				}
 			},
 		},

@@ -20,7 +20,8 @@ import (
 
 // Capability names a Property may need. The first group are
 // core.Capabilities fields declared by the backend; HarnessCompactor is a
-// feature of the harness's Store (see Compactor).
+// feature of the harness's Store (see Compactor), and so is
+// NeedsDescriptor (see Describer).
 const (
 	NeedsExactHistory   = "ExactHistory"
 	NeedsStaleReads     = "StaleReads"
@@ -29,6 +30,7 @@ const (
 	NeedsNativeIDs      = "NativeIDAllocation"
 	NeedsImport         = "Import"
 	NeedsCompactor      = "Compactor"
+	NeedsDescriptor     = "Descriptor"
 )
 
 // PropertyTimeout bounds one property by default: its context ends after
@@ -69,10 +71,11 @@ type Compactor interface {
 func Properties() []Property {
 	var ps []Property
 	for _, group := range [][]Property{
-		pathProperties(), createProperties(), readProperties(), writeProperties(),
-		txnProperties(), sessionProperties(), watchProperties(), snapshotProperties(),
+		pathProperties(), createProperties(), sequentialReuseProperties(), readProperties(),
+		writeProperties(), statProperties(), txnProperties(), sessionProperties(),
+		watchProperties(), snapshotProperties(), snapshotWriterProperties(),
 		electionProperties(), idProperties(), leaseProperties(), importProperties(), contextProperties(),
-		closedProperties(), faultProperties(), statusProperties(),
+		closedProperties(), faultProperties(), statusProperties(), descriptorProperties(),
 	} {
 		ps = append(ps, group...)
 	}
@@ -380,6 +383,12 @@ func (e *env) has(name string) (bool, string) {
 	case NeedsNativeIDs:
 		_, impl := core.Optional[core.IDAllocator](e.c0)
 		ok = e.caps.NativeIDAllocation && impl
+	case NeedsDescriptor:
+		_, ok = e.store.(Describer)
+		if !ok {
+			return false, fmt.Sprintf("harness %q does not implement conformance.Describer", e.h.Name)
+		}
+		return true, ""
 	case NeedsCompactor:
 		_, ok = e.store.(Compactor)
 		if !ok {

@@ -209,3 +209,8 @@ func (s CompactingStore) Compact(t conformance.T, revision int64) {
 		t.Fatalf("compact history: %v", err)
 	}
 }
+
+// Descriptor returns the descriptor the host read from the store's plugin
+// (conformance.Describer), so that the suite can compare it with the
+// backend's capabilities.
+func (s *Store) Descriptor() core.BackendDescriptor { return s.Plugin.Descriptor() }

@@ -342,3 +342,20 @@ func (o *fileOutput) String() string {
 	}
 	return string(b)
 }
+
+// TestConformanceNameMismatch: the broken plugin's descriptor names it
+// "broken" while its backend's capabilities say "memory": the suite,
+// knowing the descriptor, fails it.
+func TestConformanceNameMismatch(t *testing.T) {
+	bin := brokenPlugin(t)
+	out, errOut, code := runCLI(t, "conformance", "--plugin", bin, "--no-env", "--run", "^Capabilities/", "-D", "broken.endpoints=127.0.0.1:1")
+	if code != ExitFailure {
+		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if lineWithPrefix(out, "FAIL Capabilities/MatchDescriptor:") == "" || !strings.Contains(out, `Capabilities().Name is "memory" but the descriptor names the backend "broken"`) {
+		t.Errorf("no failure naming both names:\n%s", out)
+	}
+	if lineWithPrefix(out, "PASS Capabilities/Stable ") == "" {
+		t.Errorf("Capabilities/Stable did not pass:\n%s", out)
+	}
+}

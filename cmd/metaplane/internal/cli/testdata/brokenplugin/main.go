@@ -1,7 +1,8 @@
 // Command brokenplugin is a deliberately broken backend plugin for the
 // conformance command's tests: the memory backend whose Children lists no
-// names, whose capabilities name it "memory" although its descriptor says
-// "broken", and which, with broken.hang=true, never answers a Children
+// names, whose capabilities name it "memory" (with no selector key)
+// although its descriptor says "broken" (selected by broken.endpoints),
+// and which, with broken.hang=true, never answers a Children
 // call (ignoring its context) and writes its pid to broken.pidfile when
 // set.
 package main
@@ -22,7 +23,9 @@ type provider struct {
 }
 
 func (p *provider) Descriptor() core.BackendDescriptor {
-	return core.BackendDescriptor{Name: "broken", SelectorKey: "broken.endpoints", Description: "test plugin"}
+	d := p.Provider.Descriptor()
+	d.Name, d.SelectorKey, d.Description = "broken", "broken.endpoints", "test plugin"
+	return d
 }
 
 func (p *provider) Start(ctx context.Context, settings map[string]string) error {
@@ -47,6 +50,9 @@ type backend struct {
 	core.MetadataBackend
 	hang bool
 }
+
+// Unwrap lets core.Optional find the memory backend's optional parts.
+func (b backend) Unwrap() core.MetadataBackend { return b.MetadataBackend }
 
 func (b backend) Children(ctx context.Context, path string, opts core.ReadOptions) ([]string, core.Stat, error) {
 	if b.hang {

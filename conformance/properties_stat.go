@@ -1,0 +1,414 @@
+package conformance
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/metaplane/metaplane/core"
+)
+
+// Describer is implemented by a harness's Store that knows the descriptor
+// of the backend under test (a plugin's, as the host read it before
+// starting it). Without it the properties comparing the descriptor with
+// the backend's capabilities are skipped.
+type Describer interface {
+	Descriptor() core.BackendDescriptor
+}
+
+// txn applies ops through c and fails the property on an error.
+func (e *env) txn(c core.MetadataBackend, what string, ops ...core.Op) core.TxnResult {
+	e.t.Helper()
+	res, err := c.Txn(e.ctx, ops, core.TxnOptions{})
+	e.ok(err, "%s", what)
+	if len(res.Results) != len(ops) {
+		e.t.Fatalf("%s: %d results for %d ops", what, len(res.Results), len(ops))
+	}
+	return res
+}
+
+// stat reads path's stat through c.
+func (e *env) stat(c core.MetadataBackend, path string) core.Stat {
+	e.t.Helper()
+	return e.get(c, path).Stat
+}
+
+// sameStat fails the property unless a read of path through c returns
+// exactly want (the stat a write returned).
+func (e *env) sameStat(c core.MetadataBackend, path string, want core.Stat, what string) {
+	e.t.Helper()
+	if got := e.stat(c, path); got != want {
+		e.t.Fatalf("%s: %s reads back with stat %+v, but the write returned %+v", what, path, got, want)
+	}
+}
+
+// clockPasses waits until the local clock has moved d past now, so that
+// a later write's wall-clock time must be later than an earlier one's on
+// any backend whose clock runs forward. It is a wait for time itself, not
+// for another party.
+func clockPasses(d time.Duration) {
+	for until := time.Now().Add(d); time.Now().Before(until); {
+		time.Sleep(time.Until(until))
+	}
+}
+
+func statProperties() []Property {
+	return []Property{
+		{
+			Name:        "Stat/Create/Complete",
+			Description: "a create in every mode returns the full stat (version 0, create and modify revision equal to the transaction's, equal times not going backwards, data length, no children, the session as owner exactly when ephemeral) and reads back with exactly that stat; the parent gains a child and keeps its version and modify revision",
+			run: func(e *env) {
+				parent := p("m")
+				e.create(e.c0, parent, []byte("parent"), core.Persistent)
+				other := e.client()
+				var lastTime, lastRev int64
+				for i, mode := range []core.CreateMode{core.Persistent, core.Ephemeral, core.PersistentSequential, core.EphemeralSequential} {
+					before := e.stat(e.c0, parent)
+					data := bytes.Repeat([]byte{'d'}, 3+i)
+					res := e.txn(e.c0, fmt.Sprintf("create in mode %v", mode), core.CreateOp(core.JoinPath(parent, fmt.Sprintf("n%d-", i)), data, mode))
+					path, st := res.Results[0].Path, res.Results[0].Stat
+					var owner int64
+					if mode.IsEphemeral() {
+						owner = e.c0.Session().ID
+					}
+					if st.Version != 0 || st.DataLength != int32(len(data)) || st.NumChildren != 0 || st.EphemeralOwner != owner {
+						e.t.Fatalf("%v create of %s: stat %+v; want version 0, data length %d, no children, owner %d", mode, path, st, len(data), owner)
+					}
+					if st.CreateRevision != res.Revision || st.ModifyRevision != res.Revision {
+						e.t.Fatalf("%v create of %s at revision %d: stat %+v; want create and modify revision %d", mode, path, res.Revision, st, res.Revision)
+					}
+					if res.Revision <= lastRev {
+						e.t.Fatalf("%v create at revision %d after one at %d", mode, res.Revision, lastRev)
+					}
+					if st.CreateTime <= 0 || st.ModifyTime != st.CreateTime || st.CreateTime < lastTime {
+						e.t.Fatalf("%v create of %s: times %d/%d; want equal, positive and not before the previous create's %d", mode, path, st.CreateTime, st.ModifyTime, lastTime)
+					}
+					lastTime, lastRev = st.CreateTime, res.Revision
+					e.sameStat(other, path, st, fmt.Sprintf("%v create", mode))
+					after := e.stat(other, parent)
+					if after.NumChildren != before.NumChildren+1 || after.Version != before.Version || after.ModifyRevision != before.ModifyRevision || after.DataLength != before.DataLength {
+						e.t.Fatalf("parent after a %v create of a child: stat %+v, before %+v; want one more child, the same version, modify revision and data length", mode, after, before)
+					}
+				}
+			},
+		},
+		{
+			Name:        "Stat/Set/Complete",
+			Description: "a set returns the full stat (version +1, the same create revision and time, modify revision equal to the transaction's, a later modify time, the new data length, children and owner unchanged) and reads back with exactly that stat",
+			run: func(e *env) {
+				for _, mode := range []core.CreateMode{core.Persistent, core.Ephemeral} {
+					path := p("s-" + mode.String())
+					e.create(e.c0, path, []byte("x"), mode)
+					if mode == core.Persistent {
+						e.create(e.c0, core.JoinPath(path, "child"), nil, core.Persistent)
+					}
+					prev := e.stat(e.c0, path)
+					for i, data := range [][]byte{[]byte("longer data"), nil, []byte("abc")} {
+						// The clock moves on between writes, so the modify
+						// time must too.
+						clockPasses(20 * time.Millisecond)
+						res := e.txn(e.c0, fmt.Sprintf("set %d of %s", i+1, path), core.SetOp(path, data, prev.Version))
+						st := res.Results[0].Stat
+						if st.Version != prev.Version+1 || st.CreateRevision != prev.CreateRevision || st.CreateTime != prev.CreateTime ||
+							st.NumChildren != prev.NumChildren || st.EphemeralOwner != prev.EphemeralOwner || st.DataLength != int32(len(data)) {
+							e.t.Fatalf("set %d of %s: stat %+v after %+v; want version +1, the same create revision, create time, children and owner, data length %d", i+1, path, st, prev, len(data))
+						}
+						if st.ModifyRevision != res.Revision || st.ModifyRevision <= prev.ModifyRevision {
+							e.t.Fatalf("set %d of %s at revision %d: modify revision %d after %d; want the transaction's, later", i+1, path, res.Revision, st.ModifyRevision, prev.ModifyRevision)
+						}
+						if st.ModifyTime <= prev.ModifyTime {
+							e.t.Fatalf("set %d of %s 20ms after the previous write: modify time %d, previous %d; want it later", i+1, path, st.ModifyTime, prev.ModifyTime)
+						}
+						e.sameStat(e.client(), path, st, fmt.Sprintf("set %d", i+1))
+						prev = st
+					}
+				}
+			},
+		},
+		{
+			Name:        "Stat/ChildChange",
+			Description: "creating and deleting a child changes only its parent's number of children: the parent's version, data length, revisions and times stay",
+			run: func(e *env) {
+				parent := p("parent")
+				e.create(e.c0, parent, []byte("data"), core.Persistent)
+				orig := e.stat(e.c0, parent)
+				same := func(st core.Stat, children int32, what string) {
+					e.t.Helper()
+					want := orig
+					want.NumChildren = children
+					if st != want {
+						e.t.Fatalf("parent after %s: stat %+v; want %+v", what, st, want)
+					}
+				}
+				clockPasses(20 * time.Millisecond)
+				e.create(e.c0, core.JoinPath(parent, "a"), nil, core.Persistent)
+				same(e.stat(e.c0, parent), 1, "a child's create")
+				_, err := e.c0.Txn(e.ctx, []core.Op{core.CreateOp(core.JoinPath(parent, "b"), nil, core.Ephemeral), core.CreateOp(core.JoinPath(parent, "c-"), nil, core.PersistentSequential)}, core.TxnOptions{})
+				e.ok(err, "create two children in one transaction")
+				same(e.stat(e.client(), parent), 3, "two more children's create")
+				e.ok(core.Delete(e.ctx, e.c0, core.JoinPath(parent, "a"), core.AnyVersion, core.Fence{}), "delete a child")
+				same(e.stat(e.client(), parent), 2, "a child's delete")
+			},
+		},
+		{
+			Name:        "Stat/Txn/Results",
+			Description: "in a transaction, each create's and set's result holds the node's stat after that op (versions counting within the transaction, create and modify revisions equal to the transaction's, data length), a delete's result is the zero stat, and the last stat of each node reads back",
+			run: func(e *env) {
+				e.create(e.c0, p("old"), []byte("old"), core.Persistent)
+				e.create(e.c0, p("gone"), nil, core.Persistent)
+				old := e.stat(e.c0, p("old"))
+				res := e.txn(e.c0, "a mixed transaction",
+					core.CreateOp(p("a"), []byte("1"), core.Persistent),
+					core.SetOp(p("a"), []byte("22"), 0),
+					core.CreateOp(p("a", "b"), []byte("333"), core.Persistent),
+					core.SetOp(p("old"), []byte("4444"), old.Version),
+					core.DeleteOp(p("gone"), core.AnyVersion),
+				)
+				rev := res.Revision
+				r := res.Results
+				check := func(i int, path string, version int64, createRev int64, length int32) {
+					e.t.Helper()
+					st := r[i].Stat
+					if r[i].Path != path || st.Version != version || st.CreateRevision != createRev || st.ModifyRevision != rev || st.DataLength != length {
+						e.t.Fatalf("result %d (%v): %s %+v; want %s at version %d, create revision %d, modify revision %d (the transaction's), data length %d", i, r[i].Type, r[i].Path, st, path, version, createRev, rev, length)
+					}
+				}
+				check(0, p("a"), 0, rev, 1)
+				check(1, p("a"), 1, rev, 2)
+				check(2, p("a", "b"), 0, rev, 3)
+				check(3, p("old"), old.Version+1, old.CreateRevision, 4)
+				if r[4].Stat != (core.Stat{}) {
+					e.t.Fatalf("delete result stat %+v; want the zero stat", r[4].Stat)
+				}
+				c := e.client()
+				a := e.stat(c, p("a"))
+				if want := r[1].Stat; a.Version != want.Version || a.CreateRevision != want.CreateRevision || a.ModifyRevision != want.ModifyRevision || a.DataLength != want.DataLength || a.NumChildren != 1 {
+					e.t.Fatalf("%s reads back %+v after the transaction; want the set's %+v with one child", p("a"), a, want)
+				}
+				e.sameStat(c, p("a", "b"), r[2].Stat, "create in a transaction")
+				e.sameStat(c, p("old"), r[3].Stat, "set in a transaction")
+			},
+		},
+	}
+}
+
+func sequentialReuseProperties() []Property {
+	return []Property{
+		{
+			Name:        "Create/Sequential/NotReusedAfterDelete",
+			Description: "a sequential suffix is never given out again: after the newest children, and then all of them, are deleted, the next suffix is still greater than every earlier one",
+			run: func(e *env) {
+				parent := p("q")
+				e.create(e.c0, parent, nil, core.Persistent)
+				prefix := core.JoinPath(parent, "n-")
+				var paths, sufs []string
+				next := func() string {
+					e.t.Helper()
+					path := e.create(e.c0, prefix, nil, core.PersistentSequential)
+					suf := seqSuffix(e, prefix, path)
+					for _, s := range sufs {
+						if suf <= s {
+							e.t.Fatalf("suffix %s given out after %s (earlier suffixes %v): want greater than every earlier one", suf, s, sufs)
+						}
+					}
+					paths, sufs = append(paths, path), append(sufs, suf)
+					return path
+				}
+				for i := 0; i < 3; i++ {
+					next()
+				}
+				// Delete the two newest: a suffix counted from the children
+				// left, or from the largest left, would repeat one.
+				for _, path := range paths[1:] {
+					e.ok(core.Delete(e.ctx, e.c0, path, core.AnyVersion, core.Fence{}), "delete %s", path)
+				}
+				next()
+				e.ok(core.Delete(e.ctx, e.c0, paths[0], core.AnyVersion, core.Fence{}), "delete %s", paths[0])
+				e.ok(core.Delete(e.ctx, e.c0, paths[3], core.AnyVersion, core.Fence{}), "delete %s", paths[3])
+				next()
+			},
+		},
+	}
+}
+
+// snapTxn is one committed transaction of Snapshot/ConcurrentWriters.
+type snapTxn struct {
+	rev int64
+	ops []core.Op
+}
+
+// snapNode is a node's expected data and version.
+type snapNode struct {
+	data    string
+	version int64
+}
+
+// replay returns the state under the prefix after applying the
+// transactions at or below rev, in revision order.
+func replay(txns []snapTxn, rev int64) map[string]snapNode {
+	state := map[string]snapNode{}
+	for _, t := range txns {
+		if t.rev > rev {
+			break
+		}
+		for _, op := range t.ops {
+			switch op.Type {
+			case core.OpCreate:
+				state[op.Path] = snapNode{data: string(op.Data)}
+			case core.OpSet:
+				state[op.Path] = snapNode{data: string(op.Data), version: state[op.Path].version + 1}
+			case core.OpDelete:
+				delete(state, op.Path)
+			}
+		}
+	}
+	return state
+}
+
+func snapshotWriterProperties() []Property {
+	return []Property{
+		{
+			Name:        "Snapshot/ConcurrentWriters",
+			Description: "snapshots taken while several clients commit transactions over shared and private nodes are each exactly the state at their revision: every transaction at or below it whole, none above it, none that had returned before the snapshot began missing",
+			run: func(e *env) {
+				const writers, rounds, shared = 3, 12, 4
+				root := p("s")
+				var keys []string
+				init := []core.Op{core.CreateOp(root, nil, core.Persistent)}
+				for k := 0; k < shared; k++ {
+					keys = append(keys, core.JoinPath(root, fmt.Sprintf("k%d", k)))
+					init = append(init, core.CreateOp(keys[k], []byte("init"), core.Persistent))
+				}
+				res := e.txn(e.c0, "create the shared nodes", init...)
+
+				var mu sync.Mutex
+				txns := []snapTxn{{rev: res.Revision, ops: init}}
+				var doneRev atomic.Int64 // the highest revision of a returned transaction
+				doneRev.Store(res.Revision)
+				var running atomic.Int32
+				running.Store(writers)
+				cs := e.clients(writers)
+				errs := make(chan error, writers)
+				go parallel(writers, func(w int) {
+					defer running.Add(-1)
+					for j := 0; j < rounds; j++ {
+						v := []byte(fmt.Sprintf("w%d-%d", w, j))
+						own := core.JoinPath(root, fmt.Sprintf("w%d-%d", w, j))
+						ops := []core.Op{
+							core.SetOp(keys[(w+j)%shared], v, core.AnyVersion),
+							core.CreateOp(own, v, core.Persistent),
+							core.SetOp(keys[(w+j+1)%shared], v, core.AnyVersion),
+						}
+						if j > 0 {
+							ops = append(ops, core.DeleteOp(core.JoinPath(root, fmt.Sprintf("w%d-%d", w, j-1)), core.AnyVersion))
+						}
+						r, err := cs[w].Txn(e.ctx, ops, core.TxnOptions{})
+						if err != nil {
+							errs <- fmt.Errorf("writer %d, transaction %d: %w", w, j, err)
+							return
+						}
+						mu.Lock()
+						txns = append(txns, snapTxn{rev: r.Revision, ops: ops})
+						mu.Unlock()
+						for {
+							d := doneRev.Load()
+							if r.Revision <= d || doneRev.CompareAndSwap(d, r.Revision) {
+								break
+							}
+						}
+					}
+				})
+
+				type taken struct {
+					snap    core.Snapshot
+					minimum int64 // doneRev when the snapshot began
+				}
+				var snaps []taken
+				reader := e.client()
+				for i := 0; i < 1000; i++ {
+					last := running.Load() == 0
+					minimum := doneRev.Load()
+					snap, err := reader.Snapshot(e.ctx, root)
+					e.ok(err, "snapshot %d", i)
+					snaps = append(snaps, taken{snap, minimum})
+					if last {
+						break
+					}
+				}
+				e.eventually("the writers to finish", func() bool { return running.Load() == 0 })
+				select {
+				case err := <-errs:
+					e.t.Fatalf("%v", err)
+				default:
+				}
+				snap, err := reader.Snapshot(e.ctx, root)
+				e.ok(err, "final snapshot")
+				snaps = append(snaps, taken{snap, doneRev.Load()})
+
+				mu.Lock()
+				sort.Slice(txns, func(i, j int) bool { return txns[i].rev < txns[j].rev })
+				for i := 1; i < len(txns); i++ {
+					if txns[i].rev == txns[i-1].rev {
+						e.t.Fatalf("two transactions committed at revision %d", txns[i].rev)
+					}
+				}
+				last := txns[len(txns)-1].rev
+				mu.Unlock()
+				between := 0
+				for i, s := range snaps {
+					if s.snap.Revision < s.minimum {
+						e.t.Fatalf("snapshot %d at revision %d, but a transaction at revision %d had returned before it began", i, s.snap.Revision, s.minimum)
+					}
+					if s.snap.Revision > res.Revision && s.snap.Revision < last {
+						between++
+					}
+					want := replay(txns, s.snap.Revision)
+					var diffs []string
+					for _, n := range s.snap.Nodes {
+						w, ok := want[n.Path]
+						switch {
+						case !ok:
+							diffs = append(diffs, "extra "+n.Path)
+						case string(n.Data) != w.data || n.Stat.Version != w.version:
+							diffs = append(diffs, fmt.Sprintf("%s holds %q at version %d, want %q at version %d", n.Path, n.Data, n.Stat.Version, w.data, w.version))
+						}
+						delete(want, n.Path)
+					}
+					for path := range want {
+						diffs = append(diffs, "missing "+path)
+					}
+					if len(diffs) > 0 {
+						sort.Strings(diffs)
+						e.t.Fatalf("snapshot %d at revision %d is not the state at that revision: %v", i, s.snap.Revision, diffs)
+					}
+				}
+				e.t.Logf("%d snapshots, %d of them taken between the first and the last write", len(snaps), between)
+			},
+		},
+	}
+}
+
+func descriptorProperties() []Property {
+	return []Property{
+		{
+			Name:        "Capabilities/MatchDescriptor",
+			Needs:       NeedsDescriptor,
+			Description: "the backend's Capabilities agree with its descriptor: the same Name, the same TabletServers mode, and the descriptor's selector key (if any) as SelectorKey",
+			run: func(e *env) {
+				d := e.store.(Describer).Descriptor()
+				if e.caps.Name != d.Name {
+					e.t.Errorf("Capabilities().Name is %q but the descriptor names the backend %q", e.caps.Name, d.Name)
+				}
+				if e.caps.TabletServers != d.TabletServers {
+					e.t.Errorf("Capabilities().TabletServers is %v but the descriptor says %v", e.caps.TabletServers, d.TabletServers)
+				}
+				if d.SelectorKey != "" && e.caps.SelectorKey != d.SelectorKey {
+					e.t.Errorf("Capabilities().SelectorKey is %q but the descriptor's selector key is %q", e.caps.SelectorKey, d.SelectorKey)
+				}
+			},
+		},
+	}
+}
