@@ -119,14 +119,13 @@ const propertyLabel = "conformance-property"
 // runProperty sets up a fresh store and runs one property on t. The
 // property's context ends after timeout or when parent ends. When it ends
 // before the property has returned, t fails naming where the property's
-// goroutines wait; if the property has still not returned after grace,
-// its cleanups (the store's shutdown among them) run at once, from a
-// watchdog goroutine, so that a backend call that ignores its context
-// fails instead of hanging the run.
+// goroutines wait; if the property has still not returned after grace
+// and t is RunStandalone's, its cleanups (the store's shutdown among them)
+// run at once, from a watchdog goroutine, so that a backend call that
+// ignores its context fails instead of hanging the run.
 func runProperty(parent context.Context, t T, h Harness, p Property, timeout, grace time.Duration) {
 	t.Helper()
-	pt := &propT{T: t}
-	t.Cleanup(pt.runCleanups)
+	pt := &propRun{t: t}
 	// The watchdog ends ctx, after describing where the property waits,
 	// so that the description is taken while it still waits.
 	ctx, cancel := context.WithCancelCause(parent)
@@ -144,29 +143,29 @@ func runProperty(parent context.Context, t T, h Harness, p Property, timeout, gr
 	}()
 	go watchProperty(cancel, parent, done, pt, label, timeout, grace)
 	pprof.Do(ctx, pprof.Labels(propertyLabel, label), func(ctx context.Context) {
-		store := h.NewStore(pt)
+		store := h.NewStore(t)
 		if store == nil {
-			pt.Fatalf("conformance: harness %q returned a nil store", h.Name)
+			t.Fatalf("conformance: harness %q returned a nil store", h.Name)
 		}
-		e := &env{t: pt, store: store, ctx: ctx, h: h}
+		e := &env{t: t, store: store, ctx: ctx, h: h}
 		e.c0 = e.client()
 		e.caps = e.c0.Capabilities()
 		if p.Needs != "" {
 			for _, need := range strings.Split(p.Needs, "+") {
 				if ok, why := e.has(need); !ok {
-					pt.Skipf("%s", why)
+					t.Skipf("%s", why)
 				}
 			}
 		}
 		if _, _, err := core.Create(ctx, e.c0, base, nil, core.CreateOptions{}); err != nil {
-			pt.Fatalf("setup: create %s: %v", base, err)
+			t.Fatalf("setup: create %s: %v", base, err)
 		}
 		p.run(e)
 	})
 }
 
 // watchProperty is runProperty's watchdog; see there.
-func watchProperty(cancel context.CancelCauseFunc, parent context.Context, done <-chan struct{}, pt *propT, label string, timeout, grace time.Duration) {
+func watchProperty(cancel context.CancelCauseFunc, parent context.Context, done <-chan struct{}, pt *propRun, label string, timeout, grace time.Duration) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	select {
@@ -184,45 +183,50 @@ func watchProperty(cancel context.CancelCauseFunc, parent context.Context, done 
 		return
 	case <-time.After(grace):
 	}
-	pt.report(fmt.Sprintf("the property did not return within %v of its context's end: running its cleanups (stopping the store) from outside it", grace))
-	pt.runCleanups()
+	if _, ok := pt.t.(interface{ runCleanups() }); ok {
+		pt.report(fmt.Sprintf("the property did not return within %v of its context's end: running its cleanups (stopping the store) from outside it", grace))
+		pt.stop()
+	}
 }
 
-// propT is the T a property and its harness see: it keeps the property's
-// cleanups, so that the watchdog can run them early, and refuses reports
-// after the property has finished (testing.T panics on them).
-type propT struct {
-	T
-
+// propRun is the watchdog's side of one property run: it fails the
+// property at most once for its context's end, never after the property
+// has finished (testing.T panics on that), and can stop the property's
+// store early when its T allows it (RunStandalone's T does; under Run the
+// cleanups are the testing package's, which a harness may rely on, e.g.
+// by asserting its T is a testing.TB, so there a call that ignores its
+// context is left to go test's -timeout).
+type propRun struct {
+	t        T
 	endOnce  sync.Once
 	mu       sync.Mutex
 	finished bool
-	cleanups []func()
-}
-
-func (pt *propT) Cleanup(f func()) {
-	pt.mu.Lock()
-	pt.cleanups = append(pt.cleanups, f)
-	pt.mu.Unlock()
 }
 
 // report fails the property with msg unless it has finished.
-func (pt *propT) report(msg string) {
+func (pt *propRun) report(msg string) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	if !pt.finished {
-		pt.T.Errorf("%s", msg)
+		pt.t.Errorf("%s", msg)
+	}
+}
+
+// stop runs the property's cleanups now, if its T can (see propRun).
+func (pt *propRun) stop() {
+	if s, ok := pt.t.(interface{ runCleanups() }); ok {
+		s.runCleanups()
 	}
 }
 
 // ended fails the property once for its context's end (why), naming
 // where it was waiting when waits is not empty.
-func (pt *propT) ended(why, waits string) {
+func (pt *propRun) ended(why, waits string) {
 	pt.endOnce.Do(func() {
 		if waits != "" {
 			why += ", waiting in: " + waits
 		}
-		if r, ok := pt.T.(interface{ setEnded(string) }); ok {
+		if r, ok := pt.t.(interface{ setEnded(string) }); ok {
 			r.setEnded(why)
 		}
 		pt.report(why)
@@ -237,38 +241,10 @@ func endReason(parent context.Context, timeout time.Duration) string {
 	return fmt.Sprintf("timed out after %v", timeout)
 }
 
-func (pt *propT) finish() {
+func (pt *propRun) finish() {
 	pt.mu.Lock()
 	pt.finished = true
 	pt.mu.Unlock()
-}
-
-// runCleanups runs the cleanups registered so far, last first, each once
-// even when called concurrently. A cleanup that panics or calls Fatalf
-// (from outside the property's goroutine) ends only itself.
-func (pt *propT) runCleanups() {
-	for {
-		pt.mu.Lock()
-		n := len(pt.cleanups)
-		if n == 0 {
-			pt.mu.Unlock()
-			return
-		}
-		f := pt.cleanups[n-1]
-		pt.cleanups = pt.cleanups[:n-1]
-		pt.mu.Unlock()
-		cleanupDone := make(chan struct{})
-		go func() {
-			defer close(cleanupDone)
-			defer func() {
-				if v := recover(); v != nil {
-					pt.T.Errorf("panic in cleanup: %v", v)
-				}
-			}()
-			f()
-		}()
-		<-cleanupDone
-	}
 }
 
 // describeWaits says where the goroutines labelled with label (a

@@ -52,9 +52,11 @@ const (
 // (writes are not retried). Other errors: ErrInvalidArgument (no ops),
 // ErrFenced, ErrClosed, context errors (outcome unknown).
 //
-// OpResult.Stat of a set comes from the multi's answer; of a create or a
-// check it is read right after the multi (a later change by someone else
-// may show). TxnResult.Revision is the multi's zxid when it has a set or a
+// OpResult.Stat of a set comes from the multi's answer; of a create it is
+// read right after the multi and set back to the node's state at its
+// creation (version 0, its data, no children); of a check it is read right
+// after the multi (a later change, in the multi or by someone else, may
+// show). TxnResult.Revision is the multi's zxid when it has a set or a
 // create; for a transaction of deletes and checks only it is the latest
 // zxid this client had seen when the multi returned (at least the multi's).
 func (b *Backend) Txn(ctx context.Context, ops []core.Op, opts core.TxnOptions) (core.TxnResult, error) {
@@ -319,6 +321,22 @@ func (b *Backend) results(ctx context.Context, ops []core.Op, plan []zop, res []
 		out.Revision = createZxid
 	default:
 		out.Revision = b.wire.lastZxid.Load()
+	}
+	// A create's stat is the node's right after that op (core.OpResult),
+	// not after the whole multi or later changes: a node read back with
+	// the multi's zxid as its creation is the one this multi made, so its
+	// stat at creation is known but for what read back supplies (times,
+	// owner): version 0, modified at creation, its data, no children.
+	for _, i := range readBack {
+		st := &out.Results[i].Stat
+		if ops[i].Type != core.OpCreate || st.CreateRevision != out.Revision {
+			continue
+		}
+		st.Version = 0
+		st.ModifyRevision = st.CreateRevision
+		st.ModifyTime = st.CreateTime
+		st.DataLength = int32(len(ops[i].Data))
+		st.NumChildren = 0
 	}
 	return out, nil
 }
