@@ -274,7 +274,10 @@ func snapshotWriterProperties() []Property {
 			Name:        "Snapshot/ConcurrentWriters",
 			Description: "snapshots taken while several clients commit transactions over shared and private nodes are each exactly the state at their revision: every transaction at or below it whole, none above it, none that had returned before the snapshot began missing",
 			run: func(e *env) {
-				const writers, rounds, shared = 3, 12, 4
+				// The writers write until the reader has taken its
+				// snapshots (or maxRounds each), so that snapshots overlap
+				// writes even on a fast backend.
+				const writers, maxRounds, snapshots, shared = 3, 3000, 40, 4
 				root := p("s")
 				var keys []string
 				init := []core.Op{core.CreateOp(root, nil, core.Persistent)}
@@ -290,11 +293,35 @@ func snapshotWriterProperties() []Property {
 				doneRev.Store(res.Revision)
 				var running atomic.Int32
 				running.Store(writers)
+				var stop atomic.Bool
+				// progress has a value after a commit: each snapshot waits
+				// for one, so that writes go on between and during them.
+				progress := make(chan struct{}, 1)
+				// begun is closed once every writer has committed once (or
+				// given up), so that the snapshots overlap the writes.
+				begun := make(chan struct{})
+				var toBegin atomic.Int32
+				toBegin.Store(writers)
+				began := func(once *sync.Once) {
+					once.Do(func() {
+						if toBegin.Add(-1) == 0 {
+							close(begun)
+						}
+					})
+				}
 				cs := e.clients(writers)
 				errs := make(chan error, writers)
 				go parallel(writers, func(w int) {
-					defer running.Add(-1)
-					for j := 0; j < rounds; j++ {
+					var once sync.Once
+					defer began(&once)
+					defer func() {
+						running.Add(-1)
+						select {
+						case progress <- struct{}{}: // the reader must not wait for a commit that will not come
+						default:
+						}
+					}()
+					for j := 0; j < maxRounds && !stop.Load(); j++ {
 						v := []byte(fmt.Sprintf("w%d-%d", w, j))
 						own := core.JoinPath(root, fmt.Sprintf("w%d-%d", w, j))
 						ops := []core.Op{
@@ -313,6 +340,11 @@ func snapshotWriterProperties() []Property {
 						mu.Lock()
 						txns = append(txns, snapTxn{rev: r.Revision, ops: ops})
 						mu.Unlock()
+						began(&once)
+						select {
+						case progress <- struct{}{}:
+						default:
+						}
 						for {
 							d := doneRev.Load()
 							if r.Revision <= d || doneRev.CompareAndSwap(d, r.Revision) {
@@ -328,16 +360,27 @@ func snapshotWriterProperties() []Property {
 				}
 				var snaps []taken
 				reader := e.client()
-				for i := 0; i < 1000; i++ {
-					last := running.Load() == 0
+				select {
+				case <-begun:
+				case <-time.After(waitTimeout):
+					e.t.Fatalf("the writers did not commit a first transaction each within %v", waitTimeout)
+				}
+				for i := 0; i < snapshots && running.Load() > 0; i++ {
+					select {
+					case <-progress:
+					case <-time.After(waitTimeout):
+						stop.Store(true)
+						e.t.Fatalf("no transaction committed within %v before snapshot %d", waitTimeout, i)
+					}
 					minimum := doneRev.Load()
 					snap, err := reader.Snapshot(e.ctx, root)
+					if err != nil {
+						stop.Store(true)
+					}
 					e.ok(err, "snapshot %d", i)
 					snaps = append(snaps, taken{snap, minimum})
-					if last {
-						break
-					}
 				}
+				stop.Store(true)
 				e.eventually("the writers to finish", func() bool { return running.Load() == 0 })
 				select {
 				case err := <-errs:
@@ -385,7 +428,7 @@ func snapshotWriterProperties() []Property {
 						e.t.Fatalf("snapshot %d at revision %d is not the state at that revision: %v", i, s.snap.Revision, diffs)
 					}
 				}
-				e.t.Logf("%d snapshots, %d of them taken between the first and the last write", len(snaps), between)
+				e.t.Logf("%d snapshots, %d of them between the first and the last write, over %d transactions", len(snaps), between, len(txns))
 			},
 		},
 	}

@@ -1,0 +1,214 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/metaplane/metaplane/backends/memory"
+	"github.com/metaplane/metaplane/core"
+)
+
+// The suite's own mutation test: the memory backend with one seeded bug
+// each, of the kinds a backend author plausibly writes. Each must be
+// caught: some property fails, among them the one named as its catcher,
+// so that a property weakened later is noticed. docs/conformance.md
+// reports the kill rate.
+
+// mutant is a memory client with one seeded bug. It implements the
+// required contract and Unwrap, so core.Optional still finds the memory
+// backend's optional parts.
+type mutant struct {
+	core.MetadataBackend
+	bug    string
+	closed <-chan struct{} // closed with the store
+}
+
+func (m *mutant) Unwrap() core.MetadataBackend { return m.MetadataBackend }
+
+const (
+	// bugFrozenModifyTime: a node's modify time stays its create time.
+	bugFrozenModifyTime = "frozen modify time"
+	// bugSuffixFromChildCount: the sequential suffix is the parent's
+	// number of children, so it repeats after deletes.
+	bugSuffixFromChildCount = "sequential suffix from the number of children"
+	// bugSnapshotWalk: Snapshot reads node by node, each read at its own
+	// revision, and labels the result with the revision before the walk.
+	bugSnapshotWalk = "snapshot not at one revision"
+	// bugCreateStatNoLength: a create's result stat has no data length.
+	bugCreateStatNoLength = "create stat without data length"
+	// bugChildrenHangs: Children ignores its context and returns only
+	// when the store is closed (as a plugin's call returns when its
+	// process is killed).
+	bugChildrenHangs = "Children hangs"
+)
+
+func (m *mutant) freeze(st *core.Stat) {
+	if m.bug == bugFrozenModifyTime {
+		st.ModifyTime = st.CreateTime
+	}
+}
+
+func (m *mutant) GetMany(ctx context.Context, paths []string, opts core.ReadOptions) ([]core.GetResult, error) {
+	rs, err := m.MetadataBackend.GetMany(ctx, paths, opts)
+	for i := range rs {
+		m.freeze(&rs[i].Node.Stat)
+	}
+	return rs, err
+}
+
+func (m *mutant) Children(ctx context.Context, path string, opts core.ReadOptions) ([]string, core.Stat, error) {
+	if m.bug == bugChildrenHangs {
+		<-m.closed
+		return nil, core.Stat{}, core.ErrClosed
+	}
+	names, st, err := m.MetadataBackend.Children(ctx, path, opts)
+	m.freeze(&st)
+	return names, st, err
+}
+
+func (m *mutant) Txn(ctx context.Context, ops []core.Op, opts core.TxnOptions) (core.TxnResult, error) {
+	if m.bug == bugSuffixFromChildCount {
+		ops = append([]core.Op(nil), ops...)
+		for i, op := range ops {
+			if op.Type != core.OpCreate || !op.Mode.IsSequential() {
+				continue
+			}
+			parent := op.Path[:strings.LastIndexByte(op.Path, '/')]
+			if parent == "" {
+				parent = "/"
+			}
+			names, _, _ := m.MetadataBackend.Children(ctx, parent, core.ReadOptions{})
+			ops[i].Path = fmt.Sprintf("%s%010d", op.Path, len(names))
+			ops[i].Mode = core.Persistent
+			if op.Mode.IsEphemeral() {
+				ops[i].Mode = core.Ephemeral
+			}
+		}
+	}
+	res, err := m.MetadataBackend.Txn(ctx, ops, opts)
+	for i := range res.Results {
+		m.freeze(&res.Results[i].Stat)
+		if m.bug == bugCreateStatNoLength && res.Results[i].Type == core.OpCreate {
+			res.Results[i].Stat.DataLength = 0
+		}
+	}
+	return res, err
+}
+
+func (m *mutant) Snapshot(ctx context.Context, prefix string) (core.Snapshot, error) {
+	if m.bug != bugSnapshotWalk {
+		s, err := m.MetadataBackend.Snapshot(ctx, prefix)
+		for i := range s.Nodes {
+			m.freeze(&s.Nodes[i].Stat)
+		}
+		return s, err
+	}
+	st, err := m.Status(ctx)
+	if err != nil {
+		return core.Snapshot{}, err
+	}
+	out := core.Snapshot{Revision: st.Revision}
+	var walk func(path string) error
+	walk = func(path string) error {
+		rs, err := m.MetadataBackend.GetMany(ctx, []string{path}, core.ReadOptions{})
+		if err != nil {
+			return err
+		}
+		if errors.Is(rs[0].Err, core.ErrNotFound) {
+			return nil
+		}
+		if rs[0].Err != nil {
+			return rs[0].Err
+		}
+		out.Nodes = append(out.Nodes, rs[0].Node)
+		names, _, err := m.MetadataBackend.Children(ctx, path, core.ReadOptions{})
+		if errors.Is(err, core.ErrNotFound) {
+			return nil
+		}
+		for _, n := range names {
+			if err := walk(core.JoinPath(path, n)); err != nil {
+				return err
+			}
+		}
+		return err
+	}
+	if err := walk(prefix); err != nil {
+		return core.Snapshot{}, err
+	}
+	sort.Slice(out.Nodes, func(i, j int) bool { return out.Nodes[i].Path < out.Nodes[j].Path })
+	return out, nil
+}
+
+type mutantStore struct {
+	s      *memory.Store
+	bug    string
+	closed <-chan struct{}
+}
+
+func (m mutantStore) NewClient(t T, opts ClientOptions) core.MetadataBackend {
+	c := m.s.NewClient(core.ClientOptions{SessionTimeout: opts.SessionTimeout})
+	t.Cleanup(func() { c.Close() })
+	return &mutant{MetadataBackend: c, bug: m.bug, closed: m.closed}
+}
+
+func (m mutantStore) ExpireSession(t T, c core.MetadataBackend) {
+	se, ok := core.Optional[core.SessionExpirer](c)
+	if !ok {
+		t.Fatalf("client %T offers no SessionExpirer", c)
+	}
+	if err := se.ExpireSession(context.Background()); err != nil {
+		t.Fatalf("expire: %v", err)
+	}
+}
+
+func TestSuiteCatchesMutants(t *testing.T) {
+	for _, tt := range []struct {
+		bug     string
+		catcher string // a property that must fail
+		run     string // the properties to run ("": all)
+		timeout time.Duration
+		msg     string // in the catcher's messages
+	}{
+		{bug: bugFrozenModifyTime, catcher: "Stat/Set/Complete"},
+		{bug: bugSuffixFromChildCount, catcher: "Create/Sequential/NotReusedAfterDelete"},
+		{bug: bugSnapshotWalk, catcher: "Snapshot/ConcurrentWriters"},
+		{bug: bugCreateStatNoLength, catcher: "Stat/Create/Complete"},
+		// A hang fails its property at the deadline, naming the call.
+		{bug: bugChildrenHangs, catcher: "Read/Children/Sorted", run: "^Read/Children/Sorted$", timeout: time.Second, msg: "timed out after 1s, waiting in: conformance.(*mutant).Children"},
+	} {
+		t.Run(tt.bug, func(t *testing.T) {
+			h := Harness{Name: "memory with " + tt.bug, NewStore: func(t T) Store {
+				s := memory.NewStore(memory.StoreOptions{})
+				closed := make(chan struct{})
+				t.Cleanup(func() { close(closed); s.Close() })
+				return mutantStore{s: s, bug: tt.bug, closed: closed}
+			}}
+			results, err := RunStandalone(h, StandaloneOptions{Run: tt.run, Timeout: tt.timeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var failed []string
+			for _, r := range results {
+				if r.Status == Failed {
+					failed = append(failed, r.Name)
+				}
+				if r.Name == tt.catcher && tt.msg != "" && !strings.Contains(strings.Join(r.Messages, "\n"), tt.msg) {
+					t.Errorf("%s: messages %q, want one containing %q", r.Name, r.Messages, tt.msg)
+				}
+			}
+			t.Logf("caught by %d properties: %v", len(failed), failed)
+			found := false
+			for _, n := range failed {
+				found = found || n == tt.catcher
+			}
+			if !found {
+				t.Errorf("%s is not caught by %s (failed: %v)", tt.bug, tt.catcher, failed)
+			}
+		})
+	}
+}
