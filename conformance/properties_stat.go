@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -272,11 +273,14 @@ func snapshotWriterProperties() []Property {
 	return []Property{
 		{
 			Name:        "Snapshot/ConcurrentWriters",
-			Description: "snapshots taken while several clients commit transactions over shared and private nodes are each exactly the state at their revision: every transaction at or below it whole, none above it, none that had returned before the snapshot began missing",
+			Description: "snapshots taken while several clients commit transactions over shared and private nodes are each exactly the state at their revision: every transaction at or below it whole, none above it, none that had returned before the snapshot began missing (one failing with ErrUnavailable must succeed when taken again with the writers paused)",
 			run: func(e *env) {
 				// The writers write until the reader has taken its
 				// snapshots (or maxRounds each), so that snapshots overlap
-				// writes even on a fast backend.
+				// writes even on a fast backend. A snapshot failing with
+				// ErrUnavailable (allowed: ZooKeeper gives up on a prefix
+				// that keeps changing) is taken again with the writers
+				// paused, and must then succeed.
 				const writers, maxRounds, snapshots, shared = 3, 3000, 40, 4
 				root := p("s")
 				var keys []string
@@ -297,6 +301,7 @@ func snapshotWriterProperties() []Property {
 				// progress has a value after a commit: each snapshot waits
 				// for one, so that writes go on between and during them.
 				progress := make(chan struct{}, 1)
+				var pause sync.RWMutex // writers hold it shared per transaction
 				// begun is closed once every writer has committed once (or
 				// given up), so that the snapshots overlap the writes.
 				begun := make(chan struct{})
@@ -332,7 +337,9 @@ func snapshotWriterProperties() []Property {
 						if j > 0 {
 							ops = append(ops, core.DeleteOp(core.JoinPath(root, fmt.Sprintf("w%d-%d", w, j-1)), core.AnyVersion))
 						}
+						pause.RLock()
 						r, err := cs[w].Txn(e.ctx, ops, core.TxnOptions{})
+						pause.RUnlock()
 						if err != nil {
 							errs <- fmt.Errorf("writer %d, transaction %d: %w", w, j, err)
 							return
@@ -359,6 +366,7 @@ func snapshotWriterProperties() []Property {
 					minimum int64 // doneRev when the snapshot began
 				}
 				var snaps []taken
+				retried := 0
 				reader := e.client()
 				select {
 				case <-begun:
@@ -374,6 +382,12 @@ func snapshotWriterProperties() []Property {
 					}
 					minimum := doneRev.Load()
 					snap, err := reader.Snapshot(e.ctx, root)
+					if errors.Is(err, core.ErrUnavailable) {
+						retried++
+						pause.Lock()
+						snap, err = reader.Snapshot(e.ctx, root)
+						pause.Unlock()
+					}
 					if err != nil {
 						stop.Store(true)
 					}
@@ -428,7 +442,7 @@ func snapshotWriterProperties() []Property {
 						e.t.Fatalf("snapshot %d at revision %d is not the state at that revision: %v", i, s.snap.Revision, diffs)
 					}
 				}
-				e.t.Logf("%d snapshots, %d of them between the first and the last write, over %d transactions", len(snaps), between, len(txns))
+				e.t.Logf("%d snapshots (%d taken again with the writers paused after ErrUnavailable), %d of them between the first and the last write, over %d transactions", len(snaps), retried, between, len(txns))
 			},
 		},
 	}
