@@ -27,6 +27,10 @@ type env struct {
 	h     Harness
 	caps  core.Capabilities
 	c0    core.MetadataBackend
+	// wait bounds every wait for something another client, a session's
+	// end or a watch must bring about: waitTimeout times the harness's
+	// TimeScale.
+	wait time.Duration
 }
 
 // client opens a new client with the harness's default session timeout.
@@ -127,10 +131,10 @@ func (e *env) data(c core.MetadataBackend, path string, want []byte) core.Node {
 // eventually polls cond until it holds or waitTimeout passes.
 func (e *env) eventually(what string, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(waitTimeout)
+	deadline := time.Now().Add(e.wait)
 	for !cond() {
 		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out after %v waiting for %s", waitTimeout, what)
+			e.t.Fatalf("timed out after %v waiting for %s", e.wait, what)
 		}
 		select {
 		case <-e.ctx.Done():
@@ -159,7 +163,7 @@ func (e *env) expire(c core.MetadataBackend) {
 // waitTimeout.
 func (e *env) campaign(c core.MetadataBackend, id string) core.Leadership {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(e.ctx, waitTimeout)
+	ctx, cancel := context.WithTimeout(e.ctx, e.wait)
 	defer cancel()
 	l, err := c.Campaign(ctx, core.Candidate{ID: id, Address: "test://" + id})
 	e.ok(err, "campaign of %s", id)
@@ -171,8 +175,8 @@ func (e *env) lost(l core.Leadership, what string) {
 	e.t.Helper()
 	select {
 	case <-l.Lost():
-	case <-time.After(waitTimeout):
-		e.t.Fatalf("leadership (epoch %d) not lost %v after %s", l.Epoch(), waitTimeout, what)
+	case <-time.After(e.wait):
+		e.t.Fatalf("leadership (epoch %d) not lost %v after %s", l.Epoch(), e.wait, what)
 	}
 }
 
@@ -199,7 +203,7 @@ func (e *env) watch(c core.MetadataBackend, prefix string, from int64) <-chan co
 func (e *env) nextEvents(ch <-chan core.WatchResponse, n int) []core.WatchEvent {
 	e.t.Helper()
 	var got []core.WatchEvent
-	timeout := time.After(waitTimeout)
+	timeout := time.After(e.wait)
 	for len(got) < n {
 		select {
 		case r, ok := <-ch:
@@ -211,7 +215,7 @@ func (e *env) nextEvents(ch <-chan core.WatchResponse, n int) []core.WatchEvent 
 			}
 			got = append(got, r.Events...)
 		case <-timeout:
-			e.t.Fatalf("got %d of %d watch events in %v: %s", len(got), n, waitTimeout, describeEvents(got))
+			e.t.Fatalf("got %d of %d watch events in %v: %s", len(got), n, e.wait, describeEvents(got))
 		}
 	}
 	return got
@@ -237,8 +241,8 @@ func (e *env) sessionEvent(ch <-chan core.SessionEvent, what string) core.Sessio
 			e.t.Fatalf("session events closed waiting for %s", what)
 		}
 		return ev
-	case <-time.After(waitTimeout):
-		e.t.Fatalf("no session event within %v waiting for %s", waitTimeout, what)
+	case <-time.After(e.wait):
+		e.t.Fatalf("no session event within %v waiting for %s", e.wait, what)
 	}
 	return core.SessionEvent{}
 }
@@ -387,7 +391,7 @@ func (f *follower) converges(what string) {
 	e := f.e
 	e.t.Helper()
 	var why string
-	deadline := time.Now().Add(waitTimeout)
+	deadline := time.Now().Add(e.wait)
 	for {
 		snap, err := f.c.Snapshot(e.ctx, f.prefix)
 		e.ok(err, "snapshot %s", f.prefix)
@@ -396,7 +400,7 @@ func (f *follower) converges(what string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatalf("%s: the watch follower did not converge on the snapshot at revision %d within %v: %s", what, snap.Revision, waitTimeout, why)
+			e.t.Fatalf("%s: the watch follower did not converge on the snapshot at revision %d within %v: %s", what, snap.Revision, e.wait, why)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -29,6 +29,19 @@ type Harness struct {
 	// its own cleanup with t.Cleanup and fails t (never skips it) when the
 	// store cannot be started.
 	NewStore func(t T) Store
+	// TimeScale, for a slow backend, multiplies the suite's bounds: the
+	// per-property deadline (PropertyTimeout, or RunStandalone's Timeout)
+	// and every wait inside a property (20 s). 0 means 1; it never
+	// shortens them (values below 1 count as 1).
+	TimeScale float64
+}
+
+// scale returns d multiplied by h.TimeScale (see there).
+func (h Harness) scale(d time.Duration) time.Duration {
+	if h.TimeScale <= 1 {
+		return d
+	}
+	return time.Duration(float64(d) * h.TimeScale)
 }
 
 // Store is one shared store of the backend under test, with as many clients

@@ -54,7 +54,7 @@ func electionProperties() []Property {
 			Description: "of several candidates campaigning at once exactly one leads at a time; each resignation hands over to one other, with a higher epoch",
 			run: func(e *env) {
 				cs := e.clients(3)
-				ctx, cancel := context.WithTimeout(e.ctx, waitTimeout)
+				ctx, cancel := context.WithTimeout(e.ctx, e.wait)
 				defer cancel()
 				results := make(chan campaignResult, len(cs))
 				for i, c := range cs {
@@ -65,8 +65,8 @@ func electionProperties() []Property {
 					var r campaignResult
 					select {
 					case r = <-results:
-					case <-time.After(waitTimeout):
-						e.t.Fatalf("only %d of %d candidates elected in turn within %v", len(leaders), len(cs), waitTimeout)
+					case <-time.After(e.wait):
+						e.t.Fatalf("only %d of %d candidates elected in turn within %v", len(leaders), len(cs), e.wait)
 					}
 					e.ok(r.err, "campaign of %s", r.id)
 					for _, old := range leaders {
@@ -146,8 +146,8 @@ func electionProperties() []Property {
 				var r campaignResult
 				select {
 				case r = <-waiting:
-				case <-time.After(waitTimeout):
-					e.t.Fatalf("the waiting candidate was not elected within %v of the leader's expiry", waitTimeout)
+				case <-time.After(e.wait):
+					e.t.Fatalf("the waiting candidate was not elected within %v of the leader's expiry", e.wait)
 				}
 				e.ok(r.err, "campaign of b")
 				if r.l.Epoch() <= la.Epoch() {
@@ -167,8 +167,8 @@ func electionProperties() []Property {
 				select {
 				case r := <-waiting:
 					e.ok(r.err, "campaign of b")
-				case <-time.After(waitTimeout):
-					e.t.Fatalf("the waiting candidate was not elected within %v of the leader's close", waitTimeout)
+				case <-time.After(e.wait):
+					e.t.Fatalf("the waiting candidate was not elected within %v of the leader's close", e.wait)
 				}
 			},
 		},
@@ -256,7 +256,7 @@ func electionProperties() []Property {
 				e.ok(err, "observe")
 				waitLeader := func(id string, epoch int64) {
 					e.t.Helper()
-					timeout := time.After(waitTimeout)
+					timeout := time.After(e.wait)
 					for {
 						select {
 						case info, ok := <-ch:
@@ -267,7 +267,7 @@ func electionProperties() []Property {
 								return
 							}
 						case <-timeout:
-							e.t.Fatalf("observer did not report %s at epoch %d within %v", id, epoch, waitTimeout)
+							e.t.Fatalf("observer did not report %s at epoch %d within %v", id, epoch, e.wait)
 						}
 					}
 				}

@@ -158,7 +158,7 @@ func sessionProperties() []Property {
 				id := c.Session().ID
 				e.ok(c.Close(), "close")
 				var seen []core.SessionEvent
-				timeout := time.After(waitTimeout)
+				timeout := time.After(e.wait)
 				for {
 					select {
 					case ev, ok := <-ch:
@@ -170,7 +170,7 @@ func sessionProperties() []Property {
 						}
 						seen = append(seen, ev)
 					case <-timeout:
-						e.t.Fatalf("event channel still open %v after close; events %v", waitTimeout, seen)
+						e.t.Fatalf("event channel still open %v after close; events %v", e.wait, seen)
 					}
 				}
 			},
@@ -183,7 +183,7 @@ func sessionProperties() []Property {
 				ch, err := e.c0.SessionEvents(ctx)
 				e.ok(err, "session events")
 				cancel()
-				timeout := time.After(waitTimeout)
+				timeout := time.After(e.wait)
 				for {
 					select {
 					case _, ok := <-ch:
@@ -191,7 +191,7 @@ func sessionProperties() []Property {
 							return
 						}
 					case <-timeout:
-						e.t.Fatalf("session-event channel open %v after its context ended", waitTimeout)
+						e.t.Fatalf("session-event channel open %v after its context ended", e.wait)
 					}
 				}
 			},

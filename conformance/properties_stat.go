@@ -370,15 +370,15 @@ func snapshotWriterProperties() []Property {
 				reader := e.client()
 				select {
 				case <-begun:
-				case <-time.After(waitTimeout):
-					e.t.Fatalf("the writers did not commit a first transaction each within %v", waitTimeout)
+				case <-time.After(e.wait):
+					e.t.Fatalf("the writers did not commit a first transaction each within %v", e.wait)
 				}
 				for i := 0; i < snapshots && running.Load() > 0; i++ {
 					select {
 					case <-progress:
-					case <-time.After(waitTimeout):
+					case <-time.After(e.wait):
 						stop.Store(true)
-						e.t.Fatalf("no transaction committed within %v before snapshot %d", waitTimeout, i)
+						e.t.Fatalf("no transaction committed within %v before snapshot %d", e.wait, i)
 					}
 					minimum := doneRev.Load()
 					snap, err := reader.Snapshot(e.ctx, root)

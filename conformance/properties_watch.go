@@ -13,7 +13,7 @@ import (
 // before the close are drained).
 func closesSoon(e *env, ch <-chan core.WatchResponse, what string) {
 	e.t.Helper()
-	timeout := time.After(waitTimeout)
+	timeout := time.After(e.wait)
 	for {
 		select {
 		case _, ok := <-ch:
@@ -21,7 +21,7 @@ func closesSoon(e *env, ch <-chan core.WatchResponse, what string) {
 				return
 			}
 		case <-timeout:
-			e.t.Fatalf("watch channel still open %v after %s", waitTimeout, what)
+			e.t.Fatalf("watch channel still open %v after %s", e.wait, what)
 		}
 	}
 }
@@ -84,7 +84,7 @@ func watchProperties() []Property {
 				e.create(e.c0, p("a", "x"), nil, core.Persistent)
 				e.set(e.c0, p("ab"), []byte("noise"), core.AnyVersion)
 				e.set(e.c0, p("a", "x"), []byte("done"), core.AnyVersion)
-				timeout := time.After(waitTimeout)
+				timeout := time.After(e.wait)
 				for {
 					select {
 					case r, ok := <-ch:
@@ -100,7 +100,7 @@ func watchProperties() []Property {
 							}
 						}
 					case <-timeout:
-						e.t.Fatalf("no event for the last change within %v", waitTimeout)
+						e.t.Fatalf("no event for the last change within %v", e.wait)
 					}
 				}
 			},
@@ -113,7 +113,7 @@ func watchProperties() []Property {
 				e.set(e.c0, p("old"), []byte("x"), core.AnyVersion)
 				ch := e.watch(e.c0, base, 0)
 				e.create(e.c0, p("new"), nil, core.Persistent)
-				timeout := time.After(waitTimeout)
+				timeout := time.After(e.wait)
 				for {
 					select {
 					case r, ok := <-ch:
@@ -132,7 +132,7 @@ func watchProperties() []Property {
 							}
 						}
 					case <-timeout:
-						e.t.Fatalf("no event for the new node within %v", waitTimeout)
+						e.t.Fatalf("no event for the new node within %v", e.wait)
 					}
 				}
 			},
@@ -192,7 +192,7 @@ func watchProperties() []Property {
 					e.set(e.c0, p("n"), []byte(fmt.Sprint(i)), core.AnyVersion)
 				}
 				var last int64
-				timeout := time.After(waitTimeout)
+				timeout := time.After(e.wait)
 				for {
 					select {
 					case r, ok := <-ch:
@@ -286,8 +286,8 @@ func watchProperties() []Property {
 						e.t.Fatalf("watch from %d ended at once (%v)", from, r.Err)
 					}
 					first = r
-				case <-time.After(waitTimeout):
-					e.t.Fatalf("no response within %v to a watch from an earlier revision", waitTimeout)
+				case <-time.After(e.wait):
+					e.t.Fatalf("no response within %v to a watch from an earlier revision", e.wait)
 				}
 				if e.caps.ExactHistory {
 					if first.Reset {

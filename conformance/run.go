@@ -39,7 +39,7 @@ const PropertyTimeout = 60 * time.Second
 
 // waitTimeout bounds every wait for something another client, a session's
 // end or a watch must bring about: generous, for replicated backends on
-// slow machines.
+// slow machines, and multiplied by Harness.TimeScale (env.wait).
 const waitTimeout = 20 * time.Second
 
 // Property is one named property of the contract.
@@ -97,7 +97,7 @@ func Run(t *testing.T, h Harness) {
 	for _, p := range Properties() {
 		t.Run(p.Name, func(t *testing.T) {
 			t.Helper()
-			runProperty(context.Background(), t, h, p, PropertyTimeout, stopGrace)
+			runProperty(context.Background(), t, h, p, h.scale(PropertyTimeout), stopGrace)
 		})
 	}
 }
@@ -147,7 +147,7 @@ func runProperty(parent context.Context, t T, h Harness, p Property, timeout, gr
 		if store == nil {
 			t.Fatalf("conformance: harness %q returned a nil store", h.Name)
 		}
-		e := &env{t: t, store: store, ctx: ctx, h: h}
+		e := &env{t: t, store: store, ctx: ctx, h: h, wait: h.scale(waitTimeout)}
 		e.c0 = e.client()
 		e.caps = e.c0.Capabilities()
 		if p.Needs != "" {
@@ -411,8 +411,9 @@ type StandaloneOptions struct {
 	// Run, when not empty, is a regular expression; only properties whose
 	// name it matches (anywhere, as regexp.MatchString does) run.
 	Run string
-	// Timeout bounds each property (0: PropertyTimeout): its context ends
-	// then and it fails, naming where it was waiting. A property that has
+	// Timeout bounds each property (0: PropertyTimeout), times the
+	// harness's TimeScale: its context ends then and it fails, naming
+	// where it was waiting. A property that has
 	// not returned 5 s later has its cleanups run from outside (its store
 	// stopped), and one still running 5 s after that is abandoned.
 	Timeout time.Duration
@@ -450,6 +451,7 @@ func RunStandalone(h Harness, opts StandaloneOptions) ([]Result, error) {
 	if timeout <= 0 {
 		timeout = PropertyTimeout
 	}
+	timeout = h.scale(timeout)
 	ctx := opts.Context
 	if ctx == nil {
 		ctx = context.Background()

@@ -236,3 +236,26 @@ func TestRunStandaloneInterrupted(t *testing.T) {
 		t.Errorf("interrupted property %s %v, want failed as interrupted", r.Status, r.Messages)
 	}
 }
+
+// TestTimeScale: Harness.TimeScale multiplies the waits inside a property
+// and RunStandalone's per-property deadline; below 1 it changes nothing.
+func TestTimeScale(t *testing.T) {
+	for _, tt := range []struct {
+		scale float64
+		want  time.Duration
+	}{{0, waitTimeout}, {0.5, waitTimeout}, {1, waitTimeout}, {2.5, 50 * time.Second}} {
+		h := internalHarness
+		h.TimeScale = tt.scale
+		var got time.Duration
+		p := Property{Name: "Test/scale", run: func(e *env) { got = e.wait }}
+		if r := runStandaloneProperty(context.Background(), h, p, time.Minute, time.Second); r.Status != Passed {
+			t.Fatalf("scale %v: %s %v", tt.scale, r.Status, r.Messages)
+		}
+		if got != tt.want {
+			t.Errorf("scale %v: waits of %v, want %v", tt.scale, got, tt.want)
+		}
+		if d := h.scale(PropertyTimeout); d != time.Duration(float64(PropertyTimeout)*max(tt.scale, 1)) {
+			t.Errorf("scale %v: deadline %v", tt.scale, d)
+		}
+	}
+}

@@ -38,7 +38,9 @@ own chroot.
 
 lists the properties without running anything. A property still running
 after --property-timeout (default 60s) fails, naming where it was
-waiting, its plugin is stopped, and the run goes on. SIGINT or SIGTERM
+waiting, its plugin is stopped, and the run goes on; --timeout-scale F
+multiplies that deadline and every wait inside the properties, for a slow
+backend. SIGINT or SIGTERM
 stops the run: the running property fails as interrupted, its plugin is
 stopped and the summary so far is printed. Exit status: 0 every property
 passed or was skipped, 1 a property failed, the run was interrupted or the
@@ -50,6 +52,7 @@ type conformanceFlags struct {
 	path, run             string
 	asJSON, verbose, list bool
 	timeout               time.Duration
+	scale                 float64
 	unique                []string
 	config                *ConfigFlags
 }
@@ -76,6 +79,7 @@ func newConformanceCmd() *cobra.Command {
 	// --timeout is the flag's first name, kept for existing scripts.
 	f.DurationVar(&cf.timeout, "timeout", conformance.PropertyTimeout, "the old name of --property-timeout")
 	_ = f.MarkHidden("timeout")
+	f.Float64Var(&cf.scale, "timeout-scale", 1, "multiply the property deadline and every wait inside the properties (20s) by `F` (at least 1), for a slow backend")
 	f.BoolVarP(&cf.verbose, "verbose", "v", false, "print every property's log, and the plugin's warnings, on stderr")
 	f.Func("unique", "give every store its own value of the path-like configuration `KEY` (its value plus /metaplane-conformance-<run>-<n>), e.g. zookeeper.path.root on a shared server (repeatable)", func(s string) error {
 		if s == "" || strings.ContainsAny(s, "= ") {
@@ -114,6 +118,9 @@ func runConformance(cmd *cobra.Command, cf conformanceFlags) error {
 	}
 	if cf.timeout <= 0 {
 		return usageError("--property-timeout %v: must be positive", cf.timeout)
+	}
+	if !(cf.scale >= 1) {
+		return usageError("--timeout-scale %v: must be at least 1", cf.scale)
 	}
 
 	ctx := cmd.Context()
@@ -157,6 +164,7 @@ func runConformance(cmd *cobra.Command, cf conformanceFlags) error {
 		}
 	}
 	h := plugintest.Harness(cf.path, opts)
+	h.TimeScale = cf.scale
 
 	out := cmd.OutOrStdout()
 	if !cf.asJSON {

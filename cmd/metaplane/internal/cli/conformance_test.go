@@ -136,6 +136,7 @@ func TestConformanceUsage(t *testing.T) {
 		{"stray argument", []string{"conformance", "--plugin", bin, "extra"}, ExitUsage, `unexpected argument "extra"`},
 		{"bad regex", []string{"conformance", "--plugin", bin, "--run", "(", "--no-env"}, ExitUsage, "bad --run expression"},
 		{"no match", []string{"conformance", "--plugin", bin, "--run", "^NoSuchProperty$", "--no-env"}, ExitUsage, "matches no property"},
+		{"scale below 1", []string{"conformance", "--plugin", bin, "--timeout-scale", "0.5", "--no-env"}, ExitUsage, "--timeout-scale 0.5: must be at least 1"},
 		{"bad config", []string{"conformance", "--plugin", bin, "--no-env", "-D", "coordinator.raft.port=banana"}, ExitUsage, "coordinator.raft.port"},
 		{"not a plugin", []string{"conformance", "--plugin", "/bin/true", "--no-env"}, ExitFailure, "describe plugin /bin/true"},
 	} {
@@ -198,13 +199,13 @@ func TestConformanceList(t *testing.T) {
 
 // TestConformanceHungPlugin: a plugin whose Children never returns (it
 // ignores its context) fails each property that calls it once the
-// property's deadline passes, naming the call it was waiting in, and the
-// run goes on to the next property and ends.
+// property's deadline (scaled: 1s times 2) passes, naming the call it was
+// waiting in, and the run goes on to the next property and ends.
 func TestConformanceHungPlugin(t *testing.T) {
 	bin := brokenPlugin(t)
 	out, errOut, code := runCLI(t, "conformance", "--plugin", bin, "--no-env",
 		"--run", "^(Read/Children/Sorted|Read/Children/NotFound|Read/Exists)$",
-		"--property-timeout", "2s",
+		"--property-timeout", "1s", "--timeout-scale", "2",
 		"-D", "broken.endpoints=127.0.0.1:1", "-D", "broken.hang=true")
 	if code != ExitFailure {
 		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
