@@ -238,11 +238,18 @@ func statusToProto(s core.Status) *pb.StatusResponse {
 		AppliedIndex:  s.AppliedIndex,
 		Revision:      s.Revision,
 		Details:       s.Details,
+		ClusterId:     s.ClusterID,
+		SnapshotIndex: s.SnapshotIndex,
 	}
 	for _, m := range s.Members {
-		out.Members = append(out.Members, &pb.MemberStatus{
+		pm := &pb.MemberStatus{
 			Id: m.ID, Address: m.Address, Role: string(m.Role), MatchIndex: m.MatchIndex, Lag: m.Lag,
-		})
+			Kind: string(m.Kind), Reachable: m.Reachable, SnapshotIndex: m.SnapshotIndex,
+		}
+		if !m.LastContact.IsZero() {
+			pm.LastContactUnixMs = m.LastContact.UnixMilli()
+		}
+		out.Members = append(out.Members, pm)
 	}
 	return out
 }
@@ -259,11 +266,18 @@ func statusFromProto(s *pb.StatusResponse) core.Status {
 		AppliedIndex:  s.AppliedIndex,
 		Revision:      s.Revision,
 		Details:       s.Details,
+		ClusterID:     s.ClusterId,
+		SnapshotIndex: s.SnapshotIndex,
 	}
 	for _, m := range s.Members {
-		out.Members = append(out.Members, core.MemberStatus{
+		cm := core.MemberStatus{
 			ID: m.Id, Address: m.Address, Role: core.Role(m.Role), MatchIndex: m.MatchIndex, Lag: m.Lag,
-		})
+			Kind: core.MemberKind(m.Kind), Reachable: m.Reachable, SnapshotIndex: m.SnapshotIndex,
+		}
+		if m.LastContactUnixMs != 0 {
+			cm.LastContact = time.UnixMilli(m.LastContactUnixMs)
+		}
+		out.Members = append(out.Members, cm)
 	}
 	return out
 }

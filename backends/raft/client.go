@@ -711,7 +711,7 @@ func (c *Client) Status(ctx context.Context) (core.Status, error) {
 	if err := ctx.Err(); err != nil {
 		return core.Status{}, fmt.Errorf("raft: status: %w", err)
 	}
-	return c.m.status(), nil
+	return c.m.status(ctx), nil
 }
 
 // Close ends the client's session (deleting its ephemerals), resigns its

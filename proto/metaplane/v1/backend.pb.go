@@ -3071,14 +3071,21 @@ func (x *ObserveLeaderResponse) GetLeader() *LeaderInfo {
 }
 
 type MemberStatus struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
-	Role          string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
-	MatchIndex    int64                  `protobuf:"varint,4,opt,name=match_index,json=matchIndex,proto3" json:"match_index,omitempty"`
-	Lag           int64                  `protobuf:"varint,5,opt,name=lag,proto3" json:"lag,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Address    string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Role       string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	MatchIndex int64                  `protobuf:"varint,4,opt,name=match_index,json=matchIndex,proto3" json:"match_index,omitempty"`
+	Lag        int64                  `protobuf:"varint,5,opt,name=lag,proto3" json:"lag,omitempty"`
+	// kind is "voter", "non-voting", "witness", or empty (core.MemberKind).
+	Kind      string `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"`
+	Reachable bool   `protobuf:"varint,7,opt,name=reachable,proto3" json:"reachable,omitempty"`
+	// last_contact_unix_ms is core.MemberStatus.LastContact in milliseconds
+	// since the Unix epoch; 0 for the zero time (no contact known).
+	LastContactUnixMs int64 `protobuf:"varint,8,opt,name=last_contact_unix_ms,json=lastContactUnixMs,proto3" json:"last_contact_unix_ms,omitempty"`
+	SnapshotIndex     int64 `protobuf:"varint,9,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *MemberStatus) Reset() {
@@ -3146,6 +3153,34 @@ func (x *MemberStatus) GetLag() int64 {
 	return 0
 }
 
+func (x *MemberStatus) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *MemberStatus) GetReachable() bool {
+	if x != nil {
+		return x.Reachable
+	}
+	return false
+}
+
+func (x *MemberStatus) GetLastContactUnixMs() int64 {
+	if x != nil {
+		return x.LastContactUnixMs
+	}
+	return 0
+}
+
+func (x *MemberStatus) GetSnapshotIndex() int64 {
+	if x != nil {
+		return x.SnapshotIndex
+	}
+	return 0
+}
+
 type StatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ClientId      uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
@@ -3203,6 +3238,9 @@ type StatusResponse struct {
 	Revision      int64                  `protobuf:"varint,9,opt,name=revision,proto3" json:"revision,omitempty"`
 	Members       []*MemberStatus        `protobuf:"bytes,10,rep,name=members,proto3" json:"members,omitempty"`
 	Details       map[string]string      `protobuf:"bytes,11,rep,name=details,proto3" json:"details,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// cluster_id is empty when the backend has none.
+	ClusterId     string `protobuf:"bytes,12,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	SnapshotIndex int64  `protobuf:"varint,13,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3312,6 +3350,20 @@ func (x *StatusResponse) GetDetails() map[string]string {
 		return x.Details
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetSnapshotIndex() int64 {
+	if x != nil {
+		return x.SnapshotIndex
+	}
+	return 0
 }
 
 type GrantLeaseRequest struct {
@@ -4624,16 +4676,20 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\"c\n" +
 	"\x15ObserveLeaderResponse\x12\x18\n" +
 	"\astarted\x18\x01 \x01(\bR\astarted\x120\n" +
-	"\x06leader\x18\x02 \x01(\v2\x18.metaplane.v1.LeaderInfoR\x06leader\"\x7f\n" +
+	"\x06leader\x18\x02 \x01(\v2\x18.metaplane.v1.LeaderInfoR\x06leader\"\x89\x02\n" +
 	"\fMemberStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04role\x18\x03 \x01(\tR\x04role\x12\x1f\n" +
 	"\vmatch_index\x18\x04 \x01(\x03R\n" +
 	"matchIndex\x12\x10\n" +
-	"\x03lag\x18\x05 \x01(\x03R\x03lag\",\n" +
+	"\x03lag\x18\x05 \x01(\x03R\x03lag\x12\x12\n" +
+	"\x04kind\x18\x06 \x01(\tR\x04kind\x12\x1c\n" +
+	"\treachable\x18\a \x01(\bR\treachable\x12/\n" +
+	"\x14last_contact_unix_ms\x18\b \x01(\x03R\x11lastContactUnixMs\x12%\n" +
+	"\x0esnapshot_index\x18\t \x01(\x03R\rsnapshotIndex\",\n" +
 	"\rStatusRequest\x12\x1b\n" +
-	"\tclient_id\x18\x01 \x01(\x04R\bclientId\"\xd0\x03\n" +
+	"\tclient_id\x18\x01 \x01(\x04R\bclientId\"\x96\x04\n" +
 	"\x0eStatusResponse\x12\x18\n" +
 	"\abackend\x18\x01 \x01(\tR\abackend\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x12\n" +
@@ -4646,7 +4702,10 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\brevision\x18\t \x01(\x03R\brevision\x124\n" +
 	"\amembers\x18\n" +
 	" \x03(\v2\x1a.metaplane.v1.MemberStatusR\amembers\x12C\n" +
-	"\adetails\x18\v \x03(\v2).metaplane.v1.StatusResponse.DetailsEntryR\adetails\x1a:\n" +
+	"\adetails\x18\v \x03(\v2).metaplane.v1.StatusResponse.DetailsEntryR\adetails\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\f \x01(\tR\tclusterId\x12%\n" +
+	"\x0esnapshot_index\x18\r \x01(\x03R\rsnapshotIndex\x1a:\n" +
 	"\fDetailsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8e\x01\n" +

@@ -1,0 +1,62 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/core"
+	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
+)
+
+// GetCoordinatorRaftStatus is GET_COORDINATOR_RAFT_STATUS: the backend
+// member's consensus view. Every coordinator answers it, leader or not and
+// with or without a quorum: the Raft leader with view LEADER, any other
+// member with its own view, flagged LOCAL. A backend that does not declare
+// ConsensusStatus answers UNIMPLEMENTED; a coordinator whose backend is not
+// open yet answers UNAVAILABLE.
+func (a *adminService) GetCoordinatorRaftStatus(ctx context.Context, _ *adminv1.GetCoordinatorRaftStatusRequest) (*adminv1.GetCoordinatorRaftStatusResponse, error) {
+	ref := a.s.backend.Load()
+	if ref == nil {
+		return nil, adminclient.ToStatus(fmt.Errorf("%w: coordinator: the metadata backend is not open yet", core.ErrUnavailable))
+	}
+	caps := ref.b.Capabilities()
+	if !caps.ConsensusStatus {
+		return nil, status.Errorf(codes.Unimplemented,
+			"GetCoordinatorRaftStatus: the %q backend does not report a consensus status (it does not declare ConsensusStatus)", caps.Name)
+	}
+	st, err := ref.b.Status(ctx)
+	if err != nil {
+		return nil, adminclient.ToStatus(err)
+	}
+	return raftStatusToProto(st, a.s.id, time.Now()), nil
+}
+
+// raftStatusToProto is the RPC's answer for st, as seen at now.
+func raftStatusToProto(st core.Status, coordinatorID string, now time.Time) *adminv1.GetCoordinatorRaftStatusResponse {
+	out := &adminv1.GetCoordinatorRaftStatusResponse{
+		View: adminv1.RaftStatusView_RAFT_STATUS_VIEW_LOCAL, Backend: st.Backend, ClusterId: st.ClusterID,
+		MemberId: st.MemberID, CoordinatorId: coordinatorID, Role: string(st.Role), Term: st.Epoch,
+		LeaderId: st.LeaderID, LeaderAddress: adminclient.HostPort(st.LeaderAddress),
+		CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, SnapshotIndex: st.SnapshotIndex,
+	}
+	if st.Role == core.RoleLeader {
+		out.View = adminv1.RaftStatusView_RAFT_STATUS_VIEW_LEADER
+	}
+	for _, m := range st.Members {
+		pm := &adminv1.RaftMember{
+			Id: m.ID, Address: m.Address, Role: string(m.Role), Kind: string(m.Kind), Reachable: m.Reachable,
+			LastContactAgeMs: -1, MatchIndex: m.MatchIndex, Lag: m.Lag, SnapshotIndex: m.SnapshotIndex,
+		}
+		if !m.LastContact.IsZero() {
+			pm.LastContactUnixMs = m.LastContact.UnixMilli()
+			pm.LastContactAgeMs = max(now.Sub(m.LastContact).Milliseconds(), 0)
+		}
+		out.Members = append(out.Members, pm)
+	}
+	return out
+}
