@@ -24,15 +24,22 @@ type contacts struct {
 }
 
 type contactEvent struct {
-	ok bool
-	at time.Time
+	ok     bool      // the latest event is a connection set up
+	at     time.Time // when the latest event was
+	lastOK time.Time // when a connection was last set up (zero: never)
 }
 
 func newContacts() *contacts { return &contacts{by: map[string]contactEvent{}} }
 
 func (c *contacts) record(addr string, ok bool) {
+	now := time.Now()
 	c.mu.Lock()
-	c.by[addr] = contactEvent{ok: ok, at: time.Now()}
+	e := c.by[addr]
+	e.ok, e.at = ok, now
+	if ok {
+		e.lastOK = now
+	}
+	c.by[addr] = e
 	c.mu.Unlock()
 }
 
@@ -215,6 +222,9 @@ func (m *member) status(ctx context.Context) core.Status {
 				ms.Reachable, ms.LastContact = true, c.at
 			case !c.ok && c.at.After(ms.LastContact):
 				ms.Reachable = false
+				if c.lastOK.After(ms.LastContact) {
+					ms.LastContact = c.lastOK
+				}
 			}
 		}
 		st.Members = append(st.Members, ms)

@@ -215,15 +215,21 @@ func buildReport(answers []raftAnswer) *raftReport {
 		}
 		rep.Answers = append(rep.Answers, raw)
 	}
+	la := leaderAnswer(answers)
+	// fill takes a member's term, indexes and snapshot from its own answer
+	// and, with a leader, its lag behind the leader's commit index.
 	fill := func(row *raftRow) {
 		row.Term, row.Commit = -1, -1
 		if a, ok := own[row.ID]; ok {
 			row.Coordinator = a.addr
 			row.Term, row.Commit, row.Applied = a.resp.Term, a.resp.CommitIndex, a.resp.AppliedIndex
 			row.SnapshotIndex = a.resp.SnapshotIndex
+			if la != nil {
+				row.Lag = max(la.resp.CommitIndex-a.resp.AppliedIndex, 0)
+			}
 		}
 	}
-	if la := leaderAnswer(answers); la != nil {
+	if la != nil {
 		l := la.resp
 		rep.View, rep.ClusterID, rep.LeaderID, rep.LeaderAddress, rep.Term = "LEADER", l.ClusterId, l.MemberId, la.addr, l.Term
 		for _, m := range l.Members {
