@@ -467,7 +467,10 @@ func checkMetrics(t *testing.T, p *proc, backend string) {
 	resp.Body.Close()
 	want := []string{"metaplane_coordinator_leader 1", "metaplane_tablet_servers_registered 2", "metaplane_backend_call_seconds_bucket"}
 	if backend == "raft" {
-		want = append(want, "raftTerm ", "raftCommitIndex ", "raftAppliedIndex ", "raftApplyLag ", `raftRole{role="leader"} 3`, "raftFollowerLag{")
+		want = append(want, "raftTerm ", "raftCommitIndex ", "raftAppliedIndex ", "raftApplyLag ", `raftRole{role="leader"} 3`,
+			"metaplane_raft_term ", "metaplane_raft_commit_index ", "metaplane_raft_applied_index ",
+			"metaplane_raft_apply_lag_entries ", `metaplane_raft_role{role="leader"} 1`, `metaplane_raft_role{role="follower"} 0`,
+			"metaplane_coordinator_leader_changes_total ", "metaplane_build_info{")
 	}
 	for _, w := range want {
 		if !strings.Contains(string(body), w) {
