@@ -1,8 +1,10 @@
 package coordinator
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -61,11 +63,13 @@ func (s *Server) HealthzHandler() http.Handler {
 }
 
 // ReadyzHandler is /readyz: 200 when this coordinator serves as leader
-// ("leader") or knows a leader to send clients to ("standby; leader <id>
-// at <host:port>"), else 503 ("no leader known"). A standby is ready
-// because it answers every call with the leader's address.
+// ("leader") or its backend names another leader now ("standby; leader
+// <id> at <host:port>": the backend's Leader, bounded by one second, which
+// on Raft is a linearizable read and so needs a quorum), else 503 ("no
+// leader known"). A standby is ready because it answers every call with
+// the leader's address.
 func (s *Server) ReadyzHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		switch {
 		case !s.backendOpen.Load():
@@ -74,8 +78,11 @@ func (s *Server) ReadyzHandler() http.Handler {
 		case s.IsLeader():
 			fmt.Fprintln(w, "leader")
 		default:
-			li := s.currentLeader()
-			if li.ID == "" || li.ID == s.id {
+			ref := s.backend.Load()
+			ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+			li, err := ref.b.Leader(ctx)
+			cancel()
+			if err != nil || li.ID == "" || li.ID == s.id {
 				w.WriteHeader(http.StatusServiceUnavailable)
 				fmt.Fprintln(w, "not ready: no leader known")
 				return
