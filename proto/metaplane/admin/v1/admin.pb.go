@@ -2,8 +2,8 @@
 //
 // AdminService is what operators and clients call on a coordinator (the
 // `metaplane admin` verbs). Only the leader coordinator serves it; a standby
-// answers every call but GetLeader with a NOT_LEADER error carrying the
-// leader's address, and clients retry there.
+// answers every call but GetLeader and GetCoordinatorRaftStatus with a
+// NOT_LEADER error carrying the leader's address, and clients retry there.
 //
 // TabletServerService is the private surface tablet servers use on the Raft
 // backend (FIP-52: REGISTER_TABLET_SERVER, TABLET_SERVER_HEARTBEAT,
