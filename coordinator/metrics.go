@@ -67,6 +67,11 @@ func newMetrics(s *Server, reg prometheus.Registerer) *Metrics {
 			}
 			return 0
 		})
+	if reg != nil && s.opts.PluginRestarts != nil {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "metaplane_plugin_restarts_total",
+			Help: "Restarts of the backend plugin process since the coordinator started."},
+			func() float64 { return float64(s.opts.PluginRestarts()) }))
+	}
 	if reg != nil {
 		reg.MustRegister(m.leader, m.epoch, m.observedEpoch, m.calls, m.tablets, m.imageRevision, m.leaderChanges, m.buildInfo,
 			newStatusCollector(s))

@@ -69,6 +69,9 @@ type Options struct {
 	// Registerer receives the server's Prometheus metrics; nil: none are
 	// registered (they are still kept).
 	Registerer prometheus.Registerer
+	// PluginRestarts, when set, reports how many times the backend's
+	// plugin process has been restarted (metaplane_plugin_restarts_total).
+	PluginRestarts func() int
 	// Fatal, when set, is closed (or becomes ready) when the backend can
 	// no longer be used (the plugin gave up); Serve then returns FatalErr().
 	Fatal    <-chan struct{}

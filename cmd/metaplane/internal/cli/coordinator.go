@@ -171,6 +171,7 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 		ImageLoadTimeout:           cfg.Coordinator.Raft.CatchupTimeout,
 		Logger:                     logger,
 		Registerer:                 reg,
+		PluginRestarts:             p.Restarts,
 		Fatal:                      p.Done(),
 		FatalErr:                   p.Err,
 	})
