@@ -60,3 +60,38 @@ func raftStatusToProto(st core.Status, coordinatorID string, now time.Time) *adm
 	}
 	return out
 }
+
+// transferTimeout bounds a leadership transfer on the leader.
+const transferTimeout = 15 * time.Second
+
+// TransferRaftLeadership hands the backend's consensus leadership to a
+// voter (leader only; a standby answers NOT_LEADER). The leadership of
+// this coordinator ends with it; the coordinator on the target campaigns
+// and leads at the new term.
+func (a *adminService) TransferRaftLeadership(ctx context.Context, r *adminv1.TransferRaftLeadershipRequest) (*adminv1.TransferRaftLeadershipResponse, error) {
+	l, err := a.s.serving()
+	if err != nil {
+		return nil, err
+	}
+	lt, ok := core.Optional[core.LeadershipTransferer](l.b)
+	if !ok {
+		return nil, status.Errorf(codes.Unimplemented,
+			"TransferRaftLeadership: the %q backend cannot transfer its leadership (it does not declare LeadershipTransfer)", l.b.Capabilities().Name)
+	}
+	prev := ""
+	if st, err := l.b.Status(ctx); err == nil {
+		prev = st.MemberID
+	}
+	tctx, cancel := context.WithTimeout(ctx, transferTimeout)
+	defer cancel()
+	var res core.LeadershipTransfer
+	err = a.s.metrics.timeCall("TransferLeadership", func() error {
+		var err error
+		res, err = lt.TransferLeadership(tctx, r.ToId)
+		return err
+	})
+	if err != nil {
+		return nil, a.s.mapErr(err)
+	}
+	return &adminv1.TransferRaftLeadershipResponse{PreviousLeaderId: prev, LeaderId: res.MemberID, Term: res.Term}, nil
+}

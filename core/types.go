@@ -393,6 +393,13 @@ type Status struct {
 	Details map[string]string
 }
 
+// LeadershipTransfer is the outcome of a leadership transfer: the member
+// that leads now and the term (epoch) it leads in.
+type LeadershipTransfer struct {
+	MemberID string
+	Term     int64
+}
+
 // Capabilities is what a backend supports beyond the required core. The
 // conformance suite tests every declared capability and skips, by name, the
 // properties of undeclared ones.
@@ -424,6 +431,8 @@ type Capabilities struct {
 	// role, the term as Epoch, commit and applied index, and on the leader
 	// each member's lag); the coordinator exports it as the raft* gauges.
 	ConsensusStatus bool
+	// LeadershipTransfer: the backend implements LeadershipTransferer.
+	LeadershipTransfer bool
 	// TabletServers is how tablet servers follow this backend.
 	TabletServers TabletServerMode
 	// MaxValueSize is the largest node value accepted, in bytes; larger

@@ -304,7 +304,9 @@ func interfacesOf(b core.MetadataBackend) *pb.Interfaces {
 	_, fi := core.Optional[core.FaultInjector](b)
 	_, se := core.Optional[core.SessionExpirer](b)
 	_, im := core.Optional[core.Importer](b)
-	return &pb.Interfaces{LeaseManager: lm, IdAllocator: ia, MembershipManager: mm, FaultInjector: fi, SessionExpirer: se, Importer: im}
+	_, lt := core.Optional[core.LeadershipTransferer](b)
+	return &pb.Interfaces{LeaseManager: lm, IdAllocator: ia, MembershipManager: mm, FaultInjector: fi, SessionExpirer: se, Importer: im,
+		LeadershipTransferer: lt}
 }
 
 func capabilitiesToProto(c core.Capabilities, ifaces *pb.Interfaces) *pb.Capabilities {
@@ -325,6 +327,7 @@ func capabilitiesToProto(c core.Capabilities, ifaces *pb.Interfaces) *pb.Capabil
 		TabletServers:             pb.TabletServerMode(c.TabletServers),
 		Import:                    c.Import,
 		ImportKeepsVersions:       c.ImportKeepsVersions,
+		LeadershipTransfer:        c.LeadershipTransfer,
 	}
 }
 
@@ -352,6 +355,7 @@ func capabilitiesFromProto(c *pb.Capabilities) (core.Capabilities, *pb.Interface
 		TabletServers:             core.TabletServerMode(c.TabletServers),
 		Import:                    c.Import,
 		ImportKeepsVersions:       c.ImportKeepsVersions,
+		LeadershipTransfer:        c.LeadershipTransfer,
 	}, ifaces
 }
 

@@ -57,7 +57,7 @@ docs/raft.md, Operations.`,
 	pf.StringVar(&r.bootstrap, "bootstrap-servers", "127.0.0.1:9123", "the `host:port,...` of the coordinators to ask (list them all)")
 	pf.BoolVar(&r.json, "json", false, "print the answer as JSON (and an error as JSON on stderr)")
 	pf.DurationVar(&r.timeout, "timeout", 5*time.Second, "how long to wait for each coordinator's answer")
-	cmd.AddCommand(raftStatus(r), raftLeader(r))
+	cmd.AddCommand(raftStatus(r), raftLeader(r), raftTransferLeader(r))
 	return cmd
 }
 
@@ -499,4 +499,79 @@ func raftLeader(r *raftFlags) *cobra.Command {
 				rep.LeaderID, rep.Address, rep.RaftAddress, rep.Term, rep.Agreeing, rep.Answering)
 			return nil
 		}}
+}
+
+// transferReport is `raft transfer-leader`'s answer.
+type transferReport struct {
+	PreviousLeaderID string `json:"previous_leader_id"`
+	LeaderID         string `json:"leader_id"`
+	// Address is the new leader's coordinator client address, as it
+	// answered raft status as leader.
+	Address string `json:"address"`
+	Term    int64  `json:"term"`
+}
+
+func raftTransferLeader(r *raftFlags) *cobra.Command {
+	var to string
+	var wait time.Duration
+	cmd := &cobra.Command{Use: "transfer-leader", Args: noArgs,
+		Short: "hand the Raft leadership to --to N (default: the most caught-up voter) and report the new leader and epoch"}
+	f := cmd.Flags()
+	f.StringVar(&to, "to", "", "the `id` of the voter to lead (default: the most caught-up other voter)")
+	f.DurationVar(&wait, "wait", 30*time.Second, "how long to wait for the transfer and for the new leader to answer as leader")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if to != "" {
+			if n, err := strconv.ParseUint(to, 10, 64); err != nil || n == 0 {
+				return usageError("--to: want a voter's id (a positive integer), got %q", to)
+			}
+		}
+		if wait <= 0 {
+			return usageError("--wait: want a positive duration, got %v", wait)
+		}
+		client, err := adminclient.NewClient(splitList(r.bootstrap))
+		if err != nil {
+			return usageError("--bootstrap-servers: %v", err)
+		}
+		defer client.Close()
+		ctx, cancel := context.WithTimeout(cmd.Context(), wait)
+		defer cancel()
+		var resp *adminv1.TransferRaftLeadershipResponse
+		var detail *adminv1.ErrorDetail
+		err = client.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+			var err error
+			resp, err = a.TransferRaftLeadership(ctx, &adminv1.TransferRaftLeadershipRequest{ToId: to})
+			detail = adminclient.DetailOf(err)
+			return err
+		})
+		if err != nil {
+			if detail != nil && ctx.Err() == nil {
+				return &codedErr{error: err, code: detail.Code}
+			}
+			return err
+		}
+		// Verify: the new leader answers as leader at (at least) the term
+		// the transfer reported.
+		rep := transferReport{PreviousLeaderID: resp.PreviousLeaderId, LeaderID: resp.LeaderId, Term: resp.Term}
+		for {
+			answers, _ := r.gather(ctx)
+			if la := leaderAnswer(answers); la != nil && la.resp.MemberId == resp.LeaderId && la.resp.Term >= resp.Term {
+				rep.Address, rep.Term = la.addr, la.resp.Term
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return &codedErr{code: codeNoLeader, error: fmt.Errorf(
+					"the transfer to %s completed at term %d, but it did not answer as leader within --wait %v (is its coordinator in --bootstrap-servers?)",
+					resp.LeaderId, resp.Term, wait)}
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		if r.json {
+			return r.printJSON(cmd.OutOrStdout(), rep)
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "leadership moved from %s to %s at %s, term (epoch) %d\n",
+			orNone(rep.PreviousLeaderID), rep.LeaderID, rep.Address, rep.Term)
+		return nil
+	}
+	return cmd
 }

@@ -154,6 +154,72 @@ func TestRaftVerbs(t *testing.T) {
 		t.Fatalf("leader: exit %d %+v\n%s%s", code, lr, stdout, stderr)
 	}
 
+	// transfer-leader: refusals change nothing; a transfer to a named
+	// voter and one to the most caught-up voter move the leadership, and
+	// the coordinator leadership with it, at a higher term.
+	for _, bad := range []struct{ to, says string }{
+		{st.LeaderID, "leads already"},
+		{"9", "not in the membership"},
+	} {
+		stdout, stderr, code := runCLI(t, "raft", "transfer-leader", "--to", bad.to, "--json", bs)
+		var je jsonError
+		if code != ExitFailure || json.Unmarshal([]byte(stderr), &je) != nil || je.Code != "INVALID_ARGUMENT" || !strings.Contains(je.Error, bad.says) {
+			t.Errorf("transfer-leader --to %s: exit %d, stdout %q, stderr %q; want INVALID_ARGUMENT %q", bad.to, code, stdout, stderr, bad.says)
+		}
+	}
+	if _, stderr, code := runCLI(t, "raft", "transfer-leader", "--to", "x", bs); code != ExitUsage {
+		t.Errorf("transfer-leader --to x: exit %d (%s), want a usage error", code, stderr)
+	}
+	if stdout, _, code := runCLI(t, "raft", "leader", "--json", bs); code != ExitOK || !strings.Contains(stdout, `"leader_id": "`+st.LeaderID+`"`) {
+		t.Fatalf("the leader moved after refused transfers: %s", stdout)
+	}
+	target := "1"
+	if st.LeaderID == "1" {
+		target = "2"
+	}
+	var tr transferReport
+	// A follower counts as caught up once it has reported its progress
+	// (with its coordinator's first session renewal); until then the
+	// transfer is refused, saying so.
+	testutil.WaitFor(t, 60*time.Second, "a transfer to member "+target, func() bool {
+		stdout, stderr, code := runCLI(t, "raft", "transfer-leader", "--to", target, "--json", bs)
+		if code != ExitOK {
+			if !strings.Contains(stderr, "has not reported its progress recently") {
+				t.Fatalf("transfer-leader --to %s: exit %d %s", target, code, stderr)
+			}
+			return false
+		}
+		tr = transferReport{}
+		return json.Unmarshal([]byte(stdout), &tr) == nil
+	})
+	if tr.LeaderID != target || tr.PreviousLeaderID != st.LeaderID || tr.Term <= st.Term || tr.Address == "" {
+		t.Fatalf("transfer to %s: %+v (was leader %s at term %d)", target, tr, st.LeaderID, st.Term)
+	}
+	testutil.WaitFor(t, 30*time.Second, "the coordinator leadership on member "+target, func() bool {
+		stdout, _, code := runCLI(t, "admin", "leader", "--json", bs)
+		return code == ExitOK && strings.Contains(stdout, `"leader_address": "`+tr.Address+`"`)
+	})
+	prev := tr
+	testutil.WaitFor(t, 60*time.Second, "a transfer to the most caught-up voter", func() bool {
+		stdout, stderr, code := runCLI(t, "raft", "transfer-leader", "--json", bs)
+		if code != ExitOK {
+			if !strings.Contains(stderr, "no other voter is reachable and caught up") {
+				t.Fatalf("transfer-leader: exit %d %s", code, stderr)
+			}
+			return false
+		}
+		tr = transferReport{}
+		return json.Unmarshal([]byte(stdout), &tr) == nil
+	})
+	if tr.LeaderID == prev.LeaderID || tr.PreviousLeaderID != prev.LeaderID || tr.Term <= prev.Term {
+		t.Fatalf("transfer to the most caught-up voter: %+v (after %+v)", tr, prev)
+	}
+	testutil.WaitFor(t, 30*time.Second, "raft status naming the new leader", func() bool {
+		stdout, _, code := runCLI(t, "raft", "status", "--json", bs)
+		st = raftReport{}
+		return code == ExitOK && json.Unmarshal([]byte(stdout), &st) == nil && st.LeaderID == tr.LeaderID && st.VotersReachable == 3
+	})
+
 	// SIGKILL the leader. Every answer of `raft leader` from now on names a
 	// live member or says unknown; never the dead one.
 	var dead *raftProc

@@ -63,6 +63,7 @@ const (
 	AdminService_GetServerTags_FullMethodName            = "/metaplane.admin.v1.AdminService/GetServerTags"
 	AdminService_GetLeader_FullMethodName                = "/metaplane.admin.v1.AdminService/GetLeader"
 	AdminService_GetCoordinatorRaftStatus_FullMethodName = "/metaplane.admin.v1.AdminService/GetCoordinatorRaftStatus"
+	AdminService_TransferRaftLeadership_FullMethodName   = "/metaplane.admin.v1.AdminService/TransferRaftLeadership"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -101,6 +102,15 @@ type AdminServiceClient interface {
 	// declare the ConsensusStatus capability answers UNIMPLEMENTED naming
 	// the backend.
 	GetCoordinatorRaftStatus(ctx context.Context, in *GetCoordinatorRaftStatusRequest, opts ...grpc.CallOption) (*GetCoordinatorRaftStatusResponse, error)
+	// TransferRaftLeadership (leader only) hands the Raft leadership to the
+	// voter to_id, or, when to_id is empty, to the most caught-up other
+	// voter, and answers once that voter is Raft leader, with its id and the
+	// new term (the next coordinator epoch). A target that is not a voter,
+	// not reachable or not caught up is refused with INVALID_ARGUMENT and
+	// nothing changes; a transfer that does not complete in time answers
+	// UNAVAILABLE (it may still complete). A backend that does not declare
+	// LeadershipTransfer answers UNIMPLEMENTED naming the backend.
+	TransferRaftLeadership(ctx context.Context, in *TransferRaftLeadershipRequest, opts ...grpc.CallOption) (*TransferRaftLeadershipResponse, error)
 }
 
 type adminServiceClient struct {
@@ -331,6 +341,16 @@ func (c *adminServiceClient) GetCoordinatorRaftStatus(ctx context.Context, in *G
 	return out, nil
 }
 
+func (c *adminServiceClient) TransferRaftLeadership(ctx context.Context, in *TransferRaftLeadershipRequest, opts ...grpc.CallOption) (*TransferRaftLeadershipResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TransferRaftLeadershipResponse)
+	err := c.cc.Invoke(ctx, AdminService_TransferRaftLeadership_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -367,6 +387,15 @@ type AdminServiceServer interface {
 	// declare the ConsensusStatus capability answers UNIMPLEMENTED naming
 	// the backend.
 	GetCoordinatorRaftStatus(context.Context, *GetCoordinatorRaftStatusRequest) (*GetCoordinatorRaftStatusResponse, error)
+	// TransferRaftLeadership (leader only) hands the Raft leadership to the
+	// voter to_id, or, when to_id is empty, to the most caught-up other
+	// voter, and answers once that voter is Raft leader, with its id and the
+	// new term (the next coordinator epoch). A target that is not a voter,
+	// not reachable or not caught up is refused with INVALID_ARGUMENT and
+	// nothing changes; a transfer that does not complete in time answers
+	// UNAVAILABLE (it may still complete). A backend that does not declare
+	// LeadershipTransfer answers UNIMPLEMENTED naming the backend.
+	TransferRaftLeadership(context.Context, *TransferRaftLeadershipRequest) (*TransferRaftLeadershipResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -442,6 +471,9 @@ func (UnimplementedAdminServiceServer) GetLeader(context.Context, *GetLeaderRequ
 }
 func (UnimplementedAdminServiceServer) GetCoordinatorRaftStatus(context.Context, *GetCoordinatorRaftStatusRequest) (*GetCoordinatorRaftStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetCoordinatorRaftStatus not implemented")
+}
+func (UnimplementedAdminServiceServer) TransferRaftLeadership(context.Context, *TransferRaftLeadershipRequest) (*TransferRaftLeadershipResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TransferRaftLeadership not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -860,6 +892,24 @@ func _AdminService_GetCoordinatorRaftStatus_Handler(srv interface{}, ctx context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_TransferRaftLeadership_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TransferRaftLeadershipRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).TransferRaftLeadership(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_TransferRaftLeadership_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).TransferRaftLeadership(ctx, req.(*TransferRaftLeadershipRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -954,6 +1004,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetCoordinatorRaftStatus",
 			Handler:    _AdminService_GetCoordinatorRaftStatus_Handler,
+		},
+		{
+			MethodName: "TransferRaftLeadership",
+			Handler:    _AdminService_TransferRaftLeadership_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
