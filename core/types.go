@@ -429,7 +429,8 @@ type Capabilities struct {
 	ImportKeepsVersions bool
 	// ConsensusStatus: Status reports this member's consensus view (a Raft
 	// role, the term as Epoch, commit and applied index, and on the leader
-	// each member's lag); the coordinator exports it as the raft* gauges.
+	// each member's lag); the coordinator serves it as GetCoordinatorRaftStatus
+	// and exports it as the metaplane_raft_* (and raft*) metrics.
 	ConsensusStatus bool
 	// LeadershipTransfer: the backend implements LeadershipTransferer.
 	LeadershipTransfer bool
