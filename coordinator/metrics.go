@@ -116,13 +116,6 @@ func (m *Metrics) setLeader(l *leaderState) {
 	if l == nil {
 		m.leader.Set(0)
 		m.epoch.Set(-1)
-		m.leaderChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "metaplane_coordinator_leader_changes_total",
-			Help: "Changes of leader (a new leader id or epoch) this coordinator has observed since it started."})
-		version, commit, goversion := buildInfo(debug.ReadBuildInfo)
-		m.buildInfo = prometheus.NewGauge(prometheus.GaugeOpts{Name: "metaplane_build_info",
-			Help:        "Always 1; the labels say which build runs: the module version, the VCS commit (empty when not stamped), the Go toolchain.",
-			ConstLabels: prometheus.Labels{"version": version, "commit": commit, "goversion": goversion}})
-		m.buildInfo.Set(1)
 		return
 	}
 	m.leader.Set(1)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -287,6 +288,11 @@ func TestRaftStatusAndHealth(t *testing.T) {
 		return true
 	})
 	checkHealth(alive, leader)
+	// The new leader has seen at least two leaders: the first and itself.
+	_, metrics := httpGet(t, metricsURL(t, leader)+"/metrics")
+	if m := regexp.MustCompile(`(?m)^metaplane_coordinator_leader_changes_total (\d+)`).FindStringSubmatch(metrics); m == nil || atoi(m[1]) < 2 {
+		t.Errorf("the new leader's metaplane_coordinator_leader_changes_total: %v, want at least 2", m)
+	}
 
 	// A second SIGKILL: the last member answers with its own view, no
 	// leader, and its admin service and readiness say so.
@@ -307,4 +313,9 @@ func TestRaftStatusAndHealth(t *testing.T) {
 	if code, body := httpGet(t, metricsURL(t, last)+"/readyz"); code != http.StatusServiceUnavailable {
 		t.Errorf("the last member's /readyz: %d %q, want 503", code, body)
 	}
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }
