@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/metaplane/metaplane/core"
 )
@@ -89,9 +90,12 @@ func (c *Client) TransferLeadership(ctx context.Context, to string) (core.Leader
 	if err != nil {
 		return core.LeadershipTransfer{}, fmt.Errorf("%w: member id %q", core.ErrInvalidArgument, target.ID)
 	}
-	if err := m.nh.RequestLeaderTransfer(shardID, rid); err != nil {
-		return core.LeadershipTransfer{}, m.mapErr(ctx, "transfer leadership", err)
-	}
+	// Raft abandons a transfer that does not complete within an election
+	// timeout (the target was slow to catch up, or its campaign was lost):
+	// ask again while this member still leads, until ctx ends.
+	retry := time.NewTicker(2 * m.opts.ElectionTimeout)
+	defer retry.Stop()
+	request := true
 	for {
 		m.mu.Lock()
 		leader, term, closed, ch := m.raftLeader, m.raftTerm, m.closed, m.changeC
@@ -102,8 +106,16 @@ func (c *Client) TransferLeadership(ctx context.Context, to string) (core.Leader
 		if leader == rid {
 			return core.LeadershipTransfer{MemberID: target.ID, Term: int64(term)}, nil
 		}
+		if request && leader == m.replicaID {
+			if err := m.nh.RequestLeaderTransfer(shardID, rid); err != nil {
+				return core.LeadershipTransfer{}, m.mapErr(ctx, "transfer leadership", err)
+			}
+		}
+		request = false
 		select {
 		case <-ch:
+		case <-retry.C:
+			request = true
 		case <-ctx.Done():
 			return core.LeadershipTransfer{}, fmt.Errorf("%w: raft: leadership did not move to member %s before the call ended (it may still move): %v",
 				core.ErrUnavailable, target.ID, ctx.Err())
