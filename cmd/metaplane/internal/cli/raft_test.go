@@ -1,14 +1,12 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -77,7 +75,7 @@ func startRaftCoordinators(t *testing.T, n int) []*raftProc {
 			"-D", "coordinator.raft.voters="+strings.Join(voters, ","), "-D", "coordinator.raft.node.id="+p.id,
 			"-D", "coordinator.raft.port="+strconv.Itoa(raftPorts[i]),
 			"-D", "coordinator.raft.dir="+filepath.Join(t.TempDir(), "raft"))
-		out := &lockedBuffer{}
+		out := &testutil.SyncBuffer{}
 		p.cmd.Stdout, p.cmd.Stderr = out, out
 		p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		if err := p.cmd.Start(); err != nil {
@@ -292,23 +290,4 @@ func TestRaftVerbs(t *testing.T) {
 		}
 		return code == ExitFailure && strings.Contains(stderr, "leader unknown")
 	})
-}
-
-// lockedBuffer is a buffer two writers (a process's stdout and stderr)
-// share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
