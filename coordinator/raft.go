@@ -17,12 +17,12 @@ import (
 // member's consensus view. Every coordinator answers it, leader or not and
 // with or without a quorum: the Raft leader with view LEADER, any other
 // member with its own view, flagged LOCAL. A backend that does not declare
-// ConsensusStatus answers UNIMPLEMENTED; a coordinator whose backend is not
-// open yet answers UNAVAILABLE.
+// ConsensusStatus answers UNIMPLEMENTED; a coordinator with no backend
+// client open (starting, or restarting its plugin) answers UNAVAILABLE.
 func (a *adminService) GetCoordinatorRaftStatus(ctx context.Context, _ *adminv1.GetCoordinatorRaftStatusRequest) (*adminv1.GetCoordinatorRaftStatusResponse, error) {
 	ref := a.s.backend.Load()
-	if ref == nil {
-		return nil, adminclient.ToStatus(fmt.Errorf("%w: coordinator: the metadata backend is not open yet", core.ErrUnavailable))
+	if ref == nil || !a.s.backendOpen.Load() {
+		return nil, adminclient.ToStatus(fmt.Errorf("%w: coordinator: no metadata backend client is open (starting, or the plugin is being restarted)", core.ErrUnavailable))
 	}
 	caps := ref.b.Capabilities()
 	if !caps.ConsensusStatus {
