@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/coordinator"
@@ -318,4 +320,25 @@ func TestRaftStatusAndHealth(t *testing.T) {
 func atoi(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
+}
+
+// checkRaftStatusRPC: every coordinator answers GetCoordinatorRaftStatus
+// on Raft; on ZooKeeper (no ConsensusStatus) each answers UNIMPLEMENTED
+// naming the backend.
+func checkRaftStatusRPC(t *testing.T, ctx context.Context, clients []string, backend string) {
+	t.Helper()
+	for _, addr := range clients {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		st, err := dialAdmin(t, addr).GetCoordinatorRaftStatus(cctx, &adminv1.GetCoordinatorRaftStatusRequest{})
+		cancel()
+		if backend == "raft" {
+			if err != nil || st.Backend != "raft" || st.MemberId == "" {
+				t.Errorf("GetCoordinatorRaftStatus on %s: %+v, %v", addr, st, err)
+			}
+			continue
+		}
+		if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), fmt.Sprintf("%q backend", backend)) {
+			t.Errorf("GetCoordinatorRaftStatus on %s (%s): %v, want UNIMPLEMENTED naming the backend", addr, backend, err)
+		}
+	}
 }
