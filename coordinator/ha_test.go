@@ -30,30 +30,13 @@ import (
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testutil.SyncBuffer
 	done chan struct{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func startProc(t *testing.T, name, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, out: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{name: name, out: &testutil.SyncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	p.cmd.Dir = t.TempDir()
@@ -240,6 +223,7 @@ func haScenario(t *testing.T, bin string, common []string, b haBackend) {
 	}
 	checkMetrics(t, coords[first.LeaderAddress], b.name)
 	checkTabletRPCs(t, ctx, client, b.name)
+	checkRaftStatusRPC(t, ctx, clients, b.name)
 	if b.name == "zookeeper" && !strings.Contains(coords[first.LeaderAddress].out.String(), "WARNING: the ZooKeeper backend is deprecated") {
 		t.Errorf("no deprecation warning at start on ZooKeeper")
 	}
@@ -467,7 +451,10 @@ func checkMetrics(t *testing.T, p *proc, backend string) {
 	resp.Body.Close()
 	want := []string{"metaplane_coordinator_leader 1", "metaplane_tablet_servers_registered 2", "metaplane_backend_call_seconds_bucket"}
 	if backend == "raft" {
-		want = append(want, "raftTerm ", "raftCommitIndex ", "raftAppliedIndex ", "raftApplyLag ", `raftRole{role="leader"} 3`, "raftFollowerLag{")
+		want = append(want, "raftTerm ", "raftCommitIndex ", "raftAppliedIndex ", "raftApplyLag ", `raftRole{role="leader"} 3`,
+			"metaplane_raft_term ", "metaplane_raft_commit_index ", "metaplane_raft_applied_index ",
+			"metaplane_raft_apply_lag_entries ", `metaplane_raft_role{role="leader"} 1`, `metaplane_raft_role{role="follower"} 0`,
+			"metaplane_coordinator_leader_changes_total ", "metaplane_build_info{")
 	}
 	for _, w := range want {
 		if !strings.Contains(string(body), w) {

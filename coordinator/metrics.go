@@ -2,6 +2,8 @@ package coordinator
 
 import (
 	"context"
+	"runtime"
+	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +23,10 @@ type Metrics struct {
 	calls         *prometheus.HistogramVec
 	tablets       prometheus.GaugeFunc
 	imageRevision prometheus.GaugeFunc
+	// leaderChanges counts the changes of leader this coordinator has
+	// observed (a new leader id or epoch).
+	leaderChanges prometheus.Counter
+	buildInfo     prometheus.Gauge
 }
 
 func newMetrics(s *Server, reg prometheus.Registerer) *Metrics {
@@ -38,6 +44,13 @@ func newMetrics(s *Server, reg prometheus.Registerer) *Metrics {
 			[]string{"method", "outcome"}),
 	}
 	m.epoch.Set(-1)
+	m.leaderChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "metaplane_coordinator_leader_changes_total",
+		Help: "Changes of leader (a new leader id or epoch) this coordinator has observed since it started."})
+	version, commit, goversion := buildInfo(debug.ReadBuildInfo)
+	m.buildInfo = prometheus.NewGauge(prometheus.GaugeOpts{Name: "metaplane_build_info",
+		Help:        "Always 1; the labels say which build runs: the module version, the VCS commit (empty when not stamped), the Go toolchain.",
+		ConstLabels: prometheus.Labels{"version": version, "commit": commit, "goversion": goversion}})
+	m.buildInfo.Set(1)
 	m.tablets = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "metaplane_tablet_servers_registered",
 		Help: "Tablet servers registered under /tabletservers/ids, as the leader's image holds them (0 on a standby)."},
 		func() float64 {
@@ -54,10 +67,49 @@ func newMetrics(s *Server, reg prometheus.Registerer) *Metrics {
 			}
 			return 0
 		})
+	if reg != nil && s.opts.PluginRestarts != nil {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "metaplane_plugin_restarts_total",
+			Help: "Restarts of the backend plugin process since the coordinator started."},
+			func() float64 { return float64(s.opts.PluginRestarts()) }))
+	}
 	if reg != nil {
-		reg.MustRegister(m.leader, m.epoch, m.observedEpoch, m.calls, m.tablets, m.imageRevision, newStatusCollector(s))
+		reg.MustRegister(m.leader, m.epoch, m.observedEpoch, m.calls, m.tablets, m.imageRevision, m.leaderChanges, m.buildInfo,
+			newStatusCollector(s))
 	}
 	return m
+}
+
+// buildInfo is the binary's module version, VCS commit and Go version,
+// from read (debug.ReadBuildInfo); "unknown" where the binary has no build
+// information, an empty commit where the build stamped none.
+func buildInfo(read func() (*debug.BuildInfo, bool)) (version, commit, goversion string) {
+	version, goversion = "unknown", runtime.Version()
+	bi, ok := read()
+	if !ok {
+		return
+	}
+	if bi.Main.Version != "" {
+		version = bi.Main.Version
+	}
+	if bi.GoVersion != "" {
+		goversion = bi.GoVersion
+	}
+	for _, st := range bi.Settings {
+		if st.Key == "vcs.revision" {
+			commit = st.Value
+		}
+	}
+	return
+}
+
+// observedLeader counts a change of the observed leader.
+func (m *Metrics) observedLeader(prev *core.LeaderInfo, li core.LeaderInfo) {
+	if li.ID == "" {
+		return
+	}
+	if prev == nil || prev.ID != li.ID || prev.Epoch != li.Epoch {
+		m.leaderChanges.Inc()
+	}
 }
 
 func (m *Metrics) setLeader(l *leaderState) {
@@ -70,28 +122,50 @@ func (m *Metrics) setLeader(l *leaderState) {
 	m.epoch.Set(float64(l.lead.Epoch()))
 }
 
-// statusCollector reads core.Status at scrape time for the Raft gauges.
+// statusCollector reads core.Status at scrape time for the Raft metrics,
+// on a backend that declares ConsensusStatus. It exports each value under
+// its conventional name (metaplane_raft_*) and under the name operators of
+// the original know (raftRole, raftTerm, ...); docs/raft.md gives the
+// mapping. The per-follower series are the leader's only, and a follower
+// without a recent progress report has none (absent, not 0).
 type statusCollector struct {
 	s                                           *Server
 	role, term, commit, applied, lag, followers *prometheus.Desc
+
+	roleSet, termC, commitC, appliedC, lagC, followerLag, followerContact *prometheus.Desc
 }
+
+// raftRoles are the states of the metaplane_raft_role state set.
+var raftRoles = []core.Role{core.RoleLeader, core.RoleFollower, core.RoleCandidate, core.RoleObserver,
+	core.RoleStandalone, core.RoleUnknown}
 
 func newStatusCollector(s *Server) *statusCollector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	return &statusCollector{s: s,
-		role:      d("raftRole", "This member's role: 0 unknown, 1 follower, 2 candidate, 3 leader, 4 observer, 5 standalone.", "role"),
-		term:      d("raftTerm", "The current Raft term (the leader epoch)."),
-		commit:    d("raftCommitIndex", "The Raft commit index this member knows."),
-		applied:   d("raftAppliedIndex", "The Raft index this member has applied."),
-		lag:       d("raftApplyLag", "raftCommitIndex - raftAppliedIndex."),
-		followers: d("raftFollowerLag", "On the leader: each follower's lag behind the commit index, in entries.", "follower"),
+		role:      d("raftRole", "This member's role: 0 unknown, 1 follower, 2 candidate, 3 leader, 4 observer, 5 standalone (also metaplane_raft_role).", "role"),
+		term:      d("raftTerm", "The current Raft term, the leader epoch (also metaplane_raft_term)."),
+		commit:    d("raftCommitIndex", "The Raft commit index this member knows (also metaplane_raft_commit_index)."),
+		applied:   d("raftAppliedIndex", "The Raft index this member has applied (also metaplane_raft_applied_index)."),
+		lag:       d("raftApplyLag", "raftCommitIndex - raftAppliedIndex (also metaplane_raft_apply_lag_entries)."),
+		followers: d("raftFollowerLag", "On the leader: each follower's lag behind the commit index, in entries, as of its last progress report (also metaplane_raft_follower_lag_entries).", "follower"),
+
+		roleSet:  d("metaplane_raft_role", "This member's Raft role, as a state set: 1 for the current role, 0 for the others.", "role"),
+		termC:    d("metaplane_raft_term", "The current Raft term (the leader epoch)."),
+		commitC:  d("metaplane_raft_commit_index", "The Raft commit index this member knows."),
+		appliedC: d("metaplane_raft_applied_index", "The Raft log index this member has applied."),
+		lagC:     d("metaplane_raft_apply_lag_entries", "Entries committed but not yet applied on this member."),
+		followerLag: d("metaplane_raft_follower_lag_entries",
+			"On the leader only: a follower's lag behind the commit index, in entries, as of its last progress report; absent for a follower without a recent report.", "follower"),
+		followerContact: d("metaplane_raft_follower_last_contact_seconds",
+			"On the leader only: seconds since the leader's last evidence of contact with the follower; absent when it has none.", "follower"),
 	}
 }
 
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.role, c.term, c.commit, c.applied, c.lag, c.followers} {
+	for _, d := range []*prometheus.Desc{c.role, c.term, c.commit, c.applied, c.lag, c.followers,
+		c.roleSet, c.termC, c.commitC, c.appliedC, c.lagC, c.followerLag, c.followerContact} {
 		ch <- d
 	}
 }
@@ -110,16 +184,40 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	if err != nil {
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(c.role, prometheus.GaugeValue, roleValue[st.Role], string(st.Role))
-	ch <- prometheus.MustNewConstMetric(c.term, prometheus.GaugeValue, float64(st.Epoch))
-	ch <- prometheus.MustNewConstMetric(c.commit, prometheus.GaugeValue, float64(st.CommitIndex))
-	ch <- prometheus.MustNewConstMetric(c.applied, prometheus.GaugeValue, float64(st.AppliedIndex))
-	ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(st.CommitIndex-st.AppliedIndex))
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(c.role, roleValue[st.Role], string(st.Role))
+	gauge(c.term, float64(st.Epoch))
+	gauge(c.commit, float64(st.CommitIndex))
+	gauge(c.applied, float64(st.AppliedIndex))
+	gauge(c.lag, float64(st.CommitIndex-st.AppliedIndex))
+	for _, r := range raftRoles {
+		v := 0.0
+		if st.Role == r {
+			v = 1
+		}
+		gauge(c.roleSet, v, string(r))
+	}
+	gauge(c.termC, float64(st.Epoch))
+	gauge(c.commitC, float64(st.CommitIndex))
+	gauge(c.appliedC, float64(st.AppliedIndex))
+	gauge(c.lagC, float64(st.CommitIndex-st.AppliedIndex))
+	if st.Role != core.RoleLeader {
+		return
+	}
+	now := time.Now()
 	for _, m := range st.Members {
 		if m.ID == st.MemberID {
 			continue
 		}
-		ch <- prometheus.MustNewConstMetric(c.followers, prometheus.GaugeValue, float64(m.Lag), m.ID)
+		if m.MatchIndex > 0 {
+			gauge(c.followers, float64(m.Lag), m.ID)
+			gauge(c.followerLag, float64(m.Lag), m.ID)
+		}
+		if !m.LastContact.IsZero() {
+			gauge(c.followerContact, max(now.Sub(m.LastContact).Seconds(), 0), m.ID)
+		}
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/core"
@@ -68,6 +69,9 @@ type Options struct {
 	// Registerer receives the server's Prometheus metrics; nil: none are
 	// registered (they are still kept).
 	Registerer prometheus.Registerer
+	// PluginRestarts, when set, reports how many times the backend's
+	// plugin process has been restarted (metaplane_plugin_restarts_total).
+	PluginRestarts func() int
 	// Fatal, when set, is closed (or becomes ready) when the backend can
 	// no longer be used (the plugin gave up); Serve then returns FatalErr().
 	Fatal    <-chan struct{}
@@ -82,7 +86,10 @@ type Server struct {
 	log     *slog.Logger
 	metrics *Metrics
 
-	grpc *grpc.Server
+	grpc   *grpc.Server
+	health *healthState
+	// backendOpen: a backend client is open (the overall health).
+	backendOpen atomic.Bool
 
 	leader     atomic.Pointer[leaderState]
 	backend    atomic.Pointer[backendRef]
@@ -150,6 +157,8 @@ func New(opts Options) (*Server, error) {
 	s.grpc = grpc.NewServer()
 	adminv1.RegisterAdminServiceServer(s.grpc, &adminService{s: s})
 	adminv1.RegisterTabletServerServiceServer(s.grpc, &tabletServerService{s: s})
+	s.health = newHealth()
+	healthpb.RegisterHealthServer(s.grpc, s.health.srv)
 	return s, nil
 }
 
@@ -193,6 +202,7 @@ func (s *Server) setLeader(l *leaderState) {
 	}
 	s.mu.Unlock()
 	s.metrics.setLeader(l)
+	s.health.setLeader(l != nil)
 }
 
 // Serve serves until ctx ends (then it resigns, stops the gRPC server and
@@ -219,6 +229,8 @@ func (s *Server) Serve(ctx context.Context) error {
 	if err == nil {
 		<-loopDone
 	}
+	s.backendOpen.Store(false)
+	s.health.shutdown()
 	s.grpc.Stop()
 	return err
 }
@@ -245,8 +257,12 @@ func (s *Server) run(ctx context.Context) error {
 		backoff = 100 * time.Millisecond
 		b = s.metrics.wrap(b)
 		s.backend.Store(&backendRef{b: b})
+		s.backendOpen.Store(true)
+		s.health.setBackend(true)
 		started := time.Now()
 		s.withClient(ctx, b)
+		s.backendOpen.Store(false)
+		s.health.setBackend(false)
 		b.Close()
 		if time.Since(started) < time.Second {
 			// The client failed at once: do not spin on a backend that is
@@ -388,7 +404,7 @@ func (s *Server) observeLeader(ctx context.Context, b core.MetadataBackend) {
 		}
 		for li := range ch {
 			li := li
-			s.leaderInfo.Store(&li)
+			s.metrics.observedLeader(s.leaderInfo.Swap(&li), li)
 			s.metrics.observedEpoch.Set(float64(li.Epoch))
 		}
 		sleep(ctx, nil, 200*time.Millisecond)

@@ -6,11 +6,14 @@ import (
 	"net"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/backends/memory"
@@ -364,6 +367,14 @@ func TestStandbyRefusesEveryAdminMethod(t *testing.T) {
 				r, _ := out[0].Interface().(*adminv1.GetLeaderResponse)
 				if err != nil || r.IsLeader || r.LeaderAddress != a.addr || r.ThisAddress != b.addr {
 					t.Fatalf("GetLeader on the standby: %+v, %v; want not leader, leader %s", r, err, a.addr)
+				}
+				return
+			}
+			if m.Name == "GetCoordinatorRaftStatus" {
+				// Answered by every coordinator; the memory backend does
+				// not declare ConsensusStatus.
+				if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), `"memory" backend`) {
+					t.Fatalf("GetCoordinatorRaftStatus on memory: %v, want UNIMPLEMENTED naming the memory backend", err)
 				}
 				return
 			}

@@ -238,6 +238,21 @@ type ImportNode struct {
 	NextSequence int64
 }
 
+// LeadershipTransferer is implemented by replicated backends that can hand
+// their consensus leadership to a chosen member (Capabilities.
+// LeadershipTransfer).
+type LeadershipTransferer interface {
+	// TransferLeadership, on the member that leads, hands the leadership to
+	// the voter to (a MemberStatus.ID; empty: the most caught-up other
+	// voter) and waits, bounded by ctx, until that member leads. The
+	// target must be a voter other than this member and caught up (the
+	// backend says how far behind is too far). Errors: ErrNotLeader (this
+	// member does not lead), ErrInvalidArgument (no such member, not a
+	// voter, this member, not caught up), ErrUnavailable (the leadership
+	// did not move in time; it may still move), ErrClosed.
+	TransferLeadership(ctx context.Context, to string) (LeadershipTransfer, error)
+}
+
 // SessionExpirer is implemented by backends that can expire the client's
 // own session on demand, as its timeout would (Capabilities.SessionExpiry).
 // The conformance suite uses it (across the plugin boundary too) to test
@@ -270,10 +285,11 @@ type Unwrapper interface {
 }
 
 // Optional returns b's optional part T (LeaseManager, IDAllocator,
-// MembershipManager, FaultInjector, SessionExpirer, Importer, or a part of
-// a later version) and true when b, or a backend b wraps (following
-// Unwrap), both implements T and declares it in its Capabilities (Leases,
-// NativeIDAllocation, Membership, FaultInjection, SessionExpiry, Import; a part
+// MembershipManager, FaultInjector, SessionExpirer, Importer,
+// LeadershipTransferer, or a part of a later version) and true when b, or a
+// backend b wraps (following Unwrap), both implements T and declares it in
+// its Capabilities (Leases, NativeIDAllocation, Membership, FaultInjection,
+// SessionExpiry, Import, LeadershipTransfer; a part
 // core has no capability for is found by its methods alone). Otherwise it
 // returns the zero T and false. It does not block.
 func Optional[T any](b MetadataBackend) (T, bool) {
@@ -306,6 +322,8 @@ func declares[T any](caps Capabilities) bool {
 		return caps.SessionExpiry
 	case *Importer:
 		return caps.Import
+	case *LeadershipTransferer:
+		return caps.LeadershipTransfer
 	}
 	return true
 }

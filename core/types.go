@@ -330,15 +330,44 @@ const (
 	RoleUnknown    Role = "unknown"
 )
 
-// MemberStatus is one replication member as the backend sees it.
+// MemberKind is how a member takes part in the replication's quorum.
+type MemberKind string
+
+const (
+	// MemberVoter votes in elections and counts towards the quorum.
+	MemberVoter MemberKind = "voter"
+	// MemberNonVoting receives the log but neither votes nor counts towards
+	// the quorum (a Raft learner).
+	MemberNonVoting MemberKind = "non-voting"
+	// MemberWitness votes but keeps no data (a Raft witness).
+	MemberWitness MemberKind = "witness"
+)
+
+// MemberStatus is one replication member as the reporting member sees it.
+// Everything but ID and Address is this member's knowledge, which may be
+// old: LastContact says how old.
 type MemberStatus struct {
 	ID      string
 	Address string
 	Role    Role
-	// MatchIndex and Lag are what the leader knows of a follower's log
-	// (Lag = leader commit index - MatchIndex); zero where not applicable.
+	// Kind is the member's part in the quorum; empty where the backend
+	// does not say.
+	Kind MemberKind
+	// MatchIndex is the log index the member is known to have (on Raft: the
+	// applied index it last reported); Lag is the reporting member's commit
+	// index minus MatchIndex. Both are zero when nothing recent is known.
 	MatchIndex int64
 	Lag        int64
+	// Reachable says whether the reporting member's latest evidence about
+	// the member is a contact (rather than a failed connection, or nothing
+	// recent). The reporting member itself is always reachable.
+	Reachable bool
+	// LastContact is when the reporting member last had evidence that the
+	// member was up; the zero time when it has none.
+	LastContact time.Time
+	// SnapshotIndex is the log index of the member's latest snapshot, where
+	// known (the reporting member knows its own); 0 otherwise.
+	SnapshotIndex int64
 }
 
 // Status is a backend member's view of itself.
@@ -353,9 +382,22 @@ type Status struct {
 	AppliedIndex  int64
 	// Revision is the latest store revision this member has applied.
 	Revision int64
-	Members  []MemberStatus
+	// ClusterID identifies the replicated cluster (on Raft: the id written
+	// at bootstrap); empty when the backend has none.
+	ClusterID string
+	// SnapshotIndex is the log index of this member's latest snapshot; 0
+	// when it has none or the backend keeps none.
+	SnapshotIndex int64
+	Members       []MemberStatus
 	// Details holds backend-specific facts for operators.
 	Details map[string]string
+}
+
+// LeadershipTransfer is the outcome of a leadership transfer: the member
+// that leads now and the term (epoch) it leads in.
+type LeadershipTransfer struct {
+	MemberID string
+	Term     int64
 }
 
 // Capabilities is what a backend supports beyond the required core. The
@@ -387,8 +429,11 @@ type Capabilities struct {
 	ImportKeepsVersions bool
 	// ConsensusStatus: Status reports this member's consensus view (a Raft
 	// role, the term as Epoch, commit and applied index, and on the leader
-	// each member's lag); the coordinator exports it as the raft* gauges.
+	// each member's lag); the coordinator serves it as GetCoordinatorRaftStatus
+	// and exports it as the metaplane_raft_* (and raft*) metrics.
 	ConsensusStatus bool
+	// LeadershipTransfer: the backend implements LeadershipTransferer.
+	LeadershipTransfer bool
 	// TabletServers is how tablet servers follow this backend.
 	TabletServers TabletServerMode
 	// MaxValueSize is the largest node value accepted, in bytes; larger

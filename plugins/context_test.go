@@ -203,6 +203,8 @@ func optionalParts(b core.MetadataBackend) (asserted, found map[string]bool) {
 	_, found["FaultInjector"] = core.Optional[core.FaultInjector](b)
 	_, asserted["SessionExpirer"] = b.(core.SessionExpirer)
 	_, found["SessionExpirer"] = core.Optional[core.SessionExpirer](b)
+	_, asserted["LeadershipTransferer"] = b.(core.LeadershipTransferer)
+	_, found["LeadershipTransferer"] = core.Optional[core.LeadershipTransferer](b)
 	return asserted, found
 }
 
@@ -242,7 +244,8 @@ func TestOptionalPartsAreHonest(t *testing.T) {
 
 	full := client(t, connect(t, memory.NewProvider(memory.StoreOptions{})))
 	asserted, found := optionalParts(full)
-	want := map[string]bool{"LeaseManager": true, "FaultInjector": true, "SessionExpirer": true, "IDAllocator": false, "MembershipManager": false}
+	want := map[string]bool{"LeaseManager": true, "FaultInjector": true, "SessionExpirer": true, "IDAllocator": false, "MembershipManager": false,
+		"LeadershipTransferer": false}
 	for part, w := range want {
 		if found[part] != w || (asserted[part] && !w) {
 			t.Errorf("memory backend, %s: core.Optional %v (type assertion %v); want %v", part, found[part], asserted[part], w)

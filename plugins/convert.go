@@ -238,11 +238,18 @@ func statusToProto(s core.Status) *pb.StatusResponse {
 		AppliedIndex:  s.AppliedIndex,
 		Revision:      s.Revision,
 		Details:       s.Details,
+		ClusterId:     s.ClusterID,
+		SnapshotIndex: s.SnapshotIndex,
 	}
 	for _, m := range s.Members {
-		out.Members = append(out.Members, &pb.MemberStatus{
+		pm := &pb.MemberStatus{
 			Id: m.ID, Address: m.Address, Role: string(m.Role), MatchIndex: m.MatchIndex, Lag: m.Lag,
-		})
+			Kind: string(m.Kind), Reachable: m.Reachable, SnapshotIndex: m.SnapshotIndex,
+		}
+		if !m.LastContact.IsZero() {
+			pm.LastContactUnixMs = m.LastContact.UnixMilli()
+		}
+		out.Members = append(out.Members, pm)
 	}
 	return out
 }
@@ -259,11 +266,18 @@ func statusFromProto(s *pb.StatusResponse) core.Status {
 		AppliedIndex:  s.AppliedIndex,
 		Revision:      s.Revision,
 		Details:       s.Details,
+		ClusterID:     s.ClusterId,
+		SnapshotIndex: s.SnapshotIndex,
 	}
 	for _, m := range s.Members {
-		out.Members = append(out.Members, core.MemberStatus{
+		cm := core.MemberStatus{
 			ID: m.Id, Address: m.Address, Role: core.Role(m.Role), MatchIndex: m.MatchIndex, Lag: m.Lag,
-		})
+			Kind: core.MemberKind(m.Kind), Reachable: m.Reachable, SnapshotIndex: m.SnapshotIndex,
+		}
+		if m.LastContactUnixMs != 0 {
+			cm.LastContact = time.UnixMilli(m.LastContactUnixMs)
+		}
+		out.Members = append(out.Members, cm)
 	}
 	return out
 }
@@ -290,7 +304,9 @@ func interfacesOf(b core.MetadataBackend) *pb.Interfaces {
 	_, fi := core.Optional[core.FaultInjector](b)
 	_, se := core.Optional[core.SessionExpirer](b)
 	_, im := core.Optional[core.Importer](b)
-	return &pb.Interfaces{LeaseManager: lm, IdAllocator: ia, MembershipManager: mm, FaultInjector: fi, SessionExpirer: se, Importer: im}
+	_, lt := core.Optional[core.LeadershipTransferer](b)
+	return &pb.Interfaces{LeaseManager: lm, IdAllocator: ia, MembershipManager: mm, FaultInjector: fi, SessionExpirer: se, Importer: im,
+		LeadershipTransferer: lt}
 }
 
 func capabilitiesToProto(c core.Capabilities, ifaces *pb.Interfaces) *pb.Capabilities {
@@ -311,6 +327,7 @@ func capabilitiesToProto(c core.Capabilities, ifaces *pb.Interfaces) *pb.Capabil
 		TabletServers:             pb.TabletServerMode(c.TabletServers),
 		Import:                    c.Import,
 		ImportKeepsVersions:       c.ImportKeepsVersions,
+		LeadershipTransfer:        c.LeadershipTransfer,
 	}
 }
 
@@ -338,6 +355,7 @@ func capabilitiesFromProto(c *pb.Capabilities) (core.Capabilities, *pb.Interface
 		TabletServers:             core.TabletServerMode(c.TabletServers),
 		Import:                    c.Import,
 		ImportKeepsVersions:       c.ImportKeepsVersions,
+		LeadershipTransfer:        c.LeadershipTransfer,
 	}, ifaces
 }
 

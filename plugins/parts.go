@@ -33,15 +33,17 @@ type (
 	faultLayer      struct{ layer }
 	expiryLayer     struct{ layer }
 	importLayer     struct{ layer }
+	transferLayer   struct{ layer }
 )
 
 var (
-	_ core.LeaseManager      = leaseLayer{}
-	_ core.IDAllocator       = idLayer{}
-	_ core.MembershipManager = membershipLayer{}
-	_ core.FaultInjector     = faultLayer{}
-	_ core.SessionExpirer    = expiryLayer{}
-	_ core.Importer          = importLayer{}
+	_ core.LeaseManager         = leaseLayer{}
+	_ core.IDAllocator          = idLayer{}
+	_ core.MembershipManager    = membershipLayer{}
+	_ core.FaultInjector        = faultLayer{}
+	_ core.SessionExpirer       = expiryLayer{}
+	_ core.Importer             = importLayer{}
+	_ core.LeadershipTransferer = transferLayer{}
 )
 
 // expose wraps c in a layer for each part ifaces offers.
@@ -53,6 +55,7 @@ func expose(c *Client, ifaces *pb.Interfaces) core.MetadataBackend {
 		}
 	}
 	wrap(ifaces.GetImporter(), func(l layer) core.MetadataBackend { return importLayer{l} })
+	wrap(ifaces.GetLeadershipTransferer(), func(l layer) core.MetadataBackend { return transferLayer{l} })
 	wrap(ifaces.GetSessionExpirer(), func(l layer) core.MetadataBackend { return expiryLayer{l} })
 	wrap(ifaces.GetFaultInjector(), func(l layer) core.MetadataBackend { return faultLayer{l} })
 	wrap(ifaces.GetMembershipManager(), func(l layer) core.MetadataBackend { return membershipLayer{l} })
@@ -150,6 +153,20 @@ func (l membershipLayer) RemoveVoter(ctx context.Context, id string) error {
 		return callError(ctx, r.conn, err)
 	}
 	return nil
+}
+
+// TransferLeadership hands the plugin's consensus leadership to a member.
+// See core.LeadershipTransferer.
+func (l transferLayer) TransferLeadership(ctx context.Context, to string) (core.LeadershipTransfer, error) {
+	r, err := l.c.current()
+	if err != nil {
+		return core.LeadershipTransfer{}, err
+	}
+	resp, err := r.conn.rpc.TransferLeadership(ctx, &pb.TransferLeadershipRequest{ClientId: r.id, To: to})
+	if err != nil {
+		return core.LeadershipTransfer{}, callError(ctx, r.conn, err)
+	}
+	return core.LeadershipTransfer{MemberID: resp.MemberId, Term: resp.Term}, nil
 }
 
 // FailNextWrite makes the plugin's next write fail with err (its sentinel,

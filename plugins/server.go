@@ -439,6 +439,22 @@ func (s *server) AddVoter(ctx context.Context, req *pb.AddVoterRequest) (*pb.Add
 	return &pb.AddVoterResponse{}, nil
 }
 
+func (s *server) TransferLeadership(ctx context.Context, req *pb.TransferLeadershipRequest) (*pb.TransferLeadershipResponse, error) {
+	c, err := s.client(req.ClientId)
+	if err != nil {
+		return nil, err
+	}
+	lt, ok := core.Optional[core.LeadershipTransferer](c.b)
+	if !ok {
+		return nil, unsupported("leadership transfer (LeadershipTransferer)")
+	}
+	r, err := lt.TransferLeadership(ctx, req.To)
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	return &pb.TransferLeadershipResponse{MemberId: r.MemberID, Term: r.Term}, nil
+}
+
 func (s *server) RemoveVoter(ctx context.Context, req *pb.RemoveVoterRequest) (*pb.RemoveVoterResponse, error) {
 	c, err := s.client(req.ClientId)
 	if err != nil {

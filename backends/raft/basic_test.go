@@ -2,7 +2,9 @@ package raft
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -190,5 +192,39 @@ func TestStatusReportsRaftState(t *testing.T) {
 	fst, err := c.members[(leader+1)%3].Status()
 	if err != nil || fst.Role != core.RoleFollower || fst.LeaderID != st.MemberID {
 		t.Fatalf("follower status: %+v %v", fst, err)
+	}
+	if st.ClusterID == "" || st.ClusterID != fst.ClusterID {
+		t.Errorf("cluster ids: leader %q, follower %q; want one, not empty", st.ClusterID, fst.ClusterID)
+	}
+	for _, m := range st.Members {
+		if m.Kind != core.MemberVoter || !m.Reachable || m.LastContact.IsZero() {
+			t.Errorf("leader's view of %s: %+v, want a reachable voter with a last contact", m.ID, m)
+		}
+	}
+
+	// A non-voting member is listed as such; one that never answers is
+	// unreachable, with no contact.
+	lm := c.members[leader].m
+	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := lm.nh.SyncRequestAddNonVoting(actx, shardID, 9, addr, 0); err != nil {
+		t.Fatalf("add a non-voting member: %v", err)
+	}
+	st, err = cl.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, m := range st.Members {
+		if m.ID == "9" {
+			found = true
+			if m.Kind != core.MemberNonVoting || m.Address != addr || m.Reachable || !m.LastContact.IsZero() {
+				t.Errorf("the non-voting member: %+v, want non-voting at %s, unreachable, no contact", m, addr)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("the non-voting member is not listed: %+v", st.Members)
 	}
 }

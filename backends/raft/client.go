@@ -696,7 +696,7 @@ func Capabilities() core.Capabilities {
 	return core.Capabilities{
 		Name: "raft", ExactHistory: true, LinearizableFollowerReads: true, StaleReads: true,
 		Leases: true, NativeIDAllocation: true, Membership: true, SessionExpiry: true, ConsensusStatus: true,
-		Import: true, ImportKeepsVersions: true,
+		Import: true, ImportKeepsVersions: true, LeadershipTransfer: true,
 		TabletServers: core.TabletServersThroughCoordinator,
 		MaxValueSize:  core.DefaultMaxValueSize, SelectorKey: "coordinator.seed.nodes",
 	}
@@ -711,7 +711,7 @@ func (c *Client) Status(ctx context.Context) (core.Status, error) {
 	if err := ctx.Err(); err != nil {
 		return core.Status{}, fmt.Errorf("raft: status: %w", err)
 	}
-	return c.m.status(), nil
+	return c.m.status(ctx), nil
 }
 
 // Close ends the client's session (deleting its ephemerals), resigns its

@@ -3,9 +3,6 @@ package raft
 import (
 	"context"
 	"fmt"
-	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -321,83 +318,4 @@ func (m *member) publishLeaderLocked() {
 	for c := range m.clients {
 		c.leaders.Publish(info)
 	}
-}
-
-// status is this member's view for Status.
-func (m *member) status() core.Status {
-	m.mu.Lock()
-	leader, term, applied := m.raftLeader, m.raftTerm, m.applied
-	info, hasLeader := m.currentLeaderLocked()
-	progress := make(map[uint64]followerProgress, len(m.progress))
-	for k, v := range m.progress {
-		progress[k] = v
-	}
-	m.mu.Unlock()
-	var lags []string
-	// A report older than this says nothing about the follower now.
-	staleProgress := 3 * m.opts.SessionTimeout
-	st := core.Status{Backend: "raft", MemberID: strconv.FormatUint(m.replicaID, 10), Epoch: int64(term),
-		AppliedIndex: int64(applied), Revision: int64(applied), Details: map[string]string{}}
-	switch {
-	case leader == m.replicaID:
-		st.Role = core.RoleLeader
-	case leader == 0:
-		st.Role = core.RoleCandidate
-	default:
-		st.Role = core.RoleFollower
-	}
-	if leader != 0 {
-		st.LeaderID = strconv.FormatUint(leader, 10)
-	}
-	if hasLeader {
-		st.LeaderAddress = info.Address
-		st.Details["leaderCandidateId"] = info.ID
-	}
-	if lr, err := m.nh.GetLogReader(shardID); err == nil {
-		state, _ := lr.NodeState()
-		st.CommitIndex = int64(state.Commit)
-	}
-	if st.CommitIndex < st.AppliedIndex {
-		st.CommitIndex = st.AppliedIndex
-	}
-	if nhi := m.nh.GetNodeHostInfo(dragonboatSkipLogInfo); nhi != nil {
-		for _, si := range nhi.ShardInfoList {
-			if si.ShardID != shardID {
-				continue
-			}
-			ids := make([]uint64, 0, len(si.Replicas))
-			for id := range si.Replicas {
-				ids = append(ids, id)
-			}
-			sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-			for _, id := range ids {
-				ms := core.MemberStatus{ID: strconv.FormatUint(id, 10), Address: si.Replicas[id], Role: core.RoleFollower}
-				if id == leader {
-					ms.Role = core.RoleLeader
-				}
-				if id == m.replicaID {
-					ms.MatchIndex = st.AppliedIndex
-					ms.Lag = st.CommitIndex - st.AppliedIndex
-				} else if p, ok := progress[id]; ok && time.Since(p.at) < staleProgress {
-					ms.MatchIndex, ms.Lag = int64(p.applied), p.lag
-					lags = append(lags, fmt.Sprintf("%d:%d", id, p.lag))
-				}
-				st.Members = append(st.Members, ms)
-			}
-		}
-	}
-	st.Details["raftRole"] = string(st.Role)
-	st.Details["raftTerm"] = strconv.FormatUint(term, 10)
-	st.Details["raftCommitIndex"] = strconv.FormatInt(st.CommitIndex, 10)
-	st.Details["raftAppliedIndex"] = strconv.FormatInt(st.AppliedIndex, 10)
-	st.Details["raftApplyLag"] = strconv.FormatInt(st.CommitIndex-st.AppliedIndex, 10)
-	// Per-follower lag: from the applied index each voter reports in its
-	// clients' renewal records (approximate: as of the last renewal).
-	if len(lags) > 0 {
-		st.Details["raftFollowerLag"] = strings.Join(lags, ",")
-	} else {
-		st.Details["raftFollowerLag"] = "unknown"
-	}
-	st.Details["clusterId"] = strconv.FormatUint(m.clusterID, 10)
-	return st
 }

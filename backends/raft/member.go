@@ -71,8 +71,12 @@ type member struct {
 	// progress: each voter's applied index as last reported in a renewal
 	// record, and the lag it had when that record was applied here.
 	progress map[uint64]followerProgress
-	stop     chan struct{}
-	wg       sync.WaitGroup
+	// contacts: the transport's latest connection event per Raft address;
+	// lastMembership: the shard membership as last read (status only).
+	contacts       *contacts
+	lastMembership *membershipView
+	stop           chan struct{}
+	wg             sync.WaitGroup
 }
 
 // leaseClock is a session's deadline as this member sees it. Only the Raft
@@ -195,7 +199,7 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 		applyC: make(chan struct{}), changeC: make(chan struct{}),
 		leases: map[int64]*leaseClock{}, expiring: map[int64]bool{},
 		expiredFns: map[int64]func(){}, clients: map[*Client]struct{}{}, progress: map[uint64]followerProgress{},
-		stop: make(chan struct{}),
+		contacts: newContacts(), stop: make(chan struct{}),
 	}
 	var addr string
 	members := map[uint64]dragonboat.Target{}
@@ -206,17 +210,18 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 		}
 	}
 	nhc := dbconfig.NodeHostConfig{
-		DeploymentID:      cid,
-		NodeHostDir:       filepath.Join(o.Dir, "nodehost"),
-		RTTMillisecond:    uint64(TickInterval / time.Millisecond),
-		RaftAddress:       addr,
-		ListenAddress:     o.ListenAddress,
-		MutualTLS:         o.TLS,
-		CAFile:            o.CAFile,
-		CertFile:          o.CertFile,
-		KeyFile:           o.KeyFile,
-		RaftEventListener: m,
-		Expert:            dbconfig.ExpertConfig{LogDB: logDBConfig(o.LogDBProfile)},
+		DeploymentID:        cid,
+		NodeHostDir:         filepath.Join(o.Dir, "nodehost"),
+		RTTMillisecond:      uint64(TickInterval / time.Millisecond),
+		RaftAddress:         addr,
+		ListenAddress:       o.ListenAddress,
+		MutualTLS:           o.TLS,
+		CAFile:              o.CAFile,
+		CertFile:            o.CertFile,
+		KeyFile:             o.KeyFile,
+		RaftEventListener:   m,
+		SystemEventListener: m.contacts,
+		Expert:              dbconfig.ExpertConfig{LogDB: logDBConfig(o.LogDBProfile)},
 	}
 	nh, err := dragonboat.NewNodeHost(nhc)
 	if err != nil {

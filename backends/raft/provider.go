@@ -101,7 +101,7 @@ func (p *Provider) Status() (core.Status, error) {
 	if m == nil {
 		return core.Status{}, errClosed
 	}
-	return m.status(), nil
+	return m.status(context.Background()), nil
 }
 
 // Close closes every client and stops the member. Idempotent.

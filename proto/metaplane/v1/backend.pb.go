@@ -788,15 +788,16 @@ func (x *NewClientRequest) GetName() string {
 // its capabilities (core.Optional). The host's client exposes exactly
 // these.
 type Interfaces struct {
-	state             protoimpl.MessageState `protogen:"open.v1"`
-	LeaseManager      bool                   `protobuf:"varint,1,opt,name=lease_manager,json=leaseManager,proto3" json:"lease_manager,omitempty"`
-	IdAllocator       bool                   `protobuf:"varint,2,opt,name=id_allocator,json=idAllocator,proto3" json:"id_allocator,omitempty"`
-	MembershipManager bool                   `protobuf:"varint,3,opt,name=membership_manager,json=membershipManager,proto3" json:"membership_manager,omitempty"`
-	FaultInjector     bool                   `protobuf:"varint,4,opt,name=fault_injector,json=faultInjector,proto3" json:"fault_injector,omitempty"`
-	SessionExpirer    bool                   `protobuf:"varint,5,opt,name=session_expirer,json=sessionExpirer,proto3" json:"session_expirer,omitempty"`
-	Importer          bool                   `protobuf:"varint,6,opt,name=importer,proto3" json:"importer,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	LeaseManager         bool                   `protobuf:"varint,1,opt,name=lease_manager,json=leaseManager,proto3" json:"lease_manager,omitempty"`
+	IdAllocator          bool                   `protobuf:"varint,2,opt,name=id_allocator,json=idAllocator,proto3" json:"id_allocator,omitempty"`
+	MembershipManager    bool                   `protobuf:"varint,3,opt,name=membership_manager,json=membershipManager,proto3" json:"membership_manager,omitempty"`
+	FaultInjector        bool                   `protobuf:"varint,4,opt,name=fault_injector,json=faultInjector,proto3" json:"fault_injector,omitempty"`
+	SessionExpirer       bool                   `protobuf:"varint,5,opt,name=session_expirer,json=sessionExpirer,proto3" json:"session_expirer,omitempty"`
+	Importer             bool                   `protobuf:"varint,6,opt,name=importer,proto3" json:"importer,omitempty"`
+	LeadershipTransferer bool                   `protobuf:"varint,7,opt,name=leadership_transferer,json=leadershipTransferer,proto3" json:"leadership_transferer,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *Interfaces) Reset() {
@@ -871,6 +872,13 @@ func (x *Interfaces) GetImporter() bool {
 	return false
 }
 
+func (x *Interfaces) GetLeadershipTransferer() bool {
+	if x != nil {
+		return x.LeadershipTransferer
+	}
+	return false
+}
+
 // Capabilities is core.Capabilities plus the optional interfaces.
 type Capabilities struct {
 	state                     protoimpl.MessageState `protogen:"open.v1"`
@@ -890,6 +898,7 @@ type Capabilities struct {
 	TabletServers             TabletServerMode       `protobuf:"varint,14,opt,name=tablet_servers,json=tabletServers,proto3,enum=metaplane.v1.TabletServerMode" json:"tablet_servers,omitempty"`
 	Import                    bool                   `protobuf:"varint,15,opt,name=import,proto3" json:"import,omitempty"`
 	ImportKeepsVersions       bool                   `protobuf:"varint,16,opt,name=import_keeps_versions,json=importKeepsVersions,proto3" json:"import_keeps_versions,omitempty"`
+	LeadershipTransfer        bool                   `protobuf:"varint,17,opt,name=leadership_transfer,json=leadershipTransfer,proto3" json:"leadership_transfer,omitempty"`
 	unknownFields             protoimpl.UnknownFields
 	sizeCache                 protoimpl.SizeCache
 }
@@ -1032,6 +1041,13 @@ func (x *Capabilities) GetImport() bool {
 func (x *Capabilities) GetImportKeepsVersions() bool {
 	if x != nil {
 		return x.ImportKeepsVersions
+	}
+	return false
+}
+
+func (x *Capabilities) GetLeadershipTransfer() bool {
+	if x != nil {
+		return x.LeadershipTransfer
 	}
 	return false
 }
@@ -3071,14 +3087,21 @@ func (x *ObserveLeaderResponse) GetLeader() *LeaderInfo {
 }
 
 type MemberStatus struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
-	Role          string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
-	MatchIndex    int64                  `protobuf:"varint,4,opt,name=match_index,json=matchIndex,proto3" json:"match_index,omitempty"`
-	Lag           int64                  `protobuf:"varint,5,opt,name=lag,proto3" json:"lag,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Address    string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Role       string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	MatchIndex int64                  `protobuf:"varint,4,opt,name=match_index,json=matchIndex,proto3" json:"match_index,omitempty"`
+	Lag        int64                  `protobuf:"varint,5,opt,name=lag,proto3" json:"lag,omitempty"`
+	// kind is "voter", "non-voting", "witness", or empty (core.MemberKind).
+	Kind      string `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"`
+	Reachable bool   `protobuf:"varint,7,opt,name=reachable,proto3" json:"reachable,omitempty"`
+	// last_contact_unix_ms is core.MemberStatus.LastContact in milliseconds
+	// since the Unix epoch; 0 for the zero time (no contact known).
+	LastContactUnixMs int64 `protobuf:"varint,8,opt,name=last_contact_unix_ms,json=lastContactUnixMs,proto3" json:"last_contact_unix_ms,omitempty"`
+	SnapshotIndex     int64 `protobuf:"varint,9,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *MemberStatus) Reset() {
@@ -3146,6 +3169,34 @@ func (x *MemberStatus) GetLag() int64 {
 	return 0
 }
 
+func (x *MemberStatus) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *MemberStatus) GetReachable() bool {
+	if x != nil {
+		return x.Reachable
+	}
+	return false
+}
+
+func (x *MemberStatus) GetLastContactUnixMs() int64 {
+	if x != nil {
+		return x.LastContactUnixMs
+	}
+	return 0
+}
+
+func (x *MemberStatus) GetSnapshotIndex() int64 {
+	if x != nil {
+		return x.SnapshotIndex
+	}
+	return 0
+}
+
 type StatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ClientId      uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
@@ -3203,6 +3254,9 @@ type StatusResponse struct {
 	Revision      int64                  `protobuf:"varint,9,opt,name=revision,proto3" json:"revision,omitempty"`
 	Members       []*MemberStatus        `protobuf:"bytes,10,rep,name=members,proto3" json:"members,omitempty"`
 	Details       map[string]string      `protobuf:"bytes,11,rep,name=details,proto3" json:"details,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// cluster_id is empty when the backend has none.
+	ClusterId     string `protobuf:"bytes,12,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	SnapshotIndex int64  `protobuf:"varint,13,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3312,6 +3366,20 @@ func (x *StatusResponse) GetDetails() map[string]string {
 		return x.Details
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetSnapshotIndex() int64 {
+	if x != nil {
+		return x.SnapshotIndex
+	}
+	return 0
 }
 
 type GrantLeaseRequest struct {
@@ -3722,6 +3790,112 @@ func (x *AllocateIDsResponse) GetFirst() int64 {
 	return 0
 }
 
+// TransferLeadershipRequest is core.LeadershipTransferer.TransferLeadership:
+// to is the target member's id, empty for the most caught-up voter.
+type TransferLeadershipRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClientId      uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	To            string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeadershipRequest) Reset() {
+	*x = TransferLeadershipRequest{}
+	mi := &file_metaplane_v1_backend_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeadershipRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeadershipRequest) ProtoMessage() {}
+
+func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_v1_backend_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
+func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *TransferLeadershipRequest) GetClientId() uint64 {
+	if x != nil {
+		return x.ClientId
+	}
+	return 0
+}
+
+func (x *TransferLeadershipRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+type TransferLeadershipResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MemberId      string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Term          int64                  `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeadershipResponse) Reset() {
+	*x = TransferLeadershipResponse{}
+	mi := &file_metaplane_v1_backend_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeadershipResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeadershipResponse) ProtoMessage() {}
+
+func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_v1_backend_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
+func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *TransferLeadershipResponse) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *TransferLeadershipResponse) GetTerm() int64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
 type AddVoterRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ClientId      uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
@@ -3733,7 +3907,7 @@ type AddVoterRequest struct {
 
 func (x *AddVoterRequest) Reset() {
 	*x = AddVoterRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[56]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3745,7 +3919,7 @@ func (x *AddVoterRequest) String() string {
 func (*AddVoterRequest) ProtoMessage() {}
 
 func (x *AddVoterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[56]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3758,7 +3932,7 @@ func (x *AddVoterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddVoterRequest.ProtoReflect.Descriptor instead.
 func (*AddVoterRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{56}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AddVoterRequest) GetClientId() uint64 {
@@ -3790,7 +3964,7 @@ type AddVoterResponse struct {
 
 func (x *AddVoterResponse) Reset() {
 	*x = AddVoterResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[57]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3802,7 +3976,7 @@ func (x *AddVoterResponse) String() string {
 func (*AddVoterResponse) ProtoMessage() {}
 
 func (x *AddVoterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[57]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3815,7 +3989,7 @@ func (x *AddVoterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddVoterResponse.ProtoReflect.Descriptor instead.
 func (*AddVoterResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{57}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{59}
 }
 
 type RemoveVoterRequest struct {
@@ -3828,7 +4002,7 @@ type RemoveVoterRequest struct {
 
 func (x *RemoveVoterRequest) Reset() {
 	*x = RemoveVoterRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[58]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3840,7 +4014,7 @@ func (x *RemoveVoterRequest) String() string {
 func (*RemoveVoterRequest) ProtoMessage() {}
 
 func (x *RemoveVoterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[58]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3853,7 +4027,7 @@ func (x *RemoveVoterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveVoterRequest.ProtoReflect.Descriptor instead.
 func (*RemoveVoterRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{58}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RemoveVoterRequest) GetClientId() uint64 {
@@ -3878,7 +4052,7 @@ type RemoveVoterResponse struct {
 
 func (x *RemoveVoterResponse) Reset() {
 	*x = RemoveVoterResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[59]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3890,7 +4064,7 @@ func (x *RemoveVoterResponse) String() string {
 func (*RemoveVoterResponse) ProtoMessage() {}
 
 func (x *RemoveVoterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[59]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3903,7 +4077,7 @@ func (x *RemoveVoterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveVoterResponse.ProtoReflect.Descriptor instead.
 func (*RemoveVoterResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{59}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{61}
 }
 
 type FailNextWriteRequest struct {
@@ -3917,7 +4091,7 @@ type FailNextWriteRequest struct {
 
 func (x *FailNextWriteRequest) Reset() {
 	*x = FailNextWriteRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[60]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3929,7 +4103,7 @@ func (x *FailNextWriteRequest) String() string {
 func (*FailNextWriteRequest) ProtoMessage() {}
 
 func (x *FailNextWriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[60]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3942,7 +4116,7 @@ func (x *FailNextWriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailNextWriteRequest.ProtoReflect.Descriptor instead.
 func (*FailNextWriteRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{60}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *FailNextWriteRequest) GetClientId() uint64 {
@@ -3967,7 +4141,7 @@ type FailNextWriteResponse struct {
 
 func (x *FailNextWriteResponse) Reset() {
 	*x = FailNextWriteResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[61]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3979,7 +4153,7 @@ func (x *FailNextWriteResponse) String() string {
 func (*FailNextWriteResponse) ProtoMessage() {}
 
 func (x *FailNextWriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[61]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3992,7 +4166,7 @@ func (x *FailNextWriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailNextWriteResponse.ProtoReflect.Descriptor instead.
 func (*FailNextWriteResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{61}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{63}
 }
 
 type SetLatencyRequest struct {
@@ -4005,7 +4179,7 @@ type SetLatencyRequest struct {
 
 func (x *SetLatencyRequest) Reset() {
 	*x = SetLatencyRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[62]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4017,7 +4191,7 @@ func (x *SetLatencyRequest) String() string {
 func (*SetLatencyRequest) ProtoMessage() {}
 
 func (x *SetLatencyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[62]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4030,7 +4204,7 @@ func (x *SetLatencyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLatencyRequest.ProtoReflect.Descriptor instead.
 func (*SetLatencyRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{62}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SetLatencyRequest) GetClientId() uint64 {
@@ -4055,7 +4229,7 @@ type SetLatencyResponse struct {
 
 func (x *SetLatencyResponse) Reset() {
 	*x = SetLatencyResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[63]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4067,7 +4241,7 @@ func (x *SetLatencyResponse) String() string {
 func (*SetLatencyResponse) ProtoMessage() {}
 
 func (x *SetLatencyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[63]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4080,7 +4254,7 @@ func (x *SetLatencyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLatencyResponse.ProtoReflect.Descriptor instead.
 func (*SetLatencyResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{63}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{65}
 }
 
 type ExpireSessionRequest struct {
@@ -4092,7 +4266,7 @@ type ExpireSessionRequest struct {
 
 func (x *ExpireSessionRequest) Reset() {
 	*x = ExpireSessionRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[64]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4104,7 +4278,7 @@ func (x *ExpireSessionRequest) String() string {
 func (*ExpireSessionRequest) ProtoMessage() {}
 
 func (x *ExpireSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[64]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4117,7 +4291,7 @@ func (x *ExpireSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSessionRequest.ProtoReflect.Descriptor instead.
 func (*ExpireSessionRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{64}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ExpireSessionRequest) GetClientId() uint64 {
@@ -4135,7 +4309,7 @@ type ExpireSessionResponse struct {
 
 func (x *ExpireSessionResponse) Reset() {
 	*x = ExpireSessionResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[65]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4147,7 +4321,7 @@ func (x *ExpireSessionResponse) String() string {
 func (*ExpireSessionResponse) ProtoMessage() {}
 
 func (x *ExpireSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[65]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4160,7 +4334,7 @@ func (x *ExpireSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSessionResponse.ProtoReflect.Descriptor instead.
 func (*ExpireSessionResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{65}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{67}
 }
 
 type CompactHistoryRequest struct {
@@ -4172,7 +4346,7 @@ type CompactHistoryRequest struct {
 
 func (x *CompactHistoryRequest) Reset() {
 	*x = CompactHistoryRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[66]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4184,7 +4358,7 @@ func (x *CompactHistoryRequest) String() string {
 func (*CompactHistoryRequest) ProtoMessage() {}
 
 func (x *CompactHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[66]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4197,7 +4371,7 @@ func (x *CompactHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactHistoryRequest.ProtoReflect.Descriptor instead.
 func (*CompactHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{66}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CompactHistoryRequest) GetRevision() int64 {
@@ -4215,7 +4389,7 @@ type CompactHistoryResponse struct {
 
 func (x *CompactHistoryResponse) Reset() {
 	*x = CompactHistoryResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[67]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4227,7 +4401,7 @@ func (x *CompactHistoryResponse) String() string {
 func (*CompactHistoryResponse) ProtoMessage() {}
 
 func (x *CompactHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[67]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4240,7 +4414,7 @@ func (x *CompactHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactHistoryResponse.ProtoReflect.Descriptor instead.
 func (*CompactHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{67}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{69}
 }
 
 // ImportNode is core.ImportNode.
@@ -4258,7 +4432,7 @@ type ImportNode struct {
 
 func (x *ImportNode) Reset() {
 	*x = ImportNode{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[68]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4270,7 +4444,7 @@ func (x *ImportNode) String() string {
 func (*ImportNode) ProtoMessage() {}
 
 func (x *ImportNode) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[68]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4283,7 +4457,7 @@ func (x *ImportNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportNode.ProtoReflect.Descriptor instead.
 func (*ImportNode) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{68}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ImportNode) GetPath() string {
@@ -4339,7 +4513,7 @@ type ImportRequest struct {
 
 func (x *ImportRequest) Reset() {
 	*x = ImportRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[69]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4351,7 +4525,7 @@ func (x *ImportRequest) String() string {
 func (*ImportRequest) ProtoMessage() {}
 
 func (x *ImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[69]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4364,7 +4538,7 @@ func (x *ImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
 func (*ImportRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{69}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ImportRequest) GetClientId() uint64 {
@@ -4396,7 +4570,7 @@ type ImportResponse struct {
 
 func (x *ImportResponse) Reset() {
 	*x = ImportResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[70]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4408,7 +4582,7 @@ func (x *ImportResponse) String() string {
 func (*ImportResponse) ProtoMessage() {}
 
 func (x *ImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[70]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4421,7 +4595,7 @@ func (x *ImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
 func (*ImportResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{70}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{72}
 }
 
 var File_metaplane_v1_backend_proto protoreflect.FileDescriptor
@@ -4459,7 +4633,7 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\rStartResponse\"Z\n" +
 	"\x10NewClientRequest\x122\n" +
 	"\x15session_timeout_nanos\x18\x01 \x01(\x03R\x13sessionTimeoutNanos\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\xef\x01\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xa4\x02\n" +
 	"\n" +
 	"Interfaces\x12#\n" +
 	"\rlease_manager\x18\x01 \x01(\bR\fleaseManager\x12!\n" +
@@ -4467,7 +4641,8 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\x12membership_manager\x18\x03 \x01(\bR\x11membershipManager\x12%\n" +
 	"\x0efault_injector\x18\x04 \x01(\bR\rfaultInjector\x12'\n" +
 	"\x0fsession_expirer\x18\x05 \x01(\bR\x0esessionExpirer\x12\x1a\n" +
-	"\bimporter\x18\x06 \x01(\bR\bimporter\"\xa3\x05\n" +
+	"\bimporter\x18\x06 \x01(\bR\bimporter\x123\n" +
+	"\x15leadership_transferer\x18\a \x01(\bR\x14leadershipTransferer\"\xd4\x05\n" +
 	"\fCapabilities\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
 	"\rexact_history\x18\x02 \x01(\bR\fexactHistory\x12>\n" +
@@ -4490,7 +4665,8 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\x10consensus_status\x18\r \x01(\bR\x0fconsensusStatus\x12E\n" +
 	"\x0etablet_servers\x18\x0e \x01(\x0e2\x1e.metaplane.v1.TabletServerModeR\rtabletServers\x12\x16\n" +
 	"\x06import\x18\x0f \x01(\bR\x06import\x122\n" +
-	"\x15import_keeps_versions\x18\x10 \x01(\bR\x13importKeepsVersions\"\xa5\x01\n" +
+	"\x15import_keeps_versions\x18\x10 \x01(\bR\x13importKeepsVersions\x12/\n" +
+	"\x13leadership_transfer\x18\x11 \x01(\bR\x12leadershipTransfer\"\xa5\x01\n" +
 	"\x11NewClientResponse\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12>\n" +
 	"\fcapabilities\x18\x02 \x01(\v2\x1a.metaplane.v1.CapabilitiesR\fcapabilities\x123\n" +
@@ -4624,16 +4800,20 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\"c\n" +
 	"\x15ObserveLeaderResponse\x12\x18\n" +
 	"\astarted\x18\x01 \x01(\bR\astarted\x120\n" +
-	"\x06leader\x18\x02 \x01(\v2\x18.metaplane.v1.LeaderInfoR\x06leader\"\x7f\n" +
+	"\x06leader\x18\x02 \x01(\v2\x18.metaplane.v1.LeaderInfoR\x06leader\"\x89\x02\n" +
 	"\fMemberStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04role\x18\x03 \x01(\tR\x04role\x12\x1f\n" +
 	"\vmatch_index\x18\x04 \x01(\x03R\n" +
 	"matchIndex\x12\x10\n" +
-	"\x03lag\x18\x05 \x01(\x03R\x03lag\",\n" +
+	"\x03lag\x18\x05 \x01(\x03R\x03lag\x12\x12\n" +
+	"\x04kind\x18\x06 \x01(\tR\x04kind\x12\x1c\n" +
+	"\treachable\x18\a \x01(\bR\treachable\x12/\n" +
+	"\x14last_contact_unix_ms\x18\b \x01(\x03R\x11lastContactUnixMs\x12%\n" +
+	"\x0esnapshot_index\x18\t \x01(\x03R\rsnapshotIndex\",\n" +
 	"\rStatusRequest\x12\x1b\n" +
-	"\tclient_id\x18\x01 \x01(\x04R\bclientId\"\xd0\x03\n" +
+	"\tclient_id\x18\x01 \x01(\x04R\bclientId\"\x96\x04\n" +
 	"\x0eStatusResponse\x12\x18\n" +
 	"\abackend\x18\x01 \x01(\tR\abackend\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x12\n" +
@@ -4646,7 +4826,10 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\brevision\x18\t \x01(\x03R\brevision\x124\n" +
 	"\amembers\x18\n" +
 	" \x03(\v2\x1a.metaplane.v1.MemberStatusR\amembers\x12C\n" +
-	"\adetails\x18\v \x03(\v2).metaplane.v1.StatusResponse.DetailsEntryR\adetails\x1a:\n" +
+	"\adetails\x18\v \x03(\v2).metaplane.v1.StatusResponse.DetailsEntryR\adetails\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\f \x01(\tR\tclusterId\x12%\n" +
+	"\x0esnapshot_index\x18\r \x01(\x03R\rsnapshotIndex\x1a:\n" +
 	"\fDetailsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8e\x01\n" +
@@ -4672,7 +4855,13 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\x05count\x18\x03 \x01(\x03R\x05count\x12)\n" +
 	"\x05fence\x18\x04 \x01(\v2\x13.metaplane.v1.FenceR\x05fence\"+\n" +
 	"\x13AllocateIDsResponse\x12\x14\n" +
-	"\x05first\x18\x01 \x01(\x03R\x05first\"X\n" +
+	"\x05first\x18\x01 \x01(\x03R\x05first\"H\n" +
+	"\x19TransferLeadershipRequest\x12\x1b\n" +
+	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\"M\n" +
+	"\x1aTransferLeadershipResponse\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x12\n" +
+	"\x04term\x18\x02 \x01(\x03R\x04term\"X\n" +
 	"\x0fAddVoterRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x18\n" +
@@ -4755,7 +4944,7 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\x17SESSION_STATE_CONNECTED\x10\x01\x12\x1b\n" +
 	"\x17SESSION_STATE_SUSPENDED\x10\x02\x12\x19\n" +
 	"\x15SESSION_STATE_EXPIRED\x10\x03\x12\x18\n" +
-	"\x14SESSION_STATE_CLOSED\x10\x042\xc2\x10\n" +
+	"\x14SESSION_STATE_CLOSED\x10\x042\xab\x11\n" +
 	"\aBackend\x12I\n" +
 	"\bDescribe\x12\x1d.metaplane.v1.DescribeRequest\x1a\x1e.metaplane.v1.DescribeResponse\x12@\n" +
 	"\x05Start\x12\x1a.metaplane.v1.StartRequest\x1a\x1b.metaplane.v1.StartResponse\x12L\n" +
@@ -4780,7 +4969,8 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\vRevokeLease\x12 .metaplane.v1.RevokeLeaseRequest\x1a!.metaplane.v1.RevokeLeaseResponse\x12R\n" +
 	"\vAllocateIDs\x12 .metaplane.v1.AllocateIDsRequest\x1a!.metaplane.v1.AllocateIDsResponse\x12I\n" +
 	"\bAddVoter\x12\x1d.metaplane.v1.AddVoterRequest\x1a\x1e.metaplane.v1.AddVoterResponse\x12R\n" +
-	"\vRemoveVoter\x12 .metaplane.v1.RemoveVoterRequest\x1a!.metaplane.v1.RemoveVoterResponse\x12X\n" +
+	"\vRemoveVoter\x12 .metaplane.v1.RemoveVoterRequest\x1a!.metaplane.v1.RemoveVoterResponse\x12g\n" +
+	"\x12TransferLeadership\x12'.metaplane.v1.TransferLeadershipRequest\x1a(.metaplane.v1.TransferLeadershipResponse\x12X\n" +
 	"\rFailNextWrite\x12\".metaplane.v1.FailNextWriteRequest\x1a#.metaplane.v1.FailNextWriteResponse\x12O\n" +
 	"\n" +
 	"SetLatency\x12\x1f.metaplane.v1.SetLatencyRequest\x1a .metaplane.v1.SetLatencyResponse\x12X\n" +
@@ -4801,93 +4991,95 @@ func file_metaplane_v1_backend_proto_rawDescGZIP() []byte {
 }
 
 var file_metaplane_v1_backend_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_metaplane_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
+var file_metaplane_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_metaplane_v1_backend_proto_goTypes = []any{
-	(Sentinel)(0),                  // 0: metaplane.v1.Sentinel
-	(TabletServerMode)(0),          // 1: metaplane.v1.TabletServerMode
-	(OpType)(0),                    // 2: metaplane.v1.OpType
-	(CreateMode)(0),                // 3: metaplane.v1.CreateMode
-	(EventType)(0),                 // 4: metaplane.v1.EventType
-	(SessionState)(0),              // 5: metaplane.v1.SessionState
-	(*Error)(nil),                  // 6: metaplane.v1.Error
-	(*BackendDescriptor)(nil),      // 7: metaplane.v1.BackendDescriptor
-	(*DescribeRequest)(nil),        // 8: metaplane.v1.DescribeRequest
-	(*DescribeResponse)(nil),       // 9: metaplane.v1.DescribeResponse
-	(*StartRequest)(nil),           // 10: metaplane.v1.StartRequest
-	(*StartResponse)(nil),          // 11: metaplane.v1.StartResponse
-	(*NewClientRequest)(nil),       // 12: metaplane.v1.NewClientRequest
-	(*Interfaces)(nil),             // 13: metaplane.v1.Interfaces
-	(*Capabilities)(nil),           // 14: metaplane.v1.Capabilities
-	(*NewClientResponse)(nil),      // 15: metaplane.v1.NewClientResponse
-	(*CloseClientRequest)(nil),     // 16: metaplane.v1.CloseClientRequest
-	(*CloseClientResponse)(nil),    // 17: metaplane.v1.CloseClientResponse
-	(*Stat)(nil),                   // 18: metaplane.v1.Stat
-	(*Node)(nil),                   // 19: metaplane.v1.Node
-	(*ReadOptions)(nil),            // 20: metaplane.v1.ReadOptions
-	(*GetManyRequest)(nil),         // 21: metaplane.v1.GetManyRequest
-	(*GetResult)(nil),              // 22: metaplane.v1.GetResult
-	(*GetManyResponse)(nil),        // 23: metaplane.v1.GetManyResponse
-	(*ChildrenRequest)(nil),        // 24: metaplane.v1.ChildrenRequest
-	(*ChildrenResponse)(nil),       // 25: metaplane.v1.ChildrenResponse
-	(*SnapshotRequest)(nil),        // 26: metaplane.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),       // 27: metaplane.v1.SnapshotResponse
-	(*Op)(nil),                     // 28: metaplane.v1.Op
-	(*Fence)(nil),                  // 29: metaplane.v1.Fence
-	(*TxnRequest)(nil),             // 30: metaplane.v1.TxnRequest
-	(*OpResult)(nil),               // 31: metaplane.v1.OpResult
-	(*TxnResponse)(nil),            // 32: metaplane.v1.TxnResponse
-	(*WatchRequest)(nil),           // 33: metaplane.v1.WatchRequest
-	(*WatchEvent)(nil),             // 34: metaplane.v1.WatchEvent
-	(*WatchResponse)(nil),          // 35: metaplane.v1.WatchResponse
-	(*SessionInfo)(nil),            // 36: metaplane.v1.SessionInfo
-	(*SessionRequest)(nil),         // 37: metaplane.v1.SessionRequest
-	(*SessionResponse)(nil),        // 38: metaplane.v1.SessionResponse
-	(*SessionEventsRequest)(nil),   // 39: metaplane.v1.SessionEventsRequest
-	(*SessionEventsResponse)(nil),  // 40: metaplane.v1.SessionEventsResponse
-	(*Candidate)(nil),              // 41: metaplane.v1.Candidate
-	(*CampaignRequest)(nil),        // 42: metaplane.v1.CampaignRequest
-	(*CampaignResponse)(nil),       // 43: metaplane.v1.CampaignResponse
-	(*ResignRequest)(nil),          // 44: metaplane.v1.ResignRequest
-	(*ResignResponse)(nil),         // 45: metaplane.v1.ResignResponse
-	(*LeaderInfo)(nil),             // 46: metaplane.v1.LeaderInfo
-	(*LeaderRequest)(nil),          // 47: metaplane.v1.LeaderRequest
-	(*LeaderResponse)(nil),         // 48: metaplane.v1.LeaderResponse
-	(*ObserveLeaderRequest)(nil),   // 49: metaplane.v1.ObserveLeaderRequest
-	(*ObserveLeaderResponse)(nil),  // 50: metaplane.v1.ObserveLeaderResponse
-	(*MemberStatus)(nil),           // 51: metaplane.v1.MemberStatus
-	(*StatusRequest)(nil),          // 52: metaplane.v1.StatusRequest
-	(*StatusResponse)(nil),         // 53: metaplane.v1.StatusResponse
-	(*GrantLeaseRequest)(nil),      // 54: metaplane.v1.GrantLeaseRequest
-	(*GrantLeaseResponse)(nil),     // 55: metaplane.v1.GrantLeaseResponse
-	(*RenewLeaseRequest)(nil),      // 56: metaplane.v1.RenewLeaseRequest
-	(*RenewLeaseResponse)(nil),     // 57: metaplane.v1.RenewLeaseResponse
-	(*RevokeLeaseRequest)(nil),     // 58: metaplane.v1.RevokeLeaseRequest
-	(*RevokeLeaseResponse)(nil),    // 59: metaplane.v1.RevokeLeaseResponse
-	(*AllocateIDsRequest)(nil),     // 60: metaplane.v1.AllocateIDsRequest
-	(*AllocateIDsResponse)(nil),    // 61: metaplane.v1.AllocateIDsResponse
-	(*AddVoterRequest)(nil),        // 62: metaplane.v1.AddVoterRequest
-	(*AddVoterResponse)(nil),       // 63: metaplane.v1.AddVoterResponse
-	(*RemoveVoterRequest)(nil),     // 64: metaplane.v1.RemoveVoterRequest
-	(*RemoveVoterResponse)(nil),    // 65: metaplane.v1.RemoveVoterResponse
-	(*FailNextWriteRequest)(nil),   // 66: metaplane.v1.FailNextWriteRequest
-	(*FailNextWriteResponse)(nil),  // 67: metaplane.v1.FailNextWriteResponse
-	(*SetLatencyRequest)(nil),      // 68: metaplane.v1.SetLatencyRequest
-	(*SetLatencyResponse)(nil),     // 69: metaplane.v1.SetLatencyResponse
-	(*ExpireSessionRequest)(nil),   // 70: metaplane.v1.ExpireSessionRequest
-	(*ExpireSessionResponse)(nil),  // 71: metaplane.v1.ExpireSessionResponse
-	(*CompactHistoryRequest)(nil),  // 72: metaplane.v1.CompactHistoryRequest
-	(*CompactHistoryResponse)(nil), // 73: metaplane.v1.CompactHistoryResponse
-	(*ImportNode)(nil),             // 74: metaplane.v1.ImportNode
-	(*ImportRequest)(nil),          // 75: metaplane.v1.ImportRequest
-	(*ImportResponse)(nil),         // 76: metaplane.v1.ImportResponse
-	nil,                            // 77: metaplane.v1.StartRequest.ConfigEntry
-	nil,                            // 78: metaplane.v1.StatusResponse.DetailsEntry
+	(Sentinel)(0),                      // 0: metaplane.v1.Sentinel
+	(TabletServerMode)(0),              // 1: metaplane.v1.TabletServerMode
+	(OpType)(0),                        // 2: metaplane.v1.OpType
+	(CreateMode)(0),                    // 3: metaplane.v1.CreateMode
+	(EventType)(0),                     // 4: metaplane.v1.EventType
+	(SessionState)(0),                  // 5: metaplane.v1.SessionState
+	(*Error)(nil),                      // 6: metaplane.v1.Error
+	(*BackendDescriptor)(nil),          // 7: metaplane.v1.BackendDescriptor
+	(*DescribeRequest)(nil),            // 8: metaplane.v1.DescribeRequest
+	(*DescribeResponse)(nil),           // 9: metaplane.v1.DescribeResponse
+	(*StartRequest)(nil),               // 10: metaplane.v1.StartRequest
+	(*StartResponse)(nil),              // 11: metaplane.v1.StartResponse
+	(*NewClientRequest)(nil),           // 12: metaplane.v1.NewClientRequest
+	(*Interfaces)(nil),                 // 13: metaplane.v1.Interfaces
+	(*Capabilities)(nil),               // 14: metaplane.v1.Capabilities
+	(*NewClientResponse)(nil),          // 15: metaplane.v1.NewClientResponse
+	(*CloseClientRequest)(nil),         // 16: metaplane.v1.CloseClientRequest
+	(*CloseClientResponse)(nil),        // 17: metaplane.v1.CloseClientResponse
+	(*Stat)(nil),                       // 18: metaplane.v1.Stat
+	(*Node)(nil),                       // 19: metaplane.v1.Node
+	(*ReadOptions)(nil),                // 20: metaplane.v1.ReadOptions
+	(*GetManyRequest)(nil),             // 21: metaplane.v1.GetManyRequest
+	(*GetResult)(nil),                  // 22: metaplane.v1.GetResult
+	(*GetManyResponse)(nil),            // 23: metaplane.v1.GetManyResponse
+	(*ChildrenRequest)(nil),            // 24: metaplane.v1.ChildrenRequest
+	(*ChildrenResponse)(nil),           // 25: metaplane.v1.ChildrenResponse
+	(*SnapshotRequest)(nil),            // 26: metaplane.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),           // 27: metaplane.v1.SnapshotResponse
+	(*Op)(nil),                         // 28: metaplane.v1.Op
+	(*Fence)(nil),                      // 29: metaplane.v1.Fence
+	(*TxnRequest)(nil),                 // 30: metaplane.v1.TxnRequest
+	(*OpResult)(nil),                   // 31: metaplane.v1.OpResult
+	(*TxnResponse)(nil),                // 32: metaplane.v1.TxnResponse
+	(*WatchRequest)(nil),               // 33: metaplane.v1.WatchRequest
+	(*WatchEvent)(nil),                 // 34: metaplane.v1.WatchEvent
+	(*WatchResponse)(nil),              // 35: metaplane.v1.WatchResponse
+	(*SessionInfo)(nil),                // 36: metaplane.v1.SessionInfo
+	(*SessionRequest)(nil),             // 37: metaplane.v1.SessionRequest
+	(*SessionResponse)(nil),            // 38: metaplane.v1.SessionResponse
+	(*SessionEventsRequest)(nil),       // 39: metaplane.v1.SessionEventsRequest
+	(*SessionEventsResponse)(nil),      // 40: metaplane.v1.SessionEventsResponse
+	(*Candidate)(nil),                  // 41: metaplane.v1.Candidate
+	(*CampaignRequest)(nil),            // 42: metaplane.v1.CampaignRequest
+	(*CampaignResponse)(nil),           // 43: metaplane.v1.CampaignResponse
+	(*ResignRequest)(nil),              // 44: metaplane.v1.ResignRequest
+	(*ResignResponse)(nil),             // 45: metaplane.v1.ResignResponse
+	(*LeaderInfo)(nil),                 // 46: metaplane.v1.LeaderInfo
+	(*LeaderRequest)(nil),              // 47: metaplane.v1.LeaderRequest
+	(*LeaderResponse)(nil),             // 48: metaplane.v1.LeaderResponse
+	(*ObserveLeaderRequest)(nil),       // 49: metaplane.v1.ObserveLeaderRequest
+	(*ObserveLeaderResponse)(nil),      // 50: metaplane.v1.ObserveLeaderResponse
+	(*MemberStatus)(nil),               // 51: metaplane.v1.MemberStatus
+	(*StatusRequest)(nil),              // 52: metaplane.v1.StatusRequest
+	(*StatusResponse)(nil),             // 53: metaplane.v1.StatusResponse
+	(*GrantLeaseRequest)(nil),          // 54: metaplane.v1.GrantLeaseRequest
+	(*GrantLeaseResponse)(nil),         // 55: metaplane.v1.GrantLeaseResponse
+	(*RenewLeaseRequest)(nil),          // 56: metaplane.v1.RenewLeaseRequest
+	(*RenewLeaseResponse)(nil),         // 57: metaplane.v1.RenewLeaseResponse
+	(*RevokeLeaseRequest)(nil),         // 58: metaplane.v1.RevokeLeaseRequest
+	(*RevokeLeaseResponse)(nil),        // 59: metaplane.v1.RevokeLeaseResponse
+	(*AllocateIDsRequest)(nil),         // 60: metaplane.v1.AllocateIDsRequest
+	(*AllocateIDsResponse)(nil),        // 61: metaplane.v1.AllocateIDsResponse
+	(*TransferLeadershipRequest)(nil),  // 62: metaplane.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 63: metaplane.v1.TransferLeadershipResponse
+	(*AddVoterRequest)(nil),            // 64: metaplane.v1.AddVoterRequest
+	(*AddVoterResponse)(nil),           // 65: metaplane.v1.AddVoterResponse
+	(*RemoveVoterRequest)(nil),         // 66: metaplane.v1.RemoveVoterRequest
+	(*RemoveVoterResponse)(nil),        // 67: metaplane.v1.RemoveVoterResponse
+	(*FailNextWriteRequest)(nil),       // 68: metaplane.v1.FailNextWriteRequest
+	(*FailNextWriteResponse)(nil),      // 69: metaplane.v1.FailNextWriteResponse
+	(*SetLatencyRequest)(nil),          // 70: metaplane.v1.SetLatencyRequest
+	(*SetLatencyResponse)(nil),         // 71: metaplane.v1.SetLatencyResponse
+	(*ExpireSessionRequest)(nil),       // 72: metaplane.v1.ExpireSessionRequest
+	(*ExpireSessionResponse)(nil),      // 73: metaplane.v1.ExpireSessionResponse
+	(*CompactHistoryRequest)(nil),      // 74: metaplane.v1.CompactHistoryRequest
+	(*CompactHistoryResponse)(nil),     // 75: metaplane.v1.CompactHistoryResponse
+	(*ImportNode)(nil),                 // 76: metaplane.v1.ImportNode
+	(*ImportRequest)(nil),              // 77: metaplane.v1.ImportRequest
+	(*ImportResponse)(nil),             // 78: metaplane.v1.ImportResponse
+	nil,                                // 79: metaplane.v1.StartRequest.ConfigEntry
+	nil,                                // 80: metaplane.v1.StatusResponse.DetailsEntry
 }
 var file_metaplane_v1_backend_proto_depIdxs = []int32{
 	0,  // 0: metaplane.v1.Error.sentinel:type_name -> metaplane.v1.Sentinel
 	1,  // 1: metaplane.v1.BackendDescriptor.tablet_servers:type_name -> metaplane.v1.TabletServerMode
 	7,  // 2: metaplane.v1.DescribeResponse.descriptor:type_name -> metaplane.v1.BackendDescriptor
-	77, // 3: metaplane.v1.StartRequest.config:type_name -> metaplane.v1.StartRequest.ConfigEntry
+	79, // 3: metaplane.v1.StartRequest.config:type_name -> metaplane.v1.StartRequest.ConfigEntry
 	13, // 4: metaplane.v1.Capabilities.interfaces:type_name -> metaplane.v1.Interfaces
 	1,  // 5: metaplane.v1.Capabilities.tablet_servers:type_name -> metaplane.v1.TabletServerMode
 	14, // 6: metaplane.v1.NewClientResponse.capabilities:type_name -> metaplane.v1.Capabilities
@@ -4920,12 +5112,12 @@ var file_metaplane_v1_backend_proto_depIdxs = []int32{
 	46, // 33: metaplane.v1.LeaderResponse.leader:type_name -> metaplane.v1.LeaderInfo
 	46, // 34: metaplane.v1.ObserveLeaderResponse.leader:type_name -> metaplane.v1.LeaderInfo
 	51, // 35: metaplane.v1.StatusResponse.members:type_name -> metaplane.v1.MemberStatus
-	78, // 36: metaplane.v1.StatusResponse.details:type_name -> metaplane.v1.StatusResponse.DetailsEntry
+	80, // 36: metaplane.v1.StatusResponse.details:type_name -> metaplane.v1.StatusResponse.DetailsEntry
 	29, // 37: metaplane.v1.GrantLeaseRequest.fence:type_name -> metaplane.v1.Fence
 	29, // 38: metaplane.v1.RevokeLeaseRequest.fence:type_name -> metaplane.v1.Fence
 	29, // 39: metaplane.v1.AllocateIDsRequest.fence:type_name -> metaplane.v1.Fence
 	6,  // 40: metaplane.v1.FailNextWriteRequest.error:type_name -> metaplane.v1.Error
-	74, // 41: metaplane.v1.ImportRequest.nodes:type_name -> metaplane.v1.ImportNode
+	76, // 41: metaplane.v1.ImportRequest.nodes:type_name -> metaplane.v1.ImportNode
 	29, // 42: metaplane.v1.ImportRequest.fence:type_name -> metaplane.v1.Fence
 	8,  // 43: metaplane.v1.Backend.Describe:input_type -> metaplane.v1.DescribeRequest
 	10, // 44: metaplane.v1.Backend.Start:input_type -> metaplane.v1.StartRequest
@@ -4947,42 +5139,44 @@ var file_metaplane_v1_backend_proto_depIdxs = []int32{
 	56, // 60: metaplane.v1.Backend.RenewLease:input_type -> metaplane.v1.RenewLeaseRequest
 	58, // 61: metaplane.v1.Backend.RevokeLease:input_type -> metaplane.v1.RevokeLeaseRequest
 	60, // 62: metaplane.v1.Backend.AllocateIDs:input_type -> metaplane.v1.AllocateIDsRequest
-	62, // 63: metaplane.v1.Backend.AddVoter:input_type -> metaplane.v1.AddVoterRequest
-	64, // 64: metaplane.v1.Backend.RemoveVoter:input_type -> metaplane.v1.RemoveVoterRequest
-	66, // 65: metaplane.v1.Backend.FailNextWrite:input_type -> metaplane.v1.FailNextWriteRequest
-	68, // 66: metaplane.v1.Backend.SetLatency:input_type -> metaplane.v1.SetLatencyRequest
-	70, // 67: metaplane.v1.Backend.ExpireSession:input_type -> metaplane.v1.ExpireSessionRequest
-	75, // 68: metaplane.v1.Backend.Import:input_type -> metaplane.v1.ImportRequest
-	72, // 69: metaplane.v1.Backend.CompactHistory:input_type -> metaplane.v1.CompactHistoryRequest
-	9,  // 70: metaplane.v1.Backend.Describe:output_type -> metaplane.v1.DescribeResponse
-	11, // 71: metaplane.v1.Backend.Start:output_type -> metaplane.v1.StartResponse
-	15, // 72: metaplane.v1.Backend.NewClient:output_type -> metaplane.v1.NewClientResponse
-	17, // 73: metaplane.v1.Backend.CloseClient:output_type -> metaplane.v1.CloseClientResponse
-	23, // 74: metaplane.v1.Backend.GetMany:output_type -> metaplane.v1.GetManyResponse
-	25, // 75: metaplane.v1.Backend.Children:output_type -> metaplane.v1.ChildrenResponse
-	27, // 76: metaplane.v1.Backend.Snapshot:output_type -> metaplane.v1.SnapshotResponse
-	32, // 77: metaplane.v1.Backend.Txn:output_type -> metaplane.v1.TxnResponse
-	35, // 78: metaplane.v1.Backend.Watch:output_type -> metaplane.v1.WatchResponse
-	38, // 79: metaplane.v1.Backend.Session:output_type -> metaplane.v1.SessionResponse
-	40, // 80: metaplane.v1.Backend.SessionEvents:output_type -> metaplane.v1.SessionEventsResponse
-	43, // 81: metaplane.v1.Backend.Campaign:output_type -> metaplane.v1.CampaignResponse
-	45, // 82: metaplane.v1.Backend.Resign:output_type -> metaplane.v1.ResignResponse
-	48, // 83: metaplane.v1.Backend.Leader:output_type -> metaplane.v1.LeaderResponse
-	50, // 84: metaplane.v1.Backend.ObserveLeader:output_type -> metaplane.v1.ObserveLeaderResponse
-	53, // 85: metaplane.v1.Backend.Status:output_type -> metaplane.v1.StatusResponse
-	55, // 86: metaplane.v1.Backend.GrantLease:output_type -> metaplane.v1.GrantLeaseResponse
-	57, // 87: metaplane.v1.Backend.RenewLease:output_type -> metaplane.v1.RenewLeaseResponse
-	59, // 88: metaplane.v1.Backend.RevokeLease:output_type -> metaplane.v1.RevokeLeaseResponse
-	61, // 89: metaplane.v1.Backend.AllocateIDs:output_type -> metaplane.v1.AllocateIDsResponse
-	63, // 90: metaplane.v1.Backend.AddVoter:output_type -> metaplane.v1.AddVoterResponse
-	65, // 91: metaplane.v1.Backend.RemoveVoter:output_type -> metaplane.v1.RemoveVoterResponse
-	67, // 92: metaplane.v1.Backend.FailNextWrite:output_type -> metaplane.v1.FailNextWriteResponse
-	69, // 93: metaplane.v1.Backend.SetLatency:output_type -> metaplane.v1.SetLatencyResponse
-	71, // 94: metaplane.v1.Backend.ExpireSession:output_type -> metaplane.v1.ExpireSessionResponse
-	76, // 95: metaplane.v1.Backend.Import:output_type -> metaplane.v1.ImportResponse
-	73, // 96: metaplane.v1.Backend.CompactHistory:output_type -> metaplane.v1.CompactHistoryResponse
-	70, // [70:97] is the sub-list for method output_type
-	43, // [43:70] is the sub-list for method input_type
+	64, // 63: metaplane.v1.Backend.AddVoter:input_type -> metaplane.v1.AddVoterRequest
+	66, // 64: metaplane.v1.Backend.RemoveVoter:input_type -> metaplane.v1.RemoveVoterRequest
+	62, // 65: metaplane.v1.Backend.TransferLeadership:input_type -> metaplane.v1.TransferLeadershipRequest
+	68, // 66: metaplane.v1.Backend.FailNextWrite:input_type -> metaplane.v1.FailNextWriteRequest
+	70, // 67: metaplane.v1.Backend.SetLatency:input_type -> metaplane.v1.SetLatencyRequest
+	72, // 68: metaplane.v1.Backend.ExpireSession:input_type -> metaplane.v1.ExpireSessionRequest
+	77, // 69: metaplane.v1.Backend.Import:input_type -> metaplane.v1.ImportRequest
+	74, // 70: metaplane.v1.Backend.CompactHistory:input_type -> metaplane.v1.CompactHistoryRequest
+	9,  // 71: metaplane.v1.Backend.Describe:output_type -> metaplane.v1.DescribeResponse
+	11, // 72: metaplane.v1.Backend.Start:output_type -> metaplane.v1.StartResponse
+	15, // 73: metaplane.v1.Backend.NewClient:output_type -> metaplane.v1.NewClientResponse
+	17, // 74: metaplane.v1.Backend.CloseClient:output_type -> metaplane.v1.CloseClientResponse
+	23, // 75: metaplane.v1.Backend.GetMany:output_type -> metaplane.v1.GetManyResponse
+	25, // 76: metaplane.v1.Backend.Children:output_type -> metaplane.v1.ChildrenResponse
+	27, // 77: metaplane.v1.Backend.Snapshot:output_type -> metaplane.v1.SnapshotResponse
+	32, // 78: metaplane.v1.Backend.Txn:output_type -> metaplane.v1.TxnResponse
+	35, // 79: metaplane.v1.Backend.Watch:output_type -> metaplane.v1.WatchResponse
+	38, // 80: metaplane.v1.Backend.Session:output_type -> metaplane.v1.SessionResponse
+	40, // 81: metaplane.v1.Backend.SessionEvents:output_type -> metaplane.v1.SessionEventsResponse
+	43, // 82: metaplane.v1.Backend.Campaign:output_type -> metaplane.v1.CampaignResponse
+	45, // 83: metaplane.v1.Backend.Resign:output_type -> metaplane.v1.ResignResponse
+	48, // 84: metaplane.v1.Backend.Leader:output_type -> metaplane.v1.LeaderResponse
+	50, // 85: metaplane.v1.Backend.ObserveLeader:output_type -> metaplane.v1.ObserveLeaderResponse
+	53, // 86: metaplane.v1.Backend.Status:output_type -> metaplane.v1.StatusResponse
+	55, // 87: metaplane.v1.Backend.GrantLease:output_type -> metaplane.v1.GrantLeaseResponse
+	57, // 88: metaplane.v1.Backend.RenewLease:output_type -> metaplane.v1.RenewLeaseResponse
+	59, // 89: metaplane.v1.Backend.RevokeLease:output_type -> metaplane.v1.RevokeLeaseResponse
+	61, // 90: metaplane.v1.Backend.AllocateIDs:output_type -> metaplane.v1.AllocateIDsResponse
+	65, // 91: metaplane.v1.Backend.AddVoter:output_type -> metaplane.v1.AddVoterResponse
+	67, // 92: metaplane.v1.Backend.RemoveVoter:output_type -> metaplane.v1.RemoveVoterResponse
+	63, // 93: metaplane.v1.Backend.TransferLeadership:output_type -> metaplane.v1.TransferLeadershipResponse
+	69, // 94: metaplane.v1.Backend.FailNextWrite:output_type -> metaplane.v1.FailNextWriteResponse
+	71, // 95: metaplane.v1.Backend.SetLatency:output_type -> metaplane.v1.SetLatencyResponse
+	73, // 96: metaplane.v1.Backend.ExpireSession:output_type -> metaplane.v1.ExpireSessionResponse
+	78, // 97: metaplane.v1.Backend.Import:output_type -> metaplane.v1.ImportResponse
+	75, // 98: metaplane.v1.Backend.CompactHistory:output_type -> metaplane.v1.CompactHistoryResponse
+	71, // [71:99] is the sub-list for method output_type
+	43, // [43:71] is the sub-list for method input_type
 	43, // [43:43] is the sub-list for extension type_name
 	43, // [43:43] is the sub-list for extension extendee
 	0,  // [0:43] is the sub-list for field type_name
@@ -5000,7 +5194,7 @@ func file_metaplane_v1_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metaplane_v1_backend_proto_rawDesc), len(file_metaplane_v1_backend_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   73,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

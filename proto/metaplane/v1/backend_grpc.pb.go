@@ -39,33 +39,34 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Backend_Describe_FullMethodName       = "/metaplane.v1.Backend/Describe"
-	Backend_Start_FullMethodName          = "/metaplane.v1.Backend/Start"
-	Backend_NewClient_FullMethodName      = "/metaplane.v1.Backend/NewClient"
-	Backend_CloseClient_FullMethodName    = "/metaplane.v1.Backend/CloseClient"
-	Backend_GetMany_FullMethodName        = "/metaplane.v1.Backend/GetMany"
-	Backend_Children_FullMethodName       = "/metaplane.v1.Backend/Children"
-	Backend_Snapshot_FullMethodName       = "/metaplane.v1.Backend/Snapshot"
-	Backend_Txn_FullMethodName            = "/metaplane.v1.Backend/Txn"
-	Backend_Watch_FullMethodName          = "/metaplane.v1.Backend/Watch"
-	Backend_Session_FullMethodName        = "/metaplane.v1.Backend/Session"
-	Backend_SessionEvents_FullMethodName  = "/metaplane.v1.Backend/SessionEvents"
-	Backend_Campaign_FullMethodName       = "/metaplane.v1.Backend/Campaign"
-	Backend_Resign_FullMethodName         = "/metaplane.v1.Backend/Resign"
-	Backend_Leader_FullMethodName         = "/metaplane.v1.Backend/Leader"
-	Backend_ObserveLeader_FullMethodName  = "/metaplane.v1.Backend/ObserveLeader"
-	Backend_Status_FullMethodName         = "/metaplane.v1.Backend/Status"
-	Backend_GrantLease_FullMethodName     = "/metaplane.v1.Backend/GrantLease"
-	Backend_RenewLease_FullMethodName     = "/metaplane.v1.Backend/RenewLease"
-	Backend_RevokeLease_FullMethodName    = "/metaplane.v1.Backend/RevokeLease"
-	Backend_AllocateIDs_FullMethodName    = "/metaplane.v1.Backend/AllocateIDs"
-	Backend_AddVoter_FullMethodName       = "/metaplane.v1.Backend/AddVoter"
-	Backend_RemoveVoter_FullMethodName    = "/metaplane.v1.Backend/RemoveVoter"
-	Backend_FailNextWrite_FullMethodName  = "/metaplane.v1.Backend/FailNextWrite"
-	Backend_SetLatency_FullMethodName     = "/metaplane.v1.Backend/SetLatency"
-	Backend_ExpireSession_FullMethodName  = "/metaplane.v1.Backend/ExpireSession"
-	Backend_Import_FullMethodName         = "/metaplane.v1.Backend/Import"
-	Backend_CompactHistory_FullMethodName = "/metaplane.v1.Backend/CompactHistory"
+	Backend_Describe_FullMethodName           = "/metaplane.v1.Backend/Describe"
+	Backend_Start_FullMethodName              = "/metaplane.v1.Backend/Start"
+	Backend_NewClient_FullMethodName          = "/metaplane.v1.Backend/NewClient"
+	Backend_CloseClient_FullMethodName        = "/metaplane.v1.Backend/CloseClient"
+	Backend_GetMany_FullMethodName            = "/metaplane.v1.Backend/GetMany"
+	Backend_Children_FullMethodName           = "/metaplane.v1.Backend/Children"
+	Backend_Snapshot_FullMethodName           = "/metaplane.v1.Backend/Snapshot"
+	Backend_Txn_FullMethodName                = "/metaplane.v1.Backend/Txn"
+	Backend_Watch_FullMethodName              = "/metaplane.v1.Backend/Watch"
+	Backend_Session_FullMethodName            = "/metaplane.v1.Backend/Session"
+	Backend_SessionEvents_FullMethodName      = "/metaplane.v1.Backend/SessionEvents"
+	Backend_Campaign_FullMethodName           = "/metaplane.v1.Backend/Campaign"
+	Backend_Resign_FullMethodName             = "/metaplane.v1.Backend/Resign"
+	Backend_Leader_FullMethodName             = "/metaplane.v1.Backend/Leader"
+	Backend_ObserveLeader_FullMethodName      = "/metaplane.v1.Backend/ObserveLeader"
+	Backend_Status_FullMethodName             = "/metaplane.v1.Backend/Status"
+	Backend_GrantLease_FullMethodName         = "/metaplane.v1.Backend/GrantLease"
+	Backend_RenewLease_FullMethodName         = "/metaplane.v1.Backend/RenewLease"
+	Backend_RevokeLease_FullMethodName        = "/metaplane.v1.Backend/RevokeLease"
+	Backend_AllocateIDs_FullMethodName        = "/metaplane.v1.Backend/AllocateIDs"
+	Backend_AddVoter_FullMethodName           = "/metaplane.v1.Backend/AddVoter"
+	Backend_RemoveVoter_FullMethodName        = "/metaplane.v1.Backend/RemoveVoter"
+	Backend_TransferLeadership_FullMethodName = "/metaplane.v1.Backend/TransferLeadership"
+	Backend_FailNextWrite_FullMethodName      = "/metaplane.v1.Backend/FailNextWrite"
+	Backend_SetLatency_FullMethodName         = "/metaplane.v1.Backend/SetLatency"
+	Backend_ExpireSession_FullMethodName      = "/metaplane.v1.Backend/ExpireSession"
+	Backend_Import_FullMethodName             = "/metaplane.v1.Backend/Import"
+	Backend_CompactHistory_FullMethodName     = "/metaplane.v1.Backend/CompactHistory"
 )
 
 // BackendClient is the client API for Backend service.
@@ -115,6 +116,7 @@ type BackendClient interface {
 	AllocateIDs(ctx context.Context, in *AllocateIDsRequest, opts ...grpc.CallOption) (*AllocateIDsResponse, error)
 	AddVoter(ctx context.Context, in *AddVoterRequest, opts ...grpc.CallOption) (*AddVoterResponse, error)
 	RemoveVoter(ctx context.Context, in *RemoveVoterRequest, opts ...grpc.CallOption) (*RemoveVoterResponse, error)
+	TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error)
 	FailNextWrite(ctx context.Context, in *FailNextWriteRequest, opts ...grpc.CallOption) (*FailNextWriteResponse, error)
 	SetLatency(ctx context.Context, in *SetLatencyRequest, opts ...grpc.CallOption) (*SetLatencyResponse, error)
 	ExpireSession(ctx context.Context, in *ExpireSessionRequest, opts ...grpc.CallOption) (*ExpireSessionResponse, error)
@@ -389,6 +391,16 @@ func (c *backendClient) RemoveVoter(ctx context.Context, in *RemoveVoterRequest,
 	return out, nil
 }
 
+func (c *backendClient) TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TransferLeadershipResponse)
+	err := c.cc.Invoke(ctx, Backend_TransferLeadership_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *backendClient) FailNextWrite(ctx context.Context, in *FailNextWriteRequest, opts ...grpc.CallOption) (*FailNextWriteResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(FailNextWriteResponse)
@@ -486,6 +498,7 @@ type BackendServer interface {
 	AllocateIDs(context.Context, *AllocateIDsRequest) (*AllocateIDsResponse, error)
 	AddVoter(context.Context, *AddVoterRequest) (*AddVoterResponse, error)
 	RemoveVoter(context.Context, *RemoveVoterRequest) (*RemoveVoterResponse, error)
+	TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error)
 	FailNextWrite(context.Context, *FailNextWriteRequest) (*FailNextWriteResponse, error)
 	SetLatency(context.Context, *SetLatencyRequest) (*SetLatencyResponse, error)
 	ExpireSession(context.Context, *ExpireSessionRequest) (*ExpireSessionResponse, error)
@@ -569,6 +582,9 @@ func (UnimplementedBackendServer) AddVoter(context.Context, *AddVoterRequest) (*
 }
 func (UnimplementedBackendServer) RemoveVoter(context.Context, *RemoveVoterRequest) (*RemoveVoterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveVoter not implemented")
+}
+func (UnimplementedBackendServer) TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TransferLeadership not implemented")
 }
 func (UnimplementedBackendServer) FailNextWrite(context.Context, *FailNextWriteRequest) (*FailNextWriteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method FailNextWrite not implemented")
@@ -974,6 +990,24 @@ func _Backend_RemoveVoter_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Backend_TransferLeadership_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TransferLeadershipRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BackendServer).TransferLeadership(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Backend_TransferLeadership_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BackendServer).TransferLeadership(ctx, req.(*TransferLeadershipRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Backend_FailNextWrite_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(FailNextWriteRequest)
 	if err := dec(in); err != nil {
@@ -1142,6 +1176,10 @@ var Backend_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveVoter",
 			Handler:    _Backend_RemoveVoter_Handler,
+		},
+		{
+			MethodName: "TransferLeadership",
+			Handler:    _Backend_TransferLeadership_Handler,
 		},
 		{
 			MethodName: "FailNextWrite",

@@ -33,7 +33,9 @@ metadata.backend.default, raft out of the box), starts its plugin,
 campaigns, and serves the admin API on the CLIENT listener (bind.listeners,
 default CLIENT://127.0.0.1:9123) while it leads. A standby answers every
 call with NOT_LEADER and the leader's address. Metrics are served at
-http://<metrics.address>/metrics. Stop it with Ctrl-C (or SIGTERM).
+http://<metrics.address>/metrics, probes at /healthz and /readyz, and the
+grpc.health.v1 service on the CLIENT listener (docs/raft.md, Operations).
+Stop it with Ctrl-C (or SIGTERM).
 Exit status: 0 after a clean stop, 1 on an invalid configuration or a
 failure, 2 usage error.`
 
@@ -130,13 +132,14 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var metricsAddr string
+	var mux *http.ServeMux
 	if cfg.MetricsAddress != "" {
 		ml, err := net.Listen("tcp", cfg.MetricsAddress)
 		if err != nil {
 			return fmt.Errorf("metrics.address: listen on %s: %w", cfg.MetricsAddress, err)
 		}
 		metricsAddr = ml.Addr().String()
-		mux := http.NewServeMux()
+		mux = http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go hs.Serve(ml)
@@ -168,11 +171,16 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 		ImageLoadTimeout:           cfg.Coordinator.Raft.CatchupTimeout,
 		Logger:                     logger,
 		Registerer:                 reg,
+		PluginRestarts:             p.Restarts,
 		Fatal:                      p.Done(),
 		FatalErr:                   p.Err,
 	})
 	if err != nil {
 		return err
+	}
+	if mux != nil {
+		mux.Handle("/healthz", srv.HealthzHandler())
+		mux.Handle("/readyz", srv.ReadyzHandler())
 	}
 
 	fmt.Fprintf(w, "metaplane coordinator %s\n", id)

@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -188,8 +189,8 @@ func TestCoordinatorSurvivesPluginDeath(t *testing.T) {
 		"-D", "coordinator.raft.port="+strconv.Itoa(testutil.FreePort(t)), "-D", "metrics.address=127.0.0.1:0")
 	cmd.Dir = t.TempDir()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	logs := &testutil.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -218,4 +219,18 @@ func TestCoordinatorSurvivesPluginDeath(t *testing.T) {
 		o, _, code := runCLI(t, "admin", "list-databases", bs, "--timeout=2s")
 		return code == ExitOK && o == "kept\n"
 	})
+	// The restart is counted.
+	m := regexp.MustCompile(`metrics:  (http://\S+)`).FindStringSubmatch(logs.String())
+	if m == nil {
+		t.Fatalf("the coordinator printed no metrics address")
+	}
+	resp, err := http.Get(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(b), "metaplane_plugin_restarts_total 1\n") {
+		t.Errorf("metrics lack metaplane_plugin_restarts_total 1:\n%s", b)
+	}
 }

@@ -2,8 +2,8 @@
 //
 // AdminService is what operators and clients call on a coordinator (the
 // `metaplane admin` verbs). Only the leader coordinator serves it; a standby
-// answers every call but GetLeader with a NOT_LEADER error carrying the
-// leader's address, and clients retry there.
+// answers every call but GetLeader and GetCoordinatorRaftStatus with a
+// NOT_LEADER error carrying the leader's address, and clients retry there.
 //
 // TabletServerService is the private surface tablet servers use on the Raft
 // backend (FIP-52: REGISTER_TABLET_SERVER, TABLET_SERVER_HEARTBEAT,
@@ -97,6 +97,60 @@ func (Outcome) EnumDescriptor() ([]byte, []int) {
 	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{0}
 }
 
+// RaftStatusView says whose knowledge a status is.
+type RaftStatusView int32
+
+const (
+	RaftStatusView_RAFT_STATUS_VIEW_UNSPECIFIED RaftStatusView = 0
+	// RAFT_STATUS_VIEW_LEADER: the answering member is the Raft leader.
+	RaftStatusView_RAFT_STATUS_VIEW_LEADER RaftStatusView = 1
+	// RAFT_STATUS_VIEW_LOCAL: the answering member is not the leader (a
+	// follower, or a member that knows no leader); what it says of the
+	// others is as of its last contact with them.
+	RaftStatusView_RAFT_STATUS_VIEW_LOCAL RaftStatusView = 2
+)
+
+// Enum value maps for RaftStatusView.
+var (
+	RaftStatusView_name = map[int32]string{
+		0: "RAFT_STATUS_VIEW_UNSPECIFIED",
+		1: "RAFT_STATUS_VIEW_LEADER",
+		2: "RAFT_STATUS_VIEW_LOCAL",
+	}
+	RaftStatusView_value = map[string]int32{
+		"RAFT_STATUS_VIEW_UNSPECIFIED": 0,
+		"RAFT_STATUS_VIEW_LEADER":      1,
+		"RAFT_STATUS_VIEW_LOCAL":       2,
+	}
+)
+
+func (x RaftStatusView) Enum() *RaftStatusView {
+	p := new(RaftStatusView)
+	*p = x
+	return p
+}
+
+func (x RaftStatusView) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RaftStatusView) Descriptor() protoreflect.EnumDescriptor {
+	return file_metaplane_admin_v1_admin_proto_enumTypes[1].Descriptor()
+}
+
+func (RaftStatusView) Type() protoreflect.EnumType {
+	return &file_metaplane_admin_v1_admin_proto_enumTypes[1]
+}
+
+func (x RaftStatusView) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RaftStatusView.Descriptor instead.
+func (RaftStatusView) EnumDescriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
 type MetadataRecord_Type int32
 
 const (
@@ -133,11 +187,11 @@ func (x MetadataRecord_Type) String() string {
 }
 
 func (MetadataRecord_Type) Descriptor() protoreflect.EnumDescriptor {
-	return file_metaplane_admin_v1_admin_proto_enumTypes[1].Descriptor()
+	return file_metaplane_admin_v1_admin_proto_enumTypes[2].Descriptor()
 }
 
 func (MetadataRecord_Type) Type() protoreflect.EnumType {
-	return &file_metaplane_admin_v1_admin_proto_enumTypes[1]
+	return &file_metaplane_admin_v1_admin_proto_enumTypes[2]
 }
 
 func (x MetadataRecord_Type) Number() protoreflect.EnumNumber {
@@ -146,7 +200,7 @@ func (x MetadataRecord_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MetadataRecord_Type.Descriptor instead.
 func (MetadataRecord_Type) EnumDescriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{55, 0}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{60, 0}
 }
 
 // ErrorDetail is attached to every failed call's status. The codes, their
@@ -298,6 +352,433 @@ func (x *ErrorDetail) GetContents() string {
 	return ""
 }
 
+type TransferRaftLeadershipRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// to_id is the target voter's replica id; empty: the most caught-up one.
+	ToId          string `protobuf:"bytes,1,opt,name=to_id,json=toId,proto3" json:"to_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferRaftLeadershipRequest) Reset() {
+	*x = TransferRaftLeadershipRequest{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferRaftLeadershipRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferRaftLeadershipRequest) ProtoMessage() {}
+
+func (x *TransferRaftLeadershipRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferRaftLeadershipRequest.ProtoReflect.Descriptor instead.
+func (*TransferRaftLeadershipRequest) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TransferRaftLeadershipRequest) GetToId() string {
+	if x != nil {
+		return x.ToId
+	}
+	return ""
+}
+
+type TransferRaftLeadershipResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// previous_leader_id is the replica id of the member that led;
+	// leader_id the one that leads now, in term.
+	PreviousLeaderId string `protobuf:"bytes,1,opt,name=previous_leader_id,json=previousLeaderId,proto3" json:"previous_leader_id,omitempty"`
+	LeaderId         string `protobuf:"bytes,2,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	Term             int64  `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *TransferRaftLeadershipResponse) Reset() {
+	*x = TransferRaftLeadershipResponse{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferRaftLeadershipResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferRaftLeadershipResponse) ProtoMessage() {}
+
+func (x *TransferRaftLeadershipResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferRaftLeadershipResponse.ProtoReflect.Descriptor instead.
+func (*TransferRaftLeadershipResponse) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *TransferRaftLeadershipResponse) GetPreviousLeaderId() string {
+	if x != nil {
+		return x.PreviousLeaderId
+	}
+	return ""
+}
+
+func (x *TransferRaftLeadershipResponse) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
+func (x *TransferRaftLeadershipResponse) GetTerm() int64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+type GetCoordinatorRaftStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCoordinatorRaftStatusRequest) Reset() {
+	*x = GetCoordinatorRaftStatusRequest{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCoordinatorRaftStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCoordinatorRaftStatusRequest) ProtoMessage() {}
+
+func (x *GetCoordinatorRaftStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCoordinatorRaftStatusRequest.ProtoReflect.Descriptor instead.
+func (*GetCoordinatorRaftStatusRequest) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+// RaftMember is one member of the quorum as the answering member sees it.
+type RaftMember struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is the Raft replica id (coordinator.raft.node.id), in decimal.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// address is the member's Raft host:port.
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// role is "leader", "follower", or "unknown" when the answering member
+	// knows no leader.
+	Role string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	// kind is "voter", "non-voting" or "witness".
+	Kind string `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
+	// reachable: the answering member's latest evidence about this member is
+	// a contact (see docs/raft.md, Operations).
+	Reachable bool `protobuf:"varint,5,opt,name=reachable,proto3" json:"reachable,omitempty"`
+	// last_contact_unix_ms is when the answering member last had evidence
+	// that this member was up (ms since the Unix epoch), 0 when it has none;
+	// last_contact_age_ms is the same as an age on the answering member's
+	// clock, -1 when it has none.
+	LastContactUnixMs int64 `protobuf:"varint,6,opt,name=last_contact_unix_ms,json=lastContactUnixMs,proto3" json:"last_contact_unix_ms,omitempty"`
+	LastContactAgeMs  int64 `protobuf:"varint,7,opt,name=last_contact_age_ms,json=lastContactAgeMs,proto3" json:"last_contact_age_ms,omitempty"`
+	// match_index is the applied index this member last reported (the
+	// answering member's own applied index for itself); lag is the answering
+	// member's commit index minus it. Both 0 when nothing recent is known.
+	MatchIndex int64 `protobuf:"varint,8,opt,name=match_index,json=matchIndex,proto3" json:"match_index,omitempty"`
+	Lag        int64 `protobuf:"varint,9,opt,name=lag,proto3" json:"lag,omitempty"`
+	// snapshot_index is the member's latest snapshot index, known for the
+	// answering member only (0 for the others).
+	SnapshotIndex int64 `protobuf:"varint,10,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RaftMember) Reset() {
+	*x = RaftMember{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaftMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaftMember) ProtoMessage() {}
+
+func (x *RaftMember) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaftMember.ProtoReflect.Descriptor instead.
+func (*RaftMember) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RaftMember) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RaftMember) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *RaftMember) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *RaftMember) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *RaftMember) GetReachable() bool {
+	if x != nil {
+		return x.Reachable
+	}
+	return false
+}
+
+func (x *RaftMember) GetLastContactUnixMs() int64 {
+	if x != nil {
+		return x.LastContactUnixMs
+	}
+	return 0
+}
+
+func (x *RaftMember) GetLastContactAgeMs() int64 {
+	if x != nil {
+		return x.LastContactAgeMs
+	}
+	return 0
+}
+
+func (x *RaftMember) GetMatchIndex() int64 {
+	if x != nil {
+		return x.MatchIndex
+	}
+	return 0
+}
+
+func (x *RaftMember) GetLag() int64 {
+	if x != nil {
+		return x.Lag
+	}
+	return 0
+}
+
+func (x *RaftMember) GetSnapshotIndex() int64 {
+	if x != nil {
+		return x.SnapshotIndex
+	}
+	return 0
+}
+
+type GetCoordinatorRaftStatusResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	View  RaftStatusView         `protobuf:"varint,1,opt,name=view,proto3,enum=metaplane.admin.v1.RaftStatusView" json:"view,omitempty"`
+	// backend is the backend's name ("raft").
+	Backend string `protobuf:"bytes,2,opt,name=backend,proto3" json:"backend,omitempty"`
+	// cluster_id is the cluster id written at bootstrap; empty when the
+	// backend has none.
+	ClusterId string `protobuf:"bytes,3,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// member_id is the answering member's replica id; coordinator_id the
+	// answering coordinator's id.
+	MemberId      string `protobuf:"bytes,4,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	CoordinatorId string `protobuf:"bytes,5,opt,name=coordinator_id,json=coordinatorId,proto3" json:"coordinator_id,omitempty"`
+	// role is the answering member's role: "leader", "follower", "candidate"
+	// (it knows no leader).
+	Role string `protobuf:"bytes,6,opt,name=role,proto3" json:"role,omitempty"`
+	// term is the current Raft term, the leader epoch.
+	Term int64 `protobuf:"varint,7,opt,name=term,proto3" json:"term,omitempty"`
+	// leader_id is the Raft leader's replica id, empty when none is known;
+	// leader_address the leader coordinator's client listener (host:port),
+	// empty when not known.
+	LeaderId      string        `protobuf:"bytes,8,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderAddress string        `protobuf:"bytes,9,opt,name=leader_address,json=leaderAddress,proto3" json:"leader_address,omitempty"`
+	CommitIndex   int64         `protobuf:"varint,10,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
+	AppliedIndex  int64         `protobuf:"varint,11,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	SnapshotIndex int64         `protobuf:"varint,12,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
+	Members       []*RaftMember `protobuf:"bytes,13,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCoordinatorRaftStatusResponse) Reset() {
+	*x = GetCoordinatorRaftStatusResponse{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCoordinatorRaftStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCoordinatorRaftStatusResponse) ProtoMessage() {}
+
+func (x *GetCoordinatorRaftStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCoordinatorRaftStatusResponse.ProtoReflect.Descriptor instead.
+func (*GetCoordinatorRaftStatusResponse) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GetCoordinatorRaftStatusResponse) GetView() RaftStatusView {
+	if x != nil {
+		return x.View
+	}
+	return RaftStatusView_RAFT_STATUS_VIEW_UNSPECIFIED
+}
+
+func (x *GetCoordinatorRaftStatusResponse) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+func (x *GetCoordinatorRaftStatusResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *GetCoordinatorRaftStatusResponse) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *GetCoordinatorRaftStatusResponse) GetCoordinatorId() string {
+	if x != nil {
+		return x.CoordinatorId
+	}
+	return ""
+}
+
+func (x *GetCoordinatorRaftStatusResponse) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *GetCoordinatorRaftStatusResponse) GetTerm() int64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *GetCoordinatorRaftStatusResponse) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
+func (x *GetCoordinatorRaftStatusResponse) GetLeaderAddress() string {
+	if x != nil {
+		return x.LeaderAddress
+	}
+	return ""
+}
+
+func (x *GetCoordinatorRaftStatusResponse) GetCommitIndex() int64 {
+	if x != nil {
+		return x.CommitIndex
+	}
+	return 0
+}
+
+func (x *GetCoordinatorRaftStatusResponse) GetAppliedIndex() int64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *GetCoordinatorRaftStatusResponse) GetSnapshotIndex() int64 {
+	if x != nil {
+		return x.SnapshotIndex
+	}
+	return 0
+}
+
+func (x *GetCoordinatorRaftStatusResponse) GetMembers() []*RaftMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
 type CreateDatabaseRequest struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	Name             string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -310,7 +791,7 @@ type CreateDatabaseRequest struct {
 
 func (x *CreateDatabaseRequest) Reset() {
 	*x = CreateDatabaseRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[1]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -322,7 +803,7 @@ func (x *CreateDatabaseRequest) String() string {
 func (*CreateDatabaseRequest) ProtoMessage() {}
 
 func (x *CreateDatabaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[1]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -335,7 +816,7 @@ func (x *CreateDatabaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateDatabaseRequest.ProtoReflect.Descriptor instead.
 func (*CreateDatabaseRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateDatabaseRequest) GetName() string {
@@ -377,7 +858,7 @@ type CreateDatabaseResponse struct {
 
 func (x *CreateDatabaseResponse) Reset() {
 	*x = CreateDatabaseResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[2]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -389,7 +870,7 @@ func (x *CreateDatabaseResponse) String() string {
 func (*CreateDatabaseResponse) ProtoMessage() {}
 
 func (x *CreateDatabaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[2]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -402,7 +883,7 @@ func (x *CreateDatabaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateDatabaseResponse.ProtoReflect.Descriptor instead.
 func (*CreateDatabaseResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateDatabaseResponse) GetCreated() bool {
@@ -425,7 +906,7 @@ type DropDatabaseRequest struct {
 
 func (x *DropDatabaseRequest) Reset() {
 	*x = DropDatabaseRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[3]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -437,7 +918,7 @@ func (x *DropDatabaseRequest) String() string {
 func (*DropDatabaseRequest) ProtoMessage() {}
 
 func (x *DropDatabaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[3]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -450,7 +931,7 @@ func (x *DropDatabaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropDatabaseRequest.ProtoReflect.Descriptor instead.
 func (*DropDatabaseRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DropDatabaseRequest) GetName() string {
@@ -485,7 +966,7 @@ type DropDatabaseResponse struct {
 
 func (x *DropDatabaseResponse) Reset() {
 	*x = DropDatabaseResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -497,7 +978,7 @@ func (x *DropDatabaseResponse) String() string {
 func (*DropDatabaseResponse) ProtoMessage() {}
 
 func (x *DropDatabaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -510,7 +991,7 @@ func (x *DropDatabaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropDatabaseResponse.ProtoReflect.Descriptor instead.
 func (*DropDatabaseResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DropDatabaseResponse) GetDropped() bool {
@@ -528,7 +1009,7 @@ type ListDatabasesRequest struct {
 
 func (x *ListDatabasesRequest) Reset() {
 	*x = ListDatabasesRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -540,7 +1021,7 @@ func (x *ListDatabasesRequest) String() string {
 func (*ListDatabasesRequest) ProtoMessage() {}
 
 func (x *ListDatabasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -553,7 +1034,7 @@ func (x *ListDatabasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDatabasesRequest.ProtoReflect.Descriptor instead.
 func (*ListDatabasesRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 type ListDatabasesResponse struct {
@@ -565,7 +1046,7 @@ type ListDatabasesResponse struct {
 
 func (x *ListDatabasesResponse) Reset() {
 	*x = ListDatabasesResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -577,7 +1058,7 @@ func (x *ListDatabasesResponse) String() string {
 func (*ListDatabasesResponse) ProtoMessage() {}
 
 func (x *ListDatabasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -590,7 +1071,7 @@ func (x *ListDatabasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDatabasesResponse.ProtoReflect.Descriptor instead.
 func (*ListDatabasesResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListDatabasesResponse) GetNames() []string {
@@ -609,7 +1090,7 @@ type GetDatabaseRequest struct {
 
 func (x *GetDatabaseRequest) Reset() {
 	*x = GetDatabaseRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -621,7 +1102,7 @@ func (x *GetDatabaseRequest) String() string {
 func (*GetDatabaseRequest) ProtoMessage() {}
 
 func (x *GetDatabaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -634,7 +1115,7 @@ func (x *GetDatabaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDatabaseRequest.ProtoReflect.Descriptor instead.
 func (*GetDatabaseRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetDatabaseRequest) GetName() string {
@@ -657,7 +1138,7 @@ type GetDatabaseResponse struct {
 
 func (x *GetDatabaseResponse) Reset() {
 	*x = GetDatabaseResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -669,7 +1150,7 @@ func (x *GetDatabaseResponse) String() string {
 func (*GetDatabaseResponse) ProtoMessage() {}
 
 func (x *GetDatabaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -682,7 +1163,7 @@ func (x *GetDatabaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDatabaseResponse.ProtoReflect.Descriptor instead.
 func (*GetDatabaseResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetDatabaseResponse) GetName() string {
@@ -735,7 +1216,7 @@ type Column struct {
 
 func (x *Column) Reset() {
 	*x = Column{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +1228,7 @@ func (x *Column) String() string {
 func (*Column) ProtoMessage() {}
 
 func (x *Column) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +1241,7 @@ func (x *Column) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Column.ProtoReflect.Descriptor instead.
 func (*Column) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Column) GetName() string {
@@ -808,7 +1289,7 @@ type TableDescriptor struct {
 
 func (x *TableDescriptor) Reset() {
 	*x = TableDescriptor{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +1301,7 @@ func (x *TableDescriptor) String() string {
 func (*TableDescriptor) ProtoMessage() {}
 
 func (x *TableDescriptor) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +1314,7 @@ func (x *TableDescriptor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableDescriptor.ProtoReflect.Descriptor instead.
 func (*TableDescriptor) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TableDescriptor) GetColumns() []*Column {
@@ -914,7 +1395,7 @@ type Bucket struct {
 
 func (x *Bucket) Reset() {
 	*x = Bucket{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +1407,7 @@ func (x *Bucket) String() string {
 func (*Bucket) ProtoMessage() {}
 
 func (x *Bucket) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1420,7 @@ func (x *Bucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bucket.ProtoReflect.Descriptor instead.
 func (*Bucket) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Bucket) GetBucket() int32 {
@@ -1010,7 +1491,7 @@ type TableInfo struct {
 
 func (x *TableInfo) Reset() {
 	*x = TableInfo{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1503,7 @@ func (x *TableInfo) String() string {
 func (*TableInfo) ProtoMessage() {}
 
 func (x *TableInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1516,7 @@ func (x *TableInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableInfo.ProtoReflect.Descriptor instead.
 func (*TableInfo) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TableInfo) GetDatabase() string {
@@ -1120,7 +1601,7 @@ type CreateTableRequest struct {
 
 func (x *CreateTableRequest) Reset() {
 	*x = CreateTableRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1132,7 +1613,7 @@ func (x *CreateTableRequest) String() string {
 func (*CreateTableRequest) ProtoMessage() {}
 
 func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1145,7 +1626,7 @@ func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableRequest.ProtoReflect.Descriptor instead.
 func (*CreateTableRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreateTableRequest) GetDatabase() string {
@@ -1188,7 +1669,7 @@ type CreateTableResponse struct {
 
 func (x *CreateTableResponse) Reset() {
 	*x = CreateTableResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1200,7 +1681,7 @@ func (x *CreateTableResponse) String() string {
 func (*CreateTableResponse) ProtoMessage() {}
 
 func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1213,7 +1694,7 @@ func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableResponse.ProtoReflect.Descriptor instead.
 func (*CreateTableResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateTableResponse) GetTable() *TableInfo {
@@ -1241,7 +1722,7 @@ type DropTableRequest struct {
 
 func (x *DropTableRequest) Reset() {
 	*x = DropTableRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1253,7 +1734,7 @@ func (x *DropTableRequest) String() string {
 func (*DropTableRequest) ProtoMessage() {}
 
 func (x *DropTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1266,7 +1747,7 @@ func (x *DropTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropTableRequest.ProtoReflect.Descriptor instead.
 func (*DropTableRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DropTableRequest) GetDatabase() string {
@@ -1301,7 +1782,7 @@ type DropTableResponse struct {
 
 func (x *DropTableResponse) Reset() {
 	*x = DropTableResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1794,7 @@ func (x *DropTableResponse) String() string {
 func (*DropTableResponse) ProtoMessage() {}
 
 func (x *DropTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1807,7 @@ func (x *DropTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropTableResponse.ProtoReflect.Descriptor instead.
 func (*DropTableResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DropTableResponse) GetDropped() bool {
@@ -1346,7 +1827,7 @@ type GetTableInfoRequest struct {
 
 func (x *GetTableInfoRequest) Reset() {
 	*x = GetTableInfoRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1839,7 @@ func (x *GetTableInfoRequest) String() string {
 func (*GetTableInfoRequest) ProtoMessage() {}
 
 func (x *GetTableInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1852,7 @@ func (x *GetTableInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetTableInfoRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetTableInfoRequest) GetDatabase() string {
@@ -1397,7 +1878,7 @@ type GetTableInfoResponse struct {
 
 func (x *GetTableInfoResponse) Reset() {
 	*x = GetTableInfoResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1409,7 +1890,7 @@ func (x *GetTableInfoResponse) String() string {
 func (*GetTableInfoResponse) ProtoMessage() {}
 
 func (x *GetTableInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1422,7 +1903,7 @@ func (x *GetTableInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetTableInfoResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetTableInfoResponse) GetTable() *TableInfo {
@@ -1441,7 +1922,7 @@ type ListTablesRequest struct {
 
 func (x *ListTablesRequest) Reset() {
 	*x = ListTablesRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1934,7 @@ func (x *ListTablesRequest) String() string {
 func (*ListTablesRequest) ProtoMessage() {}
 
 func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1947,7 @@ func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesRequest.ProtoReflect.Descriptor instead.
 func (*ListTablesRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListTablesRequest) GetDatabase() string {
@@ -1485,7 +1966,7 @@ type ListTablesResponse struct {
 
 func (x *ListTablesResponse) Reset() {
 	*x = ListTablesResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1497,7 +1978,7 @@ func (x *ListTablesResponse) String() string {
 func (*ListTablesResponse) ProtoMessage() {}
 
 func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1510,7 +1991,7 @@ func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesResponse.ProtoReflect.Descriptor instead.
 func (*ListTablesResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListTablesResponse) GetNames() []string {
@@ -1531,7 +2012,7 @@ type PartitionInfo struct {
 
 func (x *PartitionInfo) Reset() {
 	*x = PartitionInfo{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +2024,7 @@ func (x *PartitionInfo) String() string {
 func (*PartitionInfo) ProtoMessage() {}
 
 func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +2037,7 @@ func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionInfo.ProtoReflect.Descriptor instead.
 func (*PartitionInfo) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PartitionInfo) GetName() string {
@@ -1592,7 +2073,7 @@ type CreatePartitionRequest struct {
 
 func (x *CreatePartitionRequest) Reset() {
 	*x = CreatePartitionRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +2085,7 @@ func (x *CreatePartitionRequest) String() string {
 func (*CreatePartitionRequest) ProtoMessage() {}
 
 func (x *CreatePartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +2098,7 @@ func (x *CreatePartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CreatePartitionRequest) GetDatabase() string {
@@ -1660,7 +2141,7 @@ type CreatePartitionResponse struct {
 
 func (x *CreatePartitionResponse) Reset() {
 	*x = CreatePartitionResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1672,7 +2153,7 @@ func (x *CreatePartitionResponse) String() string {
 func (*CreatePartitionResponse) ProtoMessage() {}
 
 func (x *CreatePartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1685,7 +2166,7 @@ func (x *CreatePartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreatePartitionResponse) GetPartition() *PartitionInfo {
@@ -1714,7 +2195,7 @@ type DropPartitionRequest struct {
 
 func (x *DropPartitionRequest) Reset() {
 	*x = DropPartitionRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +2207,7 @@ func (x *DropPartitionRequest) String() string {
 func (*DropPartitionRequest) ProtoMessage() {}
 
 func (x *DropPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +2220,7 @@ func (x *DropPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropPartitionRequest.ProtoReflect.Descriptor instead.
 func (*DropPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DropPartitionRequest) GetDatabase() string {
@@ -1781,7 +2262,7 @@ type DropPartitionResponse struct {
 
 func (x *DropPartitionResponse) Reset() {
 	*x = DropPartitionResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1793,7 +2274,7 @@ func (x *DropPartitionResponse) String() string {
 func (*DropPartitionResponse) ProtoMessage() {}
 
 func (x *DropPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1806,7 +2287,7 @@ func (x *DropPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropPartitionResponse.ProtoReflect.Descriptor instead.
 func (*DropPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DropPartitionResponse) GetDropped() bool {
@@ -1826,7 +2307,7 @@ type ListPartitionsRequest struct {
 
 func (x *ListPartitionsRequest) Reset() {
 	*x = ListPartitionsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1838,7 +2319,7 @@ func (x *ListPartitionsRequest) String() string {
 func (*ListPartitionsRequest) ProtoMessage() {}
 
 func (x *ListPartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1851,7 +2332,7 @@ func (x *ListPartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPartitionsRequest.ProtoReflect.Descriptor instead.
 func (*ListPartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListPartitionsRequest) GetDatabase() string {
@@ -1877,7 +2358,7 @@ type ListPartitionsResponse struct {
 
 func (x *ListPartitionsResponse) Reset() {
 	*x = ListPartitionsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1889,7 +2370,7 @@ func (x *ListPartitionsResponse) String() string {
 func (*ListPartitionsResponse) ProtoMessage() {}
 
 func (x *ListPartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1902,7 +2383,7 @@ func (x *ListPartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPartitionsResponse.ProtoReflect.Descriptor instead.
 func (*ListPartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListPartitionsResponse) GetPartitions() []*PartitionInfo {
@@ -1928,7 +2409,7 @@ type TabletServer struct {
 
 func (x *TabletServer) Reset() {
 	*x = TabletServer{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1940,7 +2421,7 @@ func (x *TabletServer) String() string {
 func (*TabletServer) ProtoMessage() {}
 
 func (x *TabletServer) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1953,7 +2434,7 @@ func (x *TabletServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TabletServer.ProtoReflect.Descriptor instead.
 func (*TabletServer) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TabletServer) GetId() int32 {
@@ -2013,7 +2494,7 @@ type ListTabletServersRequest struct {
 
 func (x *ListTabletServersRequest) Reset() {
 	*x = ListTabletServersRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2025,7 +2506,7 @@ func (x *ListTabletServersRequest) String() string {
 func (*ListTabletServersRequest) ProtoMessage() {}
 
 func (x *ListTabletServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2038,7 +2519,7 @@ func (x *ListTabletServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTabletServersRequest.ProtoReflect.Descriptor instead.
 func (*ListTabletServersRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 type ListTabletServersResponse struct {
@@ -2050,7 +2531,7 @@ type ListTabletServersResponse struct {
 
 func (x *ListTabletServersResponse) Reset() {
 	*x = ListTabletServersResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2543,7 @@ func (x *ListTabletServersResponse) String() string {
 func (*ListTabletServersResponse) ProtoMessage() {}
 
 func (x *ListTabletServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2556,7 @@ func (x *ListTabletServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTabletServersResponse.ProtoReflect.Descriptor instead.
 func (*ListTabletServersResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListTabletServersResponse) GetServers() []*TabletServer {
@@ -2095,7 +2576,7 @@ type AllocateIDsRequest struct {
 
 func (x *AllocateIDsRequest) Reset() {
 	*x = AllocateIDsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2588,7 @@ func (x *AllocateIDsRequest) String() string {
 func (*AllocateIDsRequest) ProtoMessage() {}
 
 func (x *AllocateIDsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2601,7 @@ func (x *AllocateIDsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateIDsRequest.ProtoReflect.Descriptor instead.
 func (*AllocateIDsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AllocateIDsRequest) GetCounter() string {
@@ -2147,7 +2628,7 @@ type AllocateIDsResponse struct {
 
 func (x *AllocateIDsResponse) Reset() {
 	*x = AllocateIDsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2159,7 +2640,7 @@ func (x *AllocateIDsResponse) String() string {
 func (*AllocateIDsResponse) ProtoMessage() {}
 
 func (x *AllocateIDsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2172,7 +2653,7 @@ func (x *AllocateIDsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateIDsResponse.ProtoReflect.Descriptor instead.
 func (*AllocateIDsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AllocateIDsResponse) GetFirst() int64 {
@@ -2202,7 +2683,7 @@ type ACLEntry struct {
 
 func (x *ACLEntry) Reset() {
 	*x = ACLEntry{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2214,7 +2695,7 @@ func (x *ACLEntry) String() string {
 func (*ACLEntry) ProtoMessage() {}
 
 func (x *ACLEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2227,7 +2708,7 @@ func (x *ACLEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ACLEntry.ProtoReflect.Descriptor instead.
 func (*ACLEntry) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ACLEntry) GetPrincipalType() string {
@@ -2276,7 +2757,7 @@ type ResourceACLs struct {
 
 func (x *ResourceACLs) Reset() {
 	*x = ResourceACLs{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2769,7 @@ func (x *ResourceACLs) String() string {
 func (*ResourceACLs) ProtoMessage() {}
 
 func (x *ResourceACLs) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2782,7 @@ func (x *ResourceACLs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceACLs.ProtoReflect.Descriptor instead.
 func (*ResourceACLs) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ResourceACLs) GetResourceType() string {
@@ -2336,7 +2817,7 @@ type AddACLsRequest struct {
 
 func (x *AddACLsRequest) Reset() {
 	*x = AddACLsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2348,7 +2829,7 @@ func (x *AddACLsRequest) String() string {
 func (*AddACLsRequest) ProtoMessage() {}
 
 func (x *AddACLsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2361,7 +2842,7 @@ func (x *AddACLsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddACLsRequest.ProtoReflect.Descriptor instead.
 func (*AddACLsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AddACLsRequest) GetResourceType() string {
@@ -2396,7 +2877,7 @@ type AddACLsResponse struct {
 
 func (x *AddACLsResponse) Reset() {
 	*x = AddACLsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2408,7 +2889,7 @@ func (x *AddACLsResponse) String() string {
 func (*AddACLsResponse) ProtoMessage() {}
 
 func (x *AddACLsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2421,7 +2902,7 @@ func (x *AddACLsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddACLsResponse.ProtoReflect.Descriptor instead.
 func (*AddACLsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AddACLsResponse) GetAdded() int32 {
@@ -2443,7 +2924,7 @@ type RemoveACLsRequest struct {
 
 func (x *RemoveACLsRequest) Reset() {
 	*x = RemoveACLsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2455,7 +2936,7 @@ func (x *RemoveACLsRequest) String() string {
 func (*RemoveACLsRequest) ProtoMessage() {}
 
 func (x *RemoveACLsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2468,7 +2949,7 @@ func (x *RemoveACLsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveACLsRequest.ProtoReflect.Descriptor instead.
 func (*RemoveACLsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RemoveACLsRequest) GetResourceType() string {
@@ -2503,7 +2984,7 @@ type RemoveACLsResponse struct {
 
 func (x *RemoveACLsResponse) Reset() {
 	*x = RemoveACLsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2515,7 +2996,7 @@ func (x *RemoveACLsResponse) String() string {
 func (*RemoveACLsResponse) ProtoMessage() {}
 
 func (x *RemoveACLsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2528,7 +3009,7 @@ func (x *RemoveACLsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveACLsResponse.ProtoReflect.Descriptor instead.
 func (*RemoveACLsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RemoveACLsResponse) GetRemoved() int32 {
@@ -2547,7 +3028,7 @@ type ListACLsRequest struct {
 
 func (x *ListACLsRequest) Reset() {
 	*x = ListACLsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2559,7 +3040,7 @@ func (x *ListACLsRequest) String() string {
 func (*ListACLsRequest) ProtoMessage() {}
 
 func (x *ListACLsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2572,7 +3053,7 @@ func (x *ListACLsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListACLsRequest.ProtoReflect.Descriptor instead.
 func (*ListACLsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListACLsRequest) GetResourceType() string {
@@ -2591,7 +3072,7 @@ type ListACLsResponse struct {
 
 func (x *ListACLsResponse) Reset() {
 	*x = ListACLsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2603,7 +3084,7 @@ func (x *ListACLsResponse) String() string {
 func (*ListACLsResponse) ProtoMessage() {}
 
 func (x *ListACLsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2616,7 +3097,7 @@ func (x *ListACLsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListACLsResponse.ProtoReflect.Descriptor instead.
 func (*ListACLsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListACLsResponse) GetResources() []*ResourceACLs {
@@ -2636,7 +3117,7 @@ type AlterConfigsRequest struct {
 
 func (x *AlterConfigsRequest) Reset() {
 	*x = AlterConfigsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2648,7 +3129,7 @@ func (x *AlterConfigsRequest) String() string {
 func (*AlterConfigsRequest) ProtoMessage() {}
 
 func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2661,7 +3142,7 @@ func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AlterConfigsRequest) GetSet() map[string]string {
@@ -2686,7 +3167,7 @@ type AlterConfigsResponse struct {
 
 func (x *AlterConfigsResponse) Reset() {
 	*x = AlterConfigsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2698,7 +3179,7 @@ func (x *AlterConfigsResponse) String() string {
 func (*AlterConfigsResponse) ProtoMessage() {}
 
 func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2711,7 +3192,7 @@ func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 type DescribeConfigsRequest struct {
@@ -2722,7 +3203,7 @@ type DescribeConfigsRequest struct {
 
 func (x *DescribeConfigsRequest) Reset() {
 	*x = DescribeConfigsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2734,7 +3215,7 @@ func (x *DescribeConfigsRequest) String() string {
 func (*DescribeConfigsRequest) ProtoMessage() {}
 
 func (x *DescribeConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2747,7 +3228,7 @@ func (x *DescribeConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeConfigsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 type DescribeConfigsResponse struct {
@@ -2759,7 +3240,7 @@ type DescribeConfigsResponse struct {
 
 func (x *DescribeConfigsResponse) Reset() {
 	*x = DescribeConfigsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2771,7 +3252,7 @@ func (x *DescribeConfigsResponse) String() string {
 func (*DescribeConfigsResponse) ProtoMessage() {}
 
 func (x *DescribeConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2784,7 +3265,7 @@ func (x *DescribeConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeConfigsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DescribeConfigsResponse) GetConfigs() map[string]string {
@@ -2805,7 +3286,7 @@ type SetServerTagsRequest struct {
 
 func (x *SetServerTagsRequest) Reset() {
 	*x = SetServerTagsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[45]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2817,7 +3298,7 @@ func (x *SetServerTagsRequest) String() string {
 func (*SetServerTagsRequest) ProtoMessage() {}
 
 func (x *SetServerTagsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[45]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2830,7 +3311,7 @@ func (x *SetServerTagsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerTagsRequest.ProtoReflect.Descriptor instead.
 func (*SetServerTagsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{45}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SetServerTagsRequest) GetServerIds() []int32 {
@@ -2855,7 +3336,7 @@ type SetServerTagsResponse struct {
 
 func (x *SetServerTagsResponse) Reset() {
 	*x = SetServerTagsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[46]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2867,7 +3348,7 @@ func (x *SetServerTagsResponse) String() string {
 func (*SetServerTagsResponse) ProtoMessage() {}
 
 func (x *SetServerTagsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[46]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2880,7 +3361,7 @@ func (x *SetServerTagsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerTagsResponse.ProtoReflect.Descriptor instead.
 func (*SetServerTagsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{46}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{51}
 }
 
 type GetServerTagsRequest struct {
@@ -2891,7 +3372,7 @@ type GetServerTagsRequest struct {
 
 func (x *GetServerTagsRequest) Reset() {
 	*x = GetServerTagsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[47]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2903,7 +3384,7 @@ func (x *GetServerTagsRequest) String() string {
 func (*GetServerTagsRequest) ProtoMessage() {}
 
 func (x *GetServerTagsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[47]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2916,7 +3397,7 @@ func (x *GetServerTagsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerTagsRequest.ProtoReflect.Descriptor instead.
 func (*GetServerTagsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{47}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{52}
 }
 
 type GetServerTagsResponse struct {
@@ -2928,7 +3409,7 @@ type GetServerTagsResponse struct {
 
 func (x *GetServerTagsResponse) Reset() {
 	*x = GetServerTagsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[48]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2940,7 +3421,7 @@ func (x *GetServerTagsResponse) String() string {
 func (*GetServerTagsResponse) ProtoMessage() {}
 
 func (x *GetServerTagsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[48]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2953,7 +3434,7 @@ func (x *GetServerTagsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerTagsResponse.ProtoReflect.Descriptor instead.
 func (*GetServerTagsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{48}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GetServerTagsResponse) GetTags() map[int32]int32 {
@@ -2971,7 +3452,7 @@ type GetLeaderRequest struct {
 
 func (x *GetLeaderRequest) Reset() {
 	*x = GetLeaderRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[49]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2983,7 +3464,7 @@ func (x *GetLeaderRequest) String() string {
 func (*GetLeaderRequest) ProtoMessage() {}
 
 func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[49]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2996,7 +3477,7 @@ func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderRequest.ProtoReflect.Descriptor instead.
 func (*GetLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{49}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{54}
 }
 
 type GetLeaderResponse struct {
@@ -3016,7 +3497,7 @@ type GetLeaderResponse struct {
 
 func (x *GetLeaderResponse) Reset() {
 	*x = GetLeaderResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[50]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3028,7 +3509,7 @@ func (x *GetLeaderResponse) String() string {
 func (*GetLeaderResponse) ProtoMessage() {}
 
 func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[50]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3041,7 +3522,7 @@ func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderResponse.ProtoReflect.Descriptor instead.
 func (*GetLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{50}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GetLeaderResponse) GetLeaderId() string {
@@ -3106,7 +3587,7 @@ type RegisterTabletServerRequest struct {
 
 func (x *RegisterTabletServerRequest) Reset() {
 	*x = RegisterTabletServerRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[51]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3118,7 +3599,7 @@ func (x *RegisterTabletServerRequest) String() string {
 func (*RegisterTabletServerRequest) ProtoMessage() {}
 
 func (x *RegisterTabletServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[51]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3131,7 +3612,7 @@ func (x *RegisterTabletServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterTabletServerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterTabletServerRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{51}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RegisterTabletServerRequest) GetServerId() int32 {
@@ -3180,7 +3661,7 @@ type RegisterTabletServerResponse struct {
 
 func (x *RegisterTabletServerResponse) Reset() {
 	*x = RegisterTabletServerResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[52]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3192,7 +3673,7 @@ func (x *RegisterTabletServerResponse) String() string {
 func (*RegisterTabletServerResponse) ProtoMessage() {}
 
 func (x *RegisterTabletServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[52]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3205,7 +3686,7 @@ func (x *RegisterTabletServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterTabletServerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterTabletServerResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{52}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RegisterTabletServerResponse) GetLeaseId() int64 {
@@ -3239,7 +3720,7 @@ type TabletServerHeartbeatRequest struct {
 
 func (x *TabletServerHeartbeatRequest) Reset() {
 	*x = TabletServerHeartbeatRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[53]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3251,7 +3732,7 @@ func (x *TabletServerHeartbeatRequest) String() string {
 func (*TabletServerHeartbeatRequest) ProtoMessage() {}
 
 func (x *TabletServerHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[53]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3264,7 +3745,7 @@ func (x *TabletServerHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TabletServerHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*TabletServerHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{53}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *TabletServerHeartbeatRequest) GetServerId() int32 {
@@ -3290,7 +3771,7 @@ type TabletServerHeartbeatResponse struct {
 
 func (x *TabletServerHeartbeatResponse) Reset() {
 	*x = TabletServerHeartbeatResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[54]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3302,7 +3783,7 @@ func (x *TabletServerHeartbeatResponse) String() string {
 func (*TabletServerHeartbeatResponse) ProtoMessage() {}
 
 func (x *TabletServerHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[54]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3315,7 +3796,7 @@ func (x *TabletServerHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TabletServerHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*TabletServerHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{54}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *TabletServerHeartbeatResponse) GetCoordinatorEpoch() int64 {
@@ -3339,7 +3820,7 @@ type MetadataRecord struct {
 
 func (x *MetadataRecord) Reset() {
 	*x = MetadataRecord{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[55]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3351,7 +3832,7 @@ func (x *MetadataRecord) String() string {
 func (*MetadataRecord) ProtoMessage() {}
 
 func (x *MetadataRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[55]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3364,7 +3845,7 @@ func (x *MetadataRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataRecord.ProtoReflect.Descriptor instead.
 func (*MetadataRecord) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{55}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *MetadataRecord) GetType() MetadataRecord_Type {
@@ -3413,7 +3894,7 @@ type FetchMetadataRequest struct {
 
 func (x *FetchMetadataRequest) Reset() {
 	*x = FetchMetadataRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[56]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3425,7 +3906,7 @@ func (x *FetchMetadataRequest) String() string {
 func (*FetchMetadataRequest) ProtoMessage() {}
 
 func (x *FetchMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[56]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3438,7 +3919,7 @@ func (x *FetchMetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchMetadataRequest.ProtoReflect.Descriptor instead.
 func (*FetchMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{56}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *FetchMetadataRequest) GetFromOffset() int64 {
@@ -3474,7 +3955,7 @@ type FetchMetadataResponse struct {
 
 func (x *FetchMetadataResponse) Reset() {
 	*x = FetchMetadataResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[57]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3486,7 +3967,7 @@ func (x *FetchMetadataResponse) String() string {
 func (*FetchMetadataResponse) ProtoMessage() {}
 
 func (x *FetchMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[57]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3499,7 +3980,7 @@ func (x *FetchMetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchMetadataResponse.ProtoReflect.Descriptor instead.
 func (*FetchMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{57}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *FetchMetadataResponse) GetRecords() []*MetadataRecord {
@@ -3524,7 +4005,7 @@ type FetchMetadataSnapshotRequest struct {
 
 func (x *FetchMetadataSnapshotRequest) Reset() {
 	*x = FetchMetadataSnapshotRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[58]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3536,7 +4017,7 @@ func (x *FetchMetadataSnapshotRequest) String() string {
 func (*FetchMetadataSnapshotRequest) ProtoMessage() {}
 
 func (x *FetchMetadataSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[58]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3549,7 +4030,7 @@ func (x *FetchMetadataSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchMetadataSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*FetchMetadataSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{58}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{63}
 }
 
 type MetadataNode struct {
@@ -3566,7 +4047,7 @@ type MetadataNode struct {
 
 func (x *MetadataNode) Reset() {
 	*x = MetadataNode{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[59]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3578,7 +4059,7 @@ func (x *MetadataNode) String() string {
 func (*MetadataNode) ProtoMessage() {}
 
 func (x *MetadataNode) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[59]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3591,7 +4072,7 @@ func (x *MetadataNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataNode.ProtoReflect.Descriptor instead.
 func (*MetadataNode) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{59}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *MetadataNode) GetPath() string {
@@ -3647,7 +4128,7 @@ type FetchMetadataSnapshotResponse struct {
 
 func (x *FetchMetadataSnapshotResponse) Reset() {
 	*x = FetchMetadataSnapshotResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[60]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3659,7 +4140,7 @@ func (x *FetchMetadataSnapshotResponse) String() string {
 func (*FetchMetadataSnapshotResponse) ProtoMessage() {}
 
 func (x *FetchMetadataSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[60]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3672,7 +4153,7 @@ func (x *FetchMetadataSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchMetadataSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*FetchMetadataSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{60}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *FetchMetadataSnapshotResponse) GetNodes() []*MetadataNode {
@@ -3700,7 +4181,7 @@ type NotifyLeaderAndIsrRequest struct {
 
 func (x *NotifyLeaderAndIsrRequest) Reset() {
 	*x = NotifyLeaderAndIsrRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[61]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3712,7 +4193,7 @@ func (x *NotifyLeaderAndIsrRequest) String() string {
 func (*NotifyLeaderAndIsrRequest) ProtoMessage() {}
 
 func (x *NotifyLeaderAndIsrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[61]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3725,7 +4206,7 @@ func (x *NotifyLeaderAndIsrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyLeaderAndIsrRequest.ProtoReflect.Descriptor instead.
 func (*NotifyLeaderAndIsrRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{61}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *NotifyLeaderAndIsrRequest) GetCoordinatorEpoch() int64 {
@@ -3758,7 +4239,7 @@ type NotifyLeaderAndIsrResponse struct {
 
 func (x *NotifyLeaderAndIsrResponse) Reset() {
 	*x = NotifyLeaderAndIsrResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[62]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3770,7 +4251,7 @@ func (x *NotifyLeaderAndIsrResponse) String() string {
 func (*NotifyLeaderAndIsrResponse) ProtoMessage() {}
 
 func (x *NotifyLeaderAndIsrResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[62]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3783,7 +4264,7 @@ func (x *NotifyLeaderAndIsrResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyLeaderAndIsrResponse.ProtoReflect.Descriptor instead.
 func (*NotifyLeaderAndIsrResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{62}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *NotifyLeaderAndIsrResponse) GetCoordinatorEpoch() int64 {
@@ -3801,7 +4282,7 @@ type GetTabletServerStateRequest struct {
 
 func (x *GetTabletServerStateRequest) Reset() {
 	*x = GetTabletServerStateRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[63]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3813,7 +4294,7 @@ func (x *GetTabletServerStateRequest) String() string {
 func (*GetTabletServerStateRequest) ProtoMessage() {}
 
 func (x *GetTabletServerStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[63]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3826,7 +4307,7 @@ func (x *GetTabletServerStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTabletServerStateRequest.ProtoReflect.Descriptor instead.
 func (*GetTabletServerStateRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{63}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{68}
 }
 
 type GetTabletServerStateResponse struct {
@@ -3846,7 +4327,7 @@ type GetTabletServerStateResponse struct {
 
 func (x *GetTabletServerStateResponse) Reset() {
 	*x = GetTabletServerStateResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[64]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3858,7 +4339,7 @@ func (x *GetTabletServerStateResponse) String() string {
 func (*GetTabletServerStateResponse) ProtoMessage() {}
 
 func (x *GetTabletServerStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[64]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3871,7 +4352,7 @@ func (x *GetTabletServerStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTabletServerStateResponse.ProtoReflect.Descriptor instead.
 func (*GetTabletServerStateResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{64}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GetTabletServerStateResponse) GetServerId() int32 {
@@ -3938,7 +4419,7 @@ type NotifyLeaderAndIsrRequest_BucketState struct {
 
 func (x *NotifyLeaderAndIsrRequest_BucketState) Reset() {
 	*x = NotifyLeaderAndIsrRequest_BucketState{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[72]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3950,7 +4431,7 @@ func (x *NotifyLeaderAndIsrRequest_BucketState) String() string {
 func (*NotifyLeaderAndIsrRequest_BucketState) ProtoMessage() {}
 
 func (x *NotifyLeaderAndIsrRequest_BucketState) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[72]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3963,7 +4444,7 @@ func (x *NotifyLeaderAndIsrRequest_BucketState) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use NotifyLeaderAndIsrRequest_BucketState.ProtoReflect.Descriptor instead.
 func (*NotifyLeaderAndIsrRequest_BucketState) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{61, 0}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{66, 0}
 }
 
 func (x *NotifyLeaderAndIsrRequest_BucketState) GetTableId() int64 {
@@ -4032,7 +4513,44 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\aoutcome\x18\t \x01(\x0e2\x1b.metaplane.admin.v1.OutcomeR\aoutcome\x12:\n" +
 	"\x19request_coordinator_epoch\x18\n" +
 	" \x01(\x03R\x17requestCoordinatorEpoch\x12\x1a\n" +
-	"\bcontents\x18\v \x01(\tR\bcontents\"\xa2\x02\n" +
+	"\bcontents\x18\v \x01(\tR\bcontents\"4\n" +
+	"\x1dTransferRaftLeadershipRequest\x12\x13\n" +
+	"\x05to_id\x18\x01 \x01(\tR\x04toId\"\x7f\n" +
+	"\x1eTransferRaftLeadershipResponse\x12,\n" +
+	"\x12previous_leader_id\x18\x01 \x01(\tR\x10previousLeaderId\x12\x1b\n" +
+	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12\x12\n" +
+	"\x04term\x18\x03 \x01(\x03R\x04term\"!\n" +
+	"\x1fGetCoordinatorRaftStatusRequest\"\xb6\x02\n" +
+	"\n" +
+	"RaftMember\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x12\x12\n" +
+	"\x04kind\x18\x04 \x01(\tR\x04kind\x12\x1c\n" +
+	"\treachable\x18\x05 \x01(\bR\treachable\x12/\n" +
+	"\x14last_contact_unix_ms\x18\x06 \x01(\x03R\x11lastContactUnixMs\x12-\n" +
+	"\x13last_contact_age_ms\x18\a \x01(\x03R\x10lastContactAgeMs\x12\x1f\n" +
+	"\vmatch_index\x18\b \x01(\x03R\n" +
+	"matchIndex\x12\x10\n" +
+	"\x03lag\x18\t \x01(\x03R\x03lag\x12%\n" +
+	"\x0esnapshot_index\x18\n" +
+	" \x01(\x03R\rsnapshotIndex\"\xec\x03\n" +
+	" GetCoordinatorRaftStatusResponse\x126\n" +
+	"\x04view\x18\x01 \x01(\x0e2\".metaplane.admin.v1.RaftStatusViewR\x04view\x12\x18\n" +
+	"\abackend\x18\x02 \x01(\tR\abackend\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x03 \x01(\tR\tclusterId\x12\x1b\n" +
+	"\tmember_id\x18\x04 \x01(\tR\bmemberId\x12%\n" +
+	"\x0ecoordinator_id\x18\x05 \x01(\tR\rcoordinatorId\x12\x12\n" +
+	"\x04role\x18\x06 \x01(\tR\x04role\x12\x12\n" +
+	"\x04term\x18\a \x01(\x03R\x04term\x12\x1b\n" +
+	"\tleader_id\x18\b \x01(\tR\bleaderId\x12%\n" +
+	"\x0eleader_address\x18\t \x01(\tR\rleaderAddress\x12!\n" +
+	"\fcommit_index\x18\n" +
+	" \x01(\x03R\vcommitIndex\x12#\n" +
+	"\rapplied_index\x18\v \x01(\x03R\fappliedIndex\x12%\n" +
+	"\x0esnapshot_index\x18\f \x01(\x03R\rsnapshotIndex\x128\n" +
+	"\amembers\x18\r \x03(\v2\x1e.metaplane.admin.v1.RaftMemberR\amembers\"\xa2\x02\n" +
 	"\x15CreateDatabaseRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\acomment\x18\x02 \x01(\tR\acomment\x12l\n" +
@@ -4314,7 +4832,11 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13OUTCOME_NOT_APPLIED\x10\x01\x12\x13\n" +
-	"\x0fOUTCOME_UNKNOWN\x10\x022\xa4\x10\n" +
+	"\x0fOUTCOME_UNKNOWN\x10\x02*k\n" +
+	"\x0eRaftStatusView\x12 \n" +
+	"\x1cRAFT_STATUS_VIEW_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17RAFT_STATUS_VIEW_LEADER\x10\x01\x12\x1a\n" +
+	"\x16RAFT_STATUS_VIEW_LOCAL\x10\x022\xad\x12\n" +
 	"\fAdminService\x12g\n" +
 	"\x0eCreateDatabase\x12).metaplane.admin.v1.CreateDatabaseRequest\x1a*.metaplane.admin.v1.CreateDatabaseResponse\x12a\n" +
 	"\fDropDatabase\x12'.metaplane.admin.v1.DropDatabaseRequest\x1a(.metaplane.admin.v1.DropDatabaseResponse\x12d\n" +
@@ -4338,7 +4860,9 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\x0fDescribeConfigs\x12*.metaplane.admin.v1.DescribeConfigsRequest\x1a+.metaplane.admin.v1.DescribeConfigsResponse\x12d\n" +
 	"\rSetServerTags\x12(.metaplane.admin.v1.SetServerTagsRequest\x1a).metaplane.admin.v1.SetServerTagsResponse\x12d\n" +
 	"\rGetServerTags\x12(.metaplane.admin.v1.GetServerTagsRequest\x1a).metaplane.admin.v1.GetServerTagsResponse\x12X\n" +
-	"\tGetLeader\x12$.metaplane.admin.v1.GetLeaderRequest\x1a%.metaplane.admin.v1.GetLeaderResponse2\xf2\x03\n" +
+	"\tGetLeader\x12$.metaplane.admin.v1.GetLeaderRequest\x1a%.metaplane.admin.v1.GetLeaderResponse\x12\x85\x01\n" +
+	"\x18GetCoordinatorRaftStatus\x123.metaplane.admin.v1.GetCoordinatorRaftStatusRequest\x1a4.metaplane.admin.v1.GetCoordinatorRaftStatusResponse\x12\x7f\n" +
+	"\x16TransferRaftLeadership\x121.metaplane.admin.v1.TransferRaftLeadershipRequest\x1a2.metaplane.admin.v1.TransferRaftLeadershipResponse2\xf2\x03\n" +
 	"\x13TabletServerService\x12y\n" +
 	"\x14RegisterTabletServer\x12/.metaplane.admin.v1.RegisterTabletServerRequest\x1a0.metaplane.admin.v1.RegisterTabletServerResponse\x12|\n" +
 	"\x15TabletServerHeartbeat\x120.metaplane.admin.v1.TabletServerHeartbeatRequest\x1a1.metaplane.admin.v1.TabletServerHeartbeatResponse\x12d\n" +
@@ -4360,170 +4884,182 @@ func file_metaplane_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_metaplane_admin_v1_admin_proto_rawDescData
 }
 
-var file_metaplane_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_metaplane_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
+var file_metaplane_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_metaplane_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
 var file_metaplane_admin_v1_admin_proto_goTypes = []any{
 	(Outcome)(0),                                  // 0: metaplane.admin.v1.Outcome
-	(MetadataRecord_Type)(0),                      // 1: metaplane.admin.v1.MetadataRecord.Type
-	(*ErrorDetail)(nil),                           // 2: metaplane.admin.v1.ErrorDetail
-	(*CreateDatabaseRequest)(nil),                 // 3: metaplane.admin.v1.CreateDatabaseRequest
-	(*CreateDatabaseResponse)(nil),                // 4: metaplane.admin.v1.CreateDatabaseResponse
-	(*DropDatabaseRequest)(nil),                   // 5: metaplane.admin.v1.DropDatabaseRequest
-	(*DropDatabaseResponse)(nil),                  // 6: metaplane.admin.v1.DropDatabaseResponse
-	(*ListDatabasesRequest)(nil),                  // 7: metaplane.admin.v1.ListDatabasesRequest
-	(*ListDatabasesResponse)(nil),                 // 8: metaplane.admin.v1.ListDatabasesResponse
-	(*GetDatabaseRequest)(nil),                    // 9: metaplane.admin.v1.GetDatabaseRequest
-	(*GetDatabaseResponse)(nil),                   // 10: metaplane.admin.v1.GetDatabaseResponse
-	(*Column)(nil),                                // 11: metaplane.admin.v1.Column
-	(*TableDescriptor)(nil),                       // 12: metaplane.admin.v1.TableDescriptor
-	(*Bucket)(nil),                                // 13: metaplane.admin.v1.Bucket
-	(*TableInfo)(nil),                             // 14: metaplane.admin.v1.TableInfo
-	(*CreateTableRequest)(nil),                    // 15: metaplane.admin.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),                   // 16: metaplane.admin.v1.CreateTableResponse
-	(*DropTableRequest)(nil),                      // 17: metaplane.admin.v1.DropTableRequest
-	(*DropTableResponse)(nil),                     // 18: metaplane.admin.v1.DropTableResponse
-	(*GetTableInfoRequest)(nil),                   // 19: metaplane.admin.v1.GetTableInfoRequest
-	(*GetTableInfoResponse)(nil),                  // 20: metaplane.admin.v1.GetTableInfoResponse
-	(*ListTablesRequest)(nil),                     // 21: metaplane.admin.v1.ListTablesRequest
-	(*ListTablesResponse)(nil),                    // 22: metaplane.admin.v1.ListTablesResponse
-	(*PartitionInfo)(nil),                         // 23: metaplane.admin.v1.PartitionInfo
-	(*CreatePartitionRequest)(nil),                // 24: metaplane.admin.v1.CreatePartitionRequest
-	(*CreatePartitionResponse)(nil),               // 25: metaplane.admin.v1.CreatePartitionResponse
-	(*DropPartitionRequest)(nil),                  // 26: metaplane.admin.v1.DropPartitionRequest
-	(*DropPartitionResponse)(nil),                 // 27: metaplane.admin.v1.DropPartitionResponse
-	(*ListPartitionsRequest)(nil),                 // 28: metaplane.admin.v1.ListPartitionsRequest
-	(*ListPartitionsResponse)(nil),                // 29: metaplane.admin.v1.ListPartitionsResponse
-	(*TabletServer)(nil),                          // 30: metaplane.admin.v1.TabletServer
-	(*ListTabletServersRequest)(nil),              // 31: metaplane.admin.v1.ListTabletServersRequest
-	(*ListTabletServersResponse)(nil),             // 32: metaplane.admin.v1.ListTabletServersResponse
-	(*AllocateIDsRequest)(nil),                    // 33: metaplane.admin.v1.AllocateIDsRequest
-	(*AllocateIDsResponse)(nil),                   // 34: metaplane.admin.v1.AllocateIDsResponse
-	(*ACLEntry)(nil),                              // 35: metaplane.admin.v1.ACLEntry
-	(*ResourceACLs)(nil),                          // 36: metaplane.admin.v1.ResourceACLs
-	(*AddACLsRequest)(nil),                        // 37: metaplane.admin.v1.AddACLsRequest
-	(*AddACLsResponse)(nil),                       // 38: metaplane.admin.v1.AddACLsResponse
-	(*RemoveACLsRequest)(nil),                     // 39: metaplane.admin.v1.RemoveACLsRequest
-	(*RemoveACLsResponse)(nil),                    // 40: metaplane.admin.v1.RemoveACLsResponse
-	(*ListACLsRequest)(nil),                       // 41: metaplane.admin.v1.ListACLsRequest
-	(*ListACLsResponse)(nil),                      // 42: metaplane.admin.v1.ListACLsResponse
-	(*AlterConfigsRequest)(nil),                   // 43: metaplane.admin.v1.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),                  // 44: metaplane.admin.v1.AlterConfigsResponse
-	(*DescribeConfigsRequest)(nil),                // 45: metaplane.admin.v1.DescribeConfigsRequest
-	(*DescribeConfigsResponse)(nil),               // 46: metaplane.admin.v1.DescribeConfigsResponse
-	(*SetServerTagsRequest)(nil),                  // 47: metaplane.admin.v1.SetServerTagsRequest
-	(*SetServerTagsResponse)(nil),                 // 48: metaplane.admin.v1.SetServerTagsResponse
-	(*GetServerTagsRequest)(nil),                  // 49: metaplane.admin.v1.GetServerTagsRequest
-	(*GetServerTagsResponse)(nil),                 // 50: metaplane.admin.v1.GetServerTagsResponse
-	(*GetLeaderRequest)(nil),                      // 51: metaplane.admin.v1.GetLeaderRequest
-	(*GetLeaderResponse)(nil),                     // 52: metaplane.admin.v1.GetLeaderResponse
-	(*RegisterTabletServerRequest)(nil),           // 53: metaplane.admin.v1.RegisterTabletServerRequest
-	(*RegisterTabletServerResponse)(nil),          // 54: metaplane.admin.v1.RegisterTabletServerResponse
-	(*TabletServerHeartbeatRequest)(nil),          // 55: metaplane.admin.v1.TabletServerHeartbeatRequest
-	(*TabletServerHeartbeatResponse)(nil),         // 56: metaplane.admin.v1.TabletServerHeartbeatResponse
-	(*MetadataRecord)(nil),                        // 57: metaplane.admin.v1.MetadataRecord
-	(*FetchMetadataRequest)(nil),                  // 58: metaplane.admin.v1.FetchMetadataRequest
-	(*FetchMetadataResponse)(nil),                 // 59: metaplane.admin.v1.FetchMetadataResponse
-	(*FetchMetadataSnapshotRequest)(nil),          // 60: metaplane.admin.v1.FetchMetadataSnapshotRequest
-	(*MetadataNode)(nil),                          // 61: metaplane.admin.v1.MetadataNode
-	(*FetchMetadataSnapshotResponse)(nil),         // 62: metaplane.admin.v1.FetchMetadataSnapshotResponse
-	(*NotifyLeaderAndIsrRequest)(nil),             // 63: metaplane.admin.v1.NotifyLeaderAndIsrRequest
-	(*NotifyLeaderAndIsrResponse)(nil),            // 64: metaplane.admin.v1.NotifyLeaderAndIsrResponse
-	(*GetTabletServerStateRequest)(nil),           // 65: metaplane.admin.v1.GetTabletServerStateRequest
-	(*GetTabletServerStateResponse)(nil),          // 66: metaplane.admin.v1.GetTabletServerStateResponse
-	nil,                                           // 67: metaplane.admin.v1.CreateDatabaseRequest.CustomPropertiesEntry
-	nil,                                           // 68: metaplane.admin.v1.GetDatabaseResponse.CustomPropertiesEntry
-	nil,                                           // 69: metaplane.admin.v1.TableDescriptor.PropertiesEntry
-	nil,                                           // 70: metaplane.admin.v1.TableDescriptor.CustomPropertiesEntry
-	nil,                                           // 71: metaplane.admin.v1.AlterConfigsRequest.SetEntry
-	nil,                                           // 72: metaplane.admin.v1.DescribeConfigsResponse.ConfigsEntry
-	nil,                                           // 73: metaplane.admin.v1.GetServerTagsResponse.TagsEntry
-	(*NotifyLeaderAndIsrRequest_BucketState)(nil), // 74: metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
+	(RaftStatusView)(0),                           // 1: metaplane.admin.v1.RaftStatusView
+	(MetadataRecord_Type)(0),                      // 2: metaplane.admin.v1.MetadataRecord.Type
+	(*ErrorDetail)(nil),                           // 3: metaplane.admin.v1.ErrorDetail
+	(*TransferRaftLeadershipRequest)(nil),         // 4: metaplane.admin.v1.TransferRaftLeadershipRequest
+	(*TransferRaftLeadershipResponse)(nil),        // 5: metaplane.admin.v1.TransferRaftLeadershipResponse
+	(*GetCoordinatorRaftStatusRequest)(nil),       // 6: metaplane.admin.v1.GetCoordinatorRaftStatusRequest
+	(*RaftMember)(nil),                            // 7: metaplane.admin.v1.RaftMember
+	(*GetCoordinatorRaftStatusResponse)(nil),      // 8: metaplane.admin.v1.GetCoordinatorRaftStatusResponse
+	(*CreateDatabaseRequest)(nil),                 // 9: metaplane.admin.v1.CreateDatabaseRequest
+	(*CreateDatabaseResponse)(nil),                // 10: metaplane.admin.v1.CreateDatabaseResponse
+	(*DropDatabaseRequest)(nil),                   // 11: metaplane.admin.v1.DropDatabaseRequest
+	(*DropDatabaseResponse)(nil),                  // 12: metaplane.admin.v1.DropDatabaseResponse
+	(*ListDatabasesRequest)(nil),                  // 13: metaplane.admin.v1.ListDatabasesRequest
+	(*ListDatabasesResponse)(nil),                 // 14: metaplane.admin.v1.ListDatabasesResponse
+	(*GetDatabaseRequest)(nil),                    // 15: metaplane.admin.v1.GetDatabaseRequest
+	(*GetDatabaseResponse)(nil),                   // 16: metaplane.admin.v1.GetDatabaseResponse
+	(*Column)(nil),                                // 17: metaplane.admin.v1.Column
+	(*TableDescriptor)(nil),                       // 18: metaplane.admin.v1.TableDescriptor
+	(*Bucket)(nil),                                // 19: metaplane.admin.v1.Bucket
+	(*TableInfo)(nil),                             // 20: metaplane.admin.v1.TableInfo
+	(*CreateTableRequest)(nil),                    // 21: metaplane.admin.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),                   // 22: metaplane.admin.v1.CreateTableResponse
+	(*DropTableRequest)(nil),                      // 23: metaplane.admin.v1.DropTableRequest
+	(*DropTableResponse)(nil),                     // 24: metaplane.admin.v1.DropTableResponse
+	(*GetTableInfoRequest)(nil),                   // 25: metaplane.admin.v1.GetTableInfoRequest
+	(*GetTableInfoResponse)(nil),                  // 26: metaplane.admin.v1.GetTableInfoResponse
+	(*ListTablesRequest)(nil),                     // 27: metaplane.admin.v1.ListTablesRequest
+	(*ListTablesResponse)(nil),                    // 28: metaplane.admin.v1.ListTablesResponse
+	(*PartitionInfo)(nil),                         // 29: metaplane.admin.v1.PartitionInfo
+	(*CreatePartitionRequest)(nil),                // 30: metaplane.admin.v1.CreatePartitionRequest
+	(*CreatePartitionResponse)(nil),               // 31: metaplane.admin.v1.CreatePartitionResponse
+	(*DropPartitionRequest)(nil),                  // 32: metaplane.admin.v1.DropPartitionRequest
+	(*DropPartitionResponse)(nil),                 // 33: metaplane.admin.v1.DropPartitionResponse
+	(*ListPartitionsRequest)(nil),                 // 34: metaplane.admin.v1.ListPartitionsRequest
+	(*ListPartitionsResponse)(nil),                // 35: metaplane.admin.v1.ListPartitionsResponse
+	(*TabletServer)(nil),                          // 36: metaplane.admin.v1.TabletServer
+	(*ListTabletServersRequest)(nil),              // 37: metaplane.admin.v1.ListTabletServersRequest
+	(*ListTabletServersResponse)(nil),             // 38: metaplane.admin.v1.ListTabletServersResponse
+	(*AllocateIDsRequest)(nil),                    // 39: metaplane.admin.v1.AllocateIDsRequest
+	(*AllocateIDsResponse)(nil),                   // 40: metaplane.admin.v1.AllocateIDsResponse
+	(*ACLEntry)(nil),                              // 41: metaplane.admin.v1.ACLEntry
+	(*ResourceACLs)(nil),                          // 42: metaplane.admin.v1.ResourceACLs
+	(*AddACLsRequest)(nil),                        // 43: metaplane.admin.v1.AddACLsRequest
+	(*AddACLsResponse)(nil),                       // 44: metaplane.admin.v1.AddACLsResponse
+	(*RemoveACLsRequest)(nil),                     // 45: metaplane.admin.v1.RemoveACLsRequest
+	(*RemoveACLsResponse)(nil),                    // 46: metaplane.admin.v1.RemoveACLsResponse
+	(*ListACLsRequest)(nil),                       // 47: metaplane.admin.v1.ListACLsRequest
+	(*ListACLsResponse)(nil),                      // 48: metaplane.admin.v1.ListACLsResponse
+	(*AlterConfigsRequest)(nil),                   // 49: metaplane.admin.v1.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                  // 50: metaplane.admin.v1.AlterConfigsResponse
+	(*DescribeConfigsRequest)(nil),                // 51: metaplane.admin.v1.DescribeConfigsRequest
+	(*DescribeConfigsResponse)(nil),               // 52: metaplane.admin.v1.DescribeConfigsResponse
+	(*SetServerTagsRequest)(nil),                  // 53: metaplane.admin.v1.SetServerTagsRequest
+	(*SetServerTagsResponse)(nil),                 // 54: metaplane.admin.v1.SetServerTagsResponse
+	(*GetServerTagsRequest)(nil),                  // 55: metaplane.admin.v1.GetServerTagsRequest
+	(*GetServerTagsResponse)(nil),                 // 56: metaplane.admin.v1.GetServerTagsResponse
+	(*GetLeaderRequest)(nil),                      // 57: metaplane.admin.v1.GetLeaderRequest
+	(*GetLeaderResponse)(nil),                     // 58: metaplane.admin.v1.GetLeaderResponse
+	(*RegisterTabletServerRequest)(nil),           // 59: metaplane.admin.v1.RegisterTabletServerRequest
+	(*RegisterTabletServerResponse)(nil),          // 60: metaplane.admin.v1.RegisterTabletServerResponse
+	(*TabletServerHeartbeatRequest)(nil),          // 61: metaplane.admin.v1.TabletServerHeartbeatRequest
+	(*TabletServerHeartbeatResponse)(nil),         // 62: metaplane.admin.v1.TabletServerHeartbeatResponse
+	(*MetadataRecord)(nil),                        // 63: metaplane.admin.v1.MetadataRecord
+	(*FetchMetadataRequest)(nil),                  // 64: metaplane.admin.v1.FetchMetadataRequest
+	(*FetchMetadataResponse)(nil),                 // 65: metaplane.admin.v1.FetchMetadataResponse
+	(*FetchMetadataSnapshotRequest)(nil),          // 66: metaplane.admin.v1.FetchMetadataSnapshotRequest
+	(*MetadataNode)(nil),                          // 67: metaplane.admin.v1.MetadataNode
+	(*FetchMetadataSnapshotResponse)(nil),         // 68: metaplane.admin.v1.FetchMetadataSnapshotResponse
+	(*NotifyLeaderAndIsrRequest)(nil),             // 69: metaplane.admin.v1.NotifyLeaderAndIsrRequest
+	(*NotifyLeaderAndIsrResponse)(nil),            // 70: metaplane.admin.v1.NotifyLeaderAndIsrResponse
+	(*GetTabletServerStateRequest)(nil),           // 71: metaplane.admin.v1.GetTabletServerStateRequest
+	(*GetTabletServerStateResponse)(nil),          // 72: metaplane.admin.v1.GetTabletServerStateResponse
+	nil,                                           // 73: metaplane.admin.v1.CreateDatabaseRequest.CustomPropertiesEntry
+	nil,                                           // 74: metaplane.admin.v1.GetDatabaseResponse.CustomPropertiesEntry
+	nil,                                           // 75: metaplane.admin.v1.TableDescriptor.PropertiesEntry
+	nil,                                           // 76: metaplane.admin.v1.TableDescriptor.CustomPropertiesEntry
+	nil,                                           // 77: metaplane.admin.v1.AlterConfigsRequest.SetEntry
+	nil,                                           // 78: metaplane.admin.v1.DescribeConfigsResponse.ConfigsEntry
+	nil,                                           // 79: metaplane.admin.v1.GetServerTagsResponse.TagsEntry
+	(*NotifyLeaderAndIsrRequest_BucketState)(nil), // 80: metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
 }
 var file_metaplane_admin_v1_admin_proto_depIdxs = []int32{
 	0,  // 0: metaplane.admin.v1.ErrorDetail.outcome:type_name -> metaplane.admin.v1.Outcome
-	67, // 1: metaplane.admin.v1.CreateDatabaseRequest.custom_properties:type_name -> metaplane.admin.v1.CreateDatabaseRequest.CustomPropertiesEntry
-	68, // 2: metaplane.admin.v1.GetDatabaseResponse.custom_properties:type_name -> metaplane.admin.v1.GetDatabaseResponse.CustomPropertiesEntry
-	11, // 3: metaplane.admin.v1.TableDescriptor.columns:type_name -> metaplane.admin.v1.Column
-	69, // 4: metaplane.admin.v1.TableDescriptor.properties:type_name -> metaplane.admin.v1.TableDescriptor.PropertiesEntry
-	70, // 5: metaplane.admin.v1.TableDescriptor.custom_properties:type_name -> metaplane.admin.v1.TableDescriptor.CustomPropertiesEntry
-	12, // 6: metaplane.admin.v1.TableInfo.descriptor:type_name -> metaplane.admin.v1.TableDescriptor
-	13, // 7: metaplane.admin.v1.TableInfo.buckets:type_name -> metaplane.admin.v1.Bucket
-	12, // 8: metaplane.admin.v1.CreateTableRequest.descriptor:type_name -> metaplane.admin.v1.TableDescriptor
-	14, // 9: metaplane.admin.v1.CreateTableResponse.table:type_name -> metaplane.admin.v1.TableInfo
-	14, // 10: metaplane.admin.v1.GetTableInfoResponse.table:type_name -> metaplane.admin.v1.TableInfo
-	23, // 11: metaplane.admin.v1.CreatePartitionResponse.partition:type_name -> metaplane.admin.v1.PartitionInfo
-	23, // 12: metaplane.admin.v1.ListPartitionsResponse.partitions:type_name -> metaplane.admin.v1.PartitionInfo
-	30, // 13: metaplane.admin.v1.ListTabletServersResponse.servers:type_name -> metaplane.admin.v1.TabletServer
-	35, // 14: metaplane.admin.v1.ResourceACLs.acls:type_name -> metaplane.admin.v1.ACLEntry
-	35, // 15: metaplane.admin.v1.AddACLsRequest.acls:type_name -> metaplane.admin.v1.ACLEntry
-	35, // 16: metaplane.admin.v1.RemoveACLsRequest.filter:type_name -> metaplane.admin.v1.ACLEntry
-	36, // 17: metaplane.admin.v1.ListACLsResponse.resources:type_name -> metaplane.admin.v1.ResourceACLs
-	71, // 18: metaplane.admin.v1.AlterConfigsRequest.set:type_name -> metaplane.admin.v1.AlterConfigsRequest.SetEntry
-	72, // 19: metaplane.admin.v1.DescribeConfigsResponse.configs:type_name -> metaplane.admin.v1.DescribeConfigsResponse.ConfigsEntry
-	73, // 20: metaplane.admin.v1.GetServerTagsResponse.tags:type_name -> metaplane.admin.v1.GetServerTagsResponse.TagsEntry
-	1,  // 21: metaplane.admin.v1.MetadataRecord.type:type_name -> metaplane.admin.v1.MetadataRecord.Type
-	57, // 22: metaplane.admin.v1.FetchMetadataResponse.records:type_name -> metaplane.admin.v1.MetadataRecord
-	61, // 23: metaplane.admin.v1.FetchMetadataSnapshotResponse.nodes:type_name -> metaplane.admin.v1.MetadataNode
-	74, // 24: metaplane.admin.v1.NotifyLeaderAndIsrRequest.buckets:type_name -> metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
-	3,  // 25: metaplane.admin.v1.AdminService.CreateDatabase:input_type -> metaplane.admin.v1.CreateDatabaseRequest
-	5,  // 26: metaplane.admin.v1.AdminService.DropDatabase:input_type -> metaplane.admin.v1.DropDatabaseRequest
-	7,  // 27: metaplane.admin.v1.AdminService.ListDatabases:input_type -> metaplane.admin.v1.ListDatabasesRequest
-	9,  // 28: metaplane.admin.v1.AdminService.GetDatabase:input_type -> metaplane.admin.v1.GetDatabaseRequest
-	15, // 29: metaplane.admin.v1.AdminService.CreateTable:input_type -> metaplane.admin.v1.CreateTableRequest
-	17, // 30: metaplane.admin.v1.AdminService.DropTable:input_type -> metaplane.admin.v1.DropTableRequest
-	19, // 31: metaplane.admin.v1.AdminService.GetTableInfo:input_type -> metaplane.admin.v1.GetTableInfoRequest
-	21, // 32: metaplane.admin.v1.AdminService.ListTables:input_type -> metaplane.admin.v1.ListTablesRequest
-	24, // 33: metaplane.admin.v1.AdminService.CreatePartition:input_type -> metaplane.admin.v1.CreatePartitionRequest
-	26, // 34: metaplane.admin.v1.AdminService.DropPartition:input_type -> metaplane.admin.v1.DropPartitionRequest
-	28, // 35: metaplane.admin.v1.AdminService.ListPartitions:input_type -> metaplane.admin.v1.ListPartitionsRequest
-	31, // 36: metaplane.admin.v1.AdminService.ListTabletServers:input_type -> metaplane.admin.v1.ListTabletServersRequest
-	33, // 37: metaplane.admin.v1.AdminService.AllocateIDs:input_type -> metaplane.admin.v1.AllocateIDsRequest
-	37, // 38: metaplane.admin.v1.AdminService.AddACLs:input_type -> metaplane.admin.v1.AddACLsRequest
-	39, // 39: metaplane.admin.v1.AdminService.RemoveACLs:input_type -> metaplane.admin.v1.RemoveACLsRequest
-	41, // 40: metaplane.admin.v1.AdminService.ListACLs:input_type -> metaplane.admin.v1.ListACLsRequest
-	43, // 41: metaplane.admin.v1.AdminService.AlterConfigs:input_type -> metaplane.admin.v1.AlterConfigsRequest
-	45, // 42: metaplane.admin.v1.AdminService.DescribeConfigs:input_type -> metaplane.admin.v1.DescribeConfigsRequest
-	47, // 43: metaplane.admin.v1.AdminService.SetServerTags:input_type -> metaplane.admin.v1.SetServerTagsRequest
-	49, // 44: metaplane.admin.v1.AdminService.GetServerTags:input_type -> metaplane.admin.v1.GetServerTagsRequest
-	51, // 45: metaplane.admin.v1.AdminService.GetLeader:input_type -> metaplane.admin.v1.GetLeaderRequest
-	53, // 46: metaplane.admin.v1.TabletServerService.RegisterTabletServer:input_type -> metaplane.admin.v1.RegisterTabletServerRequest
-	55, // 47: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:input_type -> metaplane.admin.v1.TabletServerHeartbeatRequest
-	58, // 48: metaplane.admin.v1.TabletServerService.FetchMetadata:input_type -> metaplane.admin.v1.FetchMetadataRequest
-	60, // 49: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:input_type -> metaplane.admin.v1.FetchMetadataSnapshotRequest
-	63, // 50: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:input_type -> metaplane.admin.v1.NotifyLeaderAndIsrRequest
-	65, // 51: metaplane.admin.v1.TabletService.GetTabletServerState:input_type -> metaplane.admin.v1.GetTabletServerStateRequest
-	4,  // 52: metaplane.admin.v1.AdminService.CreateDatabase:output_type -> metaplane.admin.v1.CreateDatabaseResponse
-	6,  // 53: metaplane.admin.v1.AdminService.DropDatabase:output_type -> metaplane.admin.v1.DropDatabaseResponse
-	8,  // 54: metaplane.admin.v1.AdminService.ListDatabases:output_type -> metaplane.admin.v1.ListDatabasesResponse
-	10, // 55: metaplane.admin.v1.AdminService.GetDatabase:output_type -> metaplane.admin.v1.GetDatabaseResponse
-	16, // 56: metaplane.admin.v1.AdminService.CreateTable:output_type -> metaplane.admin.v1.CreateTableResponse
-	18, // 57: metaplane.admin.v1.AdminService.DropTable:output_type -> metaplane.admin.v1.DropTableResponse
-	20, // 58: metaplane.admin.v1.AdminService.GetTableInfo:output_type -> metaplane.admin.v1.GetTableInfoResponse
-	22, // 59: metaplane.admin.v1.AdminService.ListTables:output_type -> metaplane.admin.v1.ListTablesResponse
-	25, // 60: metaplane.admin.v1.AdminService.CreatePartition:output_type -> metaplane.admin.v1.CreatePartitionResponse
-	27, // 61: metaplane.admin.v1.AdminService.DropPartition:output_type -> metaplane.admin.v1.DropPartitionResponse
-	29, // 62: metaplane.admin.v1.AdminService.ListPartitions:output_type -> metaplane.admin.v1.ListPartitionsResponse
-	32, // 63: metaplane.admin.v1.AdminService.ListTabletServers:output_type -> metaplane.admin.v1.ListTabletServersResponse
-	34, // 64: metaplane.admin.v1.AdminService.AllocateIDs:output_type -> metaplane.admin.v1.AllocateIDsResponse
-	38, // 65: metaplane.admin.v1.AdminService.AddACLs:output_type -> metaplane.admin.v1.AddACLsResponse
-	40, // 66: metaplane.admin.v1.AdminService.RemoveACLs:output_type -> metaplane.admin.v1.RemoveACLsResponse
-	42, // 67: metaplane.admin.v1.AdminService.ListACLs:output_type -> metaplane.admin.v1.ListACLsResponse
-	44, // 68: metaplane.admin.v1.AdminService.AlterConfigs:output_type -> metaplane.admin.v1.AlterConfigsResponse
-	46, // 69: metaplane.admin.v1.AdminService.DescribeConfigs:output_type -> metaplane.admin.v1.DescribeConfigsResponse
-	48, // 70: metaplane.admin.v1.AdminService.SetServerTags:output_type -> metaplane.admin.v1.SetServerTagsResponse
-	50, // 71: metaplane.admin.v1.AdminService.GetServerTags:output_type -> metaplane.admin.v1.GetServerTagsResponse
-	52, // 72: metaplane.admin.v1.AdminService.GetLeader:output_type -> metaplane.admin.v1.GetLeaderResponse
-	54, // 73: metaplane.admin.v1.TabletServerService.RegisterTabletServer:output_type -> metaplane.admin.v1.RegisterTabletServerResponse
-	56, // 74: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:output_type -> metaplane.admin.v1.TabletServerHeartbeatResponse
-	59, // 75: metaplane.admin.v1.TabletServerService.FetchMetadata:output_type -> metaplane.admin.v1.FetchMetadataResponse
-	62, // 76: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:output_type -> metaplane.admin.v1.FetchMetadataSnapshotResponse
-	64, // 77: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:output_type -> metaplane.admin.v1.NotifyLeaderAndIsrResponse
-	66, // 78: metaplane.admin.v1.TabletService.GetTabletServerState:output_type -> metaplane.admin.v1.GetTabletServerStateResponse
-	52, // [52:79] is the sub-list for method output_type
-	25, // [25:52] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	1,  // 1: metaplane.admin.v1.GetCoordinatorRaftStatusResponse.view:type_name -> metaplane.admin.v1.RaftStatusView
+	7,  // 2: metaplane.admin.v1.GetCoordinatorRaftStatusResponse.members:type_name -> metaplane.admin.v1.RaftMember
+	73, // 3: metaplane.admin.v1.CreateDatabaseRequest.custom_properties:type_name -> metaplane.admin.v1.CreateDatabaseRequest.CustomPropertiesEntry
+	74, // 4: metaplane.admin.v1.GetDatabaseResponse.custom_properties:type_name -> metaplane.admin.v1.GetDatabaseResponse.CustomPropertiesEntry
+	17, // 5: metaplane.admin.v1.TableDescriptor.columns:type_name -> metaplane.admin.v1.Column
+	75, // 6: metaplane.admin.v1.TableDescriptor.properties:type_name -> metaplane.admin.v1.TableDescriptor.PropertiesEntry
+	76, // 7: metaplane.admin.v1.TableDescriptor.custom_properties:type_name -> metaplane.admin.v1.TableDescriptor.CustomPropertiesEntry
+	18, // 8: metaplane.admin.v1.TableInfo.descriptor:type_name -> metaplane.admin.v1.TableDescriptor
+	19, // 9: metaplane.admin.v1.TableInfo.buckets:type_name -> metaplane.admin.v1.Bucket
+	18, // 10: metaplane.admin.v1.CreateTableRequest.descriptor:type_name -> metaplane.admin.v1.TableDescriptor
+	20, // 11: metaplane.admin.v1.CreateTableResponse.table:type_name -> metaplane.admin.v1.TableInfo
+	20, // 12: metaplane.admin.v1.GetTableInfoResponse.table:type_name -> metaplane.admin.v1.TableInfo
+	29, // 13: metaplane.admin.v1.CreatePartitionResponse.partition:type_name -> metaplane.admin.v1.PartitionInfo
+	29, // 14: metaplane.admin.v1.ListPartitionsResponse.partitions:type_name -> metaplane.admin.v1.PartitionInfo
+	36, // 15: metaplane.admin.v1.ListTabletServersResponse.servers:type_name -> metaplane.admin.v1.TabletServer
+	41, // 16: metaplane.admin.v1.ResourceACLs.acls:type_name -> metaplane.admin.v1.ACLEntry
+	41, // 17: metaplane.admin.v1.AddACLsRequest.acls:type_name -> metaplane.admin.v1.ACLEntry
+	41, // 18: metaplane.admin.v1.RemoveACLsRequest.filter:type_name -> metaplane.admin.v1.ACLEntry
+	42, // 19: metaplane.admin.v1.ListACLsResponse.resources:type_name -> metaplane.admin.v1.ResourceACLs
+	77, // 20: metaplane.admin.v1.AlterConfigsRequest.set:type_name -> metaplane.admin.v1.AlterConfigsRequest.SetEntry
+	78, // 21: metaplane.admin.v1.DescribeConfigsResponse.configs:type_name -> metaplane.admin.v1.DescribeConfigsResponse.ConfigsEntry
+	79, // 22: metaplane.admin.v1.GetServerTagsResponse.tags:type_name -> metaplane.admin.v1.GetServerTagsResponse.TagsEntry
+	2,  // 23: metaplane.admin.v1.MetadataRecord.type:type_name -> metaplane.admin.v1.MetadataRecord.Type
+	63, // 24: metaplane.admin.v1.FetchMetadataResponse.records:type_name -> metaplane.admin.v1.MetadataRecord
+	67, // 25: metaplane.admin.v1.FetchMetadataSnapshotResponse.nodes:type_name -> metaplane.admin.v1.MetadataNode
+	80, // 26: metaplane.admin.v1.NotifyLeaderAndIsrRequest.buckets:type_name -> metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
+	9,  // 27: metaplane.admin.v1.AdminService.CreateDatabase:input_type -> metaplane.admin.v1.CreateDatabaseRequest
+	11, // 28: metaplane.admin.v1.AdminService.DropDatabase:input_type -> metaplane.admin.v1.DropDatabaseRequest
+	13, // 29: metaplane.admin.v1.AdminService.ListDatabases:input_type -> metaplane.admin.v1.ListDatabasesRequest
+	15, // 30: metaplane.admin.v1.AdminService.GetDatabase:input_type -> metaplane.admin.v1.GetDatabaseRequest
+	21, // 31: metaplane.admin.v1.AdminService.CreateTable:input_type -> metaplane.admin.v1.CreateTableRequest
+	23, // 32: metaplane.admin.v1.AdminService.DropTable:input_type -> metaplane.admin.v1.DropTableRequest
+	25, // 33: metaplane.admin.v1.AdminService.GetTableInfo:input_type -> metaplane.admin.v1.GetTableInfoRequest
+	27, // 34: metaplane.admin.v1.AdminService.ListTables:input_type -> metaplane.admin.v1.ListTablesRequest
+	30, // 35: metaplane.admin.v1.AdminService.CreatePartition:input_type -> metaplane.admin.v1.CreatePartitionRequest
+	32, // 36: metaplane.admin.v1.AdminService.DropPartition:input_type -> metaplane.admin.v1.DropPartitionRequest
+	34, // 37: metaplane.admin.v1.AdminService.ListPartitions:input_type -> metaplane.admin.v1.ListPartitionsRequest
+	37, // 38: metaplane.admin.v1.AdminService.ListTabletServers:input_type -> metaplane.admin.v1.ListTabletServersRequest
+	39, // 39: metaplane.admin.v1.AdminService.AllocateIDs:input_type -> metaplane.admin.v1.AllocateIDsRequest
+	43, // 40: metaplane.admin.v1.AdminService.AddACLs:input_type -> metaplane.admin.v1.AddACLsRequest
+	45, // 41: metaplane.admin.v1.AdminService.RemoveACLs:input_type -> metaplane.admin.v1.RemoveACLsRequest
+	47, // 42: metaplane.admin.v1.AdminService.ListACLs:input_type -> metaplane.admin.v1.ListACLsRequest
+	49, // 43: metaplane.admin.v1.AdminService.AlterConfigs:input_type -> metaplane.admin.v1.AlterConfigsRequest
+	51, // 44: metaplane.admin.v1.AdminService.DescribeConfigs:input_type -> metaplane.admin.v1.DescribeConfigsRequest
+	53, // 45: metaplane.admin.v1.AdminService.SetServerTags:input_type -> metaplane.admin.v1.SetServerTagsRequest
+	55, // 46: metaplane.admin.v1.AdminService.GetServerTags:input_type -> metaplane.admin.v1.GetServerTagsRequest
+	57, // 47: metaplane.admin.v1.AdminService.GetLeader:input_type -> metaplane.admin.v1.GetLeaderRequest
+	6,  // 48: metaplane.admin.v1.AdminService.GetCoordinatorRaftStatus:input_type -> metaplane.admin.v1.GetCoordinatorRaftStatusRequest
+	4,  // 49: metaplane.admin.v1.AdminService.TransferRaftLeadership:input_type -> metaplane.admin.v1.TransferRaftLeadershipRequest
+	59, // 50: metaplane.admin.v1.TabletServerService.RegisterTabletServer:input_type -> metaplane.admin.v1.RegisterTabletServerRequest
+	61, // 51: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:input_type -> metaplane.admin.v1.TabletServerHeartbeatRequest
+	64, // 52: metaplane.admin.v1.TabletServerService.FetchMetadata:input_type -> metaplane.admin.v1.FetchMetadataRequest
+	66, // 53: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:input_type -> metaplane.admin.v1.FetchMetadataSnapshotRequest
+	69, // 54: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:input_type -> metaplane.admin.v1.NotifyLeaderAndIsrRequest
+	71, // 55: metaplane.admin.v1.TabletService.GetTabletServerState:input_type -> metaplane.admin.v1.GetTabletServerStateRequest
+	10, // 56: metaplane.admin.v1.AdminService.CreateDatabase:output_type -> metaplane.admin.v1.CreateDatabaseResponse
+	12, // 57: metaplane.admin.v1.AdminService.DropDatabase:output_type -> metaplane.admin.v1.DropDatabaseResponse
+	14, // 58: metaplane.admin.v1.AdminService.ListDatabases:output_type -> metaplane.admin.v1.ListDatabasesResponse
+	16, // 59: metaplane.admin.v1.AdminService.GetDatabase:output_type -> metaplane.admin.v1.GetDatabaseResponse
+	22, // 60: metaplane.admin.v1.AdminService.CreateTable:output_type -> metaplane.admin.v1.CreateTableResponse
+	24, // 61: metaplane.admin.v1.AdminService.DropTable:output_type -> metaplane.admin.v1.DropTableResponse
+	26, // 62: metaplane.admin.v1.AdminService.GetTableInfo:output_type -> metaplane.admin.v1.GetTableInfoResponse
+	28, // 63: metaplane.admin.v1.AdminService.ListTables:output_type -> metaplane.admin.v1.ListTablesResponse
+	31, // 64: metaplane.admin.v1.AdminService.CreatePartition:output_type -> metaplane.admin.v1.CreatePartitionResponse
+	33, // 65: metaplane.admin.v1.AdminService.DropPartition:output_type -> metaplane.admin.v1.DropPartitionResponse
+	35, // 66: metaplane.admin.v1.AdminService.ListPartitions:output_type -> metaplane.admin.v1.ListPartitionsResponse
+	38, // 67: metaplane.admin.v1.AdminService.ListTabletServers:output_type -> metaplane.admin.v1.ListTabletServersResponse
+	40, // 68: metaplane.admin.v1.AdminService.AllocateIDs:output_type -> metaplane.admin.v1.AllocateIDsResponse
+	44, // 69: metaplane.admin.v1.AdminService.AddACLs:output_type -> metaplane.admin.v1.AddACLsResponse
+	46, // 70: metaplane.admin.v1.AdminService.RemoveACLs:output_type -> metaplane.admin.v1.RemoveACLsResponse
+	48, // 71: metaplane.admin.v1.AdminService.ListACLs:output_type -> metaplane.admin.v1.ListACLsResponse
+	50, // 72: metaplane.admin.v1.AdminService.AlterConfigs:output_type -> metaplane.admin.v1.AlterConfigsResponse
+	52, // 73: metaplane.admin.v1.AdminService.DescribeConfigs:output_type -> metaplane.admin.v1.DescribeConfigsResponse
+	54, // 74: metaplane.admin.v1.AdminService.SetServerTags:output_type -> metaplane.admin.v1.SetServerTagsResponse
+	56, // 75: metaplane.admin.v1.AdminService.GetServerTags:output_type -> metaplane.admin.v1.GetServerTagsResponse
+	58, // 76: metaplane.admin.v1.AdminService.GetLeader:output_type -> metaplane.admin.v1.GetLeaderResponse
+	8,  // 77: metaplane.admin.v1.AdminService.GetCoordinatorRaftStatus:output_type -> metaplane.admin.v1.GetCoordinatorRaftStatusResponse
+	5,  // 78: metaplane.admin.v1.AdminService.TransferRaftLeadership:output_type -> metaplane.admin.v1.TransferRaftLeadershipResponse
+	60, // 79: metaplane.admin.v1.TabletServerService.RegisterTabletServer:output_type -> metaplane.admin.v1.RegisterTabletServerResponse
+	62, // 80: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:output_type -> metaplane.admin.v1.TabletServerHeartbeatResponse
+	65, // 81: metaplane.admin.v1.TabletServerService.FetchMetadata:output_type -> metaplane.admin.v1.FetchMetadataResponse
+	68, // 82: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:output_type -> metaplane.admin.v1.FetchMetadataSnapshotResponse
+	70, // 83: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:output_type -> metaplane.admin.v1.NotifyLeaderAndIsrResponse
+	72, // 84: metaplane.admin.v1.TabletService.GetTabletServerState:output_type -> metaplane.admin.v1.GetTabletServerStateResponse
+	56, // [56:85] is the sub-list for method output_type
+	27, // [27:56] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_metaplane_admin_v1_admin_proto_init() }
@@ -4536,8 +5072,8 @@ func file_metaplane_admin_v1_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metaplane_admin_v1_admin_proto_rawDesc), len(file_metaplane_admin_v1_admin_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   73,
+			NumEnums:      3,
+			NumMessages:   78,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -2,8 +2,8 @@
 //
 // AdminService is what operators and clients call on a coordinator (the
 // `metaplane admin` verbs). Only the leader coordinator serves it; a standby
-// answers every call but GetLeader with a NOT_LEADER error carrying the
-// leader's address, and clients retry there.
+// answers every call but GetLeader and GetCoordinatorRaftStatus with a
+// NOT_LEADER error carrying the leader's address, and clients retry there.
 //
 // TabletServerService is the private surface tablet servers use on the Raft
 // backend (FIP-52: REGISTER_TABLET_SERVER, TABLET_SERVER_HEARTBEAT,
@@ -41,27 +41,29 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_CreateDatabase_FullMethodName    = "/metaplane.admin.v1.AdminService/CreateDatabase"
-	AdminService_DropDatabase_FullMethodName      = "/metaplane.admin.v1.AdminService/DropDatabase"
-	AdminService_ListDatabases_FullMethodName     = "/metaplane.admin.v1.AdminService/ListDatabases"
-	AdminService_GetDatabase_FullMethodName       = "/metaplane.admin.v1.AdminService/GetDatabase"
-	AdminService_CreateTable_FullMethodName       = "/metaplane.admin.v1.AdminService/CreateTable"
-	AdminService_DropTable_FullMethodName         = "/metaplane.admin.v1.AdminService/DropTable"
-	AdminService_GetTableInfo_FullMethodName      = "/metaplane.admin.v1.AdminService/GetTableInfo"
-	AdminService_ListTables_FullMethodName        = "/metaplane.admin.v1.AdminService/ListTables"
-	AdminService_CreatePartition_FullMethodName   = "/metaplane.admin.v1.AdminService/CreatePartition"
-	AdminService_DropPartition_FullMethodName     = "/metaplane.admin.v1.AdminService/DropPartition"
-	AdminService_ListPartitions_FullMethodName    = "/metaplane.admin.v1.AdminService/ListPartitions"
-	AdminService_ListTabletServers_FullMethodName = "/metaplane.admin.v1.AdminService/ListTabletServers"
-	AdminService_AllocateIDs_FullMethodName       = "/metaplane.admin.v1.AdminService/AllocateIDs"
-	AdminService_AddACLs_FullMethodName           = "/metaplane.admin.v1.AdminService/AddACLs"
-	AdminService_RemoveACLs_FullMethodName        = "/metaplane.admin.v1.AdminService/RemoveACLs"
-	AdminService_ListACLs_FullMethodName          = "/metaplane.admin.v1.AdminService/ListACLs"
-	AdminService_AlterConfigs_FullMethodName      = "/metaplane.admin.v1.AdminService/AlterConfigs"
-	AdminService_DescribeConfigs_FullMethodName   = "/metaplane.admin.v1.AdminService/DescribeConfigs"
-	AdminService_SetServerTags_FullMethodName     = "/metaplane.admin.v1.AdminService/SetServerTags"
-	AdminService_GetServerTags_FullMethodName     = "/metaplane.admin.v1.AdminService/GetServerTags"
-	AdminService_GetLeader_FullMethodName         = "/metaplane.admin.v1.AdminService/GetLeader"
+	AdminService_CreateDatabase_FullMethodName           = "/metaplane.admin.v1.AdminService/CreateDatabase"
+	AdminService_DropDatabase_FullMethodName             = "/metaplane.admin.v1.AdminService/DropDatabase"
+	AdminService_ListDatabases_FullMethodName            = "/metaplane.admin.v1.AdminService/ListDatabases"
+	AdminService_GetDatabase_FullMethodName              = "/metaplane.admin.v1.AdminService/GetDatabase"
+	AdminService_CreateTable_FullMethodName              = "/metaplane.admin.v1.AdminService/CreateTable"
+	AdminService_DropTable_FullMethodName                = "/metaplane.admin.v1.AdminService/DropTable"
+	AdminService_GetTableInfo_FullMethodName             = "/metaplane.admin.v1.AdminService/GetTableInfo"
+	AdminService_ListTables_FullMethodName               = "/metaplane.admin.v1.AdminService/ListTables"
+	AdminService_CreatePartition_FullMethodName          = "/metaplane.admin.v1.AdminService/CreatePartition"
+	AdminService_DropPartition_FullMethodName            = "/metaplane.admin.v1.AdminService/DropPartition"
+	AdminService_ListPartitions_FullMethodName           = "/metaplane.admin.v1.AdminService/ListPartitions"
+	AdminService_ListTabletServers_FullMethodName        = "/metaplane.admin.v1.AdminService/ListTabletServers"
+	AdminService_AllocateIDs_FullMethodName              = "/metaplane.admin.v1.AdminService/AllocateIDs"
+	AdminService_AddACLs_FullMethodName                  = "/metaplane.admin.v1.AdminService/AddACLs"
+	AdminService_RemoveACLs_FullMethodName               = "/metaplane.admin.v1.AdminService/RemoveACLs"
+	AdminService_ListACLs_FullMethodName                 = "/metaplane.admin.v1.AdminService/ListACLs"
+	AdminService_AlterConfigs_FullMethodName             = "/metaplane.admin.v1.AdminService/AlterConfigs"
+	AdminService_DescribeConfigs_FullMethodName          = "/metaplane.admin.v1.AdminService/DescribeConfigs"
+	AdminService_SetServerTags_FullMethodName            = "/metaplane.admin.v1.AdminService/SetServerTags"
+	AdminService_GetServerTags_FullMethodName            = "/metaplane.admin.v1.AdminService/GetServerTags"
+	AdminService_GetLeader_FullMethodName                = "/metaplane.admin.v1.AdminService/GetLeader"
+	AdminService_GetCoordinatorRaftStatus_FullMethodName = "/metaplane.admin.v1.AdminService/GetCoordinatorRaftStatus"
+	AdminService_TransferRaftLeadership_FullMethodName   = "/metaplane.admin.v1.AdminService/TransferRaftLeadership"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -92,6 +94,23 @@ type AdminServiceClient interface {
 	GetServerTags(ctx context.Context, in *GetServerTagsRequest, opts ...grpc.CallOption) (*GetServerTagsResponse, error)
 	// GetLeader is answered by every coordinator, leader or standby.
 	GetLeader(ctx context.Context, in *GetLeaderRequest, opts ...grpc.CallOption) (*GetLeaderResponse, error)
+	// GetCoordinatorRaftStatus is GET_COORDINATOR_RAFT_STATUS: the consensus
+	// quorum as the answering coordinator's backend member sees it. Unlike
+	// the other calls it is answered by every coordinator, leader or
+	// standby, without a quorum: the leader answers with view LEADER, any
+	// other member with its own view, flagged LOCAL. A backend that does not
+	// declare the ConsensusStatus capability answers UNIMPLEMENTED naming
+	// the backend.
+	GetCoordinatorRaftStatus(ctx context.Context, in *GetCoordinatorRaftStatusRequest, opts ...grpc.CallOption) (*GetCoordinatorRaftStatusResponse, error)
+	// TransferRaftLeadership (leader only) hands the Raft leadership to the
+	// voter to_id, or, when to_id is empty, to the most caught-up other
+	// voter, and answers once that voter is Raft leader, with its id and the
+	// new term (the next coordinator epoch). A target that is not a voter,
+	// not reachable or not caught up is refused with INVALID_ARGUMENT and
+	// nothing changes; a transfer that does not complete in time answers
+	// UNAVAILABLE (it may still complete). A backend that does not declare
+	// LeadershipTransfer answers UNIMPLEMENTED naming the backend.
+	TransferRaftLeadership(ctx context.Context, in *TransferRaftLeadershipRequest, opts ...grpc.CallOption) (*TransferRaftLeadershipResponse, error)
 }
 
 type adminServiceClient struct {
@@ -312,6 +331,26 @@ func (c *adminServiceClient) GetLeader(ctx context.Context, in *GetLeaderRequest
 	return out, nil
 }
 
+func (c *adminServiceClient) GetCoordinatorRaftStatus(ctx context.Context, in *GetCoordinatorRaftStatusRequest, opts ...grpc.CallOption) (*GetCoordinatorRaftStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetCoordinatorRaftStatusResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetCoordinatorRaftStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) TransferRaftLeadership(ctx context.Context, in *TransferRaftLeadershipRequest, opts ...grpc.CallOption) (*TransferRaftLeadershipResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TransferRaftLeadershipResponse)
+	err := c.cc.Invoke(ctx, AdminService_TransferRaftLeadership_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -340,6 +379,23 @@ type AdminServiceServer interface {
 	GetServerTags(context.Context, *GetServerTagsRequest) (*GetServerTagsResponse, error)
 	// GetLeader is answered by every coordinator, leader or standby.
 	GetLeader(context.Context, *GetLeaderRequest) (*GetLeaderResponse, error)
+	// GetCoordinatorRaftStatus is GET_COORDINATOR_RAFT_STATUS: the consensus
+	// quorum as the answering coordinator's backend member sees it. Unlike
+	// the other calls it is answered by every coordinator, leader or
+	// standby, without a quorum: the leader answers with view LEADER, any
+	// other member with its own view, flagged LOCAL. A backend that does not
+	// declare the ConsensusStatus capability answers UNIMPLEMENTED naming
+	// the backend.
+	GetCoordinatorRaftStatus(context.Context, *GetCoordinatorRaftStatusRequest) (*GetCoordinatorRaftStatusResponse, error)
+	// TransferRaftLeadership (leader only) hands the Raft leadership to the
+	// voter to_id, or, when to_id is empty, to the most caught-up other
+	// voter, and answers once that voter is Raft leader, with its id and the
+	// new term (the next coordinator epoch). A target that is not a voter,
+	// not reachable or not caught up is refused with INVALID_ARGUMENT and
+	// nothing changes; a transfer that does not complete in time answers
+	// UNAVAILABLE (it may still complete). A backend that does not declare
+	// LeadershipTransfer answers UNIMPLEMENTED naming the backend.
+	TransferRaftLeadership(context.Context, *TransferRaftLeadershipRequest) (*TransferRaftLeadershipResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -412,6 +468,12 @@ func (UnimplementedAdminServiceServer) GetServerTags(context.Context, *GetServer
 }
 func (UnimplementedAdminServiceServer) GetLeader(context.Context, *GetLeaderRequest) (*GetLeaderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetLeader not implemented")
+}
+func (UnimplementedAdminServiceServer) GetCoordinatorRaftStatus(context.Context, *GetCoordinatorRaftStatusRequest) (*GetCoordinatorRaftStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetCoordinatorRaftStatus not implemented")
+}
+func (UnimplementedAdminServiceServer) TransferRaftLeadership(context.Context, *TransferRaftLeadershipRequest) (*TransferRaftLeadershipResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TransferRaftLeadership not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -812,6 +874,42 @@ func _AdminService_GetLeader_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_GetCoordinatorRaftStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetCoordinatorRaftStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetCoordinatorRaftStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetCoordinatorRaftStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetCoordinatorRaftStatus(ctx, req.(*GetCoordinatorRaftStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_TransferRaftLeadership_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TransferRaftLeadershipRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).TransferRaftLeadership(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_TransferRaftLeadership_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).TransferRaftLeadership(ctx, req.(*TransferRaftLeadershipRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -902,6 +1000,14 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetLeader",
 			Handler:    _AdminService_GetLeader_Handler,
+		},
+		{
+			MethodName: "GetCoordinatorRaftStatus",
+			Handler:    _AdminService_GetCoordinatorRaftStatus_Handler,
+		},
+		{
+			MethodName: "TransferRaftLeadership",
+			Handler:    _AdminService_TransferRaftLeadership_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

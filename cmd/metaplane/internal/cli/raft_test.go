@@ -1,0 +1,293 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/metaplane/metaplane/internal/testutil"
+)
+
+// TestRaftGolden: the raft verbs' help and usage errors, which fail
+// before they dial.
+func TestRaftGolden(t *testing.T) {
+	const bs = "--bootstrap-servers=127.0.0.1:1"
+	tests := []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"help-raft", []string{"raft", "--help"}, ExitOK},
+		{"help-raft-status", []string{"raft", "status", "--help"}, ExitOK},
+		{"no-raft-verb", []string{"raft"}, ExitUsage},
+		{"raft-count-without-watch", []string{"raft", "status", "--count", "2", bs}, ExitUsage},
+		{"json-raft-bad-interval", []string{"raft", "status", "--watch", "--interval", "0s", "--json", bs}, ExitUsage},
+		{"raft-leader-extra", []string{"raft", "leader", "extra", bs}, ExitUsage},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stdout, stderr, code := runCLI(t, tt.args...)
+			if code != tt.code {
+				t.Errorf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.code, stdout, stderr)
+			}
+			compareGolden(t, filepath.Join("testdata", "cli", tt.name+".golden"), transcript(code, stdout, stderr))
+		})
+	}
+}
+
+// raftProc is a coordinator process of the cluster under test.
+type raftProc struct {
+	id     string
+	client string
+	cmd    *exec.Cmd
+	done   chan struct{}
+}
+
+func (p *raftProc) kill() {
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// startRaftCoordinators starts n coordinators on the Raft backend as real
+// processes (each with its plugin), on loopback.
+func startRaftCoordinators(t *testing.T, n int) []*raftProc {
+	t.Helper()
+	bin := testutil.Binary(t, "metaplane")
+	pluginDir := filepath.Dir(testutil.Binary(t, "metaplane-backend-raft"))
+	clients, voters := make([]string, n), make([]string, n)
+	raftPorts := make([]int, n)
+	for i := 0; i < n; i++ {
+		clients[i] = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+		raftPorts[i] = testutil.FreePort(t)
+		voters[i] = fmt.Sprintf("%d@127.0.0.1:%d", i+1, raftPorts[i])
+	}
+	var ps []*raftProc
+	for i := 0; i < n; i++ {
+		p := &raftProc{id: strconv.Itoa(i + 1), client: clients[i], done: make(chan struct{})}
+		p.cmd = exec.Command(bin, "coordinator", "--no-env", "-D", "metadata.backend.plugin.dir="+pluginDir,
+			"-D", "metrics.address=127.0.0.1:0", "-D", "bind.listeners=CLIENT://"+clients[i], "-D", "coordinator.seed.nodes="+strings.Join(clients, ","),
+			"-D", "coordinator.raft.voters="+strings.Join(voters, ","), "-D", "coordinator.raft.node.id="+p.id,
+			"-D", "coordinator.raft.port="+strconv.Itoa(raftPorts[i]),
+			"-D", "coordinator.raft.dir="+filepath.Join(t.TempDir(), "raft"))
+		out := &testutil.SyncBuffer{}
+		p.cmd.Stdout, p.cmd.Stderr = out, out
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := p.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { p.cmd.Wait(); close(p.done) }()
+		t.Cleanup(func() {
+			p.kill()
+			if t.Failed() {
+				t.Logf("---- coordinator %s ----\n%s", p.id, out.String())
+			}
+		})
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+func bootstrapOf(ps []*raftProc) string {
+	var s []string
+	for _, p := range ps {
+		s = append(s, p.client)
+	}
+	return "--bootstrap-servers=" + strings.Join(s, ",")
+}
+
+// TestRaftVerbs runs `raft status` and `raft leader` against a
+// three-voter cluster of real coordinator processes: healthy, after the
+// leader's SIGKILL (the new leader is named, never the dead one), and
+// after a second SIGKILL (no quorum: exit 1, said plainly).
+func TestRaftVerbs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real coordinator processes")
+	}
+	ps := startRaftCoordinators(t, 3)
+	bs := bootstrapOf(ps)
+
+	var st raftReport
+	testutil.WaitFor(t, 60*time.Second, "raft status healthy with every voter reachable", func() bool {
+		stdout, _, code := runCLI(t, "raft", "status", "--json", bs)
+		st = raftReport{}
+		return code == ExitOK && json.Unmarshal([]byte(stdout), &st) == nil && st.VotersReachable == 3
+	})
+	if !st.Healthy || st.View != "LEADER" || st.Voters != 3 || st.ClusterID == "" || st.Term <= 0 || len(st.Members) != 3 || len(st.Answers) != 3 {
+		t.Fatalf("status: %+v", st)
+	}
+	leaders := 0
+	for _, m := range st.Members {
+		if m.Leader {
+			leaders++
+			if m.ID != st.LeaderID {
+				t.Errorf("the row marked leader is %s, the report names %s", m.ID, st.LeaderID)
+			}
+		}
+		if m.Coordinator == "" || m.Term != st.Term || m.Kind != "voter" {
+			t.Errorf("member %+v: want its own answer (coordinator, term %d), a voter", m, st.Term)
+		}
+	}
+	if leaders != 1 {
+		t.Errorf("%d rows marked leader, want 1", leaders)
+	}
+	// The table marks the leader and says the quorum holds.
+	stdout, stderr, code := runCLI(t, "raft", "status", bs)
+	if code != ExitOK || !strings.Contains(stdout, st.LeaderID+"*") || !strings.Contains(stdout, "3 of 3 voters reachable: quorum held") {
+		t.Errorf("status text: exit %d\n%s%s", code, stdout, stderr)
+	}
+	// --watch --count: two rounds.
+	stdout, _, code = runCLI(t, "raft", "status", "--watch", "--interval", "10ms", "--count", "2", bs)
+	if code != ExitOK || strings.Count(stdout, "quorum held") != 2 {
+		t.Errorf("status --watch --count 2: exit %d\n%s", code, stdout)
+	}
+	var lr leaderReport
+	stdout, stderr, code = runCLI(t, "raft", "leader", "--json", bs)
+	if code != ExitOK || json.Unmarshal([]byte(stdout), &lr) != nil || lr.LeaderID != st.LeaderID || lr.Agreeing != 3 || lr.Answering != 3 {
+		t.Fatalf("leader: exit %d %+v\n%s%s", code, lr, stdout, stderr)
+	}
+
+	// transfer-leader: refusals change nothing; a transfer to a named
+	// voter and one to the most caught-up voter move the leadership, and
+	// the coordinator leadership with it, at a higher term.
+	for _, bad := range []struct{ to, says string }{
+		{st.LeaderID, "leads already"},
+		{"9", "not in the membership"},
+	} {
+		stdout, stderr, code := runCLI(t, "raft", "transfer-leader", "--to", bad.to, "--json", bs)
+		var je jsonError
+		if code != ExitFailure || json.Unmarshal([]byte(stderr), &je) != nil || je.Code != "INVALID_ARGUMENT" || !strings.Contains(je.Error, bad.says) {
+			t.Errorf("transfer-leader --to %s: exit %d, stdout %q, stderr %q; want INVALID_ARGUMENT %q", bad.to, code, stdout, stderr, bad.says)
+		}
+	}
+	if _, stderr, code := runCLI(t, "raft", "transfer-leader", "--to", "x", bs); code != ExitUsage {
+		t.Errorf("transfer-leader --to x: exit %d (%s), want a usage error", code, stderr)
+	}
+	if stdout, _, code := runCLI(t, "raft", "leader", "--json", bs); code != ExitOK || !strings.Contains(stdout, `"leader_id": "`+st.LeaderID+`"`) {
+		t.Fatalf("the leader moved after refused transfers: %s", stdout)
+	}
+	target := "1"
+	if st.LeaderID == "1" {
+		target = "2"
+	}
+	var tr transferReport
+	// A follower counts as caught up once it has reported its progress
+	// (with its coordinator's first session renewal); until then the
+	// transfer is refused, saying so.
+	testutil.WaitFor(t, 60*time.Second, "a transfer to member "+target, func() bool {
+		stdout, stderr, code := runCLI(t, "raft", "transfer-leader", "--to", target, "--json", bs)
+		if code != ExitOK {
+			if !strings.Contains(stderr, "has not reported its progress recently") {
+				t.Fatalf("transfer-leader --to %s: exit %d %s", target, code, stderr)
+			}
+			return false
+		}
+		tr = transferReport{}
+		return json.Unmarshal([]byte(stdout), &tr) == nil
+	})
+	if tr.LeaderID != target || tr.PreviousLeaderID != st.LeaderID || tr.Term <= st.Term || tr.Address == "" {
+		t.Fatalf("transfer to %s: %+v (was leader %s at term %d)", target, tr, st.LeaderID, st.Term)
+	}
+	testutil.WaitFor(t, 30*time.Second, "the coordinator leadership on member "+target, func() bool {
+		stdout, _, code := runCLI(t, "admin", "leader", "--json", bs)
+		return code == ExitOK && strings.Contains(stdout, `"leader_address": "`+tr.Address+`"`)
+	})
+	prev := tr
+	testutil.WaitFor(t, 60*time.Second, "a transfer to the most caught-up voter", func() bool {
+		stdout, stderr, code := runCLI(t, "raft", "transfer-leader", "--json", bs)
+		if code != ExitOK {
+			if !strings.Contains(stderr, "no other voter is reachable and caught up") {
+				t.Fatalf("transfer-leader: exit %d %s", code, stderr)
+			}
+			return false
+		}
+		tr = transferReport{}
+		return json.Unmarshal([]byte(stdout), &tr) == nil
+	})
+	if tr.LeaderID == prev.LeaderID || tr.PreviousLeaderID != prev.LeaderID || tr.Term <= prev.Term {
+		t.Fatalf("transfer to the most caught-up voter: %+v (after %+v)", tr, prev)
+	}
+	testutil.WaitFor(t, 30*time.Second, "raft status naming the new leader", func() bool {
+		stdout, _, code := runCLI(t, "raft", "status", "--json", bs)
+		st = raftReport{}
+		return code == ExitOK && json.Unmarshal([]byte(stdout), &st) == nil && st.LeaderID == tr.LeaderID && st.VotersReachable == 3
+	})
+
+	// SIGKILL the leader. Every answer of `raft leader` from now on names a
+	// live member or says unknown; never the dead one.
+	var dead *raftProc
+	var alive []*raftProc
+	for _, p := range ps {
+		if p.id == st.LeaderID {
+			dead = p
+		} else {
+			alive = append(alive, p)
+		}
+	}
+	dead.kill()
+	testutil.WaitFor(t, 60*time.Second, "a new leader named by raft leader", func() bool {
+		stdout, stderr, code := runCLI(t, "raft", "leader", "--json", bs)
+		if code != ExitOK {
+			if !strings.Contains(stderr, "leader unknown") {
+				t.Fatalf("raft leader without a leader: exit %d %s", code, stderr)
+			}
+			return false
+		}
+		lr = leaderReport{}
+		if err := json.Unmarshal([]byte(stdout), &lr); err != nil {
+			t.Fatalf("raft leader --json: %v: %s", err, stdout)
+		}
+		if lr.LeaderID == dead.id {
+			t.Fatalf("raft leader names the dead member %s: %s", dead.id, stdout)
+		}
+		return lr.Agreeing == 2 && lr.Answering == 2
+	})
+	testutil.WaitFor(t, 30*time.Second, "raft status with the dead member unreachable", func() bool {
+		stdout, _, code := runCLI(t, "raft", "status", "--json", bs)
+		st = raftReport{}
+		if code != ExitOK || json.Unmarshal([]byte(stdout), &st) != nil {
+			return false
+		}
+		for _, m := range st.Members {
+			if m.ID == dead.id {
+				return !m.Reachable && m.Coordinator == ""
+			}
+		}
+		return false
+	})
+	if st.LeaderID != lr.LeaderID || st.VotersReachable != 2 || !st.Healthy {
+		t.Errorf("status after the leader's death: %+v (leader verb said %s)", st, lr.LeaderID)
+	}
+
+	// A second SIGKILL: no quorum. status exits 1 and says so; leader says
+	// unknown.
+	for _, p := range alive {
+		if p.id == lr.LeaderID {
+			p.kill()
+		}
+	}
+	testutil.WaitFor(t, 30*time.Second, "raft status reporting no quorum", func() bool {
+		_, stderr, code := runCLI(t, "raft", "status", bs)
+		return code == ExitFailure && strings.Contains(stderr, "2 of 3 voters unreachable: no quorum")
+	})
+	stdout, stderr, code = runCLI(t, "raft", "status", "--json", bs)
+	var je jsonError
+	if code != ExitFailure || json.Unmarshal([]byte(stdout), &st) != nil || st.Healthy || json.Unmarshal([]byte(stderr), &je) != nil || je.Code != codeNoQuorum {
+		t.Errorf("status --json without a quorum: exit %d\n%s%s", code, stdout, stderr)
+	}
+	testutil.WaitFor(t, 30*time.Second, "raft leader saying unknown", func() bool {
+		stdout, stderr, code := runCLI(t, "raft", "leader", bs)
+		if code == ExitOK {
+			if strings.Contains(stdout, "leader "+dead.id+" ") || strings.Contains(stdout, "leader "+lr.LeaderID+" ") {
+				t.Fatalf("raft leader names a dead member: %s", stdout)
+			}
+			return false
+		}
+		return code == ExitFailure && strings.Contains(stderr, "leader unknown")
+	})
+}
