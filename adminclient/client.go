@@ -161,6 +161,7 @@ var retrySafe = map[string]bool{
 	adminv1.AdminService_DescribeConfigs_FullMethodName:              true,
 	adminv1.AdminService_GetServerTags_FullMethodName:                true,
 	adminv1.AdminService_GetLeader_FullMethodName:                    true,
+	adminv1.AdminService_GetCoordinatorRaftStatus_FullMethodName:     true,
 	adminv1.TabletServerService_RegisterTabletServer_FullMethodName:  true,
 	adminv1.TabletServerService_TabletServerHeartbeat_FullMethodName: true,
 	adminv1.TabletServerService_FetchMetadata_FullMethodName:         true,

@@ -213,3 +213,23 @@ func TestDoWriteLosingItsConnectionIsUnknown(t *testing.T) {
 		t.Errorf("the write was repeated on the other coordinator (%d times)", n)
 	}
 }
+
+// TestEveryAdminMethodIsClassified: every method of the admin and
+// tablet-server services is either repeat-safe (a read, or a tablet-server
+// call whose repetition has the effect of one) or a write that Do repeats
+// only when known not applied; a new method must be put on one side.
+func TestEveryAdminMethodIsClassified(t *testing.T) {
+	writes := map[string]bool{}
+	for _, m := range []string{"AddACLs", "AllocateIDs", "AlterConfigs", "CreateDatabase", "CreatePartition", "CreateTable",
+		"DropDatabase", "DropPartition", "DropTable", "RemoveACLs", "SetServerTags", "TransferRaftLeadership"} {
+		writes["/"+adminv1.AdminService_ServiceDesc.ServiceName+"/"+m] = true
+	}
+	for _, sd := range []grpc.ServiceDesc{adminv1.AdminService_ServiceDesc, adminv1.TabletServerService_ServiceDesc} {
+		for _, m := range sd.Methods {
+			full := "/" + sd.ServiceName + "/" + m.MethodName
+			if retrySafe[full] == writes[full] {
+				t.Errorf("%s is classified %v as a repeat-safe call and %v as a write: put it on exactly one side", full, retrySafe[full], writes[full])
+			}
+		}
+	}
+}

@@ -149,9 +149,9 @@ type RaftConfig struct {
 	// large (see LogDBProfiles).
 	LogDBProfile string `koanf:"logdb.profile"`
 	// Join, key coordinator.raft.join, default false: start this voter
-	// empty and let it join a running cluster that added it with
-	// add-voter, instead of bootstrapping a new cluster from Voters
-	// (ignored once the voter has Raft state on disk; see docs/raft.md).
+	// empty and let it join a running cluster whose membership already
+	// lists it, instead of bootstrapping a new cluster from Voters (ignored
+	// once the voter has Raft state on disk; see docs/raft.md).
 	Join bool `koanf:"join"`
 }
 
