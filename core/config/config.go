@@ -20,6 +20,8 @@ type Config struct {
 	ZooKeeper ZooKeeperConfig `koanf:"zookeeper"`
 	// Metadata holds the metadata.backend.* keys.
 	Metadata MetadataConfig `koanf:"metadata"`
+	// Security holds the security.* keys (listener TLS; security.go).
+	Security SecurityConfig `koanf:"security"`
 
 	// BindListeners, key bind.listeners, default [CLIENT://127.0.0.1:9123]:
 	// the listeners the server binds, each NAME://host:port (port 0 picks
@@ -278,6 +280,7 @@ func Default() *Config {
 			},
 		},
 		Metadata:        MetadataConfig{Backend: BackendConfig{Default: BackendRaft}},
+		Security:        SecurityConfig{TLS: ListenerTLSConfig{ClientAuth: "none"}},
 		BindListeners:   []string{"CLIENT://127.0.0.1:9123"},
 		MetricsAddress:  "127.0.0.1:9249",
 		TabletServerID:  -1,

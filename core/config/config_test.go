@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/testutil"
 )
 
 // problemsOf returns the problems of a *Error, failing t otherwise.
@@ -414,9 +415,11 @@ func TestValueRules(t *testing.T) {
 			wantProblem(t, err, tt.key, tt.frag)
 		})
 	}
+	tca := testutil.NewCA(t, "raft")
+	voter := tca.Issue(t, "voter", testutil.CertOptions{CommonName: "voter", Server: true, Client: true})
 	if _, err := Load(LoadOptions{Overrides: []string{"coordinator.raft.tls.enabled=true",
-		"coordinator.raft.tls.ca-file=" + ca, "coordinator.raft.tls.cert-file=" + ca, "coordinator.raft.tls.key-file=" + ca}}); err != nil {
-		t.Errorf("TLS with readable files: %v", err)
+		"coordinator.raft.tls.ca-file=" + tca.CertFile, "coordinator.raft.tls.cert-file=" + voter.CertFile, "coordinator.raft.tls.key-file=" + voter.KeyFile}}); err != nil {
+		t.Errorf("TLS with good files: %v", err)
 	}
 	_, err := Load(LoadOptions{Overrides: []string{"coordinator.raft.tls.enabled=true",
 		"coordinator.raft.tls.ca-file=" + filepath.Join(dir, "missing.pem"), "coordinator.raft.tls.cert-file=" + ca, "coordinator.raft.tls.key-file=" + dir}})
@@ -476,8 +479,8 @@ func TestReservedEnvNamesNoKey(t *testing.T) {
 }
 
 // TestCheckFilesIsASeparateStep: Validate accepts TLS file names without
-// touching the filesystem; CheckFiles reports the missing one and the
-// directory, naming their keys, and accepts a readable file.
+// touching the filesystem; CheckFiles reports the garbage CA, the missing
+// certificate and the key-file directory, naming their keys.
 func TestCheckFilesIsASeparateStep(t *testing.T) {
 	dir := t.TempDir()
 	ca := filepath.Join(dir, "ca.pem")
@@ -494,12 +497,14 @@ func TestCheckFilesIsASeparateStep(t *testing.T) {
 	}
 	err := cfg.CheckFiles()
 	var ce *Error
-	if !errors.As(err, &ce) || len(ce.Problems) != 2 {
-		t.Fatalf("CheckFiles: %v, want two problems", err)
+	if !errors.As(err, &ce) || len(ce.Problems) != 3 {
+		t.Fatalf("CheckFiles: %v, want three problems", err)
 	}
-	if ce.Problems[0].Key != "coordinator.raft.tls.cert-file" || ce.Problems[1].Key != "coordinator.raft.tls.key-file" ||
-		!strings.Contains(ce.Problems[1].Message, "is a directory") {
-		t.Errorf("problems %v, want the missing cert file and the key-file directory", ce.Problems)
+	ps := SortProblems(ce.Problems)
+	if ps[0].Key != "coordinator.raft.tls.ca-file" || !strings.Contains(ps[0].Message, "holds no PEM CA certificate") ||
+		ps[1].Key != "coordinator.raft.tls.cert-file" || ps[2].Key != "coordinator.raft.tls.key-file" ||
+		!strings.Contains(ps[2].Message, "is a directory") {
+		t.Errorf("problems %v, want the garbage CA, the missing cert file and the key-file directory", ps)
 	}
 }
 

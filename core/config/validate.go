@@ -133,6 +133,7 @@ func (c *Config) validate(probs *Problems, observer bool) {
 		probs.Add("bind.listeners", "must name at least one listener, e.g. CLIENT://127.0.0.1:9123")
 	}
 	c.validateListeners(probs, "advertised.listeners", c.AdvertisedListeners, names)
+	c.validateSecurity(probs, names)
 	if _, _, err := settings.ParseHostPort(c.MetricsAddress, true); err != nil {
 		probs.Add("metrics.address", err.Error())
 	}
@@ -269,30 +270,24 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// CheckFiles checks what Validate cannot without the filesystem: that every
-// file the configuration names exists and is a regular file (today the
-// Raft TLS files, when coordinator.raft.tls.enabled). It is the separate
-// step of `metaplane config validate`; a process checks the files where it
-// opens them. Errors: a *Error naming each key at fault.
+// CheckFiles checks what Validate cannot without the filesystem: that
+// every file the configuration names can be read and holds what its key
+// says. The TLS files (coordinator.raft.tls.* when
+// coordinator.raft.tls.enabled, security.tls.* when set) are parsed: each
+// certificate file must hold PEM certificates that are valid now (not
+// expired, not before their start), each key file a PEM private key that
+// matches its certificate. It is the separate step of `metaplane config
+// validate`, which Load also runs; a process checks the files again where
+// it opens them. Errors: a *Error naming each key at fault.
 func (c *Config) CheckFiles() error {
 	var probs Problems
-	tls := c.Coordinator.Raft.TLS
-	if tls.Enabled {
-		for _, f := range []struct{ key, path string }{
-			{"coordinator.raft.tls.ca-file", tls.CAFile},
-			{"coordinator.raft.tls.cert-file", tls.CertFile},
-			{"coordinator.raft.tls.key-file", tls.KeyFile},
-		} {
-			if f.path == "" {
-				continue // Validate reports it
-			}
-			if st, err := os.Stat(f.path); err != nil {
-				probs.Add(f.key, fmt.Sprintf("cannot read %s: %v", f.path, shortErr(err)))
-			} else if st.IsDir() {
-				probs.Add(f.key, fmt.Sprintf("%s is a directory, not a file", f.path))
-			}
-		}
+	now := time.Now()
+	if r := c.Coordinator.Raft.TLS; r.Enabled {
+		checkTLSFiles(&probs, now, "coordinator.raft.tls.cert-file", r.CertFile, "coordinator.raft.tls.key-file", r.KeyFile,
+			"coordinator.raft.tls.ca-file", r.CAFile)
 	}
+	t := c.Security.TLS
+	checkTLSFiles(&probs, now, "security.tls.cert-file", t.CertFile, "security.tls.key-file", t.KeyFile, "security.tls.ca-file", t.CAFile)
 	return probs.Err()
 }
 
