@@ -2,6 +2,7 @@ package adminclient
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -33,15 +35,35 @@ type Client struct {
 	// coordinator before it tries the next one; default 2s.
 	ConnectWait time.Duration
 
+	creds credentials.TransportCredentials // of every connection
+
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
 	leader string // last known leader address
 }
 
+// Options configure a Client made with NewClientWithOptions.
+type Options struct {
+	// TLS, when set, is the TLS configuration of every connection (the
+	// coordinators' CLIENT listener is mapped to SSL): its RootCAs verify
+	// the coordinators' certificates, its Certificates or
+	// GetClientCertificate give the client certificate. The server name
+	// is each address's host unless TLS.ServerName is set. Nil: plaintext.
+	// The client does not modify it; do not modify it after the call.
+	TLS *tls.Config
+}
+
 // NewClient returns a client for the coordinators at bootstrap (host:port
-// addresses; listener prefixes like CLIENT:// are accepted). Errors:
-// ErrInvalidArgument when bootstrap is empty.
+// addresses; listener prefixes like CLIENT:// are accepted), over
+// plaintext connections. Errors: ErrInvalidArgument when bootstrap is
+// empty.
 func NewClient(bootstrap []string) (*Client, error) {
+	return NewClientWithOptions(bootstrap, Options{})
+}
+
+// NewClientWithOptions is NewClient with options (TLS). Errors: as
+// NewClient.
+func NewClientWithOptions(bootstrap []string, opts Options) (*Client, error) {
 	var addrs []string
 	for _, b := range bootstrap {
 		for _, a := range strings.Split(b, ",") {
@@ -53,8 +75,12 @@ func NewClient(bootstrap []string) (*Client, error) {
 	if len(addrs) == 0 {
 		return nil, fmt.Errorf("%w: no coordinator address given", core.ErrInvalidArgument)
 	}
+	creds := insecure.NewCredentials()
+	if opts.TLS != nil {
+		creds = credentials.NewTLS(opts.TLS)
+	}
 	return &Client{bootstrap: addrs, Timeout: 30 * time.Second, RetryWait: 200 * time.Millisecond,
-		ConnectWait: 2 * time.Second, conns: map[string]*grpc.ClientConn{}}, nil
+		ConnectWait: 2 * time.Second, creds: creds, conns: map[string]*grpc.ClientConn{}}, nil
 }
 
 func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
@@ -63,7 +89,7 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	if cc, ok := c.conns[addr]; ok {
 		return cc, nil
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(c.creds))
 	if err != nil {
 		return nil, fmt.Errorf("%w: coordinator %s: %v", core.ErrInvalidArgument, addr, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/metaplane/metaplane/adminclient"
@@ -39,6 +40,10 @@ type Options struct {
 	// Listener is where the gRPC services are served. Required; the server
 	// closes it when Serve returns.
 	Listener net.Listener
+	// Credentials, when set, secure the Listener (TLS:
+	// credentials.NewTLS); nil serves plaintext. The caller builds them
+	// from its configuration; the server reads no file.
+	Credentials credentials.TransportCredentials
 	// AdvertisedListeners is the address given to others, as listeners
 	// ("CLIENT://host:port"); default CLIENT://<Listener's address>.
 	AdvertisedListeners string
@@ -154,7 +159,11 @@ func New(opts Options) (*Server, error) {
 		changed: make(chan struct{}),
 	}
 	s.metrics = newMetrics(s, opts.Registerer)
-	s.grpc = grpc.NewServer()
+	var sopts []grpc.ServerOption
+	if opts.Credentials != nil {
+		sopts = append(sopts, grpc.Creds(opts.Credentials))
+	}
+	s.grpc = grpc.NewServer(sopts...)
 	adminv1.RegisterAdminServiceServer(s.grpc, &adminService{s: s})
 	adminv1.RegisterTabletServerServiceServer(s.grpc, &tabletServerService{s: s})
 	s.health = newHealth()
