@@ -14,6 +14,7 @@ package tabletserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -52,6 +53,10 @@ type Options struct {
 	// (core.TabletServersThroughCoordinator, e.g. Raft:
 	// coordinator.seed.nodes). Exactly one of Seeds and Open is set.
 	Seeds []string
+	// TLS, with Seeds, is the TLS configuration the tablet server dials the
+	// coordinators with (their CLIENT listener is mapped to SSL): RootCAs
+	// to verify them, and its own client certificate. Nil: plaintext.
+	TLS *tls.Config
 	// Open opens the tablet server's own backend client, for a backend
 	// whose tablet servers follow it directly (core.TabletServersDirect,
 	// e.g. ZooKeeper).
@@ -159,7 +164,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	}()
 	var wg sync.WaitGroup
 	if len(s.opts.Seeds) > 0 {
-		client, err := adminclient.NewClient(s.opts.Seeds)
+		client, err := adminclient.NewClientWithOptions(s.opts.Seeds, adminclient.Options{TLS: s.opts.TLS})
 		if err != nil {
 			s.grpc.Stop()
 			return err
