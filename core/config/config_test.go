@@ -463,7 +463,7 @@ func TestDocsListEveryKey(t *testing.T) {
 
 func TestReservedEnvNamesNoKey(t *testing.T) {
 	for _, name := range []string{"METAPLANE_CONFIG", "METAPLANE_BIN_DIR", "METAPLANE_SOAK", "METAPLANE_BACKEND_PLUGIN",
-		"METAPLANE_PLUGIN_LOG_LEVEL", "METAPLANE_JAVA", "METAPLANE_ZK_CLASSPATH", "METAPLANE_TEST_X"} {
+		"METAPLANE_PLUGIN_LOG_LEVEL", "METAPLANE_JAVA", "METAPLANE_ZK_CLASSPATH", "METAPLANE_TEST_X", "METAPLANE_ADMIN_TLS_CA"} {
 		if !IsReservedEnv(name) {
 			t.Errorf("%s is not reserved", name)
 		}

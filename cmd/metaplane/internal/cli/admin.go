@@ -32,6 +32,7 @@ type admin struct {
 	bootstrap string
 	json      bool
 	timeout   time.Duration
+	tls       *tlsFlags // --tls-ca, --tls-cert, --tls-key (tls.go)
 }
 
 // adminVerbs are the constructors of the admin verbs, in the order help
@@ -62,6 +63,7 @@ unknown (not repeated: check before running it again). See docs/admin.md.`,
 	pf.StringVar(&a.bootstrap, "bootstrap-servers", "127.0.0.1:9123", "the `host:port,...` of the coordinators to ask")
 	pf.BoolVar(&a.json, "json", false, "print the answer as JSON (and an error as JSON on stderr)")
 	pf.DurationVar(&a.timeout, "timeout", 30*time.Second, "give up after this long, redirects and retries included")
+	a.tls = addTLSFlags(pf)
 	for _, verb := range adminVerbs {
 		cmd.AddCommand(verb(a))
 	}
@@ -71,9 +73,9 @@ unknown (not repeated: check before running it again). See docs/admin.md.`,
 // do runs f with a client of the bootstrap servers and a context bounded
 // by --timeout. A timeout becomes an error that says where it looked.
 func (a *admin) do(cmd *cobra.Command, f func(ctx context.Context, c *adminclient.Client) error) error {
-	client, err := adminclient.NewClient(splitList(a.bootstrap))
+	client, err := a.client()
 	if err != nil {
-		return usageError("--bootstrap-servers: %v", err)
+		return err
 	}
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(cmd.Context(), a.timeout)

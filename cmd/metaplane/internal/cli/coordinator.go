@@ -8,9 +8,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -146,6 +148,28 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 		defer hs.Close()
 	}
 
+	sec, err := listenerSecurity(cfg, logger)
+	if err != nil {
+		return err
+	}
+	if sec.reloader != nil {
+		// SIGHUP re-reads the TLS files now (a change is also noticed at
+		// the next handshake).
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-hup:
+					sec.reloader.Reload() // OnReload logs the outcome
+				}
+			}
+		}()
+	}
+
 	flat := cfg.Flatten()
 	p, err := plugins.Launch(ctx, plugins.LaunchOptions{
 		Path: pluginPath, Name: cfg.Selected.Backend, Dir: cfg.Metadata.Backend.PluginDir,
@@ -161,6 +185,7 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 			return p.NewClient(ctx, core.ClientOptions{Name: "coordinator-" + id})
 		},
 		Listener:                   l,
+		Credentials:                sec.creds,
 		AdvertisedListeners:        "CLIENT://" + advertised,
 		ID:                         id,
 		TabletServerSessionTimeout: cfg.Coordinator.TabletServerSessionTimeout,
@@ -197,7 +222,7 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 		fmt.Fprintf(w, "  zookeeper: %s (root %s)\n", strings.Join(cfg.ZooKeeper.Address, ","), cfg.ZooKeeper.PathRoot)
 		fmt.Fprintf(w, "  %s\n", cfg.ZooKeeperFailover())
 	}
-	fmt.Fprintf(w, "  clients:  %s\n", advertised)
+	fmt.Fprintf(w, "  clients:  %s (%s)\n", advertised, sec.banner)
 	if metricsAddr != "" {
 		fmt.Fprintf(w, "  metrics:  http://%s/metrics\n", metricsAddr)
 	}
@@ -206,8 +231,17 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 	if advertised != "127.0.0.1:9123" {
 		bs = " --bootstrap-servers " + advertised
 	}
+	if sec.creds != nil {
+		bs += " --tls-ca CA.pem"
+		if cfg.Security.TLS.ClientAuth == "required" {
+			bs += " --tls-cert CLIENT.pem --tls-key CLIENT-key.pem"
+		}
+	}
 	fmt.Fprintf(w, "try:\n  %s admin create-database demo%s\n  %s admin create-table demo.orders --column id:BIGINT --column amount:DOUBLE --primary-key id --buckets 3%s\n  %s admin list-tables demo%s\n",
 		hint, bs, hint, bs, hint, bs)
+	if sec.creds != nil {
+		fmt.Fprintf(w, "  (CA.pem: the CA that signed security.tls.cert-file; CLIENT.pem: a client certificate; see docs/security.md)\n")
+	}
 	if f, ok := w.(interface{ Sync() error }); ok {
 		f.Sync()
 	}

@@ -69,7 +69,7 @@ func TestCoordinatorDefaultRaft(t *testing.T) {
 		t.Fatal("no banner within 60s")
 	}
 	for _, want := range []string{"backend:  raft (selected by metadata.backend.default=raft)", "voter 1 of 1",
-		"data in ./data/raft", "clients:  127.0.0.1:" + client, "admin create-database demo --bootstrap-servers 127.0.0.1:" + client} {
+		"data in ./data/raft", "clients:  127.0.0.1:" + client + " (plaintext, unauthenticated", "admin create-database demo --bootstrap-servers 127.0.0.1:" + client} {
 		if !strings.Contains(out, want) {
 			t.Errorf("banner lacks %q:\n%s", want, out)
 		}

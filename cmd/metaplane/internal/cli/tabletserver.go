@@ -82,7 +82,14 @@ func serveTabletServer(ctx context.Context, out, errOut io.Writer, cfg *config.C
 			}
 		}
 		opts.Seeds, opts.BackendName = seeds, cfg.Selected.Backend
-		following = "coordinators " + strings.Join(seeds, ",") + " (" + cfg.Selected.Backend + ": registration and metadata through the coordinator leader)"
+		if opts.TLS, err = coordinatorClientTLS(cfg); err != nil {
+			return err
+		}
+		over := "plaintext"
+		if opts.TLS != nil {
+			over = "TLS"
+		}
+		following = "coordinators " + strings.Join(seeds, ",") + " over " + over + " (" + cfg.Selected.Backend + ": registration and metadata through the coordinator leader)"
 	} else {
 		p, err := plugins.Launch(ctx, plugins.LaunchOptions{Path: pluginPath, Name: cfg.Selected.Backend,
 			Dir: cfg.Metadata.Backend.PluginDir, SHA256: cfg.Metadata.Backend.PluginSHA256, Config: cfg.Flatten(), Logger: logger})

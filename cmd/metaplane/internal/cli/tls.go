@@ -1,0 +1,143 @@
+package cli
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/core/config"
+	"github.com/metaplane/metaplane/internal/tlsutil"
+)
+
+// tlsFlags are the client TLS flags of `metaplane admin`. A flag not given
+// on the command line falls back to its environment variable
+// (METAPLANE_ADMIN_TLS_CA, _CERT, _KEY).
+type tlsFlags struct {
+	fs            *pflag.FlagSet
+	ca, cert, key string
+}
+
+var tlsFlagEnv = map[string]string{
+	"tls-ca":   "METAPLANE_ADMIN_TLS_CA",
+	"tls-cert": "METAPLANE_ADMIN_TLS_CERT",
+	"tls-key":  "METAPLANE_ADMIN_TLS_KEY",
+}
+
+// addTLSFlags defines --tls-ca, --tls-cert and --tls-key on fs.
+func addTLSFlags(fs *pflag.FlagSet) *tlsFlags {
+	f := &tlsFlags{fs: fs}
+	fs.StringVar(&f.ca, "tls-ca", "", "speak TLS, verifying the coordinators against this CA `file` (PEM); env METAPLANE_ADMIN_TLS_CA")
+	fs.StringVar(&f.cert, "tls-cert", "", "speak TLS, presenting this client certificate `file` (PEM; with --tls-key); env METAPLANE_ADMIN_TLS_CERT")
+	fs.StringVar(&f.key, "tls-key", "", "the private key `file` (PEM) of --tls-cert; env METAPLANE_ADMIN_TLS_KEY")
+	for n := range tlsFlagEnv {
+		_ = fs.SetAnnotation(n, cobra.BashCompFilenameExt, []string{}) // complete file names
+	}
+	return f
+}
+
+// value returns a flag's value, or its environment variable's when the
+// flag was not given.
+func (f *tlsFlags) value(name string, v string) string {
+	if fl := f.fs.Lookup(name); fl != nil && fl.Changed {
+		return v
+	}
+	return os.Getenv(tlsFlagEnv[name])
+}
+
+// config returns the client TLS configuration the flags ask for, or nil
+// (plaintext) when none is given. Errors: usage errors naming the flag.
+func (f *tlsFlags) config() (*tls.Config, error) {
+	ca, cert, key := f.value("tls-ca", f.ca), f.value("tls-cert", f.cert), f.value("tls-key", f.key)
+	if ca == "" && cert == "" && key == "" {
+		return nil, nil
+	}
+	if (cert == "") != (key == "") {
+		return nil, usageError("--tls-cert and --tls-key go together: give both or neither")
+	}
+	cfg, err := tlsutil.ClientConfig(tlsutil.Files{CAFile: ca, CertFile: cert, KeyFile: key})
+	if err != nil {
+		return nil, usageError("--tls-ca/--tls-cert/--tls-key: %v", err)
+	}
+	return cfg, nil
+}
+
+// client returns an admin client of the bootstrap servers, over TLS when
+// the TLS flags ask for it.
+func (a *admin) client() (*adminclient.Client, error) {
+	cfg, err := a.tls.config()
+	if err != nil {
+		return nil, err
+	}
+	c, err := adminclient.NewClientWithOptions(splitList(a.bootstrap), adminclient.Options{TLS: cfg})
+	if err != nil {
+		return nil, usageError("--bootstrap-servers: %v", err)
+	}
+	return c, nil
+}
+
+// clientListenerSecurity is what the coordinator's CLIENT listener serves:
+// its credentials (nil: plaintext), the reloader of its certificate (nil:
+// plaintext) and a description for the banner.
+type clientListenerSecurity struct {
+	creds    credentials.TransportCredentials
+	reloader *tlsutil.Reloader
+	banner   string
+}
+
+// clientAuthWords describe security.tls.client-auth in the banner.
+var clientAuthWords = map[string]string{
+	"none":     "TLS, no client certificates asked for",
+	"request":  "TLS, client certificates verified when given",
+	"required": "TLS, client certificates required (mutual TLS)",
+}
+
+// listenerSecurity builds the CLIENT listener's TLS from the configuration
+// (security.protocol.map, security.tls.*), logging certificate reloads.
+func listenerSecurity(cfg *config.Config, logger *slog.Logger) (clientListenerSecurity, error) {
+	if cfg.ListenerProtocol("CLIENT") != config.ProtocolSSL {
+		return clientListenerSecurity{banner: "plaintext, unauthenticated: anyone who can reach this port can change the catalog (see docs/security.md)"}, nil
+	}
+	t := cfg.Security.TLS
+	auth, err := tlsutil.ClientAuth(t.ClientAuth)
+	if err != nil {
+		return clientListenerSecurity{}, fmt.Errorf("security.tls.client-auth: %w", err)
+	}
+	r, err := tlsutil.NewReloader(tlsutil.Files{CertFile: t.CertFile, KeyFile: t.KeyFile, CAFile: t.CAFile})
+	if err != nil {
+		return clientListenerSecurity{}, fmt.Errorf("security.tls.*: %w", err)
+	}
+	r.OnReload = func(err error) {
+		if err != nil {
+			logger.Error("TLS files changed but cannot be used; the previous certificate stays in service", "err", err)
+			return
+		}
+		logger.Info("TLS certificate reloaded", "cert-file", t.CertFile, "ca-file", t.CAFile)
+	}
+	tc, err := r.ServerConfig(auth)
+	if err != nil {
+		return clientListenerSecurity{}, fmt.Errorf("security.tls.*: %w", err)
+	}
+	return clientListenerSecurity{creds: credentials.NewTLS(tc), reloader: r, banner: clientAuthWords[t.ClientAuth]}, nil
+}
+
+// coordinatorClientTLS is the TLS a process that dials the coordinators
+// (a tablet server) uses by its configuration: nil when their CLIENT
+// listener is PLAINTEXT, else security.tls.ca-file to verify them and
+// security.tls.cert-file/key-file as its client certificate.
+func coordinatorClientTLS(cfg *config.Config) (*tls.Config, error) {
+	if cfg.ListenerProtocol("CLIENT") != config.ProtocolSSL {
+		return nil, nil
+	}
+	t := cfg.Security.TLS
+	c, err := tlsutil.ClientConfig(tlsutil.Files{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile})
+	if err != nil {
+		return nil, fmt.Errorf("security.tls.*: %w", err)
+	}
+	return c, nil
+}
