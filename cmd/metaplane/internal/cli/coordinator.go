@@ -33,8 +33,10 @@ const coordinatorLong = `Runs a coordinator: loads the configuration, selects th
 (zookeeper.address: ZooKeeper; coordinator.seed.nodes: Raft; neither:
 metadata.backend.default, raft out of the box), starts its plugin,
 campaigns, and serves the admin API on the CLIENT listener (bind.listeners,
-default CLIENT://127.0.0.1:9123) while it leads. A standby answers every
-call with NOT_LEADER and the leader's address. Metrics are served at
+default CLIENT://127.0.0.1:9123) while it leads, over TLS when
+security.protocol.map maps CLIENT to SSL (SIGHUP re-reads the certificate
+files; docs/security.md). A standby answers every call with NOT_LEADER and
+the leader's address. Metrics are served at
 http://<metrics.address>/metrics, probes at /healthz and /readyz, and the
 grpc.health.v1 service on the CLIENT listener (docs/raft.md, Operations).
 Stop it with Ctrl-C (or SIGTERM).
