@@ -54,7 +54,7 @@ func startTLSCoordinator(t *testing.T, files tlsutil.Files, auth tls.ClientAuthT
 }
 
 // tlsClient returns an admin client with TLS from files (nil: plaintext)
-// that gives up after its first attempt at each address.
+// that gives up after 3s of retries.
 func tlsClient(t *testing.T, addr string, files *tlsutil.Files) *adminclient.Client {
 	t.Helper()
 	var opts adminclient.Options
@@ -69,7 +69,7 @@ func tlsClient(t *testing.T, addr string, files *tlsutil.Files) *adminclient.Cli
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Timeout, c.RetryWait = 3*time.Second, 10*time.Millisecond
+	c.Timeout, c.RetryWait = 3*time.Second, 10*time.Millisecond // refusals end within 3s
 	t.Cleanup(func() { c.Close() })
 	return c
 }

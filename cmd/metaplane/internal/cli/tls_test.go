@@ -16,9 +16,9 @@ import (
 	"github.com/metaplane/metaplane/internal/tlsutil"
 )
 
-// runBinary runs the metaplane binary as a process with extra environment
+// runBinaryEnv runs the metaplane binary as a process with extra environment
 // variables and returns its output and exit code.
-func runBinary(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
+func runBinaryEnv(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	cmd := exec.Command(testutil.Binary(t, "metaplane"), args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -104,7 +104,7 @@ func TestTLSCoordinatorProcess(t *testing.T) {
 	bs := "--bootstrap-servers=" + addr
 	right := []string{"--tls-ca", ca.CertFile, "--tls-cert", alice.CertFile, "--tls-key", alice.KeyFile}
 	testutil.WaitFor(t, 30*time.Second, "the coordinator serves over TLS", func() bool {
-		_, _, code := runBinary(t, nil, append([]string{"admin", "list-databases", bs, "--timeout=2s"}, right...)...)
+		_, _, code := runBinaryEnv(t, nil, append([]string{"admin", "list-databases", bs, "--timeout=2s"}, right...)...)
 		return code == ExitOK
 	})
 	for _, tt := range []struct {
@@ -115,19 +115,19 @@ func TestTLSCoordinatorProcess(t *testing.T) {
 		{"no client certificate", []string{"--tls-ca", ca.CertFile}},
 		{"client certificate of another CA", []string{"--tls-ca", ca.CertFile, "--tls-cert", mallory.CertFile, "--tls-key", mallory.KeyFile}},
 	} {
-		o, e, code := runBinary(t, nil, append([]string{"admin", "create-database", "refused", bs, "--timeout=3s"}, tt.args...)...)
+		o, e, code := runBinaryEnv(t, nil, append([]string{"admin", "create-database", "refused", bs, "--timeout=3s"}, tt.args...)...)
 		if code != ExitFailure {
 			t.Errorf("%s: exit %d, want %d (refused)\n%s%s", tt.name, code, ExitFailure, o, e)
 		}
 	}
-	if o, e, code := runBinary(t, nil, append([]string{"admin", "create-database", "shop", bs}, right...)...); code != ExitOK {
+	if o, e, code := runBinaryEnv(t, nil, append([]string{"admin", "create-database", "shop", bs}, right...)...); code != ExitOK {
 		t.Fatalf("create-database with the right certificate: exit %d\n%s%s", code, o, e)
 	}
 	env := []string{"METAPLANE_ADMIN_TLS_CA=" + ca.CertFile, "METAPLANE_ADMIN_TLS_CERT=" + alice.CertFile, "METAPLANE_ADMIN_TLS_KEY=" + alice.KeyFile}
-	if o, e, code := runBinary(t, env, "admin", "list-databases", bs); code != ExitOK || o != "shop\n" {
+	if o, e, code := runBinaryEnv(t, env, "admin", "list-databases", bs); code != ExitOK || o != "shop\n" {
 		t.Fatalf("list-databases with the TLS files from the environment: exit %d, %q, want only shop\n%s", code, o, e)
 	}
-	if _, e, code := runBinary(t, nil, "admin", "list-databases", bs, "--tls-cert", alice.CertFile); code != ExitUsage ||
+	if _, e, code := runBinaryEnv(t, nil, "admin", "list-databases", bs, "--tls-cert", alice.CertFile); code != ExitUsage ||
 		!strings.Contains(e, "--tls-cert and --tls-key go together") {
 		t.Errorf("--tls-cert without --tls-key: exit %d, %q; want a usage error", code, e)
 	}
@@ -159,7 +159,7 @@ func TestTLSCoordinatorProcess(t *testing.T) {
 	if got := served(); got != second.Cert.SerialNumber.String() {
 		t.Fatalf("after rotation and SIGHUP: serial %s, want the new certificate's %s", got, second.Cert.SerialNumber)
 	}
-	if o, e, code := runBinary(t, nil, append([]string{"admin", "list-databases", bs}, right...)...); code != ExitOK || o != "shop\n" {
+	if o, e, code := runBinaryEnv(t, nil, append([]string{"admin", "list-databases", bs}, right...)...); code != ExitOK || o != "shop\n" {
 		t.Fatalf("list-databases after rotation: exit %d, %q\n%s", code, o, e)
 	}
 }
