@@ -25,49 +25,12 @@ func TestCoordinatorDefaultRaft(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a coordinator and its Raft plugin")
 	}
-	bin := testutil.Binary(t, "metaplane")
 	testutil.Binary(t, "metaplane-backend-raft")
 	dir := t.TempDir()
 	client := strconv.Itoa(testutil.FreePort(t))
-	cmd := exec.Command(bin, "coordinator", "--no-env", "-D", "bind.listeners=CLIENT://127.0.0.1:"+client,
+	p := startCoordinatorProcess(t, dir, "admin list-tables", "-D", "bind.listeners=CLIENT://127.0.0.1:"+client,
 		"-D", "coordinator.raft.port="+strconv.Itoa(testutil.FreePort(t)), "-D", "metrics.address=127.0.0.1:0")
-	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	banner := make(chan string, 1)
-	go func() {
-		var b strings.Builder
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			b.WriteString(sc.Text() + "\n")
-			if strings.Contains(sc.Text(), "admin list-tables") {
-				banner <- b.String()
-			}
-		}
-		io.Copy(io.Discard, stdout)
-		done <- cmd.Wait()
-	}()
-	defer func() {
-		cmd.Process.Kill()
-		if t.Failed() {
-			t.Logf("coordinator stderr:\n%s", stderr.String())
-		}
-	}()
-	var out string
-	select {
-	case out = <-banner:
-	case <-time.After(60 * time.Second):
-		t.Fatal("no banner within 60s")
-	}
+	cmd, done, out := p.cmd, p.done, p.banner
 	for _, want := range []string{"backend:  raft (selected by metadata.backend.default=raft)", "voter 1 of 1",
 		"data in ./data/raft", "clients:  127.0.0.1:" + client + " (plaintext, unauthenticated", "admin create-database demo --bootstrap-servers 127.0.0.1:" + client} {
 		if !strings.Contains(out, want) {
@@ -233,4 +196,57 @@ func TestCoordinatorSurvivesPluginDeath(t *testing.T) {
 	if !strings.Contains(string(b), "metaplane_plugin_restarts_total 1\n") {
 		t.Errorf("metrics lack metaplane_plugin_restarts_total 1:\n%s", b)
 	}
+}
+
+// coordinatorProcess is a `metaplane coordinator` process a test started.
+type coordinatorProcess struct {
+	cmd    *exec.Cmd
+	stderr *testutil.SyncBuffer
+	banner string     // stdout up to the line the test waited for
+	done   chan error // receives cmd.Wait's result
+}
+
+// startCoordinatorProcess runs `metaplane coordinator --no-env args...` in
+// dir and waits (up to 60s) for a line of its banner containing until. The
+// process is killed when the test ends; its stderr is logged if the test
+// failed.
+func startCoordinatorProcess(t *testing.T, dir, until string, args ...string) *coordinatorProcess {
+	t.Helper()
+	cmd := exec.Command(testutil.Binary(t, "metaplane"), append([]string{"coordinator", "--no-env"}, args...)...)
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &coordinatorProcess{cmd: cmd, stderr: &testutil.SyncBuffer{}, done: make(chan error, 1)}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	banner := make(chan string, 1)
+	go func() {
+		var b strings.Builder
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			b.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), until) {
+				banner <- b.String()
+			}
+		}
+		io.Copy(io.Discard, stdout)
+		p.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("coordinator stderr:\n%s", p.stderr.String())
+		}
+	})
+	select {
+	case p.banner = <-banner:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no banner line %q within 60s; stderr:\n%s", until, p.stderr.String())
+	}
+	return p
 }

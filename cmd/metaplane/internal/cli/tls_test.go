@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/tls"
 	"os"
@@ -45,7 +44,6 @@ func TestTLSCoordinatorProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a coordinator and its plugin")
 	}
-	bin := testutil.Binary(t, "metaplane")
 	testutil.Binary(t, "metaplane-backend-raft")
 	ca := testutil.NewCA(t, "ca")
 	other := testutil.NewCA(t, "other")
@@ -54,46 +52,12 @@ func TestTLSCoordinatorProcess(t *testing.T) {
 	mallory := other.ClientCert(t, "mallory")
 	port := strconv.Itoa(testutil.FreePort(t))
 	addr := "127.0.0.1:" + port
-	cmd := exec.Command(bin, "coordinator", "--no-env", "-D", "coordinator.raft.port="+strconv.Itoa(testutil.FreePort(t)),
+	p := startCoordinatorProcess(t, t.TempDir(), "CA.pem: the CA", "-D", "coordinator.raft.port="+strconv.Itoa(testutil.FreePort(t)),
 		"-D", "bind.listeners=CLIENT://"+addr, "-D", "metrics.address=127.0.0.1:0",
 		"-D", "security.protocol.map=CLIENT:SSL", "-D", "security.tls.cert-file="+first.CertFile,
 		"-D", "security.tls.key-file="+first.KeyFile, "-D", "security.tls.ca-file="+ca.CertFile,
 		"-D", "security.tls.client-auth=required")
-	cmd.Dir = t.TempDir() // ./data
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr testutil.SyncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	banner := make(chan string, 1)
-	go func() {
-		var b strings.Builder
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			b.WriteString(sc.Text() + "\n")
-			if strings.Contains(sc.Text(), "CA.pem: the CA") {
-				banner <- b.String()
-			}
-		}
-	}()
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("coordinator stderr:\n%s", stderr.String())
-		}
-	}()
-	var out string
-	select {
-	case out = <-banner:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("no banner within 60s; stderr:\n%s", stderr.String())
-	}
+	cmd, stderr, out := p.cmd, p.stderr, p.banner
 	for _, want := range []string{"clients:  " + addr + " (TLS, client certificates required (mutual TLS))",
 		"admin list-tables demo --bootstrap-servers " + addr + " --tls-ca CA.pem --tls-cert CLIENT.pem --tls-key CLIENT-key.pem"} {
 		if !strings.Contains(out, want) {
@@ -161,6 +125,15 @@ func TestTLSCoordinatorProcess(t *testing.T) {
 	}
 	if o, e, code := runBinaryEnv(t, nil, append([]string{"admin", "list-databases", bs}, right...)...); code != ExitOK || o != "shop\n" {
 		t.Fatalf("list-databases after rotation: exit %d, %q\n%s", code, o, e)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("no exit within 30s of SIGTERM")
 	}
 }
 
