@@ -33,13 +33,14 @@ func runBinaryEnv(t *testing.T, env []string, args ...string) (stdout, stderr st
 }
 
 // TestTLSCoordinatorProcess runs `metaplane coordinator` (the default
-// single-voter Raft backend)
-// with its CLIENT listener mapped to SSL and client certificates required,
+// single-voter Raft backend) with its CLIENT listener mapped to SSL and
+// client certificates required,
 // and drives it with `metaplane admin` processes: the banner says TLS; the
 // right client certificate works (flags or METAPLANE_ADMIN_TLS_*);
 // plaintext, no certificate and another CA's certificate are refused and
 // change nothing; a rotated certificate is served after SIGHUP without a
-// restart.
+// restart; a `metaplane tablet-server` process configured with the same
+// keys registers through it.
 func TestTLSCoordinatorProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a coordinator and its plugin")
@@ -126,6 +127,36 @@ func TestTLSCoordinatorProcess(t *testing.T) {
 	if o, e, code := runBinaryEnv(t, nil, append([]string{"admin", "list-databases", bs}, right...)...); code != ExitOK || o != "shop\n" {
 		t.Fatalf("list-databases after rotation: exit %d, %q\n%s", code, o, e)
 	}
+
+	// A tablet server process with its own client certificate, configured
+	// by the same keys, registers through the TLS listener.
+	tsCert := ca.ClientCert(t, "tablet-server-5")
+	ts := exec.Command(testutil.Binary(t, "metaplane"), "tablet-server", "--no-env", "--id", "5",
+		"-D", "coordinator.seed.nodes="+addr, "-D", "security.protocol.map=CLIENT:SSL",
+		"-D", "security.tls.cert-file="+tsCert.CertFile, "-D", "security.tls.key-file="+tsCert.KeyFile,
+		"-D", "security.tls.ca-file="+ca.CertFile)
+	ts.Dir = t.TempDir()
+	ts.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var tsOut, tsErr testutil.SyncBuffer
+	ts.Stdout, ts.Stderr = &tsOut, &tsErr
+	if err := ts.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ts.Process.Kill()
+		ts.Wait()
+		if t.Failed() {
+			t.Logf("tablet server stdout:\n%s\nstderr:\n%s", tsOut.String(), tsErr.String())
+		}
+	}()
+	testutil.WaitFor(t, 30*time.Second, "the tablet server is listed", func() bool {
+		o, _, code := runBinaryEnv(t, nil, append([]string{"admin", "list-tablet-servers", bs, "--timeout=2s"}, right...)...)
+		return code == ExitOK && strings.Contains(o, "\n5 ")
+	})
+	if !strings.Contains(tsOut.String(), "following coordinators "+addr+" over TLS") {
+		t.Errorf("tablet server start line %q, want it to say it follows %s over TLS", tsOut.String(), addr)
+	}
+
 	cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-p.done:
