@@ -92,6 +92,8 @@ func (a *admin) do(cmd *cobra.Command, f func(ctx context.Context, c *adminclien
 			// A coordinator answered, but not for good (NOT_LEADER naming
 			// a leader that could not be reached, UNAVAILABLE): say so.
 			msg += strings.TrimPrefix(de.Error(), de.Err.Error())
+		case a.diagnoseTLS() != "":
+			msg += ": " + a.diagnoseTLS() // tls.go
 		default:
 			msg += " (is a coordinator running? start one with `metaplane coordinator`)"
 		}

@@ -2,9 +2,14 @@ package cli
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -21,6 +26,9 @@ import (
 type tlsFlags struct {
 	fs            *pflag.FlagSet
 	ca, cert, key string
+
+	once      sync.Once
+	diagnosis string
 }
 
 var tlsFlagEnv = map[string]string{
@@ -140,4 +148,62 @@ func coordinatorClientTLS(cfg *config.Config) (*tls.Config, error) {
 		return nil, fmt.Errorf("security.tls.*: %w", err)
 	}
 	return c, nil
+}
+
+// diagnoseTLS explains, after no coordinator answered, a failure that comes
+// from TLS: it opens one connection to each bootstrap address and reports
+// the first that speaks TLS while the flags ask for plaintext, does not
+// speak TLS while they ask for it, fails the handshake, or refuses the
+// client certificate. It returns "" when it finds no such cause. The
+// outcome is cached: do calls it twice.
+func (a *admin) diagnoseTLS() string {
+	a.tls.once.Do(func() { a.tls.diagnosis = a.tls.diagnose(splitList(a.bootstrap)) })
+	return a.tls.diagnosis
+}
+
+func (f *tlsFlags) diagnose(bootstrap []string) string {
+	cfg, err := f.config()
+	if err != nil {
+		return ""
+	}
+	d := &net.Dialer{Timeout: 2 * time.Second}
+	for _, b := range bootstrap {
+		addr := adminclient.HostPort(b)
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			continue
+		}
+		if cfg == nil {
+			// Only to learn whether the port speaks TLS: nothing is sent
+			// over the connection, so its certificate need not be trusted.
+			c, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{InsecureSkipVerify: true, MinVersion: tlsutil.MinVersion})
+			if err == nil {
+				c.Close()
+				return fmt.Sprintf("%s speaks TLS and this client does not: give --tls-ca (and --tls-cert and --tls-key when it requires client certificates; docs/security.md)", addr)
+			}
+			continue
+		}
+		c := cfg.Clone()
+		c.ServerName, c.NextProtos = host, []string{"h2"}
+		conn, err := tls.DialWithDialer(d, "tcp", addr, c)
+		var rhe tls.RecordHeaderError
+		var op *net.OpError
+		switch {
+		case errors.As(err, &rhe):
+			return fmt.Sprintf("%s does not speak TLS (plaintext listener?): drop --tls-ca, --tls-cert and --tls-key", addr)
+		case errors.As(err, &op) && op.Op == "dial":
+			continue // unreachable: nothing TLS can say
+		case err != nil:
+			return fmt.Sprintf("TLS handshake with %s failed: %v", addr, err)
+		}
+		// With TLS 1.3 a refused client certificate shows at the first read.
+		conn.SetReadDeadline(time.Now().Add(time.Second))
+		_, err = conn.Read(make([]byte, 1))
+		conn.Close()
+		var ne net.Error
+		if err != nil && !(errors.As(err, &ne) && ne.Timeout()) && strings.Contains(err.Error(), "tls:") {
+			return fmt.Sprintf("%s refused this client over TLS: %v", addr, err)
+		}
+	}
+	return ""
 }

@@ -73,16 +73,19 @@ func TestTLSCoordinatorProcess(t *testing.T) {
 		return code == ExitOK
 	})
 	for _, tt := range []struct {
-		name string
-		args []string
+		name, want string
+		args       []string
 	}{
-		{"plaintext", nil},
-		{"no client certificate", []string{"--tls-ca", ca.CertFile}},
-		{"client certificate of another CA", []string{"--tls-ca", ca.CertFile, "--tls-cert", mallory.CertFile, "--tls-key", mallory.KeyFile}},
+		{"plaintext", addr + " speaks TLS and this client does not: give --tls-ca", nil},
+		{"no client certificate", addr + " refused this client over TLS: remote error: tls: certificate required", []string{"--tls-ca", ca.CertFile}},
+		{"client certificate of another CA", addr + " refused this client over TLS: remote error: tls: unknown certificate authority",
+			[]string{"--tls-ca", ca.CertFile, "--tls-cert", mallory.CertFile, "--tls-key", mallory.KeyFile}},
+		{"server not trusted", "TLS handshake with " + addr + " failed: tls: failed to verify certificate",
+			[]string{"--tls-ca", other.CertFile, "--tls-cert", alice.CertFile, "--tls-key", alice.KeyFile}},
 	} {
 		o, e, code := runBinaryEnv(t, nil, append([]string{"admin", "create-database", "refused", bs, "--timeout=3s"}, tt.args...)...)
-		if code != ExitFailure {
-			t.Errorf("%s: exit %d, want %d (refused)\n%s%s", tt.name, code, ExitFailure, o, e)
+		if code != ExitFailure || !strings.Contains(e, tt.want) {
+			t.Errorf("%s: exit %d, stderr %q; want %d (refused) saying %q\n%s", tt.name, code, e, ExitFailure, tt.want, o)
 		}
 	}
 	if o, e, code := runBinaryEnv(t, nil, append([]string{"admin", "create-database", "shop", bs}, right...)...); code != ExitOK {
@@ -211,5 +214,16 @@ func TestConfigValidateTLSFiles(t *testing.T) {
 	o, e, code := runCLI(t, append(ssl, "-D", "security.tls.cert-file="+good.CertFile, "-D", "security.tls.key-file="+good.KeyFile)...)
 	if code != ExitOK {
 		t.Errorf("good files: exit %d\n%s%s", code, o, e)
+	}
+}
+
+// TestAdminTLSAgainstPlaintext: TLS flags against a plaintext coordinator
+// fail and say that it does not speak TLS.
+func TestAdminTLSAgainstPlaintext(t *testing.T) {
+	addr := startMemoryCoordinator(t)
+	ca := testutil.NewCA(t, "ca")
+	_, e, code := runCLI(t, "admin", "list-databases", "--bootstrap-servers="+addr, "--timeout=2s", "--tls-ca", ca.CertFile)
+	if want := addr + " does not speak TLS (plaintext listener?)"; code != ExitFailure || !strings.Contains(e, want) {
+		t.Errorf("exit %d, stderr %q; want %d saying %q", code, e, ExitFailure, want)
 	}
 }
