@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/testutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
@@ -157,12 +158,27 @@ func TestDoRepeatsAWriteKnownNotApplied(t *testing.T) {
 func TestDoFollowsRedirectsUntilTheDeadline(t *testing.T) {
 	standby := &fakeAdmin{writes: []error{&core.NotLeaderError{LeaderID: "gone", LeaderAddress: deadAddr(t)}}}
 	addr, _ := serveFake(t, standby)
-	err := create(ctxFor(t, 1500*time.Millisecond), testClient(t, addr))
-	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrOutcomeUnknown) || !strings.Contains(err.Error(), "no coordinator leader answered") {
-		t.Fatalf("got %v, want a deadline error saying no leader answered", err)
+	c := testClient(t, addr)
+	// More than the ten attempts a count would have allowed, however slow
+	// the machine: the call is still going, then ends with its context.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- create(ctx, c) }()
+	testutil.WaitFor(t, 50*time.Second, "more than 10 attempts on the standby", func() bool { return standby.nWrite.Load() > 10 })
+	select {
+	case err := <-done:
+		t.Fatalf("gave up after %d attempts, before its context ended: %v", standby.nWrite.Load(), err)
+	default:
 	}
-	if n := standby.nWrite.Load(); n <= 10 {
-		t.Errorf("the standby was asked %d times before the deadline, want more than 10", n)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) || errors.Is(err, ErrOutcomeUnknown) || !strings.Contains(err.Error(), "no coordinator leader answered") {
+		t.Fatalf("got %v, want the context's error saying no leader answered", err)
+	}
+	// At a deadline the error is the deadline's.
+	err := create(ctxFor(t, 3*time.Second), c)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no coordinator leader answered") {
+		t.Fatalf("got %v, want a deadline error saying no leader answered", err)
 	}
 }
 
