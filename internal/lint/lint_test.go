@@ -83,6 +83,10 @@ func violations(pkgs []pkg) []string {
 				case under(d, "github.com/hashicorp/go-plugin"):
 					why = "core must not import go-plugin"
 				}
+			case under(p.ImportPath, module+"/migrate"):
+				if under(d, module+"/backends") || under(d, module+"/plugins") {
+					why = "the migration engine works through core only, never a backend or plugin code"
+				}
 			case under(p.ImportPath, module+"/conformance"):
 				if under(d, module+"/backends") {
 					why = "conformance must not import a backend (only its tests may)"
@@ -121,7 +125,7 @@ func moduleRoot(t *testing.T) string {
 // list runs `go list -deps`-style listing of the layered packages.
 func list(t *testing.T) []pkg {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Deps,Error", "./core/...", "./conformance/...", "./backends/...", "./coordinator/...", "./tabletserver/...", "./internal/fanout/...")
+	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Deps,Error", "./core/...", "./conformance/...", "./migrate/...", "./backends/...", "./coordinator/...", "./tabletserver/...", "./internal/fanout/...")
 	cmd.Dir = moduleRoot(t)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -178,6 +182,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		{ImportPath: module + "/core/config/raftkeys", Deps: []string{module + "/core/settings", "time"}},
 		{ImportPath: module + "/coordinator", Deps: []string{module + "/core", module + "/plugins"}},
 		{ImportPath: module + "/tabletserver/x", Deps: []string{module + "/adminclient", module + "/backends/raft"}},
+		{ImportPath: module + "/migrate", Deps: []string{module + "/core", module + "/backends/memory"}},
 		{ImportPath: module + "/internal/fanout", Deps: []string{"context", "sync", module + "/core/catalog"}},
 	}
 	got := violations(pkgs)
@@ -192,6 +197,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		module + "/core/x imports github.com/hashicorp/go-plugin",
 		module + "/core/x imports " + module + "/plugins/shim",
 		module + "/internal/fanout imports " + module + "/core/catalog",
+		module + "/migrate imports " + module + "/backends/memory",
 		module + "/tabletserver/x imports " + module + "/backends/raft",
 	}
 	if len(got) != len(want) {
