@@ -188,11 +188,18 @@ type IDAllocator interface {
 // MembershipManager is implemented by replicated backends whose voter set
 // can change at run time.
 type MembershipManager interface {
-	// AddVoter adds a voter. Errors: ErrNotLeader, ErrInvalidArgument,
-	// ErrUnavailable, ErrClosed.
+	// AddVoter adds a voter, on the member that leads. A backend with
+	// non-voting members adds it as one first, waits (bounded by ctx) until
+	// it has caught up, then promotes it; a member that does not catch up
+	// is removed again and the call fails with ErrInvalidArgument, the
+	// voter set unchanged. A duplicate id or address is ErrInvalidArgument.
+	// Errors: ErrNotLeader, ErrInvalidArgument, ErrUnavailable, ErrClosed.
 	AddVoter(ctx context.Context, id string, address string) error
-	// RemoveVoter removes a voter. Errors: ErrNotLeader, ErrInvalidArgument,
-	// ErrUnavailable, ErrClosed.
+	// RemoveVoter removes a member, on the member that leads. It refuses
+	// with ErrInvalidArgument, changing nothing, removing the last voter,
+	// the leading member itself, or a voter whose removal would leave the
+	// remaining voters without a majority of reachable members. Errors:
+	// ErrNotLeader, ErrInvalidArgument, ErrUnavailable, ErrClosed.
 	RemoveVoter(ctx context.Context, id string) error
 }
 

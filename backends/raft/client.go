@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -638,51 +637,7 @@ func (c *Client) RevokeLease(ctx context.Context, id int64, fence core.Fence) er
 	return codeError(res)
 }
 
-// ---- membership ----
-
-// AddVoter adds a voter (id: its replica id in decimal; address: its Raft
-// host:port) on the leader. Start the new member with
-// coordinator.raft.join=true. Errors: ErrNotLeader, ErrInvalidArgument,
-// ErrUnavailable, ErrClosed.
-func (c *Client) AddVoter(ctx context.Context, id string, address string) error {
-	if err := c.check(); err != nil {
-		return err
-	}
-	rid, err := strconv.ParseUint(id, 10, 64)
-	if err != nil || rid == 0 {
-		return fmt.Errorf("%w: voter id %q: want a positive integer", core.ErrInvalidArgument, id)
-	}
-	if !c.m.isLeader() {
-		return c.m.notLeader()
-	}
-	cctx, cancel := context.WithTimeout(ctx, c.m.opts.ProposalTimeout)
-	defer cancel()
-	if err := c.m.nh.SyncRequestAddReplica(cctx, shardID, rid, address, 0); err != nil {
-		return c.m.mapErr(ctx, "add voter", err)
-	}
-	return nil
-}
-
-// RemoveVoter removes a voter on the leader. Errors: ErrNotLeader,
-// ErrInvalidArgument, ErrUnavailable, ErrClosed.
-func (c *Client) RemoveVoter(ctx context.Context, id string) error {
-	if err := c.check(); err != nil {
-		return err
-	}
-	rid, err := strconv.ParseUint(id, 10, 64)
-	if err != nil || rid == 0 {
-		return fmt.Errorf("%w: voter id %q: want a positive integer", core.ErrInvalidArgument, id)
-	}
-	if !c.m.isLeader() {
-		return c.m.notLeader()
-	}
-	cctx, cancel := context.WithTimeout(ctx, c.m.opts.ProposalTimeout)
-	defer cancel()
-	if err := c.m.nh.SyncRequestDeleteReplica(cctx, shardID, rid, 0); err != nil {
-		return c.m.mapErr(ctx, "remove voter", err)
-	}
-	return nil
-}
+// ---- membership: see membership.go ----
 
 // ---- status ----
 

@@ -240,12 +240,25 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 	}
 	var initial map[uint64]dragonboat.Target
 	join := false
+	marker := filepath.Join(o.Dir, nonVotingFile)
 	switch {
 	case nh.HasNodeInfo(shardID, o.NodeID):
 		o.Logf("raft: member %d restarting from %s", o.NodeID, o.Dir)
+		// A joined member restarts non-voting until it has seen its own
+		// promotion (Dragonboat must be told which it is).
+		if _, err := os.Stat(marker); err == nil {
+			rc.IsNonVoting = true
+		}
 	case o.Join:
 		join = true
-		o.Logf("raft: member %d joining cluster %d", o.NodeID, cid)
+		// A joining member is added as non-voting first (AddVoter), then
+		// promoted: it starts non-voting.
+		if err := writeFileSync(marker, []byte("non-voting until promoted\n")); err != nil {
+			nh.Close()
+			return nil, fmt.Errorf("coordinator.raft.dir: %w", err)
+		}
+		rc.IsNonVoting = true
+		o.Logf("raft: member %d joining cluster %d as non-voting", o.NodeID, cid)
 	default:
 		initial = members
 		o.Logf("raft: member %d bootstrapping cluster %d with %d voters", o.NodeID, cid, len(members))
@@ -258,6 +271,10 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 	m.wg.Add(2)
 	go m.expiryLoop()
 	go m.loadInitialState()
+	if rc.IsNonVoting {
+		m.wg.Add(1)
+		go m.awaitPromotion(marker)
+	}
 	// Give a new cluster its first election before returning (bounded by
 	// coordinator.raft.first-election.timeout, plus one election timeout
 	// since Dragonboat has no separate first timeout).

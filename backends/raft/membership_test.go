@@ -1,9 +1,11 @@
 package raft
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,9 +13,12 @@ import (
 	"github.com/metaplane/metaplane/internal/testutil"
 )
 
-// TestAddVoterJoin: a fourth voter added on the leader and started with
-// coordinator.raft.join catches up and becomes a member; RemoveVoter takes
-// it out again. AddVoter on a follower fails with ErrNotLeader.
+// TestAddVoterJoin: AddVoter adds a fourth member as non-voting, waits
+// until it (started with coordinator.raft.join and a client, whose session
+// renewals report its progress) has caught up, then promotes it to voter.
+// A duplicate id or address, a follower's call, and a member that never
+// starts are refused with the voter set unchanged; RemoveVoter refuses the
+// leader and takes the fourth member out again.
 func TestAddVoterJoin(t *testing.T) {
 	c := startCluster(t, 3, nil)
 	leader := c.waitLeader()
@@ -22,33 +27,67 @@ func TestAddVoterJoin(t *testing.T) {
 	if _, _, err := core.Create(ctx, cl, "/before-join", []byte("x"), core.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	kinds := func() map[string]core.MemberKind {
+		st, err := cl.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]core.MemberKind{}
+		for _, m := range st.Members {
+			out[m.ID] = m.Kind
+		}
+		return out
+	}
 	v4 := Voter{ID: 4, Address: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))}
 	if err := c.client((leader+1)%3).AddVoter(ctx, "4", v4.Address); !errors.Is(err, core.ErrNotLeader) {
 		t.Fatalf("AddVoter on a follower: got %v, want ErrNotLeader", err)
 	}
-	if err := cl.AddVoter(ctx, "4", v4.Address); err != nil {
-		t.Fatalf("AddVoter: %v", err)
+	for _, bad := range []struct{ id, addr, says string }{
+		{"1", v4.Address, "in the membership already"},
+		{"4", c.voters[0].Address, "is member 1's"},
+	} {
+		if err := cl.AddVoter(ctx, bad.id, bad.addr); !errors.Is(err, core.ErrInvalidArgument) || !strings.Contains(err.Error(), bad.says) {
+			t.Errorf("AddVoter(%s, %s): %v, want ErrInvalidArgument %q", bad.id, bad.addr, err, bad.says)
+		}
 	}
+	// A member that is never started does not catch up: removed again.
+	tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	err := cl.AddVoter(tctx, "9", fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)))
+	cancel()
+	if !errors.Is(err, core.ErrInvalidArgument) || !strings.Contains(err.Error(), "did not catch up") {
+		t.Fatalf("AddVoter of a member never started: %v", err)
+	}
+	if k := kinds(); len(k) != 3 || k["9"] != "" {
+		t.Fatalf("members after a refused add: %v", k)
+	}
+
 	o := testOptions(filepath.Join(t.TempDir(), "m4"), 4, append(append([]Voter(nil), c.voters...), v4))
 	o.Join = true
 	p4 := NewProvider(o)
+	added := make(chan error, 1)
+	go func() { added <- cl.AddVoter(ctx, "4", v4.Address) }()
+	testutil.WaitFor(t, 20*time.Second, "member 4 non-voting", func() bool { return kinds()["4"] == core.MemberNonVoting })
 	if err := p4.Start(ctx, nil); err != nil {
-		t.Fatalf("start the joining voter: %v", err)
+		t.Fatalf("start the joining member: %v", err)
 	}
 	t.Cleanup(func() { p4.Close() })
-	testutil.WaitFor(t, 20*time.Second, "the joined voter to catch up", func() bool {
-		v, err := p4.m.nh.StaleRead(shardID, getManyQuery{paths: []string{"/before-join"}})
-		return err == nil && v.(*getManyAnswer).results[0].Err == nil
-	})
-	st, err := cl.Status(ctx)
-	if err != nil || len(st.Members) != 4 {
-		t.Fatalf("members after the join: %+v %v", st.Members, err)
+	// Its client's session renewals report its progress.
+	(&cluster{t: t, members: []*Provider{p4}}).client(0)
+	if err := <-added; err != nil {
+		t.Fatalf("AddVoter: %v", err)
+	}
+	if k := kinds(); len(k) != 4 || k["4"] != core.MemberVoter {
+		t.Fatalf("members after the add: %v", k)
+	}
+	v, err := p4.m.nh.StaleRead(shardID, getManyQuery{paths: []string{"/before-join"}})
+	if err != nil || v.(*getManyAnswer).results[0].Err != nil {
+		t.Fatalf("the new voter lacks /before-join: %v", err)
+	}
+	if err := cl.RemoveVoter(ctx, fmt.Sprint(leader+1)); !errors.Is(err, core.ErrInvalidArgument) || !strings.Contains(err.Error(), "is the leader") {
+		t.Errorf("RemoveVoter of the leader: %v", err)
 	}
 	if err := cl.RemoveVoter(ctx, "4"); err != nil {
 		t.Fatalf("RemoveVoter: %v", err)
 	}
-	testutil.WaitFor(t, 10*time.Second, "three members", func() bool {
-		st, err := cl.Status(ctx)
-		return err == nil && len(st.Members) == 3
-	})
+	testutil.WaitFor(t, 10*time.Second, "three members", func() bool { return len(kinds()) == 3 })
 }

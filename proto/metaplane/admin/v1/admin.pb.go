@@ -200,7 +200,7 @@ func (x MetadataRecord_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MetadataRecord_Type.Descriptor instead.
 func (MetadataRecord_Type) EnumDescriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{60, 0}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{64, 0}
 }
 
 // ErrorDetail is attached to every failed call's status. The codes, their
@@ -459,6 +459,203 @@ func (x *TransferRaftLeadershipResponse) GetTerm() int64 {
 	return 0
 }
 
+type AddRaftVoterRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is the new member's replica id; address its Raft host:port.
+	Id      string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// catch_up_timeout_ms bounds the wait for the non-voting member to catch
+	// up; 0: 60 seconds.
+	CatchUpTimeoutMs int64 `protobuf:"varint,3,opt,name=catch_up_timeout_ms,json=catchUpTimeoutMs,proto3" json:"catch_up_timeout_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *AddRaftVoterRequest) Reset() {
+	*x = AddRaftVoterRequest{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddRaftVoterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddRaftVoterRequest) ProtoMessage() {}
+
+func (x *AddRaftVoterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddRaftVoterRequest.ProtoReflect.Descriptor instead.
+func (*AddRaftVoterRequest) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *AddRaftVoterRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AddRaftVoterRequest) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *AddRaftVoterRequest) GetCatchUpTimeoutMs() int64 {
+	if x != nil {
+		return x.CatchUpTimeoutMs
+	}
+	return 0
+}
+
+type AddRaftVoterResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// applied_index is the new voter's applied index as last reported, and
+	// lag its distance from the leader's commit index then.
+	AppliedIndex  int64 `protobuf:"varint,1,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	Lag           int64 `protobuf:"varint,2,opt,name=lag,proto3" json:"lag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddRaftVoterResponse) Reset() {
+	*x = AddRaftVoterResponse{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddRaftVoterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddRaftVoterResponse) ProtoMessage() {}
+
+func (x *AddRaftVoterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddRaftVoterResponse.ProtoReflect.Descriptor instead.
+func (*AddRaftVoterResponse) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AddRaftVoterResponse) GetAppliedIndex() int64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *AddRaftVoterResponse) GetLag() int64 {
+	if x != nil {
+		return x.Lag
+	}
+	return 0
+}
+
+type RemoveRaftVoterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveRaftVoterRequest) Reset() {
+	*x = RemoveRaftVoterRequest{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveRaftVoterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveRaftVoterRequest) ProtoMessage() {}
+
+func (x *RemoveRaftVoterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveRaftVoterRequest.ProtoReflect.Descriptor instead.
+func (*RemoveRaftVoterRequest) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RemoveRaftVoterRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RemoveRaftVoterResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveRaftVoterResponse) Reset() {
+	*x = RemoveRaftVoterResponse{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveRaftVoterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveRaftVoterResponse) ProtoMessage() {}
+
+func (x *RemoveRaftVoterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveRaftVoterResponse.ProtoReflect.Descriptor instead.
+func (*RemoveRaftVoterResponse) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
 type GetCoordinatorRaftStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -467,7 +664,7 @@ type GetCoordinatorRaftStatusRequest struct {
 
 func (x *GetCoordinatorRaftStatusRequest) Reset() {
 	*x = GetCoordinatorRaftStatusRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[3]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -479,7 +676,7 @@ func (x *GetCoordinatorRaftStatusRequest) String() string {
 func (*GetCoordinatorRaftStatusRequest) ProtoMessage() {}
 
 func (x *GetCoordinatorRaftStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[3]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -492,7 +689,7 @@ func (x *GetCoordinatorRaftStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCoordinatorRaftStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetCoordinatorRaftStatusRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 // RaftMember is one member of the quorum as the answering member sees it.
@@ -530,7 +727,7 @@ type RaftMember struct {
 
 func (x *RaftMember) Reset() {
 	*x = RaftMember{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -542,7 +739,7 @@ func (x *RaftMember) String() string {
 func (*RaftMember) ProtoMessage() {}
 
 func (x *RaftMember) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -555,7 +752,7 @@ func (x *RaftMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMember.ProtoReflect.Descriptor instead.
 func (*RaftMember) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RaftMember) GetId() string {
@@ -660,7 +857,7 @@ type GetCoordinatorRaftStatusResponse struct {
 
 func (x *GetCoordinatorRaftStatusResponse) Reset() {
 	*x = GetCoordinatorRaftStatusResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -672,7 +869,7 @@ func (x *GetCoordinatorRaftStatusResponse) String() string {
 func (*GetCoordinatorRaftStatusResponse) ProtoMessage() {}
 
 func (x *GetCoordinatorRaftStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -685,7 +882,7 @@ func (x *GetCoordinatorRaftStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCoordinatorRaftStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetCoordinatorRaftStatusResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetCoordinatorRaftStatusResponse) GetView() RaftStatusView {
@@ -791,7 +988,7 @@ type CreateDatabaseRequest struct {
 
 func (x *CreateDatabaseRequest) Reset() {
 	*x = CreateDatabaseRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -803,7 +1000,7 @@ func (x *CreateDatabaseRequest) String() string {
 func (*CreateDatabaseRequest) ProtoMessage() {}
 
 func (x *CreateDatabaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -816,7 +1013,7 @@ func (x *CreateDatabaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateDatabaseRequest.ProtoReflect.Descriptor instead.
 func (*CreateDatabaseRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateDatabaseRequest) GetName() string {
@@ -858,7 +1055,7 @@ type CreateDatabaseResponse struct {
 
 func (x *CreateDatabaseResponse) Reset() {
 	*x = CreateDatabaseResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -870,7 +1067,7 @@ func (x *CreateDatabaseResponse) String() string {
 func (*CreateDatabaseResponse) ProtoMessage() {}
 
 func (x *CreateDatabaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -883,7 +1080,7 @@ func (x *CreateDatabaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateDatabaseResponse.ProtoReflect.Descriptor instead.
 func (*CreateDatabaseResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateDatabaseResponse) GetCreated() bool {
@@ -906,7 +1103,7 @@ type DropDatabaseRequest struct {
 
 func (x *DropDatabaseRequest) Reset() {
 	*x = DropDatabaseRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -918,7 +1115,7 @@ func (x *DropDatabaseRequest) String() string {
 func (*DropDatabaseRequest) ProtoMessage() {}
 
 func (x *DropDatabaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -931,7 +1128,7 @@ func (x *DropDatabaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropDatabaseRequest.ProtoReflect.Descriptor instead.
 func (*DropDatabaseRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DropDatabaseRequest) GetName() string {
@@ -966,7 +1163,7 @@ type DropDatabaseResponse struct {
 
 func (x *DropDatabaseResponse) Reset() {
 	*x = DropDatabaseResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1175,7 @@ func (x *DropDatabaseResponse) String() string {
 func (*DropDatabaseResponse) ProtoMessage() {}
 
 func (x *DropDatabaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1188,7 @@ func (x *DropDatabaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropDatabaseResponse.ProtoReflect.Descriptor instead.
 func (*DropDatabaseResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DropDatabaseResponse) GetDropped() bool {
@@ -1009,7 +1206,7 @@ type ListDatabasesRequest struct {
 
 func (x *ListDatabasesRequest) Reset() {
 	*x = ListDatabasesRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1218,7 @@ func (x *ListDatabasesRequest) String() string {
 func (*ListDatabasesRequest) ProtoMessage() {}
 
 func (x *ListDatabasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1231,7 @@ func (x *ListDatabasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDatabasesRequest.ProtoReflect.Descriptor instead.
 func (*ListDatabasesRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 type ListDatabasesResponse struct {
@@ -1046,7 +1243,7 @@ type ListDatabasesResponse struct {
 
 func (x *ListDatabasesResponse) Reset() {
 	*x = ListDatabasesResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1058,7 +1255,7 @@ func (x *ListDatabasesResponse) String() string {
 func (*ListDatabasesResponse) ProtoMessage() {}
 
 func (x *ListDatabasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1071,7 +1268,7 @@ func (x *ListDatabasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDatabasesResponse.ProtoReflect.Descriptor instead.
 func (*ListDatabasesResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListDatabasesResponse) GetNames() []string {
@@ -1090,7 +1287,7 @@ type GetDatabaseRequest struct {
 
 func (x *GetDatabaseRequest) Reset() {
 	*x = GetDatabaseRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1299,7 @@ func (x *GetDatabaseRequest) String() string {
 func (*GetDatabaseRequest) ProtoMessage() {}
 
 func (x *GetDatabaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1312,7 @@ func (x *GetDatabaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDatabaseRequest.ProtoReflect.Descriptor instead.
 func (*GetDatabaseRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetDatabaseRequest) GetName() string {
@@ -1138,7 +1335,7 @@ type GetDatabaseResponse struct {
 
 func (x *GetDatabaseResponse) Reset() {
 	*x = GetDatabaseResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1347,7 @@ func (x *GetDatabaseResponse) String() string {
 func (*GetDatabaseResponse) ProtoMessage() {}
 
 func (x *GetDatabaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1360,7 @@ func (x *GetDatabaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDatabaseResponse.ProtoReflect.Descriptor instead.
 func (*GetDatabaseResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetDatabaseResponse) GetName() string {
@@ -1216,7 +1413,7 @@ type Column struct {
 
 func (x *Column) Reset() {
 	*x = Column{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1425,7 @@ func (x *Column) String() string {
 func (*Column) ProtoMessage() {}
 
 func (x *Column) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1438,7 @@ func (x *Column) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Column.ProtoReflect.Descriptor instead.
 func (*Column) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Column) GetName() string {
@@ -1289,7 +1486,7 @@ type TableDescriptor struct {
 
 func (x *TableDescriptor) Reset() {
 	*x = TableDescriptor{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1301,7 +1498,7 @@ func (x *TableDescriptor) String() string {
 func (*TableDescriptor) ProtoMessage() {}
 
 func (x *TableDescriptor) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1314,7 +1511,7 @@ func (x *TableDescriptor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableDescriptor.ProtoReflect.Descriptor instead.
 func (*TableDescriptor) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TableDescriptor) GetColumns() []*Column {
@@ -1395,7 +1592,7 @@ type Bucket struct {
 
 func (x *Bucket) Reset() {
 	*x = Bucket{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1604,7 @@ func (x *Bucket) String() string {
 func (*Bucket) ProtoMessage() {}
 
 func (x *Bucket) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1617,7 @@ func (x *Bucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bucket.ProtoReflect.Descriptor instead.
 func (*Bucket) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Bucket) GetBucket() int32 {
@@ -1491,7 +1688,7 @@ type TableInfo struct {
 
 func (x *TableInfo) Reset() {
 	*x = TableInfo{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1503,7 +1700,7 @@ func (x *TableInfo) String() string {
 func (*TableInfo) ProtoMessage() {}
 
 func (x *TableInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1516,7 +1713,7 @@ func (x *TableInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableInfo.ProtoReflect.Descriptor instead.
 func (*TableInfo) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TableInfo) GetDatabase() string {
@@ -1601,7 +1798,7 @@ type CreateTableRequest struct {
 
 func (x *CreateTableRequest) Reset() {
 	*x = CreateTableRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +1810,7 @@ func (x *CreateTableRequest) String() string {
 func (*CreateTableRequest) ProtoMessage() {}
 
 func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +1823,7 @@ func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableRequest.ProtoReflect.Descriptor instead.
 func (*CreateTableRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CreateTableRequest) GetDatabase() string {
@@ -1669,7 +1866,7 @@ type CreateTableResponse struct {
 
 func (x *CreateTableResponse) Reset() {
 	*x = CreateTableResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1681,7 +1878,7 @@ func (x *CreateTableResponse) String() string {
 func (*CreateTableResponse) ProtoMessage() {}
 
 func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1694,7 +1891,7 @@ func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableResponse.ProtoReflect.Descriptor instead.
 func (*CreateTableResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CreateTableResponse) GetTable() *TableInfo {
@@ -1722,7 +1919,7 @@ type DropTableRequest struct {
 
 func (x *DropTableRequest) Reset() {
 	*x = DropTableRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1734,7 +1931,7 @@ func (x *DropTableRequest) String() string {
 func (*DropTableRequest) ProtoMessage() {}
 
 func (x *DropTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1747,7 +1944,7 @@ func (x *DropTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropTableRequest.ProtoReflect.Descriptor instead.
 func (*DropTableRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DropTableRequest) GetDatabase() string {
@@ -1782,7 +1979,7 @@ type DropTableResponse struct {
 
 func (x *DropTableResponse) Reset() {
 	*x = DropTableResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1794,7 +1991,7 @@ func (x *DropTableResponse) String() string {
 func (*DropTableResponse) ProtoMessage() {}
 
 func (x *DropTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1807,7 +2004,7 @@ func (x *DropTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropTableResponse.ProtoReflect.Descriptor instead.
 func (*DropTableResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DropTableResponse) GetDropped() bool {
@@ -1827,7 +2024,7 @@ type GetTableInfoRequest struct {
 
 func (x *GetTableInfoRequest) Reset() {
 	*x = GetTableInfoRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1839,7 +2036,7 @@ func (x *GetTableInfoRequest) String() string {
 func (*GetTableInfoRequest) ProtoMessage() {}
 
 func (x *GetTableInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1852,7 +2049,7 @@ func (x *GetTableInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetTableInfoRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetTableInfoRequest) GetDatabase() string {
@@ -1878,7 +2075,7 @@ type GetTableInfoResponse struct {
 
 func (x *GetTableInfoResponse) Reset() {
 	*x = GetTableInfoResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +2087,7 @@ func (x *GetTableInfoResponse) String() string {
 func (*GetTableInfoResponse) ProtoMessage() {}
 
 func (x *GetTableInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +2100,7 @@ func (x *GetTableInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetTableInfoResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetTableInfoResponse) GetTable() *TableInfo {
@@ -1922,7 +2119,7 @@ type ListTablesRequest struct {
 
 func (x *ListTablesRequest) Reset() {
 	*x = ListTablesRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1934,7 +2131,7 @@ func (x *ListTablesRequest) String() string {
 func (*ListTablesRequest) ProtoMessage() {}
 
 func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1947,7 +2144,7 @@ func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesRequest.ProtoReflect.Descriptor instead.
 func (*ListTablesRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListTablesRequest) GetDatabase() string {
@@ -1966,7 +2163,7 @@ type ListTablesResponse struct {
 
 func (x *ListTablesResponse) Reset() {
 	*x = ListTablesResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1978,7 +2175,7 @@ func (x *ListTablesResponse) String() string {
 func (*ListTablesResponse) ProtoMessage() {}
 
 func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1991,7 +2188,7 @@ func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesResponse.ProtoReflect.Descriptor instead.
 func (*ListTablesResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListTablesResponse) GetNames() []string {
@@ -2012,7 +2209,7 @@ type PartitionInfo struct {
 
 func (x *PartitionInfo) Reset() {
 	*x = PartitionInfo{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2024,7 +2221,7 @@ func (x *PartitionInfo) String() string {
 func (*PartitionInfo) ProtoMessage() {}
 
 func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2037,7 +2234,7 @@ func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionInfo.ProtoReflect.Descriptor instead.
 func (*PartitionInfo) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PartitionInfo) GetName() string {
@@ -2073,7 +2270,7 @@ type CreatePartitionRequest struct {
 
 func (x *CreatePartitionRequest) Reset() {
 	*x = CreatePartitionRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2085,7 +2282,7 @@ func (x *CreatePartitionRequest) String() string {
 func (*CreatePartitionRequest) ProtoMessage() {}
 
 func (x *CreatePartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2098,7 +2295,7 @@ func (x *CreatePartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CreatePartitionRequest) GetDatabase() string {
@@ -2141,7 +2338,7 @@ type CreatePartitionResponse struct {
 
 func (x *CreatePartitionResponse) Reset() {
 	*x = CreatePartitionResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2153,7 +2350,7 @@ func (x *CreatePartitionResponse) String() string {
 func (*CreatePartitionResponse) ProtoMessage() {}
 
 func (x *CreatePartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2166,7 +2363,7 @@ func (x *CreatePartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CreatePartitionResponse) GetPartition() *PartitionInfo {
@@ -2195,7 +2392,7 @@ type DropPartitionRequest struct {
 
 func (x *DropPartitionRequest) Reset() {
 	*x = DropPartitionRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2207,7 +2404,7 @@ func (x *DropPartitionRequest) String() string {
 func (*DropPartitionRequest) ProtoMessage() {}
 
 func (x *DropPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2220,7 +2417,7 @@ func (x *DropPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropPartitionRequest.ProtoReflect.Descriptor instead.
 func (*DropPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DropPartitionRequest) GetDatabase() string {
@@ -2262,7 +2459,7 @@ type DropPartitionResponse struct {
 
 func (x *DropPartitionResponse) Reset() {
 	*x = DropPartitionResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2274,7 +2471,7 @@ func (x *DropPartitionResponse) String() string {
 func (*DropPartitionResponse) ProtoMessage() {}
 
 func (x *DropPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2287,7 +2484,7 @@ func (x *DropPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropPartitionResponse.ProtoReflect.Descriptor instead.
 func (*DropPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DropPartitionResponse) GetDropped() bool {
@@ -2307,7 +2504,7 @@ type ListPartitionsRequest struct {
 
 func (x *ListPartitionsRequest) Reset() {
 	*x = ListPartitionsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2319,7 +2516,7 @@ func (x *ListPartitionsRequest) String() string {
 func (*ListPartitionsRequest) ProtoMessage() {}
 
 func (x *ListPartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2332,7 +2529,7 @@ func (x *ListPartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPartitionsRequest.ProtoReflect.Descriptor instead.
 func (*ListPartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListPartitionsRequest) GetDatabase() string {
@@ -2358,7 +2555,7 @@ type ListPartitionsResponse struct {
 
 func (x *ListPartitionsResponse) Reset() {
 	*x = ListPartitionsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2567,7 @@ func (x *ListPartitionsResponse) String() string {
 func (*ListPartitionsResponse) ProtoMessage() {}
 
 func (x *ListPartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2580,7 @@ func (x *ListPartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPartitionsResponse.ProtoReflect.Descriptor instead.
 func (*ListPartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListPartitionsResponse) GetPartitions() []*PartitionInfo {
@@ -2409,7 +2606,7 @@ type TabletServer struct {
 
 func (x *TabletServer) Reset() {
 	*x = TabletServer{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2421,7 +2618,7 @@ func (x *TabletServer) String() string {
 func (*TabletServer) ProtoMessage() {}
 
 func (x *TabletServer) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2434,7 +2631,7 @@ func (x *TabletServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TabletServer.ProtoReflect.Descriptor instead.
 func (*TabletServer) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TabletServer) GetId() int32 {
@@ -2494,7 +2691,7 @@ type ListTabletServersRequest struct {
 
 func (x *ListTabletServersRequest) Reset() {
 	*x = ListTabletServersRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2506,7 +2703,7 @@ func (x *ListTabletServersRequest) String() string {
 func (*ListTabletServersRequest) ProtoMessage() {}
 
 func (x *ListTabletServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2519,7 +2716,7 @@ func (x *ListTabletServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTabletServersRequest.ProtoReflect.Descriptor instead.
 func (*ListTabletServersRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 type ListTabletServersResponse struct {
@@ -2531,7 +2728,7 @@ type ListTabletServersResponse struct {
 
 func (x *ListTabletServersResponse) Reset() {
 	*x = ListTabletServersResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2543,7 +2740,7 @@ func (x *ListTabletServersResponse) String() string {
 func (*ListTabletServersResponse) ProtoMessage() {}
 
 func (x *ListTabletServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2556,7 +2753,7 @@ func (x *ListTabletServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTabletServersResponse.ProtoReflect.Descriptor instead.
 func (*ListTabletServersResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListTabletServersResponse) GetServers() []*TabletServer {
@@ -2576,7 +2773,7 @@ type AllocateIDsRequest struct {
 
 func (x *AllocateIDsRequest) Reset() {
 	*x = AllocateIDsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2588,7 +2785,7 @@ func (x *AllocateIDsRequest) String() string {
 func (*AllocateIDsRequest) ProtoMessage() {}
 
 func (x *AllocateIDsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2601,7 +2798,7 @@ func (x *AllocateIDsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateIDsRequest.ProtoReflect.Descriptor instead.
 func (*AllocateIDsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AllocateIDsRequest) GetCounter() string {
@@ -2628,7 +2825,7 @@ type AllocateIDsResponse struct {
 
 func (x *AllocateIDsResponse) Reset() {
 	*x = AllocateIDsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2640,7 +2837,7 @@ func (x *AllocateIDsResponse) String() string {
 func (*AllocateIDsResponse) ProtoMessage() {}
 
 func (x *AllocateIDsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2653,7 +2850,7 @@ func (x *AllocateIDsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateIDsResponse.ProtoReflect.Descriptor instead.
 func (*AllocateIDsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AllocateIDsResponse) GetFirst() int64 {
@@ -2683,7 +2880,7 @@ type ACLEntry struct {
 
 func (x *ACLEntry) Reset() {
 	*x = ACLEntry{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2695,7 +2892,7 @@ func (x *ACLEntry) String() string {
 func (*ACLEntry) ProtoMessage() {}
 
 func (x *ACLEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2708,7 +2905,7 @@ func (x *ACLEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ACLEntry.ProtoReflect.Descriptor instead.
 func (*ACLEntry) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ACLEntry) GetPrincipalType() string {
@@ -2757,7 +2954,7 @@ type ResourceACLs struct {
 
 func (x *ResourceACLs) Reset() {
 	*x = ResourceACLs{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2769,7 +2966,7 @@ func (x *ResourceACLs) String() string {
 func (*ResourceACLs) ProtoMessage() {}
 
 func (x *ResourceACLs) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2782,7 +2979,7 @@ func (x *ResourceACLs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceACLs.ProtoReflect.Descriptor instead.
 func (*ResourceACLs) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ResourceACLs) GetResourceType() string {
@@ -2817,7 +3014,7 @@ type AddACLsRequest struct {
 
 func (x *AddACLsRequest) Reset() {
 	*x = AddACLsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2829,7 +3026,7 @@ func (x *AddACLsRequest) String() string {
 func (*AddACLsRequest) ProtoMessage() {}
 
 func (x *AddACLsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2842,7 +3039,7 @@ func (x *AddACLsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddACLsRequest.ProtoReflect.Descriptor instead.
 func (*AddACLsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AddACLsRequest) GetResourceType() string {
@@ -2877,7 +3074,7 @@ type AddACLsResponse struct {
 
 func (x *AddACLsResponse) Reset() {
 	*x = AddACLsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2889,7 +3086,7 @@ func (x *AddACLsResponse) String() string {
 func (*AddACLsResponse) ProtoMessage() {}
 
 func (x *AddACLsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2902,7 +3099,7 @@ func (x *AddACLsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddACLsResponse.ProtoReflect.Descriptor instead.
 func (*AddACLsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *AddACLsResponse) GetAdded() int32 {
@@ -2924,7 +3121,7 @@ type RemoveACLsRequest struct {
 
 func (x *RemoveACLsRequest) Reset() {
 	*x = RemoveACLsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2936,7 +3133,7 @@ func (x *RemoveACLsRequest) String() string {
 func (*RemoveACLsRequest) ProtoMessage() {}
 
 func (x *RemoveACLsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2949,7 +3146,7 @@ func (x *RemoveACLsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveACLsRequest.ProtoReflect.Descriptor instead.
 func (*RemoveACLsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RemoveACLsRequest) GetResourceType() string {
@@ -2984,7 +3181,7 @@ type RemoveACLsResponse struct {
 
 func (x *RemoveACLsResponse) Reset() {
 	*x = RemoveACLsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2996,7 +3193,7 @@ func (x *RemoveACLsResponse) String() string {
 func (*RemoveACLsResponse) ProtoMessage() {}
 
 func (x *RemoveACLsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3009,7 +3206,7 @@ func (x *RemoveACLsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveACLsResponse.ProtoReflect.Descriptor instead.
 func (*RemoveACLsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RemoveACLsResponse) GetRemoved() int32 {
@@ -3028,7 +3225,7 @@ type ListACLsRequest struct {
 
 func (x *ListACLsRequest) Reset() {
 	*x = ListACLsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3040,7 +3237,7 @@ func (x *ListACLsRequest) String() string {
 func (*ListACLsRequest) ProtoMessage() {}
 
 func (x *ListACLsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3053,7 +3250,7 @@ func (x *ListACLsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListACLsRequest.ProtoReflect.Descriptor instead.
 func (*ListACLsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListACLsRequest) GetResourceType() string {
@@ -3072,7 +3269,7 @@ type ListACLsResponse struct {
 
 func (x *ListACLsResponse) Reset() {
 	*x = ListACLsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[45]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3084,7 +3281,7 @@ func (x *ListACLsResponse) String() string {
 func (*ListACLsResponse) ProtoMessage() {}
 
 func (x *ListACLsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[45]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3097,7 +3294,7 @@ func (x *ListACLsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListACLsResponse.ProtoReflect.Descriptor instead.
 func (*ListACLsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{45}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListACLsResponse) GetResources() []*ResourceACLs {
@@ -3117,7 +3314,7 @@ type AlterConfigsRequest struct {
 
 func (x *AlterConfigsRequest) Reset() {
 	*x = AlterConfigsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[46]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3129,7 +3326,7 @@ func (x *AlterConfigsRequest) String() string {
 func (*AlterConfigsRequest) ProtoMessage() {}
 
 func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[46]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3142,7 +3339,7 @@ func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{46}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *AlterConfigsRequest) GetSet() map[string]string {
@@ -3167,7 +3364,7 @@ type AlterConfigsResponse struct {
 
 func (x *AlterConfigsResponse) Reset() {
 	*x = AlterConfigsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[47]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3179,7 +3376,7 @@ func (x *AlterConfigsResponse) String() string {
 func (*AlterConfigsResponse) ProtoMessage() {}
 
 func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[47]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3192,7 +3389,7 @@ func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{47}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{51}
 }
 
 type DescribeConfigsRequest struct {
@@ -3203,7 +3400,7 @@ type DescribeConfigsRequest struct {
 
 func (x *DescribeConfigsRequest) Reset() {
 	*x = DescribeConfigsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[48]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3215,7 +3412,7 @@ func (x *DescribeConfigsRequest) String() string {
 func (*DescribeConfigsRequest) ProtoMessage() {}
 
 func (x *DescribeConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[48]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3228,7 +3425,7 @@ func (x *DescribeConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeConfigsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{48}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{52}
 }
 
 type DescribeConfigsResponse struct {
@@ -3240,7 +3437,7 @@ type DescribeConfigsResponse struct {
 
 func (x *DescribeConfigsResponse) Reset() {
 	*x = DescribeConfigsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[49]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3252,7 +3449,7 @@ func (x *DescribeConfigsResponse) String() string {
 func (*DescribeConfigsResponse) ProtoMessage() {}
 
 func (x *DescribeConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[49]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3265,7 +3462,7 @@ func (x *DescribeConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeConfigsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{49}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DescribeConfigsResponse) GetConfigs() map[string]string {
@@ -3286,7 +3483,7 @@ type SetServerTagsRequest struct {
 
 func (x *SetServerTagsRequest) Reset() {
 	*x = SetServerTagsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[50]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3298,7 +3495,7 @@ func (x *SetServerTagsRequest) String() string {
 func (*SetServerTagsRequest) ProtoMessage() {}
 
 func (x *SetServerTagsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[50]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3311,7 +3508,7 @@ func (x *SetServerTagsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerTagsRequest.ProtoReflect.Descriptor instead.
 func (*SetServerTagsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{50}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SetServerTagsRequest) GetServerIds() []int32 {
@@ -3336,7 +3533,7 @@ type SetServerTagsResponse struct {
 
 func (x *SetServerTagsResponse) Reset() {
 	*x = SetServerTagsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[51]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3348,7 +3545,7 @@ func (x *SetServerTagsResponse) String() string {
 func (*SetServerTagsResponse) ProtoMessage() {}
 
 func (x *SetServerTagsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[51]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3361,7 +3558,7 @@ func (x *SetServerTagsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerTagsResponse.ProtoReflect.Descriptor instead.
 func (*SetServerTagsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{51}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{55}
 }
 
 type GetServerTagsRequest struct {
@@ -3372,7 +3569,7 @@ type GetServerTagsRequest struct {
 
 func (x *GetServerTagsRequest) Reset() {
 	*x = GetServerTagsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[52]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3384,7 +3581,7 @@ func (x *GetServerTagsRequest) String() string {
 func (*GetServerTagsRequest) ProtoMessage() {}
 
 func (x *GetServerTagsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[52]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3397,7 +3594,7 @@ func (x *GetServerTagsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerTagsRequest.ProtoReflect.Descriptor instead.
 func (*GetServerTagsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{52}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{56}
 }
 
 type GetServerTagsResponse struct {
@@ -3409,7 +3606,7 @@ type GetServerTagsResponse struct {
 
 func (x *GetServerTagsResponse) Reset() {
 	*x = GetServerTagsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[53]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3421,7 +3618,7 @@ func (x *GetServerTagsResponse) String() string {
 func (*GetServerTagsResponse) ProtoMessage() {}
 
 func (x *GetServerTagsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[53]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3434,7 +3631,7 @@ func (x *GetServerTagsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerTagsResponse.ProtoReflect.Descriptor instead.
 func (*GetServerTagsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{53}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetServerTagsResponse) GetTags() map[int32]int32 {
@@ -3452,7 +3649,7 @@ type GetLeaderRequest struct {
 
 func (x *GetLeaderRequest) Reset() {
 	*x = GetLeaderRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[54]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3464,7 +3661,7 @@ func (x *GetLeaderRequest) String() string {
 func (*GetLeaderRequest) ProtoMessage() {}
 
 func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[54]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3477,7 +3674,7 @@ func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderRequest.ProtoReflect.Descriptor instead.
 func (*GetLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{54}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{58}
 }
 
 type GetLeaderResponse struct {
@@ -3497,7 +3694,7 @@ type GetLeaderResponse struct {
 
 func (x *GetLeaderResponse) Reset() {
 	*x = GetLeaderResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[55]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3509,7 +3706,7 @@ func (x *GetLeaderResponse) String() string {
 func (*GetLeaderResponse) ProtoMessage() {}
 
 func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[55]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3522,7 +3719,7 @@ func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderResponse.ProtoReflect.Descriptor instead.
 func (*GetLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{55}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetLeaderResponse) GetLeaderId() string {
@@ -3587,7 +3784,7 @@ type RegisterTabletServerRequest struct {
 
 func (x *RegisterTabletServerRequest) Reset() {
 	*x = RegisterTabletServerRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[56]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3599,7 +3796,7 @@ func (x *RegisterTabletServerRequest) String() string {
 func (*RegisterTabletServerRequest) ProtoMessage() {}
 
 func (x *RegisterTabletServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[56]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3612,7 +3809,7 @@ func (x *RegisterTabletServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterTabletServerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterTabletServerRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{56}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RegisterTabletServerRequest) GetServerId() int32 {
@@ -3661,7 +3858,7 @@ type RegisterTabletServerResponse struct {
 
 func (x *RegisterTabletServerResponse) Reset() {
 	*x = RegisterTabletServerResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[57]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3673,7 +3870,7 @@ func (x *RegisterTabletServerResponse) String() string {
 func (*RegisterTabletServerResponse) ProtoMessage() {}
 
 func (x *RegisterTabletServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[57]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3686,7 +3883,7 @@ func (x *RegisterTabletServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterTabletServerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterTabletServerResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{57}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RegisterTabletServerResponse) GetLeaseId() int64 {
@@ -3720,7 +3917,7 @@ type TabletServerHeartbeatRequest struct {
 
 func (x *TabletServerHeartbeatRequest) Reset() {
 	*x = TabletServerHeartbeatRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[58]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3732,7 +3929,7 @@ func (x *TabletServerHeartbeatRequest) String() string {
 func (*TabletServerHeartbeatRequest) ProtoMessage() {}
 
 func (x *TabletServerHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[58]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3745,7 +3942,7 @@ func (x *TabletServerHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TabletServerHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*TabletServerHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{58}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *TabletServerHeartbeatRequest) GetServerId() int32 {
@@ -3771,7 +3968,7 @@ type TabletServerHeartbeatResponse struct {
 
 func (x *TabletServerHeartbeatResponse) Reset() {
 	*x = TabletServerHeartbeatResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[59]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3783,7 +3980,7 @@ func (x *TabletServerHeartbeatResponse) String() string {
 func (*TabletServerHeartbeatResponse) ProtoMessage() {}
 
 func (x *TabletServerHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[59]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3796,7 +3993,7 @@ func (x *TabletServerHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TabletServerHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*TabletServerHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{59}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *TabletServerHeartbeatResponse) GetCoordinatorEpoch() int64 {
@@ -3820,7 +4017,7 @@ type MetadataRecord struct {
 
 func (x *MetadataRecord) Reset() {
 	*x = MetadataRecord{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[60]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3832,7 +4029,7 @@ func (x *MetadataRecord) String() string {
 func (*MetadataRecord) ProtoMessage() {}
 
 func (x *MetadataRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[60]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3845,7 +4042,7 @@ func (x *MetadataRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataRecord.ProtoReflect.Descriptor instead.
 func (*MetadataRecord) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{60}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *MetadataRecord) GetType() MetadataRecord_Type {
@@ -3894,7 +4091,7 @@ type FetchMetadataRequest struct {
 
 func (x *FetchMetadataRequest) Reset() {
 	*x = FetchMetadataRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[61]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3906,7 +4103,7 @@ func (x *FetchMetadataRequest) String() string {
 func (*FetchMetadataRequest) ProtoMessage() {}
 
 func (x *FetchMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[61]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3919,7 +4116,7 @@ func (x *FetchMetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchMetadataRequest.ProtoReflect.Descriptor instead.
 func (*FetchMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{61}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *FetchMetadataRequest) GetFromOffset() int64 {
@@ -3955,7 +4152,7 @@ type FetchMetadataResponse struct {
 
 func (x *FetchMetadataResponse) Reset() {
 	*x = FetchMetadataResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[62]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3967,7 +4164,7 @@ func (x *FetchMetadataResponse) String() string {
 func (*FetchMetadataResponse) ProtoMessage() {}
 
 func (x *FetchMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[62]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3980,7 +4177,7 @@ func (x *FetchMetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchMetadataResponse.ProtoReflect.Descriptor instead.
 func (*FetchMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{62}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *FetchMetadataResponse) GetRecords() []*MetadataRecord {
@@ -4005,7 +4202,7 @@ type FetchMetadataSnapshotRequest struct {
 
 func (x *FetchMetadataSnapshotRequest) Reset() {
 	*x = FetchMetadataSnapshotRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[63]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4017,7 +4214,7 @@ func (x *FetchMetadataSnapshotRequest) String() string {
 func (*FetchMetadataSnapshotRequest) ProtoMessage() {}
 
 func (x *FetchMetadataSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[63]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4030,7 +4227,7 @@ func (x *FetchMetadataSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchMetadataSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*FetchMetadataSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{63}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{67}
 }
 
 type MetadataNode struct {
@@ -4047,7 +4244,7 @@ type MetadataNode struct {
 
 func (x *MetadataNode) Reset() {
 	*x = MetadataNode{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[64]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4059,7 +4256,7 @@ func (x *MetadataNode) String() string {
 func (*MetadataNode) ProtoMessage() {}
 
 func (x *MetadataNode) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[64]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4072,7 +4269,7 @@ func (x *MetadataNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataNode.ProtoReflect.Descriptor instead.
 func (*MetadataNode) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{64}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *MetadataNode) GetPath() string {
@@ -4128,7 +4325,7 @@ type FetchMetadataSnapshotResponse struct {
 
 func (x *FetchMetadataSnapshotResponse) Reset() {
 	*x = FetchMetadataSnapshotResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[65]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4140,7 +4337,7 @@ func (x *FetchMetadataSnapshotResponse) String() string {
 func (*FetchMetadataSnapshotResponse) ProtoMessage() {}
 
 func (x *FetchMetadataSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[65]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4153,7 +4350,7 @@ func (x *FetchMetadataSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchMetadataSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*FetchMetadataSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{65}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *FetchMetadataSnapshotResponse) GetNodes() []*MetadataNode {
@@ -4181,7 +4378,7 @@ type NotifyLeaderAndIsrRequest struct {
 
 func (x *NotifyLeaderAndIsrRequest) Reset() {
 	*x = NotifyLeaderAndIsrRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[66]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4193,7 +4390,7 @@ func (x *NotifyLeaderAndIsrRequest) String() string {
 func (*NotifyLeaderAndIsrRequest) ProtoMessage() {}
 
 func (x *NotifyLeaderAndIsrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[66]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4206,7 +4403,7 @@ func (x *NotifyLeaderAndIsrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyLeaderAndIsrRequest.ProtoReflect.Descriptor instead.
 func (*NotifyLeaderAndIsrRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{66}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *NotifyLeaderAndIsrRequest) GetCoordinatorEpoch() int64 {
@@ -4239,7 +4436,7 @@ type NotifyLeaderAndIsrResponse struct {
 
 func (x *NotifyLeaderAndIsrResponse) Reset() {
 	*x = NotifyLeaderAndIsrResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[67]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4251,7 +4448,7 @@ func (x *NotifyLeaderAndIsrResponse) String() string {
 func (*NotifyLeaderAndIsrResponse) ProtoMessage() {}
 
 func (x *NotifyLeaderAndIsrResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[67]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4264,7 +4461,7 @@ func (x *NotifyLeaderAndIsrResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyLeaderAndIsrResponse.ProtoReflect.Descriptor instead.
 func (*NotifyLeaderAndIsrResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{67}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *NotifyLeaderAndIsrResponse) GetCoordinatorEpoch() int64 {
@@ -4282,7 +4479,7 @@ type GetTabletServerStateRequest struct {
 
 func (x *GetTabletServerStateRequest) Reset() {
 	*x = GetTabletServerStateRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[68]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4294,7 +4491,7 @@ func (x *GetTabletServerStateRequest) String() string {
 func (*GetTabletServerStateRequest) ProtoMessage() {}
 
 func (x *GetTabletServerStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[68]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4307,7 +4504,7 @@ func (x *GetTabletServerStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTabletServerStateRequest.ProtoReflect.Descriptor instead.
 func (*GetTabletServerStateRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{68}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{72}
 }
 
 type GetTabletServerStateResponse struct {
@@ -4327,7 +4524,7 @@ type GetTabletServerStateResponse struct {
 
 func (x *GetTabletServerStateResponse) Reset() {
 	*x = GetTabletServerStateResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[69]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4339,7 +4536,7 @@ func (x *GetTabletServerStateResponse) String() string {
 func (*GetTabletServerStateResponse) ProtoMessage() {}
 
 func (x *GetTabletServerStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[69]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4352,7 +4549,7 @@ func (x *GetTabletServerStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTabletServerStateResponse.ProtoReflect.Descriptor instead.
 func (*GetTabletServerStateResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{69}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *GetTabletServerStateResponse) GetServerId() int32 {
@@ -4419,7 +4616,7 @@ type NotifyLeaderAndIsrRequest_BucketState struct {
 
 func (x *NotifyLeaderAndIsrRequest_BucketState) Reset() {
 	*x = NotifyLeaderAndIsrRequest_BucketState{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[77]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4431,7 +4628,7 @@ func (x *NotifyLeaderAndIsrRequest_BucketState) String() string {
 func (*NotifyLeaderAndIsrRequest_BucketState) ProtoMessage() {}
 
 func (x *NotifyLeaderAndIsrRequest_BucketState) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[77]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4444,7 +4641,7 @@ func (x *NotifyLeaderAndIsrRequest_BucketState) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use NotifyLeaderAndIsrRequest_BucketState.ProtoReflect.Descriptor instead.
 func (*NotifyLeaderAndIsrRequest_BucketState) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{66, 0}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{70, 0}
 }
 
 func (x *NotifyLeaderAndIsrRequest_BucketState) GetTableId() int64 {
@@ -4519,7 +4716,17 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\x1eTransferRaftLeadershipResponse\x12,\n" +
 	"\x12previous_leader_id\x18\x01 \x01(\tR\x10previousLeaderId\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12\x12\n" +
-	"\x04term\x18\x03 \x01(\x03R\x04term\"!\n" +
+	"\x04term\x18\x03 \x01(\x03R\x04term\"n\n" +
+	"\x13AddRaftVoterRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12-\n" +
+	"\x13catch_up_timeout_ms\x18\x03 \x01(\x03R\x10catchUpTimeoutMs\"M\n" +
+	"\x14AddRaftVoterResponse\x12#\n" +
+	"\rapplied_index\x18\x01 \x01(\x03R\fappliedIndex\x12\x10\n" +
+	"\x03lag\x18\x02 \x01(\x03R\x03lag\"(\n" +
+	"\x16RemoveRaftVoterRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x19\n" +
+	"\x17RemoveRaftVoterResponse\"!\n" +
 	"\x1fGetCoordinatorRaftStatusRequest\"\xb6\x02\n" +
 	"\n" +
 	"RaftMember\x12\x0e\n" +
@@ -4836,7 +5043,7 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\x0eRaftStatusView\x12 \n" +
 	"\x1cRAFT_STATUS_VIEW_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17RAFT_STATUS_VIEW_LEADER\x10\x01\x12\x1a\n" +
-	"\x16RAFT_STATUS_VIEW_LOCAL\x10\x022\xad\x12\n" +
+	"\x16RAFT_STATUS_VIEW_LOCAL\x10\x022\xfc\x13\n" +
 	"\fAdminService\x12g\n" +
 	"\x0eCreateDatabase\x12).metaplane.admin.v1.CreateDatabaseRequest\x1a*.metaplane.admin.v1.CreateDatabaseResponse\x12a\n" +
 	"\fDropDatabase\x12'.metaplane.admin.v1.DropDatabaseRequest\x1a(.metaplane.admin.v1.DropDatabaseResponse\x12d\n" +
@@ -4862,7 +5069,9 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\rGetServerTags\x12(.metaplane.admin.v1.GetServerTagsRequest\x1a).metaplane.admin.v1.GetServerTagsResponse\x12X\n" +
 	"\tGetLeader\x12$.metaplane.admin.v1.GetLeaderRequest\x1a%.metaplane.admin.v1.GetLeaderResponse\x12\x85\x01\n" +
 	"\x18GetCoordinatorRaftStatus\x123.metaplane.admin.v1.GetCoordinatorRaftStatusRequest\x1a4.metaplane.admin.v1.GetCoordinatorRaftStatusResponse\x12\x7f\n" +
-	"\x16TransferRaftLeadership\x121.metaplane.admin.v1.TransferRaftLeadershipRequest\x1a2.metaplane.admin.v1.TransferRaftLeadershipResponse2\xf2\x03\n" +
+	"\x16TransferRaftLeadership\x121.metaplane.admin.v1.TransferRaftLeadershipRequest\x1a2.metaplane.admin.v1.TransferRaftLeadershipResponse\x12a\n" +
+	"\fAddRaftVoter\x12'.metaplane.admin.v1.AddRaftVoterRequest\x1a(.metaplane.admin.v1.AddRaftVoterResponse\x12j\n" +
+	"\x0fRemoveRaftVoter\x12*.metaplane.admin.v1.RemoveRaftVoterRequest\x1a+.metaplane.admin.v1.RemoveRaftVoterResponse2\xf2\x03\n" +
 	"\x13TabletServerService\x12y\n" +
 	"\x14RegisterTabletServer\x12/.metaplane.admin.v1.RegisterTabletServerRequest\x1a0.metaplane.admin.v1.RegisterTabletServerResponse\x12|\n" +
 	"\x15TabletServerHeartbeat\x120.metaplane.admin.v1.TabletServerHeartbeatRequest\x1a1.metaplane.admin.v1.TabletServerHeartbeatResponse\x12d\n" +
@@ -4885,7 +5094,7 @@ func file_metaplane_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_metaplane_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_metaplane_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
+var file_metaplane_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
 var file_metaplane_admin_v1_admin_proto_goTypes = []any{
 	(Outcome)(0),                                  // 0: metaplane.admin.v1.Outcome
 	(RaftStatusView)(0),                           // 1: metaplane.admin.v1.RaftStatusView
@@ -4893,170 +5102,178 @@ var file_metaplane_admin_v1_admin_proto_goTypes = []any{
 	(*ErrorDetail)(nil),                           // 3: metaplane.admin.v1.ErrorDetail
 	(*TransferRaftLeadershipRequest)(nil),         // 4: metaplane.admin.v1.TransferRaftLeadershipRequest
 	(*TransferRaftLeadershipResponse)(nil),        // 5: metaplane.admin.v1.TransferRaftLeadershipResponse
-	(*GetCoordinatorRaftStatusRequest)(nil),       // 6: metaplane.admin.v1.GetCoordinatorRaftStatusRequest
-	(*RaftMember)(nil),                            // 7: metaplane.admin.v1.RaftMember
-	(*GetCoordinatorRaftStatusResponse)(nil),      // 8: metaplane.admin.v1.GetCoordinatorRaftStatusResponse
-	(*CreateDatabaseRequest)(nil),                 // 9: metaplane.admin.v1.CreateDatabaseRequest
-	(*CreateDatabaseResponse)(nil),                // 10: metaplane.admin.v1.CreateDatabaseResponse
-	(*DropDatabaseRequest)(nil),                   // 11: metaplane.admin.v1.DropDatabaseRequest
-	(*DropDatabaseResponse)(nil),                  // 12: metaplane.admin.v1.DropDatabaseResponse
-	(*ListDatabasesRequest)(nil),                  // 13: metaplane.admin.v1.ListDatabasesRequest
-	(*ListDatabasesResponse)(nil),                 // 14: metaplane.admin.v1.ListDatabasesResponse
-	(*GetDatabaseRequest)(nil),                    // 15: metaplane.admin.v1.GetDatabaseRequest
-	(*GetDatabaseResponse)(nil),                   // 16: metaplane.admin.v1.GetDatabaseResponse
-	(*Column)(nil),                                // 17: metaplane.admin.v1.Column
-	(*TableDescriptor)(nil),                       // 18: metaplane.admin.v1.TableDescriptor
-	(*Bucket)(nil),                                // 19: metaplane.admin.v1.Bucket
-	(*TableInfo)(nil),                             // 20: metaplane.admin.v1.TableInfo
-	(*CreateTableRequest)(nil),                    // 21: metaplane.admin.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),                   // 22: metaplane.admin.v1.CreateTableResponse
-	(*DropTableRequest)(nil),                      // 23: metaplane.admin.v1.DropTableRequest
-	(*DropTableResponse)(nil),                     // 24: metaplane.admin.v1.DropTableResponse
-	(*GetTableInfoRequest)(nil),                   // 25: metaplane.admin.v1.GetTableInfoRequest
-	(*GetTableInfoResponse)(nil),                  // 26: metaplane.admin.v1.GetTableInfoResponse
-	(*ListTablesRequest)(nil),                     // 27: metaplane.admin.v1.ListTablesRequest
-	(*ListTablesResponse)(nil),                    // 28: metaplane.admin.v1.ListTablesResponse
-	(*PartitionInfo)(nil),                         // 29: metaplane.admin.v1.PartitionInfo
-	(*CreatePartitionRequest)(nil),                // 30: metaplane.admin.v1.CreatePartitionRequest
-	(*CreatePartitionResponse)(nil),               // 31: metaplane.admin.v1.CreatePartitionResponse
-	(*DropPartitionRequest)(nil),                  // 32: metaplane.admin.v1.DropPartitionRequest
-	(*DropPartitionResponse)(nil),                 // 33: metaplane.admin.v1.DropPartitionResponse
-	(*ListPartitionsRequest)(nil),                 // 34: metaplane.admin.v1.ListPartitionsRequest
-	(*ListPartitionsResponse)(nil),                // 35: metaplane.admin.v1.ListPartitionsResponse
-	(*TabletServer)(nil),                          // 36: metaplane.admin.v1.TabletServer
-	(*ListTabletServersRequest)(nil),              // 37: metaplane.admin.v1.ListTabletServersRequest
-	(*ListTabletServersResponse)(nil),             // 38: metaplane.admin.v1.ListTabletServersResponse
-	(*AllocateIDsRequest)(nil),                    // 39: metaplane.admin.v1.AllocateIDsRequest
-	(*AllocateIDsResponse)(nil),                   // 40: metaplane.admin.v1.AllocateIDsResponse
-	(*ACLEntry)(nil),                              // 41: metaplane.admin.v1.ACLEntry
-	(*ResourceACLs)(nil),                          // 42: metaplane.admin.v1.ResourceACLs
-	(*AddACLsRequest)(nil),                        // 43: metaplane.admin.v1.AddACLsRequest
-	(*AddACLsResponse)(nil),                       // 44: metaplane.admin.v1.AddACLsResponse
-	(*RemoveACLsRequest)(nil),                     // 45: metaplane.admin.v1.RemoveACLsRequest
-	(*RemoveACLsResponse)(nil),                    // 46: metaplane.admin.v1.RemoveACLsResponse
-	(*ListACLsRequest)(nil),                       // 47: metaplane.admin.v1.ListACLsRequest
-	(*ListACLsResponse)(nil),                      // 48: metaplane.admin.v1.ListACLsResponse
-	(*AlterConfigsRequest)(nil),                   // 49: metaplane.admin.v1.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),                  // 50: metaplane.admin.v1.AlterConfigsResponse
-	(*DescribeConfigsRequest)(nil),                // 51: metaplane.admin.v1.DescribeConfigsRequest
-	(*DescribeConfigsResponse)(nil),               // 52: metaplane.admin.v1.DescribeConfigsResponse
-	(*SetServerTagsRequest)(nil),                  // 53: metaplane.admin.v1.SetServerTagsRequest
-	(*SetServerTagsResponse)(nil),                 // 54: metaplane.admin.v1.SetServerTagsResponse
-	(*GetServerTagsRequest)(nil),                  // 55: metaplane.admin.v1.GetServerTagsRequest
-	(*GetServerTagsResponse)(nil),                 // 56: metaplane.admin.v1.GetServerTagsResponse
-	(*GetLeaderRequest)(nil),                      // 57: metaplane.admin.v1.GetLeaderRequest
-	(*GetLeaderResponse)(nil),                     // 58: metaplane.admin.v1.GetLeaderResponse
-	(*RegisterTabletServerRequest)(nil),           // 59: metaplane.admin.v1.RegisterTabletServerRequest
-	(*RegisterTabletServerResponse)(nil),          // 60: metaplane.admin.v1.RegisterTabletServerResponse
-	(*TabletServerHeartbeatRequest)(nil),          // 61: metaplane.admin.v1.TabletServerHeartbeatRequest
-	(*TabletServerHeartbeatResponse)(nil),         // 62: metaplane.admin.v1.TabletServerHeartbeatResponse
-	(*MetadataRecord)(nil),                        // 63: metaplane.admin.v1.MetadataRecord
-	(*FetchMetadataRequest)(nil),                  // 64: metaplane.admin.v1.FetchMetadataRequest
-	(*FetchMetadataResponse)(nil),                 // 65: metaplane.admin.v1.FetchMetadataResponse
-	(*FetchMetadataSnapshotRequest)(nil),          // 66: metaplane.admin.v1.FetchMetadataSnapshotRequest
-	(*MetadataNode)(nil),                          // 67: metaplane.admin.v1.MetadataNode
-	(*FetchMetadataSnapshotResponse)(nil),         // 68: metaplane.admin.v1.FetchMetadataSnapshotResponse
-	(*NotifyLeaderAndIsrRequest)(nil),             // 69: metaplane.admin.v1.NotifyLeaderAndIsrRequest
-	(*NotifyLeaderAndIsrResponse)(nil),            // 70: metaplane.admin.v1.NotifyLeaderAndIsrResponse
-	(*GetTabletServerStateRequest)(nil),           // 71: metaplane.admin.v1.GetTabletServerStateRequest
-	(*GetTabletServerStateResponse)(nil),          // 72: metaplane.admin.v1.GetTabletServerStateResponse
-	nil,                                           // 73: metaplane.admin.v1.CreateDatabaseRequest.CustomPropertiesEntry
-	nil,                                           // 74: metaplane.admin.v1.GetDatabaseResponse.CustomPropertiesEntry
-	nil,                                           // 75: metaplane.admin.v1.TableDescriptor.PropertiesEntry
-	nil,                                           // 76: metaplane.admin.v1.TableDescriptor.CustomPropertiesEntry
-	nil,                                           // 77: metaplane.admin.v1.AlterConfigsRequest.SetEntry
-	nil,                                           // 78: metaplane.admin.v1.DescribeConfigsResponse.ConfigsEntry
-	nil,                                           // 79: metaplane.admin.v1.GetServerTagsResponse.TagsEntry
-	(*NotifyLeaderAndIsrRequest_BucketState)(nil), // 80: metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
+	(*AddRaftVoterRequest)(nil),                   // 6: metaplane.admin.v1.AddRaftVoterRequest
+	(*AddRaftVoterResponse)(nil),                  // 7: metaplane.admin.v1.AddRaftVoterResponse
+	(*RemoveRaftVoterRequest)(nil),                // 8: metaplane.admin.v1.RemoveRaftVoterRequest
+	(*RemoveRaftVoterResponse)(nil),               // 9: metaplane.admin.v1.RemoveRaftVoterResponse
+	(*GetCoordinatorRaftStatusRequest)(nil),       // 10: metaplane.admin.v1.GetCoordinatorRaftStatusRequest
+	(*RaftMember)(nil),                            // 11: metaplane.admin.v1.RaftMember
+	(*GetCoordinatorRaftStatusResponse)(nil),      // 12: metaplane.admin.v1.GetCoordinatorRaftStatusResponse
+	(*CreateDatabaseRequest)(nil),                 // 13: metaplane.admin.v1.CreateDatabaseRequest
+	(*CreateDatabaseResponse)(nil),                // 14: metaplane.admin.v1.CreateDatabaseResponse
+	(*DropDatabaseRequest)(nil),                   // 15: metaplane.admin.v1.DropDatabaseRequest
+	(*DropDatabaseResponse)(nil),                  // 16: metaplane.admin.v1.DropDatabaseResponse
+	(*ListDatabasesRequest)(nil),                  // 17: metaplane.admin.v1.ListDatabasesRequest
+	(*ListDatabasesResponse)(nil),                 // 18: metaplane.admin.v1.ListDatabasesResponse
+	(*GetDatabaseRequest)(nil),                    // 19: metaplane.admin.v1.GetDatabaseRequest
+	(*GetDatabaseResponse)(nil),                   // 20: metaplane.admin.v1.GetDatabaseResponse
+	(*Column)(nil),                                // 21: metaplane.admin.v1.Column
+	(*TableDescriptor)(nil),                       // 22: metaplane.admin.v1.TableDescriptor
+	(*Bucket)(nil),                                // 23: metaplane.admin.v1.Bucket
+	(*TableInfo)(nil),                             // 24: metaplane.admin.v1.TableInfo
+	(*CreateTableRequest)(nil),                    // 25: metaplane.admin.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),                   // 26: metaplane.admin.v1.CreateTableResponse
+	(*DropTableRequest)(nil),                      // 27: metaplane.admin.v1.DropTableRequest
+	(*DropTableResponse)(nil),                     // 28: metaplane.admin.v1.DropTableResponse
+	(*GetTableInfoRequest)(nil),                   // 29: metaplane.admin.v1.GetTableInfoRequest
+	(*GetTableInfoResponse)(nil),                  // 30: metaplane.admin.v1.GetTableInfoResponse
+	(*ListTablesRequest)(nil),                     // 31: metaplane.admin.v1.ListTablesRequest
+	(*ListTablesResponse)(nil),                    // 32: metaplane.admin.v1.ListTablesResponse
+	(*PartitionInfo)(nil),                         // 33: metaplane.admin.v1.PartitionInfo
+	(*CreatePartitionRequest)(nil),                // 34: metaplane.admin.v1.CreatePartitionRequest
+	(*CreatePartitionResponse)(nil),               // 35: metaplane.admin.v1.CreatePartitionResponse
+	(*DropPartitionRequest)(nil),                  // 36: metaplane.admin.v1.DropPartitionRequest
+	(*DropPartitionResponse)(nil),                 // 37: metaplane.admin.v1.DropPartitionResponse
+	(*ListPartitionsRequest)(nil),                 // 38: metaplane.admin.v1.ListPartitionsRequest
+	(*ListPartitionsResponse)(nil),                // 39: metaplane.admin.v1.ListPartitionsResponse
+	(*TabletServer)(nil),                          // 40: metaplane.admin.v1.TabletServer
+	(*ListTabletServersRequest)(nil),              // 41: metaplane.admin.v1.ListTabletServersRequest
+	(*ListTabletServersResponse)(nil),             // 42: metaplane.admin.v1.ListTabletServersResponse
+	(*AllocateIDsRequest)(nil),                    // 43: metaplane.admin.v1.AllocateIDsRequest
+	(*AllocateIDsResponse)(nil),                   // 44: metaplane.admin.v1.AllocateIDsResponse
+	(*ACLEntry)(nil),                              // 45: metaplane.admin.v1.ACLEntry
+	(*ResourceACLs)(nil),                          // 46: metaplane.admin.v1.ResourceACLs
+	(*AddACLsRequest)(nil),                        // 47: metaplane.admin.v1.AddACLsRequest
+	(*AddACLsResponse)(nil),                       // 48: metaplane.admin.v1.AddACLsResponse
+	(*RemoveACLsRequest)(nil),                     // 49: metaplane.admin.v1.RemoveACLsRequest
+	(*RemoveACLsResponse)(nil),                    // 50: metaplane.admin.v1.RemoveACLsResponse
+	(*ListACLsRequest)(nil),                       // 51: metaplane.admin.v1.ListACLsRequest
+	(*ListACLsResponse)(nil),                      // 52: metaplane.admin.v1.ListACLsResponse
+	(*AlterConfigsRequest)(nil),                   // 53: metaplane.admin.v1.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                  // 54: metaplane.admin.v1.AlterConfigsResponse
+	(*DescribeConfigsRequest)(nil),                // 55: metaplane.admin.v1.DescribeConfigsRequest
+	(*DescribeConfigsResponse)(nil),               // 56: metaplane.admin.v1.DescribeConfigsResponse
+	(*SetServerTagsRequest)(nil),                  // 57: metaplane.admin.v1.SetServerTagsRequest
+	(*SetServerTagsResponse)(nil),                 // 58: metaplane.admin.v1.SetServerTagsResponse
+	(*GetServerTagsRequest)(nil),                  // 59: metaplane.admin.v1.GetServerTagsRequest
+	(*GetServerTagsResponse)(nil),                 // 60: metaplane.admin.v1.GetServerTagsResponse
+	(*GetLeaderRequest)(nil),                      // 61: metaplane.admin.v1.GetLeaderRequest
+	(*GetLeaderResponse)(nil),                     // 62: metaplane.admin.v1.GetLeaderResponse
+	(*RegisterTabletServerRequest)(nil),           // 63: metaplane.admin.v1.RegisterTabletServerRequest
+	(*RegisterTabletServerResponse)(nil),          // 64: metaplane.admin.v1.RegisterTabletServerResponse
+	(*TabletServerHeartbeatRequest)(nil),          // 65: metaplane.admin.v1.TabletServerHeartbeatRequest
+	(*TabletServerHeartbeatResponse)(nil),         // 66: metaplane.admin.v1.TabletServerHeartbeatResponse
+	(*MetadataRecord)(nil),                        // 67: metaplane.admin.v1.MetadataRecord
+	(*FetchMetadataRequest)(nil),                  // 68: metaplane.admin.v1.FetchMetadataRequest
+	(*FetchMetadataResponse)(nil),                 // 69: metaplane.admin.v1.FetchMetadataResponse
+	(*FetchMetadataSnapshotRequest)(nil),          // 70: metaplane.admin.v1.FetchMetadataSnapshotRequest
+	(*MetadataNode)(nil),                          // 71: metaplane.admin.v1.MetadataNode
+	(*FetchMetadataSnapshotResponse)(nil),         // 72: metaplane.admin.v1.FetchMetadataSnapshotResponse
+	(*NotifyLeaderAndIsrRequest)(nil),             // 73: metaplane.admin.v1.NotifyLeaderAndIsrRequest
+	(*NotifyLeaderAndIsrResponse)(nil),            // 74: metaplane.admin.v1.NotifyLeaderAndIsrResponse
+	(*GetTabletServerStateRequest)(nil),           // 75: metaplane.admin.v1.GetTabletServerStateRequest
+	(*GetTabletServerStateResponse)(nil),          // 76: metaplane.admin.v1.GetTabletServerStateResponse
+	nil,                                           // 77: metaplane.admin.v1.CreateDatabaseRequest.CustomPropertiesEntry
+	nil,                                           // 78: metaplane.admin.v1.GetDatabaseResponse.CustomPropertiesEntry
+	nil,                                           // 79: metaplane.admin.v1.TableDescriptor.PropertiesEntry
+	nil,                                           // 80: metaplane.admin.v1.TableDescriptor.CustomPropertiesEntry
+	nil,                                           // 81: metaplane.admin.v1.AlterConfigsRequest.SetEntry
+	nil,                                           // 82: metaplane.admin.v1.DescribeConfigsResponse.ConfigsEntry
+	nil,                                           // 83: metaplane.admin.v1.GetServerTagsResponse.TagsEntry
+	(*NotifyLeaderAndIsrRequest_BucketState)(nil), // 84: metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
 }
 var file_metaplane_admin_v1_admin_proto_depIdxs = []int32{
 	0,  // 0: metaplane.admin.v1.ErrorDetail.outcome:type_name -> metaplane.admin.v1.Outcome
 	1,  // 1: metaplane.admin.v1.GetCoordinatorRaftStatusResponse.view:type_name -> metaplane.admin.v1.RaftStatusView
-	7,  // 2: metaplane.admin.v1.GetCoordinatorRaftStatusResponse.members:type_name -> metaplane.admin.v1.RaftMember
-	73, // 3: metaplane.admin.v1.CreateDatabaseRequest.custom_properties:type_name -> metaplane.admin.v1.CreateDatabaseRequest.CustomPropertiesEntry
-	74, // 4: metaplane.admin.v1.GetDatabaseResponse.custom_properties:type_name -> metaplane.admin.v1.GetDatabaseResponse.CustomPropertiesEntry
-	17, // 5: metaplane.admin.v1.TableDescriptor.columns:type_name -> metaplane.admin.v1.Column
-	75, // 6: metaplane.admin.v1.TableDescriptor.properties:type_name -> metaplane.admin.v1.TableDescriptor.PropertiesEntry
-	76, // 7: metaplane.admin.v1.TableDescriptor.custom_properties:type_name -> metaplane.admin.v1.TableDescriptor.CustomPropertiesEntry
-	18, // 8: metaplane.admin.v1.TableInfo.descriptor:type_name -> metaplane.admin.v1.TableDescriptor
-	19, // 9: metaplane.admin.v1.TableInfo.buckets:type_name -> metaplane.admin.v1.Bucket
-	18, // 10: metaplane.admin.v1.CreateTableRequest.descriptor:type_name -> metaplane.admin.v1.TableDescriptor
-	20, // 11: metaplane.admin.v1.CreateTableResponse.table:type_name -> metaplane.admin.v1.TableInfo
-	20, // 12: metaplane.admin.v1.GetTableInfoResponse.table:type_name -> metaplane.admin.v1.TableInfo
-	29, // 13: metaplane.admin.v1.CreatePartitionResponse.partition:type_name -> metaplane.admin.v1.PartitionInfo
-	29, // 14: metaplane.admin.v1.ListPartitionsResponse.partitions:type_name -> metaplane.admin.v1.PartitionInfo
-	36, // 15: metaplane.admin.v1.ListTabletServersResponse.servers:type_name -> metaplane.admin.v1.TabletServer
-	41, // 16: metaplane.admin.v1.ResourceACLs.acls:type_name -> metaplane.admin.v1.ACLEntry
-	41, // 17: metaplane.admin.v1.AddACLsRequest.acls:type_name -> metaplane.admin.v1.ACLEntry
-	41, // 18: metaplane.admin.v1.RemoveACLsRequest.filter:type_name -> metaplane.admin.v1.ACLEntry
-	42, // 19: metaplane.admin.v1.ListACLsResponse.resources:type_name -> metaplane.admin.v1.ResourceACLs
-	77, // 20: metaplane.admin.v1.AlterConfigsRequest.set:type_name -> metaplane.admin.v1.AlterConfigsRequest.SetEntry
-	78, // 21: metaplane.admin.v1.DescribeConfigsResponse.configs:type_name -> metaplane.admin.v1.DescribeConfigsResponse.ConfigsEntry
-	79, // 22: metaplane.admin.v1.GetServerTagsResponse.tags:type_name -> metaplane.admin.v1.GetServerTagsResponse.TagsEntry
+	11, // 2: metaplane.admin.v1.GetCoordinatorRaftStatusResponse.members:type_name -> metaplane.admin.v1.RaftMember
+	77, // 3: metaplane.admin.v1.CreateDatabaseRequest.custom_properties:type_name -> metaplane.admin.v1.CreateDatabaseRequest.CustomPropertiesEntry
+	78, // 4: metaplane.admin.v1.GetDatabaseResponse.custom_properties:type_name -> metaplane.admin.v1.GetDatabaseResponse.CustomPropertiesEntry
+	21, // 5: metaplane.admin.v1.TableDescriptor.columns:type_name -> metaplane.admin.v1.Column
+	79, // 6: metaplane.admin.v1.TableDescriptor.properties:type_name -> metaplane.admin.v1.TableDescriptor.PropertiesEntry
+	80, // 7: metaplane.admin.v1.TableDescriptor.custom_properties:type_name -> metaplane.admin.v1.TableDescriptor.CustomPropertiesEntry
+	22, // 8: metaplane.admin.v1.TableInfo.descriptor:type_name -> metaplane.admin.v1.TableDescriptor
+	23, // 9: metaplane.admin.v1.TableInfo.buckets:type_name -> metaplane.admin.v1.Bucket
+	22, // 10: metaplane.admin.v1.CreateTableRequest.descriptor:type_name -> metaplane.admin.v1.TableDescriptor
+	24, // 11: metaplane.admin.v1.CreateTableResponse.table:type_name -> metaplane.admin.v1.TableInfo
+	24, // 12: metaplane.admin.v1.GetTableInfoResponse.table:type_name -> metaplane.admin.v1.TableInfo
+	33, // 13: metaplane.admin.v1.CreatePartitionResponse.partition:type_name -> metaplane.admin.v1.PartitionInfo
+	33, // 14: metaplane.admin.v1.ListPartitionsResponse.partitions:type_name -> metaplane.admin.v1.PartitionInfo
+	40, // 15: metaplane.admin.v1.ListTabletServersResponse.servers:type_name -> metaplane.admin.v1.TabletServer
+	45, // 16: metaplane.admin.v1.ResourceACLs.acls:type_name -> metaplane.admin.v1.ACLEntry
+	45, // 17: metaplane.admin.v1.AddACLsRequest.acls:type_name -> metaplane.admin.v1.ACLEntry
+	45, // 18: metaplane.admin.v1.RemoveACLsRequest.filter:type_name -> metaplane.admin.v1.ACLEntry
+	46, // 19: metaplane.admin.v1.ListACLsResponse.resources:type_name -> metaplane.admin.v1.ResourceACLs
+	81, // 20: metaplane.admin.v1.AlterConfigsRequest.set:type_name -> metaplane.admin.v1.AlterConfigsRequest.SetEntry
+	82, // 21: metaplane.admin.v1.DescribeConfigsResponse.configs:type_name -> metaplane.admin.v1.DescribeConfigsResponse.ConfigsEntry
+	83, // 22: metaplane.admin.v1.GetServerTagsResponse.tags:type_name -> metaplane.admin.v1.GetServerTagsResponse.TagsEntry
 	2,  // 23: metaplane.admin.v1.MetadataRecord.type:type_name -> metaplane.admin.v1.MetadataRecord.Type
-	63, // 24: metaplane.admin.v1.FetchMetadataResponse.records:type_name -> metaplane.admin.v1.MetadataRecord
-	67, // 25: metaplane.admin.v1.FetchMetadataSnapshotResponse.nodes:type_name -> metaplane.admin.v1.MetadataNode
-	80, // 26: metaplane.admin.v1.NotifyLeaderAndIsrRequest.buckets:type_name -> metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
-	9,  // 27: metaplane.admin.v1.AdminService.CreateDatabase:input_type -> metaplane.admin.v1.CreateDatabaseRequest
-	11, // 28: metaplane.admin.v1.AdminService.DropDatabase:input_type -> metaplane.admin.v1.DropDatabaseRequest
-	13, // 29: metaplane.admin.v1.AdminService.ListDatabases:input_type -> metaplane.admin.v1.ListDatabasesRequest
-	15, // 30: metaplane.admin.v1.AdminService.GetDatabase:input_type -> metaplane.admin.v1.GetDatabaseRequest
-	21, // 31: metaplane.admin.v1.AdminService.CreateTable:input_type -> metaplane.admin.v1.CreateTableRequest
-	23, // 32: metaplane.admin.v1.AdminService.DropTable:input_type -> metaplane.admin.v1.DropTableRequest
-	25, // 33: metaplane.admin.v1.AdminService.GetTableInfo:input_type -> metaplane.admin.v1.GetTableInfoRequest
-	27, // 34: metaplane.admin.v1.AdminService.ListTables:input_type -> metaplane.admin.v1.ListTablesRequest
-	30, // 35: metaplane.admin.v1.AdminService.CreatePartition:input_type -> metaplane.admin.v1.CreatePartitionRequest
-	32, // 36: metaplane.admin.v1.AdminService.DropPartition:input_type -> metaplane.admin.v1.DropPartitionRequest
-	34, // 37: metaplane.admin.v1.AdminService.ListPartitions:input_type -> metaplane.admin.v1.ListPartitionsRequest
-	37, // 38: metaplane.admin.v1.AdminService.ListTabletServers:input_type -> metaplane.admin.v1.ListTabletServersRequest
-	39, // 39: metaplane.admin.v1.AdminService.AllocateIDs:input_type -> metaplane.admin.v1.AllocateIDsRequest
-	43, // 40: metaplane.admin.v1.AdminService.AddACLs:input_type -> metaplane.admin.v1.AddACLsRequest
-	45, // 41: metaplane.admin.v1.AdminService.RemoveACLs:input_type -> metaplane.admin.v1.RemoveACLsRequest
-	47, // 42: metaplane.admin.v1.AdminService.ListACLs:input_type -> metaplane.admin.v1.ListACLsRequest
-	49, // 43: metaplane.admin.v1.AdminService.AlterConfigs:input_type -> metaplane.admin.v1.AlterConfigsRequest
-	51, // 44: metaplane.admin.v1.AdminService.DescribeConfigs:input_type -> metaplane.admin.v1.DescribeConfigsRequest
-	53, // 45: metaplane.admin.v1.AdminService.SetServerTags:input_type -> metaplane.admin.v1.SetServerTagsRequest
-	55, // 46: metaplane.admin.v1.AdminService.GetServerTags:input_type -> metaplane.admin.v1.GetServerTagsRequest
-	57, // 47: metaplane.admin.v1.AdminService.GetLeader:input_type -> metaplane.admin.v1.GetLeaderRequest
-	6,  // 48: metaplane.admin.v1.AdminService.GetCoordinatorRaftStatus:input_type -> metaplane.admin.v1.GetCoordinatorRaftStatusRequest
+	67, // 24: metaplane.admin.v1.FetchMetadataResponse.records:type_name -> metaplane.admin.v1.MetadataRecord
+	71, // 25: metaplane.admin.v1.FetchMetadataSnapshotResponse.nodes:type_name -> metaplane.admin.v1.MetadataNode
+	84, // 26: metaplane.admin.v1.NotifyLeaderAndIsrRequest.buckets:type_name -> metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
+	13, // 27: metaplane.admin.v1.AdminService.CreateDatabase:input_type -> metaplane.admin.v1.CreateDatabaseRequest
+	15, // 28: metaplane.admin.v1.AdminService.DropDatabase:input_type -> metaplane.admin.v1.DropDatabaseRequest
+	17, // 29: metaplane.admin.v1.AdminService.ListDatabases:input_type -> metaplane.admin.v1.ListDatabasesRequest
+	19, // 30: metaplane.admin.v1.AdminService.GetDatabase:input_type -> metaplane.admin.v1.GetDatabaseRequest
+	25, // 31: metaplane.admin.v1.AdminService.CreateTable:input_type -> metaplane.admin.v1.CreateTableRequest
+	27, // 32: metaplane.admin.v1.AdminService.DropTable:input_type -> metaplane.admin.v1.DropTableRequest
+	29, // 33: metaplane.admin.v1.AdminService.GetTableInfo:input_type -> metaplane.admin.v1.GetTableInfoRequest
+	31, // 34: metaplane.admin.v1.AdminService.ListTables:input_type -> metaplane.admin.v1.ListTablesRequest
+	34, // 35: metaplane.admin.v1.AdminService.CreatePartition:input_type -> metaplane.admin.v1.CreatePartitionRequest
+	36, // 36: metaplane.admin.v1.AdminService.DropPartition:input_type -> metaplane.admin.v1.DropPartitionRequest
+	38, // 37: metaplane.admin.v1.AdminService.ListPartitions:input_type -> metaplane.admin.v1.ListPartitionsRequest
+	41, // 38: metaplane.admin.v1.AdminService.ListTabletServers:input_type -> metaplane.admin.v1.ListTabletServersRequest
+	43, // 39: metaplane.admin.v1.AdminService.AllocateIDs:input_type -> metaplane.admin.v1.AllocateIDsRequest
+	47, // 40: metaplane.admin.v1.AdminService.AddACLs:input_type -> metaplane.admin.v1.AddACLsRequest
+	49, // 41: metaplane.admin.v1.AdminService.RemoveACLs:input_type -> metaplane.admin.v1.RemoveACLsRequest
+	51, // 42: metaplane.admin.v1.AdminService.ListACLs:input_type -> metaplane.admin.v1.ListACLsRequest
+	53, // 43: metaplane.admin.v1.AdminService.AlterConfigs:input_type -> metaplane.admin.v1.AlterConfigsRequest
+	55, // 44: metaplane.admin.v1.AdminService.DescribeConfigs:input_type -> metaplane.admin.v1.DescribeConfigsRequest
+	57, // 45: metaplane.admin.v1.AdminService.SetServerTags:input_type -> metaplane.admin.v1.SetServerTagsRequest
+	59, // 46: metaplane.admin.v1.AdminService.GetServerTags:input_type -> metaplane.admin.v1.GetServerTagsRequest
+	61, // 47: metaplane.admin.v1.AdminService.GetLeader:input_type -> metaplane.admin.v1.GetLeaderRequest
+	10, // 48: metaplane.admin.v1.AdminService.GetCoordinatorRaftStatus:input_type -> metaplane.admin.v1.GetCoordinatorRaftStatusRequest
 	4,  // 49: metaplane.admin.v1.AdminService.TransferRaftLeadership:input_type -> metaplane.admin.v1.TransferRaftLeadershipRequest
-	59, // 50: metaplane.admin.v1.TabletServerService.RegisterTabletServer:input_type -> metaplane.admin.v1.RegisterTabletServerRequest
-	61, // 51: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:input_type -> metaplane.admin.v1.TabletServerHeartbeatRequest
-	64, // 52: metaplane.admin.v1.TabletServerService.FetchMetadata:input_type -> metaplane.admin.v1.FetchMetadataRequest
-	66, // 53: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:input_type -> metaplane.admin.v1.FetchMetadataSnapshotRequest
-	69, // 54: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:input_type -> metaplane.admin.v1.NotifyLeaderAndIsrRequest
-	71, // 55: metaplane.admin.v1.TabletService.GetTabletServerState:input_type -> metaplane.admin.v1.GetTabletServerStateRequest
-	10, // 56: metaplane.admin.v1.AdminService.CreateDatabase:output_type -> metaplane.admin.v1.CreateDatabaseResponse
-	12, // 57: metaplane.admin.v1.AdminService.DropDatabase:output_type -> metaplane.admin.v1.DropDatabaseResponse
-	14, // 58: metaplane.admin.v1.AdminService.ListDatabases:output_type -> metaplane.admin.v1.ListDatabasesResponse
-	16, // 59: metaplane.admin.v1.AdminService.GetDatabase:output_type -> metaplane.admin.v1.GetDatabaseResponse
-	22, // 60: metaplane.admin.v1.AdminService.CreateTable:output_type -> metaplane.admin.v1.CreateTableResponse
-	24, // 61: metaplane.admin.v1.AdminService.DropTable:output_type -> metaplane.admin.v1.DropTableResponse
-	26, // 62: metaplane.admin.v1.AdminService.GetTableInfo:output_type -> metaplane.admin.v1.GetTableInfoResponse
-	28, // 63: metaplane.admin.v1.AdminService.ListTables:output_type -> metaplane.admin.v1.ListTablesResponse
-	31, // 64: metaplane.admin.v1.AdminService.CreatePartition:output_type -> metaplane.admin.v1.CreatePartitionResponse
-	33, // 65: metaplane.admin.v1.AdminService.DropPartition:output_type -> metaplane.admin.v1.DropPartitionResponse
-	35, // 66: metaplane.admin.v1.AdminService.ListPartitions:output_type -> metaplane.admin.v1.ListPartitionsResponse
-	38, // 67: metaplane.admin.v1.AdminService.ListTabletServers:output_type -> metaplane.admin.v1.ListTabletServersResponse
-	40, // 68: metaplane.admin.v1.AdminService.AllocateIDs:output_type -> metaplane.admin.v1.AllocateIDsResponse
-	44, // 69: metaplane.admin.v1.AdminService.AddACLs:output_type -> metaplane.admin.v1.AddACLsResponse
-	46, // 70: metaplane.admin.v1.AdminService.RemoveACLs:output_type -> metaplane.admin.v1.RemoveACLsResponse
-	48, // 71: metaplane.admin.v1.AdminService.ListACLs:output_type -> metaplane.admin.v1.ListACLsResponse
-	50, // 72: metaplane.admin.v1.AdminService.AlterConfigs:output_type -> metaplane.admin.v1.AlterConfigsResponse
-	52, // 73: metaplane.admin.v1.AdminService.DescribeConfigs:output_type -> metaplane.admin.v1.DescribeConfigsResponse
-	54, // 74: metaplane.admin.v1.AdminService.SetServerTags:output_type -> metaplane.admin.v1.SetServerTagsResponse
-	56, // 75: metaplane.admin.v1.AdminService.GetServerTags:output_type -> metaplane.admin.v1.GetServerTagsResponse
-	58, // 76: metaplane.admin.v1.AdminService.GetLeader:output_type -> metaplane.admin.v1.GetLeaderResponse
-	8,  // 77: metaplane.admin.v1.AdminService.GetCoordinatorRaftStatus:output_type -> metaplane.admin.v1.GetCoordinatorRaftStatusResponse
-	5,  // 78: metaplane.admin.v1.AdminService.TransferRaftLeadership:output_type -> metaplane.admin.v1.TransferRaftLeadershipResponse
-	60, // 79: metaplane.admin.v1.TabletServerService.RegisterTabletServer:output_type -> metaplane.admin.v1.RegisterTabletServerResponse
-	62, // 80: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:output_type -> metaplane.admin.v1.TabletServerHeartbeatResponse
-	65, // 81: metaplane.admin.v1.TabletServerService.FetchMetadata:output_type -> metaplane.admin.v1.FetchMetadataResponse
-	68, // 82: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:output_type -> metaplane.admin.v1.FetchMetadataSnapshotResponse
-	70, // 83: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:output_type -> metaplane.admin.v1.NotifyLeaderAndIsrResponse
-	72, // 84: metaplane.admin.v1.TabletService.GetTabletServerState:output_type -> metaplane.admin.v1.GetTabletServerStateResponse
-	56, // [56:85] is the sub-list for method output_type
-	27, // [27:56] is the sub-list for method input_type
+	6,  // 50: metaplane.admin.v1.AdminService.AddRaftVoter:input_type -> metaplane.admin.v1.AddRaftVoterRequest
+	8,  // 51: metaplane.admin.v1.AdminService.RemoveRaftVoter:input_type -> metaplane.admin.v1.RemoveRaftVoterRequest
+	63, // 52: metaplane.admin.v1.TabletServerService.RegisterTabletServer:input_type -> metaplane.admin.v1.RegisterTabletServerRequest
+	65, // 53: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:input_type -> metaplane.admin.v1.TabletServerHeartbeatRequest
+	68, // 54: metaplane.admin.v1.TabletServerService.FetchMetadata:input_type -> metaplane.admin.v1.FetchMetadataRequest
+	70, // 55: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:input_type -> metaplane.admin.v1.FetchMetadataSnapshotRequest
+	73, // 56: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:input_type -> metaplane.admin.v1.NotifyLeaderAndIsrRequest
+	75, // 57: metaplane.admin.v1.TabletService.GetTabletServerState:input_type -> metaplane.admin.v1.GetTabletServerStateRequest
+	14, // 58: metaplane.admin.v1.AdminService.CreateDatabase:output_type -> metaplane.admin.v1.CreateDatabaseResponse
+	16, // 59: metaplane.admin.v1.AdminService.DropDatabase:output_type -> metaplane.admin.v1.DropDatabaseResponse
+	18, // 60: metaplane.admin.v1.AdminService.ListDatabases:output_type -> metaplane.admin.v1.ListDatabasesResponse
+	20, // 61: metaplane.admin.v1.AdminService.GetDatabase:output_type -> metaplane.admin.v1.GetDatabaseResponse
+	26, // 62: metaplane.admin.v1.AdminService.CreateTable:output_type -> metaplane.admin.v1.CreateTableResponse
+	28, // 63: metaplane.admin.v1.AdminService.DropTable:output_type -> metaplane.admin.v1.DropTableResponse
+	30, // 64: metaplane.admin.v1.AdminService.GetTableInfo:output_type -> metaplane.admin.v1.GetTableInfoResponse
+	32, // 65: metaplane.admin.v1.AdminService.ListTables:output_type -> metaplane.admin.v1.ListTablesResponse
+	35, // 66: metaplane.admin.v1.AdminService.CreatePartition:output_type -> metaplane.admin.v1.CreatePartitionResponse
+	37, // 67: metaplane.admin.v1.AdminService.DropPartition:output_type -> metaplane.admin.v1.DropPartitionResponse
+	39, // 68: metaplane.admin.v1.AdminService.ListPartitions:output_type -> metaplane.admin.v1.ListPartitionsResponse
+	42, // 69: metaplane.admin.v1.AdminService.ListTabletServers:output_type -> metaplane.admin.v1.ListTabletServersResponse
+	44, // 70: metaplane.admin.v1.AdminService.AllocateIDs:output_type -> metaplane.admin.v1.AllocateIDsResponse
+	48, // 71: metaplane.admin.v1.AdminService.AddACLs:output_type -> metaplane.admin.v1.AddACLsResponse
+	50, // 72: metaplane.admin.v1.AdminService.RemoveACLs:output_type -> metaplane.admin.v1.RemoveACLsResponse
+	52, // 73: metaplane.admin.v1.AdminService.ListACLs:output_type -> metaplane.admin.v1.ListACLsResponse
+	54, // 74: metaplane.admin.v1.AdminService.AlterConfigs:output_type -> metaplane.admin.v1.AlterConfigsResponse
+	56, // 75: metaplane.admin.v1.AdminService.DescribeConfigs:output_type -> metaplane.admin.v1.DescribeConfigsResponse
+	58, // 76: metaplane.admin.v1.AdminService.SetServerTags:output_type -> metaplane.admin.v1.SetServerTagsResponse
+	60, // 77: metaplane.admin.v1.AdminService.GetServerTags:output_type -> metaplane.admin.v1.GetServerTagsResponse
+	62, // 78: metaplane.admin.v1.AdminService.GetLeader:output_type -> metaplane.admin.v1.GetLeaderResponse
+	12, // 79: metaplane.admin.v1.AdminService.GetCoordinatorRaftStatus:output_type -> metaplane.admin.v1.GetCoordinatorRaftStatusResponse
+	5,  // 80: metaplane.admin.v1.AdminService.TransferRaftLeadership:output_type -> metaplane.admin.v1.TransferRaftLeadershipResponse
+	7,  // 81: metaplane.admin.v1.AdminService.AddRaftVoter:output_type -> metaplane.admin.v1.AddRaftVoterResponse
+	9,  // 82: metaplane.admin.v1.AdminService.RemoveRaftVoter:output_type -> metaplane.admin.v1.RemoveRaftVoterResponse
+	64, // 83: metaplane.admin.v1.TabletServerService.RegisterTabletServer:output_type -> metaplane.admin.v1.RegisterTabletServerResponse
+	66, // 84: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:output_type -> metaplane.admin.v1.TabletServerHeartbeatResponse
+	69, // 85: metaplane.admin.v1.TabletServerService.FetchMetadata:output_type -> metaplane.admin.v1.FetchMetadataResponse
+	72, // 86: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:output_type -> metaplane.admin.v1.FetchMetadataSnapshotResponse
+	74, // 87: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:output_type -> metaplane.admin.v1.NotifyLeaderAndIsrResponse
+	76, // 88: metaplane.admin.v1.TabletService.GetTabletServerState:output_type -> metaplane.admin.v1.GetTabletServerStateResponse
+	58, // [58:89] is the sub-list for method output_type
+	27, // [27:58] is the sub-list for method input_type
 	27, // [27:27] is the sub-list for extension type_name
 	27, // [27:27] is the sub-list for extension extendee
 	0,  // [0:27] is the sub-list for field type_name
@@ -5073,7 +5290,7 @@ func file_metaplane_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metaplane_admin_v1_admin_proto_rawDesc), len(file_metaplane_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   78,
+			NumMessages:   82,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -64,6 +64,8 @@ const (
 	AdminService_GetLeader_FullMethodName                = "/metaplane.admin.v1.AdminService/GetLeader"
 	AdminService_GetCoordinatorRaftStatus_FullMethodName = "/metaplane.admin.v1.AdminService/GetCoordinatorRaftStatus"
 	AdminService_TransferRaftLeadership_FullMethodName   = "/metaplane.admin.v1.AdminService/TransferRaftLeadership"
+	AdminService_AddRaftVoter_FullMethodName             = "/metaplane.admin.v1.AdminService/AddRaftVoter"
+	AdminService_RemoveRaftVoter_FullMethodName          = "/metaplane.admin.v1.AdminService/RemoveRaftVoter"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -111,6 +113,25 @@ type AdminServiceClient interface {
 	// UNAVAILABLE (it may still complete). A backend that does not declare
 	// LeadershipTransfer answers UNIMPLEMENTED naming the backend.
 	TransferRaftLeadership(ctx context.Context, in *TransferRaftLeadershipRequest, opts ...grpc.CallOption) (*TransferRaftLeadershipResponse, error)
+	// AddRaftVoter is ADD_RAFT_VOTER (leader only; a standby answers
+	// NOT_LEADER with the leader): it adds the member id at the Raft address
+	// as non-voting, waits (bounded by catch_up_timeout_ms) until it has
+	// reported its progress caught up, then promotes it to voter. A
+	// duplicate id or address is refused with INVALID_ARGUMENT; a member
+	// that does not catch up in time is removed again (the voter set is
+	// unchanged) and the call answers INVALID_ARGUMENT saying so (UNAVAILABLE
+	// if the removal itself failed: the member may remain non-voting, never
+	// a voter). A backend that
+	// does not declare Membership answers UNIMPLEMENTED naming the backend.
+	AddRaftVoter(ctx context.Context, in *AddRaftVoterRequest, opts ...grpc.CallOption) (*AddRaftVoterResponse, error)
+	// RemoveRaftVoter is REMOVE_RAFT_VOTER (leader only): it removes the
+	// member id. It refuses (INVALID_ARGUMENT, nothing changes) removing
+	// the last voter, removing the leader (transfer the leadership first),
+	// and a removal after which the remaining voters would not hold a
+	// quorum of members reachable from the leader; an unknown id is
+	// INVALID_ARGUMENT. A backend that does not declare Membership answers
+	// UNIMPLEMENTED naming the backend.
+	RemoveRaftVoter(ctx context.Context, in *RemoveRaftVoterRequest, opts ...grpc.CallOption) (*RemoveRaftVoterResponse, error)
 }
 
 type adminServiceClient struct {
@@ -351,6 +372,26 @@ func (c *adminServiceClient) TransferRaftLeadership(ctx context.Context, in *Tra
 	return out, nil
 }
 
+func (c *adminServiceClient) AddRaftVoter(ctx context.Context, in *AddRaftVoterRequest, opts ...grpc.CallOption) (*AddRaftVoterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddRaftVoterResponse)
+	err := c.cc.Invoke(ctx, AdminService_AddRaftVoter_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) RemoveRaftVoter(ctx context.Context, in *RemoveRaftVoterRequest, opts ...grpc.CallOption) (*RemoveRaftVoterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveRaftVoterResponse)
+	err := c.cc.Invoke(ctx, AdminService_RemoveRaftVoter_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -396,6 +437,25 @@ type AdminServiceServer interface {
 	// UNAVAILABLE (it may still complete). A backend that does not declare
 	// LeadershipTransfer answers UNIMPLEMENTED naming the backend.
 	TransferRaftLeadership(context.Context, *TransferRaftLeadershipRequest) (*TransferRaftLeadershipResponse, error)
+	// AddRaftVoter is ADD_RAFT_VOTER (leader only; a standby answers
+	// NOT_LEADER with the leader): it adds the member id at the Raft address
+	// as non-voting, waits (bounded by catch_up_timeout_ms) until it has
+	// reported its progress caught up, then promotes it to voter. A
+	// duplicate id or address is refused with INVALID_ARGUMENT; a member
+	// that does not catch up in time is removed again (the voter set is
+	// unchanged) and the call answers INVALID_ARGUMENT saying so (UNAVAILABLE
+	// if the removal itself failed: the member may remain non-voting, never
+	// a voter). A backend that
+	// does not declare Membership answers UNIMPLEMENTED naming the backend.
+	AddRaftVoter(context.Context, *AddRaftVoterRequest) (*AddRaftVoterResponse, error)
+	// RemoveRaftVoter is REMOVE_RAFT_VOTER (leader only): it removes the
+	// member id. It refuses (INVALID_ARGUMENT, nothing changes) removing
+	// the last voter, removing the leader (transfer the leadership first),
+	// and a removal after which the remaining voters would not hold a
+	// quorum of members reachable from the leader; an unknown id is
+	// INVALID_ARGUMENT. A backend that does not declare Membership answers
+	// UNIMPLEMENTED naming the backend.
+	RemoveRaftVoter(context.Context, *RemoveRaftVoterRequest) (*RemoveRaftVoterResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -474,6 +534,12 @@ func (UnimplementedAdminServiceServer) GetCoordinatorRaftStatus(context.Context,
 }
 func (UnimplementedAdminServiceServer) TransferRaftLeadership(context.Context, *TransferRaftLeadershipRequest) (*TransferRaftLeadershipResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TransferRaftLeadership not implemented")
+}
+func (UnimplementedAdminServiceServer) AddRaftVoter(context.Context, *AddRaftVoterRequest) (*AddRaftVoterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddRaftVoter not implemented")
+}
+func (UnimplementedAdminServiceServer) RemoveRaftVoter(context.Context, *RemoveRaftVoterRequest) (*RemoveRaftVoterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveRaftVoter not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -910,6 +976,42 @@ func _AdminService_TransferRaftLeadership_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_AddRaftVoter_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddRaftVoterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).AddRaftVoter(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_AddRaftVoter_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).AddRaftVoter(ctx, req.(*AddRaftVoterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_RemoveRaftVoter_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveRaftVoterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RemoveRaftVoter(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RemoveRaftVoter_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RemoveRaftVoter(ctx, req.(*RemoveRaftVoterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1008,6 +1110,14 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TransferRaftLeadership",
 			Handler:    _AdminService_TransferRaftLeadership_Handler,
+		},
+		{
+			MethodName: "AddRaftVoter",
+			Handler:    _AdminService_AddRaftVoter_Handler,
+		},
+		{
+			MethodName: "RemoveRaftVoter",
+			Handler:    _AdminService_RemoveRaftVoter_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

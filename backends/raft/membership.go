@@ -1,0 +1,252 @@
+package raft
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/lni/dragonboat/v4"
+
+	"github.com/metaplane/metaplane/core"
+)
+
+// DefaultCatchUpTimeout bounds AddVoter's wait for the new member to catch
+// up when ctx has no deadline.
+const DefaultCatchUpTimeout = 60 * time.Second
+
+func parseReplicaID(id string) (uint64, error) {
+	rid, err := strconv.ParseUint(id, 10, 64)
+	if err != nil || rid == 0 {
+		return 0, fmt.Errorf("%w: member id %q: want a positive integer", core.ErrInvalidArgument, id)
+	}
+	return rid, nil
+}
+
+// AddVoter, on the Raft leader, adds the member id (its replica id in
+// decimal) at address (its Raft host:port) as non-voting (Dragonboat's
+// SyncRequestAddNonVoting), waits until it has caught up (a progress
+// report, made with its coordinator's session renewals, at most
+// MaxTransferLag entries behind, made after it was added), then promotes it
+// to voter (SyncRequestAddReplica). The wait is bounded by ctx (by
+// DefaultCatchUpTimeout when ctx has no deadline); a member that does not
+// catch up in time is removed again, so the voter set is unchanged. The new
+// member must be started with coordinator.raft.join=true. Errors:
+// ErrNotLeader, ErrInvalidArgument (a bad id, an id or address already in
+// the membership or removed before, a member that did not catch up),
+// ErrUnavailable (a membership change that did not commit; or the removal
+// of a member that did not catch up failed, leaving it non-voting),
+// ErrClosed.
+func (c *Client) AddVoter(ctx context.Context, id string, address string) error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	m := c.m
+	rid, err := parseReplicaID(id)
+	if err != nil {
+		return err
+	}
+	if address == "" {
+		return fmt.Errorf("%w: member %s: no Raft address", core.ErrInvalidArgument, id)
+	}
+	if !m.isLeader() {
+		return m.notLeader()
+	}
+	st := m.status(ctx)
+	for _, ms := range st.Members {
+		if ms.ID == id {
+			return fmt.Errorf("%w: member %s is in the membership already (%s at %s)", core.ErrInvalidArgument, id, ms.Kind, ms.Address)
+		}
+		if ms.Address == address {
+			return fmt.Errorf("%w: address %s is member %s's (%s)", core.ErrInvalidArgument, address, ms.ID, ms.Kind)
+		}
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultCatchUpTimeout)
+		defer cancel()
+	}
+	added := time.Now()
+	if err := m.changeMembership(ctx, "add non-voting member", func(cctx context.Context) error {
+		return m.nh.SyncRequestAddNonVoting(cctx, shardID, rid, address, 0)
+	}); err != nil {
+		return err
+	}
+	m.opts.Logf("raft: member %d at %s added as non-voting; waiting for it to catch up", rid, address)
+	// Wait for a fresh progress report of the new member at most
+	// MaxTransferLag entries behind.
+	var last *followerProgress
+	for {
+		m.mu.Lock()
+		p, ok := m.progress[rid]
+		closed, ch := m.closed, m.applyC
+		m.mu.Unlock()
+		if closed {
+			return errClosed
+		}
+		if ok && p.at.After(added) {
+			last = &p
+			if p.lag <= MaxTransferLag {
+				break
+			}
+		}
+		select {
+		case <-ch:
+			continue
+		case <-ctx.Done():
+		}
+		// Not caught up in time: take it out again.
+		why := "it never reported its progress (is its coordinator running with coordinator.raft.join=true, this id and the voters?)"
+		if last != nil {
+			why = fmt.Sprintf("it was %d entries behind at its last report (at most %d)", last.lag, MaxTransferLag)
+		}
+		rctx, cancel := context.WithTimeout(context.Background(), m.opts.ProposalTimeout)
+		defer cancel()
+		if err := m.changeMembership(rctx, "remove the member that did not catch up", func(cctx context.Context) error {
+			return m.nh.SyncRequestDeleteReplica(cctx, shardID, rid, 0)
+		}); err != nil {
+			return fmt.Errorf("%w: raft: member %s did not catch up in time (%s), and removing it again failed: %v; it may remain non-voting (never a voter): remove it with remove-voter",
+				core.ErrUnavailable, id, why, err)
+		}
+		return fmt.Errorf("%w: member %s did not catch up in time: %s; it was removed again, the voter set is unchanged (a removed id cannot be reused)",
+			core.ErrInvalidArgument, id, why)
+	}
+	m.opts.Logf("raft: member %d caught up (lag %d); promoting it to voter", rid, last.lag)
+	return m.changeMembership(ctx, "promote to voter", func(cctx context.Context) error {
+		return m.nh.SyncRequestAddReplica(cctx, shardID, rid, address, 0)
+	})
+}
+
+// changeMembership runs one membership change, bounded by the proposal
+// timeout and ctx, mapping Dragonboat's refusal to ErrInvalidArgument.
+func (m *member) changeMembership(ctx context.Context, op string, fn func(context.Context) error) error {
+	cctx, cancel := context.WithTimeout(ctx, m.opts.ProposalTimeout)
+	defer cancel()
+	err := fn(cctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, dragonboat.ErrRejected):
+		return fmt.Errorf("%w: raft: %s: refused by Raft (an id that was removed before cannot be reused, nor an address in use)", core.ErrInvalidArgument, op)
+	case errors.Is(err, dragonboat.ErrInvalidOperation), errors.Is(err, dragonboat.ErrInvalidAddress):
+		return fmt.Errorf("%w: raft: %s: %v", core.ErrInvalidArgument, op, err)
+	}
+	return m.mapErr(ctx, op, err)
+}
+
+// RemoveVoter, on the Raft leader, removes the member id (a voter, a
+// non-voting member or a witness). It refuses, changing nothing: an id not
+// in the membership, the last voter, the leader itself (transfer the
+// leadership first), and removing a voter when the remaining voters (and
+// witnesses) would not hold a majority of members reachable from the
+// leader. Errors: ErrNotLeader, ErrInvalidArgument, ErrUnavailable,
+// ErrClosed.
+func (c *Client) RemoveVoter(ctx context.Context, id string) error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	m := c.m
+	rid, err := parseReplicaID(id)
+	if err != nil {
+		return err
+	}
+	if !m.isLeader() {
+		return m.notLeader()
+	}
+	st := m.status(ctx)
+	var target *core.MemberStatus
+	quorumMembers := 0
+	for i, ms := range st.Members {
+		if ms.ID == id {
+			target = &st.Members[i]
+		}
+		if ms.Kind == core.MemberVoter || ms.Kind == core.MemberWitness {
+			quorumMembers++
+		}
+	}
+	if target == nil {
+		return fmt.Errorf("%w: member %s is not in the membership", core.ErrInvalidArgument, id)
+	}
+	if target.Kind != core.MemberNonVoting {
+		if target.Kind == core.MemberVoter && quorumMembers == 1 {
+			return fmt.Errorf("%w: member %s is the last voter: removing it would leave no quorum", core.ErrInvalidArgument, id)
+		}
+		if id == st.MemberID {
+			return fmt.Errorf("%w: member %s is the leader: transfer the leadership first (remove-voter --transfer does)", core.ErrInvalidArgument, id)
+		}
+		remaining, reachable := 0, 0
+		for _, ms := range st.Members {
+			if ms.ID == id || (ms.Kind != core.MemberVoter && ms.Kind != core.MemberWitness) {
+				continue
+			}
+			remaining++
+			if ms.Reachable {
+				reachable++
+			}
+		}
+		if need := remaining/2 + 1; reachable < need {
+			return fmt.Errorf("%w: removing member %s would leave %d voters of which %d are reachable from the leader, fewer than the %d a quorum needs",
+				core.ErrInvalidArgument, id, remaining, reachable, need)
+		}
+	}
+	if err := m.changeMembership(ctx, "remove member", func(cctx context.Context) error {
+		return m.nh.SyncRequestDeleteReplica(cctx, shardID, rid, 0)
+	}); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	delete(m.progress, rid)
+	m.mu.Unlock()
+	return nil
+}
+
+// nonVotingFile, in coordinator.raft.dir, marks a member that joined as
+// non-voting and has not yet seen its promotion to voter: it restarts
+// non-voting while the file exists.
+const nonVotingFile = "non-voting"
+
+func writeFileSync(p string, b []byte) error {
+	f, err := os.Create(p)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// awaitPromotion, on a member started non-voting, removes the marker once
+// the membership lists this member as a voter, so that its next start is
+// a voter's.
+func (m *member) awaitPromotion(marker string) {
+	defer m.wg.Done()
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), m.opts.ElectionTimeout)
+		ms, err := m.nh.SyncGetShardMembership(ctx, shardID)
+		cancel()
+		if err != nil {
+			continue
+		}
+		if _, ok := ms.Nodes[m.replicaID]; ok {
+			if err := os.Remove(marker); err == nil || errors.Is(err, os.ErrNotExist) {
+				m.opts.Logf("raft: member %d is a voter", m.replicaID)
+				return
+			}
+		}
+	}
+}
