@@ -185,12 +185,20 @@ type IDAllocator interface {
 	AllocateIDs(ctx context.Context, path string, n int64, fence Fence) (first int64, err error)
 }
 
+// MembershipChangeReserve is the part of AddVoter's ctx that a backend
+// keeps for the membership changes around its catch-up wait (promoting the
+// member, or removing it again): the wait ends this long before ctx's
+// deadline (half the time left, when less than twice this is left). A
+// caller that allows a catch-up of d passes a deadline d plus this away.
+const MembershipChangeReserve = 15 * time.Second
+
 // MembershipManager is implemented by replicated backends whose voter set
 // can change at run time.
 type MembershipManager interface {
 	// AddVoter adds a voter, on the member that leads. A backend with
 	// non-voting members adds it as one first, waits (bounded by ctx) until
-	// it has caught up, then promotes it; a member that does not catch up
+	// it has caught up (the wait ends MembershipChangeReserve before ctx's
+	// deadline), then promotes it; a member that does not catch up
 	// is removed again and the call fails with ErrInvalidArgument, the
 	// voter set unchanged. A duplicate id or address is ErrInvalidArgument.
 	// Errors: ErrNotLeader, ErrInvalidArgument, ErrUnavailable, ErrClosed.

@@ -30,8 +30,9 @@ func parseReplicaID(id string) (uint64, error) {
 // SyncRequestAddNonVoting), waits until it has caught up (a progress
 // report, made with its coordinator's session renewals, at most
 // MaxTransferLag entries behind, made after it was added), then promotes it
-// to voter (SyncRequestAddReplica). The wait is bounded by ctx (by
-// DefaultCatchUpTimeout when ctx has no deadline); a member that does not
+// to voter (SyncRequestAddReplica). The wait ends
+// core.MembershipChangeReserve before ctx's deadline (after
+// DefaultCatchUpTimeout when ctx has none); a member that does not
 // catch up in time is removed again, so the voter set is unchanged. The new
 // member must be started with coordinator.raft.join=true. Errors:
 // ErrNotLeader, ErrInvalidArgument (a bad id, an id or address already in
@@ -63,11 +64,19 @@ func (c *Client) AddVoter(ctx context.Context, id string, address string) error 
 			return fmt.Errorf("%w: address %s is member %s's (%s)", core.ErrInvalidArgument, address, ms.ID, ms.Kind)
 		}
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultCatchUpTimeout)
-		defer cancel()
+	// The catch-up wait ends MembershipChangeReserve before ctx's
+	// deadline (see core.MembershipChangeReserve), leaving the rest for
+	// the promotion or the removal.
+	waitUntil := time.Now().Add(DefaultCatchUpTimeout)
+	if dl, ok := ctx.Deadline(); ok {
+		reserve := core.MembershipChangeReserve
+		if left := time.Until(dl); left < 2*reserve {
+			reserve = left / 2
+		}
+		waitUntil = dl.Add(-reserve)
 	}
+	waitCtx, cancelWait := context.WithDeadline(ctx, waitUntil)
+	defer cancelWait()
 	added := time.Now()
 	if err := m.changeMembership(ctx, "add non-voting member", func(cctx context.Context) error {
 		return m.nh.SyncRequestAddNonVoting(cctx, shardID, rid, address, 0)
@@ -95,7 +104,7 @@ func (c *Client) AddVoter(ctx context.Context, id string, address string) error 
 		select {
 		case <-ch:
 			continue
-		case <-ctx.Done():
+		case <-waitCtx.Done():
 		}
 		// Not caught up in time: take it out again.
 		why := "it never reported its progress (is its coordinator running with coordinator.raft.join=true, this id and the voters?)"

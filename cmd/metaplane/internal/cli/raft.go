@@ -57,7 +57,7 @@ docs/raft.md, Operations.`,
 	pf.StringVar(&r.bootstrap, "bootstrap-servers", "127.0.0.1:9123", "the `host:port,...` of the coordinators to ask (list them all)")
 	pf.BoolVar(&r.json, "json", false, "print the answer as JSON (and an error as JSON on stderr)")
 	pf.DurationVar(&r.timeout, "timeout", 5*time.Second, "how long to wait for each coordinator's answer")
-	cmd.AddCommand(raftStatus(r), raftLeader(r), raftTransferLeader(r))
+	cmd.AddCommand(raftStatus(r), raftLeader(r), raftTransferLeader(r), raftAddVoter(r), raftRemoveVoter(r))
 	return cmd
 }
 

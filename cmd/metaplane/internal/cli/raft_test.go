@@ -45,6 +45,7 @@ func TestRaftGolden(t *testing.T) {
 type raftProc struct {
 	id     string
 	client string
+	raft   string // its Raft host:port
 	cmd    *exec.Cmd
 	done   chan struct{}
 }
@@ -58,8 +59,6 @@ func (p *raftProc) kill() {
 // processes (each with its plugin), on loopback.
 func startRaftCoordinators(t *testing.T, n int) []*raftProc {
 	t.Helper()
-	bin := testutil.Binary(t, "metaplane")
-	pluginDir := filepath.Dir(testutil.Binary(t, "metaplane-backend-raft"))
 	clients, voters := make([]string, n), make([]string, n)
 	raftPorts := make([]int, n)
 	for i := 0; i < n; i++ {
@@ -69,28 +68,43 @@ func startRaftCoordinators(t *testing.T, n int) []*raftProc {
 	}
 	var ps []*raftProc
 	for i := 0; i < n; i++ {
-		p := &raftProc{id: strconv.Itoa(i + 1), client: clients[i], done: make(chan struct{})}
-		p.cmd = exec.Command(bin, "coordinator", "--no-env", "-D", "metadata.backend.plugin.dir="+pluginDir,
-			"-D", "metrics.address=127.0.0.1:0", "-D", "bind.listeners=CLIENT://"+clients[i], "-D", "coordinator.seed.nodes="+strings.Join(clients, ","),
-			"-D", "coordinator.raft.voters="+strings.Join(voters, ","), "-D", "coordinator.raft.node.id="+p.id,
-			"-D", "coordinator.raft.port="+strconv.Itoa(raftPorts[i]),
-			"-D", "coordinator.raft.dir="+filepath.Join(t.TempDir(), "raft"))
-		out := &testutil.SyncBuffer{}
-		p.cmd.Stdout, p.cmd.Stderr = out, out
-		p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		if err := p.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() { p.cmd.Wait(); close(p.done) }()
-		t.Cleanup(func() {
-			p.kill()
-			if t.Failed() {
-				t.Logf("---- coordinator %s ----\n%s", p.id, out.String())
-			}
-		})
+		p := &raftProc{id: strconv.Itoa(i + 1), client: clients[i], raft: fmt.Sprintf("127.0.0.1:%d", raftPorts[i])}
+		spawnRaftProc(t, p, strings.Join(clients, ","), strings.Join(voters, ","), raftPorts[i])
 		ps = append(ps, p)
 	}
 	return ps
+}
+
+// spawnRaftProc starts p as a coordinator process on the Raft backend
+// (with its plugin) with the given seeds and voters and any extra -D
+// settings, killed at the end of the test.
+func spawnRaftProc(t *testing.T, p *raftProc, seeds, voters string, raftPort int, extra ...string) {
+	t.Helper()
+	bin := testutil.Binary(t, "metaplane")
+	pluginDir := filepath.Dir(testutil.Binary(t, "metaplane-backend-raft"))
+	p.done = make(chan struct{})
+	args := []string{"coordinator", "--no-env", "-D", "metadata.backend.plugin.dir=" + pluginDir,
+		"-D", "metrics.address=127.0.0.1:0", "-D", "bind.listeners=CLIENT://" + p.client, "-D", "coordinator.seed.nodes=" + seeds,
+		"-D", "coordinator.raft.voters=" + voters, "-D", "coordinator.raft.node.id=" + p.id,
+		"-D", "coordinator.raft.port=" + strconv.Itoa(raftPort),
+		"-D", "coordinator.raft.dir=" + filepath.Join(t.TempDir(), "raft")}
+	for _, e := range extra {
+		args = append(args, "-D", e)
+	}
+	p.cmd = exec.Command(bin, args...)
+	out := &testutil.SyncBuffer{}
+	p.cmd.Stdout, p.cmd.Stderr = out, out
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			t.Logf("---- coordinator %s ----\n%s", p.id, out.String())
+		}
+	})
 }
 
 func bootstrapOf(ps []*raftProc) string {
