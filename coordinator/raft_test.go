@@ -341,4 +341,39 @@ func checkRaftStatusRPC(t *testing.T, ctx context.Context, clients []string, bac
 			t.Errorf("GetCoordinatorRaftStatus on %s (%s): %v, want UNIMPLEMENTED naming the backend", addr, backend, err)
 		}
 	}
+	checkMembershipRPCs(t, ctx, clients, backend)
+}
+
+// checkMembershipRPCs: AddRaftVoter and RemoveRaftVoter are leader-only (a
+// standby answers NOT_LEADER); on the leader, Raft refuses an unknown
+// member and a duplicate id with INVALID_ARGUMENT, and ZooKeeper (no
+// Membership) answers UNIMPLEMENTED naming the backend.
+func checkMembershipRPCs(t *testing.T, ctx context.Context, clients []string, backend string) {
+	t.Helper()
+	leaders := 0
+	for _, addr := range clients {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, rerr := dialAdmin(t, addr).RemoveRaftVoter(cctx, &adminv1.RemoveRaftVoterRequest{Id: "99"})
+		_, aerr := dialAdmin(t, addr).AddRaftVoter(cctx, &adminv1.AddRaftVoterRequest{Id: "1", Address: "127.0.0.1:1", CatchUpTimeoutMs: 1000})
+		cancel()
+		if _, ok := adminclient.NotLeaderAddress(rerr); ok {
+			if _, ok := adminclient.NotLeaderAddress(aerr); !ok {
+				t.Errorf("AddRaftVoter on the standby %s: %v, want NOT_LEADER", addr, aerr)
+			}
+			continue
+		}
+		leaders++
+		for name, err := range map[string]error{"RemoveRaftVoter": rerr, "AddRaftVoter": aerr} {
+			switch {
+			case backend == "raft" && (status.Code(err) != codes.InvalidArgument ||
+				!strings.Contains(err.Error(), map[string]string{"RemoveRaftVoter": "not in the membership", "AddRaftVoter": "in the membership already"}[name])):
+				t.Errorf("%s on the leader %s: %v, want INVALID_ARGUMENT", name, addr, err)
+			case backend != "raft" && (status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), fmt.Sprintf("%q backend", backend))):
+				t.Errorf("%s on the leader %s (%s): %v, want UNIMPLEMENTED naming the backend", name, addr, backend, err)
+			}
+		}
+	}
+	if leaders != 1 {
+		t.Errorf("%d coordinators answered the membership calls as leader, want 1", leaders)
+	}
 }

@@ -29,6 +29,8 @@ func TestRaftGolden(t *testing.T) {
 		{"raft-count-without-watch", []string{"raft", "status", "--count", "2", bs}, ExitUsage},
 		{"json-raft-bad-interval", []string{"raft", "status", "--watch", "--interval", "0s", "--json", bs}, ExitUsage},
 		{"raft-leader-extra", []string{"raft", "leader", "extra", bs}, ExitUsage},
+		{"raft-add-voter-no-address", []string{"raft", "add-voter", "--id", "4", bs}, ExitUsage},
+		{"raft-remove-voter-bad-id", []string{"raft", "remove-voter", "--id", "x", bs}, ExitUsage},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
