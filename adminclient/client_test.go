@@ -236,7 +236,8 @@ func TestDoWriteLosingItsConnectionIsUnknown(t *testing.T) {
 func TestEveryAdminMethodIsClassified(t *testing.T) {
 	writes := map[string]bool{}
 	for _, m := range []string{"AddACLs", "AllocateIDs", "AlterConfigs", "CreateDatabase", "CreatePartition", "CreateTable",
-		"DropDatabase", "DropPartition", "DropTable", "RemoveACLs", "SetServerTags", "TransferRaftLeadership"} {
+		"DropDatabase", "DropPartition", "DropTable", "RemoveACLs", "SetServerTags", "TransferRaftLeadership",
+		"AddRaftVoter", "RemoveRaftVoter"} {
 		writes["/"+adminv1.AdminService_ServiceDesc.ServiceName+"/"+m] = true
 	}
 	for _, sd := range []grpc.ServiceDesc{adminv1.AdminService_ServiceDesc, adminv1.TabletServerService_ServiceDesc} {

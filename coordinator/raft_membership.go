@@ -35,15 +35,15 @@ func (a *adminService) membership(rpc string) (*leaderState, core.MembershipMana
 // has caught up (bounded by the request's catch-up timeout), then promotes
 // it to voter. A member that does not catch up is removed again.
 func (a *adminService) AddRaftVoter(ctx context.Context, r *adminv1.AddRaftVoterRequest) (*adminv1.AddRaftVoterResponse, error) {
+	l, mm, err := a.membership("AddRaftVoter")
+	if err != nil {
+		return nil, err
+	}
 	if r.Id == "" || r.Address == "" {
 		return nil, status.Error(codes.InvalidArgument, "AddRaftVoter: id and address are required")
 	}
 	if r.CatchUpTimeoutMs < 0 {
 		return nil, status.Error(codes.InvalidArgument, "AddRaftVoter: catch_up_timeout_ms must not be negative")
-	}
-	l, mm, err := a.membership("AddRaftVoter")
-	if err != nil {
-		return nil, err
 	}
 	bound := defaultCatchUpTimeout
 	if r.CatchUpTimeoutMs > 0 {
@@ -72,12 +72,12 @@ func (a *adminService) AddRaftVoter(ctx context.Context, r *adminv1.AddRaftVoter
 // the member, refusing the last voter, the leader itself and a removal
 // that would leave the remaining voters without a reachable majority.
 func (a *adminService) RemoveRaftVoter(ctx context.Context, r *adminv1.RemoveRaftVoterRequest) (*adminv1.RemoveRaftVoterResponse, error) {
-	if r.Id == "" {
-		return nil, status.Error(codes.InvalidArgument, "RemoveRaftVoter: id is required")
-	}
 	_, mm, err := a.membership("RemoveRaftVoter")
 	if err != nil {
 		return nil, err
+	}
+	if r.Id == "" {
+		return nil, status.Error(codes.InvalidArgument, "RemoveRaftVoter: id is required")
 	}
 	if err := a.s.metrics.timeCall("RemoveVoter", func() error { return mm.RemoveVoter(ctx, r.Id) }); err != nil {
 		return nil, a.s.mapErr(err)
