@@ -233,17 +233,35 @@ func writeFileSync(p string, b []byte) error {
 }
 
 // awaitPromotion, on a member started non-voting, removes the marker once
-// the membership lists this member as a voter, so that its next start is
-// a voter's.
+// this member's latest snapshot records it as a voter, so that its next
+// start is a voter's. Until then a restart must start non-voting: the Raft
+// log after that snapshot replays this member's addition as non-voting
+// (which Dragonboat accepts only on a non-voting replica) before its
+// promotion. Once the membership lists it as a voter, it takes a snapshot
+// of its own to get there sooner.
 func (m *member) awaitPromotion(marker string) {
 	defer m.wg.Done()
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
+	requested := false
 	for {
 		select {
 		case <-m.stop:
 			return
 		case <-t.C:
+		}
+		if lr, err := m.nh.GetLogReader(shardID); err == nil {
+			if ss := lr.Snapshot(); ss.Index > 0 {
+				if _, ok := ss.Membership.Addresses[m.replicaID]; ok {
+					if err := os.Remove(marker); err == nil || errors.Is(err, os.ErrNotExist) {
+						m.opts.Logf("raft: member %d is a voter", m.replicaID)
+						return
+					}
+				}
+			}
+		}
+		if requested {
+			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), m.opts.ElectionTimeout)
 		ms, err := m.nh.SyncGetShardMembership(ctx, shardID)
@@ -252,10 +270,10 @@ func (m *member) awaitPromotion(marker string) {
 			continue
 		}
 		if _, ok := ms.Nodes[m.replicaID]; ok {
-			if err := os.Remove(marker); err == nil || errors.Is(err, os.ErrNotExist) {
-				m.opts.Logf("raft: member %d is a voter", m.replicaID)
-				return
-			}
+			ctx, cancel := context.WithTimeout(context.Background(), m.opts.ProposalTimeout)
+			_, err := m.nh.SyncRequestSnapshot(ctx, shardID, dragonboat.SnapshotOption{})
+			cancel()
+			requested = err == nil
 		}
 	}
 }

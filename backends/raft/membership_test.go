@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -82,6 +83,28 @@ func TestAddVoterJoin(t *testing.T) {
 	v, err := p4.m.nh.StaleRead(shardID, getManyQuery{paths: []string{"/before-join"}})
 	if err != nil || v.(*getManyAnswer).results[0].Err != nil {
 		t.Fatalf("the new voter lacks /before-join: %v", err)
+	}
+	// Once it has seen its promotion it drops its non-voting marker, and
+	// restarts as a voter: it applies a write made while it was down.
+	testutil.WaitFor(t, 10*time.Second, "member 4's non-voting marker removed", func() bool {
+		_, err := os.Stat(filepath.Join(o.Dir, nonVotingFile))
+		return errors.Is(err, os.ErrNotExist)
+	})
+	p4.Close()
+	if _, _, err := core.Create(ctx, cl, "/while-4-down", []byte("x"), core.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p4 = NewProvider(o)
+	if err := p4.Start(ctx, nil); err != nil {
+		t.Fatalf("restart member 4: %v", err)
+	}
+	t.Cleanup(func() { p4.Close() })
+	testutil.WaitFor(t, 20*time.Second, "the restarted voter applying /while-4-down", func() bool {
+		v, err := p4.m.nh.StaleRead(shardID, getManyQuery{paths: []string{"/while-4-down"}})
+		return err == nil && v.(*getManyAnswer).results[0].Err == nil
+	})
+	if k := kinds(); k["4"] != core.MemberVoter {
+		t.Fatalf("member 4 after its restart: %v", k)
 	}
 	if err := cl.RemoveVoter(ctx, fmt.Sprint(leader+1)); !errors.Is(err, core.ErrInvalidArgument) || !strings.Contains(err.Error(), "is the leader") {
 		t.Errorf("RemoveVoter of the leader: %v", err)
