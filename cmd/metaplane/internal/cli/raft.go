@@ -49,7 +49,8 @@ func newRaftCmd() *cobra.Command {
 them, for their Raft member's view (GetCoordinatorRaftStatus), which every
 member answers without a quorum. With --json the answer is one JSON
 object, and an error is one JSON object on stderr. Exit status: 0 success,
-1 failure (no leader, no quorum, nothing answered), 2 usage error. See
+1 failure (no leader, no quorum, nothing answered, a change refused), 2 usage
+error, 3 outcome unknown (a transfer or membership change at its deadline). See
 docs/raft.md, Operations.`,
 	}
 	markGroup(cmd, "verb")
