@@ -278,8 +278,21 @@ func haScenario(t *testing.T, bin string, common []string, b haBackend) {
 		t.Fatal(err)
 	}
 	defer cc.Close()
-	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
-	_, err = adminv1.NewAdminServiceClient(cc).CreateDatabase(wctx, &adminv1.CreateDatabaseRequest{Name: "stale"})
+	// Just thawed, the old leader may still be reconnecting to its peers:
+	// an UNAVAILABLE answer (the outcome unknown, e.g. a proposal timeout)
+	// proves nothing either way, so ask again until it answers for sure.
+	wctx, wcancel := context.WithTimeout(ctx, 40*time.Second)
+	for {
+		_, err = adminv1.NewAdminServiceClient(cc).CreateDatabase(wctx, &adminv1.CreateDatabaseRequest{Name: "stale"})
+		if d := adminclient.DetailOf(err); err == nil || d == nil || d.Code != adminclient.CodeUnavailable || wctx.Err() != nil {
+			break
+		}
+		t.Logf("%s: old leader's write: %v; asking again", b.name, adminclient.FromStatus(err))
+		select { // pace the retries
+		case <-wctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 	wcancel()
 	if err == nil {
 		t.Fatal("the old leader accepted a write after a new leader was elected")
