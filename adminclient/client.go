@@ -2,7 +2,9 @@ package adminclient
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/metaplane/metaplane/core"
@@ -194,6 +197,52 @@ var retrySafe = map[string]bool{
 	adminv1.TabletServerService_FetchMetadataSnapshot_FullMethodName: true,
 }
 
+// RequestIDHeader is the gRPC metadata key carrying a write's request id.
+// A coordinator commits the id with the write's effect and answers a
+// repetition of the same id (same method and body) from that record,
+// without applying it again; the same id with another body is refused with
+// INVALID_ARGUMENT.
+const RequestIDHeader = "metaplane-request-id"
+
+// exactlyOnce lists the writes a coordinator applies at most once per
+// request id (see RequestIDHeader): Do sends each with one id for all its
+// attempts and repeats it after an ambiguous failure.
+var exactlyOnce = map[string]bool{
+	adminv1.AdminService_CreateDatabase_FullMethodName:  true,
+	adminv1.AdminService_DropDatabase_FullMethodName:    true,
+	adminv1.AdminService_CreateTable_FullMethodName:     true,
+	adminv1.AdminService_DropTable_FullMethodName:       true,
+	adminv1.AdminService_CreatePartition_FullMethodName: true,
+	adminv1.AdminService_DropPartition_FullMethodName:   true,
+	adminv1.AdminService_AllocateIDs_FullMethodName:     true,
+	adminv1.AdminService_AddACLs_FullMethodName:         true,
+	adminv1.AdminService_RemoveACLs_FullMethodName:      true,
+	adminv1.AdminService_AlterConfigs_FullMethodName:    true,
+	adminv1.AdminService_SetServerTags_FullMethodName:   true,
+}
+
+// ExactlyOnce reports whether method (a full gRPC method name) is applied
+// at most once per request id.
+func ExactlyOnce(method string) bool { return exactlyOnce[method] }
+
+type requestIDKey struct{}
+
+// WithRequestID returns ctx carrying id as the request id of the write Do
+// makes with it (instead of one Do generates). Use it to repeat a write
+// across calls of Do, processes or clients: every repetition with the same
+// id and body has the effect of one, and answers with the original result.
+// A coordinator accepts ids of 1 to 128 letters, digits, '.', '_', '-'.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
+// NewRequestID returns a fresh random request id.
+func NewRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails
+	return hex.EncodeToString(b[:])
+}
+
 // attempt is one try of a call on one connection. It records the RPC the
 // call made, to tell reads from writes, and sends a write only on a
 // connection that is up, so that a write that could not be sent is known
@@ -202,8 +251,16 @@ type attempt struct {
 	cc       *grpc.ClientConn
 	wait     time.Duration // ConnectWait
 	method   string
-	unsent   bool // a write found no connection and was not sent
-	inFlight bool // an RPC was sent
+	unsent   bool   // a write found no connection and was not sent
+	inFlight bool   // an RPC was sent
+	id       string // the request id of an exactly-once write
+}
+
+func (a *attempt) withID(ctx context.Context, method string) context.Context {
+	if exactlyOnce[method] {
+		return metadata.AppendToOutgoingContext(ctx, RequestIDHeader, a.id)
+	}
+	return ctx
 }
 
 func (a *attempt) send(ctx context.Context, method string) error {
@@ -220,14 +277,14 @@ func (a *attempt) Invoke(ctx context.Context, method string, args, reply any, op
 	if err := a.send(ctx, method); err != nil {
 		return err
 	}
-	return a.cc.Invoke(ctx, method, args, reply, opts...)
+	return a.cc.Invoke(a.withID(ctx, method), method, args, reply, opts...)
 }
 
 func (a *attempt) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	if err := a.send(ctx, method); err != nil {
 		return nil, err
 	}
-	return a.cc.NewStream(ctx, desc, method, opts...)
+	return a.cc.NewStream(a.withID(ctx, method), desc, method, opts...)
 }
 
 // ready waits, at most wait, until cc has a connection; it reports whether
@@ -258,12 +315,17 @@ func ready(ctx context.Context, cc *grpc.ClientConn, wait time.Duration) bool {
 // and retries are bounded by time, not by a count.
 //
 // call must make one RPC. A read (see retrySafe) is repeated after any
-// UNAVAILABLE answer. A write is repeated only when it is known not to have
+// UNAVAILABLE answer. An exactly-once write (see ExactlyOnce) carries one
+// request id in all its attempts (ctx's, see WithRequestID, or a fresh
+// one) and is repeated after an ambiguous failure too (a connection lost
+// under it, an answer with outcome UNKNOWN other than INTERNAL): the
+// coordinators apply it once and answer a repetition with the original
+// result. Another write is repeated only when it is known not to have
 // been applied: its coordinator could not be reached, answered NOT_LEADER,
 // or answered with outcome NOT_APPLIED. A write that may have been applied
-// (a connection lost under it, an answer with outcome UNKNOWN, the deadline
-// passing while it was sent) is not repeated: Do returns an
-// *OutcomeUnknownError (ErrOutcomeUnknown).
+// and is not repeated (another write after an ambiguous failure, an
+// INTERNAL answer, any write in flight when the deadline passes) ends with
+// an *OutcomeUnknownError (ErrOutcomeUnknown).
 //
 // Otherwise it returns call's last error converted with FromStatus, so
 // callers test it with errors.Is / errors.As; when ctx ends first, ctx's
@@ -273,6 +335,10 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
 		defer cancel()
+	}
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	if id == "" {
+		id = NewRequestID()
 	}
 	var (
 		lastErr     error  // the last answer's error
@@ -302,9 +368,10 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 		if err != nil {
 			return err
 		}
-		at := &attempt{cc: cc, wait: c.ConnectWait}
+		at := &attempt{cc: cc, wait: c.ConnectWait, id: id}
 		err = call(ctx, at)
 		write := !retrySafe[at.method]
+		once := exactlyOnce[at.method]
 		if err == nil {
 			c.setLeader(addr)
 			return nil
@@ -334,6 +401,11 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 		case d != nil && d.Outcome == adminv1.Outcome_OUTCOME_NOT_APPLIED:
 			// Refused without effect (the coordinator's backend closed
 			// under it): try again, elsewhere if need be.
+		case d != nil && d.Outcome == adminv1.Outcome_OUTCOME_UNKNOWN && once && status.Code(err) != codes.Internal:
+			// Repeated with the same request id: applied at most once.
+			if !sleep(ctx, c.RetryWait) {
+				return &OutcomeUnknownError{Address: addr, Method: at.method, Err: FromStatus(err)}
+			}
 		case d != nil && d.Outcome == adminv1.Outcome_OUTCOME_UNKNOWN:
 			if write {
 				return &OutcomeUnknownError{Address: addr, Method: at.method, Err: FromStatus(err)}
@@ -344,7 +416,7 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 		case d == nil && (status.Code(err) == codes.Unavailable || status.Code(err) == codes.DeadlineExceeded):
 			// The transport failed under an RPC that was sent: a write
 			// may have reached the coordinator.
-			if write {
+			if write && !once {
 				return &OutcomeUnknownError{Address: addr, Method: at.method, Err: FromStatus(err)}
 			}
 			unreachable = addr

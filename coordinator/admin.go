@@ -23,11 +23,15 @@ func (a *adminService) CreateDatabase(ctx context.Context, r *adminv1.CreateData
 	if err != nil {
 		return nil, err
 	}
-	rev, err := l.cat.CreateDatabase(ctx, r.Name, catalog.DatabaseRegistration{Comment: r.Comment, CustomProperties: r.CustomProperties}, r.IgnoreIfExists)
-	if err != nil {
-		return nil, a.s.mapErr(withField(err, databaseFields))
-	}
-	return &adminv1.CreateDatabaseResponse{Created: rev != 0}, nil
+	return once(a, ctx, l, adminv1.AdminService_CreateDatabase_FullMethodName, r, func(ctx context.Context) (*adminv1.CreateDatabaseResponse, error) {
+		rev, err := l.cat.CreateDatabase(ctx, r.Name, catalog.DatabaseRegistration{Comment: r.Comment, CustomProperties: r.CustomProperties}, r.IgnoreIfExists)
+		if err != nil {
+			return nil, a.s.mapErr(withField(err, databaseFields))
+		}
+		return &adminv1.CreateDatabaseResponse{Created: rev != 0}, nil
+	}, func(context.Context, catalog.RequestRecord) (*adminv1.CreateDatabaseResponse, error) {
+		return &adminv1.CreateDatabaseResponse{Created: true}, nil
+	})
 }
 
 func (a *adminService) DropDatabase(ctx context.Context, r *adminv1.DropDatabaseRequest) (*adminv1.DropDatabaseResponse, error) {
@@ -35,11 +39,15 @@ func (a *adminService) DropDatabase(ctx context.Context, r *adminv1.DropDatabase
 	if err != nil {
 		return nil, err
 	}
-	rev, err := l.cat.DropDatabase(ctx, r.Name, r.IgnoreIfNotExists, r.Cascade)
-	if err != nil {
-		return nil, a.s.mapErr(withField(err, databaseFields))
-	}
-	return &adminv1.DropDatabaseResponse{Dropped: rev != 0}, nil
+	return once(a, ctx, l, adminv1.AdminService_DropDatabase_FullMethodName, r, func(ctx context.Context) (*adminv1.DropDatabaseResponse, error) {
+		rev, err := l.cat.DropDatabase(ctx, r.Name, r.IgnoreIfNotExists, r.Cascade)
+		if err != nil {
+			return nil, a.s.mapErr(withField(err, databaseFields))
+		}
+		return &adminv1.DropDatabaseResponse{Dropped: rev != 0}, nil
+	}, func(context.Context, catalog.RequestRecord) (*adminv1.DropDatabaseResponse, error) {
+		return &adminv1.DropDatabaseResponse{Dropped: true}, nil
+	})
 }
 
 func (a *adminService) ListDatabases(ctx context.Context, r *adminv1.ListDatabasesRequest) (*adminv1.ListDatabasesResponse, error) {
@@ -120,15 +128,30 @@ func (a *adminService) CreateTable(ctx context.Context, r *adminv1.CreateTableRe
 	if err != nil {
 		return nil, adminclient.ToStatus(fmt.Errorf("create table %s.%s: %w", r.Database, r.Table, err))
 	}
-	info, err := l.cat.CreateTable(ctx, r.Database, r.Table, spec, r.IgnoreIfExists)
-	if err != nil {
-		return nil, a.s.mapErr(withField(err, tableFields))
-	}
-	var buckets []catalog.BucketInfo
-	if !info.Registration.Partitioned() {
-		buckets, _ = l.cat.Buckets(ctx, info.Registration.TableID, -1)
-	}
-	return &adminv1.CreateTableResponse{Table: TableInfoToProto(info, buckets), Created: !info.Existed}, nil
+	return once(a, ctx, l, adminv1.AdminService_CreateTable_FullMethodName, r, func(ctx context.Context) (*adminv1.CreateTableResponse, error) {
+		info, err := l.cat.CreateTable(ctx, r.Database, r.Table, spec, r.IgnoreIfExists)
+		if err != nil {
+			return nil, a.s.mapErr(withField(err, tableFields))
+		}
+		var buckets []catalog.BucketInfo
+		if !info.Registration.Partitioned() {
+			buckets, _ = l.cat.Buckets(ctx, info.Registration.TableID, -1)
+		}
+		return &adminv1.CreateTableResponse{Table: TableInfoToProto(info, buckets), Created: !info.Existed}, nil
+	}, func(ctx context.Context, rec catalog.RequestRecord) (*adminv1.CreateTableResponse, error) {
+		// The table as it is now when it is still the one created;
+		// otherwise (dropped since) what the record holds.
+		info, err := l.cat.GetTable(ctx, r.Database, r.Table)
+		if err != nil || info.Registration.TableID != rec.TableID {
+			return &adminv1.CreateTableResponse{Created: true,
+				Table: &adminv1.TableInfo{Database: r.Database, Table: r.Table, TableId: rec.TableID}}, nil
+		}
+		var buckets []catalog.BucketInfo
+		if !info.Registration.Partitioned() {
+			buckets, _ = l.cat.Buckets(ctx, info.Registration.TableID, -1)
+		}
+		return &adminv1.CreateTableResponse{Table: TableInfoToProto(info, buckets), Created: true}, nil
+	})
 }
 
 func (a *adminService) DropTable(ctx context.Context, r *adminv1.DropTableRequest) (*adminv1.DropTableResponse, error) {
@@ -136,11 +159,15 @@ func (a *adminService) DropTable(ctx context.Context, r *adminv1.DropTableReques
 	if err != nil {
 		return nil, err
 	}
-	rev, err := l.cat.DropTable(ctx, r.Database, r.Table, r.IgnoreIfNotExists)
-	if err != nil {
-		return nil, a.s.mapErr(err)
-	}
-	return &adminv1.DropTableResponse{Dropped: rev != 0}, nil
+	return once(a, ctx, l, adminv1.AdminService_DropTable_FullMethodName, r, func(ctx context.Context) (*adminv1.DropTableResponse, error) {
+		rev, err := l.cat.DropTable(ctx, r.Database, r.Table, r.IgnoreIfNotExists)
+		if err != nil {
+			return nil, a.s.mapErr(err)
+		}
+		return &adminv1.DropTableResponse{Dropped: rev != 0}, nil
+	}, func(context.Context, catalog.RequestRecord) (*adminv1.DropTableResponse, error) {
+		return &adminv1.DropTableResponse{Dropped: true}, nil
+	})
 }
 
 func (a *adminService) GetTableInfo(ctx context.Context, r *adminv1.GetTableInfoRequest) (*adminv1.GetTableInfoResponse, error) {
@@ -173,12 +200,17 @@ func (a *adminService) CreatePartition(ctx context.Context, r *adminv1.CreatePar
 	if err != nil {
 		return nil, err
 	}
-	p, rev, err := l.cat.CreatePartition(ctx, r.Database, r.Table, r.Partition, r.IgnoreIfExists)
-	if err != nil {
-		return nil, a.s.mapErr(withField(err, partitionFields))
-	}
-	return &adminv1.CreatePartitionResponse{Partition: &adminv1.PartitionInfo{Name: p.Name,
-		PartitionId: p.Registration.PartitionID, TableId: p.Registration.TableID}, Created: rev != 0}, nil
+	return once(a, ctx, l, adminv1.AdminService_CreatePartition_FullMethodName, r, func(ctx context.Context) (*adminv1.CreatePartitionResponse, error) {
+		p, rev, err := l.cat.CreatePartition(ctx, r.Database, r.Table, r.Partition, r.IgnoreIfExists)
+		if err != nil {
+			return nil, a.s.mapErr(withField(err, partitionFields))
+		}
+		return &adminv1.CreatePartitionResponse{Partition: &adminv1.PartitionInfo{Name: p.Name,
+			PartitionId: p.Registration.PartitionID, TableId: p.Registration.TableID}, Created: rev != 0}, nil
+	}, func(_ context.Context, rec catalog.RequestRecord) (*adminv1.CreatePartitionResponse, error) {
+		return &adminv1.CreatePartitionResponse{Partition: &adminv1.PartitionInfo{Name: r.Partition,
+			PartitionId: rec.PartitionID, TableId: rec.TableID}, Created: true}, nil
+	})
 }
 
 func (a *adminService) DropPartition(ctx context.Context, r *adminv1.DropPartitionRequest) (*adminv1.DropPartitionResponse, error) {
@@ -186,11 +218,15 @@ func (a *adminService) DropPartition(ctx context.Context, r *adminv1.DropPartiti
 	if err != nil {
 		return nil, err
 	}
-	rev, err := l.cat.DropPartition(ctx, r.Database, r.Table, r.Partition, r.IgnoreIfNotExists)
-	if err != nil {
-		return nil, a.s.mapErr(err)
-	}
-	return &adminv1.DropPartitionResponse{Dropped: rev != 0}, nil
+	return once(a, ctx, l, adminv1.AdminService_DropPartition_FullMethodName, r, func(ctx context.Context) (*adminv1.DropPartitionResponse, error) {
+		rev, err := l.cat.DropPartition(ctx, r.Database, r.Table, r.Partition, r.IgnoreIfNotExists)
+		if err != nil {
+			return nil, a.s.mapErr(err)
+		}
+		return &adminv1.DropPartitionResponse{Dropped: rev != 0}, nil
+	}, func(context.Context, catalog.RequestRecord) (*adminv1.DropPartitionResponse, error) {
+		return &adminv1.DropPartitionResponse{Dropped: true}, nil
+	})
 }
 
 func (a *adminService) ListPartitions(ctx context.Context, r *adminv1.ListPartitionsRequest) (*adminv1.ListPartitionsResponse, error) {
@@ -238,11 +274,15 @@ func (a *adminService) AllocateIDs(ctx context.Context, r *adminv1.AllocateIDsRe
 	if err != nil {
 		return nil, err
 	}
-	first, err := l.cat.AllocateIDs(ctx, r.Counter, r.Count)
-	if err != nil {
-		return nil, a.s.mapErr(withField(err, plainFields))
-	}
-	return &adminv1.AllocateIDsResponse{First: first, Count: r.Count}, nil
+	return once(a, ctx, l, adminv1.AdminService_AllocateIDs_FullMethodName, r, func(ctx context.Context) (*adminv1.AllocateIDsResponse, error) {
+		first, err := l.cat.AllocateIDs(ctx, r.Counter, r.Count)
+		if err != nil {
+			return nil, a.s.mapErr(withField(err, plainFields))
+		}
+		return &adminv1.AllocateIDsResponse{First: first, Count: r.Count}, nil
+	}, func(_ context.Context, rec catalog.RequestRecord) (*adminv1.AllocateIDsResponse, error) {
+		return &adminv1.AllocateIDsResponse{First: rec.First, Count: rec.Count}, nil
+	})
 }
 
 func aclFromProto(e *adminv1.ACLEntry) catalog.ACLEntry {
@@ -262,11 +302,15 @@ func (a *adminService) AddACLs(ctx context.Context, r *adminv1.AddACLsRequest) (
 	for _, e := range r.Acls {
 		entries = append(entries, aclFromProto(e))
 	}
-	added, err := l.cat.AddACLs(ctx, catalog.ResourceKey{Type: r.ResourceType, Name: r.ResourceName}, entries)
-	if err != nil {
-		return nil, a.s.mapErr(withField(err, aclAddFields))
-	}
-	return &adminv1.AddACLsResponse{Added: int32(added)}, nil
+	return once(a, ctx, l, adminv1.AdminService_AddACLs_FullMethodName, r, func(ctx context.Context) (*adminv1.AddACLsResponse, error) {
+		added, err := l.cat.AddACLs(ctx, catalog.ResourceKey{Type: r.ResourceType, Name: r.ResourceName}, entries)
+		if err != nil {
+			return nil, a.s.mapErr(withField(err, aclAddFields))
+		}
+		return &adminv1.AddACLsResponse{Added: int32(added)}, nil
+	}, func(_ context.Context, rec catalog.RequestRecord) (*adminv1.AddACLsResponse, error) {
+		return &adminv1.AddACLsResponse{Added: int32(rec.N)}, nil
+	})
 }
 
 func (a *adminService) RemoveACLs(ctx context.Context, r *adminv1.RemoveACLsRequest) (*adminv1.RemoveACLsResponse, error) {
@@ -274,11 +318,15 @@ func (a *adminService) RemoveACLs(ctx context.Context, r *adminv1.RemoveACLsRequ
 	if err != nil {
 		return nil, err
 	}
-	removed, err := l.cat.RemoveACLs(ctx, catalog.ResourceKey{Type: r.ResourceType, Name: r.ResourceName}, aclFromProto(r.Filter))
-	if err != nil {
-		return nil, a.s.mapErr(withField(err, aclFilterFields))
-	}
-	return &adminv1.RemoveACLsResponse{Removed: int32(removed)}, nil
+	return once(a, ctx, l, adminv1.AdminService_RemoveACLs_FullMethodName, r, func(ctx context.Context) (*adminv1.RemoveACLsResponse, error) {
+		removed, err := l.cat.RemoveACLs(ctx, catalog.ResourceKey{Type: r.ResourceType, Name: r.ResourceName}, aclFromProto(r.Filter))
+		if err != nil {
+			return nil, a.s.mapErr(withField(err, aclFilterFields))
+		}
+		return &adminv1.RemoveACLsResponse{Removed: int32(removed)}, nil
+	}, func(_ context.Context, rec catalog.RequestRecord) (*adminv1.RemoveACLsResponse, error) {
+		return &adminv1.RemoveACLsResponse{Removed: int32(rec.N)}, nil
+	})
 }
 
 func (a *adminService) ListACLs(ctx context.Context, r *adminv1.ListACLsRequest) (*adminv1.ListACLsResponse, error) {
@@ -307,8 +355,12 @@ func (a *adminService) AlterConfigs(ctx context.Context, r *adminv1.AlterConfigs
 	if err != nil {
 		return nil, err
 	}
-	_, err = l.cat.AlterConfigs(ctx, r.Set, r.Remove)
-	return &adminv1.AlterConfigsResponse{}, a.s.mapErr(err)
+	return once(a, ctx, l, adminv1.AdminService_AlterConfigs_FullMethodName, r, func(ctx context.Context) (*adminv1.AlterConfigsResponse, error) {
+		_, err := l.cat.AlterConfigs(ctx, r.Set, r.Remove)
+		return &adminv1.AlterConfigsResponse{}, a.s.mapErr(err)
+	}, func(context.Context, catalog.RequestRecord) (*adminv1.AlterConfigsResponse, error) {
+		return &adminv1.AlterConfigsResponse{}, nil
+	})
 }
 
 func (a *adminService) DescribeConfigs(ctx context.Context, r *adminv1.DescribeConfigsRequest) (*adminv1.DescribeConfigsResponse, error) {
@@ -325,11 +377,15 @@ func (a *adminService) SetServerTags(ctx context.Context, r *adminv1.SetServerTa
 	if err != nil {
 		return nil, err
 	}
-	_, err = l.cat.SetServerTags(ctx, r.ServerIds, r.Tag)
-	if errors.Is(err, core.ErrNotFound) {
-		err = &adminclient.FieldError{Field: "server_ids", Err: err}
-	}
-	return &adminv1.SetServerTagsResponse{}, a.s.mapErr(withField(err, plainFields))
+	return once(a, ctx, l, adminv1.AdminService_SetServerTags_FullMethodName, r, func(ctx context.Context) (*adminv1.SetServerTagsResponse, error) {
+		_, err := l.cat.SetServerTags(ctx, r.ServerIds, r.Tag)
+		if errors.Is(err, core.ErrNotFound) {
+			err = &adminclient.FieldError{Field: "server_ids", Err: err}
+		}
+		return &adminv1.SetServerTagsResponse{}, a.s.mapErr(withField(err, plainFields))
+	}, func(context.Context, catalog.RequestRecord) (*adminv1.SetServerTagsResponse, error) {
+		return &adminv1.SetServerTagsResponse{}, nil
+	})
 }
 
 func (a *adminService) GetServerTags(ctx context.Context, r *adminv1.GetServerTagsRequest) (*adminv1.GetServerTagsResponse, error) {

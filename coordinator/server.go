@@ -66,6 +66,17 @@ type Options struct {
 	// MaxPartitionNum is max.partition.num, the most partitions of a
 	// table; default catalog.DefaultMaxPartitionNum.
 	MaxPartitionNum int
+	// RequestRetention is how long the record of an exactly-once admin
+	// write (its request id, /metaplane/requests/<id>) is kept, so that a
+	// retry within it is answered with the original result; default
+	// DefaultRequestRetention.
+	RequestRetention time.Duration
+	// MaxRequestRecords caps the request records kept: beyond it the
+	// oldest are removed first; default DefaultMaxRequestRecords.
+	MaxRequestRecords int
+	// RequestCleanupInterval is how often the leader removes expired
+	// request records; default a tenth of RequestRetention, at most 1m.
+	RequestCleanupInterval time.Duration
 	// ImageLoadTimeout bounds the new leader's first image load; default
 	// 30s. A leader that cannot load its image resigns.
 	ImageLoadTimeout time.Duration
@@ -99,6 +110,7 @@ type Server struct {
 	leader     atomic.Pointer[leaderState]
 	backend    atomic.Pointer[backendRef]
 	leaderInfo atomic.Pointer[core.LeaderInfo]
+	requests   inflight // request ids being served
 
 	mu      sync.Mutex
 	leases  map[int32]int64 // tablet server id -> lease id (leader only)
@@ -142,6 +154,15 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MetadataStreamMaxWait <= 0 {
 		opts.MetadataStreamMaxWait = 500 * time.Millisecond
+	}
+	if opts.RequestRetention <= 0 {
+		opts.RequestRetention = DefaultRequestRetention
+	}
+	if opts.MaxRequestRecords <= 0 {
+		opts.MaxRequestRecords = DefaultMaxRequestRecords
+	}
+	if opts.RequestCleanupInterval <= 0 {
+		opts.RequestCleanupInterval = min(opts.RequestRetention/10, time.Minute)
 	}
 	if opts.IDBlockSize <= 0 {
 		opts.IDBlockSize = 1000
@@ -385,6 +406,9 @@ func (s *Server) lead(ctx context.Context, b core.MetadataBackend, lead core.Lea
 	notifyDone := make(chan struct{})
 	go func() { defer close(notifyDone); s.notifyTablets(lctx, st) }()
 	defer func() { cancel(); <-notifyDone }()
+	cleanDone := make(chan struct{})
+	go func() { defer close(cleanDone); s.cleanRequests(lctx, st) }()
+	defer func() { cancel(); <-cleanDone }()
 	select {
 	case <-lead.Lost():
 		s.setLeader(nil)

@@ -37,15 +37,18 @@ func startCoordinator(t *testing.T, s *memory.Store) *node {
 }
 
 // startCoordinatorWith is startCoordinator with opts (Open, Listener and
-// Logger are filled in, and the test's short timeouts where opts has none).
+// Logger are filled in (Open only when opts has none), and the test's short
+// timeouts where opts has none).
 func startCoordinatorWith(t *testing.T, s *memory.Store, opts coordinator.Options) *node {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.Open = func(ctx context.Context) (core.MetadataBackend, error) {
-		return s.NewClient(core.ClientOptions{SessionTimeout: 2 * time.Second}), nil
+	if opts.Open == nil {
+		opts.Open = func(ctx context.Context) (core.MetadataBackend, error) {
+			return s.NewClient(core.ClientOptions{SessionTimeout: 2 * time.Second}), nil
+		}
 	}
 	opts.Listener, opts.Logger = l, testLogger(t)
 	if opts.TabletServerSessionTimeout == 0 {

@@ -159,6 +159,7 @@ func (c *Catalog) AddACLs(ctx context.Context, resource ResourceKey, entries []A
 		if added == 0 {
 			return nil, errNothingToDo
 		}
+		setResult(ctx, func(r *RequestRecord) { r.N = added })
 		return cur.Marshal(), nil
 	}, aclChangeOp(resource))
 	if errors.Is(err, errNothingToDo) {
@@ -199,6 +200,7 @@ func (c *Catalog) RemoveACLs(ctx context.Context, resource ResourceKey, filter A
 		if removed == 0 {
 			return nil, errNothingToDo
 		}
+		setResult(ctx, func(r *RequestRecord) { r.N = removed })
 		if len(kept) == 0 {
 			return nil, nil
 		}

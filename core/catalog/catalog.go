@@ -114,7 +114,28 @@ func (c *Catalog) Backend() core.MetadataBackend { return c.b }
 // Fence returns the fence the catalog puts on its writes.
 func (c *Catalog) Fence() core.Fence { return c.opts.Fence }
 
+// txn writes ops in one fenced transaction, with ctx's request record (see
+// WithRequest) as its last op. Without ops and without a record it writes
+// nothing. Errors: ErrDuplicateRequest when the record exists already,
+// backend errors.
 func (c *Catalog) txn(ctx context.Context, ops []core.Op) (core.TxnResult, error) {
+	if op, ok := c.requestOp(ctx); ok {
+		ops = append(ops[:len(ops):len(ops)], op)
+		res, err := c.b.Txn(ctx, ops, core.TxnOptions{Fence: c.opts.Fence})
+		if core.FailedOpIndex(err) == len(ops)-1 && errors.Is(err, core.ErrNodeExists) {
+			return res, fmt.Errorf("%w: %s", ErrDuplicateRequest, requestOf(ctx).ID)
+		}
+		if err != nil {
+			return res, err
+		}
+		if c.opts.OnWrite != nil {
+			c.opts.OnWrite(ops, res)
+		}
+		return res, nil
+	}
+	if len(ops) == 0 {
+		return core.TxnResult{}, nil
+	}
 	res, err := c.b.Txn(ctx, ops, core.TxnOptions{Fence: c.opts.Fence})
 	if err != nil {
 		return res, err
@@ -518,6 +539,7 @@ func (c *Catalog) CreateTable(ctx context.Context, db, table string, spec TableS
 		ops = append(ops, core.CreateOp(TableAssignmentPath(tableID), TableAssignment{Buckets: buckets}.Marshal(), core.Persistent).WithParents())
 		ops = append(ops, c.bucketOps(tableID, -1, buckets)...)
 	}
+	setResult(ctx, func(r *RequestRecord) { r.TableID = tableID })
 	res, err := c.txn(ctx, ops)
 	switch {
 	case opErr(err, 0, core.ErrNotFound):
@@ -781,6 +803,7 @@ func (c *Catalog) CreatePartition(ctx context.Context, db, table, partition stri
 		core.CreateOp(PartitionAssignmentPath(pid), PartitionAssignment{TableID: treg.TableID, Buckets: buckets}.Marshal(), core.Persistent).WithParents(),
 	}
 	ops = append(ops, c.bucketOps(treg.TableID, pid, buckets)...)
+	setResult(ctx, func(r *RequestRecord) { r.TableID, r.PartitionID = treg.TableID, pid })
 	res, err := c.txn(ctx, ops)
 	switch {
 	case opErr(err, 0, core.ErrNotFound) || opErr(err, 0, core.ErrBadVersion):
@@ -1010,7 +1033,17 @@ func (c *Catalog) AllocateIDs(ctx context.Context, counter string, n int64) (int
 	if errors.Is(err, core.ErrTooLarge) {
 		return 0, &CounterExhaustedError{Counter: counter, N: n}
 	}
-	return first, err
+	if err != nil {
+		return 0, err
+	}
+	// With a request id, the range is handed out only once its record is
+	// committed; a range whose record could not be written is left unused,
+	// like the rest of a leadership's block at failover.
+	setResult(ctx, func(r *RequestRecord) { r.First, r.Count = first, n })
+	if _, err := c.txn(ctx, nil); err != nil {
+		return 0, fmt.Errorf("allocate %d ids from %s: record the request: %w", n, counter, err)
+	}
+	return first, nil
 }
 
 func contains(list []string, s string) bool {

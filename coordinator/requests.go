@@ -1,0 +1,167 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/catalog"
+)
+
+// requestID returns the request id the caller sent in the
+// adminclient.RequestIDHeader metadata ("" without one).
+func requestID(ctx context.Context) string {
+	md, ok := metadata.FromIncomingContext(ctx)
+	if !ok {
+		return ""
+	}
+	if v := md.Get(adminclient.RequestIDHeader); len(v) > 0 {
+		return v[len(v)-1]
+	}
+	return ""
+}
+
+// bodyHash is the hex SHA-256 of method and the request's deterministic
+// encoding: what a retry with the same id must repeat.
+func bodyHash(method string, r proto.Message) string {
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(r)
+	h := sha256.New()
+	h.Write([]byte(method))
+	h.Write([]byte{0})
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// inflight serializes the calls of one request id on this coordinator, so
+// that a retry arriving while the first call is still running waits for
+// its record instead of racing it.
+type inflight struct {
+	mu  sync.Mutex
+	ids map[string]*sync.Mutex
+	n   map[string]int
+}
+
+func (f *inflight) lock(id string) func() {
+	f.mu.Lock()
+	if f.ids == nil {
+		f.ids, f.n = map[string]*sync.Mutex{}, map[string]int{}
+	}
+	m := f.ids[id]
+	if m == nil {
+		m = &sync.Mutex{}
+		f.ids[id] = m
+	}
+	f.n[id]++
+	f.mu.Unlock()
+	m.Lock()
+	return func() {
+		m.Unlock()
+		f.mu.Lock()
+		if f.n[id]--; f.n[id] == 0 {
+			delete(f.ids, id)
+			delete(f.n, id)
+		}
+		f.mu.Unlock()
+	}
+}
+
+// once runs a mutating admin call exactly once per request id: without an
+// id it just runs do. With one, a recorded request with the same method
+// and body is answered by replay from its record (without applying it
+// again); one with a different method or body is refused with
+// INVALID_ARGUMENT naming the id; otherwise do runs with the record in its
+// ctx, so that the catalog commits it with the write. A write that lost the
+// race to a concurrent call of the same id is answered from that call's
+// record.
+func once[Resp any](a *adminService, ctx context.Context, l *leaderState, method string, r proto.Message,
+	do func(ctx context.Context) (Resp, error), replay func(ctx context.Context, rec catalog.RequestRecord) (Resp, error)) (Resp, error) {
+	id := requestID(ctx)
+	if id == "" {
+		return do(ctx)
+	}
+	var zero Resp
+	if err := catalog.ValidateRequestID(id); err != nil {
+		return zero, adminclient.ToStatus(err)
+	}
+	unlock := a.s.requests.lock(id)
+	defer unlock()
+	hash := bodyHash(method, r)
+	lookup := func() (Resp, bool, error) {
+		rec, found, err := l.cat.Request(ctx, id)
+		if err != nil || !found {
+			return zero, false, a.s.mapErr(err)
+		}
+		if rec.Method != method || rec.BodyHash != hash {
+			return zero, true, adminclient.ToStatus(&adminclient.FieldError{Field: "request_id",
+				Err: fmt.Errorf("%w: request id %q was used for a different request (%s with another body): use a new id for a new request",
+					core.ErrInvalidArgument, id, methodName(rec.Method))})
+		}
+		resp, err := replay(ctx, rec)
+		return resp, true, err
+	}
+	if resp, found, err := lookup(); found || err != nil {
+		return resp, err
+	}
+	resp, err := do(catalog.WithRequest(ctx, &catalog.RequestRecord{ID: id, Method: method, BodyHash: hash}))
+	if err != nil {
+		// catalog.ErrDuplicateRequest, or an "already exists" of a write
+		// that another coordinator's call of this id committed: answer
+		// from the record when there is one.
+		if resp, found, lerr := lookup(); found && lerr == nil {
+			return resp, nil
+		} else if found {
+			return resp, lerr
+		}
+	}
+	return resp, err
+}
+
+func methodName(full string) string {
+	for i := len(full) - 1; i >= 0; i-- {
+		if full[i] == '/' {
+			return full[i+1:]
+		}
+	}
+	return full
+}
+
+// Retention of the request records of exactly-once admin writes.
+const (
+	DefaultRequestRetention  = 24 * time.Hour
+	DefaultMaxRequestRecords = 100000
+	requestCleanupBatch      = 100
+)
+
+// cleanRequests removes, every RequestCleanupInterval while st leads, the
+// request records older than RequestRetention and the oldest beyond
+// MaxRequestRecords. It runs beside the admin writes, in small
+// transactions of its own, and never holds them up.
+func (s *Server) cleanRequests(ctx context.Context, st *leaderState) {
+	t := time.NewTicker(s.opts.RequestCleanupInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-st.lead.Lost():
+			return
+		case <-t.C:
+		}
+		n, err := st.cat.CleanRequests(ctx, time.Now().UnixMilli(), s.opts.RequestRetention.Milliseconds(),
+			s.opts.MaxRequestRecords, requestCleanupBatch)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("request record cleanup failed; retried at the next interval", "err", err)
+		}
+		if n > 0 {
+			s.log.Debug("removed expired request records", "count", n)
+		}
+	}
+}
