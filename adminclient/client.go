@@ -346,7 +346,12 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 		unreachable string // the last coordinator a write found no connection to
 		next        int
 	)
+	var ambiguous *OutcomeUnknownError // an exactly-once write that may have been applied
 	timedOut := func() error {
+		if ambiguous != nil {
+			// Its repetitions did not settle it before the deadline.
+			return ambiguous
+		}
 		if lastErr == nil && unreachable == "" {
 			return ctx.Err()
 		}
@@ -403,8 +408,9 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 			// under it): try again, elsewhere if need be.
 		case d != nil && d.Outcome == adminv1.Outcome_OUTCOME_UNKNOWN && once && status.Code(err) != codes.Internal:
 			// Repeated with the same request id: applied at most once.
+			ambiguous = &OutcomeUnknownError{Address: addr, Method: at.method, Err: FromStatus(err)}
 			if !sleep(ctx, c.RetryWait) {
-				return &OutcomeUnknownError{Address: addr, Method: at.method, Err: FromStatus(err)}
+				return ambiguous
 			}
 		case d != nil && d.Outcome == adminv1.Outcome_OUTCOME_UNKNOWN:
 			if write {
@@ -418,6 +424,9 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 			// may have reached the coordinator.
 			if write && !once {
 				return &OutcomeUnknownError{Address: addr, Method: at.method, Err: FromStatus(err)}
+			}
+			if once {
+				ambiguous = &OutcomeUnknownError{Address: addr, Method: at.method, Err: FromStatus(err)}
 			}
 			unreachable = addr
 			if lastAddr == addr {

@@ -11,21 +11,50 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/testutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
-// fakeAdmin answers CreateDatabase (a write) and ListDatabases (a read)
-// with the errors queued for them (nil: success; once the queue is empty,
-// the last entry again), counting the calls.
+// fakeAdmin answers CreateDatabase (an exactly-once write),
+// TransferRaftLeadership (a write without request ids) and ListDatabases
+// (a read) with the errors queued for them (nil: success; once the queue
+// is empty, the last entry again), counting the calls and keeping the
+// request ids the writes carried.
 type fakeAdmin struct {
 	adminv1.UnimplementedAdminServiceServer
 	mu            sync.Mutex
 	writes, reads []error
 	nWrite, nRead atomic.Int32
-	hang          bool // CreateDatabase blocks until its ctx ends
+	hang          bool // the writes block until their ctx ends
+	ids           []string
+}
+
+func (f *fakeAdmin) write(ctx context.Context) error {
+	f.nWrite.Add(1)
+	f.mu.Lock()
+	md, _ := metadata.FromIncomingContext(ctx)
+	f.ids = append(f.ids, strings.Join(md.Get(RequestIDHeader), ","))
+	f.mu.Unlock()
+	if f.hang {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return ToStatus(next(&f.writes))
+}
+
+func (f *fakeAdmin) requestIDs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.ids...)
+}
+
+func (f *fakeAdmin) TransferRaftLeadership(ctx context.Context, _ *adminv1.TransferRaftLeadershipRequest) (*adminv1.TransferRaftLeadershipResponse, error) {
+	return &adminv1.TransferRaftLeadershipResponse{}, f.write(ctx)
 }
 
 func next(q *[]error) error {
@@ -37,14 +66,7 @@ func next(q *[]error) error {
 }
 
 func (f *fakeAdmin) CreateDatabase(ctx context.Context, _ *adminv1.CreateDatabaseRequest) (*adminv1.CreateDatabaseResponse, error) {
-	f.nWrite.Add(1)
-	if f.hang {
-		<-ctx.Done()
-		return nil, ctx.Err()
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return &adminv1.CreateDatabaseResponse{}, ToStatus(next(&f.writes))
+	return &adminv1.CreateDatabaseResponse{}, f.write(ctx)
 }
 
 func (f *fakeAdmin) ListDatabases(ctx context.Context, _ *adminv1.ListDatabasesRequest) (*adminv1.ListDatabasesResponse, error) {
@@ -95,6 +117,14 @@ func create(ctx context.Context, c *Client) error {
 	})
 }
 
+// transfer is a write without request ids.
+func transfer(ctx context.Context, c *Client) error {
+	return c.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+		_, err := a.TransferRaftLeadership(ctx, &adminv1.TransferRaftLeadershipRequest{})
+		return err
+	})
+}
+
 func list(ctx context.Context, c *Client) error {
 	return c.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
 		_, err := a.ListDatabases(ctx, &adminv1.ListDatabasesRequest{})
@@ -108,19 +138,19 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// TestDoNeverRepeatsAnAmbiguousWrite: a write answered UNAVAILABLE
-// (outcome UNKNOWN) is sent once and reported as outcome unknown; a read
-// answered so is retried.
+// TestDoNeverRepeatsAnAmbiguousWrite: a write without request ids
+// answered UNAVAILABLE (outcome UNKNOWN) is sent once and reported as
+// outcome unknown; a read answered so is retried.
 func TestDoNeverRepeatsAnAmbiguousWrite(t *testing.T) {
 	f := &fakeAdmin{writes: []error{core.ErrUnavailable, nil}, reads: []error{core.ErrUnavailable, nil}}
 	addr, _ := serveFake(t, f)
 	c := testClient(t, addr)
-	err := create(ctxFor(t, 10*time.Second), c)
+	err := transfer(ctxFor(t, 10*time.Second), c)
 	var ou *OutcomeUnknownError
 	if !errors.As(err, &ou) || !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, core.ErrUnavailable) || ou.Address != addr {
 		t.Fatalf("got %v, want an OutcomeUnknownError wrapping ErrUnavailable from %s", err, addr)
 	}
-	if !strings.Contains(err.Error(), "CreateDatabase was sent to "+addr) {
+	if !strings.Contains(err.Error(), "TransferRaftLeadership was sent to "+addr) {
 		t.Errorf("message %q does not name the call and the coordinator", err)
 	}
 	if n := f.nWrite.Load(); n != 1 {
@@ -128,6 +158,28 @@ func TestDoNeverRepeatsAnAmbiguousWrite(t *testing.T) {
 	}
 	if err := list(ctxFor(t, 10*time.Second), c); err != nil || f.nRead.Load() != 2 {
 		t.Errorf("read: %v after %d calls, want success after 2", err, f.nRead.Load())
+	}
+}
+
+// TestDoRepeatsAnAmbiguousExactlyOnceWrite: an exactly-once write answered
+// UNAVAILABLE (outcome UNKNOWN) is repeated with the same request id, and
+// a second call gets a new id; WithRequestID's id is used when given.
+func TestDoRepeatsAnAmbiguousExactlyOnceWrite(t *testing.T) {
+	f := &fakeAdmin{writes: []error{core.ErrUnavailable, core.ErrUnavailable, nil}}
+	addr, _ := serveFake(t, f)
+	c := testClient(t, addr)
+	if err := create(ctxFor(t, 10*time.Second), c); err != nil || f.nWrite.Load() != 3 {
+		t.Fatalf("got %v after %d sends, want success after 3", err, f.nWrite.Load())
+	}
+	if err := create(ctxFor(t, 10*time.Second), c); err != nil {
+		t.Fatal(err)
+	}
+	if err := create(WithRequestID(ctxFor(t, 10*time.Second), "mine"), c); err != nil {
+		t.Fatal(err)
+	}
+	ids := f.requestIDs()
+	if len(ids) != 5 || ids[0] == "" || ids[1] != ids[0] || ids[2] != ids[0] || ids[3] == ids[0] || ids[3] == "" || ids[4] != "mine" {
+		t.Fatalf("request ids sent %q: want one id for the three attempts, a new one for the next call, then \"mine\"", ids)
 	}
 }
 
@@ -196,22 +248,49 @@ func TestDoWriteInFlightAtTheDeadlineIsUnknown(t *testing.T) {
 	f := &fakeAdmin{hang: true}
 	addr, _ := serveFake(t, f)
 	err := create(ctxFor(t, 500*time.Millisecond), testClient(t, addr))
-	if !errors.Is(err, ErrOutcomeUnknown) || f.nWrite.Load() != 1 {
-		t.Fatalf("got %v after %d sends, want outcome unknown after 1", err, f.nWrite.Load())
+	if !errors.Is(err, ErrOutcomeUnknown) || f.nWrite.Load() < 1 {
+		t.Fatalf("got %v after %d sends, want outcome unknown", err, f.nWrite.Load())
+	}
+	f2 := &fakeAdmin{hang: true}
+	addr2, _ := serveFake(t, f2)
+	err = transfer(ctxFor(t, 500*time.Millisecond), testClient(t, addr2))
+	if !errors.Is(err, ErrOutcomeUnknown) || f2.nWrite.Load() != 1 {
+		t.Fatalf("write without request ids: got %v after %d sends, want outcome unknown after 1", err, f2.nWrite.Load())
 	}
 }
 
 // TestDoWriteLosingItsConnectionIsUnknown: a coordinator that goes away
-// under a write leaves its outcome unknown, and the write is not repeated
-// elsewhere.
+// under a write without request ids leaves its outcome unknown, and the
+// write is not repeated elsewhere; an exactly-once write is repeated on
+// the other coordinator with the same request id.
 func TestDoWriteLosingItsConnectionIsUnknown(t *testing.T) {
+	loseConnection(t, transfer, func(t *testing.T, err error, first, other *fakeAdmin) {
+		if !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("got %v, want outcome unknown (connection lost)", err)
+		}
+		if n := other.nWrite.Load(); n != 0 {
+			t.Errorf("the write was repeated on the other coordinator (%d times)", n)
+		}
+	})
+	loseConnection(t, create, func(t *testing.T, err error, first, other *fakeAdmin) {
+		if err != nil {
+			t.Fatalf("exactly-once write: %v, want the repetition on the other coordinator to answer", err)
+		}
+		a, b := first.requestIDs(), other.requestIDs()
+		if len(a) != 1 || len(b) != 1 || a[0] == "" || a[0] != b[0] {
+			t.Fatalf("request ids %q then %q: want the same id on both", a, b)
+		}
+	})
+}
+
+func loseConnection(t *testing.T, write func(context.Context, *Client) error, check func(t *testing.T, err error, first, other *fakeAdmin)) {
 	f := &fakeAdmin{hang: true}
 	addr, stop := serveFake(t, f)
 	other := &fakeAdmin{writes: []error{nil}}
 	otherAddr, _ := serveFake(t, other)
 	c := testClient(t, addr, otherAddr)
 	done := make(chan error, 1)
-	go func() { done <- create(ctxFor(t, 10*time.Second), c) }()
+	go func() { done <- write(ctxFor(t, 10*time.Second), c) }()
 	for f.nWrite.Load() == 0 {
 		select {
 		case err := <-done:
@@ -220,13 +299,7 @@ func TestDoWriteLosingItsConnectionIsUnknown(t *testing.T) {
 		}
 	}
 	stop()
-	err := <-done
-	if !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("got %v, want outcome unknown (connection lost)", err)
-	}
-	if n := other.nWrite.Load(); n != 0 {
-		t.Errorf("the write was repeated on the other coordinator (%d times)", n)
-	}
+	check(t, <-done, f, other)
 }
 
 // TestEveryAdminMethodIsClassified: every method of the admin and
