@@ -154,9 +154,17 @@ type OutcomeUnknownError struct {
 	Address string // host:port the write was sent to
 	Method  string // the RPC, "/metaplane.admin.v1.AdminService/CreateTable"
 	Err     error  // the last error, converted with FromStatus
+	// RequestID is the request id an exactly-once write carried (its
+	// repetitions did not settle it in time); "" for another write.
+	RequestID string
 }
 
 func (e *OutcomeUnknownError) Error() string {
+	if e.RequestID != "" {
+		return fmt.Sprintf("outcome unknown: %s (request id %s) was sent to %s and repeated until the deadline, and may or may not have been applied (%v); "+
+			"repeat it with the same request id to apply it at most once",
+			methodName(e.Method), e.RequestID, e.Address, e.Err)
+	}
 	return fmt.Sprintf("outcome unknown: %s was sent to %s and may or may not have been applied (%v); check before repeating it",
 		methodName(e.Method), e.Address, e.Err)
 }
@@ -383,7 +391,11 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 		}
 		if ctx.Err() != nil {
 			if write && at.inFlight {
-				return &OutcomeUnknownError{Address: addr, Method: at.method, Err: ctx.Err()}
+				ou := &OutcomeUnknownError{Address: addr, Method: at.method, Err: ctx.Err()}
+				if once {
+					ou.RequestID = id
+				}
+				return ou
 			}
 			return timedOut()
 		}
@@ -408,7 +420,7 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 			// under it): try again, elsewhere if need be.
 		case d != nil && d.Outcome == adminv1.Outcome_OUTCOME_UNKNOWN && once && status.Code(err) != codes.Internal:
 			// Repeated with the same request id: applied at most once.
-			ambiguous = &OutcomeUnknownError{Address: addr, Method: at.method, Err: FromStatus(err)}
+			ambiguous = &OutcomeUnknownError{Address: addr, Method: at.method, Err: FromStatus(err), RequestID: id}
 			if !sleep(ctx, c.RetryWait) {
 				return ambiguous
 			}
@@ -426,7 +438,7 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 				return &OutcomeUnknownError{Address: addr, Method: at.method, Err: FromStatus(err)}
 			}
 			if once {
-				ambiguous = &OutcomeUnknownError{Address: addr, Method: at.method, Err: FromStatus(err)}
+				ambiguous = &OutcomeUnknownError{Address: addr, Method: at.method, Err: FromStatus(err), RequestID: id}
 			}
 			unreachable = addr
 			if lastAddr == addr {

@@ -32,6 +32,7 @@ type admin struct {
 	bootstrap string
 	json      bool
 	timeout   time.Duration
+	requestID string
 	tls       *tlsFlags // --tls-ca, --tls-cert, --tls-key (tls.go)
 }
 
@@ -56,13 +57,17 @@ and follows NOT_LEADER answers to the leader. The common flags may come
 before or after the verb. With --json the answer is the API's response
 message as JSON, and an error is one JSON object on stderr. Exit status:
 0 success, 1 the call failed, 2 usage error, 3 a write's outcome is
-unknown (not repeated: check before running it again). See docs/admin.md.`,
+still unknown at --timeout. A write carries a request id (--request-id,
+or a fresh one) and is repeated with it after an ambiguous failure until
+--timeout: the coordinators apply it once and answer a repetition with the
+original result. See docs/admin.md.`,
 	}
 	markGroup(cmd, "verb")
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&a.bootstrap, "bootstrap-servers", "127.0.0.1:9123", "the `host:port,...` of the coordinators to ask")
 	pf.BoolVar(&a.json, "json", false, "print the answer as JSON (and an error as JSON on stderr)")
 	pf.DurationVar(&a.timeout, "timeout", 30*time.Second, "give up after this long, redirects and retries included")
+	pf.StringVar(&a.requestID, "request-id", "", "the request `id` of the write (default: a fresh one); run a write again with the id an \"outcome unknown\" error names to apply it at most once")
 	a.tls = addTLSFlags(pf)
 	for _, verb := range adminVerbs {
 		cmd.AddCommand(verb(a))
@@ -80,7 +85,11 @@ func (a *admin) do(cmd *cobra.Command, f func(ctx context.Context, c *adminclien
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(cmd.Context(), a.timeout)
 	defer cancel()
-	err = f(ctx, client)
+	id := a.requestID
+	if id == "" {
+		id = adminclient.NewRequestID()
+	}
+	err = f(adminclient.WithRequestID(ctx, id), client)
 	if errors.Is(err, adminclient.ErrOutcomeUnknown) {
 		return err // it says what was sent where, and that it was not repeated
 	}

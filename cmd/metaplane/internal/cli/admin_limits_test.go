@@ -10,11 +10,13 @@ import (
 	"os/exec"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/backends/memory"
@@ -147,20 +149,29 @@ func TestAdminCLIRefusesBadInput(t *testing.T) {
 }
 
 // unavailableAdmin answers every CreateDatabase UNAVAILABLE (outcome
-// UNKNOWN), counting the calls.
+// UNKNOWN), counting the calls and the request ids they carried.
 type unavailableAdmin struct {
 	adminv1.UnimplementedAdminServiceServer
 	calls atomic.Int32
+	mu    sync.Mutex
+	ids   map[string]int
 }
 
-func (u *unavailableAdmin) CreateDatabase(context.Context, *adminv1.CreateDatabaseRequest) (*adminv1.CreateDatabaseResponse, error) {
+func (u *unavailableAdmin) CreateDatabase(ctx context.Context, _ *adminv1.CreateDatabaseRequest) (*adminv1.CreateDatabaseResponse, error) {
 	u.calls.Add(1)
+	md, _ := metadata.FromIncomingContext(ctx)
+	u.mu.Lock()
+	if u.ids == nil {
+		u.ids = map[string]int{}
+	}
+	u.ids[strings.Join(md.Get(adminclient.RequestIDHeader), ",")]++
+	u.mu.Unlock()
 	return nil, adminclient.ToStatus(fmt.Errorf("%w: no quorum", core.ErrUnavailable))
 }
 
-// TestAdminOutcomeUnknown: a write answered with outcome UNKNOWN is sent
-// once, and the verb says "outcome unknown" and exits 3 (in text and with
-// --json).
+// TestAdminOutcomeUnknown: a write answered with outcome UNKNOWN is
+// repeated with its request id until --timeout; then the verb says
+// "outcome unknown", names the id, and exits 3 (in text and with --json).
 func TestAdminOutcomeUnknown(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -173,17 +184,19 @@ func TestAdminOutcomeUnknown(t *testing.T) {
 	t.Cleanup(s.Stop)
 	bs := "--bootstrap-servers=" + l.Addr().String()
 
-	_, stderr, code := runCLI(t, "admin", "create-database", "shop", bs, "--timeout", "10s")
-	if code != ExitOutcomeUnknown || !strings.Contains(stderr, "outcome unknown: CreateDatabase was sent to") ||
+	_, stderr, code := runCLI(t, "admin", "create-database", "shop", bs, "--timeout", "1s", "--request-id", "req-7")
+	if code != ExitOutcomeUnknown || !strings.Contains(stderr, "outcome unknown: CreateDatabase (request id req-7) was sent to") ||
 		!strings.Contains(stderr, "no quorum") {
 		t.Fatalf("exit %d, stderr %q: want exit %d saying outcome unknown", code, stderr, ExitOutcomeUnknown)
 	}
-	_, stderr, code = runCLI(t, "admin", "create-database", "shop", bs, "--json")
+	_, stderr, code = runCLI(t, "admin", "create-database", "shop", bs, "--json", "--timeout", "1s")
 	var e jsonError
 	if code != ExitOutcomeUnknown || json.Unmarshal([]byte(stderr), &e) != nil || e.Code != codeOutcomeUnknown {
 		t.Fatalf("--json: exit %d, stderr %q", code, stderr)
 	}
-	if n := u.calls.Load(); n != 2 {
-		t.Errorf("the coordinator got %d writes for 2 commands: a write of unknown outcome was repeated", n)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.ids) != 2 || u.ids["req-7"] < 2 || u.ids[""] != 0 {
+		t.Errorf("request ids of the writes %v: want two ids (req-7 and a fresh one), each repeated", u.ids)
 	}
 }

@@ -24,9 +24,11 @@ const (
 	ExitFailure = 1 // the command ran and failed (or found problems)
 	ExitUsage   = 2 // the command line was wrong
 	// ExitOutcomeUnknown: an admin write was sent but its outcome is
-	// unknown (the connection broke under it, the coordinator answered
-	// UNAVAILABLE, or --timeout passed while it was in flight); it was not
-	// repeated. Check the state before running it again.
+	// still unknown at --timeout: its repetitions with its request id did
+	// not settle it (the coordinators kept answering UNAVAILABLE, or none
+	// could be reached again), or it is a write without request ids
+	// (transfer-leadership), which is not repeated. Run it again with
+	// --request-id and the id the error names to apply it at most once.
 	ExitOutcomeUnknown = 3
 )
 
