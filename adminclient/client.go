@@ -142,10 +142,13 @@ func (e *DeadlineError) Error() string {
 func (e *DeadlineError) Unwrap() error { return e.Err }
 
 // ErrOutcomeUnknown is in the chain of a write's error when the write may or
-// may not have been applied: it was sent and its answer lost (a connection
-// that broke under it, the deadline), or the coordinator answered with
-// outcome UNKNOWN (UNAVAILABLE, INTERNAL). Do does not repeat such a write;
-// read the state before repeating it.
+// may not have been applied and Do could not settle it: an exactly-once
+// write (ExactlyOnce) whose repetitions with its request id got no answer
+// for good before the deadline, or that was answered INTERNAL; another
+// write that was sent and its answer lost (a connection that broke under
+// it, the deadline) or answered with outcome UNKNOWN. Repeat an
+// exactly-once write with the same request id (WithRequestID,
+// OutcomeUnknownError.RequestID); read the state before repeating another.
 var ErrOutcomeUnknown = errors.New("admin: outcome unknown")
 
 // OutcomeUnknownError is ErrOutcomeUnknown with the coordinator the write
@@ -261,14 +264,23 @@ type attempt struct {
 	method   string
 	unsent   bool   // a write found no connection and was not sent
 	inFlight bool   // an RPC was sent
-	id       string // the request id of an exactly-once write
+	id       string // the call's request id
+	writes   int    // exactly-once writes sent so far in this attempt
 }
 
+// withID adds the request id of the attempt's next exactly-once write: the
+// call's id for its first, "<id>.<n>" for its n+1st (a call should make one
+// RPC, but one that makes more repeats each with an id of its own).
 func (a *attempt) withID(ctx context.Context, method string) context.Context {
-	if exactlyOnce[method] {
-		return metadata.AppendToOutgoingContext(ctx, RequestIDHeader, a.id)
+	if !exactlyOnce[method] {
+		return ctx
 	}
-	return ctx
+	id := a.id
+	if a.writes > 0 {
+		id = fmt.Sprintf("%s.%d", a.id, a.writes)
+	}
+	a.writes++
+	return metadata.AppendToOutgoingContext(ctx, RequestIDHeader, id)
 }
 
 func (a *attempt) send(ctx context.Context, method string) error {

@@ -183,6 +183,25 @@ func TestDoRepeatsAnAmbiguousExactlyOnceWrite(t *testing.T) {
 	}
 }
 
+// TestDoCallWithTwoWritesGivesEachItsID: a call that makes two
+// exactly-once writes sends them with two ids, the same in every attempt.
+func TestDoCallWithTwoWritesGivesEachItsID(t *testing.T) {
+	f := &fakeAdmin{writes: []error{nil, core.ErrUnavailable, nil}}
+	addr, _ := serveFake(t, f)
+	c := testClient(t, addr)
+	err := c.Admin(WithRequestID(ctxFor(t, 10*time.Second), "two"), func(ctx context.Context, a adminv1.AdminServiceClient) error {
+		for range 2 {
+			if _, err := a.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "db"}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if ids := f.requestIDs(); err != nil || strings.Join(ids, " ") != "two two.1 two two.1" {
+		t.Fatalf("got %v, ids %q: want ids two, two.1, repeated in the second attempt", err, ids)
+	}
+}
+
 // TestDoRepeatsAWriteKnownNotApplied: a write answered with outcome
 // NOT_APPLIED (CLOSED) is repeated, and so is one whose coordinator
 // answered NOT_LEADER naming another.

@@ -18,8 +18,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/testutil"
 	"github.com/metaplane/metaplane/internal/zktest"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
@@ -204,12 +206,19 @@ func haScenario(t *testing.T, bin string, common []string, b haBackend) {
 
 	var created *adminv1.TableInfo
 	if err := client.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
-		if _, err := a.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "ha"}); err != nil {
-			return err
-		}
-		r, err := a.CreateTable(ctx, &adminv1.CreateTableRequest{Database: "ha", Table: "t", Descriptor_: &adminv1.TableDescriptor{
-			Columns: []*adminv1.Column{{Name: "k", Type: "BIGINT"}, {Name: "v", Type: "STRING"}}, PrimaryKey: []string{"k"},
-			BucketCount: 3, ReplicationFactor: 2}})
+		_, err := a.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "ha"})
+		return err
+	}); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	// The create carries a request id of ours, so that it can be repeated
+	// after the failover below (exactly-once admin writes).
+	createT := &adminv1.CreateTableRequest{Database: "ha", Table: "t", Descriptor_: &adminv1.TableDescriptor{
+		Columns: []*adminv1.Column{{Name: "k", Type: "BIGINT"}, {Name: "v", Type: "STRING"}}, PrimaryKey: []string{"k"},
+		BucketCount: 3, ReplicationFactor: 2}}
+	const createID = "ha-create-t"
+	if err := client.Admin(adminclient.WithRequestID(ctx, createID), func(ctx context.Context, a adminv1.AdminServiceClient) error {
+		r, err := a.CreateTable(ctx, createT)
 		if err == nil {
 			created = r.Table
 		}
@@ -262,6 +271,28 @@ func haScenario(t *testing.T, bin string, common []string, b haBackend) {
 	if after.TableId != created.TableId || !bytes.Equal(after.SchemaJson, created.SchemaJson) ||
 		!bytes.Equal(after.RegistrationJson, created.RegistrationJson) || len(after.Buckets) != 3 {
 		t.Fatalf("table after failover:\n got %v\nwant %v", after, created)
+	}
+	// The create repeated with its request id on the new leader (its
+	// answer lost, as far as the caller knows) is answered with the
+	// original table id, not "already exists"; the id with another body is
+	// refused.
+	var replayed *adminv1.CreateTableResponse
+	if err := client2.Admin(adminclient.WithRequestID(ctx, createID), func(ctx context.Context, a adminv1.AdminServiceClient) (err error) {
+		replayed, err = a.CreateTable(ctx, createT)
+		return err
+	}); err != nil {
+		t.Fatalf("create repeated with its request id after the failover: %v", err)
+	}
+	if !replayed.Created || replayed.Table.TableId != created.TableId {
+		t.Fatalf("repeated create: created=%v table id %d, want the original %d", replayed.Created, replayed.Table.TableId, created.TableId)
+	}
+	other := proto.Clone(createT).(*adminv1.CreateTableRequest)
+	other.Table = "t2"
+	if err := client2.Admin(adminclient.WithRequestID(ctx, createID), func(ctx context.Context, a adminv1.AdminServiceClient) error {
+		_, err := a.CreateTable(ctx, other)
+		return err
+	}); !errors.Is(err, core.ErrInvalidArgument) {
+		t.Fatalf("request id reused for another table: %v, want INVALID_ARGUMENT", err)
 	}
 	// The tablet servers keep (or regain) their registration and adopt the
 	// new epoch.
