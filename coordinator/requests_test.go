@@ -212,3 +212,60 @@ func TestRequestRecordsExpire(t *testing.T) {
 		t.Fatalf("cleanup touched the database: %v", err)
 	}
 }
+
+// DropTable and AddACLs whose answers are lost
+// are answered, on their repetition, as their first application was: the
+// drop says dropped (not "does not exist"), the ACL add counts the entry
+// it added (not 0).
+func TestLostAnswerRetryOfDropAndACL(t *testing.T) {
+	s := memory.NewStore(memory.StoreOptions{})
+	t.Cleanup(func() { s.Close() })
+	n, armed, lost := startLossy(t, s, coordinator.Options{})
+	c := newClient(t, n.addr)
+	c.RetryWait = 10 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	admin := func(f func(a adminv1.AdminServiceClient) error) {
+		t.Helper()
+		if err := c.Admin(ctx, func(_ context.Context, a adminv1.AdminServiceClient) error { return f(a) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin(func(a adminv1.AdminServiceClient) error {
+		_, err := a.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "db"})
+		return err
+	})
+	admin(func(a adminv1.AdminServiceClient) error {
+		_, err := a.CreateTable(ctx, &adminv1.CreateTableRequest{Database: "db", Table: "t", Descriptor_: tableDescriptor()})
+		return err
+	})
+
+	armed.Store(1)
+	var drop *adminv1.DropTableResponse
+	err := c.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) (err error) {
+		drop, err = a.DropTable(ctx, &adminv1.DropTableRequest{Database: "db", Table: "t"})
+		return err
+	})
+	if err != nil || !drop.Dropped || lost.Load() != 1 {
+		t.Fatalf("drop with a lost answer: %v, dropped=%v, %d answers lost: want dropped after 1 lost answer", err, drop.GetDropped(), lost.Load())
+	}
+
+	armed.Store(1)
+	var add *adminv1.AddACLsResponse
+	err = c.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) (err error) {
+		add, err = a.AddACLs(ctx, &adminv1.AddACLsRequest{ResourceType: "DATABASE", ResourceName: "db",
+			Acls: []*adminv1.ACLEntry{{PrincipalType: "USER", PrincipalName: "alice", PermissionType: "ALLOW", Host: "*", Operation: "READ"}}})
+		return err
+	})
+	if err != nil || add.Added != 1 || lost.Load() != 2 {
+		t.Fatalf("add-acl with a lost answer: %v, added %d, %d answers lost: want 1 added after the second lost answer", err, add.GetAdded(), lost.Load())
+	}
+	var acls *adminv1.ListACLsResponse
+	admin(func(a adminv1.AdminServiceClient) (err error) {
+		acls, err = a.ListACLs(ctx, &adminv1.ListACLsRequest{})
+		return err
+	})
+	if len(acls.Resources) != 1 || len(acls.Resources[0].Acls) != 1 {
+		t.Fatalf("ACLs after the repeated add: %v, want the one entry once", acls.Resources)
+	}
+}
