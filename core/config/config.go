@@ -82,6 +82,14 @@ type CoordinatorConfig struct {
 	// default 500ms: how long a metadata-stream fetch waits for new
 	// changes before answering empty (long poll).
 	MetadataStreamMaxWait time.Duration `koanf:"metadata-stream.max-wait"`
+	// RequestRetention, key coordinator.request-records.retention, default
+	// 24h: how long the leader keeps the record of an exactly-once admin
+	// write's request id (a retry within it is answered with the original
+	// result).
+	RequestRetention time.Duration `koanf:"request-records.retention"`
+	// MaxRequestRecords, key coordinator.request-records.max, default
+	// 100000: the most request records kept (the oldest go first).
+	MaxRequestRecords int `koanf:"request-records.max"`
 	// Gossip holds the coordinator.gossip.* keys.
 	Gossip GossipConfig `koanf:"gossip"`
 }
@@ -266,6 +274,8 @@ func Default() *Config {
 			},
 			TabletServerSessionTimeout: 30 * time.Second,
 			MetadataStreamMaxWait:      500 * time.Millisecond,
+			RequestRetention:           24 * time.Hour,
+			MaxRequestRecords:          100000,
 			Gossip:                     GossipConfig{Port: 9125},
 		},
 		ZooKeeper: ZooKeeperConfig{

@@ -88,6 +88,10 @@ func (c *Config) validate(probs *Problems, observer bool) {
 	}
 	positive("coordinator.tablet-server.session-timeout", c.Coordinator.TabletServerSessionTimeout)
 	positive("coordinator.metadata-stream.max-wait", c.Coordinator.MetadataStreamMaxWait)
+	positive("coordinator.request-records.retention", c.Coordinator.RequestRetention)
+	if c.Coordinator.MaxRequestRecords < 1 {
+		probs.Add("coordinator.request-records.max", fmt.Sprintf("%d must be at least 1", c.Coordinator.MaxRequestRecords))
+	}
 	checkPort(probs, "coordinator.gossip.port", c.Coordinator.Gossip.Port)
 	if c.Coordinator.Gossip.Enabled && c.Coordinator.Gossip.Port == r.Port {
 		probs.Add("coordinator.gossip.port", fmt.Sprintf("%d is also coordinator.raft.port", r.Port))

@@ -192,6 +192,8 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 		ID:                         id,
 		TabletServerSessionTimeout: cfg.Coordinator.TabletServerSessionTimeout,
 		MetadataStreamMaxWait:      cfg.Coordinator.MetadataStreamMaxWait,
+		RequestRetention:           cfg.Coordinator.RequestRetention,
+		MaxRequestRecords:          cfg.Coordinator.MaxRequestRecords,
 		IDBlockSize:                cfg.Coordinator.Raft.IDBlockSize,
 		MaxBucketNum:               int32(cfg.MaxBucketNum), // validated: at most MaxInt32
 		MaxPartitionNum:            cfg.MaxPartitionNum,
