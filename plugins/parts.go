@@ -65,20 +65,9 @@ func expose(c *Client, ifaces *pb.Interfaces) core.MetadataBackend {
 }
 
 // ClientOf returns the *Client under b (b itself, or the client its part
-// layers wrap), for the host's own bookkeeping and tests.
-func ClientOf(b core.MetadataBackend) (*Client, bool) {
-	for depth := 0; b != nil && depth < 16; depth++ {
-		if c, ok := b.(*Client); ok {
-			return c, true
-		}
-		u, ok := b.(core.Unwrapper)
-		if !ok {
-			break
-		}
-		b = u.Unwrap()
-	}
-	return nil, false
-}
+// layers wrap), for the host's own bookkeeping and tests: core.Optional
+// walks the layers' Unwrap chain.
+func ClientOf(b core.MetadataBackend) (*Client, bool) { return core.Optional[*Client](b) }
 
 // GrantLease grants a lease in the plugin. See core.LeaseManager.
 func (l leaseLayer) GrantLease(ctx context.Context, owner string, ttl time.Duration, fence core.Fence) (int64, error) {
