@@ -24,13 +24,28 @@ type Config struct {
 	Security SecurityConfig `koanf:"security"`
 
 	// BindListeners, key bind.listeners, default [CLIENT://127.0.0.1:9123]:
-	// the listeners the server binds, each NAME://host:port (port 0 picks
-	// a free port).
+	// the listeners of the server, each NAME://host:port (port 0 picks a
+	// free port). metaplane binds one of them, the client listener (see
+	// ClientListener); the others are checked and not bound.
 	BindListeners []string `koanf:"bind.listeners"`
 	// AdvertisedListeners, key advertised.listeners, default empty (advertise
 	// the bind listeners): the addresses given to others, each
-	// NAME://host:port, NAME one of the bind listeners' names.
+	// NAME://host:port, NAME one of the bind listeners' names. The client
+	// listener's entry is what a coordinator publishes as its address and
+	// a tablet server registers.
 	AdvertisedListeners []string `koanf:"advertised.listeners"`
+	// ClientListenerName, key client.listener.name, default empty: the
+	// name of the bind.listeners entry that serves clients when there are
+	// several (see ClientListener).
+	ClientListenerName string `koanf:"client.listener.name"`
+	// InternalListenerName, key internal.listener.name, default FLUSS (the
+	// original's): the listener the original system uses between its
+	// servers. metaplane does not serve it; with several bind.listeners
+	// and no client.listener.name, the client listener is the one
+	// listener not named by it.
+	InternalListenerName string `koanf:"internal.listener.name"`
+	// Log holds the log.* keys.
+	Log LogConfig `koanf:"log"`
 	// MetricsAddress, key metrics.address, default 127.0.0.1:9249: where
 	// the Prometheus metrics endpoint listens (host:port; port 0 picks a
 	// free port).
@@ -39,7 +54,9 @@ type Config struct {
 	// process's tablet-server id when it runs as a tablet server
 	// (observer); at least 0 when set.
 	TabletServerID int `koanf:"tablet-server.id"`
-	// DataDir, key data.dir, default ./data: the process's data directory.
+	// DataDir, key data.dir, default ./data: the directory the process
+	// keeps its state in: coordinator.raft.dir defaults to <data.dir>/raft
+	// (resolved when the configuration is loaded).
 	DataDir string `koanf:"data.dir"`
 	// MaxBucketNum, key max.bucket.num, default 20000 (the original's):
 	// the most buckets a table (and each partition of a partitioned table)
@@ -59,11 +76,31 @@ type Config struct {
 	// when there are none. Not a key.
 	Extra map[string]string `koanf:"-"`
 
+	// Present records which keys Load's sources set (nil after Default
+	// and FromFlat). Not a key.
+	Present PresenceSet `koanf:"-"`
+
 	// Selected is the backend selection Load made (see SelectBackend).
 	// It is the zero Selection after Default and FromFlat,
 	// which do not select. Not a key.
 	Selected Selection `koanf:"-"`
 }
+
+// LogConfig holds the log.* keys: the process's logs on stderr.
+type LogConfig struct {
+	// Level, key log.level, default info: the lowest level logged, one
+	// of LogLevels. Plugins log at the same level.
+	Level string `koanf:"level"`
+	// Format, key log.format, default text: one of LogFormats; text is
+	// key=value lines (logfmt), json one JSON object per line.
+	Format string `koanf:"format"`
+}
+
+// LogLevels lists the accepted values of log.level, lowest first.
+var LogLevels = []string{"debug", "info", "warn", "error"}
+
+// LogFormats lists the accepted values of log.format.
+var LogFormats = []string{"text", "json"}
 
 // CoordinatorConfig holds the coordinator.* keys.
 type CoordinatorConfig struct {
@@ -119,8 +156,8 @@ type RaftConfig struct {
 	// Port, key coordinator.raft.port, default 9124: the Raft port
 	// (coordinator to coordinator only; firewall it from clients).
 	Port int `koanf:"port"`
-	// Dir, key coordinator.raft.dir, default ./data/raft: the Raft log
-	// and the metadata store.
+	// Dir, key coordinator.raft.dir, default <data.dir>/raft (./data/raft):
+	// the Raft log and the metadata store.
 	Dir string `koanf:"dir"`
 	// HeartbeatInterval, key coordinator.raft.heartbeat.interval, default
 	// 500ms: an upper bound on the leader's heartbeat interval (see
@@ -289,13 +326,15 @@ func Default() *Config {
 				MaxBufferSize:       100 * MiB,
 			},
 		},
-		Metadata:        MetadataConfig{Backend: BackendConfig{Default: BackendRaft}},
-		Security:        SecurityConfig{TLS: ListenerTLSConfig{ClientAuth: "none"}},
-		BindListeners:   []string{"CLIENT://127.0.0.1:9123"},
-		MetricsAddress:  "127.0.0.1:9249",
-		TabletServerID:  -1,
-		DataDir:         "./data",
-		MaxBucketNum:    20000,
-		MaxPartitionNum: 1000,
+		Metadata:             MetadataConfig{Backend: BackendConfig{Default: BackendRaft}},
+		Security:             SecurityConfig{TLS: ListenerTLSConfig{ClientAuth: "none"}},
+		BindListeners:        []string{"CLIENT://127.0.0.1:9123"},
+		MetricsAddress:       "127.0.0.1:9249",
+		TabletServerID:       -1,
+		DataDir:              "./data",
+		InternalListenerName: "FLUSS",
+		Log:                  LogConfig{Level: "info", Format: "text"},
+		MaxBucketNum:         20000,
+		MaxPartitionNum:      1000,
 	}
 }

@@ -102,6 +102,7 @@ func TestDefaultConfigIsValidAndSelectsRaft(t *testing.T) {
 func withoutSelection(c *Config) *Config {
 	cp := *c
 	cp.Selected = Selection{}
+	cp.Present = nil
 	return &cp
 }
 
@@ -130,7 +131,7 @@ func TestFlatNestedAndMixedFilesAgree(t *testing.T) {
 		t.Errorf("selection %+v, want raft by coordinator.seed.nodes", c.Selected)
 	}
 	for i, other := range configs[1:] {
-		if !reflect.DeepEqual(c, other) {
+		if !reflect.DeepEqual(withoutSelection(c), withoutSelection(other)) {
 			t.Errorf("file %d differs from the flat file:\n got %+v\nwant %+v", i+1, other, c)
 		}
 	}

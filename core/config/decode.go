@@ -122,7 +122,26 @@ func decodeFlat(merged map[string]any, extras extraSet, probs *Problems) (*Confi
 		}
 		probs.Add(key, "unknown key"+suggest(key))
 	}
+	if _, set := present[keyRaftDir]; !set {
+		cfg.Coordinator.Raft.Dir = underDataDir(cfg.DataDir, "raft")
+	}
 	return cfg, present
+}
+
+const keyRaftDir = "coordinator.raft.dir"
+
+// underDataDir is the default location of name in data.dir: dir/name,
+// keeping dir as written ("./data" gives "./data/raft").
+func underDataDir(dir, name string) string {
+	if strings.TrimSpace(dir) == "" {
+		return "" // refused by validation (data.dir must not be empty)
+	}
+	if t := strings.TrimRight(dir, "/"); t != "" {
+		dir = t
+	} else {
+		dir = ""
+	}
+	return dir + "/" + name
 }
 
 // stateOf says whether a value counts as set or as present but empty.

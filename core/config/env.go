@@ -17,10 +17,10 @@ const EnvPrefix = "METAPLANE_"
 // METAPLANE_BIN_DIR and METAPLANE_SOAK (tests), METAPLANE_BACKEND_PLUGIN
 // (the plugin handshake cookie), METAPLANE_JAVA and METAPLANE_ZK_* (the
 // test ZooKeeper server), METAPLANE_ADMIN_* (the admin command's client
-// TLS files), and METAPLANE_TEST_*, METAPLANE_PLUGIN_*, METAPLANE_LOG_*. Load ignores them instead of refusing them as
+// TLS files), and METAPLANE_TEST_*, METAPLANE_PLUGIN_*. Load ignores them instead of refusing them as
 // unknown keys. No configuration key may start with one of these segments.
 var reservedEnvSegments = map[string]bool{
-	"bin": true, "soak": true, "config": true, "test": true, "plugin": true, "log": true,
+	"bin": true, "soak": true, "config": true, "test": true, "plugin": true,
 	"backend": true, "java": true, "zk": true, "admin": true,
 }
 

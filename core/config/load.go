@@ -154,6 +154,7 @@ func Load(opts LoadOptions) (*Config, error) {
 		return nil, probs.Err()
 	}
 	cfg.Selected = sel
+	cfg.Present = present
 	return cfg, nil
 }
 

@@ -132,11 +132,26 @@ func (c *Config) validate(probs *Problems, observer bool) {
 	}
 
 	// process keys
-	names := c.validateListeners(probs, "bind.listeners", c.BindListeners, nil)
-	if len(c.BindListeners) == 0 {
-		probs.Add("bind.listeners", "must name at least one listener, e.g. CLIENT://127.0.0.1:9123")
+	before := len(*probs)
+	names := c.validateListeners(probs, KeyBindListeners, c.BindListeners, nil)
+	c.validateListeners(probs, KeyAdvertisedListeners, c.AdvertisedListeners, names)
+	if n := strings.TrimSpace(c.InternalListenerName); n != "" && !validListenerName(n) {
+		probs.Add(KeyInternalListenerName, fmt.Sprintf("%q is not a listener name (letters, digits, _)", c.InternalListenerName))
 	}
-	c.validateListeners(probs, "advertised.listeners", c.AdvertisedListeners, names)
+	if len(*probs) == before {
+		if _, err := c.ClientListener(); err != nil {
+			var ke *keyError
+			if errors.As(err, &ke) {
+				probs.Add(ke.key, ke.msg)
+			}
+		}
+	}
+	if !contains(LogLevels, strings.ToLower(c.Log.Level)) {
+		probs.Add("log.level", fmt.Sprintf("unknown level %q: want one of %s", c.Log.Level, strings.Join(LogLevels, ", ")))
+	}
+	if !contains(LogFormats, strings.ToLower(c.Log.Format)) {
+		probs.Add("log.format", fmt.Sprintf("unknown format %q: want one of %s", c.Log.Format, strings.Join(LogFormats, ", ")))
+	}
 	c.validateSecurity(probs, names)
 	if _, _, err := settings.ParseHostPort(c.MetricsAddress, true); err != nil {
 		probs.Add("metrics.address", err.Error())
@@ -211,16 +226,13 @@ func (c *Config) validateVoters(probs *Problems, observer bool) {
 // are the names the entries must use. It returns the names seen.
 func (c *Config) validateListeners(probs *Problems, key string, ls []string, allowed map[string]bool) map[string]bool {
 	seen := map[string]bool{}
-	for _, l := range ls {
-		name, addr, ok := strings.Cut(l, "://")
-		if !ok || !validListenerName(name) {
-			probs.Add(key, fmt.Sprintf("%q: want NAME://host:port, e.g. CLIENT://127.0.0.1:9123", l))
+	for _, s := range ls {
+		l, err := ParseListener(s)
+		if err != nil {
+			probs.Add(key, err.Error())
 			continue
 		}
-		if _, _, err := settings.ParseHostPort(addr, true); err != nil {
-			probs.Add(key, fmt.Sprintf("%q: %v", l, err))
-			continue
-		}
+		name := l.Name
 		if seen[name] {
 			probs.Add(key, fmt.Sprintf("listener name %s is given twice", name))
 		}
