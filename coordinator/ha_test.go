@@ -233,7 +233,7 @@ func haScenario(t *testing.T, bin string, common []string, b haBackend) {
 	checkMetrics(t, coords[first.LeaderAddress], b.name)
 	checkTabletRPCs(t, ctx, client, b.name)
 	checkRaftStatusRPC(t, ctx, clients, b.name)
-	if b.name == "zookeeper" && !strings.Contains(coords[first.LeaderAddress].out.String(), "WARNING: the ZooKeeper backend is deprecated") {
+	if b.name == "zookeeper" && !strings.Contains(coords[first.LeaderAddress].out.String(), "the ZooKeeper backend is deprecated") {
 		t.Errorf("no deprecation warning at start on ZooKeeper")
 	}
 

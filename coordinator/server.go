@@ -415,11 +415,14 @@ func (s *Server) lead(ctx context.Context, b core.MetadataBackend, lead core.Lea
 		s.log.Warn("leadership lost; serving as standby", "epoch", lead.Epoch())
 	case <-ctx.Done():
 		s.setLeader(nil)
+		s.log.Info("resigning leadership at shutdown", "epoch", lead.Epoch())
 		rctx, rc := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := lead.Resign(rctx); err != nil {
 			// At shutdown the plugin may be gone already (a terminal's
 			// Ctrl-C reaches it too): the leadership ends with it.
 			s.log.Info("resign at shutdown did not complete; the leadership ends with the backend session", "err", err)
+		} else {
+			s.log.Info("leadership resigned", "epoch", lead.Epoch())
 		}
 		rc()
 	}
@@ -437,10 +440,27 @@ func (s *Server) observeLeader(ctx context.Context, b core.MetadataBackend) {
 		}
 		for li := range ch {
 			li := li
-			s.metrics.observedLeader(s.leaderInfo.Swap(&li), li)
+			prev := s.leaderInfo.Swap(&li)
+			s.metrics.observedLeader(prev, li)
 			s.metrics.observedEpoch.Set(float64(li.Epoch))
+			s.logLeader(prev, li)
 		}
 		sleep(ctx, nil, 200*time.Millisecond)
+	}
+}
+
+// logLeader logs a change of leader that this coordinator observed (its
+// own election is logged by lead).
+func (s *Server) logLeader(prev *core.LeaderInfo, li core.LeaderInfo) {
+	if prev != nil && prev.ID == li.ID && prev.Epoch == li.Epoch {
+		return
+	}
+	switch {
+	case li.ID == s.id:
+	case li.ID == "":
+		s.log.Info("no leader", "epoch", li.Epoch)
+	default:
+		s.log.Info("new leader", "leader", li.ID, "leader_address", li.Address, "epoch", li.Epoch)
 	}
 }
 

@@ -656,6 +656,9 @@ func (p *Plugin) Close() error {
 	p.mu.Unlock()
 	if cn != nil {
 		p.kill(cn)
+		if cn.pc != nil {
+			p.logger.Info("plugin stopped", "pid", cn.pid)
+		}
 	}
 	return nil
 }

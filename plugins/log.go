@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
 )
@@ -55,13 +56,40 @@ func (s *slogLogger) Log(level hclog.Level, msg string, args ...any) {
 	if !s.l.Enabled(context.Background(), sl) {
 		return
 	}
+	when := time.Now()
 	attrs := make([]any, 0, 2+len(s.implied)+len(args))
 	if s.name != "" {
 		attrs = append(attrs, "plugin", s.name)
 	}
 	attrs = append(attrs, s.implied...)
-	attrs = append(attrs, args...)
-	s.l.Log(context.Background(), sl, msg, attrs...)
+	for i := 0; i < len(args); i += 2 {
+		k, ok := args[i].(string)
+		if !ok || i+1 >= len(args) {
+			attrs = append(attrs, args[i:]...)
+			break
+		}
+		switch k {
+		case "timestamp":
+			// go-plugin adds the time the plugin logged at: it becomes the
+			// record's time, so that a line has one time field.
+			if v, ok := args[i+1].(string); ok {
+				if t, err := time.Parse(hclog.TimeFormat, v); err == nil {
+					when = t
+					continue
+				}
+			}
+		case "plugin":
+			// go-plugin's own lines name the plugin by its path: one
+			// "plugin" attribute is enough.
+			if s.name != "" {
+				k = "path"
+			}
+		}
+		attrs = append(attrs, k, args[i+1])
+	}
+	r := slog.NewRecord(when, sl, msg, 0)
+	r.Add(attrs...)
+	_ = s.l.Handler().Handle(context.Background(), r)
 }
 
 func (s *slogLogger) Trace(msg string, args ...any) { s.Log(hclog.Trace, msg, args...) }

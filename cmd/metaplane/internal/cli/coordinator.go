@@ -43,38 +43,34 @@ Stop it with Ctrl-C (or SIGTERM).
 Exit status: 0 after a clean stop, 1 on an invalid configuration or a
 failure, 2 usage error.`
 
-// loadDaemonConfig loads the configuration of a daemon (coordinator,
-// tablet server) and prints the selection's warnings on stderr.
-func loadDaemonConfig(stderr io.Writer, opts config.LoadOptions) (*config.Config, error) {
+// loadDaemonConfig loads the configuration of a process that runs a
+// backend (coordinator, tablet server, migrate). The caller builds its
+// logger from it (newLogger) and logs the selection's warnings on it
+// (logWarnings), so that they come in the configured log format.
+func loadDaemonConfig(opts config.LoadOptions) (*config.Config, error) {
 	cfg, err := config.Load(opts)
 	if err != nil {
 		return nil, fmt.Errorf("invalid configuration:\n%w", err)
 	}
-	for _, w := range cfg.Selected.Warnings {
-		fmt.Fprintf(stderr, "WARNING: %s\n", w)
-	}
 	return cfg, nil
 }
 
-// listenerAddress returns host:port of the listener named name in a list
-// of NAME://host:port entries ("" when absent).
-func listenerAddress(listeners []string, name string) string {
-	for _, l := range listeners {
-		if n, addr, ok := strings.Cut(l, "://"); ok && strings.EqualFold(n, name) {
-			return addr
-		}
+// logWarnings logs the warnings of the backend selection (the deprecation
+// of ZooKeeper).
+func logWarnings(logger *slog.Logger, cfg *config.Config) {
+	for _, w := range cfg.Selected.Warnings {
+		logger.Warn(w)
 	}
-	return ""
 }
 
-// newLogger returns the process's logger: text lines on w at Info level
-// (Debug with METAPLANE_LOG_LEVEL=debug).
-func newLogger(w io.Writer, name string) *slog.Logger {
-	level := slog.LevelInfo
-	if strings.EqualFold(os.Getenv("METAPLANE_LOG_LEVEL"), "debug") {
-		level = slog.LevelDebug
+// clientListenerName is the name of cfg's client listener (see
+// config.ClientListener; CLIENT when none can be chosen, which Load
+// refuses).
+func clientListenerName(cfg *config.Config) string {
+	if cl, err := cfg.ClientListener(); err == nil {
+		return cl.Bind.Name
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})).With("process", name)
+	return config.DefaultClientListenerName
 }
 
 // binaryHint is how to call this binary from the current directory, for the
@@ -104,34 +100,86 @@ func newCoordinatorCmd() *cobra.Command {
 		Args:  noArgs,
 	}
 	cf := AddConfigFlags(cmd.Flags())
+	df := addDaemonFlags(cmd.Flags())
 	cmd.Flags().StringVar(&pluginPath, "plugin", "", "run this backend plugin binary instead of metaplane-backend-<backend> from metadata.backend.plugin.dir")
 	cmd.MarkFlagFilename("plugin")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := loadDaemonConfig(cmd.ErrOrStderr(), cf.LoadOptions())
+		cfg, err := loadDaemonConfig(df.apply(cf.LoadOptions()))
 		if err != nil {
 			return err
 		}
 		id := uuid.NewString()
-		logger := newLogger(cmd.ErrOrStderr(), "coordinator")
-		return serveCoordinator(cmd.Context(), cmd.OutOrStdout(), cfg, id, pluginPath, logger)
+		logger := newLogger(cmd.ErrOrStderr(), "coordinator", cfg.Log)
+		logWarnings(logger, cfg)
+		banner := cmd.ErrOrStderr()
+		if df.quiet || isJSONLogs(cfg.Log) {
+			banner = nil
+		}
+		err = serveCoordinator(cmd.Context(), banner, cfg, id, pluginPath, logger)
+		return daemonExit(cmd.Context(), logger, "coordinator", err)
 	}
 	return cmd
 }
 
-func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, pluginPath string, logger *slog.Logger) error {
-	bind := listenerAddress(cfg.BindListeners, "CLIENT")
-	if bind == "" {
-		return fmt.Errorf("bind.listeners %v has no CLIENT listener", cfg.BindListeners)
-	}
-	l, err := net.Listen("tcp", bind)
+// daemonExit logs why a daemon ends, its last line: "<what> stopped" with
+// the signal that stopped it, or "<what> exiting" with the error, after
+// which the command prints nothing more (the error is in the log line, in
+// the log format) and exits with the error's status.
+func daemonExit(ctx context.Context, logger *slog.Logger, what string, err error) error {
 	if err != nil {
-		return fmt.Errorf("bind.listeners: listen on %s: %w", bind, err)
+		logger.Error(what+" exiting", "reason", err.Error())
+		return exitWith(exitCode(err))
+	}
+	reason := "the server stopped"
+	if c := context.Cause(ctx); c != nil {
+		reason = c.Error()
+	}
+	logger.Info(what+" stopped", "reason", reason)
+	return nil
+}
+
+// advertisedAddress is the host:port the client listener cl, bound at
+// bound, is given to others as: its advertised.listeners entry, else the
+// bound address with a wildcard host replaced by the machine's host name
+// (note says so, for the banner).
+func advertisedAddress(cl config.ClientListenerChoice, bound net.Addr) (addr, note string) {
+	if cl.Advertised != nil {
+		return cl.Advertised.Address(), "advertised.listeners"
+	}
+	a := bound.String()
+	if config.IsWildcardHost(cl.Bind.Host) {
+		if tcp, ok := bound.(*net.TCPAddr); ok {
+			if h, err := os.Hostname(); err == nil && h != "" {
+				return net.JoinHostPort(h, strconv.Itoa(tcp.Port)), "the host name in place of the wildcard " + cl.Bind.Host + "; set advertised.listeners if others reach this host otherwise"
+			}
+		}
+	}
+	return a, "the bound address"
+}
+
+// listenClient binds the client listener of cfg and returns it with its
+// choice and advertised address.
+func listenClient(cfg *config.Config) (net.Listener, config.ClientListenerChoice, string, string, error) {
+	cl, err := cfg.ClientListener()
+	if err != nil {
+		return nil, cl, "", "", err
+	}
+	l, err := net.Listen("tcp", cl.Bind.Address())
+	if err != nil {
+		return nil, cl, "", "", fmt.Errorf("%s: listen on %s (listener %s): %w", config.KeyBindListeners, cl.Bind.Address(), cl.Bind.Name, err)
+	}
+	adv, note := advertisedAddress(cl, l.Addr())
+	return l, cl, adv, note, nil
+}
+
+// serveCoordinator runs the coordinator until ctx ends. It prints the
+// start-up banner on w, or, when w is nil, logs its facts as one line.
+func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, pluginPath string, logger *slog.Logger) error {
+	l, cl, advertised, advNote, err := listenClient(cfg)
+	if err != nil {
+		return err
 	}
 	defer l.Close()
-	advertised := listenerAddress(cfg.AdvertisedListeners, "CLIENT")
-	if advertised == "" {
-		advertised = l.Addr().String()
-	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -188,7 +236,7 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 		},
 		Listener:                   l,
 		Credentials:                sec.creds,
-		AdvertisedListeners:        "CLIENT://" + advertised,
+		AdvertisedListeners:        cl.Bind.Name + "://" + advertised,
 		ID:                         id,
 		TabletServerSessionTimeout: cfg.Coordinator.TabletServerSessionTimeout,
 		MetadataStreamMaxWait:      cfg.Coordinator.MetadataStreamMaxWait,
@@ -212,23 +260,38 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 		mux.Handle("/readyz", srv.ReadyzHandler())
 	}
 
-	fmt.Fprintf(w, "metaplane coordinator %s\n", id)
-	fmt.Fprintf(w, "  backend:  %s (selected by %s)\n", cfg.Selected.Backend, cfg.Selected.SelectedBy)
+	b := &bannerLines{w: w}
+	b.line("metaplane coordinator %s", id)
+	b.line("  backend:  %s (selected by %s)", cfg.Selected.Backend, cfg.Selected.SelectedBy)
+	attrs := []any{"coordinator", id, "backend", cfg.Selected.Backend, "selected_by", cfg.Selected.SelectedBy}
 	switch cfg.Selected.Backend {
 	case config.BackendRaft:
 		self := cfg.RaftNodeID()
 		for _, v := range cfg.RaftVoters() {
 			if v.ID == self {
-				fmt.Fprintf(w, "  raft:     voter %d of %d on %s, data in %s\n", v.ID, len(cfg.RaftVoters()), net.JoinHostPort(v.Host, strconv.Itoa(v.Port)), cfg.Coordinator.Raft.Dir)
+				b.line("  raft:     voter %d of %d on %s, data in %s", v.ID, len(cfg.RaftVoters()), net.JoinHostPort(v.Host, strconv.Itoa(v.Port)), cfg.Coordinator.Raft.Dir)
+				attrs = append(attrs, "raft_voter", v.ID, "raft_voters", len(cfg.RaftVoters()), "raft_address", net.JoinHostPort(v.Host, strconv.Itoa(v.Port)), "raft_dir", cfg.Coordinator.Raft.Dir)
 			}
 		}
 	case config.BackendZooKeeper:
-		fmt.Fprintf(w, "  zookeeper: %s (root %s)\n", strings.Join(cfg.ZooKeeper.Address, ","), cfg.ZooKeeper.PathRoot)
-		fmt.Fprintf(w, "  %s\n", cfg.ZooKeeperFailover())
+		b.line("  zookeeper: %s (root %s)", strings.Join(cfg.ZooKeeper.Address, ","), cfg.ZooKeeper.PathRoot)
+		b.line("  %s", cfg.ZooKeeperFailover())
+		attrs = append(attrs, "zookeeper", strings.Join(cfg.ZooKeeper.Address, ","), "zookeeper_root", cfg.ZooKeeper.PathRoot)
 	}
-	fmt.Fprintf(w, "  clients:  %s (%s)\n", advertised, sec.banner)
+	b.line("  clients:  %s (%s)", advertised, sec.banner)
+	b.line("  listener: %s, bound on %s (%s); advertised: %s", cl.Bind.Name, l.Addr(), cl.Reason, advNote)
+	attrs = append(attrs, "clients", advertised, "security", sec.banner, "listener", cl.Bind.Name, "bound", l.Addr().String(), "listener_chosen_by", cl.Reason, "advertised_from", advNote)
+	if len(cl.Unbound) > 0 {
+		var un []string
+		for _, u := range cl.Unbound {
+			un = append(un, u.String())
+		}
+		b.line("  not bound: %s (metaplane serves the client listener only)", strings.Join(un, ", "))
+		attrs = append(attrs, "not_bound", strings.Join(un, ","))
+	}
 	if metricsAddr != "" {
-		fmt.Fprintf(w, "  metrics:  http://%s/metrics\n", metricsAddr)
+		b.line("  metrics:  http://%s/metrics", metricsAddr)
+		attrs = append(attrs, "metrics", "http://"+metricsAddr+"/metrics")
 	}
 	hint := binaryHint()
 	bs := ""
@@ -241,13 +304,25 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 			bs += " --tls-cert CLIENT.pem --tls-key CLIENT-key.pem"
 		}
 	}
-	fmt.Fprintf(w, "try:\n  %s admin create-database demo%s\n  %s admin create-table demo.orders --column id:BIGINT --column amount:DOUBLE --primary-key id --buckets 3%s\n  %s admin list-tables demo%s\n",
+	b.line("try:\n  %s admin create-database demo%s\n  %s admin create-table demo.orders --column id:BIGINT --column amount:DOUBLE --primary-key id --buckets 3%s\n  %s admin list-tables demo%s",
 		hint, bs, hint, bs, hint, bs)
 	if sec.creds != nil {
-		fmt.Fprintf(w, "  (CA.pem: the CA that signed security.tls.cert-file; CLIENT.pem: a client certificate; see docs/security.md)\n")
+		b.line("  (CA.pem: the CA that signed security.tls.cert-file; CLIENT.pem: a client certificate; see docs/security.md)")
 	}
-	if f, ok := w.(interface{ Sync() error }); ok {
-		f.Sync()
+	if w == nil {
+		logger.Info("coordinator started", attrs...)
 	}
-	return srv.Serve(ctx)
+	err = srv.Serve(ctx)
+	p.Close() // logs "plugin stopped"
+	return err
+}
+
+// bannerLines prints the lines of a start-up banner on w (nothing when w
+// is nil), each as one write so that log lines never cut into them.
+type bannerLines struct{ w io.Writer }
+
+func (b *bannerLines) line(format string, args ...any) {
+	if b.w != nil {
+		fmt.Fprintf(b.w, format+"\n", args...)
+	}
 }

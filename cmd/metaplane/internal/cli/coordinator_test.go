@@ -201,40 +201,41 @@ func TestCoordinatorSurvivesPluginDeath(t *testing.T) {
 // coordinatorProcess is a `metaplane coordinator` process a test started.
 type coordinatorProcess struct {
 	cmd    *exec.Cmd
-	stderr *testutil.SyncBuffer
-	banner string     // stdout up to the line the test waited for
-	done   chan error // receives cmd.Wait's result
+	stderr *testutil.SyncBuffer // the banner and the logs
+	banner string               // stderr up to the line the test waited for
+	done   chan error           // receives cmd.Wait's result
 }
 
 // startCoordinatorProcess runs `metaplane coordinator --no-env args...` in
-// dir and waits (up to 60s) for a line of its banner containing until. The
-// process is killed when the test ends; its stderr is logged if the test
-// failed.
+// dir and waits (up to 60s) for a line on its stderr (banner and logs)
+// containing until. The process is killed when the test ends; its stderr
+// is logged if the test failed.
 func startCoordinatorProcess(t *testing.T, dir, until string, args ...string) *coordinatorProcess {
 	t.Helper()
 	cmd := exec.Command(testutil.Binary(t, "metaplane"), append([]string{"coordinator", "--no-env"}, args...)...)
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdout, err := cmd.StdoutPipe()
+	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &coordinatorProcess{cmd: cmd, stderr: &testutil.SyncBuffer{}, done: make(chan error, 1)}
-	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	banner := make(chan string, 1)
 	go func() {
-		var b strings.Builder
-		sc := bufio.NewScanner(stdout)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(nil, 1<<20)
+		seen := false
 		for sc.Scan() {
-			b.WriteString(sc.Text() + "\n")
-			if strings.Contains(sc.Text(), until) {
-				banner <- b.String()
+			p.stderr.Write([]byte(sc.Text() + "\n"))
+			if !seen && strings.Contains(sc.Text(), until) {
+				seen = true
+				banner <- p.stderr.String()
 			}
 		}
-		io.Copy(io.Discard, stdout)
+		io.Copy(io.Discard, stderr)
 		p.done <- cmd.Wait()
 	}()
 	t.Cleanup(func() {
@@ -246,7 +247,7 @@ func startCoordinatorProcess(t *testing.T, dir, until string, args ...string) *c
 	select {
 	case p.banner = <-banner:
 	case <-time.After(60 * time.Second):
-		t.Fatalf("no banner line %q within 60s; stderr:\n%s", until, p.stderr.String())
+		t.Fatalf("no line %q within 60s; stderr:\n%s", until, p.stderr.String())
 	}
 	return p
 }

@@ -108,10 +108,11 @@ func newMigrateVerb(verb, want string) *cobra.Command {
 				return fmt.Errorf("--out %s exists: choose another file, or pass --force to overwrite it", out)
 			}
 		}
-		cfg, err := loadDaemonConfig(cmd.ErrOrStderr(), cf.LoadOptions())
+		cfg, err := loadDaemonConfig(cf.LoadOptions())
 		if err != nil {
 			return err
 		}
+		logWarnings(newLogger(cmd.ErrOrStderr(), "migrate-"+verb, cfg.Log), cfg)
 		if want != "" && cfg.Selected.Backend != want {
 			return fmt.Errorf("%s needs the %s backend, and the configuration selects %s (%s)", cmd.CommandPath(), want, cfg.Selected.Backend, cfg.Selected.SelectedBy)
 		}
@@ -236,7 +237,7 @@ func readTree(path string) (*migrate.Tree, error) {
 // openBackend launches the selected backend's plugin and opens one client
 // of it; closing closes both.
 func openBackend(ctx context.Context, stderr io.Writer, cfg *config.Config, pluginPath, name string) (core.MetadataBackend, func(), error) {
-	logger := newLogger(stderr, name)
+	logger := newLogger(stderr, name, cfg.Log)
 	p, err := plugins.Launch(ctx, plugins.LaunchOptions{Path: pluginPath, Name: cfg.Selected.Backend,
 		Dir: cfg.Metadata.Backend.PluginDir, SHA256: cfg.Metadata.Backend.PluginSHA256, Config: cfg.Flatten(), Logger: logger})
 	if err != nil {

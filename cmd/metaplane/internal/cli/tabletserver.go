@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 
@@ -41,16 +42,17 @@ func newTabletServerCmd() *cobra.Command {
 		Args:  noArgs,
 	}
 	cf := AddConfigFlags(cmd.Flags())
+	df := addDaemonFlags(cmd.Flags())
 	f := cmd.Flags()
 	f.IntVar(&id, "id", -1, "the tablet server id `N` (default: tablet-server.id)")
-	f.StringVar(&listen, "listen", "127.0.0.1:0", "where the tablet service listens, `host:port` (port 0: any free port)")
+	f.StringVar(&listen, "listen", "", "where the tablet service listens, `host:port`, in place of the client listener of bind.listeners (port 0: any free port; default: bind.listeners when set, else 127.0.0.1:0)")
 	f.StringVar(&rack, "rack", "", "the rack to register")
 	f.StringVar(&pluginPath, "plugin", "", "on ZooKeeper: run this backend plugin binary instead of metaplane-backend-zookeeper")
 	cmd.MarkFlagFilename("plugin")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		opts := cf.LoadOptions()
+		opts := df.apply(cf.LoadOptions())
 		opts.Observer = true
-		cfg, err := loadDaemonConfig(cmd.ErrOrStderr(), opts)
+		cfg, err := loadDaemonConfig(opts)
 		if err != nil {
 			return err
 		}
@@ -60,26 +62,66 @@ func newTabletServerCmd() *cobra.Command {
 		if id < 0 {
 			return usageError("give the server's id with --id N (or tablet-server.id)")
 		}
-		return serveTabletServer(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), cfg, int32(id), listen, rack, pluginPath)
+		logger := newLogger(cmd.ErrOrStderr(), fmt.Sprintf("tablet-server-%d", id), cfg.Log)
+		logWarnings(logger, cfg)
+		banner := cmd.ErrOrStderr()
+		if df.quiet || isJSONLogs(cfg.Log) {
+			banner = nil
+		}
+		err = serveTabletServer(cmd.Context(), banner, logger, cfg, int32(id), listen, rack, pluginPath)
+		return daemonExit(cmd.Context(), logger, "tablet server", err)
 	}
 	return cmd
 }
 
-func serveTabletServer(ctx context.Context, out, errOut io.Writer, cfg *config.Config, id int32, listen, rack, pluginPath string) error {
+// DefaultCoordinator is the client address of a coordinator started with
+// no configuration, which a tablet server with no coordinator.seed.nodes
+// dials.
+const defaultCoordinator = "127.0.0.1:9123"
+
+// tabletListener binds the tablet service: --listen when given, else the
+// client listener of bind.listeners when the configuration sets that key,
+// else any free port on loopback. It returns the listener and the value to
+// register (NAME://host:port, advertised.listeners' entry when there is
+// one).
+func tabletListener(cfg *config.Config, listen string) (net.Listener, string, error) {
+	cl, err := cfg.ClientListener()
+	if err != nil {
+		return nil, "", err
+	}
+	if listen == "" && cfg.Present[config.KeyBindListeners] == config.KeyUnset {
+		listen = "127.0.0.1:0"
+	}
+	if listen == "" {
+		l, _, adv, _, err := listenClient(cfg)
+		if err != nil {
+			return nil, "", err
+		}
+		return l, cl.Bind.Name + "://" + adv, nil
+	}
 	l, err := net.Listen("tcp", listen)
 	if err != nil {
-		return fmt.Errorf("--listen %s: %w", listen, err)
+		return nil, "", fmt.Errorf("--listen %s: %w", listen, err)
+	}
+	if h, _, err := net.SplitHostPort(listen); err == nil {
+		cl.Bind.Host = h
+	}
+	adv, _ := advertisedAddress(cl, l.Addr())
+	return l, cl.Bind.Name + "://" + adv, nil
+}
+
+func serveTabletServer(ctx context.Context, out io.Writer, logger *slog.Logger, cfg *config.Config, id int32, listen, rack, pluginPath string) error {
+	l, registered, err := tabletListener(cfg, listen)
+	if err != nil {
+		return err
 	}
 	defer l.Close()
-	logger := newLogger(errOut, fmt.Sprintf("tablet-server-%d", id))
-	opts := tabletserver.Options{ID: id, Listener: l, Rack: rack, Logger: logger}
+	opts := tabletserver.Options{ID: id, Listener: l, Listeners: registered, Rack: rack, Logger: logger}
 	var following string
 	if cfg.Selected.Descriptor.TabletServers == core.TabletServersThroughCoordinator {
 		seeds := cfg.Coordinator.SeedNodes
 		if len(seeds) == 0 {
-			if a := listenerAddress(cfg.BindListeners, "CLIENT"); a != "" {
-				seeds = []string{a}
-			}
+			seeds = []string{defaultCoordinator}
 		}
 		opts.Seeds, opts.BackendName = seeds, cfg.Selected.Backend
 		if opts.TLS, err = coordinatorClientTLS(cfg); err != nil {
@@ -106,6 +148,10 @@ func serveTabletServer(ctx context.Context, out, errOut io.Writer, cfg *config.C
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "metaplane tablet-server %d listening on %s, following %s\n", id, l.Addr(), following)
+	if out != nil {
+		fmt.Fprintf(out, "metaplane tablet-server %d listening on %s, registered as %s, following %s\n", id, l.Addr(), registered, following)
+	} else {
+		logger.Info("tablet server started", "id", id, "listening", l.Addr().String(), "registered", registered, "following", following)
+	}
 	return ts.Serve(ctx)
 }

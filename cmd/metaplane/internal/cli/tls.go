@@ -108,7 +108,7 @@ var clientAuthWords = map[string]string{
 // listenerSecurity builds the CLIENT listener's TLS from the configuration
 // (security.protocol.map, security.tls.*), logging certificate reloads.
 func listenerSecurity(cfg *config.Config, logger *slog.Logger) (clientListenerSecurity, error) {
-	if cfg.ListenerProtocol("CLIENT") != config.ProtocolSSL {
+	if cfg.ListenerProtocol(clientListenerName(cfg)) != config.ProtocolSSL {
 		return clientListenerSecurity{banner: "plaintext, unauthenticated: anyone who can reach this port can change the catalog (see docs/security.md)"}, nil
 	}
 	t := cfg.Security.TLS
@@ -139,7 +139,7 @@ func listenerSecurity(cfg *config.Config, logger *slog.Logger) (clientListenerSe
 // listener is PLAINTEXT, else security.tls.ca-file to verify them and
 // security.tls.cert-file/key-file as its client certificate.
 func coordinatorClientTLS(cfg *config.Config) (*tls.Config, error) {
-	if cfg.ListenerProtocol("CLIENT") != config.ProtocolSSL {
+	if cfg.ListenerProtocol(clientListenerName(cfg)) != config.ProtocolSSL {
 		return nil, nil
 	}
 	t := cfg.Security.TLS

@@ -156,8 +156,8 @@ func TestTLSCoordinatorProcess(t *testing.T) {
 		o, _, code := runBinaryEnv(t, nil, append([]string{"admin", "list-tablet-servers", bs, "--timeout=2s"}, right...)...)
 		return code == ExitOK && strings.Contains(o, "\n5 ")
 	})
-	if !strings.Contains(tsOut.String(), "following coordinators "+addr+" over TLS") {
-		t.Errorf("tablet server start line %q, want it to say it follows %s over TLS", tsOut.String(), addr)
+	if !strings.Contains(tsErr.String(), "following coordinators "+addr+" over TLS") {
+		t.Errorf("tablet server start line %q, want it to say it follows %s over TLS", tsErr.String(), addr)
 	}
 
 	cmd.Process.Signal(syscall.SIGTERM)
