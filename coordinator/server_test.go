@@ -37,7 +37,7 @@ func startCoordinator(t *testing.T, s *memory.Store) *node {
 }
 
 // startCoordinatorWith is startCoordinator with opts (Open, Listener and
-// Logger are filled in (Open only when opts has none), and the test's short
+// Logger are filled in (Open and Logger only when opts has none), and the test's short
 // timeouts where opts has none).
 func startCoordinatorWith(t *testing.T, s *memory.Store, opts coordinator.Options) *node {
 	t.Helper()
@@ -50,7 +50,10 @@ func startCoordinatorWith(t *testing.T, s *memory.Store, opts coordinator.Option
 			return s.NewClient(core.ClientOptions{SessionTimeout: 2 * time.Second}), nil
 		}
 	}
-	opts.Listener, opts.Logger = l, testLogger(t)
+	opts.Listener = l
+	if opts.Logger == nil {
+		opts.Logger = testLogger(t)
+	}
 	if opts.TabletServerSessionTimeout == 0 {
 		opts.TabletServerSessionTimeout = time.Second
 	}

@@ -32,14 +32,17 @@ func init() { Register(newCoordinatorCmd) }
 const coordinatorLong = `Runs a coordinator: loads the configuration, selects the metadata backend
 (zookeeper.address: ZooKeeper; coordinator.seed.nodes: Raft; neither:
 metadata.backend.default, raft out of the box), starts its plugin,
-campaigns, and serves the admin API on the CLIENT listener (bind.listeners,
-default CLIENT://127.0.0.1:9123) while it leads, over TLS when
-security.protocol.map maps CLIENT to SSL (SIGHUP re-reads the certificate
-files; docs/security.md). A standby answers every call with NOT_LEADER and
-the leader's address. Metrics are served at
+campaigns, and serves the admin API on the client listener while it leads:
+the only entry of bind.listeners (default CLIENT://127.0.0.1:9123), or with
+several the one client.listener.name names (default: the one
+internal.listener.name does not), over TLS when security.protocol.map
+maps it to SSL (SIGHUP re-reads the certificate files; docs/security.md).
+A standby answers every call with NOT_LEADER and the leader's address
+(advertised.listeners). Metrics are served at
 http://<metrics.address>/metrics, probes at /healthz and /readyz, and the
-grpc.health.v1 service on the CLIENT listener (docs/raft.md, Operations).
-Stop it with Ctrl-C (or SIGTERM).
+grpc.health.v1 service on the client listener (docs/raft.md, Operations).
+The banner and the logs go to stderr (log.level, log.format; --quiet: no
+banner). Stop it with Ctrl-C (or SIGTERM).
 Exit status: 0 after a clean stop, 1 on an invalid configuration or a
 failure, 2 usage error.`
 

@@ -26,7 +26,14 @@ On the Raft backend (coordinator.seed.nodes, or no backend key: the
 default single coordinator at 127.0.0.1:9123) it registers and follows the
 metadata through the coordinator leader's tablet-server RPCs. On the
 ZooKeeper backend (zookeeper.address) it has its own ZooKeeper session and
-ephemeral /tabletservers/ids/<id>. Stop it with Ctrl-C (or SIGTERM).
+ephemeral /tabletservers/ids/<id>.
+
+It listens on the client listener of bind.listeners when the configuration
+sets that key (--listen overrides it; neither: any free port on
+127.0.0.1) and registers advertised.listeners' entry of that name, or the
+bound address. It finds the coordinators through coordinator.seed.nodes
+(none: the default coordinator at 127.0.0.1:9123). Its start line and logs
+go to stderr (log.level, log.format). Stop it with Ctrl-C (or SIGTERM).
 Exit status: 0 after a clean stop, 1 on an invalid configuration or a
 failure, 2 usage error (including no --id and no tablet-server.id).`
 
