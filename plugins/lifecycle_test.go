@@ -430,10 +430,12 @@ func (h *recordHandler) find(msg string) (slog.Record, bool) {
 }
 
 // TestPluginLogsReachHost: the plugin's own log lines arrive in the host's
-// logger, with the plugin's name.
+// logger, with the plugin's name once and the time the plugin logged at as
+// the record's time (no second time attribute); closing the plugin logs
+// that it stopped.
 func TestPluginLogsReachHost(t *testing.T) {
 	h := &recordHandler{}
-	launch(t, LaunchOptions{Path: memoryPlugin(t), Logger: slog.New(h)})
+	p := launch(t, LaunchOptions{Path: memoryPlugin(t), Logger: slog.New(h)})
 	var rec slog.Record
 	testutil.WaitFor(t, 10*time.Second, "the plugin's 'serving' log line in the host's log", func() bool {
 		var ok bool
@@ -441,10 +443,18 @@ func TestPluginLogsReachHost(t *testing.T) {
 		return ok
 	})
 	attrs := map[string]string{}
+	count := map[string]int{}
 	rec.Attrs(func(a slog.Attr) bool {
 		attrs[a.Key] = a.Value.String()
+		count[a.Key]++
 		return true
 	})
+	if count["plugin"] != 1 || count["timestamp"] != 0 {
+		t.Errorf("attributes %v: want plugin once and no timestamp", attrs)
+	}
+	if d := time.Since(rec.Time); d < 0 || d > time.Minute || rec.Time.Nanosecond()%int(time.Millisecond) != 0 {
+		t.Errorf("record time %v: want the plugin's (millisecond precision, in the last minute)", rec.Time)
+	}
 	if attrs["plugin"] != "metaplane-backend-memory" {
 		t.Errorf("plugin attribute %q, want metaplane-backend-memory (attrs %v)", attrs["plugin"], attrs)
 	}
@@ -453,6 +463,24 @@ func TestPluginLogsReachHost(t *testing.T) {
 	}
 	if rec.Level != slog.LevelInfo {
 		t.Errorf("level %v, want INFO", rec.Level)
+	}
+	p.Close()
+	for _, msg := range []string{"plugin process exited", "plugin stopped"} {
+		r, ok := h.find(msg)
+		if !ok {
+			t.Errorf("no %q record after Close", msg)
+			continue
+		}
+		n := 0
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "plugin" {
+				n++
+			}
+			return true
+		})
+		if n > 1 {
+			t.Errorf("%q names the plugin %d times", msg, n)
+		}
 	}
 }
 
