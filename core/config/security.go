@@ -19,8 +19,8 @@ type SecurityConfig struct {
 	// LISTENER:PROTOCOL (e.g. CLIENT:SSL), LISTENER one of bind.listeners'
 	// names (compared without regard to case), PROTOCOL one of
 	// SecurityProtocols. A listener not listed is PLAINTEXT. A tablet
-	// server reads the CLIENT entry as the protocol of the coordinators'
-	// CLIENT listener it dials.
+	// server reads the entry of its client listener (see ClientListener;
+	// CLIENT by default) as the protocol of the coordinators it dials.
 	ProtocolMap []string `koanf:"protocol.map"`
 	// TLS holds the security.tls.* keys.
 	TLS ListenerTLSConfig `koanf:"tls"`

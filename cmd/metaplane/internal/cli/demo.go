@@ -72,7 +72,6 @@ func (d *demo) start(name string, args ...string) (*demoProc, error) {
 	cmd := exec.Command(d.exe, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Dir = d.dir
-	cmd.Env = append(os.Environ(), "METAPLANE_LOG_LEVEL=info")
 	setDeathSignal(cmd)
 	if err := cmd.Start(); err != nil {
 		f.Close()
