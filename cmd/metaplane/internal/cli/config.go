@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -96,6 +97,10 @@ func validate(opts config.LoadOptions) validateReport {
 		rep.Notes = append(rep.Notes, raftNotes(cfg)...)
 	case config.BackendZooKeeper:
 		rep.Notes = append(rep.Notes, cfg.ZooKeeperFailover())
+	}
+	if cl, err := cfg.ClientListener(); err == nil && (len(cfg.BindListeners) > 1 || !strings.EqualFold(cl.Bind.Name, config.DefaultClientListenerName)) {
+		// The choice matters: say which listener serves clients.
+		rep.Notes = append(rep.Notes, fmt.Sprintf("client listener %s (%s); %d other listener(s) not bound", cl.Bind, cl.Reason, len(cl.Unbound)))
 	}
 	return rep
 }

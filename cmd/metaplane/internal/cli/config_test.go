@@ -54,6 +54,8 @@ func TestConfigValidateGolden(t *testing.T) {
 		{"neither-default-none", []string{"--config", file("neither-default-none")}, ExitFailure},
 		{"no-file", nil, ExitOK},
 		{"override-fixes-none", []string{"--config", file("neither-default-none"), "-D", "metadata.backend.default=raft"}, ExitOK},
+		{"original-listeners", []string{"--config", file("original-listeners")}, ExitOK},
+		{"ambiguous-listeners", []string{"--config", file("ambiguous-listeners")}, ExitFailure},
 		// problems
 		{"unknown-key", []string{"--config", file("unknown-key")}, ExitFailure},
 		{"bad-duration", []string{"--config", file("bad-duration")}, ExitFailure},
