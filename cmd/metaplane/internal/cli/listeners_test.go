@@ -62,18 +62,8 @@ func TestCoordinatorFromOriginalServerYAML(t *testing.T) {
 	// registers it; with no seed list it would dial 127.0.0.1:9123, so it
 	// is given the coordinator.
 	tsPort := strconv.Itoa(testutil.FreePort(t))
-	ts := exec.Command(testutil.Binary(t, "metaplane"), "tablet-server", "--no-env", "--id", "7", "--log-format", "json",
+	ts, tsErr, tsDone := startTabletServerProcess(t, "--id", "7", "--log-format", "json",
 		"-D", "coordinator.seed.nodes=127.0.0.1:"+client, "-D", "bind.listeners=FLUSS://127.0.0.1:"+tsPort)
-	ts.Dir = t.TempDir()
-	ts.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var tsErr testutil.SyncBuffer
-	ts.Stderr = &tsErr
-	if err := ts.Start(); err != nil {
-		t.Fatal(err)
-	}
-	tsDone := make(chan error, 1)
-	go func() { tsDone <- ts.Wait() }()
-	defer ts.Process.Kill()
 	testutil.WaitFor(t, 30*time.Second, "the tablet server registers", func() bool {
 		o, _, code := runCLI(t, "admin", "list-tablet-servers", bs, "--timeout=2s")
 		return code == ExitOK && strings.Contains(o, "FLUSS://127.0.0.1:"+tsPort)
@@ -187,19 +177,34 @@ func TestListenerRefusals(t *testing.T) {
 
 	// --listen wins over bind.listeners; with no seed nodes the tablet
 	// server follows the default coordinator, not its own listener.
-	bin := testutil.Binary(t, "metaplane")
 	free := testutil.FreePort(t)
-	ts := exec.Command(bin, "tablet-server", "--no-env", "--id", "2", "--listen", "127.0.0.1:"+strconv.Itoa(free),
+	_, tsErr, _ := startTabletServerProcess(t, "--id", "2", "--listen", "127.0.0.1:"+strconv.Itoa(free),
 		"-D", "bind.listeners=FLUSS://"+busy.Addr().String())
-	ts.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var tsErr testutil.SyncBuffer
-	ts.Stderr = &tsErr
-	if err := ts.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { ts.Process.Kill(); ts.Wait() }()
 	want := "listening on 127.0.0.1:" + strconv.Itoa(free) + ", registered as FLUSS://127.0.0.1:" + strconv.Itoa(free) + ", following coordinators " + defaultCoordinator + " over plaintext"
 	testutil.WaitFor(t, 30*time.Second, "the tablet server's start line", func() bool {
 		return strings.Contains(tsErr.String(), want)
 	})
+}
+
+// startTabletServerProcess runs `metaplane tablet-server --no-env args...`
+// in a temporary directory, killed when the test ends. It returns the
+// process, its stderr (start line and logs) and a channel that receives
+// cmd.Wait's result.
+func startTabletServerProcess(t *testing.T, args ...string) (*exec.Cmd, *testutil.SyncBuffer, chan error) {
+	t.Helper()
+	ts := exec.Command(testutil.Binary(t, "metaplane"), append([]string{"tablet-server", "--no-env"}, args...)...)
+	ts.Dir = t.TempDir()
+	ts.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stderr := &testutil.SyncBuffer{}
+	ts.Stderr = stderr
+	if err := ts.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done, exited := make(chan error, 1), make(chan struct{})
+	go func() { done <- ts.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		ts.Process.Kill()
+		<-exited
+	})
+	return ts, stderr, done
 }
