@@ -176,14 +176,24 @@ func TestListenerRefusals(t *testing.T) {
 	}
 
 	// --listen wins over bind.listeners; with no seed nodes the tablet
-	// server follows the default coordinator, not its own listener.
-	free := testutil.FreePort(t)
-	_, tsErr, _ := startTabletServerProcess(t, "--id", "2", "--listen", "127.0.0.1:"+strconv.Itoa(free),
+	// server follows the default coordinator, not its own listener. With
+	// --quiet its start line is a log line.
+	free := strconv.Itoa(testutil.FreePort(t))
+	_, tsErr, _ := startTabletServerProcess(t, "--id", "2", "--quiet", "--listen", "127.0.0.1:"+free,
 		"-D", "bind.listeners=FLUSS://"+busy.Addr().String())
-	want := "listening on 127.0.0.1:" + strconv.Itoa(free) + ", registered as FLUSS://127.0.0.1:" + strconv.Itoa(free) + ", following coordinators " + defaultCoordinator + " over plaintext"
+	want := []string{`msg="tablet server started"`, "listening=127.0.0.1:" + free, "registered=FLUSS://127.0.0.1:" + free,
+		`following="coordinators ` + defaultCoordinator + " over plaintext"}
 	testutil.WaitFor(t, 30*time.Second, "the tablet server's start line", func() bool {
-		return strings.Contains(tsErr.String(), want)
+		for _, w := range want {
+			if !strings.Contains(tsErr.String(), w) {
+				return false
+			}
+		}
+		return true
 	})
+	if strings.Contains(tsErr.String(), "metaplane tablet-server 2 listening on") {
+		t.Errorf("--quiet printed the banner:\n%s", tsErr.String())
+	}
 }
 
 // startTabletServerProcess runs `metaplane tablet-server --no-env args...`
