@@ -1,0 +1,285 @@
+// Package gossip is the coordinators' membership gossip: a SWIM-style
+// member list (github.com/hashicorp/memberlist) over TCP and UDP on one
+// port, in which every member carries a small opaque metadata value. The
+// coordinator puts its client address and role in it (see
+// coordinator.Options.Gossip); this package knows nothing of what the
+// value means.
+//
+// Gossip only tells who is out there. It never decides anything: it does
+// not add or remove Raft voters, elect a leader or fence a write.
+package gossip
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// MaxMetaSize is the largest metadata value a member may carry (the
+// member list's limit).
+const MaxMetaSize = memberlist.MetaMaxSize
+
+// Sentinel errors.
+var (
+	// ErrMetaTooLarge: a metadata value above MaxMetaSize.
+	ErrMetaTooLarge = errors.New("gossip: metadata too large")
+	// ErrClosed: the node was closed.
+	ErrClosed = errors.New("gossip: closed")
+)
+
+// Options configure a Node.
+type Options struct {
+	// Name is the member's unique name (the coordinator id). Required.
+	Name string
+	// BindAddr is the IP address to listen on (TCP and UDP); "" or
+	// "0.0.0.0": every address. A host name is resolved.
+	BindAddr string
+	// Port is the port of both the TCP and the UDP listener; 0: any free
+	// port (the same number for both).
+	Port int
+	// Key, when set, encrypts and authenticates every gossip message
+	// (AES-GCM; 16, 24 or 32 bytes). Members with another key, or none,
+	// cannot join. Nil: plaintext.
+	Key []byte
+	// Meta is the member's initial metadata value (at most MaxMetaSize).
+	Meta []byte
+	// Seeds returns the gossip addresses (host:port) to join. It is called
+	// at start and again, every RejoinInterval, while the node knows no
+	// other member. Nil: the node only waits to be joined.
+	Seeds func(ctx context.Context) []string
+	// RejoinInterval is the pause between join attempts while the node is
+	// alone; default 2s.
+	RejoinInterval time.Duration
+	// Logger receives the member list's messages (its debug lines at Debug
+	// level); default slog.Default().
+	Logger *slog.Logger
+	// Fast, for tests on loopback, shortens the failure detection (probe
+	// every 200ms) so that a dead member is noticed within about a second.
+	Fast bool
+}
+
+// Member is one live member as the local node sees it.
+type Member struct {
+	// Name is the member's Options.Name.
+	Name string
+	// Address is its gossip address, host:port.
+	Address string
+	// Meta is its metadata value; the caller must not modify it.
+	Meta []byte
+}
+
+// Node is a running member. Its methods are safe for concurrent use.
+type Node struct {
+	ml     *memberlist.Memberlist
+	log    *slog.Logger
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu     sync.Mutex
+	meta   []byte
+	closed bool
+	kick   chan struct{} // the metadata changed: announce it
+}
+
+// Start starts a node: it binds the port (TCP and UDP), then joins the
+// seeds in the background. Errors: ErrMetaTooLarge; the member list's
+// (a port in use, a bad key length, an unresolvable BindAddr).
+func Start(opts Options) (*Node, error) {
+	if opts.Name == "" {
+		return nil, errors.New("gossip: a member name is required")
+	}
+	if len(opts.Meta) > MaxMetaSize {
+		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrMetaTooLarge, len(opts.Meta), MaxMetaSize)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.RejoinInterval <= 0 {
+		opts.RejoinInterval = 2 * time.Second
+	}
+	bind := opts.BindAddr
+	if bind == "" {
+		bind = "0.0.0.0"
+	}
+	if net.ParseIP(bind) == nil {
+		ips, err := net.LookupIP(bind)
+		if err != nil || len(ips) == 0 {
+			return nil, fmt.Errorf("gossip: resolve bind address %q: %v", bind, err)
+		}
+		bind = ips[0].String()
+	}
+	n := &Node{log: opts.Logger, meta: bytes.Clone(opts.Meta), kick: make(chan struct{}, 1), done: make(chan struct{})}
+	conf := memberlist.DefaultLANConfig()
+	conf.Name = opts.Name
+	conf.BindAddr = bind
+	conf.BindPort = opts.Port
+	conf.AdvertisePort = opts.Port
+	if ip := net.ParseIP(bind); ip != nil && !ip.IsUnspecified() {
+		conf.AdvertiseAddr = bind
+	}
+	conf.SecretKey = opts.Key
+	conf.Delegate = (*delegate)(n)
+	conf.Logger = log.New(&logWriter{l: opts.Logger}, "", 0)
+	if opts.Fast {
+		conf.ProbeInterval = 200 * time.Millisecond
+		conf.ProbeTimeout = 100 * time.Millisecond
+		conf.GossipInterval = 50 * time.Millisecond
+		conf.SuspicionMult = 2
+		conf.PushPullInterval = 2 * time.Second
+	}
+	ml, err := memberlist.Create(conf)
+	if err != nil {
+		return nil, fmt.Errorf("gossip: listen on %s: %w", net.JoinHostPort(bind, strconv.Itoa(opts.Port)), err)
+	}
+	n.ml = ml
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	go n.run(ctx, opts)
+	return n, nil
+}
+
+// run joins the seeds while alone and announces metadata changes.
+func (n *Node) run(ctx context.Context, opts Options) {
+	defer close(n.done)
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.kick:
+			if err := n.ml.UpdateNode(5 * time.Second); err != nil && ctx.Err() == nil {
+				n.log.Debug("gossip: announcing new metadata did not complete", "err", err)
+			}
+		case <-t.C:
+			if opts.Seeds != nil && n.ml.NumMembers() <= 1 {
+				n.join(ctx, opts.Seeds(ctx))
+			}
+			t.Reset(opts.RejoinInterval)
+		}
+	}
+}
+
+func (n *Node) join(ctx context.Context, seeds []string) {
+	self := n.Address()
+	var targets []string
+	for _, s := range seeds {
+		if s != "" && s != self {
+			targets = append(targets, s)
+		}
+	}
+	if len(targets) == 0 || ctx.Err() != nil {
+		return
+	}
+	joined, err := n.ml.Join(targets)
+	if joined > 0 {
+		n.log.Info("joined the coordinators' gossip", "through", targets, "members", n.ml.NumMembers())
+		return
+	}
+	n.log.Debug("gossip: no seed answered; retrying", "seeds", targets, "err", err)
+}
+
+// Address returns the node's gossip address, host:port (the port bound).
+func (n *Node) Address() string {
+	l := n.ml.LocalNode()
+	return net.JoinHostPort(l.Addr.String(), strconv.Itoa(int(l.Port)))
+}
+
+// Members returns the live members (the local node included), sorted by
+// name. Members that left or were found dead are not listed; a member
+// suspected of failure still is until it is declared dead.
+func (n *Node) Members() []Member {
+	var out []Member
+	for _, m := range n.ml.Members() {
+		out = append(out, Member{Name: m.Name, Address: net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port))), Meta: m.Meta})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// SetMeta replaces the node's metadata value and announces it to the
+// other members in the background (the latest value wins). It copies meta.
+// Errors: ErrMetaTooLarge, ErrClosed.
+func (n *Node) SetMeta(meta []byte) error {
+	if len(meta) > MaxMetaSize {
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrMetaTooLarge, len(meta), MaxMetaSize)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return ErrClosed
+	}
+	if bytes.Equal(meta, n.meta) {
+		return nil
+	}
+	n.meta = bytes.Clone(meta)
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Close leaves the member list (telling the others, within timeout) and
+// releases the port. It is safe to call more than once.
+func (n *Node) Close(timeout time.Duration) error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	n.mu.Unlock()
+	n.cancel()
+	<-n.done
+	err := n.ml.Leave(timeout)
+	return errors.Join(err, n.ml.Shutdown())
+}
+
+// delegate gives the member list the node's metadata; it carries no user
+// messages or state.
+type delegate Node
+
+func (d *delegate) NodeMeta(limit int) []byte {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.meta) > limit {
+		return nil
+	}
+	return bytes.Clone(d.meta)
+}
+
+func (d *delegate) NotifyMsg([]byte)                           {}
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (d *delegate) LocalState(join bool) []byte                { return nil }
+func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
+
+// logWriter turns the member list's "[LEVEL] memberlist: ..." lines into
+// slog records.
+type logWriter struct{ l *slog.Logger }
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	line := string(bytes.TrimSpace(p))
+	level := slog.LevelInfo
+	for prefix, lv := range map[string]slog.Level{"[DEBUG] ": slog.LevelDebug, "[INFO] ": slog.LevelDebug, "[WARN] ": slog.LevelWarn, "[ERR] ": slog.LevelError} {
+		if len(line) >= len(prefix) && line[:len(prefix)] == prefix {
+			level, line = lv, line[len(prefix):]
+			break
+		}
+	}
+	w.l.Log(context.Background(), level, line)
+	return len(p), nil
+}
+
+var _ io.Writer = (*logWriter)(nil)
