@@ -24,7 +24,8 @@ import (
 )
 
 // Client calls the coordinators' gRPC services, finding the leader among
-// bootstrap addresses and following NOT_LEADER redirects. It is safe for
+// the coordinator addresses it knows (the bootstrap addresses, and those
+// learned by Refresh) and following NOT_LEADER redirects. It is safe for
 // concurrent use; Close it when done.
 type Client struct {
 	bootstrap []string
@@ -40,9 +41,12 @@ type Client struct {
 
 	creds credentials.TransportCredentials // of every connection
 
-	mu     sync.Mutex
-	conns  map[string]*grpc.ClientConn
-	leader string // last known leader address
+	mu      sync.Mutex
+	conns   map[string]*grpc.ClientConn
+	leader  string   // last known leader address
+	learned []string // addresses learned by Refresh, not in bootstrap
+	stop    context.CancelFunc
+	stopped chan struct{}
 }
 
 // Options configure a Client made with NewClientWithOptions.
@@ -54,6 +58,13 @@ type Options struct {
 	// is each address's host unless TLS.ServerName is set. Nil: plaintext.
 	// The client does not modify it; do not modify it after the call.
 	TLS *tls.Config
+	// RefreshInterval, when positive, makes the client call Refresh at
+	// once and then every RefreshInterval in the background until Close,
+	// so that a long-lived client given one reachable coordinator learns
+	// the others (the coordinators' gossip, coordinator.gossip.enabled)
+	// and keeps working when that one dies. 0: the client knows only its
+	// bootstrap addresses unless Refresh is called.
+	RefreshInterval time.Duration
 }
 
 // NewClient returns a client for the coordinators at bootstrap (host:port
@@ -82,8 +93,84 @@ func NewClientWithOptions(bootstrap []string, opts Options) (*Client, error) {
 	if opts.TLS != nil {
 		creds = credentials.NewTLS(opts.TLS)
 	}
-	return &Client{bootstrap: addrs, Timeout: 30 * time.Second, RetryWait: 200 * time.Millisecond,
-		ConnectWait: 2 * time.Second, creds: creds, conns: map[string]*grpc.ClientConn{}}, nil
+	c := &Client{bootstrap: addrs, Timeout: 30 * time.Second, RetryWait: 200 * time.Millisecond,
+		ConnectWait: 2 * time.Second, creds: creds, conns: map[string]*grpc.ClientConn{}}
+	if opts.RefreshInterval > 0 {
+		ctx, cancel := context.WithCancel(context.Background())
+		c.stop, c.stopped = cancel, make(chan struct{})
+		go c.refreshLoop(ctx, opts.RefreshInterval)
+	}
+	return c, nil
+}
+
+// Coordinators returns the coordinator addresses (host:port) the client
+// knows: the bootstrap addresses, then those learned by Refresh.
+func (c *Client) Coordinators() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := append([]string(nil), c.bootstrap...)
+	return append(out, c.learned...)
+}
+
+// Refresh asks the coordinators the client knows, the last known leader
+// first, for the coordinators they know (GetLeader's coordinators) and
+// makes the first answer the client's learned addresses: an address the
+// answer adds is used from now on, one it no longer lists (a coordinator
+// gone from the gossip) is dropped. The bootstrap addresses are always
+// kept. Errors: the last coordinator's error when none answers (the
+// addresses are then left as they were).
+func (c *Client) Refresh(ctx context.Context) error {
+	known := c.Coordinators()
+	if l := c.Leader(); l != "" {
+		known = append([]string{l}, known...)
+	}
+	var lastErr error
+	tried := map[string]bool{}
+	for _, addr := range known {
+		if tried[addr] || ctx.Err() != nil {
+			continue
+		}
+		tried[addr] = true
+		cctx, cancel := context.WithTimeout(ctx, c.ConnectWait)
+		r, err := c.GetLeaderFrom(cctx, addr)
+		cancel()
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		if len(r.Coordinators) == 0 {
+			return nil // a coordinator that lists none: keep what is known
+		}
+		boot := map[string]bool{}
+		for _, b := range c.bootstrap {
+			boot[b] = true
+		}
+		var learned []string
+		for _, ci := range r.Coordinators {
+			if a := HostPort(ci.Address); a != "" && !boot[a] {
+				boot[a] = true
+				learned = append(learned, a)
+			}
+		}
+		c.mu.Lock()
+		c.learned = learned
+		c.mu.Unlock()
+		return nil
+	}
+	if lastErr == nil {
+		lastErr = ctx.Err()
+	}
+	return lastErr
+}
+
+func (c *Client) refreshLoop(ctx context.Context, every time.Duration) {
+	defer close(c.stopped)
+	for {
+		c.Refresh(ctx) // a failure is retried at the next tick
+		if !sleep(ctx, every) {
+			return
+		}
+	}
 }
 
 func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
@@ -383,10 +470,11 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 		}
 		addr := c.Leader()
 		if addr == "" {
-			if next > 0 && next%len(c.bootstrap) == 0 && !sleep(ctx, c.RetryWait) {
+			known := c.Coordinators()
+			if next > 0 && next%len(known) == 0 && !sleep(ctx, c.RetryWait) {
 				return timedOut()
 			}
-			addr = c.bootstrap[next%len(c.bootstrap)]
+			addr = known[next%len(known)]
 			next++
 		}
 		cc, err := c.conn(addr)
@@ -477,26 +565,43 @@ func (c *Client) Tablets(ctx context.Context, call func(ctx context.Context, t a
 	})
 }
 
-// GetLeader asks each bootstrap coordinator in turn who leads, without
-// redirects. Errors: the last coordinator's error when none answers.
+// GetLeader asks each coordinator the client knows (see Coordinators) in
+// turn who leads, without redirects. Errors: the last coordinator's error
+// when none answers.
 func (c *Client) GetLeader(ctx context.Context) (*adminv1.GetLeaderResponse, error) {
 	var lastErr error
-	for _, addr := range c.bootstrap {
-		cc, err := c.conn(addr)
-		if err != nil {
-			return nil, err
-		}
-		r, err := adminv1.NewAdminServiceClient(cc).GetLeader(ctx, &adminv1.GetLeaderRequest{})
+	for _, addr := range c.Coordinators() {
+		r, err := c.GetLeaderFrom(ctx, addr)
 		if err == nil {
 			return r, nil
 		}
-		lastErr = FromStatus(err)
+		lastErr = err
 	}
 	return nil, lastErr
 }
 
-// Close closes every connection.
+// GetLeaderFrom asks the coordinator at addr (host:port) who leads and
+// which coordinators it knows, without redirects. Errors: its answer,
+// converted with FromStatus.
+func (c *Client) GetLeaderFrom(ctx context.Context, addr string) (*adminv1.GetLeaderResponse, error) {
+	cc, err := c.conn(HostPort(addr))
+	if err != nil {
+		return nil, err
+	}
+	r, err := adminv1.NewAdminServiceClient(cc).GetLeader(ctx, &adminv1.GetLeaderRequest{})
+	if err != nil {
+		return nil, FromStatus(err)
+	}
+	return r, nil
+}
+
+// Close stops the background refresh (Options.RefreshInterval) and closes
+// every connection.
 func (c *Client) Close() error {
+	if c.stop != nil {
+		c.stop()
+		<-c.stopped
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var errs []error

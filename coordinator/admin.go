@@ -404,6 +404,7 @@ func (a *adminService) GetLeader(ctx context.Context, r *adminv1.GetLeaderReques
 		li = core.LeaderInfo{ID: a.s.id, Address: a.s.addr, Epoch: l.lead.Epoch()}
 	}
 	out.LeaderId, out.LeaderAddress, out.Epoch = li.ID, adminclient.HostPort(li.Address), li.Epoch
+	out.Coordinators = a.s.coordinators(leaderView{id: out.LeaderId, address: out.LeaderAddress, epoch: out.Epoch})
 	if ref := a.s.backend.Load(); ref != nil {
 		out.Backend = ref.b.Capabilities().Name
 	}

@@ -92,6 +92,13 @@ type Options struct {
 	// no longer be used (the plugin gave up); Serve then returns FatalErr().
 	Fatal    <-chan struct{}
 	FatalErr func() error
+	// Gossip, when set, is the coordinators' membership gossip
+	// (coordinator.gossip.enabled): the server announces its client
+	// address and role there and lists the members in GetLeader's
+	// coordinators. The caller starts and closes it. It never changes the
+	// voter set. Nil: no gossip; GetLeader lists this coordinator and the
+	// leader it knows.
+	Gossip Gossip
 }
 
 // Server is a coordinator. Build it with New, run it with Serve.
@@ -189,6 +196,7 @@ func New(opts Options) (*Server, error) {
 	adminv1.RegisterTabletServerServiceServer(s.grpc, &tabletServerService{s: s})
 	s.health = newHealth()
 	healthpb.RegisterHealthServer(s.grpc, s.health.srv)
+	s.publish()
 	return s, nil
 }
 
@@ -233,6 +241,7 @@ func (s *Server) setLeader(l *leaderState) {
 	s.mu.Unlock()
 	s.metrics.setLeader(l)
 	s.health.setLeader(l != nil)
+	s.publish()
 }
 
 // Serve serves until ctx ends (then it resigns, stops the gRPC server and

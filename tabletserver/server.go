@@ -64,6 +64,12 @@ type Options struct {
 	// BackendName is the backend's name, for status only (with Seeds; with
 	// Open the client's capabilities name it).
 	BackendName string
+	// CoordinatorRefresh, with Seeds, is how often the server asks the
+	// coordinators which coordinators they know (GetLeader's
+	// coordinators, filled by their gossip) and adds them to its seeds, so
+	// that it keeps following the metadata when every seed is gone;
+	// default 5s.
+	CoordinatorRefresh time.Duration
 
 	// HeartbeatInterval is the Raft-mode heartbeat period; default a third
 	// of the session timeout the coordinator grants.
@@ -86,6 +92,7 @@ type Server struct {
 	mu      sync.Mutex
 	buckets map[bucketKey]*adminv1.NotifyLeaderAndIsrRequest_BucketState
 	backend atomic.Pointer[string]
+	client  atomic.Pointer[adminclient.Client] // with Seeds, while serving
 }
 
 type bucketKey struct {
@@ -110,6 +117,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.CoordinatorRefresh <= 0 {
+		opts.CoordinatorRefresh = 5 * time.Second
 	}
 	s := &Server{opts: opts, log: opts.Logger.With("tablet-server", opts.ID),
 		buckets: map[bucketKey]*adminv1.NotifyLeaderAndIsrRequest_BucketState{}}
@@ -164,12 +174,14 @@ func (s *Server) Serve(ctx context.Context) error {
 	}()
 	var wg sync.WaitGroup
 	if len(s.opts.Seeds) > 0 {
-		client, err := adminclient.NewClientWithOptions(s.opts.Seeds, adminclient.Options{TLS: s.opts.TLS})
+		client, err := adminclient.NewClientWithOptions(s.opts.Seeds, adminclient.Options{TLS: s.opts.TLS, RefreshInterval: s.opts.CoordinatorRefresh})
 		if err != nil {
 			s.grpc.Stop()
 			return err
 		}
 		defer client.Close()
+		s.client.Store(client)
+		defer s.client.Store(nil)
 		name := s.opts.BackendName
 		s.backend.Store(&name)
 		wg.Add(2)
@@ -428,7 +440,17 @@ func (t *tabletService) GetTabletServerState(ctx context.Context, r *adminv1.Get
 	s := t.s
 	return &adminv1.GetTabletServerStateResponse{ServerId: s.opts.ID, CoordinatorEpoch: s.epoch.Load(),
 		Registered: s.registered.Load(), MetadataOffset: s.img.Revision(), Tables: s.Tables(ctx),
-		BucketsLed: s.bucketsLed(ctx), Backend: s.backendName()}, nil
+		BucketsLed: s.bucketsLed(ctx), Backend: s.backendName(), Coordinators: s.Coordinators()}, nil
+}
+
+// Coordinators returns the coordinator addresses the server knows (with
+// Seeds: its seeds and those learned from the coordinators; nil on a
+// backend it follows directly, or when not serving).
+func (s *Server) Coordinators() []string {
+	if c := s.client.Load(); c != nil {
+		return c.Coordinators()
+	}
+	return nil
 }
 
 func (s *Server) backendName() string {

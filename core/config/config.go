@@ -137,8 +137,18 @@ type GossipConfig struct {
 	// partial seed list by gossip between coordinators. Gossip never
 	// changes the voter set.
 	Enabled bool `koanf:"enabled"`
-	// Port, key coordinator.gossip.port, default 9125: the gossip port.
+	// Port, key coordinator.gossip.port, default 9125: the gossip port,
+	// TCP and UDP, on the host of the coordinator's client listener.
 	Port int `koanf:"port"`
+	// EncryptionKey, key coordinator.gossip.encryption-key, default empty
+	// (plaintext): the base64 of a 16, 24 or 32 byte key that encrypts
+	// and authenticates the gossip (AES-GCM). Every coordinator needs the
+	// same key. At most one of EncryptionKey and EncryptionKeyFile.
+	EncryptionKey string `koanf:"encryption-key"`
+	// EncryptionKeyFile, key coordinator.gossip.encryption-key-file,
+	// default empty: a file holding that base64 key (surrounding white
+	// space ignored), so the key need not be in the configuration.
+	EncryptionKeyFile string `koanf:"encryption-key-file"`
 }
 
 // RaftConfig holds the coordinator.raft.* keys.

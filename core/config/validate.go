@@ -96,6 +96,7 @@ func (c *Config) validate(probs *Problems, observer bool) {
 	if c.Coordinator.Gossip.Enabled && c.Coordinator.Gossip.Port == r.Port {
 		probs.Add("coordinator.gossip.port", fmt.Sprintf("%d is also coordinator.raft.port", r.Port))
 	}
+	c.validateGossip(probs)
 
 	// zookeeper.*
 	for _, a := range c.ZooKeeper.Address {
@@ -304,6 +305,7 @@ func (c *Config) CheckFiles() error {
 	}
 	t := c.Security.TLS
 	checkTLSFiles(&probs, now, "security.tls.cert-file", t.CertFile, "security.tls.key-file", t.KeyFile, "security.tls.ca-file", t.CAFile)
+	c.checkGossipKeyFile(&probs)
 	return probs.Err()
 }
 

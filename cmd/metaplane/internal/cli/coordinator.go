@@ -223,6 +223,17 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 		}()
 	}
 
+	gossipHost, _, _ := net.SplitHostPort(l.Addr().String()) // the client listener's host
+	gossipNode, stopGossip, gossipBanner, err := startGossip(cfg, id, gossipHost, advertised, logger)
+	if err != nil {
+		return err
+	}
+	defer stopGossip()
+	var gossipOpt coordinator.Gossip // nil unless enabled (not a typed nil)
+	if gossipNode != nil {
+		gossipOpt = gossipNode
+	}
+
 	flat := cfg.Flatten()
 	p, err := plugins.Launch(ctx, plugins.LaunchOptions{
 		Path: pluginPath, Name: cfg.Selected.Backend, Dir: cfg.Metadata.Backend.PluginDir,
@@ -254,10 +265,12 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 		PluginRestarts:             p.Restarts,
 		Fatal:                      p.Done(),
 		FatalErr:                   p.Err,
+		Gossip:                     gossipOpt,
 	})
 	if err != nil {
 		return err
 	}
+
 	if mux != nil {
 		mux.Handle("/healthz", srv.HealthzHandler())
 		mux.Handle("/readyz", srv.ReadyzHandler())
@@ -291,6 +304,10 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 		}
 		b.line("  not bound: %s (metaplane serves the client listener only)", strings.Join(un, ", "))
 		attrs = append(attrs, "not_bound", strings.Join(un, ","))
+	}
+	if gossipBanner != "" {
+		b.line("  gossip:   %s", gossipBanner)
+		attrs = append(attrs, "gossip", gossipBanner)
 	}
 	if metricsAddr != "" {
 		b.line("  metrics:  http://%s/metrics", metricsAddr)
