@@ -436,14 +436,7 @@ func listTablets(ctx context.Context, c *adminclient.Client) []*adminv1.TabletSe
 }
 
 func tabletAddrs(t *testing.T, ctx context.Context, c *adminclient.Client) []string {
-	var out []string
-	for _, s := range listTablets(ctx, c) {
-		out = append(out, adminclient.HostPort(s.Listeners))
-	}
-	if len(out) != 2 {
-		t.Fatalf("tablet servers: %v", out)
-	}
-	return out
+	return tabletAddrsN(t, ctx, c, 2)
 }
 
 func dialTablet(t *testing.T, addr string) adminv1.TabletServiceClient {

@@ -21,6 +21,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -82,9 +83,12 @@ type Member struct {
 // Node is a running member. Its methods are safe for concurrent use.
 type Node struct {
 	ml     *memberlist.Memberlist
+	name   string
 	log    *slog.Logger
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	closing atomic.Bool // set by Close: what the member list says now is debug
 
 	mu     sync.Mutex
 	meta   []byte
@@ -119,7 +123,7 @@ func Start(opts Options) (*Node, error) {
 		}
 		bind = ips[0].String()
 	}
-	n := &Node{log: opts.Logger, meta: bytes.Clone(opts.Meta), kick: make(chan struct{}, 1), done: make(chan struct{})}
+	n := &Node{name: opts.Name, log: opts.Logger, meta: bytes.Clone(opts.Meta), kick: make(chan struct{}, 1), done: make(chan struct{})}
 	conf := memberlist.DefaultLANConfig()
 	conf.Name = opts.Name
 	conf.BindAddr = bind
@@ -130,7 +134,8 @@ func Start(opts Options) (*Node, error) {
 	}
 	conf.SecretKey = opts.Key
 	conf.Delegate = (*delegate)(n)
-	conf.Logger = log.New(&logWriter{l: opts.Logger}, "", 0)
+	conf.Events = (*events)(n)
+	conf.Logger = log.New(&logWriter{l: opts.Logger, closing: &n.closing}, "", 0)
 	if opts.Fast {
 		conf.ProbeInterval = 200 * time.Millisecond
 		conf.ProbeTimeout = 100 * time.Millisecond
@@ -241,6 +246,7 @@ func (n *Node) Close(timeout time.Duration) error {
 	}
 	n.closed = true
 	n.mu.Unlock()
+	n.closing.Store(true)
 	n.cancel()
 	<-n.done
 	err := n.ml.Leave(timeout)
@@ -265,9 +271,28 @@ func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (d *delegate) LocalState(join bool) []byte                { return nil }
 func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
 
+// events logs members joining and leaving (or found dead) at Info.
+type events Node
+
+func (e *events) NotifyJoin(m *memberlist.Node) {
+	if m.Name != e.name {
+		e.log.Info("gossip: member joined", "member", m.Name, "address", m.Address())
+	}
+}
+
+func (e *events) NotifyLeave(m *memberlist.Node) {
+	e.log.Info("gossip: member left or failed", "member", m.Name, "address", m.Address())
+}
+
+func (e *events) NotifyUpdate(*memberlist.Node) {}
+
 // logWriter turns the member list's "[LEVEL] memberlist: ..." lines into
-// slog records.
-type logWriter struct{ l *slog.Logger }
+// slog records; once the node is closing (its sockets closed under its
+// last sends) every line is Debug.
+type logWriter struct {
+	l       *slog.Logger
+	closing *atomic.Bool
+}
 
 func (w *logWriter) Write(p []byte) (int, error) {
 	line := string(bytes.TrimSpace(p))
@@ -277,6 +302,9 @@ func (w *logWriter) Write(p []byte) (int, error) {
 			level, line = lv, line[len(prefix):]
 			break
 		}
+	}
+	if w.closing.Load() {
+		level = slog.LevelDebug
 	}
 	w.l.Log(context.Background(), level, line)
 	return len(p), nil
