@@ -76,7 +76,7 @@ func (f *fakeAdmin) ListDatabases(ctx context.Context, _ *adminv1.ListDatabasesR
 	return &adminv1.ListDatabasesResponse{}, ToStatus(next(&f.reads))
 }
 
-func serveFake(t *testing.T, f *fakeAdmin) (addr string, stop func()) {
+func serveFake(t *testing.T, f adminv1.AdminServiceServer) (addr string, stop func()) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -521,8 +521,25 @@ func adminLeader(a *admin) *cobra.Command {
 					return
 				}
 				fmt.Fprintf(w, "leader %s at %s, epoch %d (backend %s)\n", r.LeaderId, r.LeaderAddress, r.Epoch, r.Backend)
+				printGossipCoordinators(w, r)
 			})
 		}}
+}
+
+// printGossipCoordinators lists the coordinators the answering one knows,
+// when it gossips (coordinator.gossip.enabled); without gossip it prints
+// nothing.
+func printGossipCoordinators(w io.Writer, r *adminv1.GetLeaderResponse) {
+	if len(r.Coordinators) == 0 || r.Coordinators[0].GossipAddress == "" {
+		return
+	}
+	fmt.Fprintf(w, "coordinators known to %s (gossip):\n", r.ThisAddress)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  ID\tADDRESS\tROLE\tGOSSIP")
+	for _, c := range r.Coordinators {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", c.Id, c.Address, c.Role, c.GossipAddress)
+	}
+	tw.Flush()
 }
 
 func printPartitions(w io.Writer, table string, parts []*adminv1.PartitionInfo) {
