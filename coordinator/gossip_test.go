@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -79,7 +78,7 @@ func TestGossip(t *testing.T) {
 		})
 	}
 	for _, p := range gossipPorts {
-		if portFree(p) {
+		if testutil.PortFree(p) {
 			t.Errorf("gossip port %d is not bound with gossip on", p)
 		}
 	}
@@ -196,7 +195,7 @@ func TestGossipOffBindsNothing(t *testing.T) {
 	}
 	defer c.Close()
 	waitServingLeader(t, ctx, c, "")
-	if !portFree(gport) {
+	if !testutil.PortFree(gport) {
 		t.Fatalf("gossip port %d is bound with gossip off", gport)
 	}
 	r, err := c.GetLeader(ctx)
@@ -209,23 +208,6 @@ func TestGossipOffBindsNothing(t *testing.T) {
 	if strings.Contains(p.out.String(), "gossip:") {
 		t.Errorf("the banner mentions gossip with gossip off:\n%s", p.out.String())
 	}
-}
-
-// portFree reports whether both TCP and UDP port p on 127.0.0.1 can be
-// bound now.
-func portFree(p int) bool {
-	addr := fmt.Sprintf("127.0.0.1:%d", p)
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return false
-	}
-	l.Close()
-	pc, err := net.ListenPacket("udp", addr)
-	if err != nil {
-		return false
-	}
-	pc.Close()
-	return true
 }
 
 // coordinatorsOf returns the sorted client and gossip addresses in a's

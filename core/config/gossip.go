@@ -41,12 +41,23 @@ func (c *Config) validateGossip(probs *Problems) {
 // checkGossipKeyFile reads coordinator.gossip.encryption-key-file, when
 // set, and checks the key it holds.
 func (c *Config) checkGossipKeyFile(probs *Problems) {
-	if c.Coordinator.Gossip.EncryptionKeyFile == "" {
-		return
+	if f := c.Coordinator.Gossip.EncryptionKeyFile; f != "" {
+		if _, err := readGossipKeyFile(f); err != nil {
+			probs.Add("coordinator.gossip.encryption-key-file", err.Error())
+		}
 	}
-	if _, err := c.GossipKey(); err != nil {
-		probs.Add("coordinator.gossip.encryption-key-file", err.Error())
+}
+
+func readGossipKeyFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read %s: %v", path, shortErr(err))
 	}
+	k, err := decodeGossipKey(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	return k, nil
 }
 
 // GossipKey returns the decoded gossip encryption key
@@ -61,15 +72,7 @@ func (c *Config) GossipKey() ([]byte, error) {
 	case g.EncryptionKey != "":
 		return decodeGossipKey(g.EncryptionKey)
 	case g.EncryptionKeyFile != "":
-		b, err := os.ReadFile(g.EncryptionKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("cannot read %s: %v", g.EncryptionKeyFile, shortErr(err))
-		}
-		k, err := decodeGossipKey(string(b))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %v", g.EncryptionKeyFile, err)
-		}
-		return k, nil
+		return readGossipKeyFile(g.EncryptionKeyFile)
 	}
 	return nil, nil
 }

@@ -114,19 +114,7 @@ func TestBindsTCPAndUDP(t *testing.T) {
 	if err := n.Close(time.Second); err != nil {
 		t.Logf("close: %v", err)
 	}
-	testutil.WaitFor(t, 5*time.Second, "the port released", func() bool {
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			return false
-		}
-		l.Close()
-		pc, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			return false
-		}
-		pc.Close()
-		return true
-	})
+	testutil.WaitFor(t, 5*time.Second, "the port released", func() bool { return testutil.PortFree(port) })
 	if _, err := gossip.Start(gossip.Options{Name: "k", BindAddr: "127.0.0.1", Key: []byte("short")}); err == nil {
 		t.Fatal("a 5-byte key was accepted")
 	}

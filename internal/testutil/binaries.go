@@ -5,6 +5,7 @@ package testutil
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,4 +114,21 @@ func RequireOrSkip(t testing.TB, ok bool, format string, args ...any) {
 		t.Fatalf("required component missing under CI=true: %s", msg)
 	}
 	t.Skipf("skipping: %s (set up the component, or run under CI=true to fail instead)", msg)
+}
+
+// PortFree reports whether port p on 127.0.0.1 can be bound now for both
+// TCP and UDP (it binds and releases each).
+func PortFree(p int) bool {
+	addr := fmt.Sprintf("127.0.0.1:%d", p)
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return false
+	}
+	l.Close()
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return false
+	}
+	pc.Close()
+	return true
 }

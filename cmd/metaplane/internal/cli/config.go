@@ -102,6 +102,13 @@ func validate(opts config.LoadOptions) validateReport {
 		// The choice matters: say which listener serves clients.
 		rep.Notes = append(rep.Notes, fmt.Sprintf("client listener %s (%s); %d other listener(s) not bound", cl.Bind, cl.Reason, len(cl.Unbound)))
 	}
+	if g := cfg.Coordinator.Gossip; g.Enabled {
+		enc := "unencrypted (no coordinator.gossip.encryption-key)"
+		if g.EncryptionKey != "" || g.EncryptionKeyFile != "" {
+			enc = "encrypted"
+		}
+		rep.Notes = append(rep.Notes, fmt.Sprintf("gossip: on, port %d tcp+udp, %s; it expands coordinator.seed.nodes for clients and never changes the voter set", g.Port, enc))
+	}
 	return rep
 }
 

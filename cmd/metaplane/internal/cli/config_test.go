@@ -67,6 +67,10 @@ func TestConfigValidateGolden(t *testing.T) {
 		{"many-problems", []string{"--config", file("many-problems")}, ExitFailure},
 		{"not-yaml", []string{"--config", file("not-yaml")}, ExitFailure},
 		{"missing-file", []string{"--config", file("absent")}, ExitFailure},
+		// gossip
+		{"gossip", []string{"-D", "coordinator.gossip.enabled=true", "-D", "coordinator.gossip.encryption-key=" + strings.Repeat("A", 43) + "="}, ExitOK},
+		{"gossip-bad-key", []string{"-D", "coordinator.gossip.enabled=true", "-D", "coordinator.gossip.encryption-key=" + strings.Repeat("A", 28),
+			"-D", "coordinator.gossip.encryption-key-file=" + file("absent")}, ExitFailure},
 	}
 	for _, tt := range tests {
 		for _, asJSON := range []bool{false, true} {
