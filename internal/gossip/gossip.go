@@ -154,21 +154,39 @@ func Start(opts Options) (*Node, error) {
 	return n, nil
 }
 
-// run joins the seeds while alone and announces metadata changes.
+// run joins the seeds while alone, and announces metadata changes, each in
+// its own goroutine (a join to an unreachable host may take the member
+// list's TCP timeout).
 func (n *Node) run(ctx context.Context, opts Options) {
 	defer close(n.done)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-n.kick:
+				if err := n.ml.UpdateNode(5 * time.Second); err != nil && ctx.Err() == nil {
+					n.log.Debug("gossip: announcing new metadata did not complete", "err", err)
+				}
+			}
+		}
+	}()
+	defer wg.Wait()
+	if opts.Seeds == nil {
+		<-ctx.Done()
+		return
+	}
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-n.kick:
-			if err := n.ml.UpdateNode(5 * time.Second); err != nil && ctx.Err() == nil {
-				n.log.Debug("gossip: announcing new metadata did not complete", "err", err)
-			}
 		case <-t.C:
-			if opts.Seeds != nil && n.ml.NumMembers() <= 1 {
+			if n.ml.NumMembers() <= 1 {
 				n.join(ctx, opts.Seeds(ctx))
 			}
 			t.Reset(opts.RejoinInterval)

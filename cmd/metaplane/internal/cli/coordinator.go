@@ -270,7 +270,6 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 	if err != nil {
 		return err
 	}
-
 	if mux != nil {
 		mux.Handle("/healthz", srv.HealthzHandler())
 		mux.Handle("/readyz", srv.ReadyzHandler())
