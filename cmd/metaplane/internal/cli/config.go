@@ -108,6 +108,9 @@ func validate(opts config.LoadOptions) validateReport {
 			enc = "encrypted"
 		}
 		rep.Notes = append(rep.Notes, fmt.Sprintf("gossip: on, port %d tcp+udp, %s; it expands coordinator.seed.nodes for clients and never changes the voter set", g.Port, enc))
+		if len(cfg.Coordinator.SeedNodes) == 0 {
+			rep.Notes = append(rep.Notes, "gossip: no coordinator.seed.nodes to join through: this coordinator only waits to be joined")
+		}
 	}
 	return rep
 }
