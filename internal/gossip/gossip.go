@@ -89,6 +89,13 @@ type Node struct {
 	done   chan struct{}
 
 	closing atomic.Bool // set by Close: what the member list says now is debug
+	addr    string      // the local gossip address, host:port
+
+	// members are copies taken in the member list's event callbacks,
+	// which it calls under its own lock: its Members() hands out nodes it
+	// keeps modifying.
+	mmu     sync.Mutex
+	members map[string]Member
 
 	mu     sync.Mutex
 	meta   []byte
@@ -123,7 +130,8 @@ func Start(opts Options) (*Node, error) {
 		}
 		bind = ips[0].String()
 	}
-	n := &Node{name: opts.Name, log: opts.Logger, meta: bytes.Clone(opts.Meta), kick: make(chan struct{}, 1), done: make(chan struct{})}
+	n := &Node{name: opts.Name, log: opts.Logger, meta: bytes.Clone(opts.Meta), kick: make(chan struct{}, 1), done: make(chan struct{}),
+		members: map[string]Member{}}
 	conf := memberlist.DefaultLANConfig()
 	conf.Name = opts.Name
 	conf.BindAddr = bind
@@ -148,6 +156,11 @@ func Start(opts Options) (*Node, error) {
 		return nil, fmt.Errorf("gossip: listen on %s: %w", net.JoinHostPort(bind, strconv.Itoa(opts.Port)), err)
 	}
 	n.ml = ml
+	n.addr = net.JoinHostPort(conf.AdvertiseAddr, strconv.Itoa(conf.AdvertisePort))
+	if conf.AdvertiseAddr == "" {
+		l := ml.LocalNode()
+		n.addr = net.JoinHostPort(l.Addr.String(), strconv.Itoa(int(l.Port)))
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	go n.run(ctx, opts)
@@ -214,19 +227,18 @@ func (n *Node) join(ctx context.Context, seeds []string) {
 }
 
 // Address returns the node's gossip address, host:port (the port bound).
-func (n *Node) Address() string {
-	l := n.ml.LocalNode()
-	return net.JoinHostPort(l.Addr.String(), strconv.Itoa(int(l.Port)))
-}
+func (n *Node) Address() string { return n.addr }
 
 // Members returns the live members (the local node included), sorted by
 // name. Members that left or were found dead are not listed; a member
 // suspected of failure still is until it is declared dead.
 func (n *Node) Members() []Member {
-	var out []Member
-	for _, m := range n.ml.Members() {
-		out = append(out, Member{Name: m.Name, Address: net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port))), Meta: m.Meta})
+	n.mmu.Lock()
+	out := make([]Member, 0, len(n.members))
+	for _, m := range n.members {
+		out = append(out, m)
 	}
+	n.mmu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
@@ -289,20 +301,31 @@ func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (d *delegate) LocalState(join bool) []byte                { return nil }
 func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
 
-// events logs members joining and leaving (or found dead) at Info.
+// events keeps the members map (the member list calls it under its lock)
+// and logs members joining and leaving (or found dead) at Info.
 type events Node
 
+func (e *events) put(m *memberlist.Node) {
+	e.mmu.Lock()
+	e.members[m.Name] = Member{Name: m.Name, Address: net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port))), Meta: bytes.Clone(m.Meta)}
+	e.mmu.Unlock()
+}
+
 func (e *events) NotifyJoin(m *memberlist.Node) {
+	e.put(m)
 	if m.Name != e.name {
 		e.log.Info("gossip: member joined", "member", m.Name, "address", m.Address())
 	}
 }
 
 func (e *events) NotifyLeave(m *memberlist.Node) {
+	e.mmu.Lock()
+	delete(e.members, m.Name)
+	e.mmu.Unlock()
 	e.log.Info("gossip: member left or failed", "member", m.Name, "address", m.Address())
 }
 
-func (e *events) NotifyUpdate(*memberlist.Node) {}
+func (e *events) NotifyUpdate(m *memberlist.Node) { e.put(m) }
 
 // logWriter turns the member list's "[LEVEL] memberlist: ..." lines into
 // slog records; once the node is closing (its sockets closed under its
