@@ -322,7 +322,9 @@ func (e *events) NotifyLeave(m *memberlist.Node) {
 	e.mmu.Lock()
 	delete(e.members, m.Name)
 	e.mmu.Unlock()
-	e.log.Info("gossip: member left or failed", "member", m.Name, "address", m.Address())
+	if m.Name != e.name {
+		e.log.Info("gossip: member left or failed", "member", m.Name, "address", m.Address())
+	}
 }
 
 func (e *events) NotifyUpdate(m *memberlist.Node) { e.put(m) }
