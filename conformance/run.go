@@ -33,6 +33,15 @@ const (
 	NeedsDescriptor     = "Descriptor"
 )
 
+// HostAnswerable is a regular expression (for StandaloneOptions.Run)
+// matching the properties that a client layer in front of the backend
+// can answer by itself, without asking the backend: those about a call
+// whose context has already ended and about calls after Close. The plugin
+// host's client is such a layer; plugintest's harnesses therefore open
+// clients that pass these calls through to the plugin (see
+// docs/conformance.md).
+const HostAnswerable = `^(Context/.*|Closed/CallsFail|Election/Campaign/CancelledContext)$`
+
 // PropertyTimeout bounds one property by default: its context ends after
 // it and the property fails, naming where it was waiting.
 const PropertyTimeout = 60 * time.Second
@@ -74,7 +83,7 @@ func Properties() []Property {
 		pathProperties(), createProperties(), sequentialReuseProperties(), readProperties(),
 		writeProperties(), statProperties(), txnProperties(), sessionProperties(),
 		watchProperties(), snapshotProperties(), snapshotWriterProperties(),
-		electionProperties(), idProperties(), leaseProperties(), importProperties(), contextProperties(),
+		electionProperties(), blockedProperties(), idProperties(), leaseProperties(), importProperties(), contextProperties(),
 		closedProperties(), faultProperties(), statusProperties(), descriptorProperties(),
 	} {
 		ps = append(ps, group...)

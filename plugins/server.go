@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/metadata"
+
 	"github.com/metaplane/metaplane/core"
 	pb "github.com/metaplane/metaplane/proto/metaplane/v1"
 )
@@ -21,12 +23,18 @@ type server struct {
 	started bool
 	nextID  uint64
 	clients map[uint64]*serverClient
-	closed  bool
+	// shut holds the pass-through clients the host has closed: their
+	// later calls still reach the closed backend client (see
+	// Plugin.NewConformanceClient).
+	shut   map[uint64]*serverClient
+	closed bool
 }
 
 // serverClient is one client the host opened, with its leaderships.
 type serverClient struct {
 	b core.MetadataBackend
+	// passThrough: a conformance client (see Plugin.NewConformanceClient).
+	passThrough bool
 
 	mu          sync.Mutex
 	nextLeader  uint64
@@ -34,7 +42,7 @@ type serverClient struct {
 }
 
 func newServer(p core.Provider) *server {
-	return &server{provider: p, clients: map[uint64]*serverClient{}}
+	return &server{provider: p, clients: map[uint64]*serverClient{}, shut: map[uint64]*serverClient{}}
 }
 
 // resignTimeout bounds the resignation of a leadership whose host stream
@@ -46,9 +54,30 @@ func (s *server) client(id uint64) (*serverClient, error) {
 	defer s.mu.Unlock()
 	c, ok := s.clients[id]
 	if !ok {
+		c, ok = s.shut[id]
+	}
+	if !ok {
 		return nil, ToStatus(fmt.Errorf("%w: plugin client %d is not open", core.ErrClosed, id))
 	}
 	return c, nil
+}
+
+// callCtx returns the context to call the backend with: ctx, or, when
+// the host says its caller's context had already ended before the call (a
+// pass-through client), a context ended the same way, so that the backend
+// answers it. The cancel function must be called.
+func callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	switch v := md.Get(mdContextEnded); {
+	case len(v) == 0:
+		return ctx, func() {}
+	case v[0] == "deadline":
+		return context.WithDeadline(ctx, time.Unix(0, 0))
+	default:
+		ended, cancel := context.WithCancel(ctx)
+		cancel()
+		return ended, cancel
+	}
 }
 
 // closeAll closes every client (when the plugin stops).
@@ -57,6 +86,7 @@ func (s *server) closeAll() {
 	s.closed = true
 	clients := s.clients
 	s.clients = map[uint64]*serverClient{}
+	s.shut = map[uint64]*serverClient{}
 	s.mu.Unlock()
 	for _, c := range clients {
 		_ = c.b.Close()
@@ -128,7 +158,8 @@ func (s *server) NewClient(ctx context.Context, req *pb.NewClientRequest) (*pb.N
 	}
 	s.nextID++
 	id := s.nextID
-	s.clients[id] = &serverClient{b: b, leaderships: map[uint64]core.Leadership{}}
+	md, _ := metadata.FromIncomingContext(ctx)
+	s.clients[id] = &serverClient{b: b, passThrough: len(md.Get(mdPassThrough)) > 0, leaderships: map[uint64]core.Leadership{}}
 	s.mu.Unlock()
 	return &pb.NewClientResponse{
 		ClientId:     id,
@@ -141,6 +172,12 @@ func (s *server) CloseClient(ctx context.Context, req *pb.CloseClientRequest) (*
 	s.mu.Lock()
 	c, ok := s.clients[req.ClientId]
 	delete(s.clients, req.ClientId)
+	if ok && c.passThrough {
+		s.shut[req.ClientId] = c
+	} else if !ok {
+		// A closed pass-through client's backend answers Close again.
+		c, ok = s.shut[req.ClientId]
+	}
 	s.mu.Unlock()
 	if ok {
 		if err := c.b.Close(); err != nil {
@@ -157,6 +194,8 @@ func (s *server) GetMany(ctx context.Context, req *pb.GetManyRequest) (*pb.GetMa
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	res, err := c.b.GetMany(ctx, req.Paths, readOptionsFromProto(req.Options))
 	if err != nil {
 		return nil, ToStatus(err)
@@ -169,6 +208,8 @@ func (s *server) Children(ctx context.Context, req *pb.ChildrenRequest) (*pb.Chi
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	names, st, err := c.b.Children(ctx, req.Path, readOptionsFromProto(req.Options))
 	if err != nil {
 		return nil, ToStatus(err)
@@ -181,6 +222,8 @@ func (s *server) Snapshot(ctx context.Context, req *pb.SnapshotRequest) (*pb.Sna
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	snap, err := c.b.Snapshot(ctx, req.Prefix)
 	if err != nil {
 		return nil, ToStatus(err)
@@ -193,6 +236,8 @@ func (s *server) Txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, 
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	res, err := c.b.Txn(ctx, opsFromProto(req.Ops), core.TxnOptions{Fence: fenceFromProto(req.Fence)})
 	if err != nil {
 		return nil, ToStatus(err)
@@ -255,7 +300,9 @@ func (s *server) Campaign(req *pb.CampaignRequest, stream pb.Backend_CampaignSer
 		return err
 	}
 	cand := core.Candidate{ID: req.GetCandidate().GetId(), Address: req.GetCandidate().GetAddress()}
-	l, err := c.b.Campaign(stream.Context(), cand)
+	cctx, done := callCtx(stream.Context())
+	defer done()
+	l, err := c.b.Campaign(cctx, cand)
 	if err != nil {
 		return ToStatus(err)
 	}
@@ -311,6 +358,8 @@ func (s *server) Leader(ctx context.Context, req *pb.LeaderRequest) (*pb.LeaderR
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	l, err := c.b.Leader(ctx)
 	if err != nil {
 		return nil, ToStatus(err)
@@ -340,6 +389,8 @@ func (s *server) Status(ctx context.Context, req *pb.StatusRequest) (*pb.StatusR
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	st, err := c.b.Status(ctx)
 	if err != nil {
 		return nil, ToStatus(err)
@@ -354,6 +405,8 @@ func (s *server) GrantLease(ctx context.Context, req *pb.GrantLeaseRequest) (*pb
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	lm, ok := core.Optional[core.LeaseManager](c.b)
 	if !ok {
 		return nil, unsupported("leases (LeaseManager)")
@@ -370,6 +423,8 @@ func (s *server) RenewLease(ctx context.Context, req *pb.RenewLeaseRequest) (*pb
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	lm, ok := core.Optional[core.LeaseManager](c.b)
 	if !ok {
 		return nil, unsupported("leases (LeaseManager)")
@@ -385,6 +440,8 @@ func (s *server) RevokeLease(ctx context.Context, req *pb.RevokeLeaseRequest) (*
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	lm, ok := core.Optional[core.LeaseManager](c.b)
 	if !ok {
 		return nil, unsupported("leases (LeaseManager)")
@@ -400,6 +457,8 @@ func (s *server) Import(ctx context.Context, req *pb.ImportRequest) (*pb.ImportR
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	im, ok := core.Optional[core.Importer](c.b)
 	if !ok {
 		return nil, unsupported("bulk import (Importer)")
@@ -415,6 +474,8 @@ func (s *server) AllocateIDs(ctx context.Context, req *pb.AllocateIDsRequest) (*
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	// core.AllocateIDs uses the backend's IDAllocator when it has one and
 	// the compare-and-set loop otherwise, next to the data.
 	first, err := core.AllocateIDs(ctx, c.b, req.Path, req.Count, fenceFromProto(req.Fence))
@@ -429,6 +490,8 @@ func (s *server) AddVoter(ctx context.Context, req *pb.AddVoterRequest) (*pb.Add
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	mm, ok := core.Optional[core.MembershipManager](c.b)
 	if !ok {
 		return nil, unsupported("membership changes (MembershipManager)")
@@ -444,6 +507,8 @@ func (s *server) TransferLeadership(ctx context.Context, req *pb.TransferLeaders
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	lt, ok := core.Optional[core.LeadershipTransferer](c.b)
 	if !ok {
 		return nil, unsupported("leadership transfer (LeadershipTransferer)")
@@ -460,6 +525,8 @@ func (s *server) RemoveVoter(ctx context.Context, req *pb.RemoveVoterRequest) (*
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	mm, ok := core.Optional[core.MembershipManager](c.b)
 	if !ok {
 		return nil, unsupported("membership changes (MembershipManager)")
@@ -505,6 +572,8 @@ func (s *server) ExpireSession(ctx context.Context, req *pb.ExpireSessionRequest
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	se, ok := core.Optional[core.SessionExpirer](c.b)
 	if !ok {
 		return nil, unsupported("expiring sessions on demand (SessionExpirer)")
