@@ -59,7 +59,10 @@ func blockedProperties() []Property {
 						_, _, err := core.Create(ctx, c, p("new"), nil, core.CreateOptions{})
 						return err
 					}},
-					{"Set", func() error { _, err := core.Set(ctx, c, p("n"), []byte("changed"), core.AnyVersion, core.Fence{}); return err }},
+					{"Set", func() error {
+						_, err := core.Set(ctx, c, p("n"), []byte("changed"), core.AnyVersion, core.Fence{})
+						return err
+					}},
 					{"Campaign", func() error {
 						l, err := c.Campaign(ctx, core.Candidate{ID: "stalled", Address: "test://stalled"})
 						if err == nil {
