@@ -31,6 +31,9 @@ const (
 	NeedsImport         = "Import"
 	NeedsCompactor      = "Compactor"
 	NeedsDescriptor     = "Descriptor"
+
+	NeedsFollowerReads = "LinearizableFollowerReads"
+	NeedsMembership    = "Membership"
 )
 
 // HostAnswerable is a regular expression (for StandaloneOptions.Run)
@@ -82,9 +85,9 @@ func Properties() []Property {
 	for _, group := range [][]Property{
 		pathProperties(), createProperties(), sequentialReuseProperties(), readProperties(),
 		writeProperties(), statProperties(), txnProperties(), sessionProperties(),
-		watchProperties(), snapshotProperties(), snapshotWriterProperties(),
+		watchProperties(), slowConsumerProperties(), snapshotProperties(), snapshotWriterProperties(),
 		electionProperties(), blockedProperties(), idProperties(), leaseProperties(), importProperties(), contextProperties(),
-		closedProperties(), faultProperties(), statusProperties(), descriptorProperties(),
+		closedProperties(), faultProperties(), statusProperties(), memberProperties(), descriptorProperties(),
 	} {
 		ps = append(ps, group...)
 	}
@@ -365,6 +368,11 @@ func (e *env) has(name string) (bool, string) {
 	case NeedsImport:
 		_, impl := core.Optional[core.Importer](e.c0)
 		ok = e.caps.Import && impl
+	case NeedsFollowerReads:
+		ok = e.caps.LinearizableFollowerReads
+	case NeedsMembership:
+		_, impl := core.Optional[core.MembershipManager](e.c0)
+		ok = e.caps.Membership && impl
 	case NeedsNativeIDs:
 		_, impl := core.Optional[core.IDAllocator](e.c0)
 		ok = e.caps.NativeIDAllocation && impl
