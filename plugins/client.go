@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/metadata"
@@ -51,6 +52,9 @@ type Client struct {
 	// closed incarnation, which calls still address.
 	passThrough bool
 	closedRem   *remote
+
+	// campaignSeq numbers the client's campaigns (see withdraw).
+	campaignSeq atomic.Uint64
 }
 
 // remote is a client's incarnation in one plugin process.
@@ -499,7 +503,8 @@ func (c *Client) Campaign(ctx context.Context, cand core.Candidate) (core.Leader
 	if md, ok := metadata.FromOutgoingContext(ctx); ok {
 		sctx = metadata.NewOutgoingContext(sctx, md) // passCtx's mark
 	}
-	stream, err := r.conn.rpc.Campaign(sctx, &pb.CampaignRequest{ClientId: r.id, Candidate: &pb.Candidate{Id: cand.ID, Address: cand.Address}})
+	cid := c.campaignSeq.Add(1)
+	stream, err := r.conn.rpc.Campaign(sctx, &pb.CampaignRequest{ClientId: r.id, Candidate: &pb.Candidate{Id: cand.ID, Address: cand.Address}, CampaignId: cid})
 	var m *pb.CampaignResponse
 	if err == nil {
 		m, err = stream.Recv()
@@ -511,6 +516,7 @@ func (c *Client) Campaign(ctx context.Context, cand core.Candidate) (core.Leader
 		stop()
 		scancel()
 		if cerr := ctx.Err(); cerr != nil {
+			c.withdraw(r, cid)
 			return nil, fmt.Errorf("campaign: %w", cerr)
 		}
 		return nil, c.streamError(ctx, r, err)
@@ -519,6 +525,7 @@ func (c *Client) Campaign(ctx context.Context, cand core.Candidate) (core.Leader
 		// ctx ended just as the election was won: the stream is cancelled
 		// and the plugin resigns.
 		scancel()
+		c.withdraw(r, cid)
 		return nil, fmt.Errorf("campaign: %w", ctx.Err())
 	}
 	l := &leadership{c: c, r: r, id: m.LeadershipId, epoch: m.Epoch, fence: fenceFromProto(m.Fence), lost: make(chan struct{}), cancel: scancel}
@@ -532,6 +539,19 @@ func (c *Client) Campaign(ctx context.Context, cand core.Candidate) (core.Leader
 		l.markLost()
 	}()
 	return l, nil
+}
+
+// withdraw makes sure campaign cid has ended in the plugin before
+// Campaign reports it cancelled: cancelling the stream alone ends it in
+// the plugin some time later, when a current leader's resignation could
+// still elect it. Bounded by callTimeout; a failure is logged (the
+// cancelled stream withdraws it anyway).
+func (c *Client) withdraw(r *remote, cid uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if _, err := r.conn.rpc.Resign(ctx, &pb.ResignRequest{ClientId: r.id, CampaignId: cid}); err != nil && r.ctx.Err() == nil {
+		c.p.logger.Warn("plugin did not confirm a cancelled campaign's withdrawal", "client", c.opts.Name, "error", callError(ctx, r.conn, err))
+	}
 }
 
 // leadership is the host side of a leadership held in the plugin.

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/conformance"
@@ -137,5 +138,44 @@ func TestSuiteReachesThePlugin(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// slowWithdrawProvider is the memory provider whose campaigns take 300 ms
+// to withdraw once their context ends (as a backend that must delete its
+// candidacy over the network does): correct, but slow.
+type slowWithdrawProvider struct{ *memory.Provider }
+
+func (p slowWithdrawProvider) NewClient(ctx context.Context, opts core.ClientOptions) (core.MetadataBackend, error) {
+	c, err := p.Provider.NewClient(ctx, opts)
+	return slowWithdrawClient{c}, err
+}
+
+type slowWithdrawClient struct{ core.MetadataBackend }
+
+func (c slowWithdrawClient) Unwrap() core.MetadataBackend { return c.MetadataBackend }
+
+func (c slowWithdrawClient) Campaign(ctx context.Context, cand core.Candidate) (core.Leadership, error) {
+	inner, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(300*time.Millisecond, cancel) })
+	defer stop()
+	return c.MetadataBackend.Campaign(inner, cand)
+}
+
+// TestCancelledCampaignWithdrawnInPlugin: the host's Campaign reports a
+// cancellation only once the campaign has ended in the plugin, so a
+// resignation right after it cannot elect the cancelled candidate however
+// slowly the backend withdraws.
+func TestCancelledCampaignWithdrawnInPlugin(t *testing.T) {
+	h := plugintest.InProcessHarness(t, func() core.Provider {
+		return slowWithdrawProvider{memory.NewProvider(memory.StoreOptions{})}
+	}, plugintest.Options{})
+	results, err := conformance.RunStandalone(h, conformance.StandaloneOptions{Run: "^Election/Campaign/CancelWithdraws$"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 1 || results[0].Status != conformance.Passed {
+		t.Fatalf("results %+v, want Election/Campaign/CancelWithdraws passed", results)
 	}
 }

@@ -39,7 +39,26 @@ type serverClient struct {
 	mu          sync.Mutex
 	nextLeader  uint64
 	leaderships map[uint64]core.Leadership
+	// campaigns are the running campaigns the host named (campaign_id);
+	// withdrawn the ids withdrawn before their campaign had started here.
+	campaigns map[uint64]*campaignRun
+	withdrawn map[uint64]bool
 }
+
+// campaignRun is one named campaign in the plugin (see withdraw).
+type campaignRun struct {
+	cancel context.CancelFunc // ends the backend call's context
+	// settled is closed when the backend's Campaign has returned; lead is
+	// then the leadership it won, if any.
+	settled chan struct{}
+	lead    core.Leadership
+	// withdrawn: withdraw asked for it.
+	withdrawn bool
+}
+
+// maxWithdrawn bounds serverClient.withdrawn (ids withdrawn before their
+// campaign started, or after it ended, which never come back).
+const maxWithdrawn = 1024
 
 func newServer(p core.Provider) *server {
 	return &server{provider: p, clients: map[uint64]*serverClient{}, shut: map[uint64]*serverClient{}}
@@ -159,7 +178,7 @@ func (s *server) NewClient(ctx context.Context, req *pb.NewClientRequest) (*pb.N
 	s.nextID++
 	id := s.nextID
 	md, _ := metadata.FromIncomingContext(ctx)
-	s.clients[id] = &serverClient{b: b, passThrough: len(md.Get(mdPassThrough)) > 0, leaderships: map[uint64]core.Leadership{}}
+	s.clients[id] = &serverClient{b: b, passThrough: len(md.Get(mdPassThrough)) > 0, leaderships: map[uint64]core.Leadership{}, campaigns: map[uint64]*campaignRun{}, withdrawn: map[uint64]bool{}}
 	s.mu.Unlock()
 	return &pb.NewClientResponse{
 		ClientId:     id,
@@ -302,9 +321,37 @@ func (s *server) Campaign(req *pb.CampaignRequest, stream pb.Backend_CampaignSer
 	cand := core.Candidate{ID: req.GetCandidate().GetId(), Address: req.GetCandidate().GetAddress()}
 	cctx, done := callCtx(stream.Context())
 	defer done()
+	run := &campaignRun{settled: make(chan struct{})}
+	cctx, run.cancel = context.WithCancel(cctx)
+	defer run.cancel()
+	if id := req.CampaignId; id != 0 {
+		c.mu.Lock()
+		if c.withdrawn[id] {
+			delete(c.withdrawn, id)
+			run.withdrawn = true
+			run.cancel()
+		}
+		c.campaigns[id] = run
+		c.mu.Unlock()
+		defer func() {
+			c.mu.Lock()
+			delete(c.campaigns, id)
+			c.mu.Unlock()
+		}()
+	}
 	l, err := c.b.Campaign(cctx, cand)
+	c.mu.Lock()
+	run.lead = l
+	withdrawn := run.withdrawn
+	c.mu.Unlock()
+	close(run.settled)
 	if err != nil {
 		return ToStatus(err)
+	}
+	if withdrawn {
+		// Withdrawn just as it was won: give the leadership up.
+		s.resign(l)
+		return ToStatus(fmt.Errorf("campaign withdrawn: %w", context.Canceled))
 	}
 	c.mu.Lock()
 	c.nextLeader++
@@ -340,6 +387,9 @@ func (s *server) Resign(ctx context.Context, req *pb.ResignRequest) (*pb.ResignR
 	if err != nil {
 		return nil, err
 	}
+	if req.CampaignId != 0 {
+		return &pb.ResignResponse{}, s.withdraw(ctx, c, req.CampaignId)
+	}
 	c.mu.Lock()
 	l, ok := c.leaderships[req.LeadershipId]
 	c.mu.Unlock()
@@ -351,6 +401,40 @@ func (s *server) Resign(ctx context.Context, req *pb.ResignRequest) (*pb.ResignR
 		return nil, ToStatus(err)
 	}
 	return &pb.ResignResponse{}, nil
+}
+
+// withdraw withdraws c's campaign id: its backend call's context ends, and
+// once the backend's Campaign has returned a leadership won at that moment
+// is resigned. A campaign not started yet is refused when it starts; one
+// already over needs nothing.
+func (s *server) withdraw(ctx context.Context, c *serverClient, id uint64) error {
+	c.mu.Lock()
+	run, ok := c.campaigns[id]
+	if ok {
+		run.withdrawn = true
+	} else {
+		if len(c.withdrawn) >= maxWithdrawn {
+			c.withdrawn = map[uint64]bool{}
+		}
+		c.withdrawn[id] = true
+	}
+	c.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	run.cancel()
+	select {
+	case <-run.settled:
+	case <-ctx.Done():
+		return ToStatus(ctx.Err())
+	}
+	c.mu.Lock()
+	l := run.lead
+	c.mu.Unlock()
+	if l != nil {
+		s.resign(l)
+	}
+	return nil
 }
 
 func (s *server) Leader(ctx context.Context, req *pb.LeaderRequest) (*pb.LeaderResponse, error) {
