@@ -151,15 +151,11 @@ func TestMinorityCannotCommit(t *testing.T) {
 	}
 }
 
-// TestPartitionedLeaderFenced: a leader cut off from every inbound message
-// (a loopback proxy in front of its Raft port) loses its leadership, its
-// write fails with ErrUnavailable, the majority elects a leader with a
-// higher epoch, and after the heal the old leader's fenced writes are
-// refused with ErrFenced. (The cut is one-way, so the followers may still
-// have received the old leader's entry: its outcome is unknown, as the
-// contract says of ErrUnavailable. TestProcessStaleLeaderNeverCommits
-// freezes the old leader with SIGSTOP for the stronger property.)
-func TestPartitionedLeaderFenced(t *testing.T) {
+// startProxiedCluster starts three members, each behind a loopback proxy
+// in front of its Raft port (the address the others reach it at), so that
+// a test can cut one member off from every inbound message.
+func startProxiedCluster(t *testing.T) (*cluster, []*proxy) {
+	t.Helper()
 	voters := newVoters(t, 3)
 	proxies := make([]*proxy, 3)
 	listen := make([]string, 3)
@@ -184,6 +180,54 @@ func TestPartitionedLeaderFenced(t *testing.T) {
 			t.Fatalf("start member: %v", err)
 		}
 	}
+	return c, proxies
+}
+
+// TestPartitionedFollowerNeverReadsStale: a follower cut off from every
+// inbound message (so from the leader) while the majority commits a new
+// value refuses or blocks a linearizable read (LinearizableFollowerReads)
+// rather than answer the old value; after the heal it reads the new one.
+func TestPartitionedFollowerNeverReadsStale(t *testing.T) {
+	c, proxies := startProxiedCluster(t)
+	leader := c.waitLeader()
+	follower := (leader + 1) % 3
+	ctx := ctxT(t)
+	lc, fc := c.client(leader), c.client(follower)
+	if _, _, err := core.Create(ctx, lc, "/k", []byte("old"), core.CreateOptions{}); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	testutil.WaitFor(t, 20*time.Second, "the follower to read the first value", func() bool {
+		n, err := core.Get(ctx, fc, "/k")
+		return err == nil && string(n.Data) == "old"
+	})
+	proxies[follower].setCut(true)
+	if _, err := core.Set(ctx, lc, "/k", []byte("new"), core.AnyVersion, core.Fence{}); err != nil {
+		t.Fatalf("set on the majority: %v", err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	n, err := core.Get(rctx, fc, "/k")
+	cancel()
+	if err == nil {
+		t.Fatalf("the cut-off follower answered a linearizable read with %q (version %d), want a refusal or a block", n.Data, n.Stat.Version)
+	}
+	t.Logf("the cut-off follower's read: %v", err)
+	proxies[follower].setCut(false)
+	testutil.WaitFor(t, 20*time.Second, "the healed follower to read the new value", func() bool {
+		n, err := core.Get(ctx, fc, "/k")
+		return err == nil && string(n.Data) == "new"
+	})
+}
+
+// TestPartitionedLeaderFenced: a leader cut off from every inbound message
+// (a loopback proxy in front of its Raft port) loses its leadership, its
+// write fails with ErrUnavailable, the majority elects a leader with a
+// higher epoch, and after the heal the old leader's fenced writes are
+// refused with ErrFenced. (The cut is one-way, so the followers may still
+// have received the old leader's entry: its outcome is unknown, as the
+// contract says of ErrUnavailable. TestProcessStaleLeaderNeverCommits
+// freezes the old leader with SIGSTOP for the stronger property.)
+func TestPartitionedLeaderFenced(t *testing.T) {
+	c, proxies := startProxiedCluster(t)
 	old := c.waitLeader()
 	ctx := ctxT(t)
 	oldClient := c.client(old)
