@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/testutil"
 )
@@ -187,6 +188,9 @@ func startProxiedCluster(t *testing.T) (*cluster, []*proxy) {
 // inbound message (so from the leader) while the majority commits a new
 // value refuses or blocks a linearizable read (LinearizableFollowerReads)
 // rather than answer the old value; after the heal it reads the new one.
+// Its stale read (ReadOptions.Stale) does answer the old value, and the
+// porcupine register check of TestLinearizableRegister rejects that
+// history: the check's negative control, on every run.
 func TestPartitionedFollowerNeverReadsStale(t *testing.T) {
 	c, proxies := startProxiedCluster(t)
 	leader := c.waitLeader()
@@ -201,8 +205,28 @@ func TestPartitionedFollowerNeverReadsStale(t *testing.T) {
 		return err == nil && string(n.Data) == "old"
 	})
 	proxies[follower].setCut(true)
+	start := time.Now()
+	now := func() int64 { return time.Since(start).Nanoseconds() }
+	history := []porcupine.Operation{{ClientId: 0, Input: regInput{write: true, value: "old"}, Call: 0, Return: now()}}
+	call := now()
 	if _, err := core.Set(ctx, lc, "/k", []byte("new"), core.AnyVersion, core.Fence{}); err != nil {
 		t.Fatalf("set on the majority: %v", err)
+	}
+	history = append(history, porcupine.Operation{ClientId: 0, Input: regInput{write: true, value: "new"}, Call: call, Return: now()})
+	// The negative control of the linearizability check on a real
+	// backend: a stale read (ReadOptions.Stale) of the cut-off follower
+	// answers the old value, and the checker must reject the history.
+	call = now()
+	rs, err := fc.GetMany(ctx, []string{"/k"}, core.ReadOptions{Stale: true})
+	if err != nil || rs[0].Err != nil {
+		t.Fatalf("stale read on the cut-off follower: %v %v", err, rs)
+	}
+	history = append(history, porcupine.Operation{ClientId: 1, Input: regInput{}, Output: string(rs[0].Node.Data), Call: call, Return: now()})
+	if string(rs[0].Node.Data) != "old" {
+		t.Fatalf("the cut-off follower's stale read answered %q, want the old value", rs[0].Node.Data)
+	}
+	if porcupine.CheckOperations(registerModel, history) {
+		t.Fatalf("the linearizability check accepted a stale read after a completed write: %+v", history)
 	}
 	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	n, err := core.Get(rctx, fc, "/k")
