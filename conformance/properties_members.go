@@ -48,6 +48,64 @@ func slowConsumerProperties() []Property {
 				slow.converges("the watcher that read nothing until the end")
 			},
 		},
+		{
+			Name:        "Election/ObserveLeader/SlowConsumer",
+			Description: "an observer that reads nothing while five leaders come and go holds back no election, and when it reads at last it reaches the current leader",
+			run: func(e *env) {
+				obs, err := e.client().ObserveLeader(e.ctx)
+				e.ok(err, "observe leader")
+				c := e.client()
+				for i := 0; i < 4; i++ {
+					e.ok(e.campaign(c, fmt.Sprint("leader-", i)).Resign(e.ctx), "resign of leader-%d", i)
+				}
+				last := e.campaign(c, "last")
+				timeout := time.After(e.wait)
+				for {
+					select {
+					case l, ok := <-obs:
+						if !ok {
+							e.t.Fatalf("the observation closed before it reached the current leader")
+						}
+						if l.ID == "last" && l.Epoch == last.Epoch() {
+							return
+						}
+					case <-timeout:
+						e.t.Fatalf("the slow observer did not reach the current leader (last, epoch %d) within %v", last.Epoch(), e.wait)
+					}
+				}
+			},
+		},
+		{
+			Name:        "Session/Events/SlowConsumer",
+			Description: "a session-event subscriber that reads nothing while its session expires holds nothing back (the client carries on with a new session and writes), and when it reads at last it reaches the current session's SessionConnected",
+			run: func(e *env) {
+				c := e.client()
+				events, err := c.SessionEvents(e.ctx)
+				e.ok(err, "session events")
+				old := c.Session().ID
+				e.expire(c)
+				e.eventually("a new session", func() bool {
+					s := c.Session()
+					return s.ID != old && s.State == core.SessionConnected
+				})
+				e.create(c, p("after-expiry"), nil, core.Ephemeral)
+				want := c.Session().ID
+				timeout := time.After(e.wait)
+				for {
+					select {
+					case ev, ok := <-events:
+						if !ok {
+							e.t.Fatalf("the session events closed before the current session's SessionConnected")
+						}
+						if ev.State == core.SessionConnected && ev.SessionID == want {
+							return
+						}
+					case <-timeout:
+						e.t.Fatalf("the slow subscriber did not reach SessionConnected of session %#x within %v", want, e.wait)
+					}
+				}
+			},
+		},
 	}
 }
 
