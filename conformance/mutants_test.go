@@ -29,6 +29,7 @@ type mutant struct {
 	bug    string
 	closed <-chan struct{} // closed with the store
 	stale  *staleCache     // the store's (bugStaleReads)
+	commit chan struct{}   // the store's commit lock (bugWatchBlocksWriters)
 }
 
 // staleCache is bugStaleReads' read cache, shared by a store's clients: a
@@ -71,6 +72,10 @@ const (
 	// reads without asking the leader): the negative control of the
 	// linearizability check, which must reject it in every run.
 	bugStaleReads = "stale reads"
+	// bugWatchBlocksWriters: watch events are handed to the consumers
+	// under the store's commit lock, so a watcher that does not read
+	// holds back every writer.
+	bugWatchBlocksWriters = "a slow watcher blocks writers"
 	// bugChildrenHangs: Children ignores its context and returns only
 	// when the store is closed (as a plugin's call returns when its
 	// process is killed).
@@ -112,7 +117,35 @@ func (m *mutant) Children(ctx context.Context, path string, opts core.ReadOption
 	return names, st, err
 }
 
+func (m *mutant) Watch(ctx context.Context, prefix string, from int64) (<-chan core.WatchResponse, error) {
+	ch, err := m.MetadataBackend.Watch(ctx, prefix, from)
+	if err != nil || m.bug != bugWatchBlocksWriters {
+		return ch, err
+	}
+	out := make(chan core.WatchResponse)
+	go func() {
+		defer close(out)
+		for r := range ch {
+			m.commit <- struct{}{}
+			select {
+			case out <- r:
+			case <-ctx.Done():
+			}
+			<-m.commit
+		}
+	}()
+	return out, nil
+}
+
 func (m *mutant) Txn(ctx context.Context, ops []core.Op, opts core.TxnOptions) (core.TxnResult, error) {
+	if m.bug == bugWatchBlocksWriters {
+		select {
+		case m.commit <- struct{}{}:
+			defer func() { <-m.commit }()
+		case <-ctx.Done():
+			return core.TxnResult{}, ctx.Err()
+		}
+	}
 	if m.bug == bugSuffixFromChildCount {
 		ops = append([]core.Op(nil), ops...)
 		for i, op := range ops {
@@ -190,12 +223,13 @@ type mutantStore struct {
 	bug    string
 	closed <-chan struct{}
 	stale  *staleCache
+	commit chan struct{}
 }
 
 func (m mutantStore) NewClient(t T, opts ClientOptions) core.MetadataBackend {
 	c := m.s.NewClient(core.ClientOptions{SessionTimeout: opts.SessionTimeout})
 	t.Cleanup(func() { c.Close() })
-	return &mutant{MetadataBackend: c, bug: m.bug, closed: m.closed, stale: m.stale}
+	return &mutant{MetadataBackend: c, bug: m.bug, closed: m.closed, stale: m.stale, commit: m.commit}
 }
 
 func (m mutantStore) ExpireSession(t T, c core.MetadataBackend) {
@@ -225,6 +259,7 @@ func TestSuiteCatchesMutants(t *testing.T) {
 		// The negative controls of the linearizability check: each run
 		// of both properties must reject the stale reads.
 		{bug: bugStaleReads, catcher: "Concurrency/Linearizable", run: "^Concurrency/Linearizable", runs: 3, all: true},
+		{bug: bugWatchBlocksWriters, catcher: "Watch/SlowConsumer", run: "^Watch/SlowConsumer$", timeout: 2 * time.Second},
 		// A hang fails its property at the deadline, naming the call.
 		{bug: bugChildrenHangs, catcher: "Read/Children/Sorted", run: "^Read/Children/Sorted$", timeout: time.Second, msg: "timed out after 1s, waiting in: conformance.(*mutant).Children"},
 	} {
@@ -234,7 +269,7 @@ func TestSuiteCatchesMutants(t *testing.T) {
 				closed := make(chan struct{})
 				t.Cleanup(func() { close(closed); s.Close() })
 				stale := &staleCache{results: map[string]core.GetResult{}, read: map[string]time.Time{}}
-				return mutantStore{s: s, bug: tt.bug, closed: closed, stale: stale}
+				return mutantStore{s: s, bug: tt.bug, closed: closed, stale: stale, commit: make(chan struct{}, 1)}
 			}}
 			for run := 0; run < max(tt.runs, 1); run++ {
 				results, err := RunStandalone(h, StandaloneOptions{Run: tt.run, Timeout: tt.timeout})
