@@ -221,7 +221,7 @@ func linearizable(e *env, faults bool) {
 
 // faultLoop injects one fault for each request of the clients' work until
 // done is closed, then closes the request's channel: in turn expiring a
-// client's session (at most twice), moving the consensus leadership to
+// client's session (once), moving the consensus leadership to
 // another member (LeadershipTransfer, at most twice), and otherwise, where
 // the backend has them (FaultInjection), failing a client's next write or
 // giving a client a random latency of up to 3 ms. It runs on the
@@ -252,7 +252,7 @@ func faultLoop(e *env, cs []core.MetadataBackend, rnd *rand.Rand, reqs <-chan ch
 		case ack = <-reqs:
 		}
 		switch {
-		case step%4 == 1 && expiries < 2:
+		case step%4 == 1 && expiries < 1:
 			e.expire(cs[rnd.IntN(len(cs))])
 			expiries++
 		case step%4 == 3 && transfers < 2 && transferLeadership(e, cs, rnd):

@@ -216,7 +216,7 @@ func idProperties() []Property {
 		},
 		{
 			Name:        "Concurrency/Linearizable/Faults",
-			Description: "the same history stays linearizable under faults: calls cut short by deadlines, sessions expired mid-run, and where the backend has them injected write failures and latencies (FaultInjection) and leadership transfers between members (LeadershipTransfer)",
+			Description: "the same history stays linearizable under faults: calls cut short by deadlines, a session expired mid-run, and where the backend has them injected write failures and latencies (FaultInjection) and leadership transfers between members (LeadershipTransfer)",
 			run:         func(e *env) { linearizable(e, true) },
 		},
 	}
