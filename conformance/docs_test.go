@@ -3,6 +3,8 @@ package conformance_test
 import (
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -17,6 +19,10 @@ func TestDocsListEveryProperty(t *testing.T) {
 		t.Fatalf("reading the docs: %v", err)
 	}
 	doc := string(b)
+	count := regexp.MustCompile(`(\d+) named properties`).FindStringSubmatch(doc)
+	if n := len(conformance.Properties()); count == nil || count[1] != strconv.Itoa(n) {
+		t.Errorf("docs/conformance.md does not say \"%d named properties\" (it says %q)", n, count)
+	}
 	for _, p := range conformance.Properties() {
 		row := "| `" + p.Name + "` | " + p.Needs + " | " + p.Description + " |"
 		if !strings.Contains(doc, row) {

@@ -275,6 +275,9 @@ type follower struct {
 	resets int // snapshots retaken after ErrCompacted, Resets received
 	err    error
 	done   chan struct{}
+	// gate, when not nil, holds the follower back from reading its watch
+	// until it is closed (a slow consumer).
+	gate <-chan struct{}
 }
 
 func (e *env) follow(c core.MetadataBackend, prefix string) *follower {
@@ -283,6 +286,18 @@ func (e *env) follow(c core.MetadataBackend, prefix string) *follower {
 	ch := f.resync()
 	go f.loop(ch)
 	return f
+}
+
+// followLater is follow for a consumer that reads nothing from its watch
+// until the returned function is called.
+func (e *env) followLater(c core.MetadataBackend, prefix string) (*follower, func()) {
+	e.t.Helper()
+	gate := make(chan struct{})
+	f := &follower{e: e, c: c, prefix: prefix, done: make(chan struct{}), gate: gate}
+	ch := f.resync()
+	go f.loop(ch)
+	var once sync.Once
+	return f, func() { once.Do(func() { close(gate) }) }
 }
 
 // resync takes a snapshot and opens a watch from just after it.
@@ -305,6 +320,13 @@ func (f *follower) resync() <-chan core.WatchResponse {
 
 func (f *follower) loop(ch <-chan core.WatchResponse) {
 	defer close(f.done)
+	if f.gate != nil {
+		select {
+		case <-f.gate:
+		case <-f.e.ctx.Done():
+			return
+		}
+	}
 	for {
 		r, ok := <-ch
 		if !ok {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +28,30 @@ type mutant struct {
 	core.MetadataBackend
 	bug    string
 	closed <-chan struct{} // closed with the store
+	stale  *staleCache     // the store's (bugStaleReads)
+	commit chan struct{}   // the store's commit lock (bugWatchBlocksWriters)
+}
+
+// staleCache is bugStaleReads' read cache, shared by a store's clients: a
+// path's result is served for up to a second after it was read.
+type staleCache struct {
+	mu      sync.Mutex
+	results map[string]core.GetResult
+	read    map[string]time.Time
+}
+
+func (s *staleCache) get(ctx context.Context, b core.MetadataBackend, path string, opts core.ReadOptions) (core.GetResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.results[path]; ok && time.Since(s.read[path]) < time.Second {
+		return r, nil
+	}
+	rs, err := b.GetMany(ctx, []string{path}, opts)
+	if err != nil {
+		return core.GetResult{}, err
+	}
+	s.results[path], s.read[path] = rs[0], time.Now()
+	return rs[0], nil
 }
 
 func (m *mutant) Unwrap() core.MetadataBackend { return m.MetadataBackend }
@@ -41,6 +67,15 @@ const (
 	bugSnapshotWalk = "snapshot not at one revision"
 	// bugCreateStatNoLength: a create's result stat has no data length.
 	bugCreateStatNoLength = "create stat without data length"
+	// bugStaleReads: reads are served from a cache that a client of the
+	// store refreshes at most once a second (as a follower that serves
+	// reads without asking the leader): the negative control of the
+	// linearizability check, which must reject it in every run.
+	bugStaleReads = "stale reads"
+	// bugWatchBlocksWriters: watch events are handed to the consumers
+	// under the store's commit lock, so a watcher that does not read
+	// holds back every writer.
+	bugWatchBlocksWriters = "a slow watcher blocks writers"
 	// bugChildrenHangs: Children ignores its context and returns only
 	// when the store is closed (as a plugin's call returns when its
 	// process is killed).
@@ -54,6 +89,17 @@ func (m *mutant) freeze(st *core.Stat) {
 }
 
 func (m *mutant) GetMany(ctx context.Context, paths []string, opts core.ReadOptions) ([]core.GetResult, error) {
+	if m.bug == bugStaleReads {
+		rs := make([]core.GetResult, len(paths))
+		for i, path := range paths {
+			r, err := m.stale.get(ctx, m.MetadataBackend, path, opts)
+			if err != nil {
+				return nil, err
+			}
+			rs[i] = r
+		}
+		return rs, nil
+	}
 	rs, err := m.MetadataBackend.GetMany(ctx, paths, opts)
 	for i := range rs {
 		m.freeze(&rs[i].Node.Stat)
@@ -71,7 +117,35 @@ func (m *mutant) Children(ctx context.Context, path string, opts core.ReadOption
 	return names, st, err
 }
 
+func (m *mutant) Watch(ctx context.Context, prefix string, from int64) (<-chan core.WatchResponse, error) {
+	ch, err := m.MetadataBackend.Watch(ctx, prefix, from)
+	if err != nil || m.bug != bugWatchBlocksWriters {
+		return ch, err
+	}
+	out := make(chan core.WatchResponse)
+	go func() {
+		defer close(out)
+		for r := range ch {
+			m.commit <- struct{}{}
+			select {
+			case out <- r:
+			case <-ctx.Done():
+			}
+			<-m.commit
+		}
+	}()
+	return out, nil
+}
+
 func (m *mutant) Txn(ctx context.Context, ops []core.Op, opts core.TxnOptions) (core.TxnResult, error) {
+	if m.bug == bugWatchBlocksWriters {
+		select {
+		case m.commit <- struct{}{}:
+			defer func() { <-m.commit }()
+		case <-ctx.Done():
+			return core.TxnResult{}, ctx.Err()
+		}
+	}
 	if m.bug == bugSuffixFromChildCount {
 		ops = append([]core.Op(nil), ops...)
 		for i, op := range ops {
@@ -148,12 +222,14 @@ type mutantStore struct {
 	s      *memory.Store
 	bug    string
 	closed <-chan struct{}
+	stale  *staleCache
+	commit chan struct{}
 }
 
 func (m mutantStore) NewClient(t T, opts ClientOptions) core.MetadataBackend {
 	c := m.s.NewClient(core.ClientOptions{SessionTimeout: opts.SessionTimeout})
 	t.Cleanup(func() { c.Close() })
-	return &mutant{MetadataBackend: c, bug: m.bug, closed: m.closed}
+	return &mutant{MetadataBackend: c, bug: m.bug, closed: m.closed, stale: m.stale, commit: m.commit}
 }
 
 func (m mutantStore) ExpireSession(t T, c core.MetadataBackend) {
@@ -173,11 +249,17 @@ func TestSuiteCatchesMutants(t *testing.T) {
 		run     string // the properties to run ("": all)
 		timeout time.Duration
 		msg     string // in the catcher's messages
+		runs    int    // how many runs (0: 1), each of which must catch it
+		all     bool   // every property run must fail, not only the catcher
 	}{
 		{bug: bugFrozenModifyTime, catcher: "Stat/Set/Complete"},
 		{bug: bugSuffixFromChildCount, catcher: "Create/Sequential/NotReusedAfterDelete"},
 		{bug: bugSnapshotWalk, catcher: "Snapshot/ConcurrentWriters"},
 		{bug: bugCreateStatNoLength, catcher: "Stat/Create/Complete"},
+		// The negative controls of the linearizability check: each run
+		// of both properties must reject the stale reads.
+		{bug: bugStaleReads, catcher: "Concurrency/Linearizable", run: "^Concurrency/Linearizable", runs: 3, all: true},
+		{bug: bugWatchBlocksWriters, catcher: "Watch/SlowConsumer", run: "^Watch/SlowConsumer$", timeout: 2 * time.Second},
 		// A hang fails its property at the deadline, naming the call.
 		{bug: bugChildrenHangs, catcher: "Read/Children/Sorted", run: "^Read/Children/Sorted$", timeout: time.Second, msg: "timed out after 1s, waiting in: conformance.(*mutant).Children"},
 	} {
@@ -186,28 +268,29 @@ func TestSuiteCatchesMutants(t *testing.T) {
 				s := memory.NewStore(memory.StoreOptions{})
 				closed := make(chan struct{})
 				t.Cleanup(func() { close(closed); s.Close() })
-				return mutantStore{s: s, bug: tt.bug, closed: closed}
+				stale := &staleCache{results: map[string]core.GetResult{}, read: map[string]time.Time{}}
+				return mutantStore{s: s, bug: tt.bug, closed: closed, stale: stale, commit: make(chan struct{}, 1)}
 			}}
-			results, err := RunStandalone(h, StandaloneOptions{Run: tt.run, Timeout: tt.timeout})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var failed []string
-			for _, r := range results {
-				if r.Status == Failed {
-					failed = append(failed, r.Name)
+			for run := 0; run < max(tt.runs, 1); run++ {
+				results, err := RunStandalone(h, StandaloneOptions{Run: tt.run, Timeout: tt.timeout})
+				if err != nil {
+					t.Fatal(err)
 				}
-				if r.Name == tt.catcher && tt.msg != "" && !strings.Contains(strings.Join(r.Messages, "\n"), tt.msg) {
-					t.Errorf("%s: messages %q, want one containing %q", r.Name, r.Messages, tt.msg)
+				var failed []string
+				for _, r := range results {
+					if r.Status == Failed {
+						failed = append(failed, r.Name)
+					} else if tt.all {
+						t.Errorf("run %d: %s %s, want it failed", run, r.Name, r.Status)
+					}
+					if r.Name == tt.catcher && tt.msg != "" && !strings.Contains(strings.Join(r.Messages, "\n"), tt.msg) {
+						t.Errorf("%s: messages %q, want one containing %q", r.Name, r.Messages, tt.msg)
+					}
 				}
-			}
-			t.Logf("caught by %d properties: %v", len(failed), failed)
-			found := false
-			for _, n := range failed {
-				found = found || n == tt.catcher
-			}
-			if !found {
-				t.Errorf("%s is not caught by %s (failed: %v)", tt.bug, tt.catcher, failed)
+				t.Logf("run %d: caught by %d properties: %v", run, len(failed), failed)
+				if !slices.Contains(failed, tt.catcher) {
+					t.Errorf("run %d: %s is not caught by %s (failed: %v)", run, tt.bug, tt.catcher, failed)
+				}
 			}
 		})
 	}

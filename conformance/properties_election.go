@@ -47,6 +47,20 @@ func campaignAsync(ctx context.Context, c core.MetadataBackend, id string) <-cha
 	return ch
 }
 
+// campaignResult waits up to the wait bound for an asynchronous campaign
+// and fails the property unless it elected id.
+func (e *env) campaignResult(ch <-chan campaignResult, id string) core.Leadership {
+	e.t.Helper()
+	select {
+	case r := <-ch:
+		e.ok(r.err, "campaign of %s", id)
+		return r.l
+	case <-time.After(e.wait):
+		e.t.Fatalf("%s not elected within %v", id, e.wait)
+	}
+	return nil
+}
+
 func electionProperties() []Property {
 	return []Property{
 		{
@@ -282,9 +296,21 @@ func electionProperties() []Property {
 		},
 		{
 			Name:        "Election/Campaign/CancelWithdraws",
-			Description: "a campaign whose context ends returns an error wrapping the context's, and the candidacy is withdrawn: it is never elected",
+			Description: "a campaign blocked behind a current leader and cancelled returns within 5 s with an error wrapping the context's, and the candidacy is withdrawn: it is never elected, nor seen as leader by an observer, while later candidates are",
 			run: func(e *env) {
 				a, b, c := e.client(), e.client(), e.client()
+				obsCtx, stopObs := context.WithCancel(e.ctx)
+				defer stopObs()
+				leaders, err := e.client().ObserveLeader(obsCtx)
+				e.ok(err, "observe leader")
+				seen := make(chan []string, 1)
+				go func() {
+					var ids []string
+					for l := range leaders {
+						ids = append(ids, l.ID)
+					}
+					seen <- ids
+				}()
 				la := e.campaign(a, "a")
 				ctx, cancel := context.WithCancel(e.ctx)
 				wb := campaignAsync(ctx, b, "b")
@@ -293,18 +319,28 @@ func electionProperties() []Property {
 				// waiting (either way the property must hold).
 				time.Sleep(100 * time.Millisecond)
 				cancel()
-				r := <-wb
+				r := promptly(e, wb, "a campaign blocked behind a leader")
 				if !errors.Is(r.err, context.Canceled) {
 					e.t.Fatalf("cancelled campaign: got %v, want an error wrapping context.Canceled", r.err)
 				}
 				wc := campaignAsync(e.ctx, c, "c")
 				e.ok(la.Resign(e.ctx), "resign")
-				rc := <-wc
-				e.ok(rc.err, "campaign of c")
+				lc := e.campaignResult(wc, "c")
 				info, err := e.c0.Leader(e.ctx)
 				e.ok(err, "leader")
 				if info.ID != "c" {
 					e.t.Fatalf("leader is %s, want c (b withdrew)", info.ID)
+				}
+				e.ok(lc.Resign(e.ctx), "resign of c")
+				// After b's place in any queue: d is elected, not b.
+				ld := e.campaign(a, "d")
+				e.ok(ld.Resign(e.ctx), "resign of d")
+				stopObs()
+				ids := promptly(e, seen, "an observation whose context ended")
+				for _, id := range ids {
+					if id == "b" {
+						e.t.Fatalf("the observer saw the withdrawn candidate b lead: %v", ids)
+					}
 				}
 			},
 		},

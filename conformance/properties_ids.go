@@ -2,13 +2,9 @@ package conformance
 
 import (
 	"errors"
-	"fmt"
 	"sort"
 	"strconv"
 	"sync"
-	"time"
-
-	"github.com/anishathalye/porcupine"
 
 	"github.com/metaplane/metaplane/core"
 )
@@ -215,147 +211,13 @@ func idProperties() []Property {
 		},
 		{
 			Name:        "Concurrency/Linearizable",
-			Description: "concurrent get, set and compare-and-set on one node from several clients form a linearizable history (checked with porcupine)",
-			run:         linearizable,
+			Description: "concurrent get, set and compare-and-set on one node from several clients, between two sequential rounds (each client's set read at once by the next client), form a linearizable history (checked with porcupine)",
+			run:         func(e *env) { linearizable(e, false) },
 		},
-	}
-}
-
-// The register model for the linearizability check: the node's data and
-// version.
-type regState struct {
-	val string
-	ver int64
-}
-
-type regInput struct {
-	op  string // "get", "set", "cas"
-	val string
-	ver int64 // expected version of a cas
-}
-
-type regOutput struct {
-	val     string
-	ver     int64 // version read, or written
-	ok      bool  // cas applied
-	unknown bool  // the call failed: the outcome of a write is unknown
-}
-
-var registerModel = porcupine.NondeterministicModel{
-	Init: func() []any { return []any{regState{val: "init"}} },
-	Step: func(state, input, output any) []any {
-		s, in, out := state.(regState), input.(regInput), output.(regOutput)
-		next := regState{val: in.val, ver: s.ver + 1}
-		switch in.op {
-		case "get":
-			if out.val == s.val && out.ver == s.ver {
-				return []any{s}
-			}
-			return nil
-		case "set":
-			if out.unknown {
-				return []any{s, next}
-			}
-			if out.ver == s.ver+1 {
-				return []any{next}
-			}
-			return nil
-		case "cas":
-			if out.unknown {
-				if s.ver == in.ver {
-					return []any{s, next}
-				}
-				return []any{s}
-			}
-			if s.ver == in.ver && out.ok && out.ver == s.ver+1 {
-				return []any{next}
-			}
-			if s.ver != in.ver && !out.ok {
-				return []any{s}
-			}
-			return nil
-		}
-		return nil
-	},
-	DescribeOperation: func(input, output any) string {
-		in, out := input.(regInput), output.(regOutput)
-		return fmt.Sprintf("%s(%q, v%d) -> %+v", in.op, in.val, in.ver, out)
-	},
-}
-
-func linearizable(e *env) {
-	path := p("reg")
-	e.create(e.c0, path, []byte("init"), core.Persistent)
-	cs := e.clients(4)
-	const perClient = 40
-	start := time.Now()
-	var mu sync.Mutex
-	var history []porcupine.Operation
-	errs := make([]error, len(cs))
-	parallel(len(cs), func(i int) {
-		c := cs[i]
-		lastVer := int64(0)
-		for j := 0; j < perClient; j++ {
-			in := regInput{val: fmt.Sprintf("c%d-%d", i, j)}
-			var out regOutput
-			call := time.Since(start).Nanoseconds()
-			switch (i + j) % 3 {
-			case 0:
-				in.op = "get"
-				n, err := core.Get(e.ctx, c, path)
-				if err != nil {
-					// A failed read tells nothing: leave it out.
-					if errors.Is(err, core.ErrClosed) {
-						errs[i] = err
-						return
-					}
-					continue
-				}
-				out = regOutput{val: string(n.Data), ver: n.Stat.Version}
-				lastVer = n.Stat.Version
-			case 1:
-				in.op = "set"
-				st, err := core.Set(e.ctx, c, path, []byte(in.val), core.AnyVersion, core.Fence{})
-				if err != nil {
-					out.unknown = true
-				} else {
-					out.ver = st.Version
-					lastVer = st.Version
-				}
-			case 2:
-				in.op, in.ver = "cas", lastVer
-				st, err := core.Set(e.ctx, c, path, []byte(in.val), lastVer, core.Fence{})
-				switch {
-				case err == nil:
-					out.ok, out.ver = true, st.Version
-					lastVer = st.Version
-				case errors.Is(err, core.ErrBadVersion):
-					out.ok = false
-				default:
-					out.unknown = true
-				}
-			}
-			ret := time.Since(start).Nanoseconds()
-			if out.unknown {
-				// The write may take effect at any time after its call.
-				ret = 1 << 62
-			}
-			mu.Lock()
-			history = append(history, porcupine.Operation{ClientId: i, Input: in, Call: call, Output: out, Return: ret})
-			mu.Unlock()
-		}
-	})
-	for i, err := range errs {
-		e.ok(err, "client %d", i)
-	}
-	res := porcupine.CheckOperationsTimeout(registerModel.ToModel(), history, 20*time.Second)
-	switch res {
-	case porcupine.Illegal:
-		e.t.Fatalf("history of %d operations is not linearizable", len(history))
-	case porcupine.Unknown:
-		e.t.Logf("linearizability check of %d operations timed out; result unknown", len(history))
-	}
-	if len(history) < len(cs)*perClient/2 {
-		e.t.Fatalf("only %d of %d operations completed", len(history), len(cs)*perClient)
+		{
+			Name:        "Concurrency/Linearizable/Faults",
+			Description: "the same history stays linearizable under faults: calls cut short by deadlines, a session expired mid-run, and where the backend has them injected write failures and latencies (FaultInjection) and leadership transfers between members (LeadershipTransfer)",
+			run:         func(e *env) { linearizable(e, true) },
+		},
 	}
 }

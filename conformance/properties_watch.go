@@ -9,11 +9,12 @@ import (
 	"github.com/metaplane/metaplane/core"
 )
 
-// closesSoon fails unless ch is closed within waitTimeout (responses
+// closesSoon fails unless ch is closed within promptTimeout (responses
 // before the close are drained).
 func closesSoon(e *env, ch <-chan core.WatchResponse, what string) {
 	e.t.Helper()
-	timeout := time.After(e.wait)
+	bound := e.h.scale(promptTimeout)
+	timeout := time.After(bound)
 	for {
 		select {
 		case _, ok := <-ch:
@@ -21,7 +22,7 @@ func closesSoon(e *env, ch <-chan core.WatchResponse, what string) {
 				return
 			}
 		case <-timeout:
-			e.t.Fatalf("watch channel still open %v after %s", e.wait, what)
+			e.t.Fatalf("watch channel still open %v after %s", bound, what)
 		}
 	}
 }
@@ -390,7 +391,7 @@ func watchProperties() []Property {
 		},
 		{
 			Name:        "Watch/CancelCloses",
-			Description: "a watch channel is closed when the watch's context ends",
+			Description: "a watch channel waiting for events is closed within 5 s when the watch's context ends",
 			run: func(e *env) {
 				ctx, cancel := context.WithCancel(e.ctx)
 				ch, err := e.c0.Watch(ctx, base, 0)
@@ -401,7 +402,7 @@ func watchProperties() []Property {
 		},
 		{
 			Name:        "Watch/CloseCloses",
-			Description: "a watch channel is closed when its client closes",
+			Description: "a watch channel is closed within 5 s when its client closes",
 			run: func(e *env) {
 				c := e.client()
 				ch := e.watch(c, base, 0)

@@ -31,7 +31,19 @@ const (
 	NeedsImport         = "Import"
 	NeedsCompactor      = "Compactor"
 	NeedsDescriptor     = "Descriptor"
+
+	NeedsFollowerReads = "LinearizableFollowerReads"
+	NeedsMembership    = "Membership"
 )
+
+// HostAnswerable is a regular expression (for StandaloneOptions.Run)
+// matching the properties that a client layer in front of the backend
+// can answer by itself, without asking the backend: those about a call
+// whose context has already ended and about calls after Close. The plugin
+// host's client is such a layer; plugintest's harnesses therefore open
+// clients that pass these calls through to the plugin (see
+// docs/conformance.md).
+const HostAnswerable = `^(Context/.*|Closed/CallsFail|Election/Campaign/CancelledContext)$`
 
 // PropertyTimeout bounds one property by default: its context ends after
 // it and the property fails, naming where it was waiting.
@@ -73,9 +85,9 @@ func Properties() []Property {
 	for _, group := range [][]Property{
 		pathProperties(), createProperties(), sequentialReuseProperties(), readProperties(),
 		writeProperties(), statProperties(), txnProperties(), sessionProperties(),
-		watchProperties(), snapshotProperties(), snapshotWriterProperties(),
-		electionProperties(), idProperties(), leaseProperties(), importProperties(), contextProperties(),
-		closedProperties(), faultProperties(), statusProperties(), descriptorProperties(),
+		watchProperties(), slowConsumerProperties(), snapshotProperties(), snapshotWriterProperties(),
+		electionProperties(), blockedProperties(), idProperties(), leaseProperties(), importProperties(), contextProperties(),
+		closedProperties(), faultProperties(), statusProperties(), memberProperties(), descriptorProperties(),
 	} {
 		ps = append(ps, group...)
 	}
@@ -356,6 +368,11 @@ func (e *env) has(name string) (bool, string) {
 	case NeedsImport:
 		_, impl := core.Optional[core.Importer](e.c0)
 		ok = e.caps.Import && impl
+	case NeedsFollowerReads:
+		ok = e.caps.LinearizableFollowerReads
+	case NeedsMembership:
+		_, impl := core.Optional[core.MembershipManager](e.c0)
+		ok = e.caps.Membership && impl
 	case NeedsNativeIDs:
 		_, impl := core.Optional[core.IDAllocator](e.c0)
 		ok = e.caps.NativeIDAllocation && impl

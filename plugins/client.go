@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/metadata"
 
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/fanout"
@@ -43,6 +46,15 @@ type Client struct {
 
 	// events fans the session events out to SessionEvents' subscribers.
 	events fanout.Hub[core.SessionEvent]
+
+	// passThrough: the host answers nothing itself (see
+	// Plugin.NewConformanceClient). closedRem is then, after Close, the
+	// closed incarnation, which calls still address.
+	passThrough bool
+	closedRem   *remote
+
+	// campaignSeq numbers the client's campaigns (see withdraw).
+	campaignSeq atomic.Uint64
 }
 
 // remote is a client's incarnation in one plugin process.
@@ -66,8 +78,12 @@ const callTimeout = 5 * time.Second
 
 // openRemote opens a client in the plugin behind cn and its session-event
 // pump. The pump's subscription is in place when it returns.
-func openRemote(ctx context.Context, cn *conn, opts core.ClientOptions) (*remote, *pb.NewClientResponse, pb.Backend_SessionEventsClient, error) {
-	resp, err := cn.rpc.NewClient(ctx, &pb.NewClientRequest{SessionTimeoutNanos: int64(opts.SessionTimeout), Name: opts.Name})
+func openRemote(ctx context.Context, cn *conn, opts core.ClientOptions, passThrough bool) (*remote, *pb.NewClientResponse, pb.Backend_SessionEventsClient, error) {
+	nctx := ctx
+	if passThrough {
+		nctx = metadata.AppendToOutgoingContext(ctx, mdPassThrough, "1")
+	}
+	resp, err := cn.rpc.NewClient(nctx, &pb.NewClientRequest{SessionTimeoutNanos: int64(opts.SessionTimeout), Name: opts.Name})
 	if err != nil {
 		return nil, nil, nil, callError(ctx, cn, err)
 	}
@@ -176,7 +192,7 @@ func (c *Client) reconnect(cn *conn) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(cn.ctx, callTimeout)
-		r, resp, stream, err := openRemote(ctx, cn, c.opts)
+		r, resp, stream, err := openRemote(ctx, cn, c.opts, c.passThrough)
 		cancel()
 		if err != nil {
 			c.p.logger.Warn("plugin client could not reconnect", "client", c.opts.Name, "attempt", attempt+1, "error", err)
@@ -218,12 +234,43 @@ func (c *Client) current() (*remote, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
+		if c.closedRem != nil {
+			return c.closedRem, nil
+		}
 		return nil, fmt.Errorf("%w: plugin client closed", core.ErrClosed)
 	}
 	if c.rem == nil {
 		return nil, c.p.downError()
 	}
 	return c.rem, nil
+}
+
+// The gRPC metadata keys of pass-through clients (see
+// Plugin.NewConformanceClient): mdPassThrough on NewClient marks the
+// client; mdContextEnded on a call says that the caller's context had
+// ended before the call ("canceled" or "deadline"), so the plugin calls its
+// backend with a context ended the same way.
+const (
+	mdPassThrough  = "metaplane-pass-through"
+	mdContextEnded = "metaplane-context-ended"
+)
+
+// passCtx returns the context a unary call sends to the plugin: ctx
+// itself, or, on a pass-through client whose ctx has already ended (which
+// gRPC would refuse to send), a live context bounded by callTimeout that
+// tells the plugin how ctx ended. Calls use the returned context for
+// everything, their error translation included, so that the plugin's
+// answer, not the host's, is what the caller gets.
+func (c *Client) passCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if !c.passThrough || ctx.Err() == nil {
+		return ctx, func() {}
+	}
+	how := "canceled"
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		how = "deadline"
+	}
+	live, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+	return metadata.AppendToOutgoingContext(live, mdContextEnded, how), cancel
 }
 
 // ---- session events fan-out ----
@@ -239,6 +286,8 @@ func (c *Client) publish(ev core.SessionEvent) {
 
 // GetMany reads many paths in one plugin call. See core.Reader.
 func (c *Client) GetMany(ctx context.Context, paths []string, opts core.ReadOptions) ([]core.GetResult, error) {
+	ctx, done := c.passCtx(ctx)
+	defer done()
 	r, err := c.current()
 	if err != nil {
 		return nil, err
@@ -252,6 +301,8 @@ func (c *Client) GetMany(ctx context.Context, paths []string, opts core.ReadOpti
 
 // Children lists path's children. See core.Reader.
 func (c *Client) Children(ctx context.Context, path string, opts core.ReadOptions) ([]string, core.Stat, error) {
+	ctx, done := c.passCtx(ctx)
+	defer done()
 	r, err := c.current()
 	if err != nil {
 		return nil, core.Stat{}, err
@@ -270,6 +321,8 @@ func (c *Client) Children(ctx context.Context, path string, opts core.ReadOption
 // Snapshot reads every node under prefix in one plugin call. See
 // core.Reader.
 func (c *Client) Snapshot(ctx context.Context, prefix string) (core.Snapshot, error) {
+	ctx, done := c.passCtx(ctx)
+	defer done()
 	r, err := c.current()
 	if err != nil {
 		return core.Snapshot{}, err
@@ -284,6 +337,8 @@ func (c *Client) Snapshot(ctx context.Context, prefix string) (core.Snapshot, er
 // Txn applies ops atomically in the plugin. See core.Writer; a failed op's
 // *core.TxnError keeps its index across the boundary.
 func (c *Client) Txn(ctx context.Context, ops []core.Op, opts core.TxnOptions) (core.TxnResult, error) {
+	ctx, done := c.passCtx(ctx)
+	defer done()
 	r, err := c.current()
 	if err != nil {
 		return core.TxnResult{}, err
@@ -387,14 +442,51 @@ func (c *Client) SessionEvents(ctx context.Context) (<-chan core.SessionEvent, e
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
+		if r := c.closedRem; r != nil {
+			return c.closedSessionEvents(ctx, r)
+		}
 		return nil, fmt.Errorf("%w: plugin client closed", core.ErrClosed)
 	}
 	return c.events.Subscribe(ctx, sessionSubBuffer), nil
 }
 
+// closedSessionEvents asks the plugin for the session events of a closed
+// pass-through client, so that its backend answers: an error, or (a
+// backend that serves after Close) the events it sends.
+func (c *Client) closedSessionEvents(ctx context.Context, r *remote) (<-chan core.SessionEvent, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	stream, err := r.conn.rpc.SessionEvents(sctx, &pb.SessionEventsRequest{ClientId: r.id})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if err != nil {
+		cancel()
+		return nil, c.streamError(ctx, r, err)
+	}
+	out := make(chan core.SessionEvent, sessionSubBuffer)
+	go func() {
+		defer close(out)
+		defer cancel()
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			select {
+			case out <- core.SessionEvent{State: core.SessionState(m.State), SessionID: m.SessionId}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
 // Campaign campaigns in the plugin. See core.Elector. Cancelling ctx
 // before election withdraws the candidacy in the plugin.
 func (c *Client) Campaign(ctx context.Context, cand core.Candidate) (core.Leadership, error) {
+	ctx, done := c.passCtx(ctx)
+	defer done()
 	// An already ended ctx must elect nobody: the stream's own context is
 	// only cancelled by an AfterFunc, which would race with the request.
 	if err := ctx.Err(); err != nil {
@@ -408,7 +500,11 @@ func (c *Client) Campaign(ctx context.Context, cand core.Candidate) (core.Leader
 	// loss. Before election, ctx ending cancels it.
 	sctx, scancel := context.WithCancel(r.ctx)
 	stop := context.AfterFunc(ctx, scancel)
-	stream, err := r.conn.rpc.Campaign(sctx, &pb.CampaignRequest{ClientId: r.id, Candidate: &pb.Candidate{Id: cand.ID, Address: cand.Address}})
+	if md, ok := metadata.FromOutgoingContext(ctx); ok {
+		sctx = metadata.NewOutgoingContext(sctx, md) // passCtx's mark
+	}
+	cid := c.campaignSeq.Add(1)
+	stream, err := r.conn.rpc.Campaign(sctx, &pb.CampaignRequest{ClientId: r.id, Candidate: &pb.Candidate{Id: cand.ID, Address: cand.Address}, CampaignId: cid})
 	var m *pb.CampaignResponse
 	if err == nil {
 		m, err = stream.Recv()
@@ -420,6 +516,7 @@ func (c *Client) Campaign(ctx context.Context, cand core.Candidate) (core.Leader
 		stop()
 		scancel()
 		if cerr := ctx.Err(); cerr != nil {
+			c.withdraw(r, cid)
 			return nil, fmt.Errorf("campaign: %w", cerr)
 		}
 		return nil, c.streamError(ctx, r, err)
@@ -428,6 +525,7 @@ func (c *Client) Campaign(ctx context.Context, cand core.Candidate) (core.Leader
 		// ctx ended just as the election was won: the stream is cancelled
 		// and the plugin resigns.
 		scancel()
+		c.withdraw(r, cid)
 		return nil, fmt.Errorf("campaign: %w", ctx.Err())
 	}
 	l := &leadership{c: c, r: r, id: m.LeadershipId, epoch: m.Epoch, fence: fenceFromProto(m.Fence), lost: make(chan struct{}), cancel: scancel}
@@ -441,6 +539,19 @@ func (c *Client) Campaign(ctx context.Context, cand core.Candidate) (core.Leader
 		l.markLost()
 	}()
 	return l, nil
+}
+
+// withdraw makes sure campaign cid has ended in the plugin before
+// Campaign reports it cancelled: cancelling the stream alone ends it in
+// the plugin some time later, when a current leader's resignation could
+// still elect it. Bounded by callTimeout; a failure is logged (the
+// cancelled stream withdraws it anyway).
+func (c *Client) withdraw(r *remote, cid uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if _, err := r.conn.rpc.Resign(ctx, &pb.ResignRequest{ClientId: r.id, CampaignId: cid}); err != nil && r.ctx.Err() == nil {
+		c.p.logger.Warn("plugin did not confirm a cancelled campaign's withdrawal", "client", c.opts.Name, "error", callError(ctx, r.conn, err))
+	}
 }
 
 // leadership is the host side of a leadership held in the plugin.
@@ -517,6 +628,8 @@ var hostResignTimeout = 10 * time.Second
 
 // Leader returns the current leader. See core.Elector.
 func (c *Client) Leader(ctx context.Context) (core.LeaderInfo, error) {
+	ctx, done := c.passCtx(ctx)
+	defer done()
 	r, err := c.current()
 	if err != nil {
 		return core.LeaderInfo{}, err
@@ -612,6 +725,8 @@ func (c *Client) observe(ctx context.Context, r *remote) (pb.Backend_ObserveLead
 // Status returns the plugin's view of the backend. See
 // core.MetadataBackend.
 func (c *Client) Status(ctx context.Context) (core.Status, error) {
+	ctx, done := c.passCtx(ctx)
+	defer done()
 	r, err := c.current()
 	if err != nil {
 		return core.Status{}, err
@@ -633,12 +748,22 @@ func (c *Client) Capabilities() core.Capabilities { return c.caps }
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
+		r := c.closedRem
 		c.mu.Unlock()
-		return nil
+		if r == nil {
+			return nil
+		}
+		// Pass-through: the backend answers Close again.
+		return closeRemote(r)
 	}
 	c.closed = true
 	r := c.rem
 	c.rem = nil
+	if c.passThrough && r != nil {
+		// Later calls still reach the closed client in the plugin; they
+		// are not cut by the incarnation's end.
+		c.closedRem = &remote{conn: r.conn, id: r.id, ctx: r.conn.ctx, cancel: func() {}}
+	}
 	c.session.State = core.SessionClosed
 	sid := c.session.ID
 	c.broadcastLocked()
@@ -651,6 +776,11 @@ func (c *Client) Close() error {
 		return nil
 	}
 	defer r.cancel()
+	return closeRemote(r)
+}
+
+// closeRemote closes r's client in the plugin, bounded by callTimeout.
+func closeRemote(r *remote) error {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	if _, err := r.conn.rpc.CloseClient(ctx, &pb.CloseClientRequest{ClientId: r.id}); err != nil {

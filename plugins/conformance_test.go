@@ -42,3 +42,26 @@ func TestConformancePluginProcess(t *testing.T) {
 	bin := testutil.Binary(t, "metaplane-backend-memory")
 	conformance.Run(t, plugintest.Harness(bin, plugintest.Options{}))
 }
+
+// TestConformanceInProcessHostAnswers runs the properties that the host's
+// own client can answer (an ended context, calls after Close) through
+// Plugin.NewClient, the coordinator's client, so that the host's answers
+// are held to the contract too; the other runs use the conformance client,
+// which passes those calls to the plugin.
+func TestConformanceInProcessHostAnswers(t *testing.T) {
+	h := plugintest.InProcessHarness(t, func() core.Provider {
+		return memory.NewProvider(memory.StoreOptions{})
+	}, plugintest.Options{HostAnswers: true})
+	results, err := conformance.RunStandalone(h, conformance.StandaloneOptions{Run: conformance.HostAnswerable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) == 0 {
+		t.Fatalf("no property matches %q", conformance.HostAnswerable)
+	}
+	for _, r := range results {
+		if r.Status != conformance.Passed {
+			t.Errorf("%s %s: %v", r.Name, r.Status, r.Messages)
+		}
+	}
+}

@@ -606,24 +606,43 @@ func (p *Plugin) Err() error {
 // with core.Optional, the *Client with ClientOf. Errors: ErrUnavailable (the plugin is down or restarting),
 // ErrClosed, the backend's own errors, context errors.
 func (p *Plugin) NewClient(ctx context.Context, opts core.ClientOptions) (core.MetadataBackend, error) {
+	return p.newClient(ctx, opts, false)
+}
+
+// NewConformanceClient opens a client like NewClient whose host side
+// answers nothing by itself, for the conformance suite (plugintest), so
+// that what the suite checks is the plugin's backend and not this
+// package: a call whose context has already ended is still sent to the
+// plugin, which calls its backend with a context ended the same way (gRPC
+// alone would refuse to send it), and after Close every call, Close
+// included, still reaches the closed client in the plugin, whose backend
+// answers it. (Streams opened with an ended context are the exception:
+// gRPC ends them on the host.) The plugin keeps such a client's closed
+// backend client until it stops, so open these only in tests.
+func (p *Plugin) NewConformanceClient(ctx context.Context, opts core.ClientOptions) (core.MetadataBackend, error) {
+	return p.newClient(ctx, opts, true)
+}
+
+func (p *Plugin) newClient(ctx context.Context, opts core.ClientOptions, passThrough bool) (core.MetadataBackend, error) {
 	p.mu.Lock()
 	cn := p.cur
 	p.mu.Unlock()
 	if cn == nil {
 		return nil, p.downError()
 	}
-	r, resp, stream, err := openRemote(ctx, cn, opts)
+	r, resp, stream, err := openRemote(ctx, cn, opts, passThrough)
 	if err != nil {
 		return nil, err
 	}
 	caps, ifaces := capabilitiesFromProto(resp.Capabilities)
 	c := &Client{
-		p:       p,
-		opts:    opts,
-		caps:    caps,
-		rem:     r,
-		session: sessionInfoFromProto(resp.Session),
-		changed: make(chan struct{}),
+		p:           p,
+		opts:        opts,
+		caps:        caps,
+		rem:         r,
+		session:     sessionInfoFromProto(resp.Session),
+		changed:     make(chan struct{}),
+		passThrough: passThrough,
 	}
 	p.mu.Lock()
 	if p.closed || p.cur != cn {

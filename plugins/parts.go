@@ -71,6 +71,8 @@ func ClientOf(b core.MetadataBackend) (*Client, bool) { return core.Optional[*Cl
 
 // GrantLease grants a lease in the plugin. See core.LeaseManager.
 func (l leaseLayer) GrantLease(ctx context.Context, owner string, ttl time.Duration, fence core.Fence) (int64, error) {
+	ctx, done := l.c.passCtx(ctx)
+	defer done()
 	r, err := l.c.current()
 	if err != nil {
 		return 0, err
@@ -84,6 +86,8 @@ func (l leaseLayer) GrantLease(ctx context.Context, owner string, ttl time.Durat
 
 // RenewLease renews a lease in the plugin. See core.LeaseManager.
 func (l leaseLayer) RenewLease(ctx context.Context, id int64) error {
+	ctx, done := l.c.passCtx(ctx)
+	defer done()
 	r, err := l.c.current()
 	if err != nil {
 		return err
@@ -96,6 +100,8 @@ func (l leaseLayer) RenewLease(ctx context.Context, id int64) error {
 
 // RevokeLease revokes a lease in the plugin. See core.LeaseManager.
 func (l leaseLayer) RevokeLease(ctx context.Context, id int64, fence core.Fence) error {
+	ctx, done := l.c.passCtx(ctx)
+	defer done()
 	r, err := l.c.current()
 	if err != nil {
 		return err
@@ -109,6 +115,8 @@ func (l leaseLayer) RevokeLease(ctx context.Context, id int64, fence core.Fence)
 // AllocateIDs reserves [first, first+n) from the counter at path with the
 // backend's native allocator, in one plugin call. See core.IDAllocator.
 func (l idLayer) AllocateIDs(ctx context.Context, path string, n int64, fence core.Fence) (int64, error) {
+	ctx, done := l.c.passCtx(ctx)
+	defer done()
 	r, err := l.c.current()
 	if err != nil {
 		return 0, err
@@ -122,6 +130,8 @@ func (l idLayer) AllocateIDs(ctx context.Context, path string, n int64, fence co
 
 // AddVoter adds a voter in the plugin. See core.MembershipManager.
 func (l membershipLayer) AddVoter(ctx context.Context, id string, address string) error {
+	ctx, done := l.c.passCtx(ctx)
+	defer done()
 	r, err := l.c.current()
 	if err != nil {
 		return err
@@ -134,6 +144,8 @@ func (l membershipLayer) AddVoter(ctx context.Context, id string, address string
 
 // RemoveVoter removes a voter in the plugin. See core.MembershipManager.
 func (l membershipLayer) RemoveVoter(ctx context.Context, id string) error {
+	ctx, done := l.c.passCtx(ctx)
+	defer done()
 	r, err := l.c.current()
 	if err != nil {
 		return err
@@ -147,6 +159,8 @@ func (l membershipLayer) RemoveVoter(ctx context.Context, id string) error {
 // TransferLeadership hands the plugin's consensus leadership to a member.
 // See core.LeadershipTransferer.
 func (l transferLayer) TransferLeadership(ctx context.Context, to string) (core.LeadershipTransfer, error) {
+	ctx, done := l.c.passCtx(ctx)
+	defer done()
 	r, err := l.c.current()
 	if err != nil {
 		return core.LeadershipTransfer{}, err
@@ -194,6 +208,8 @@ func (l faultLayer) SetLatency(d time.Duration) {
 // once the host has seen the new session (or ctx ends). See
 // core.SessionExpirer.
 func (l expiryLayer) ExpireSession(ctx context.Context) error {
+	ctx, done := l.c.passCtx(ctx)
+	defer done()
 	c := l.c
 	r, err := c.current()
 	if err != nil {
@@ -225,6 +241,8 @@ func (l expiryLayer) ExpireSession(ctx context.Context) error {
 
 // Import loads nodes in bulk in the plugin, in one call. See core.Importer.
 func (l importLayer) Import(ctx context.Context, nodes []core.ImportNode, fence core.Fence) error {
+	ctx, done := l.c.passCtx(ctx)
+	defer done()
 	r, err := l.c.current()
 	if err != nil {
 		return err

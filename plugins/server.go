@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/metadata"
+
 	"github.com/metaplane/metaplane/core"
 	pb "github.com/metaplane/metaplane/proto/metaplane/v1"
 )
@@ -21,20 +23,45 @@ type server struct {
 	started bool
 	nextID  uint64
 	clients map[uint64]*serverClient
-	closed  bool
+	// shut holds the pass-through clients the host has closed: their
+	// later calls still reach the closed backend client (see
+	// Plugin.NewConformanceClient).
+	shut   map[uint64]*serverClient
+	closed bool
 }
 
 // serverClient is one client the host opened, with its leaderships.
 type serverClient struct {
 	b core.MetadataBackend
+	// passThrough: a conformance client (see Plugin.NewConformanceClient).
+	passThrough bool
 
 	mu          sync.Mutex
 	nextLeader  uint64
 	leaderships map[uint64]core.Leadership
+	// campaigns are the running campaigns the host named (campaign_id);
+	// withdrawn the ids withdrawn before their campaign had started here.
+	campaigns map[uint64]*campaignRun
+	withdrawn map[uint64]bool
 }
 
+// campaignRun is one named campaign in the plugin (see withdraw).
+type campaignRun struct {
+	cancel context.CancelFunc // ends the backend call's context
+	// settled is closed when the backend's Campaign has returned; lead is
+	// then the leadership it won, if any.
+	settled chan struct{}
+	lead    core.Leadership
+	// withdrawn: withdraw asked for it.
+	withdrawn bool
+}
+
+// maxWithdrawn bounds serverClient.withdrawn (ids withdrawn before their
+// campaign started, or after it ended, which never come back).
+const maxWithdrawn = 1024
+
 func newServer(p core.Provider) *server {
-	return &server{provider: p, clients: map[uint64]*serverClient{}}
+	return &server{provider: p, clients: map[uint64]*serverClient{}, shut: map[uint64]*serverClient{}}
 }
 
 // resignTimeout bounds the resignation of a leadership whose host stream
@@ -46,9 +73,30 @@ func (s *server) client(id uint64) (*serverClient, error) {
 	defer s.mu.Unlock()
 	c, ok := s.clients[id]
 	if !ok {
+		c, ok = s.shut[id]
+	}
+	if !ok {
 		return nil, ToStatus(fmt.Errorf("%w: plugin client %d is not open", core.ErrClosed, id))
 	}
 	return c, nil
+}
+
+// callCtx returns the context to call the backend with: ctx, or, when
+// the host says its caller's context had already ended before the call (a
+// pass-through client), a context ended the same way, so that the backend
+// answers it. The cancel function must be called.
+func callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	switch v := md.Get(mdContextEnded); {
+	case len(v) == 0:
+		return ctx, func() {}
+	case v[0] == "deadline":
+		return context.WithDeadline(ctx, time.Unix(0, 0))
+	default:
+		ended, cancel := context.WithCancel(ctx)
+		cancel()
+		return ended, cancel
+	}
 }
 
 // closeAll closes every client (when the plugin stops).
@@ -57,6 +105,7 @@ func (s *server) closeAll() {
 	s.closed = true
 	clients := s.clients
 	s.clients = map[uint64]*serverClient{}
+	s.shut = map[uint64]*serverClient{}
 	s.mu.Unlock()
 	for _, c := range clients {
 		_ = c.b.Close()
@@ -128,7 +177,8 @@ func (s *server) NewClient(ctx context.Context, req *pb.NewClientRequest) (*pb.N
 	}
 	s.nextID++
 	id := s.nextID
-	s.clients[id] = &serverClient{b: b, leaderships: map[uint64]core.Leadership{}}
+	md, _ := metadata.FromIncomingContext(ctx)
+	s.clients[id] = &serverClient{b: b, passThrough: len(md.Get(mdPassThrough)) > 0, leaderships: map[uint64]core.Leadership{}, campaigns: map[uint64]*campaignRun{}, withdrawn: map[uint64]bool{}}
 	s.mu.Unlock()
 	return &pb.NewClientResponse{
 		ClientId:     id,
@@ -141,6 +191,12 @@ func (s *server) CloseClient(ctx context.Context, req *pb.CloseClientRequest) (*
 	s.mu.Lock()
 	c, ok := s.clients[req.ClientId]
 	delete(s.clients, req.ClientId)
+	if ok && c.passThrough {
+		s.shut[req.ClientId] = c
+	} else if !ok {
+		// A closed pass-through client's backend answers Close again.
+		c, ok = s.shut[req.ClientId]
+	}
 	s.mu.Unlock()
 	if ok {
 		if err := c.b.Close(); err != nil {
@@ -157,6 +213,8 @@ func (s *server) GetMany(ctx context.Context, req *pb.GetManyRequest) (*pb.GetMa
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	res, err := c.b.GetMany(ctx, req.Paths, readOptionsFromProto(req.Options))
 	if err != nil {
 		return nil, ToStatus(err)
@@ -169,6 +227,8 @@ func (s *server) Children(ctx context.Context, req *pb.ChildrenRequest) (*pb.Chi
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	names, st, err := c.b.Children(ctx, req.Path, readOptionsFromProto(req.Options))
 	if err != nil {
 		return nil, ToStatus(err)
@@ -181,6 +241,8 @@ func (s *server) Snapshot(ctx context.Context, req *pb.SnapshotRequest) (*pb.Sna
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	snap, err := c.b.Snapshot(ctx, req.Prefix)
 	if err != nil {
 		return nil, ToStatus(err)
@@ -193,6 +255,8 @@ func (s *server) Txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, 
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	res, err := c.b.Txn(ctx, opsFromProto(req.Ops), core.TxnOptions{Fence: fenceFromProto(req.Fence)})
 	if err != nil {
 		return nil, ToStatus(err)
@@ -255,9 +319,39 @@ func (s *server) Campaign(req *pb.CampaignRequest, stream pb.Backend_CampaignSer
 		return err
 	}
 	cand := core.Candidate{ID: req.GetCandidate().GetId(), Address: req.GetCandidate().GetAddress()}
-	l, err := c.b.Campaign(stream.Context(), cand)
+	cctx, done := callCtx(stream.Context())
+	defer done()
+	run := &campaignRun{settled: make(chan struct{})}
+	cctx, run.cancel = context.WithCancel(cctx)
+	defer run.cancel()
+	if id := req.CampaignId; id != 0 {
+		c.mu.Lock()
+		if c.withdrawn[id] {
+			delete(c.withdrawn, id)
+			run.withdrawn = true
+			run.cancel()
+		}
+		c.campaigns[id] = run
+		c.mu.Unlock()
+		defer func() {
+			c.mu.Lock()
+			delete(c.campaigns, id)
+			c.mu.Unlock()
+		}()
+	}
+	l, err := c.b.Campaign(cctx, cand)
+	c.mu.Lock()
+	run.lead = l
+	withdrawn := run.withdrawn
+	c.mu.Unlock()
+	close(run.settled)
 	if err != nil {
 		return ToStatus(err)
+	}
+	if withdrawn {
+		// Withdrawn just as it was won: give the leadership up.
+		s.resign(l)
+		return ToStatus(fmt.Errorf("campaign withdrawn: %w", context.Canceled))
 	}
 	c.mu.Lock()
 	c.nextLeader++
@@ -293,6 +387,9 @@ func (s *server) Resign(ctx context.Context, req *pb.ResignRequest) (*pb.ResignR
 	if err != nil {
 		return nil, err
 	}
+	if req.CampaignId != 0 {
+		return &pb.ResignResponse{}, s.withdraw(ctx, c, req.CampaignId)
+	}
 	c.mu.Lock()
 	l, ok := c.leaderships[req.LeadershipId]
 	c.mu.Unlock()
@@ -306,11 +403,47 @@ func (s *server) Resign(ctx context.Context, req *pb.ResignRequest) (*pb.ResignR
 	return &pb.ResignResponse{}, nil
 }
 
+// withdraw withdraws c's campaign id: its backend call's context ends, and
+// once the backend's Campaign has returned a leadership won at that moment
+// is resigned. A campaign not started yet is refused when it starts; one
+// already over needs nothing.
+func (s *server) withdraw(ctx context.Context, c *serverClient, id uint64) error {
+	c.mu.Lock()
+	run, ok := c.campaigns[id]
+	if ok {
+		run.withdrawn = true
+	} else {
+		if len(c.withdrawn) >= maxWithdrawn {
+			c.withdrawn = map[uint64]bool{}
+		}
+		c.withdrawn[id] = true
+	}
+	c.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	run.cancel()
+	select {
+	case <-run.settled:
+	case <-ctx.Done():
+		return ToStatus(ctx.Err())
+	}
+	c.mu.Lock()
+	l := run.lead
+	c.mu.Unlock()
+	if l != nil {
+		s.resign(l)
+	}
+	return nil
+}
+
 func (s *server) Leader(ctx context.Context, req *pb.LeaderRequest) (*pb.LeaderResponse, error) {
 	c, err := s.client(req.ClientId)
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	l, err := c.b.Leader(ctx)
 	if err != nil {
 		return nil, ToStatus(err)
@@ -340,6 +473,8 @@ func (s *server) Status(ctx context.Context, req *pb.StatusRequest) (*pb.StatusR
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	st, err := c.b.Status(ctx)
 	if err != nil {
 		return nil, ToStatus(err)
@@ -354,6 +489,8 @@ func (s *server) GrantLease(ctx context.Context, req *pb.GrantLeaseRequest) (*pb
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	lm, ok := core.Optional[core.LeaseManager](c.b)
 	if !ok {
 		return nil, unsupported("leases (LeaseManager)")
@@ -370,6 +507,8 @@ func (s *server) RenewLease(ctx context.Context, req *pb.RenewLeaseRequest) (*pb
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	lm, ok := core.Optional[core.LeaseManager](c.b)
 	if !ok {
 		return nil, unsupported("leases (LeaseManager)")
@@ -385,6 +524,8 @@ func (s *server) RevokeLease(ctx context.Context, req *pb.RevokeLeaseRequest) (*
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	lm, ok := core.Optional[core.LeaseManager](c.b)
 	if !ok {
 		return nil, unsupported("leases (LeaseManager)")
@@ -400,6 +541,8 @@ func (s *server) Import(ctx context.Context, req *pb.ImportRequest) (*pb.ImportR
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	im, ok := core.Optional[core.Importer](c.b)
 	if !ok {
 		return nil, unsupported("bulk import (Importer)")
@@ -415,6 +558,8 @@ func (s *server) AllocateIDs(ctx context.Context, req *pb.AllocateIDsRequest) (*
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	// core.AllocateIDs uses the backend's IDAllocator when it has one and
 	// the compare-and-set loop otherwise, next to the data.
 	first, err := core.AllocateIDs(ctx, c.b, req.Path, req.Count, fenceFromProto(req.Fence))
@@ -429,6 +574,8 @@ func (s *server) AddVoter(ctx context.Context, req *pb.AddVoterRequest) (*pb.Add
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	mm, ok := core.Optional[core.MembershipManager](c.b)
 	if !ok {
 		return nil, unsupported("membership changes (MembershipManager)")
@@ -444,6 +591,8 @@ func (s *server) TransferLeadership(ctx context.Context, req *pb.TransferLeaders
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	lt, ok := core.Optional[core.LeadershipTransferer](c.b)
 	if !ok {
 		return nil, unsupported("leadership transfer (LeadershipTransferer)")
@@ -460,6 +609,8 @@ func (s *server) RemoveVoter(ctx context.Context, req *pb.RemoveVoterRequest) (*
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	mm, ok := core.Optional[core.MembershipManager](c.b)
 	if !ok {
 		return nil, unsupported("membership changes (MembershipManager)")
@@ -505,6 +656,8 @@ func (s *server) ExpireSession(ctx context.Context, req *pb.ExpireSessionRequest
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := callCtx(ctx)
+	defer done()
 	se, ok := core.Optional[core.SessionExpirer](c.b)
 	if !ok {
 		return nil, unsupported("expiring sessions on demand (SessionExpirer)")

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/testutil"
 )
@@ -151,15 +152,11 @@ func TestMinorityCannotCommit(t *testing.T) {
 	}
 }
 
-// TestPartitionedLeaderFenced: a leader cut off from every inbound message
-// (a loopback proxy in front of its Raft port) loses its leadership, its
-// write fails with ErrUnavailable, the majority elects a leader with a
-// higher epoch, and after the heal the old leader's fenced writes are
-// refused with ErrFenced. (The cut is one-way, so the followers may still
-// have received the old leader's entry: its outcome is unknown, as the
-// contract says of ErrUnavailable. TestProcessStaleLeaderNeverCommits
-// freezes the old leader with SIGSTOP for the stronger property.)
-func TestPartitionedLeaderFenced(t *testing.T) {
+// startProxiedCluster starts three members, each behind a loopback proxy
+// in front of its Raft port (the address the others reach it at), so that
+// a test can cut one member off from every inbound message.
+func startProxiedCluster(t *testing.T) (*cluster, []*proxy) {
+	t.Helper()
 	voters := newVoters(t, 3)
 	proxies := make([]*proxy, 3)
 	listen := make([]string, 3)
@@ -184,6 +181,77 @@ func TestPartitionedLeaderFenced(t *testing.T) {
 			t.Fatalf("start member: %v", err)
 		}
 	}
+	return c, proxies
+}
+
+// TestPartitionedFollowerNeverReadsStale: a follower cut off from every
+// inbound message (so from the leader) while the majority commits a new
+// value refuses or blocks a linearizable read (LinearizableFollowerReads)
+// rather than answer the old value; after the heal it reads the new one.
+// Its stale read (ReadOptions.Stale) does answer the old value, and the
+// porcupine register check of TestLinearizableRegister rejects that
+// history: the check's negative control, on every run.
+func TestPartitionedFollowerNeverReadsStale(t *testing.T) {
+	c, proxies := startProxiedCluster(t)
+	leader := c.waitLeader()
+	follower := (leader + 1) % 3
+	ctx := ctxT(t)
+	lc, fc := c.client(leader), c.client(follower)
+	if _, _, err := core.Create(ctx, lc, "/k", []byte("old"), core.CreateOptions{}); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	testutil.WaitFor(t, 20*time.Second, "the follower to read the first value", func() bool {
+		n, err := core.Get(ctx, fc, "/k")
+		return err == nil && string(n.Data) == "old"
+	})
+	proxies[follower].setCut(true)
+	start := time.Now()
+	now := func() int64 { return time.Since(start).Nanoseconds() }
+	history := []porcupine.Operation{{ClientId: 0, Input: regInput{write: true, value: "old"}, Call: 0, Return: now()}}
+	call := now()
+	if _, err := core.Set(ctx, lc, "/k", []byte("new"), core.AnyVersion, core.Fence{}); err != nil {
+		t.Fatalf("set on the majority: %v", err)
+	}
+	history = append(history, porcupine.Operation{ClientId: 0, Input: regInput{write: true, value: "new"}, Call: call, Return: now()})
+	// The negative control of the linearizability check on a real
+	// backend: a stale read (ReadOptions.Stale) of the cut-off follower
+	// answers the old value, and the checker must reject the history.
+	call = now()
+	rs, err := fc.GetMany(ctx, []string{"/k"}, core.ReadOptions{Stale: true})
+	if err != nil || rs[0].Err != nil {
+		t.Fatalf("stale read on the cut-off follower: %v %v", err, rs)
+	}
+	history = append(history, porcupine.Operation{ClientId: 1, Input: regInput{}, Output: string(rs[0].Node.Data), Call: call, Return: now()})
+	if string(rs[0].Node.Data) != "old" {
+		t.Fatalf("the cut-off follower's stale read answered %q, want the old value", rs[0].Node.Data)
+	}
+	if porcupine.CheckOperations(registerModel, history) {
+		t.Fatalf("the linearizability check accepted a stale read after a completed write: %+v", history)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	n, err := core.Get(rctx, fc, "/k")
+	cancel()
+	if err == nil {
+		t.Fatalf("the cut-off follower answered a linearizable read with %q (version %d), want a refusal or a block", n.Data, n.Stat.Version)
+	}
+	t.Logf("the cut-off follower's read: %v", err)
+	proxies[follower].setCut(false)
+	testutil.WaitFor(t, 20*time.Second, "the healed follower to read the new value", func() bool {
+		n, err := core.Get(ctx, fc, "/k")
+		return err == nil && string(n.Data) == "new"
+	})
+}
+
+// TestPartitionedLeaderFenced: a leader cut off from every inbound message
+// (a loopback proxy in front of its Raft port) loses its leadership, its
+// write fails with ErrUnavailable, the majority elects a leader with a
+// higher epoch, and after the heal the old leader's fenced writes are
+// refused with ErrFenced. (The cut is one-way, so the followers may still
+// have received the old leader's entry: its outcome is unknown, as the
+// contract says of ErrUnavailable. TestProcessStaleLeaderNeverCommits
+// freezes the old leader with SIGSTOP for the stronger property.)
+func TestPartitionedLeaderFenced(t *testing.T) {
+	c, proxies := startProxiedCluster(t)
 	old := c.waitLeader()
 	ctx := ctxT(t)
 	oldClient := c.client(old)

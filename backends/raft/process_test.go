@@ -168,7 +168,9 @@ func (s *procStore) NewClient(t conformance.T, opts conformance.ClientOptions) c
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := p.NewClient(ctx, core.ClientOptions{SessionTimeout: opts.SessionTimeout, Name: t.Name()})
+	// A conformance client: the plugin's backend, not the host, answers
+	// calls with ended contexts and calls after Close.
+	c, err := p.NewConformanceClient(ctx, core.ClientOptions{SessionTimeout: opts.SessionTimeout, Name: t.Name()})
 	if err != nil {
 		t.Fatalf("open a plugin client: %v", err)
 	}

@@ -35,6 +35,12 @@ type Options struct {
 	// from 1) that override Config, e.g. a fresh zookeeper.path.root so
 	// that the stores of one run on a shared server do not see each other.
 	PerStore func(n int) map[string]string
+	// HostAnswers opens the stores' clients with Plugin.NewClient, as a
+	// coordinator does, whose host side answers some calls itself (an
+	// already ended context, calls after Close). By default they are
+	// opened with Plugin.NewConformanceClient, so that the plugin's
+	// backend answers those too and the suite tests it, not the host.
+	HostAnswers bool
 }
 
 // config returns the configuration of the n-th store.
@@ -90,15 +96,15 @@ func Harness(path string, opts Options) conformance.Harness {
 				t.Fatalf("launch plugin %s: %v", path, err)
 			}
 			t.Cleanup(func() { _ = p.Close() })
-			return newStore(p)
+			return newStore(p, opts)
 		},
 	}
 }
 
 // newStore returns the store of p: a CompactingStore when p's provider can
 // compact its history.
-func newStore(p *plugins.Plugin) conformance.Store {
-	s := &Store{Plugin: p}
+func newStore(p *plugins.Plugin, opts Options) conformance.Store {
+	s := &Store{Plugin: p, HostAnswers: opts.HostAnswers}
 	if p.CanCompactHistory() {
 		return CompactingStore{s}
 	}
@@ -124,7 +130,7 @@ func InProcessHarness(tb testing.TB, newProvider func() core.Provider, opts Opti
 				_ = p.Close()
 				closeConn()
 			})
-			return newStore(p)
+			return newStore(p, opts)
 		},
 	}
 }
@@ -164,6 +170,8 @@ func ConnectInProcess(tb testing.TB, provider core.Provider, opts Options) (*plu
 type Store struct {
 	// Plugin is the host's handle on the store's plugin.
 	Plugin *plugins.Plugin
+	// HostAnswers: see Options.HostAnswers.
+	HostAnswers bool
 }
 
 // clientTimeout bounds opening a client and expiring a session.
@@ -174,7 +182,11 @@ func (s *Store) NewClient(t conformance.T, opts conformance.ClientOptions) core.
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), clientTimeout)
 	defer cancel()
-	c, err := s.Plugin.NewClient(ctx, core.ClientOptions{SessionTimeout: opts.SessionTimeout, Name: t.Name()})
+	open := s.Plugin.NewConformanceClient
+	if s.HostAnswers {
+		open = s.Plugin.NewClient
+	}
+	c, err := open(ctx, core.ClientOptions{SessionTimeout: opts.SessionTimeout, Name: t.Name()})
 	if err != nil {
 		t.Fatalf("open a plugin client: %v", err)
 	}

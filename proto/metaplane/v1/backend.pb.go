@@ -2632,9 +2632,12 @@ func (x *Candidate) GetAddress() string {
 }
 
 type CampaignRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClientId      uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
-	Candidate     *Candidate             `protobuf:"bytes,2,opt,name=candidate,proto3" json:"candidate,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ClientId  uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Candidate *Candidate             `protobuf:"bytes,2,opt,name=candidate,proto3" json:"candidate,omitempty"`
+	// campaign_id, when not 0, names the campaign (unique per client) so
+	// that a Resign with it can withdraw the campaign.
+	CampaignId    uint64 `protobuf:"varint,3,opt,name=campaign_id,json=campaignId,proto3" json:"campaign_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2681,6 +2684,13 @@ func (x *CampaignRequest) GetCandidate() *Candidate {
 		return x.Candidate
 	}
 	return nil
+}
+
+func (x *CampaignRequest) GetCampaignId() uint64 {
+	if x != nil {
+		return x.CampaignId
+	}
+	return 0
 }
 
 type CampaignResponse struct {
@@ -2754,9 +2764,15 @@ func (x *CampaignResponse) GetLost() bool {
 }
 
 type ResignRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClientId      uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
-	LeadershipId  uint64                 `protobuf:"varint,2,opt,name=leadership_id,json=leadershipId,proto3" json:"leadership_id,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ClientId     uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	LeadershipId uint64                 `protobuf:"varint,2,opt,name=leadership_id,json=leadershipId,proto3" json:"leadership_id,omitempty"`
+	// campaign_id, when not 0, withdraws the client's campaign of that id
+	// instead: its backend call's context ends (a leadership it won at that
+	// moment is resigned), and Resign answers once the campaign has ended in
+	// the backend, so that the candidacy is withdrawn when the host reports
+	// the campaign cancelled. A campaign that has already ended is fine.
+	CampaignId    uint64 `protobuf:"varint,3,opt,name=campaign_id,json=campaignId,proto3" json:"campaign_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2801,6 +2817,13 @@ func (x *ResignRequest) GetClientId() uint64 {
 func (x *ResignRequest) GetLeadershipId() uint64 {
 	if x != nil {
 		return x.LeadershipId
+	}
+	return 0
+}
+
+func (x *ResignRequest) GetCampaignId() uint64 {
+	if x != nil {
+		return x.CampaignId
 	}
 	return 0
 }
@@ -4774,18 +4797,22 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\asession\x18\x04 \x01(\v2\x19.metaplane.v1.SessionInfoR\asession\"5\n" +
 	"\tCandidate\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\"e\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"\x86\x01\n" +
 	"\x0fCampaignRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x125\n" +
-	"\tcandidate\x18\x02 \x01(\v2\x17.metaplane.v1.CandidateR\tcandidate\"\x8c\x01\n" +
+	"\tcandidate\x18\x02 \x01(\v2\x17.metaplane.v1.CandidateR\tcandidate\x12\x1f\n" +
+	"\vcampaign_id\x18\x03 \x01(\x04R\n" +
+	"campaignId\"\x8c\x01\n" +
 	"\x10CampaignResponse\x12#\n" +
 	"\rleadership_id\x18\x01 \x01(\x04R\fleadershipId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12)\n" +
 	"\x05fence\x18\x03 \x01(\v2\x13.metaplane.v1.FenceR\x05fence\x12\x12\n" +
-	"\x04lost\x18\x04 \x01(\bR\x04lost\"Q\n" +
+	"\x04lost\x18\x04 \x01(\bR\x04lost\"r\n" +
 	"\rResignRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12#\n" +
-	"\rleadership_id\x18\x02 \x01(\x04R\fleadershipId\"\x10\n" +
+	"\rleadership_id\x18\x02 \x01(\x04R\fleadershipId\x12\x1f\n" +
+	"\vcampaign_id\x18\x03 \x01(\x04R\n" +
+	"campaignId\"\x10\n" +
 	"\x0eResignResponse\"L\n" +
 	"\n" +
 	"LeaderInfo\x12\x0e\n" +

@@ -101,7 +101,8 @@ type BackendClient interface {
 	// Cancelling the stream before election withdraws the candidacy; after
 	// election it resigns.
 	Campaign(ctx context.Context, in *CampaignRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CampaignResponse], error)
-	// Resign gives up a leadership that Campaign returned. Idempotent.
+	// Resign gives up a leadership that Campaign returned. Idempotent. With
+	// campaign_id it withdraws a campaign instead (see ResignRequest).
 	Resign(ctx context.Context, in *ResignRequest, opts ...grpc.CallOption) (*ResignResponse, error)
 	Leader(ctx context.Context, in *LeaderRequest, opts ...grpc.CallOption) (*LeaderResponse, error)
 	// ObserveLeader streams the current leader and every change.
@@ -483,7 +484,8 @@ type BackendServer interface {
 	// Cancelling the stream before election withdraws the candidacy; after
 	// election it resigns.
 	Campaign(*CampaignRequest, grpc.ServerStreamingServer[CampaignResponse]) error
-	// Resign gives up a leadership that Campaign returned. Idempotent.
+	// Resign gives up a leadership that Campaign returned. Idempotent. With
+	// campaign_id it withdraws a campaign instead (see ResignRequest).
 	Resign(context.Context, *ResignRequest) (*ResignResponse, error)
 	Leader(context.Context, *LeaderRequest) (*LeaderResponse, error)
 	// ObserveLeader streams the current leader and every change.
