@@ -354,6 +354,9 @@ func (s *Server) withClient(ctx context.Context, b core.MetadataBackend) {
 		if s.fatal() != nil {
 			return
 		}
+		if !s.waitMigrationUnfenced(cctx, b) {
+			return
+		}
 		lead, err := b.Campaign(cctx, core.Candidate{ID: s.id, Address: s.addr})
 		if err != nil {
 			if cctx.Err() != nil {
@@ -403,6 +406,16 @@ func (s *Server) lead(ctx context.Context, b core.MetadataBackend, lead core.Lea
 		rc()
 		return
 	}
+	if fencedByMigration(lctx, img, core.ReadOptions{}) {
+		s.log.Warn("elected on a store that carries the migration fence: resigning before serving", "fence", catalog.MigrationFencePath)
+		rctx, rc := context.WithTimeout(context.Background(), 5*time.Second)
+		lead.Resign(rctx)
+		rc()
+		return
+	}
+	fenceDone := make(chan struct{})
+	go func() { defer close(fenceDone); s.resignOnMigrationFence(lctx, img, lead) }()
+	defer func() { cancel(); <-fenceDone }()
 	cat := catalog.New(b, catalog.Options{
 		Fence: lead.Fence(), Epoch: lead.Epoch(), Reader: img, OnWrite: img.ApplyWrite,
 		IDBlockSize: s.opts.IDBlockSize, DefaultReplicationFactor: s.opts.DefaultReplicationFactor,

@@ -7,9 +7,11 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/catalog"
 )
 
 // Options tune an import.
@@ -28,8 +30,9 @@ type Options struct {
 
 // Export reads every persistent node of src at one revision
 // (src.Snapshot of "/") into a Tree, leaving out the root (it always
-// exists) and ephemeral nodes (their owners recreate them). The source is
-// only read. Errors: the backend's.
+// exists), the migration marker (catalog.MigrationPath) and ephemeral
+// nodes (their owners recreate them; Tree.Ephemerals counts them). The
+// source is only read. Errors: the backend's.
 func Export(ctx context.Context, src core.MetadataBackend) (*Tree, error) {
 	snap, err := src.Snapshot(ctx, "/")
 	if err != nil {
@@ -45,13 +48,26 @@ func Export(ctx context.Context, src core.MetadataBackend) (*Tree, error) {
 	}
 	t := &Tree{Header: Header{Source: src.Capabilities().Name, Revision: snap.Revision, Created: time.Now().UTC()}}
 	for _, n := range nodes {
-		if n.Path == "/" || n.Stat.EphemeralOwner != 0 {
-			continue
+		switch {
+		case n.Path == "/" || isMarker(n.Path):
+		case n.Stat.EphemeralOwner != 0:
+			t.Ephemerals++
+		default:
+			t.Nodes = append(t.Nodes, nodeOf(n, next[n.Path]))
 		}
-		t.Nodes = append(t.Nodes, Node{Path: n.Path, Data: n.Data, Version: n.Stat.Version,
-			CreateTime: n.Stat.CreateTime, ModifyTime: n.Stat.ModifyTime, NextSequence: next[n.Path]})
 	}
 	return t, nil
+}
+
+func nodeOf(n core.Node, nextSeq int64) Node {
+	return Node{Path: n.Path, Data: n.Data, Version: n.Stat.Version,
+		CreateTime: n.Stat.CreateTime, ModifyTime: n.Stat.ModifyTime, NextSequence: nextSeq}
+}
+
+// isMarker reports whether p is the migration marker or below it: a
+// store's own migration state, never copied, compared or counted.
+func isMarker(p string) bool {
+	return p == catalog.MigrationPath || strings.HasPrefix(p, catalog.MigrationPath+"/")
 }
 
 // pathLess orders paths so that every parent comes before its children:
@@ -134,7 +150,7 @@ func Import(ctx context.Context, dst core.MetadataBackend, t *Tree, o Options) (
 	}
 	have := map[string]core.Node{}
 	for _, n := range existing.Nodes {
-		if n.Path != "/" {
+		if n.Path != "/" && !isMarker(n.Path) {
 			have[n.Path] = n
 		}
 	}
@@ -255,7 +271,7 @@ func Validate(ctx context.Context, dst core.MetadataBackend, t *Tree, checkVersi
 	}
 	have := map[string]core.Node{}
 	for _, n := range snap.Nodes {
-		if n.Path != "/" && n.Stat.EphemeralOwner == 0 {
+		if n.Path != "/" && n.Stat.EphemeralOwner == 0 && !isMarker(n.Path) {
 			have[n.Path] = n
 		}
 	}

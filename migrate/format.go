@@ -72,6 +72,9 @@ type trailer struct {
 type Tree struct {
 	Header Header
 	Nodes  []Node
+	// Ephemerals is how many ephemeral nodes Export left out (not part of
+	// the file: a tree read from a file has 0).
+	Ephemerals int
 }
 
 // Write writes t as a tree file.

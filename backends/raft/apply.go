@@ -3,6 +3,8 @@ package raft
 import (
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 	"google.golang.org/protobuf/proto"
@@ -119,11 +121,38 @@ func (a *applier) leader(r *raftv1.LeaderRecord) (*raftv1.CommandResult, *opFail
 	if epoch <= ls.GetEpoch() {
 		epoch = ls.GetEpoch() + 1
 	}
+	// A store migrated from another backend continues its epochs: the
+	// shared layout's epoch node holds the source's last epoch (see
+	// epochFloor).
+	if f := a.epochFloor(); epoch <= f {
+		epoch = f + 1
+	}
 	nls := &raftv1.LeaderState{Epoch: epoch, Term: r.GetTerm(), CandidateId: r.GetCandidateId(),
 		Address: r.GetAddress(), ReplicaId: r.GetReplicaId(), Index: a.index, Session: r.GetSession()}
 	a.set(keyLeader, mustMarshal(nls))
 	a.notes = append(a.notes, applyNote{kind: noteLeader, leader: nls})
 	return &raftv1.CommandResult{Value: epoch}, nil
+}
+
+// epochNodePath is the coordinator epoch node of the shared layout: on
+// ZooKeeper the epoch itself (plain decimal); on Raft, where the epoch is
+// the term, only a floor, written by a migration (package migrate) so that
+// the first leader on a migrated store leads with a higher epoch than the
+// source's last (tablet servers refuse a lower one).
+const epochNodePath = "/coordinators/epoch"
+
+// epochFloor is the value of the epoch node, 0 when it is absent or not a
+// decimal number.
+func (a *applier) epochFloor() int64 {
+	n := newTxnState(a).get(epochNodePath)
+	if n == nil {
+		return 0
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(n.GetData())), 10, 64)
+	if err != nil || v < 0 {
+		return 0
+	}
+	return v
 }
 
 func (a *applier) resign(r *raftv1.Resign) (*raftv1.CommandResult, *opFailure) {

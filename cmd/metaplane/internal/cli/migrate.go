@@ -59,6 +59,7 @@ func newMigrateCmd() *cobra.Command {
 	for _, verb := range []string{"export", "import", "validate"} {
 		cmd.AddCommand(newMigrateVerb(verb, ""))
 	}
+	cmd.AddCommand(newCopyCmd(), newLiveMigrateCmd("", ""), newUnfenceCmd())
 	return cmd
 }
 
@@ -209,15 +210,16 @@ func runExport(ctx context.Context, w, progress io.Writer, b core.MetadataBacken
 		return err
 	}
 	res := struct {
-		File     string `json:"file"`
-		Source   string `json:"source"`
-		Revision int64  `json:"revision"`
-		Nodes    int    `json:"nodes"`
-	}{out, tree.Header.Source, tree.Header.Revision, len(tree.Nodes)}
+		File       string `json:"file"`
+		Source     string `json:"source"`
+		Revision   int64  `json:"revision"`
+		Nodes      int    `json:"nodes"`
+		Ephemerals int    `json:"ephemerals_skipped"`
+	}{out, tree.Header.Source, tree.Header.Revision, len(tree.Nodes), tree.Ephemerals}
 	if asJSON {
 		return writeJSON(w, res)
 	}
-	fmt.Fprintf(w, "exported %d persistent nodes of %s at revision %d to %s (ephemeral nodes are not exported)\n", res.Nodes, res.Source, res.Revision, out)
+	fmt.Fprintf(w, "exported %d persistent nodes of %s at revision %d to %s (%d ephemeral nodes are not exported)\n", res.Nodes, res.Source, res.Revision, out, res.Ephemerals)
 	return nil
 }
 

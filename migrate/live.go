@@ -1,0 +1,539 @@
+package migrate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/catalog"
+)
+
+// ErrMigrationInProgress is returned by Live when the source or the target
+// already carries a migration marker (catalog.MigrationPath): another
+// migration runs, or one was interrupted and left it (its error names the
+// marker's content and how to clear it).
+var ErrMigrationInProgress = errors.New("migrate: a migration marker is present")
+
+// Marker is the content of a migration marker (JSON).
+type Marker struct {
+	// ID names the migration (chosen by the tool: host, process, time).
+	ID string `json:"id"`
+	// Role is "source" or "target".
+	Role string `json:"role"`
+	// Phase is "copying", "fenced", "done" or "failed".
+	Phase string `json:"phase"`
+	// Peer is the other store's backend name.
+	Peer    string    `json:"peer"`
+	Started time.Time `json:"started"`
+	// Error is why a failed migration failed.
+	Error string `json:"error,omitempty"`
+}
+
+// LiveOptions tune a live migration.
+type LiveOptions struct {
+	// Progress, when set, receives a line per round and per step.
+	Progress io.Writer
+	// MaxRounds bounds the copy rounds before the fence (default 10):
+	// when the diff is not quiet by then, the source is fenced anyway and
+	// the final scan copies the rest (a longer write pause).
+	MaxRounds int
+	// QuietNodes: a round that changed at most this many nodes ends the
+	// copy rounds (default 100).
+	QuietNodes int
+	// FenceWait bounds the wait for the source's coordinator leader to
+	// step down once the fence is set (default 30 s).
+	FenceWait time.Duration
+	// BatchBytes bounds the data of one batch; default 2 MiB.
+	BatchBytes int
+	// ID names the migration in the markers; default host:pid:time.
+	ID string
+	// BeforeFinal, when set, runs after the fence and before the final
+	// scan: a test hook to inject failures.
+	BeforeFinal func(ctx context.Context) error
+}
+
+// Round is one copy round of a live migration.
+type Round struct {
+	Round    int   `json:"round"`
+	Revision int64 `json:"revision"`
+	// Changed is how many nodes the round wrote or deleted on the target.
+	Changed    int   `json:"changed"`
+	DurationMS int64 `json:"duration_ms"`
+}
+
+// LiveResult is what a live migration did.
+type LiveResult struct {
+	ID     string  `json:"id"`
+	Rounds []Round `json:"rounds"`
+	// Quiet says the copy rounds reached a diff of at most QuietNodes.
+	Quiet bool `json:"quiet"`
+	// Final is the final scan, after the fence.
+	Final Round `json:"final"`
+	// PauseMS is the write pause: from the fence to the end of the
+	// final validation.
+	PauseMS int64 `json:"pause_ms"`
+	// Nodes is how many persistent nodes the target holds; Ephemerals how
+	// many ephemeral nodes of the source were not copied.
+	Nodes        int  `json:"nodes"`
+	Ephemerals   int  `json:"ephemerals_skipped"`
+	KeptVersions bool `json:"kept_versions"`
+	// SourceEpoch is the highest coordinator epoch of the source;
+	// TargetEpoch what the target's /coordinators/epoch holds afterwards
+	// (its leaders continue above it).
+	SourceEpoch int64          `json:"source_epoch"`
+	TargetEpoch int64          `json:"target_epoch"`
+	Validate    ValidateResult `json:"validate"`
+}
+
+// Live copies src into dst while src keeps serving, then fences src and
+// copies the rest, and validates dst against src's final state.
+//
+//  1. It claims both stores with a migration marker (catalog.MigrationPath,
+//     a Marker): dst must be empty but for its root; a marker already on
+//     either is ErrMigrationInProgress. dst also gets the migration fence
+//     (catalog.MigrationFencePath), so a coordinator started on it too
+//     early refuses to lead.
+//  2. Copy rounds: each reads a snapshot of src and applies its difference
+//     from the previous one to dst, node by node by {path, create and
+//     modify revision} (never a watch), until a round changes at most
+//     QuietNodes nodes or MaxRounds rounds ran.
+//  3. Fence: one transaction on src creates the fence node and, when
+//     src has /coordinators/epoch, bumps it (so every fenced write of
+//     a leader elected before fails with ErrFenced on a backend that
+//     fences by that node, as ZooKeeper does). Coordinators refuse to lead
+//     while the fence exists, and a leader that sees it resigns; Live waits
+//     (FenceWait) until src reports no leader.
+//  4. The final round copies what changed until the fence; dst is
+//     validated against that final snapshot (versions too where dst keeps
+//     them); dst's /coordinators/epoch is raised to src's highest epoch
+//     when lower; dst's marker is removed. src stays fenced (marker phase
+//     "done"): the cut-over.
+//
+// Any failure reverts: src's fence and marker are removed (its
+// coordinators lead again; the epoch bump stays, epochs only grow), and
+// dst keeps its marker and fence with phase "failed" and the error: a
+// partial copy that no coordinator leads. Empty dst (a fresh store) before
+// another run. Errors: ErrMigrationInProgress, ErrNotEmpty, validation
+// differences, the backends'; each says that the source was reverted.
+func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (res LiveResult, err error) {
+	if o.MaxRounds <= 0 {
+		o.MaxRounds = 10
+	}
+	if o.QuietNodes <= 0 {
+		o.QuietNodes = 100
+	}
+	if o.FenceWait <= 0 {
+		o.FenceWait = 30 * time.Second
+	}
+	if o.BatchBytes <= 0 {
+		o.BatchBytes = 2 << 20
+	}
+	if o.ID == "" {
+		host, _ := os.Hostname()
+		o.ID = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), time.Now().UTC().Format(time.RFC3339))
+	}
+	res.ID = o.ID
+	say := func(format string, args ...any) {
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, format+"\n", args...)
+		}
+	}
+	c := &copier{dst: dst, batchBytes: o.BatchBytes, prev: map[string]core.Node{}}
+	c.im, c.bulk = core.Optional[core.Importer](dst)
+	c.keep = c.bulk && dst.Capabilities().ImportKeepsVersions
+	res.KeptVersions = c.keep
+
+	started := time.Now().UTC()
+	srcName, dstName := src.Capabilities().Name, dst.Capabilities().Name
+	if err := claimTarget(ctx, dst, Marker{ID: o.ID, Role: "target", Phase: "copying", Peer: srcName, Started: started}); err != nil {
+		return res, err
+	}
+	srcMarker := Marker{ID: o.ID, Role: "source", Phase: "copying", Peer: dstName, Started: started}
+	if _, err := src.Txn(ctx, []core.Op{core.CreateOp(catalog.MigrationPath, markerData(srcMarker), core.Persistent)}, core.TxnOptions{}); err != nil {
+		_ = dropMarker(context.Background(), dst)
+		if errors.Is(err, core.ErrNodeExists) {
+			return res, fmt.Errorf("%w on the source: %s (another migration holds it, or one was interrupted: `metaplane migrate unfence` on the source removes it); the target's marker was removed", ErrMigrationInProgress, describeMarker(ctx, src))
+		}
+		return res, fmt.Errorf("mark the source: %w (the target's marker was removed)", err)
+	}
+	fenced := false
+	defer func() {
+		if err == nil {
+			return
+		}
+		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		what := "the source was not fenced yet"
+		if fenced {
+			what = "the source's fence was removed"
+		}
+		if rerr := dropMarker(rctx, src); rerr != nil {
+			err = fmt.Errorf("%w; REVERT FAILED: the source's marker %s could not be removed (%v): remove it with `metaplane migrate unfence` on the source", err, catalog.MigrationPath, rerr)
+			return
+		}
+		failed := Marker{ID: o.ID, Role: "target", Phase: "failed", Peer: srcName, Started: started, Error: err.Error()}
+		if _, serr := core.Set(rctx, dst, catalog.MigrationPath, markerData(failed), core.AnyVersion, core.Fence{}); serr != nil {
+			say("could not record the failure in the target's marker: %v", serr)
+		}
+		err = fmt.Errorf("%w; reverted: %s and the source serves as before; the target keeps a partial copy, marked incomplete at %s (no coordinator leads it): empty it before another run", err, what, catalog.MigrationFencePath)
+	}()
+
+	// Copy rounds.
+	for r := 1; r <= o.MaxRounds; r++ {
+		rd, eph, err := c.round(ctx, src, r)
+		if err != nil {
+			return res, err
+		}
+		res.Ephemerals = eph
+		res.Rounds = append(res.Rounds, rd)
+		say("round %d: %d nodes changed at revision %d (%d ms); %d nodes copied", r, rd.Changed, rd.Revision, rd.DurationMS, len(c.prev))
+		if r > 1 && rd.Changed <= o.QuietNodes {
+			res.Quiet = true
+			break
+		}
+	}
+	if !res.Quiet {
+		say("the source kept changing for %d rounds: fencing it anyway (the final scan copies the rest)", o.MaxRounds)
+	}
+
+	// Fence.
+	epochOf := func() int64 { return sourceEpoch(ctx, src) }
+	res.SourceEpoch = epochOf()
+	pause := time.Now()
+	fence := srcMarker
+	fence.Phase = "fenced"
+	ops := []core.Op{core.CreateOp(catalog.MigrationFencePath, markerData(fence), core.Persistent)}
+	if rs, gerr := src.GetMany(ctx, []string{catalog.CoordinatorEpochPath}, core.ReadOptions{}); gerr == nil && rs[0].Err == nil {
+		e, derr := catalog.DecodeEpoch(rs[0].Node.Data)
+		if derr == nil {
+			ops = append(ops, core.SetOp(catalog.CoordinatorEpochPath, []byte(strconv.FormatInt(e+1, 10)), rs[0].Node.Stat.Version))
+		}
+	}
+	if _, err := src.Txn(ctx, ops, core.TxnOptions{}); err != nil {
+		return res, fmt.Errorf("fence the source: %w", err)
+	}
+	fenced = true
+	say("source fenced (%s); waiting for its coordinator leader to step down", catalog.MigrationFencePath)
+	if err := waitNoLeader(ctx, src, o.FenceWait); err != nil {
+		return res, err
+	}
+	if o.BeforeFinal != nil {
+		if err := o.BeforeFinal(ctx); err != nil {
+			return res, err
+		}
+	}
+	fin, eph, err := c.round(ctx, src, len(res.Rounds)+1)
+	if err != nil {
+		return res, fmt.Errorf("final scan: %w", err)
+	}
+	res.Final, res.Ephemerals = fin, eph
+	say("final scan: %d nodes changed at revision %d (%d ms)", fin.Changed, fin.Revision, fin.DurationMS)
+	tree := c.tree(srcName, fin.Revision)
+	res.Validate, err = Validate(ctx, dst, tree, c.keep)
+	if err != nil {
+		return res, fmt.Errorf("validate: %w", err)
+	}
+	if n := len(res.Validate.Differences) + res.Validate.More; n > 0 {
+		return res, fmt.Errorf("validate: %d differences between the target and the source's final state (first: %s %s)", n, res.Validate.Differences[0].Path, res.Validate.Differences[0].What)
+	}
+	res.Nodes = len(tree.Nodes)
+	if e := epochOf(); e > res.SourceEpoch {
+		res.SourceEpoch = e
+	}
+	if res.TargetEpoch, err = continueEpoch(ctx, dst, res.SourceEpoch); err != nil {
+		return res, err
+	}
+	res.PauseMS = time.Since(pause).Milliseconds()
+	if err := dropMarker(ctx, dst); err != nil {
+		return res, fmt.Errorf("remove the target's marker: %w", err)
+	}
+	done := fence
+	done.Phase = "done"
+	if _, err := core.Set(ctx, src, catalog.MigrationPath, markerData(done), core.AnyVersion, core.Fence{}); err != nil {
+		say("the migration is complete, but the source's marker could not be updated to phase done: %v", err)
+	}
+	say("validated: %d nodes; write pause %d ms", res.Nodes, res.PauseMS)
+	return res, nil
+}
+
+func markerData(m Marker) []byte {
+	b, _ := json.Marshal(m)
+	return b
+}
+
+func describeMarker(ctx context.Context, b core.MetadataBackend) string {
+	rs, err := b.GetMany(ctx, []string{catalog.MigrationPath}, core.ReadOptions{})
+	if err != nil || rs[0].Err != nil {
+		return catalog.MigrationPath + " exists"
+	}
+	var m Marker
+	if json.Unmarshal(rs[0].Node.Data, &m) != nil {
+		return fmt.Sprintf("%s holds %q", catalog.MigrationPath, rs[0].Node.Data)
+	}
+	s := fmt.Sprintf("%s of migration %s (%s, phase %s, started %s)", catalog.MigrationPath, m.ID, m.Role, m.Phase, m.Started.Format(time.RFC3339))
+	if m.Error != "" {
+		s += ": " + m.Error
+	}
+	return s
+}
+
+// claimTarget checks that dst is empty (no marker either) and creates its
+// marker and fence in one transaction.
+func claimTarget(ctx context.Context, dst core.MetadataBackend, m Marker) error {
+	snap, err := dst.Snapshot(ctx, "/")
+	if err != nil {
+		return fmt.Errorf("snapshot of the target: %w", err)
+	}
+	for _, n := range snap.Nodes {
+		switch {
+		case n.Path == "/":
+		case isMarker(n.Path):
+			return fmt.Errorf("%w on the target: %s; a target of a failed or running migration: use an empty store", ErrMigrationInProgress, describeMarker(ctx, dst))
+		default:
+			return fmt.Errorf("%w: it holds %s (and maybe more); live-migrate into an empty store", ErrNotEmpty, n.Path)
+		}
+	}
+	_, err = dst.Txn(ctx, []core.Op{
+		core.CreateOp(catalog.MigrationPath, markerData(m), core.Persistent),
+		core.CreateOp(catalog.MigrationFencePath, markerData(m), core.Persistent),
+	}, core.TxnOptions{})
+	if errors.Is(err, core.ErrNodeExists) {
+		return fmt.Errorf("%w on the target: %s", ErrMigrationInProgress, describeMarker(ctx, dst))
+	}
+	if err != nil {
+		return fmt.Errorf("mark the target: %w", err)
+	}
+	return nil
+}
+
+// dropMarker removes the marker and the fence, whichever exist.
+func dropMarker(ctx context.Context, b core.MetadataBackend) error {
+	for _, p := range []string{catalog.MigrationFencePath, catalog.MigrationPath} {
+		if err := core.Delete(ctx, b, p, core.AnyVersion, core.Fence{}); err != nil && !errors.Is(err, core.ErrNotFound) {
+			return fmt.Errorf("delete %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// Unfence removes b's migration marker and fence (a source rolled back,
+// or a marker an interrupted run left); it returns the marker it removed
+// ("" when there was none).
+func Unfence(ctx context.Context, b core.MetadataBackend) (string, error) {
+	rs, err := b.GetMany(ctx, []string{catalog.MigrationPath}, core.ReadOptions{})
+	if err != nil {
+		return "", err
+	}
+	if rs[0].Err != nil {
+		if errors.Is(rs[0].Err, core.ErrNotFound) {
+			return "", nil
+		}
+		return "", rs[0].Err
+	}
+	desc := describeMarker(ctx, b)
+	return desc, dropMarker(ctx, b)
+}
+
+// waitNoLeader waits until src reports no coordinator leader.
+func waitNoLeader(ctx context.Context, src core.MetadataBackend, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		l, err := src.Leader(ctx)
+		if errors.Is(err, core.ErrNotFound) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("the source's leader did not step down within %s after the fence: %w", d, err)
+			}
+			return fmt.Errorf("the source's leader %s (epoch %d) did not step down within %s after the fence: is it a coordinator that does not honour %s?", l.ID, l.Epoch, d, catalog.MigrationFencePath)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// sourceEpoch is the highest coordinator epoch src shows: its leader's,
+// its status's, and its /coordinators/epoch node's.
+func sourceEpoch(ctx context.Context, src core.MetadataBackend) int64 {
+	var e int64
+	if l, err := src.Leader(ctx); err == nil {
+		e = l.Epoch
+	}
+	if st, err := src.Status(ctx); err == nil && st.Epoch > e {
+		e = st.Epoch
+	}
+	if rs, err := src.GetMany(ctx, []string{catalog.CoordinatorEpochPath}, core.ReadOptions{}); err == nil && rs[0].Err == nil {
+		if v, err := catalog.DecodeEpoch(rs[0].Node.Data); err == nil && v > e {
+			e = v
+		}
+	}
+	return e
+}
+
+// continueEpoch makes dst's /coordinators/epoch at least epoch (a
+// ZooKeeper target's next leader takes the node's value + 1; a Raft
+// target's leaders take epochs above it), and returns what it holds.
+func continueEpoch(ctx context.Context, dst core.MetadataBackend, epoch int64) (int64, error) {
+	rs, err := dst.GetMany(ctx, []string{catalog.CoordinatorEpochPath}, core.ReadOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("read the target's epoch: %w", err)
+	}
+	data := []byte(strconv.FormatInt(epoch, 10))
+	switch {
+	case rs[0].Err == nil:
+		if v, derr := catalog.DecodeEpoch(rs[0].Node.Data); derr == nil && v >= epoch {
+			return v, nil
+		}
+		_, err = core.Set(ctx, dst, catalog.CoordinatorEpochPath, data, rs[0].Node.Stat.Version, core.Fence{})
+	case errors.Is(rs[0].Err, core.ErrNotFound):
+		_, _, err = core.Create(ctx, dst, catalog.CoordinatorEpochPath, data, core.CreateOptions{MakeParents: true})
+	default:
+		err = rs[0].Err
+	}
+	if err != nil {
+		return 0, fmt.Errorf("continue the epoch on the target (%s = %d): %w", catalog.CoordinatorEpochPath, epoch, err)
+	}
+	return epoch, nil
+}
+
+// copier applies a source's successive snapshots to the target.
+type copier struct {
+	dst        core.MetadataBackend
+	im         core.Importer
+	bulk, keep bool
+	batchBytes int
+	// prev is the source's state the target holds: the last snapshot
+	// applied (persistent nodes, no marker).
+	prev  map[string]core.Node
+	order []core.Node // prev in path order
+	next  map[string]int64
+}
+
+// round reads a snapshot of src and applies its difference from the last
+// one to the target; it returns the round and how many ephemerals the
+// snapshot held.
+func (c *copier) round(ctx context.Context, src core.MetadataBackend, r int) (Round, int, error) {
+	t0 := time.Now()
+	snap, err := src.Snapshot(ctx, "/")
+	if err != nil {
+		return Round{}, 0, fmt.Errorf("snapshot of the source: %w", err)
+	}
+	cur := make([]core.Node, 0, len(snap.Nodes))
+	eph := 0
+	for _, n := range snap.Nodes {
+		switch {
+		case n.Path == "/" || isMarker(n.Path):
+		case n.Stat.EphemeralOwner != 0:
+			eph++
+		default:
+			cur = append(cur, n)
+		}
+	}
+	sort.Slice(cur, func(i, j int) bool { return pathLess(cur[i].Path, cur[j].Path) })
+	next := map[string]int64{}
+	for _, n := range cur {
+		if seq, ok := sequenceOf(n.Path); ok && seq+1 > next[parentOf(n.Path)] {
+			next[parentOf(n.Path)] = seq + 1
+		}
+	}
+	curMap := make(map[string]core.Node, len(cur))
+	for _, n := range cur {
+		curMap[n.Path] = n
+	}
+	var deletes []string
+	var creates []Node
+	var sets []core.Op
+	for _, p := range c.order {
+		n, ok := curMap[p.Path]
+		if !ok || n.Stat.CreateRevision != p.Stat.CreateRevision {
+			deletes = append(deletes, p.Path)
+		}
+	}
+	changed := len(deletes)
+	for _, n := range cur {
+		p, ok := c.prev[n.Path]
+		switch {
+		case !ok || n.Stat.CreateRevision != p.Stat.CreateRevision:
+			creates = append(creates, nodeOf(n, next[n.Path]))
+		case n.Stat.ModifyRevision != p.Stat.ModifyRevision || n.Stat.Version != p.Stat.Version:
+			changed++
+			k := int64(1)
+			if c.keep && n.Stat.Version > p.Stat.Version {
+				k = n.Stat.Version - p.Stat.Version // one set per version step
+			}
+			for i := int64(0); i < k; i++ {
+				sets = append(sets, core.SetOp(n.Path, n.Data, core.AnyVersion))
+			}
+		}
+	}
+	changed += len(creates)
+	// Deletes children first, creates parents first, then sets.
+	for i := len(deletes) - 1; i >= 0; i -= 100 {
+		lo := max(0, i-99)
+		ops := make([]core.Op, 0, i-lo+1)
+		for j := i; j >= lo; j-- {
+			ops = append(ops, core.DeleteOp(deletes[j], core.AnyVersion))
+		}
+		if _, err := c.dst.Txn(ctx, ops, core.TxnOptions{}); err != nil {
+			return Round{}, 0, fmt.Errorf("delete on the target: %w", err)
+		}
+	}
+	if err := c.create(ctx, creates); err != nil {
+		return Round{}, 0, err
+	}
+	for len(sets) > 0 {
+		n, size := 0, 0
+		for n < len(sets) && n < 100 && (n == 0 || size+len(sets[n].Data) <= c.batchBytes) {
+			size += len(sets[n].Data)
+			n++
+		}
+		if _, err := c.dst.Txn(ctx, sets[:n], core.TxnOptions{}); err != nil {
+			return Round{}, 0, fmt.Errorf("update on the target: %w", err)
+		}
+		sets = sets[n:]
+	}
+	c.prev, c.order, c.next = curMap, cur, next
+	return Round{Round: r, Revision: snap.Revision, Changed: changed, DurationMS: time.Since(t0).Milliseconds()}, eph, nil
+}
+
+// create writes nodes (in path order) in batches.
+func (c *copier) create(ctx context.Context, nodes []Node) error {
+	for len(nodes) > 0 {
+		n, size := 0, 0
+		for n < len(nodes) && n < core.MaxImportBatch && (n == 0 || size+len(nodes[n].Data) <= c.batchBytes) {
+			size += len(nodes[n].Data)
+			n++
+		}
+		var err error
+		if c.bulk {
+			err = importBatch(ctx, c.im, nodes[:n])
+		} else {
+			err = createBatch(ctx, c.dst, nodes[:n])
+		}
+		if err != nil {
+			return err
+		}
+		nodes = nodes[n:]
+	}
+	return nil
+}
+
+// tree is the last applied snapshot as a Tree.
+func (c *copier) tree(source string, rev int64) *Tree {
+	t := &Tree{Header: Header{Source: source, Revision: rev, Created: time.Now().UTC()}, Nodes: make([]Node, len(c.order))}
+	for i, n := range c.order {
+		t.Nodes[i] = nodeOf(n, c.next[n.Path])
+	}
+	return t
+}
