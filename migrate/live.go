@@ -291,14 +291,18 @@ func claimTarget(ctx context.Context, dst core.MetadataBackend, m Marker) error 
 	if err != nil {
 		return fmt.Errorf("snapshot of the target: %w", err)
 	}
+	other := ""
 	for _, n := range snap.Nodes {
 		switch {
 		case n.Path == "/":
 		case isMarker(n.Path):
 			return fmt.Errorf("%w on the target: %s; a target of a failed or running migration: use an empty store", ErrMigrationInProgress, describeMarker(ctx, dst))
-		default:
-			return fmt.Errorf("%w: it holds %s (and maybe more); live-migrate into an empty store", ErrNotEmpty, n.Path)
+		case other == "":
+			other = n.Path
 		}
+	}
+	if other != "" {
+		return fmt.Errorf("%w: it holds %s (and maybe more); live-migrate into an empty store", ErrNotEmpty, other)
 	}
 	_, err = dst.Txn(ctx, []core.Op{
 		core.CreateOp(catalog.MigrationPath, markerData(m), core.Persistent),

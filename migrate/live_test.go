@@ -1,0 +1,212 @@
+package migrate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/metaplane/metaplane/backends/memory"
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/catalog"
+)
+
+// fencedWriter writes like a coordinator on src: as leader, with its
+// fence, and resigning as soon as the migration fence exists. It creates
+// /w/<i>, sets /w/hot on every write (its version keeps rising) and
+// deletes every third node it created; acked holds what it was told
+// succeeded.
+type fencedWriter struct {
+	mu      sync.Mutex
+	acked   map[string]string // path -> data, "" deleted
+	refused int
+	done    chan struct{}
+}
+
+func startWriter(t *testing.T, src core.MetadataBackend) *fencedWriter {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	lead, err := src.Campaign(ctx, core.Candidate{ID: "writer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &fencedWriter{acked: map[string]string{}, done: make(chan struct{})}
+	if _, _, err := core.Create(ctx, src, "/w/hot", []byte("0"), core.CreateOptions{MakeParents: true, Fence: lead.Fence()}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(w.done)
+		resigned := false
+		for i := 1; ctx.Err() == nil && i < 100000; i++ {
+			if !resigned {
+				if rs, err := src.GetMany(ctx, []string{catalog.MigrationFencePath}, core.ReadOptions{}); err == nil && rs[0].Err == nil {
+					lead.Resign(ctx)
+					resigned = true
+				}
+			}
+			p := fmt.Sprintf("/w/n%05d", i)
+			ops := []core.Op{core.CreateOp(p, []byte(p), core.Persistent), core.SetOp("/w/hot", []byte(fmt.Sprint(i)), core.AnyVersion)}
+			if i%3 == 0 {
+				ops = append(ops, core.DeleteOp(fmt.Sprintf("/w/n%05d", i-2), core.AnyVersion))
+			}
+			_, err := src.Txn(ctx, ops, core.TxnOptions{Fence: lead.Fence()})
+			w.mu.Lock()
+			if err == nil {
+				w.acked[p] = p
+				w.acked["/w/hot"] = fmt.Sprint(i)
+				if i%3 == 0 {
+					w.acked[fmt.Sprintf("/w/n%05d", i-2)] = ""
+				}
+			} else if errors.Is(err, core.ErrFenced) {
+				w.refused++
+			}
+			stop := resigned && w.refused >= 3
+			w.mu.Unlock()
+			if stop {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-w.done })
+	return w
+}
+
+func (w *fencedWriter) waitAcked(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		w.mu.Lock()
+		got := len(w.acked)
+		w.mu.Unlock()
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the writer acked %d writes in 30s, want %d", got, n)
+		}
+		select {
+		case <-w.done:
+			t.Fatalf("the writer stopped after %d writes", got)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// TestLiveUnderWrites: a live migration of a store taking fenced writes
+// copies every acknowledged write (creates, sets with their versions,
+// deletes), fences the writer (its writes after the fence are refused),
+// validates, and leaves the source marked done and fenced; a second run
+// is refused on the source's marker.
+func TestLiveUnderWrites(t *testing.T) {
+	ctx := context.Background()
+	src := source(t)
+	dst := memory.NewStore(memory.StoreOptions{}).NewClient(core.ClientOptions{Name: "dst"})
+	defer dst.Close()
+	w := startWriter(t, src)
+	w.waitAcked(t, 50)
+	var progress bytes.Buffer
+	res, err := Live(ctx, src, dst, LiveOptions{Progress: &progress, MaxRounds: 5, QuietNodes: 5, FenceWait: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("live: %v\n%s", err, progress.String())
+	}
+	<-w.done
+	t.Log(progress.String())
+	if len(res.Rounds) < 2 {
+		t.Errorf("%d copy rounds, want at least 2 (the writer kept writing)", len(res.Rounds))
+	}
+	if w.refused == 0 {
+		t.Error("no write of the writer was refused after the fence")
+	}
+	for p, data := range w.acked {
+		rs, err := dst.GetMany(ctx, []string{p}, core.ReadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case data == "" && !errors.Is(rs[0].Err, core.ErrNotFound):
+			t.Errorf("%s deleted on the source (acked) but on the target: %v", p, rs[0].Err)
+		case data != "" && (rs[0].Err != nil || string(rs[0].Node.Data) != data):
+			t.Errorf("%s acked as %q on the source; on the target %q, %v", p, data, rs[0].Node.Data, rs[0].Err)
+		}
+	}
+	srcHot, _ := core.Get(ctx, src, "/w/hot")
+	dstHot, _ := core.Get(ctx, dst, "/w/hot")
+	if srcHot.Stat.Version != dstHot.Stat.Version || srcHot.Stat.Version < 2 {
+		t.Errorf("/w/hot: version %d on the source, %d on the target", srcHot.Stat.Version, dstHot.Stat.Version)
+	}
+	if len(res.Validate.Differences) != 0 || !res.KeptVersions || res.Ephemerals != 1 || res.Nodes == 0 {
+		t.Errorf("result %+v", res)
+	}
+	if !strings.Contains(progress.String(), "round 1:") || !strings.Contains(progress.String(), "final scan") {
+		t.Errorf("progress %q", progress.String())
+	}
+	// The target carries no marker; the source is fenced, marked done.
+	if rs, _ := dst.GetMany(ctx, []string{catalog.MigrationPath}, core.ReadOptions{}); !errors.Is(rs[0].Err, core.ErrNotFound) {
+		t.Errorf("the target keeps a marker: %v", rs[0].Err)
+	}
+	rs, _ := src.GetMany(ctx, []string{catalog.MigrationPath, catalog.MigrationFencePath}, core.ReadOptions{})
+	var m Marker
+	if rs[0].Err != nil || rs[1].Err != nil || json.Unmarshal(rs[0].Node.Data, &m) != nil || m.Phase != "done" || m.Role != "source" {
+		t.Errorf("the source's marker %q (%v), fence %v: want phase done and the fence", rs[0].Node.Data, rs[0].Err, rs[1].Err)
+	}
+	// A second run is refused, naming the marker, and changes nothing.
+	other := memory.NewStore(memory.StoreOptions{}).NewClient(core.ClientOptions{Name: "other"})
+	defer other.Close()
+	if _, err := Live(ctx, src, other, LiveOptions{}); !errors.Is(err, ErrMigrationInProgress) || !strings.Contains(err.Error(), res.ID) {
+		t.Errorf("a second run: %v, want ErrMigrationInProgress naming %s", err, res.ID)
+	}
+	if s, _ := other.Snapshot(ctx, "/"); len(s.Nodes) > 1 {
+		t.Errorf("the refused run left %d nodes on its target", len(s.Nodes))
+	}
+	// Unfence removes the source's marker.
+	if got, err := Unfence(ctx, src); err != nil || !strings.Contains(got, res.ID) {
+		t.Errorf("unfence: %q, %v", got, err)
+	}
+	if rs, _ := src.GetMany(ctx, []string{catalog.MigrationPath}, core.ReadOptions{}); !errors.Is(rs[0].Err, core.ErrNotFound) {
+		t.Errorf("unfence left the marker: %v", rs[0].Err)
+	}
+}
+
+// TestLiveRevertsOnFailure: a failure after the fence removes the source's
+// fence and marker (a leader can be elected and write again), and leaves
+// the target marked failed; a run into that target is refused.
+func TestLiveRevertsOnFailure(t *testing.T) {
+	ctx := context.Background()
+	src := source(t)
+	dst := memory.NewStore(memory.StoreOptions{}).NewClient(core.ClientOptions{Name: "dst"})
+	defer dst.Close()
+	boom := errors.New("injected")
+	_, err := Live(ctx, src, dst, LiveOptions{BeforeFinal: func(context.Context) error { return boom }})
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "reverted") {
+		t.Fatalf("live: %v, want the injected error and reverted", err)
+	}
+	if rs, _ := src.GetMany(ctx, []string{catalog.MigrationPath, catalog.MigrationFencePath}, core.ReadOptions{}); !errors.Is(rs[0].Err, core.ErrNotFound) || !errors.Is(rs[1].Err, core.ErrNotFound) {
+		t.Errorf("the source keeps its marker (%v) or fence (%v)", rs[0].Err, rs[1].Err)
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	lead, err := src.Campaign(lctx, core.Candidate{ID: "after"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := core.Create(ctx, src, "/after", nil, core.CreateOptions{Fence: lead.Fence()}); err != nil {
+		t.Errorf("a fenced write on the reverted source: %v", err)
+	}
+	var m Marker
+	got, err := core.Get(ctx, dst, catalog.MigrationPath)
+	if err != nil || json.Unmarshal(got.Data, &m) != nil || m.Phase != "failed" || !strings.Contains(m.Error, "injected") {
+		t.Errorf("the target's marker %q (%v), want phase failed with the error", got.Data, err)
+	}
+	if _, err := Live(ctx, src, dst, LiveOptions{}); !errors.Is(err, ErrMigrationInProgress) {
+		t.Errorf("a run into the failed target: %v, want ErrMigrationInProgress", err)
+	}
+	// The refused run did not mark the source.
+	if rs, _ := src.GetMany(ctx, []string{catalog.MigrationPath}, core.ReadOptions{}); !errors.Is(rs[0].Err, core.ErrNotFound) {
+		t.Errorf("a refused run marked the source: %v", rs[0].Err)
+	}
+}
