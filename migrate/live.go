@@ -100,18 +100,20 @@ type LiveResult struct {
 //     either is ErrMigrationInProgress. dst also gets the migration fence
 //     (catalog.MigrationFencePath), so a coordinator started on it too
 //     early refuses to lead.
-//  2. Copy rounds: each reads a snapshot of src and applies its difference
-//     from the previous one to dst, node by node by {path, create and
-//     modify revision} (never a watch), until a round changes at most
-//     QuietNodes nodes or MaxRounds rounds ran.
+//  2. Copy rounds: each scans src top-down (batched reads, not one
+//     snapshot: a serving store need not hold still) and applies the
+//     difference from the previous scan to dst, node by node by {path,
+//     create and modify revision} (never a watch), until a round changes
+//     at most QuietNodes nodes or MaxRounds rounds ran.
 //  3. Fence: one transaction on src creates the fence node and, when
 //     src has /coordinators/epoch, bumps it (so every fenced write of
 //     a leader elected before fails with ErrFenced on a backend that
 //     fences by that node, as ZooKeeper does). Coordinators refuse to lead
 //     while the fence exists, and a leader that sees it resigns; Live waits
 //     (FenceWait) until src reports no leader.
-//  4. The final round copies what changed until the fence; dst is
-//     validated against that final snapshot (versions too where dst keeps
+//  4. The final round reads one consistent snapshot of src (which fails
+//     if src still changes) and copies what changed until the fence; dst
+//     is validated against that final snapshot (versions too where dst keeps
 //     them); dst's /coordinators/epoch is raised to src's highest epoch
 //     when lower; dst's marker is removed. src stays fenced (marker phase
 //     "done"): the cut-over.
@@ -187,7 +189,7 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 
 	// Copy rounds.
 	for r := 1; r <= o.MaxRounds; r++ {
-		rd, eph, err := c.round(ctx, src, r)
+		rd, eph, err := c.round(ctx, src, r, false)
 		if err != nil {
 			return res, err
 		}
@@ -229,7 +231,7 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 			return res, err
 		}
 	}
-	fin, eph, err := c.round(ctx, src, len(res.Rounds)+1)
+	fin, eph, err := c.round(ctx, src, len(res.Rounds)+1, true)
 	if err != nil {
 		return res, fmt.Errorf("final scan: %w", err)
 	}
@@ -424,14 +426,71 @@ type copier struct {
 	next  map[string]int64
 }
 
-// round reads a snapshot of src and applies its difference from the last
-// one to the target; it returns the round and how many ephemerals the
-// snapshot held.
-func (c *copier) round(ctx context.Context, src core.MetadataBackend, r int) (Round, int, error) {
+// scanBatch is how many paths one read of a scan asks for.
+const scanBatch = 256
+
+// scan reads every node of src top-down, in batches, without a snapshot:
+// each node's data and stat are as of its own read, so a scan of a store
+// that keeps changing is not one consistent state, but every node it
+// reports carries the create and modify revision it was read at, and the
+// next round's scan sees what changed since. A node deleted between its
+// parent's listing and its read is left out. The revision returned is the
+// highest modify revision seen.
+func scan(ctx context.Context, src core.MetadataBackend) ([]core.Node, int64, error) {
+	var nodes []core.Node
+	var rev int64
+	queue := []string{"/"}
+	for len(queue) > 0 {
+		batch := queue[:min(len(queue), scanBatch)]
+		queue = queue[len(batch):]
+		rs, err := src.GetMany(ctx, batch, core.ReadOptions{})
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, r := range rs {
+			if errors.Is(r.Err, core.ErrNotFound) {
+				continue
+			}
+			if r.Err != nil {
+				return nil, 0, fmt.Errorf("read %s: %w", r.Node.Path, r.Err)
+			}
+			if isMarker(r.Node.Path) {
+				continue
+			}
+			nodes = append(nodes, r.Node)
+			rev = max(rev, r.Node.Stat.ModifyRevision, r.Node.Stat.CreateRevision)
+			if r.Node.Stat.NumChildren == 0 {
+				continue
+			}
+			names, _, err := src.Children(ctx, r.Node.Path, core.ReadOptions{})
+			if errors.Is(err, core.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, 0, fmt.Errorf("children of %s: %w", r.Node.Path, err)
+			}
+			for _, n := range names {
+				queue = append(queue, core.JoinPath(r.Node.Path, n))
+			}
+		}
+	}
+	return nodes, rev, nil
+}
+
+// round reads the source (a scan, or with consistent a snapshot at one
+// revision) and applies its difference from the last round to the
+// target; it returns the round and how many ephemerals the source held.
+func (c *copier) round(ctx context.Context, src core.MetadataBackend, r int, consistent bool) (Round, int, error) {
 	t0 := time.Now()
-	snap, err := src.Snapshot(ctx, "/")
+	var snap core.Snapshot
+	var err error
+	if consistent {
+		snap, err = src.Snapshot(ctx, "/")
+	} else {
+		snap.Nodes, snap.Revision, err = scan(ctx, src)
+	}
 	if err != nil {
-		return Round{}, 0, fmt.Errorf("snapshot of the source: %w", err)
+		return Round{}, 0, fmt.Errorf("read of the source: %w", err)
 	}
 	cur := make([]core.Node, 0, len(snap.Nodes))
 	eph := 0
@@ -458,9 +517,15 @@ func (c *copier) round(ctx context.Context, src core.MetadataBackend, r int) (Ro
 	var deletes []string
 	var creates []Node
 	var sets []core.Op
+	// A node gone or recreated on the source is deleted on the target with
+	// everything below it there (a scan may have read a child under the
+	// parent's earlier incarnation); what the source still has below it
+	// is created again.
+	gone := map[string]bool{}
 	for _, p := range c.order {
 		n, ok := curMap[p.Path]
-		if !ok || n.Stat.CreateRevision != p.Stat.CreateRevision {
+		if !ok || n.Stat.CreateRevision != p.Stat.CreateRevision || gone[parentOf(p.Path)] {
+			gone[p.Path] = true
 			deletes = append(deletes, p.Path)
 		}
 	}
@@ -468,7 +533,7 @@ func (c *copier) round(ctx context.Context, src core.MetadataBackend, r int) (Ro
 	for _, n := range cur {
 		p, ok := c.prev[n.Path]
 		switch {
-		case !ok || n.Stat.CreateRevision != p.Stat.CreateRevision:
+		case !ok || gone[n.Path]:
 			creates = append(creates, nodeOf(n, next[n.Path]))
 		case n.Stat.ModifyRevision != p.Stat.ModifyRevision || n.Stat.Version != p.Stat.Version:
 			changed++
