@@ -1,0 +1,92 @@
+package migrate
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/catalog"
+	"github.com/metaplane/metaplane/internal/testutil"
+	"github.com/metaplane/metaplane/internal/zktest"
+	"github.com/metaplane/metaplane/plugins"
+)
+
+func launchPlugin(t *testing.T, name string, cfg map[string]string) (*plugins.Plugin, core.MetadataBackend) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p, err := plugins.Launch(ctx, plugins.LaunchOptions{Path: testutil.Binary(t, "metaplane-backend-"+name), Config: cfg,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxFailures: 1, StartTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("launch %s: %v", name, err)
+	}
+	t.Cleanup(func() { p.Close() })
+	c, err := p.NewClient(ctx, core.ClientOptions{Name: "migrate-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return p, c
+}
+
+// TestLiveRevertsWhenTheTargetDies: a real ZooKeeper source with a leader
+// writing, a real Raft plugin process as the target, SIGKILLed after the
+// fence: the migration fails and reverts (the source's marker and fence
+// are gone, a leader is elected and its fenced writes succeed again).
+func TestLiveRevertsWhenTheTargetDies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts ZooKeeper and plugin processes")
+	}
+	srv := zktest.StartServer(t)
+	_, src := launchPlugin(t, "zookeeper", map[string]string{
+		"zookeeper.address": srv.ConnectString(), "zookeeper.path.root": "/revert-test", "zookeeper.client.session-timeout": "4s"})
+	dstPlugin, dst := launchPlugin(t, "raft", map[string]string{
+		"coordinator.raft.dir": filepath.Join(t.TempDir(), "raft"), "coordinator.raft.port": strconv.Itoa(testutil.FreePort(t)),
+		"coordinator.raft.logdb.profile": "tiny"})
+	ctx := context.Background()
+	for _, p := range []string{"/metadata/databases/db1", "/metadata/databases/db2/tables/t1"} {
+		if _, _, err := core.Create(ctx, src, p, []byte(p), core.CreateOptions{MakeParents: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := startWriter(t, src)
+	w.waitAcked(t, 20)
+	_, err := Live(ctx, src, dst, LiveOptions{MaxRounds: 2, FenceWait: 20 * time.Second, BeforeFinal: func(context.Context) error {
+		return syscall.Kill(dstPlugin.Pid(), syscall.SIGKILL)
+	}})
+	if err == nil || !strings.Contains(err.Error(), "reverted") || !strings.Contains(err.Error(), "fence was removed") {
+		t.Fatalf("live with the target killed: %v, want a reverted failure", err)
+	}
+	t.Log(err)
+	rs, gerr := src.GetMany(ctx, []string{catalog.MigrationPath, catalog.MigrationFencePath}, core.ReadOptions{})
+	if gerr != nil || !errors.Is(rs[0].Err, core.ErrNotFound) || !errors.Is(rs[1].Err, core.ErrNotFound) {
+		t.Fatalf("after the revert: %v, marker %v, fence %v; want both gone", gerr, rs[0].Err, rs[1].Err)
+	}
+	lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	lead, err := src.Campaign(lctx, core.Candidate{ID: "after-revert"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := core.Create(ctx, src, "/metadata/after-revert", nil, core.CreateOptions{Fence: lead.Fence()}); err != nil {
+		t.Errorf("a fenced write on the reverted source: %v", err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for p, data := range w.acked {
+		if data == "" {
+			continue
+		}
+		if _, err := core.Get(ctx, src, p); err != nil {
+			t.Errorf("%s, acked on the source, is gone after the revert: %v", p, err)
+		}
+	}
+}
