@@ -62,3 +62,48 @@ func TestImportKeepsVersionsAndIsAtomic(t *testing.T) {
 		t.Errorf("refused imports changed the tree: %d nodes, then %d", len(before.Nodes), len(after.Nodes))
 	}
 }
+
+// TestEpochContinuesAboveImportedEpochNode: a store imported from another
+// backend carries its epoch node; the next leader's epoch is above it
+// (tablet servers refuse a lower coordinator epoch), and epochs keep
+// increasing after it.
+func TestEpochContinuesAboveImportedEpochNode(t *testing.T) {
+	c := startCluster(t, 1, nil)
+	cl := c.client(c.waitLeader())
+	ctx := ctxT(t)
+	first, err := cl.Campaign(ctx, core.Candidate{ID: "before"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Epoch() >= 40 {
+		t.Fatalf("a fresh store's epoch is %d already", first.Epoch())
+	}
+	if err := first.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	im, _ := core.Optional[core.Importer](cl)
+	if err := im.Import(ctx, []core.ImportNode{{Path: "/coordinators"}, {Path: "/coordinators/epoch", Data: []byte("41"), Version: 41}}, core.Fence{}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := cl.Campaign(ctx, core.Candidate{ID: "after"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Epoch() != 42 {
+		t.Errorf("epoch after importing epoch 41: %d, want 42", l.Epoch())
+	}
+	if err := l.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := cl.Campaign(ctx, core.Candidate{ID: "next"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l2.Epoch() <= l.Epoch() {
+		t.Errorf("the next epoch %d is not above %d", l2.Epoch(), l.Epoch())
+	}
+	// A fenced write with the new leader's fence succeeds.
+	if _, _, err := core.Create(ctx, cl, "/x", nil, core.CreateOptions{Fence: l2.Fence()}); err != nil {
+		t.Errorf("a fenced write of the leader at epoch %d: %v", l2.Epoch(), err)
+	}
+}
