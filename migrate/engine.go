@@ -56,7 +56,34 @@ func Export(ctx context.Context, src core.MetadataBackend) (*Tree, error) {
 			t.Nodes = append(t.Nodes, nodeOf(n, next[n.Path]))
 		}
 	}
+	raiseEpoch(t, sourceEpoch(ctx, src))
 	return t, nil
+}
+
+// raiseEpoch makes t's /coordinators/epoch hold at least epoch (adding
+// the node, and /coordinators, when t lacks them): the coordinator epoch
+// of a backend whose epoch is not that node (Raft's is its term) travels
+// as the node's value, so the target's leaders continue above it.
+func raiseEpoch(t *Tree, epoch int64) {
+	if epoch <= 0 {
+		return
+	}
+	data := []byte(strconv.FormatInt(epoch, 10))
+	have := map[string]int{}
+	for i, n := range t.Nodes {
+		have[n.Path] = i
+	}
+	if i, ok := have[catalog.CoordinatorEpochPath]; ok {
+		if v, err := catalog.DecodeEpoch(t.Nodes[i].Data); err != nil || v < epoch {
+			t.Nodes[i].Data = data
+		}
+		return
+	}
+	if _, ok := have[catalog.CoordinatorsPath]; !ok {
+		t.Nodes = append(t.Nodes, Node{Path: catalog.CoordinatorsPath})
+	}
+	t.Nodes = append(t.Nodes, Node{Path: catalog.CoordinatorEpochPath, Data: data})
+	sort.Slice(t.Nodes, func(i, j int) bool { return pathLess(t.Nodes[i].Path, t.Nodes[j].Path) })
 }
 
 func nodeOf(n core.Node, nextSeq int64) Node {
@@ -135,8 +162,14 @@ var ErrNotEmpty = errors.New("migrate: target not empty")
 // plain creates (versions then restart at 0: ImportResult.KeptVersions is
 // false). Batches are applied in path order, so an import that stops half
 // way leaves a prefix of the tree, and Options.Resume completes it.
+// While it runs the target carries the migration fence
+// (catalog.MigrationFencePath), so no coordinator leads a partial tree and
+// a leader running on the target resigns, to be elected again afterwards
+// with an epoch above the imported /coordinators/epoch; an import that
+// stops leaves the fence until a resumed import completes (or
+// `metaplane migrate unfence`).
 // Errors: ErrNotEmpty, a conflict on resume (the first differing node
-// named), or the backend's (with the failing node named).
+// named; nothing written), or the backend's (with the failing node named).
 func Import(ctx context.Context, dst core.MetadataBackend, t *Tree, o Options) (ImportResult, error) {
 	if o.BatchBytes <= 0 {
 		o.BatchBytes = 2 << 20
@@ -156,6 +189,19 @@ func Import(ctx context.Context, dst core.MetadataBackend, t *Tree, o Options) (
 	}
 	if len(have) > 0 && !o.Resume {
 		return res, fmt.Errorf("%w: it holds %d nodes (for example %s); import into an empty store, or pass --resume to complete an import that stopped", ErrNotEmpty, len(have), anyPath(have))
+	}
+	// The target is fenced while the import runs (and after an import
+	// that stopped, until it is resumed to the end): coordinators on it
+	// do not lead a partial tree, and its leader, when one runs, resigns
+	// and is elected again afterwards, taking an epoch above the
+	// imported one.
+	for _, n := range t.Nodes {
+		if cur, ok := have[n.Path]; ok && (string(cur.Data) != string(n.Data) || cur.Stat.EphemeralOwner != 0) {
+			return res, fmt.Errorf("resume: %s is on the target with other data (or ephemeral): not the import that stopped; nothing written", n.Path)
+		}
+	}
+	if err := fenceTarget(ctx, dst, t.Header.Source); err != nil {
+		return res, err
 	}
 	var batch []Node
 	size := 0
@@ -181,10 +227,7 @@ func Import(ctx context.Context, dst core.MetadataBackend, t *Tree, o Options) (
 		return nil
 	}
 	for _, n := range t.Nodes {
-		if cur, ok := have[n.Path]; ok {
-			if string(cur.Data) != string(n.Data) || cur.Stat.EphemeralOwner != 0 {
-				return res, fmt.Errorf("resume: %s is on the target with other data (or ephemeral): not the import that stopped; nothing more written", n.Path)
-			}
+		if _, ok := have[n.Path]; ok {
 			res.Skipped++
 			continue
 		}
@@ -196,7 +239,35 @@ func Import(ctx context.Context, dst core.MetadataBackend, t *Tree, o Options) (
 		batch = append(batch, n)
 		size += len(n.Data)
 	}
-	return res, flush()
+	if err := flush(); err != nil {
+		return res, err
+	}
+	if err := dropMarker(ctx, dst); err != nil {
+		return res, fmt.Errorf("the import is complete, but the target's migration fence could not be removed (metaplane migrate unfence removes it): %w", err)
+	}
+	return res, nil
+}
+
+// fenceTarget creates dst's migration marker and fence, those missing.
+func fenceTarget(ctx context.Context, dst core.MetadataBackend, source string) error {
+	m := markerData(Marker{ID: "import", Role: "target", Phase: "importing", Peer: source, Started: time.Now().UTC()})
+	rs, err := dst.GetMany(ctx, []string{catalog.MigrationPath, catalog.MigrationFencePath}, core.ReadOptions{})
+	if err != nil {
+		return fmt.Errorf("read the target's migration marker: %w", err)
+	}
+	var ops []core.Op
+	for i, p := range []string{catalog.MigrationPath, catalog.MigrationFencePath} {
+		if errors.Is(rs[i].Err, core.ErrNotFound) {
+			ops = append(ops, core.CreateOp(p, m, core.Persistent))
+		}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	if _, err := dst.Txn(ctx, ops, core.TxnOptions{}); err != nil {
+		return fmt.Errorf("fence the target for the import: %w", err)
+	}
+	return nil
 }
 
 func anyPath(m map[string]core.Node) string {

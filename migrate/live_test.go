@@ -210,3 +210,33 @@ func TestLiveRevertsOnFailure(t *testing.T) {
 		t.Errorf("a refused run marked the source: %v", rs[0].Err)
 	}
 }
+
+// TestImportFencesTheTargetUntilComplete: an import that fails half way
+// leaves the target fenced (no coordinator leads a partial tree); the
+// resumed import completes and removes the fence.
+func TestImportFencesTheTargetUntilComplete(t *testing.T) {
+	ctx := context.Background()
+	tr, err := Export(ctx, source(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := memory.NewStore(memory.StoreOptions{}).NewClient(core.ClientOptions{Name: "dst"})
+	defer dst.Close()
+	broken := &Tree{Header: tr.Header, Nodes: append(append([]Node(nil), tr.Nodes...), Node{Path: "/nowhere/orphan"})}
+	if _, err := Import(ctx, dst, broken, Options{BatchBytes: 1}); err == nil {
+		t.Fatal("an import of an orphan node succeeded")
+	}
+	if _, err := core.Get(ctx, dst, catalog.MigrationFencePath); err != nil {
+		t.Fatalf("the stopped import left no fence: %v", err)
+	}
+	res, err := Import(ctx, dst, tr, Options{Resume: true})
+	if err != nil || res.Skipped == 0 || res.Skipped+res.Nodes != len(tr.Nodes) {
+		t.Fatalf("resume: %+v, %v", res, err)
+	}
+	if _, err := core.Get(ctx, dst, catalog.MigrationPath); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("the completed import left the marker: %v", err)
+	}
+	if v, err := Validate(ctx, dst, tr, true); err != nil || len(v.Differences) != 0 {
+		t.Errorf("validate: %+v, %v", v, err)
+	}
+}
