@@ -162,3 +162,85 @@ func jsonInt(t *testing.T, s, key string) int64 {
 	}
 	return n
 }
+
+// TestMigrateCopyIntoThreeVoters: migrate copy moves a ZooKeeper catalog
+// into a running three-voter Raft quorum online: the tool hosts voter 1
+// (its coordinator stopped) and imports through the quorum's leader while
+// voters 2 and 3 run; ephemerals are skipped and counted; the leader
+// resigns during the import and is elected again above the imported
+// epoch; the quorum serves the same catalog with continuing table ids.
+func TestMigrateCopyIntoThreeVoters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts ZooKeeper, coordinators and plugins")
+	}
+	srv := zktest.StartServer(t)
+	bin := filepath.Dir(testutil.Binary(t, "metaplane-backend-zookeeper"))
+	testutil.Binary(t, "metaplane-backend-raft")
+	dir := t.TempDir()
+	zkCfg := writeConfig(t, dir, "zk.yaml", map[string]string{"metadata.backend.plugin.dir": bin,
+		"zookeeper.address": srv.ConnectString(), "zookeeper.path.root": "/copy-test", "zookeeper.client.session-timeout": "4s"})
+	var voters []string
+	ports := make([]int, 3)
+	for i := range ports {
+		ports[i] = testutil.FreePort(t)
+		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i+1, ports[i]))
+	}
+	raftCfg := make([]string, 3)
+	for i := range raftCfg {
+		raftCfg[i] = writeConfig(t, dir, fmt.Sprintf("raft%d.yaml", i+1), map[string]string{"metadata.backend.plugin.dir": bin,
+			"coordinator.raft.voters": strings.Join(voters, ","), "coordinator.raft.node.id": strconv.Itoa(i + 1),
+			"coordinator.raft.port": strconv.Itoa(ports[i]), "coordinator.raft.dir": filepath.Join(dir, fmt.Sprintf("raft%d", i+1))})
+	}
+
+	zbs, _ := coordinatorProc(t, dir, "--config", zkCfg)
+	mustCLI(t, "admin", "create-database", "shop", zbs)
+	mustCLI(t, "admin", "create-table", "shop.orders", "--column", "id:BIGINT", "--primary-key", "id", "--buckets", "3", zbs)
+	describe := mustCLI(t, "admin", "describe-table", "shop.orders", "--json", zbs)
+	zkFirst := jsonInt(t, mustCLI(t, "admin", "allocate-ids", "table", "--json", zbs), "first")
+
+	// Voters 2 and 3 run (a quorum) with their coordinators.
+	bs2, _ := startCoordinatorProc(t, dir, "--config", raftCfg[1])
+	bs3, _ := startCoordinatorProc(t, dir, "--config", raftCfg[2])
+	waitServes(t, bs2+","+strings.TrimPrefix(bs3, "--bootstrap-servers="))
+	before := jsonInt(t, mustCLI(t, "admin", "leader", "--json", bs2), "epoch")
+
+	// The ZooKeeper coordinator still runs: its election nodes are
+	// ephemeral, skipped and counted.
+	out, errOut, code := runCLI(t, "migrate", "copy", "--from", zkCfg, "--to", raftCfg[0], "--no-env", "--json")
+	if code != ExitOK {
+		t.Fatalf("migrate copy: exit %d\n%s%s", code, out, errOut)
+	}
+	var res struct {
+		Ephemerals int `json:"ephemerals_skipped"`
+		Import     struct {
+			Nodes        int
+			KeptVersions bool `json:"kept_versions"`
+		}
+		Validate struct{ Differences []json.RawMessage }
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if res.Ephemerals < 2 || res.Import.Nodes == 0 || !res.Import.KeptVersions || len(res.Validate.Differences) != 0 {
+		t.Errorf("copy result %s", out)
+	}
+	if !strings.Contains(errOut, "imported") || !strings.Contains(errOut, "ephemeral nodes skipped") {
+		t.Errorf("copy progress %q", errOut)
+	}
+
+	bs1, _ := coordinatorProc(t, dir, "--config", raftCfg[0])
+	all := bs1 + "," + strings.TrimPrefix(bs2, "--bootstrap-servers=") + "," + strings.TrimPrefix(bs3, "--bootstrap-servers=")
+	testutil.WaitFor(t, 30*time.Second, "the quorum serves the copied catalog", func() bool {
+		o, _, code := runCLI(t, "admin", "list-tables", "shop", all, "--timeout=2s")
+		return code == ExitOK && o == "orders\n"
+	})
+	if got := mustCLI(t, "admin", "describe-table", "shop.orders", "--json", all); got != describe {
+		t.Errorf("describe-table differs after the copy:\n zk: %s\nraft: %s", describe, got)
+	}
+	if after := jsonInt(t, mustCLI(t, "admin", "leader", "--json", all), "epoch"); after <= before {
+		t.Errorf("the Raft leader's epoch %d after the import is not above %d before it (no re-election)", after, before)
+	}
+	if first := jsonInt(t, mustCLI(t, "admin", "allocate-ids", "table", "--json", all), "first"); first <= zkFirst {
+		t.Errorf("table id %d on Raft, %d was handed out on ZooKeeper", first, zkFirst)
+	}
+}

@@ -20,6 +20,23 @@ import (
 // listener once it serves the admin verbs.
 func coordinatorProc(t *testing.T, dir string, args ...string) (bs string, stop func()) {
 	t.Helper()
+	bs, stop = startCoordinatorProc(t, dir, args...)
+	waitServes(t, bs)
+	return bs, stop
+}
+
+// waitServes waits until the coordinators at bs serve the admin verbs.
+func waitServes(t *testing.T, bs string) {
+	t.Helper()
+	testutil.WaitFor(t, 60*time.Second, "the coordinator serves", func() bool {
+		_, _, code := runCLI(t, "admin", "list-databases", bs, "--timeout=2s")
+		return code == ExitOK
+	})
+}
+
+// startCoordinatorProc is coordinatorProc without the wait.
+func startCoordinatorProc(t *testing.T, dir string, args ...string) (bs string, stop func()) {
+	t.Helper()
 	client := strconv.Itoa(testutil.FreePort(t))
 	cmd := exec.Command(testutil.Binary(t, "metaplane"), append([]string{"coordinator", "--no-env",
 		"-D", "bind.listeners=CLIENT://127.0.0.1:" + client, "-D", "metrics.address=127.0.0.1:0"}, args...)...)
@@ -53,10 +70,6 @@ func coordinatorProc(t *testing.T, dir string, args ...string) (bs string, stop 
 		}
 	})
 	bs = "--bootstrap-servers=127.0.0.1:" + client
-	testutil.WaitFor(t, 60*time.Second, "the coordinator serves", func() bool {
-		_, _, code := runCLI(t, "admin", "list-databases", bs, "--timeout=2s")
-		return code == ExitOK
-	})
 	return bs, stop
 }
 
