@@ -47,12 +47,16 @@ configuration selects (--config, -D, the environment), exactly as for
 metaplane coordinator; stop the coordinators of the target before an
 import. zk-to-raft-export, zk-to-raft-import and zk-to-raft-validate are
 the same verbs, requiring ZooKeeper as the source and Raft as the target.
-docs/migration.md gives the whole procedure and how to roll back.`
+copy does export, import and validate in one between two configurations
+(--from, --to); live copies a store that keeps serving, then fences it
+(zk-to-raft-live-migrate is live from ZooKeeper to Raft); unfence removes
+a live migration's marker. docs/migration.md gives the whole procedure
+and how to roll back.`
 
 func newMigrateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "migrate <command>",
-		Short: "export, import and validate the metadata tree between backends",
+		Short: "export, import, validate, copy or live-migrate the metadata tree between backends",
 		Long:  migrateLong,
 	}
 	markGroup(cmd, "command")

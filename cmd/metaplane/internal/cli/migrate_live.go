@@ -17,7 +17,7 @@ import (
 func init() {
 	Register(func() *cobra.Command {
 		cmd := newLiveMigrateCmd(config.BackendZooKeeper, config.BackendRaft)
-		cmd.Use = "zk-to-raft-live-migrate --from CONFIG --to CONFIG"
+		cmd.Use = "zk-to-raft-live-migrate"
 		cmd.Short = "migrate a serving ZooKeeper cluster to an empty Raft store (migrate live, source zookeeper, target raft)"
 		return cmd
 	})

@@ -244,3 +244,25 @@ func TestMigrateCopyIntoThreeVoters(t *testing.T) {
 		t.Errorf("table id %d on Raft, %d was handed out on ZooKeeper", first, zkFirst)
 	}
 }
+
+// TestTwoStoreVerbsRefuseBadUsage: copy and live check their flags before
+// starting anything (exit 2, naming what is wrong).
+func TestTwoStoreVerbsRefuseBadUsage(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "a.yaml", map[string]string{"zookeeper.address": "127.0.0.1:1"})
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"migrate", "copy", "--to", cfg}, "--from FILE --to FILE"},
+		{[]string{"migrate", "live", "--from", cfg}, "--from FILE --to FILE"},
+		{[]string{"migrate", "copy", "--from", cfg, "--to", cfg}, "the same configuration"},
+		{[]string{"migrate", "live", "--from", cfg, "--to", cfg + "x", "--max-rounds", "0"}, "--max-rounds 0: want 1 to 100"},
+		{[]string{"zk-to-raft-live-migrate", "--from", cfg, "--to", cfg, "--from-set", "nokey"}, "nokey"},
+	} {
+		_, e, code := runCLI(t, append(tt.args, "--no-env")...)
+		if code != ExitUsage || !strings.Contains(e, tt.want) {
+			t.Errorf("%v: exit %d, %q; want %d naming %q", tt.args, code, e, ExitUsage, tt.want)
+		}
+	}
+}
