@@ -231,7 +231,15 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 			return res, err
 		}
 	}
-	fin, eph, err := c.round(ctx, src, len(res.Rounds)+1, true)
+	var fin Round
+	var eph int
+	for attempt := 1; ; attempt++ {
+		fin, eph, err = c.round(ctx, src, len(res.Rounds)+1, true)
+		if err == nil || attempt == 3 || !errors.Is(err, core.ErrUnavailable) {
+			break
+		}
+		say("final scan: %v; trying again", err)
+	}
 	if err != nil {
 		return res, fmt.Errorf("final scan: %w", err)
 	}
@@ -347,13 +355,27 @@ func Unfence(ctx context.Context, b core.MetadataBackend) (string, error) {
 	return desc, dropMarker(ctx, b)
 }
 
-// waitNoLeader waits until src reports no coordinator leader.
+// noLeaderSettle is how long src must go on reporting no leader: a
+// standby elected as the leader stepped down resigns on the fence at
+// once, but its election changes the tree first.
+const noLeaderSettle = 300 * time.Millisecond
+
+// waitNoLeader waits until src reports no coordinator leader, twice,
+// noLeaderSettle apart.
 func waitNoLeader(ctx context.Context, src core.MetadataBackend, d time.Duration) error {
 	deadline := time.Now().Add(d)
+	var since time.Time
 	for {
 		l, err := src.Leader(ctx)
 		if errors.Is(err, core.ErrNotFound) {
-			return nil
+			if since.IsZero() {
+				since = time.Now()
+			}
+			if time.Since(since) >= noLeaderSettle {
+				return nil
+			}
+		} else {
+			since = time.Time{}
 		}
 		if time.Now().After(deadline) {
 			if err != nil {
