@@ -31,6 +31,29 @@ func writeConfig(t *testing.T, dir, name string, kv map[string]string) string {
 	return p
 }
 
+// migrationSetup skips under -short, and starts a ZooKeeper server and
+// finds the plugin binaries (their directory) for a migration test.
+func migrationSetup(t *testing.T) (srv *zktest.Cluster, bin, dir string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts ZooKeeper, coordinators and plugins")
+	}
+	srv = zktest.StartServer(t)
+	bin = filepath.Dir(testutil.Binary(t, "metaplane-backend-zookeeper"))
+	testutil.Binary(t, "metaplane-backend-raft")
+	return srv, bin, t.TempDir()
+}
+
+// createDatabase creates database name through c within timeout.
+func createDatabase(ctx context.Context, c *adminclient.Client, name string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return c.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+		_, err := a.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: name})
+		return err
+	})
+}
+
 // TestLiveMigrateZooKeeperToRaft: zk-to-raft-live-migrate copies a
 // ZooKeeper cluster whose coordinator keeps taking writes into an empty
 // Raft store: every write acknowledged is on Raft, writes after the fence
@@ -38,13 +61,7 @@ func writeConfig(t *testing.T, dir, name string, kv map[string]string) string {
 // copy serves it with a higher epoch and continuing table ids; a second
 // run is refused on the marker.
 func TestLiveMigrateZooKeeperToRaft(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts ZooKeeper, coordinators and plugins")
-	}
-	srv := zktest.StartServer(t)
-	bin := filepath.Dir(testutil.Binary(t, "metaplane-backend-zookeeper"))
-	testutil.Binary(t, "metaplane-backend-raft")
-	dir := t.TempDir()
+	srv, bin, dir := migrationSetup(t)
 	zkCfg := writeConfig(t, dir, "zk.yaml", map[string]string{"metadata.backend.plugin.dir": bin,
 		"zookeeper.address": srv.ConnectString(), "zookeeper.path.root": "/live-test", "zookeeper.client.session-timeout": "4s"})
 	raftCfg := writeConfig(t, dir, "raft.yaml", map[string]string{"metadata.backend.plugin.dir": bin,
@@ -69,13 +86,7 @@ func TestLiveMigrateZooKeeperToRaft(t *testing.T) {
 		defer close(writerDone)
 		for i := 0; wctx.Err() == nil; i++ {
 			name := fmt.Sprintf("live%04d", i)
-			cctx, cancel := context.WithTimeout(wctx, 2*time.Second)
-			err := c.Admin(cctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
-				_, err := a.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: name})
-				return err
-			})
-			cancel()
-			if err == nil {
+			if err := createDatabase(wctx, c, name, 2*time.Second); err == nil {
 				mu.Lock()
 				acked = append(acked, name)
 				mu.Unlock()
@@ -170,13 +181,7 @@ func jsonInt(t *testing.T, s, key string) int64 {
 // resigns during the import and is elected again above the imported
 // epoch; the quorum serves the same catalog with continuing table ids.
 func TestMigrateCopyIntoThreeVoters(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts ZooKeeper, coordinators and plugins")
-	}
-	srv := zktest.StartServer(t)
-	bin := filepath.Dir(testutil.Binary(t, "metaplane-backend-zookeeper"))
-	testutil.Binary(t, "metaplane-backend-raft")
-	dir := t.TempDir()
+	srv, bin, dir := migrationSetup(t)
 	zkCfg := writeConfig(t, dir, "zk.yaml", map[string]string{"metadata.backend.plugin.dir": bin,
 		"zookeeper.address": srv.ConnectString(), "zookeeper.path.root": "/copy-test", "zookeeper.client.session-timeout": "4s"})
 	var voters []string

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/internal/testutil"
-	"github.com/metaplane/metaplane/internal/zktest"
 )
 
 // coordinatorProc runs `metaplane coordinator` with args until the test
@@ -89,13 +88,7 @@ func mustCLI(t *testing.T, args ...string) string {
 // stores equal, and a Raft coordinator started on the imported store
 // serves the same catalog.
 func TestMigrateZooKeeperToRaft(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts ZooKeeper, coordinators and plugins")
-	}
-	srv := zktest.StartServer(t)
-	bin := filepath.Dir(testutil.Binary(t, "metaplane-backend-zookeeper"))
-	testutil.Binary(t, "metaplane-backend-raft")
-	dir := t.TempDir()
+	srv, bin, dir := migrationSetup(t)
 	zk := []string{"--no-env", "-D", "metadata.backend.plugin.dir=" + bin, "-D", "zookeeper.address=" + srv.ConnectString(),
 		"-D", "zookeeper.path.root=/migrate-test", "-D", "zookeeper.client.session-timeout=4s"}
 	raftDir := filepath.Join(dir, "raft")

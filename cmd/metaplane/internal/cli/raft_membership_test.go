@@ -106,13 +106,7 @@ func TestRaftMembership(t *testing.T) {
 			default:
 			}
 			name := fmt.Sprintf("db%d", i)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			err := client.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
-				_, err := a.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: name})
-				return err
-			})
-			cancel()
-			if err == nil {
+			if err := createDatabase(context.Background(), client, name, 10*time.Second); err == nil {
 				mu.Lock()
 				acked = append(acked, name)
 				mu.Unlock()
