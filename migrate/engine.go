@@ -242,6 +242,18 @@ func Import(ctx context.Context, dst core.MetadataBackend, t *Tree, o Options) (
 	if err := flush(); err != nil {
 		return res, err
 	}
+	if !bulk {
+		// Plain creates do not carry the source's sequential counters.
+		next := map[string]int64{}
+		for _, n := range t.Nodes {
+			if n.NextSequence > 0 {
+				next[n.Path] = n.NextSequence
+			}
+		}
+		if err := continueSequences(ctx, dst, next); err != nil {
+			return res, err
+		}
+	}
 	if err := dropMarker(ctx, dst); err != nil {
 		return res, fmt.Errorf("the import is complete, but the target's migration fence could not be removed (metaplane migrate unfence removes it): %w", err)
 	}

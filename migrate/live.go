@@ -245,6 +245,9 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 	}
 	res.Final, res.Ephemerals = fin, eph
 	say("final scan: %d nodes changed at revision %d (%d ms)", fin.Changed, fin.Revision, fin.DurationMS)
+	if err := continueSequences(ctx, dst, c.next); err != nil {
+		return res, err
+	}
 	tree := c.tree(srcName, fin.Revision)
 	res.Validate, err = Validate(ctx, dst, tree, c.keep)
 	if err != nil {
@@ -616,6 +619,60 @@ func (c *copier) create(ctx context.Context, nodes []Node) error {
 			return err
 		}
 		nodes = nodes[n:]
+	}
+	return nil
+}
+
+// seqProbe is the name prefix of the sequential nodes continueSequences
+// creates (and deletes) to move a parent's sequential counter on.
+const seqProbe = "metaplane-migration-probe-"
+
+// probeBatch is how many probes one transaction creates.
+const probeBatch = 500
+
+// continueSequences makes the next sequential child of every parent in
+// next (parent -> one above the highest 10-digit suffix among its children
+// on the source) get at least that suffix on dst: a target loaded without
+// an Importer, or whose parent got its sequential children one by one in
+// live rounds, counts its suffixes from the creates it saw, which may be
+// below the source's when the source also deleted some. It creates a
+// sequential probe child and deletes it; when the probe's suffix is below
+// the source's next one, it creates (and deletes) as many more probes as
+// the gap, in transactions of probeBatch. One probe per parent when the
+// counter is right.
+func continueSequences(ctx context.Context, dst core.MetadataBackend, next map[string]int64) error {
+	parents := make([]string, 0, len(next))
+	for p, n := range next {
+		if n > 0 {
+			parents = append(parents, p)
+		}
+	}
+	sort.Strings(parents)
+	for _, parent := range parents {
+		probe := core.JoinPath(parent, seqProbe)
+		gap := int64(1)
+		for gap > 0 {
+			ops := make([]core.Op, min(gap, probeBatch))
+			for i := range ops {
+				ops[i] = core.CreateOp(probe, nil, core.PersistentSequential)
+			}
+			res, err := dst.Txn(ctx, ops, core.TxnOptions{})
+			if err != nil {
+				return fmt.Errorf("continue the sequential names under %s: %w", parent, err)
+			}
+			del := make([]core.Op, len(res.Results))
+			for i, r := range res.Results {
+				del[i] = core.DeleteOp(r.Path, core.AnyVersion)
+			}
+			if _, err := dst.Txn(ctx, del, core.TxnOptions{}); err != nil {
+				return fmt.Errorf("continue the sequential names under %s: delete the probes: %w", parent, err)
+			}
+			last, ok := sequenceOf(res.Results[len(res.Results)-1].Path)
+			if !ok {
+				break
+			}
+			gap = next[parent] - 1 - last
+		}
 	}
 	return nil
 }

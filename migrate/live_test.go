@@ -25,7 +25,15 @@ type fencedWriter struct {
 	mu      sync.Mutex
 	acked   map[string]string // path -> data, "" deleted
 	refused int
+	lastSeq string // the sequential node created last (writer goroutine only)
 	done    chan struct{}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func startWriter(t *testing.T, src core.MetadataBackend) *fencedWriter {
@@ -36,8 +44,10 @@ func startWriter(t *testing.T, src core.MetadataBackend) *fencedWriter {
 		t.Fatal(err)
 	}
 	w := &fencedWriter{acked: map[string]string{}, done: make(chan struct{})}
-	if _, _, err := core.Create(ctx, src, "/w/hot", []byte("0"), core.CreateOptions{MakeParents: true, Fence: lead.Fence()}); err != nil {
-		t.Fatal(err)
+	for _, p := range []string{"/w/hot", "/w/seq"} {
+		if _, _, err := core.Create(ctx, src, p, []byte("0"), core.CreateOptions{MakeParents: true, Fence: lead.Fence()}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	go func() {
 		defer close(w.done)
@@ -54,7 +64,15 @@ func startWriter(t *testing.T, src core.MetadataBackend) *fencedWriter {
 			if i%3 == 0 {
 				ops = append(ops, core.DeleteOp(fmt.Sprintf("/w/n%05d", i-2), core.AnyVersion))
 			}
-			_, err := src.Txn(ctx, ops, core.TxnOptions{Fence: lead.Fence()})
+			// A sequential family whose members are deleted again.
+			ops = append(ops, core.CreateOp("/w/seq/s-", nil, core.PersistentSequential))
+			if w.lastSeq != "" {
+				ops = append(ops, core.DeleteOp(w.lastSeq, core.AnyVersion))
+			}
+			res, err := src.Txn(ctx, ops, core.TxnOptions{Fence: lead.Fence()})
+			if err == nil {
+				w.lastSeq = res.Results[len(ops)-1-boolInt(w.lastSeq != "")].Path
+			}
 			w.mu.Lock()
 			if err == nil {
 				w.acked[p] = p
@@ -138,6 +156,11 @@ func TestLiveUnderWrites(t *testing.T) {
 	dstHot, _ := core.Get(ctx, dst, "/w/hot")
 	if srcHot.Stat.Version != dstHot.Stat.Version || srcHot.Stat.Version < 2 {
 		t.Errorf("/w/hot: version %d on the source, %d on the target", srcHot.Stat.Version, dstHot.Stat.Version)
+	}
+	// The sequential family continues above every suffix the source used.
+	got, _, err := core.Create(ctx, dst, "/w/seq/s-", nil, core.CreateOptions{Mode: core.PersistentSequential})
+	if err != nil || got <= w.lastSeq {
+		t.Errorf("a sequential create on the target got %s (%v); the source used up to %s", got, err, w.lastSeq)
 	}
 	if len(res.Validate.Differences) != 0 || !res.KeptVersions || res.Ephemerals != 1 || res.Nodes == 0 {
 		t.Errorf("result %+v", res)

@@ -188,6 +188,12 @@ func TestImportWithoutImporter(t *testing.T) {
 	if len(v.Differences) != 1 || v.Differences[0].What != "version" || v.Differences[0].Path != "/metadata/databases/db1" {
 		t.Errorf("with versions: %+v, want db1's version named", v.Differences)
 	}
+	// Plain creates do not carry the sequential counter: the import moves
+	// it on, so a sequential create never reuses the source's suffixes.
+	got, _, err := core.Create(ctx, dst, "/changes/acl_", nil, core.CreateOptions{Mode: core.PersistentSequential})
+	if err != nil || got <= "/changes/acl_0000000002" {
+		t.Errorf("a sequential create on the target got %s (%v): a suffix the source used", got, err)
+	}
 }
 
 // TestValidateNamesEveryKindOfDifference: missing, extra and changed
