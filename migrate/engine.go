@@ -40,12 +40,7 @@ func Export(ctx context.Context, src core.MetadataBackend) (*Tree, error) {
 	}
 	nodes := append([]core.Node(nil), snap.Nodes...)
 	sort.Slice(nodes, func(i, j int) bool { return pathLess(nodes[i].Path, nodes[j].Path) })
-	next := map[string]int64{}
-	for _, n := range nodes {
-		if seq, ok := sequenceOf(n.Path); ok && seq+1 > next[parentOf(n.Path)] {
-			next[parentOf(n.Path)] = seq + 1
-		}
-	}
+	next := nextSequences(nodes)
 	t := &Tree{Header: Header{Source: src.Capabilities().Name, Revision: snap.Revision, Created: time.Now().UTC()}}
 	for _, n := range nodes {
 		switch {
@@ -119,6 +114,32 @@ func cut(p string) (seg, rest string) {
 		}
 	}
 	return p, ""
+}
+
+// nextSequences returns, for each parent whose children all carry a
+// 10-digit sequential suffix (a sequential family; ephemeral members
+// count), one above the highest suffix. A parent with any other child
+// (say request records named by ids that may end in ten digits) has no
+// entry: its next sequential suffix is then the target's own count.
+func nextSequences(nodes []core.Node) map[string]int64 {
+	next := map[string]int64{}
+	plain := map[string]bool{}
+	for _, n := range nodes {
+		if n.Path == "/" {
+			continue
+		}
+		parent := parentOf(n.Path)
+		seq, ok := sequenceOf(n.Path)
+		if !ok {
+			plain[parent] = true
+		} else if seq+1 > next[parent] {
+			next[parent] = seq + 1
+		}
+	}
+	for p := range plain {
+		delete(next, p)
+	}
+	return next
 }
 
 // sequenceOf returns the 10-digit sequential suffix of a path's last

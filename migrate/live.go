@@ -529,12 +529,7 @@ func (c *copier) round(ctx context.Context, src core.MetadataBackend, r int, con
 		}
 	}
 	sort.Slice(cur, func(i, j int) bool { return pathLess(cur[i].Path, cur[j].Path) })
-	next := map[string]int64{}
-	for _, n := range cur {
-		if seq, ok := sequenceOf(n.Path); ok && seq+1 > next[parentOf(n.Path)] {
-			next[parentOf(n.Path)] = seq + 1
-		}
-	}
+	next := nextSequences(snap.Nodes)
 	curMap := make(map[string]core.Node, len(cur))
 	for _, n := range cur {
 		curMap[n.Path] = n
@@ -627,8 +622,12 @@ func (c *copier) create(ctx context.Context, nodes []Node) error {
 // creates (and deletes) to move a parent's sequential counter on.
 const seqProbe = "metaplane-migration-probe-"
 
-// probeBatch is how many probes one transaction creates.
-const probeBatch = 500
+// probeBatch is how many probes one transaction creates; maxProbes
+// bounds the probes under one parent.
+const (
+	probeBatch = 500
+	maxProbes  = 200000
+)
 
 // continueSequences makes the next sequential child of every parent in
 // next (parent -> one above the highest 10-digit suffix among its children
@@ -651,7 +650,10 @@ func continueSequences(ctx context.Context, dst core.MetadataBackend, next map[s
 	for _, parent := range parents {
 		probe := core.JoinPath(parent, seqProbe)
 		gap := int64(1)
-		for gap > 0 {
+		for probes := int64(0); gap > 0; probes += probeBatch {
+			if probes > maxProbes {
+				return fmt.Errorf("continue the sequential names under %s: %d probes did not reach suffix %d: not a sequential family?", parent, maxProbes, next[parent])
+			}
 			ops := make([]core.Op, min(gap, probeBatch))
 			for i := range ops {
 				ops[i] = core.CreateOp(probe, nil, core.PersistentSequential)

@@ -258,3 +258,20 @@ func TestPathOrderPutsParentsFirst(t *testing.T) {
 		t.Error("path order is not parents first, then segment by segment")
 	}
 }
+
+// TestNextSequencesOnlyForFamilies: a parent is a sequential family only
+// when all its children carry a 10-digit suffix; ids that happen to end in
+// ten digits among other names give no counter (that would send the
+// target's counter to billions).
+func TestNextSequencesOnlyForFamilies(t *testing.T) {
+	nodes := []core.Node{
+		{Path: "/"}, {Path: "/changes"}, {Path: "/changes/acl_0000000007"}, {Path: "/changes/acl_0000000002"},
+		{Path: "/requests"}, {Path: "/requests/9f1c-123456789012"}, {Path: "/requests/9f1c-abcdef"},
+		{Path: "/election"}, {Path: "/election/_c_ab-latch-0000000004", Stat: core.Stat{EphemeralOwner: 5}},
+	}
+	got := nextSequences(nodes)
+	want := map[string]int64{"/changes": 8, "/election": 5}
+	if len(got) != len(want) || got["/changes"] != 8 || got["/election"] != 5 {
+		t.Errorf("nextSequences: %v, want %v", got, want)
+	}
+}
