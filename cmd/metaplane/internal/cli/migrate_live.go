@@ -64,10 +64,11 @@ func (s *storeFlags) open(ctx context.Context, stderr io.Writer, verb, wantFrom,
 		if !s.noEnv {
 			opts.Env = os.Environ()
 		}
-		cfg, err := loadDaemonConfig(stderr, opts)
+		cfg, err := loadDaemonConfig(opts)
 		if err != nil {
 			return nil, fmt.Errorf("the %s (%s): %w", role, file, err)
 		}
+		logWarnings(newLogger(stderr, "migrate-"+role, cfg.Log), cfg)
 		if want != "" && cfg.Selected.Backend != want {
 			return nil, fmt.Errorf("%s needs the %s backend as its %s, and %s selects %s (%s)", verb, want, role, file, cfg.Selected.Backend, cfg.Selected.SelectedBy)
 		}
@@ -260,10 +261,11 @@ interrupted run left. It prints the marker it removed.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as a JSON object")
 	cmd.Flags().StringVar(&pluginPath, "plugin", "", "run this backend plugin binary instead of metaplane-backend-<backend>")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := loadDaemonConfig(cmd.ErrOrStderr(), cf.LoadOptions())
+		cfg, err := loadDaemonConfig(cf.LoadOptions())
 		if err != nil {
 			return err
 		}
+		logWarnings(newLogger(cmd.ErrOrStderr(), "migrate-unfence", cfg.Log), cfg)
 		b, closeB, err := openBackend(cmd.Context(), cmd.ErrOrStderr(), cfg, pluginPath, "migrate-unfence")
 		if err != nil {
 			return err
