@@ -159,7 +159,9 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 	}
 	srcMarker := Marker{ID: o.ID, Role: "source", Phase: "copying", Peer: dstName, Started: started}
 	if _, err := src.Txn(ctx, []core.Op{core.CreateOp(catalog.MigrationPath, markerData(srcMarker), core.Persistent)}, core.TxnOptions{}); err != nil {
-		_ = dropMarker(context.Background(), dst)
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_ = dropMarker(dctx, dst)
+		cancel()
 		if errors.Is(err, core.ErrNodeExists) {
 			return res, fmt.Errorf("%w on the source: %s (another migration holds it, or one was interrupted: `metaplane migrate unfence` on the source removes it); the target's marker was removed", ErrMigrationInProgress, describeMarker(ctx, src))
 		}
