@@ -39,7 +39,8 @@ type Client struct {
 	// coordinator before it tries the next one; default 2s.
 	ConnectWait time.Duration
 
-	creds credentials.TransportCredentials // of every connection
+	creds  credentials.TransportCredentials // of every connection
+	perRPC credentials.PerRPCCredentials    // the password of every call, or nil
 
 	mu      sync.Mutex
 	conns   map[string]*grpc.ClientConn
@@ -65,6 +66,10 @@ type Options struct {
 	// and keeps working when that one dies. 0: the client knows only its
 	// bootstrap addresses unless Refresh is called.
 	RefreshInterval time.Duration
+	// Username and Password, when Username is set, go with every call
+	// (gRPC metadata, see PasswordCredentials) for a SASL_SSL listener.
+	// They need TLS: NewClientWithOptions refuses them without it.
+	Username, Password string
 }
 
 // NewClient returns a client for the coordinators at bootstrap (host:port
@@ -95,6 +100,12 @@ func NewClientWithOptions(bootstrap []string, opts Options) (*Client, error) {
 	}
 	c := &Client{bootstrap: addrs, Timeout: 30 * time.Second, RetryWait: 200 * time.Millisecond,
 		ConnectWait: 2 * time.Second, creds: creds, conns: map[string]*grpc.ClientConn{}}
+	if opts.Username != "" {
+		if opts.TLS == nil {
+			return nil, fmt.Errorf("%w: a username and password are sent over TLS only: give a TLS configuration too", core.ErrInvalidArgument)
+		}
+		c.perRPC = PasswordCredentials(opts.Username, opts.Password)
+	}
 	if opts.RefreshInterval > 0 {
 		ctx, cancel := context.WithCancel(context.Background())
 		c.stop, c.stopped = cancel, make(chan struct{})
@@ -179,7 +190,11 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	if cc, ok := c.conns[addr]; ok {
 		return cc, nil
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(c.creds))
+	dopts := []grpc.DialOption{grpc.WithTransportCredentials(c.creds)}
+	if c.perRPC != nil {
+		dopts = append(dopts, grpc.WithPerRPCCredentials(c.perRPC))
+	}
+	cc, err := grpc.NewClient(addr, dopts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: coordinator %s: %v", core.ErrInvalidArgument, addr, err)
 	}

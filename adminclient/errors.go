@@ -32,6 +32,8 @@ const (
 	CodeClosed             = "CLOSED"
 	CodeUnavailable        = "UNAVAILABLE"
 	CodeInternal           = "INTERNAL"
+	CodeUnauthenticated    = "UNAUTHENTICATED"
+	CodePermissionDenied   = "PERMISSION_DENIED"
 )
 
 // The original system's error codes for the two errors operators know by
@@ -50,6 +52,14 @@ var (
 	// ErrUnimplemented is what FromStatus gives for an RPC the server does
 	// not serve (the tablet-server RPCs on the ZooKeeper backend).
 	ErrUnimplemented = errors.New("admin: not served by this coordinator")
+	// ErrUnauthenticated is the answer to a call without the
+	// authentication its listener requires (no or a wrong username and
+	// password, a client certificate without a name); nothing was done.
+	ErrUnauthenticated = errors.New("admin: unauthenticated")
+	// ErrPermissionDenied is the answer to a call the authorizer refused
+	// (authorizer.enabled): the message names the principal, the
+	// operation and the resource; nothing was done.
+	ErrPermissionDenied = errors.New("admin: permission denied")
 )
 
 // InvalidCoordinatorError is ErrInvalidCoordinator with the epochs.
@@ -168,6 +178,8 @@ var errorTable = []errorRow{
 	{sentinel: core.ErrUnavailable, code: CodeUnavailable, status: codes.Unavailable, outcome: adminv1.Outcome_OUTCOME_UNKNOWN},
 	{sentinel: context.DeadlineExceeded, code: CodeUnavailable, status: codes.DeadlineExceeded, outcome: adminv1.Outcome_OUTCOME_UNKNOWN},
 	{sentinel: context.Canceled, code: CodeUnavailable, status: codes.Canceled, outcome: adminv1.Outcome_OUTCOME_UNKNOWN},
+	{sentinel: ErrUnauthenticated, code: CodeUnauthenticated, status: codes.Unauthenticated},
+	{sentinel: ErrPermissionDenied, code: CodePermissionDenied, status: codes.PermissionDenied},
 	// The fallback: an error of no other row (a malformed stored record, a
 	// storage failure). Its outcome is not known.
 	{code: CodeInternal, status: codes.Internal, outcome: adminv1.Outcome_OUTCOME_UNKNOWN},

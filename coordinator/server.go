@@ -44,6 +44,9 @@ type Options struct {
 	// credentials.NewTLS); nil serves plaintext. The caller builds them
 	// from its configuration; the server reads no file.
 	Credentials credentials.TransportCredentials
+	// Security authenticates and authorizes the calls (auth.go); the zero
+	// value checks nothing.
+	Security Security
 	// AdvertisedListeners is the address given to others, as listeners
 	// ("CLIENT://host:port"); default CLIENT://<Listener's address>.
 	AdvertisedListeners string
@@ -191,6 +194,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Credentials != nil {
 		sopts = append(sopts, grpc.Creds(opts.Credentials))
 	}
+	sopts = append(sopts, grpc.ChainUnaryInterceptor(s.unaryAuth), grpc.ChainStreamInterceptor(s.streamAuth))
 	s.grpc = grpc.NewServer(sopts...)
 	adminv1.RegisterAdminServiceServer(s.grpc, &adminService{s: s})
 	adminv1.RegisterTabletServerServiceServer(s.grpc, &tabletServerService{s: s})

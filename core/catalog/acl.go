@@ -53,6 +53,10 @@ func (c *Catalog) readModifyWrite(ctx context.Context, kind, name, path string, 
 	}
 }
 
+// WildcardResource is the resource name that stands for every resource of
+// its type (the original's and Kafka's literal "*").
+const WildcardResource = "*"
+
 // ResourceKey names an ACL resource: a type ("CLUSTER", "DATABASE",
 // "TABLE") and a name ("fluss-cluster", "db1", "db1.t1").
 type ResourceKey struct {
@@ -62,10 +66,14 @@ type ResourceKey struct {
 
 // validate checks the resource against the enumerations: the type is one
 // of ACLResourceTypes; a DATABASE is named by a database name, a TABLE by
-// <db>.<table>, the CLUSTER by any valid name ("fluss-cluster").
+// <db>.<table>, the CLUSTER by any valid name ("fluss-cluster"); the name
+// WildcardResource ("*") means every resource of the type.
 func (k ResourceKey) validate() error {
 	if err := oneOf("resource_type", "acl resource type", k.Type, ACLResourceTypes); err != nil {
 		return err
+	}
+	if k.Name == WildcardResource {
+		return nil
 	}
 	badName := func(want string) error {
 		return invalidField("resource_name", "acl resource name %q is not a valid %s name (%s)", truncate(k.Name), strings.ToLower(k.Type), want)
@@ -404,4 +412,33 @@ func SortedServerIDs(m map[int32]int32) []int32 {
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	return ids
+}
+
+// ACLsOf returns the entries stored on each of the resources, in order (nil
+// for a resource without ACLs), in one batched read. Errors: a malformed
+// stored value, backend errors.
+func (c *Catalog) ACLsOf(ctx context.Context, resources []ResourceKey) ([][]ACLEntry, error) {
+	paths := make([]string, len(resources))
+	for i, r := range resources {
+		paths[i] = ResourceACLPath(r.Type, r.Name)
+	}
+	res, err := c.r.GetMany(ctx, paths, core.ReadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]ACLEntry, len(resources))
+	for i, r := range res {
+		if errors.Is(r.Err, core.ErrNotFound) {
+			continue
+		}
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		acl, err := UnmarshalResourceACL(r.Node.Data)
+		if err != nil {
+			return nil, fmt.Errorf("acl %s/%s: %w", resources[i].Type, resources[i].Name, err)
+		}
+		out[i] = acl.ACLs
+	}
+	return out, nil
 }

@@ -22,6 +22,15 @@ type Config struct {
 	Metadata MetadataConfig `koanf:"metadata"`
 	// Security holds the security.* keys (listener TLS; security.go).
 	Security SecurityConfig `koanf:"security"`
+	// Authorizer holds the authorizer.* keys (auth.go).
+	Authorizer AuthorizerConfig `koanf:"authorizer"`
+	// SuperUsers, key super.users, default empty: the principals the
+	// authorizer allows everything, ';'-separated as the original's
+	// (User:admin;User:ops).
+	SuperUsers string `koanf:"super.users"`
+	// ClientSASL holds the client.security.sasl.* keys: the username and
+	// password a tablet server presents to a SASL_SSL listener (auth.go).
+	ClientSASL ClientSASLConfig `koanf:"client.security.sasl"`
 
 	// BindListeners, key bind.listeners, default [CLIENT://127.0.0.1:9123]:
 	// the listeners of the server, each NAME://host:port (port 0 picks a
@@ -336,8 +345,9 @@ func Default() *Config {
 				MaxBufferSize:       100 * MiB,
 			},
 		},
-		Metadata:             MetadataConfig{Backend: BackendConfig{Default: BackendRaft}},
-		Security:             SecurityConfig{TLS: ListenerTLSConfig{ClientAuth: "none"}},
+		Metadata: MetadataConfig{Backend: BackendConfig{Default: BackendRaft}},
+		Security: SecurityConfig{TLS: ListenerTLSConfig{ClientAuth: "none"},
+			SASL: SASLConfig{EnabledMechanisms: []string{MechanismPlain}}},
 		BindListeners:        []string{"CLIENT://127.0.0.1:9123"},
 		MetricsAddress:       "127.0.0.1:9249",
 		TabletServerID:       -1,

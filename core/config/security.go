@@ -24,6 +24,9 @@ type SecurityConfig struct {
 	ProtocolMap []string `koanf:"protocol.map"`
 	// TLS holds the security.tls.* keys.
 	TLS ListenerTLSConfig `koanf:"tls"`
+	// SASL holds the security.sasl.* keys (password authentication on
+	// SASL_SSL listeners; auth.go).
+	SASL SASLConfig `koanf:"sasl"`
 }
 
 // ListenerTLSConfig holds the security.tls.* keys: the certificate every
@@ -56,16 +59,19 @@ const (
 	// ProtocolSSL is a listener with TLS (and, with
 	// security.tls.client-auth, client certificates).
 	ProtocolSSL = "SSL"
+	// ProtocolSASLSSL is a listener with TLS on which every call carries a
+	// username and password (SASL PLAIN over TLS).
+	ProtocolSASLSSL = "SASL_SSL"
 )
 
 // SecurityProtocols lists the accepted protocols of security.protocol.map.
-var SecurityProtocols = []string{ProtocolPlaintext, ProtocolSSL}
+var SecurityProtocols = []string{ProtocolPlaintext, ProtocolSSL, ProtocolSASLSSL}
 
 // ClientAuthModes lists the accepted values of security.tls.client-auth.
 var ClientAuthModes = []string{"none", "request", "required"}
 
 // ListenerProtocol returns the security protocol of the listener named name
-// (PLAINTEXT or SSL, upper case): its security.protocol.map entry, or
+// (PLAINTEXT, SSL or SASL_SSL, upper case): its security.protocol.map entry, or
 // PLAINTEXT when it has none. It assumes a validated Config.
 func (c *Config) ListenerProtocol(name string) string {
 	for _, e := range c.Security.ProtocolMap {
@@ -100,11 +106,11 @@ func (c *Config) validateSecurity(probs *Problems, listeners map[string]bool) {
 			probs.Add(mapKey, fmt.Sprintf("listener %s is not one of bind.listeners' names", n))
 		}
 		switch {
-		case p == ProtocolSSL:
+		case p == ProtocolSSL || p == ProtocolSASLSSL:
 			ssl = append(ssl, n+":"+p)
 		case p == ProtocolPlaintext:
-		case strings.HasPrefix(p, "SASL"):
-			probs.Add(mapKey, fmt.Sprintf("%q: SASL authentication is not supported yet; use PLAINTEXT or SSL (with security.tls.client-auth for client certificates)", e))
+		case p == "SASL" || p == "SASL_PLAINTEXT":
+			probs.Add(mapKey, fmt.Sprintf("%q: SASL on a plaintext listener would send the passwords of security.sasl.enabled.mechanisms (PLAIN) in the clear; map the listener to SASL_SSL (TLS, then a username and password)", e))
 		default:
 			probs.Add(mapKey, fmt.Sprintf("%q: unknown protocol %s: want one of %s", e, p, strings.Join(SecurityProtocols, ", ")))
 		}
@@ -116,7 +122,7 @@ func (c *Config) validateSecurity(probs *Problems, listeners map[string]bool) {
 			{"security.tls.key-file", t.KeyFile},
 		} {
 			if strings.TrimSpace(f.path) == "" {
-				probs.Add(f.key, fmt.Sprintf("required when security.protocol.map maps a listener to SSL (%s)", strings.Join(ssl, ", ")))
+				probs.Add(f.key, fmt.Sprintf("required when security.protocol.map maps a listener to SSL or SASL_SSL (%s)", strings.Join(ssl, ", ")))
 			}
 		}
 	}
@@ -125,6 +131,7 @@ func (c *Config) validateSecurity(probs *Problems, listeners map[string]bool) {
 	} else if t.ClientAuth != "none" && strings.TrimSpace(t.CAFile) == "" {
 		probs.Add("security.tls.ca-file", fmt.Sprintf("required when security.tls.client-auth is %s: the CA that client certificates must chain to", t.ClientAuth))
 	}
+	c.validateAuth(probs)
 }
 
 // checkTLSFiles parses the PEM files of one certificate, its key and a CA

@@ -306,6 +306,7 @@ func (c *Config) CheckFiles() error {
 	t := c.Security.TLS
 	checkTLSFiles(&probs, now, "security.tls.cert-file", t.CertFile, "security.tls.key-file", t.KeyFile, "security.tls.ca-file", t.CAFile)
 	c.checkGossipKeyFile(&probs)
+	c.checkAuthFiles(&probs)
 	return probs.Err()
 }
 
