@@ -57,6 +57,10 @@ type Options struct {
 	// coordinators with (their CLIENT listener is mapped to SSL): RootCAs
 	// to verify them, and its own client certificate. Nil: plaintext.
 	TLS *tls.Config
+	// Username and Password, with Seeds and TLS, authenticate the tablet
+	// server to a SASL_SSL listener (client.security.sasl.*): its
+	// principal is User:<Username>.
+	Username, Password string
 	// Open opens the tablet server's own backend client, for a backend
 	// whose tablet servers follow it directly (core.TabletServersDirect,
 	// e.g. ZooKeeper).
@@ -174,7 +178,8 @@ func (s *Server) Serve(ctx context.Context) error {
 	}()
 	var wg sync.WaitGroup
 	if len(s.opts.Seeds) > 0 {
-		client, err := adminclient.NewClientWithOptions(s.opts.Seeds, adminclient.Options{TLS: s.opts.TLS, RefreshInterval: s.opts.CoordinatorRefresh})
+		client, err := adminclient.NewClientWithOptions(s.opts.Seeds, adminclient.Options{TLS: s.opts.TLS, RefreshInterval: s.opts.CoordinatorRefresh,
+			Username: s.opts.Username, Password: s.opts.Password})
 		if err != nil {
 			s.grpc.Stop()
 			return err

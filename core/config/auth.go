@@ -102,7 +102,10 @@ func (c *Config) SASLPlainEnabled() bool {
 	return false
 }
 
-func (c *Config) validateAuth(probs *Problems) {
+// validateAuth checks the authentication and authorization keys. A tablet
+// server (observer) does not serve SASL_SSL and needs no credentials file;
+// it needs client.security.sasl.* instead.
+func (c *Config) validateAuth(probs *Problems, observer bool) {
 	for _, m := range c.Security.SASL.EnabledMechanisms {
 		if !contains(SASLMechanisms, strings.ToUpper(m)) {
 			probs.Add("security.sasl.enabled.mechanisms", fmt.Sprintf("unknown mechanism %q: want %s", m, strings.Join(SASLMechanisms, ", ")))
@@ -118,7 +121,10 @@ func (c *Config) validateAuth(probs *Problems) {
 		if !c.SASLPlainEnabled() {
 			probs.Add("security.sasl.enabled.mechanisms", fmt.Sprintf("must include PLAIN when security.protocol.map maps a listener to SASL_SSL (%s)", strings.Join(sasl, ", ")))
 		}
-		if strings.TrimSpace(c.Security.SASL.PlainCredentialsFile) == "" {
+		if observer && c.ClientSASL.Username == "" {
+			probs.Add("client.security.sasl.username", fmt.Sprintf("required on a tablet server when security.protocol.map maps the coordinators' listener to SASL_SSL (%s)", strings.Join(sasl, ", ")))
+		}
+		if !observer && strings.TrimSpace(c.Security.SASL.PlainCredentialsFile) == "" {
 			probs.Add("security.sasl.plain.credentials-file", fmt.Sprintf("required when security.protocol.map maps a listener to SASL_SSL (%s): the users and their passwords", strings.Join(sasl, ", ")))
 		}
 	}

@@ -131,7 +131,6 @@ func (c *Config) validateSecurity(probs *Problems, listeners map[string]bool) {
 	} else if t.ClientAuth != "none" && strings.TrimSpace(t.CAFile) == "" {
 		probs.Add("security.tls.ca-file", fmt.Sprintf("required when security.tls.client-auth is %s: the CA that client certificates must chain to", t.ClientAuth))
 	}
-	c.validateAuth(probs)
 }
 
 // checkTLSFiles parses the PEM files of one certificate, its key and a CA

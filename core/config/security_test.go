@@ -19,15 +19,29 @@ func TestSecurityValidation(t *testing.T) {
 		key, frag string
 	}{
 		{"ssl needs a certificate", []string{"security.protocol.map=CLIENT:SSL"},
-			"security.tls.cert-file", "required when security.protocol.map maps a listener to SSL (CLIENT:SSL)"},
+			"security.tls.cert-file", "required when security.protocol.map maps a listener to SSL or SASL_SSL (CLIENT:SSL)"},
 		{"ssl needs a key", []string{"security.protocol.map=CLIENT:SSL", "security.tls.cert-file=/c.pem"},
 			"security.tls.key-file", "required when security.protocol.map maps a listener to SSL"},
 		{"unknown listener", []string{"security.protocol.map=INTERNAL:SSL"},
 			"security.protocol.map", "listener INTERNAL is not one of bind.listeners' names"},
 		{"unknown protocol", []string{"security.protocol.map=CLIENT:TLS"},
 			"security.protocol.map", "unknown protocol TLS: want one of PLAINTEXT, SSL"},
-		{"sasl is not there yet", []string{"security.protocol.map=CLIENT:SASL"},
-			"security.protocol.map", "SASL authentication is not supported yet"},
+		{"plain on a plaintext listener", []string{"security.protocol.map=CLIENT:SASL"},
+			"security.protocol.map", `"CLIENT:SASL": SASL on a plaintext listener would send the passwords of security.sasl.enabled.mechanisms (PLAIN) in the clear; map the listener to SASL_SSL`},
+		{"plain on SASL_PLAINTEXT", []string{"security.protocol.map=CLIENT:SASL_PLAINTEXT"},
+			"security.protocol.map", "map the listener to SASL_SSL"},
+		{"sasl_ssl needs a credentials file", []string{"security.protocol.map=CLIENT:SASL_SSL", "security.tls.cert-file=/c", "security.tls.key-file=/k"},
+			"security.sasl.plain.credentials-file", "required when security.protocol.map maps a listener to SASL_SSL (CLIENT:SASL_SSL)"},
+		{"sasl_ssl needs PLAIN", []string{"security.protocol.map=CLIENT:SASL_SSL", "security.tls.cert-file=/c", "security.tls.key-file=/k", "security.sasl.plain.credentials-file=/u", "security.sasl.enabled.mechanisms="},
+			"security.sasl.enabled.mechanisms", "must include PLAIN when security.protocol.map maps a listener to SASL_SSL"},
+		{"unknown mechanism", []string{"security.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256"},
+			"security.sasl.enabled.mechanisms", `unknown mechanism "SCRAM-SHA-256": want PLAIN`},
+		{"super user without a type", []string{"super.users=User:admin;ops"},
+			"super.users", `"ops": want TYPE:name, e.g. User:admin`},
+		{"super user of another type", []string{"super.users=Group:ops"},
+			"super.users", `unknown principal type "Group": want User`},
+		{"client username without a password", []string{"client.security.sasl.username=ts1"},
+			"client.security.sasl.password-file", "required with client.security.sasl.username"},
 		{"malformed entry", []string{"security.protocol.map=CLIENT"},
 			"security.protocol.map", `"CLIENT": want LISTENER:PROTOCOL`},
 		{"listener twice", []string{"security.protocol.map=CLIENT:SSL,client:PLAINTEXT", "security.tls.cert-file=/c", "security.tls.key-file=/k"},
@@ -131,5 +145,52 @@ func TestCheckFilesParsesPEM(t *testing.T) {
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("Validate of the loaded config: %v", err)
+	}
+}
+
+// TestCredentialsFile: the format of security.sasl.plain.credentials-file,
+// and that CheckFiles reports a bad file under its key without printing a
+// password.
+func TestCredentialsFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("users", "# operators\nadmin:s3cret: with colon \r\n\nts-1:pw1\n", 0o600)
+	users, err := ReadCredentialsFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(users) != 2 || users["admin"] != "s3cret: with colon " || users["ts-1"] != "pw1" {
+		t.Errorf("users = %q", users)
+	}
+	for _, tt := range []struct{ body, frag string }{
+		{"admin\n", "line 1: want username:password"},
+		{"admin:topsecret\nadmin:other\n", "line 2: user admin is given twice"},
+		{"bob:\n", "line 1: user bob has an empty password"},
+		{"# nothing\n", "lists no user"},
+	} {
+		p := write("bad", tt.body, 0o600)
+		_, err := ReadCredentialsFile(p)
+		if err == nil || !strings.Contains(err.Error(), tt.frag) {
+			t.Errorf("%q: err = %v, want %q", tt.body, err, tt.frag)
+		}
+		if err != nil && strings.Contains(err.Error(), "topsecret") {
+			t.Errorf("the error shows a password: %v", err)
+		}
+	}
+	open := write("open", "admin:pw\n", 0o644)
+	cfg := Default()
+	cfg.Security.SASL.PlainCredentialsFile = open
+	wantProblem(t, cfg.CheckFiles(), "security.sasl.plain.credentials-file", "is readable by every user")
+	cfg.Security.SASL.PlainCredentialsFile = good
+	cfg.ClientSASL = ClientSASLConfig{Username: "ts-1", PasswordFile: write("empty", "\n", 0o600)}
+	wantProblem(t, cfg.CheckFiles(), "client.security.sasl.password-file", "the first line (the password) is empty")
+	if got := (&Config{SuperUsers: "User:admin; user:ops;"}).SuperUserList(); len(got) != 2 || got[1].String() != "User:ops" {
+		t.Errorf("SuperUserList = %v", got)
 	}
 }

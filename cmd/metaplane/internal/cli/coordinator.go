@@ -218,6 +218,9 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 					return
 				case <-hup:
 					sec.reloader.Reload() // OnReload logs the outcome
+					if sec.reload != nil {
+						sec.reload() // the credentials file; logs the outcome
+					}
 				}
 			}
 		}()
@@ -250,6 +253,7 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 		},
 		Listener:                   l,
 		Credentials:                sec.creds,
+		Security:                   sec.auth,
 		AdvertisedListeners:        cl.Bind.Name + "://" + advertised,
 		ID:                         id,
 		TabletServerSessionTimeout: cfg.Coordinator.TabletServerSessionTimeout,
@@ -321,6 +325,9 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 		bs += " --tls-ca CA.pem"
 		if cfg.Security.TLS.ClientAuth == "required" {
 			bs += " --tls-cert CLIENT.pem --tls-key CLIENT-key.pem"
+		}
+		if sec.auth.Passwords != nil {
+			bs += " --user NAME --password-file PASSWORD-FILE"
 		}
 	}
 	b.line("try:\n  %s admin create-database demo%s\n  %s admin create-table demo.orders --column id:BIGINT --column amount:DOUBLE --primary-key id --buckets 3%s\n  %s admin list-tables demo%s",

@@ -134,9 +134,15 @@ func serveTabletServer(ctx context.Context, out io.Writer, logger *slog.Logger, 
 		if opts.TLS, err = coordinatorClientTLS(cfg); err != nil {
 			return err
 		}
+		if opts.Username, opts.Password, err = coordinatorClientPassword(cfg); err != nil {
+			return err
+		}
 		over := "plaintext"
 		if opts.TLS != nil {
 			over = "TLS"
+		}
+		if opts.Username != "" {
+			over += " as User:" + opts.Username
 		}
 		following = "coordinators " + strings.Join(seeds, ",") + " over " + over + " (" + cfg.Selected.Backend + ": registration and metadata through the coordinator leader)"
 	} else {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core/config"
 	"github.com/metaplane/metaplane/internal/tlsutil"
 )
@@ -26,15 +27,20 @@ import (
 type tlsFlags struct {
 	fs            *pflag.FlagSet
 	ca, cert, key string
+	// user and passwordFile are --user and --password-file: the username
+	// and password of a SASL_SSL listener (they imply TLS).
+	user, passwordFile string
 
 	once      sync.Once
 	diagnosis string
 }
 
 var tlsFlagEnv = map[string]string{
-	"tls-ca":   "METAPLANE_ADMIN_TLS_CA",
-	"tls-cert": "METAPLANE_ADMIN_TLS_CERT",
-	"tls-key":  "METAPLANE_ADMIN_TLS_KEY",
+	"tls-ca":        "METAPLANE_ADMIN_TLS_CA",
+	"tls-cert":      "METAPLANE_ADMIN_TLS_CERT",
+	"tls-key":       "METAPLANE_ADMIN_TLS_KEY",
+	"user":          "METAPLANE_ADMIN_USER",
+	"password-file": "METAPLANE_ADMIN_PASSWORD_FILE",
 }
 
 // addTLSFlags defines --tls-ca, --tls-cert and --tls-key on fs.
@@ -43,8 +49,12 @@ func addTLSFlags(fs *pflag.FlagSet) *tlsFlags {
 	fs.StringVar(&f.ca, "tls-ca", "", "speak TLS, verifying the coordinators against this CA `file` (PEM); env METAPLANE_ADMIN_TLS_CA")
 	fs.StringVar(&f.cert, "tls-cert", "", "speak TLS, presenting this client certificate `file` (PEM; with --tls-key); env METAPLANE_ADMIN_TLS_CERT")
 	fs.StringVar(&f.key, "tls-key", "", "the private key `file` (PEM) of --tls-cert; env METAPLANE_ADMIN_TLS_KEY")
+	fs.StringVar(&f.user, "user", "", "authenticate as this `username` (SASL_SSL listener; with --password-file; implies TLS); env METAPLANE_ADMIN_USER")
+	fs.StringVar(&f.passwordFile, "password-file", "", "the `file` whose first line is the password of --user; env METAPLANE_ADMIN_PASSWORD_FILE")
 	for n := range tlsFlagEnv {
-		_ = fs.SetAnnotation(n, cobra.BashCompFilenameExt, []string{}) // complete file names
+		if n != "user" {
+			_ = fs.SetAnnotation(n, cobra.BashCompFilenameExt, []string{}) // complete file names
+		}
 	}
 	return f
 }
@@ -62,7 +72,7 @@ func (f *tlsFlags) value(name string, v string) string {
 // (plaintext) when none is given. Errors: usage errors naming the flag.
 func (f *tlsFlags) config() (*tls.Config, error) {
 	ca, cert, key := f.value("tls-ca", f.ca), f.value("tls-cert", f.cert), f.value("tls-key", f.key)
-	if ca == "" && cert == "" && key == "" {
+	if ca == "" && cert == "" && key == "" && f.value("user", f.user) == "" {
 		return nil, nil
 	}
 	if (cert == "") != (key == "") {
@@ -75,14 +85,37 @@ func (f *tlsFlags) config() (*tls.Config, error) {
 	return cfg, nil
 }
 
+// password returns --user and the password of --password-file ("", ""
+// without --user). Errors: usage errors naming the flag.
+func (f *tlsFlags) password() (string, string, error) {
+	user, file := f.value("user", f.user), f.value("password-file", f.passwordFile)
+	switch {
+	case user == "" && file == "":
+		return "", "", nil
+	case user == "":
+		return "", "", usageError("--password-file needs --user")
+	case file == "":
+		return "", "", usageError("--user needs --password-file (a file whose first line is the password)")
+	}
+	pw, err := config.ReadPasswordFile(file)
+	if err != nil {
+		return "", "", usageError("--password-file: %v", err)
+	}
+	return user, pw, nil
+}
+
 // client returns an admin client of the bootstrap servers, over TLS when
-// the TLS flags ask for it.
+// the TLS flags ask for it, with the password of --user when given.
 func (a *admin) client() (*adminclient.Client, error) {
 	cfg, err := a.tls.config()
 	if err != nil {
 		return nil, err
 	}
-	c, err := adminclient.NewClientWithOptions(splitList(a.bootstrap), adminclient.Options{TLS: cfg})
+	user, pw, err := a.tls.password()
+	if err != nil {
+		return nil, err
+	}
+	c, err := adminclient.NewClientWithOptions(splitList(a.bootstrap), adminclient.Options{TLS: cfg, Username: user, Password: pw})
 	if err != nil {
 		return nil, usageError("--bootstrap-servers: %v", err)
 	}
@@ -96,6 +129,10 @@ type clientListenerSecurity struct {
 	creds    credentials.TransportCredentials
 	reloader *tlsutil.Reloader
 	banner   string
+	// auth is what the coordinator checks of every call (passwords,
+	// authorizer); reload re-reads the credentials file (SIGHUP).
+	auth   coordinator.Security
+	reload func()
 }
 
 // clientAuthWords describe security.tls.client-auth in the banner.
@@ -108,7 +145,16 @@ var clientAuthWords = map[string]string{
 // listenerSecurity builds the CLIENT listener's TLS from the configuration
 // (security.protocol.map, security.tls.*), logging certificate reloads.
 func listenerSecurity(cfg *config.Config, logger *slog.Logger) (clientListenerSecurity, error) {
-	if cfg.ListenerProtocol(clientListenerName(cfg)) != config.ProtocolSSL {
+	sec, err := listenerTLS(cfg, logger)
+	if err != nil {
+		return sec, err
+	}
+	return withAuth(cfg, logger, sec)
+}
+
+// listenerTLS is listenerSecurity's TLS part.
+func listenerTLS(cfg *config.Config, logger *slog.Logger) (clientListenerSecurity, error) {
+	if p := cfg.ListenerProtocol(clientListenerName(cfg)); p != config.ProtocolSSL && p != config.ProtocolSASLSSL {
 		return clientListenerSecurity{banner: "plaintext, unauthenticated: anyone who can reach this port can change the catalog (see docs/security.md)"}, nil
 	}
 	t := cfg.Security.TLS
@@ -139,7 +185,7 @@ func listenerSecurity(cfg *config.Config, logger *slog.Logger) (clientListenerSe
 // listener is PLAINTEXT, else security.tls.ca-file to verify them and
 // security.tls.cert-file/key-file as its client certificate.
 func coordinatorClientTLS(cfg *config.Config) (*tls.Config, error) {
-	if cfg.ListenerProtocol(clientListenerName(cfg)) != config.ProtocolSSL {
+	if p := cfg.ListenerProtocol(clientListenerName(cfg)); p != config.ProtocolSSL && p != config.ProtocolSASLSSL {
 		return nil, nil
 	}
 	t := cfg.Security.TLS
@@ -206,4 +252,61 @@ func (f *tlsFlags) diagnose(bootstrap []string) string {
 		}
 	}
 	return ""
+}
+
+// withAuth adds to sec the authentication and authorization of the
+// configuration: the users of security.sasl.plain.credentials-file on a
+// SASL_SSL CLIENT listener (re-read by sec.reload), authorizer.enabled
+// and super.users; and says so in the banner.
+func withAuth(cfg *config.Config, logger *slog.Logger, sec clientListenerSecurity) (clientListenerSecurity, error) {
+	if cfg.ListenerProtocol(clientListenerName(cfg)) == config.ProtocolSASLSSL {
+		file := cfg.Security.SASL.PlainCredentialsFile
+		users, err := config.ReadCredentialsFile(file)
+		if err != nil {
+			return sec, fmt.Errorf("security.sasl.plain.credentials-file: %w", err)
+		}
+		pw := coordinator.NewPasswords(users)
+		sec.auth.Passwords = pw
+		sec.reload = func() {
+			users, err := config.ReadCredentialsFile(file)
+			if err != nil {
+				logger.Error("credentials file cannot be used; the previous users stay in service", "file", file, "err", err)
+				return
+			}
+			pw.Replace(users)
+			logger.Info("credentials file reloaded", "file", file, "users", len(users))
+		}
+		sec.banner += ", then a username and password with every call (SASL PLAIN)"
+	}
+	sec.auth.Authorize = cfg.Authorizer.Enabled
+	sec.auth.SuperUsers = cfg.SuperUserList()
+	if sec.auth.Authorize {
+		names := make([]string, len(sec.auth.SuperUsers))
+		for i, p := range sec.auth.SuperUsers {
+			names[i] = p.String()
+		}
+		su := "no super users"
+		if len(names) > 0 {
+			su = "super users " + strings.Join(names, ", ")
+		}
+		sec.banner += "; authorizer on: every call checked against the stored ACLs (" + su + ")"
+	} else if sec.creds != nil {
+		sec.banner += "; authorizer off: every client let in may do everything"
+	}
+	return sec, nil
+}
+
+// coordinatorClientPassword is the username and password a tablet server
+// presents to the coordinators (client.security.sasl.*), or "" when the
+// configuration gives none.
+func coordinatorClientPassword(cfg *config.Config) (string, string, error) {
+	cs := cfg.ClientSASL
+	if cs.Username == "" {
+		return "", "", nil
+	}
+	pw, err := config.ReadPasswordFile(cs.PasswordFile)
+	if err != nil {
+		return "", "", fmt.Errorf("client.security.sasl.password-file: %w", err)
+	}
+	return cs.Username, pw, nil
 }
