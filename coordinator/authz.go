@@ -256,7 +256,14 @@ func (s *Server) allowed(ctx context.Context, p config.Principal, host, op strin
 	if err != nil {
 		return false, "", err
 	}
-	chain := resourceChain(r)
+	// A name that cannot be a stored resource (empty, "a/b") has no ACLs
+	// of its own; its wildcard and parents still apply.
+	var chain []catalog.ResourceKey
+	for _, k := range resourceChain(r) {
+		if k.Name != "" && !strings.Contains(k.Name, "/") && core.ValidatePath(catalog.ResourceACLPath(k.Type, k.Name)) == nil {
+			chain = append(chain, k)
+		}
+	}
 	lists, err := cat.ACLsOf(ctx, chain)
 	if err != nil {
 		return false, "", err
