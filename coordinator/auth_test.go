@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -421,4 +422,67 @@ func TestPasswordsReplace(t *testing.T) {
 	if p.Check("a", "1") || !p.Check("b", "2") {
 		t.Fatal("Replace did not swap the users")
 	}
+}
+
+// securedHA is the Raft scenario of TestHA with the client listener on
+// mutual TLS and the authorizer on: the test's clients are the super user
+// User:admin; the tablet servers authenticate as User:tablet-server with
+// certificates of their own and register and follow the metadata through
+// the ACLs granted to them (WRITE and READ on the cluster).
+func securedHA(t *testing.T, raft haBackend) haBackend {
+	ca := testutil.NewCA(t, "ha-ca")
+	srv := ca.ServerCert(t, "coordinator")
+	admin := ca.ClientCert(t, "admin")
+	ts := ca.ClientCert(t, "tablet-server")
+	tlsArgs := func(cert testutil.CertFiles) []string {
+		return []string{"-D", "security.protocol.map=CLIENT:SSL", "-D", "security.tls.ca-file=" + ca.CertFile,
+			"-D", "security.tls.cert-file=" + cert.CertFile, "-D", "security.tls.key-file=" + cert.KeyFile}
+	}
+	b := raft
+	b.name, b.backend = "raft-tls-authorizer", "raft"
+	b.coordinatorArgs = func(t *testing.T, i int, clients []string) []string {
+		return append(append(raft.coordinatorArgs(t, i, clients), tlsArgs(srv)...),
+			"-D", "security.tls.client-auth=required", "-D", "authorizer.enabled=true", "-D", "super.users=User:admin")
+	}
+	b.tabletArgs = func(t *testing.T, clients []string) []string {
+		return append(raft.tabletArgs(t, clients), tlsArgs(ts)...)
+	}
+	b.secure = func(t *testing.T) {
+		cfg, err := tlsutil.ClientConfig(tlsutil.Files{CAFile: ca.CertFile, CertFile: admin.CertFile, KeyFile: admin.KeyFile})
+		if err != nil {
+			t.Fatal(err)
+		}
+		haClientOptions, dialCreds = adminclient.Options{TLS: cfg}, credentials.NewTLS(cfg)
+		t.Cleanup(func() { haClientOptions, dialCreds = adminclient.Options{}, insecure.NewCredentials() })
+	}
+	b.grant = func(t *testing.T, ctx context.Context, c *adminclient.Client) {
+		// Before the grant the tablet servers' calls are refused: check it
+		// on one, as the tablet-server principal.
+		tcfg, err := tlsutil.ClientConfig(tlsutil.Files{CAFile: ca.CertFile, CertFile: ts.CertFile, KeyFile: ts.KeyFile})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc, err := adminclient.NewClientWithOptions([]string{c.Leader()}, adminclient.Options{TLS: tcfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tc.Close()
+		err = tc.Tablets(ctx, func(ctx context.Context, t adminv1.TabletServerServiceClient) error {
+			_, err := t.FetchMetadataSnapshot(ctx, &adminv1.FetchMetadataSnapshotRequest{})
+			return err
+		})
+		if !errors.Is(err, adminclient.ErrPermissionDenied) || !strings.Contains(err.Error(), "User:tablet-server may not READ") {
+			t.Fatalf("the tablet servers' principal before its grant: %v, want PERMISSION_DENIED", err)
+		}
+		for _, op := range []string{"WRITE", "READ"} {
+			if err := c.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+				_, err := a.AddACLs(ctx, &adminv1.AddACLsRequest{ResourceType: "CLUSTER", ResourceName: "fluss-cluster",
+					Acls: []*adminv1.ACLEntry{{PrincipalType: "USER", PrincipalName: "tablet-server", PermissionType: "ALLOW", Operation: op, Host: "*"}}})
+				return err
+			}); err != nil {
+				t.Fatalf("grant the tablet servers %s: %v", op, err)
+			}
+		}
+	}
+	return b
 }

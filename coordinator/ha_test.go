@@ -75,6 +75,13 @@ type haBackend struct {
 	// given the client addresses of all of them.
 	coordinatorArgs func(t *testing.T, i int, clients []string) []string
 	tabletArgs      func(t *testing.T, clients []string) []string
+	// secure, when set, points the test's clients at TLS (haClientOptions,
+	// dialCreds) until the test ends; grant then runs once a leader
+	// serves (the tablet servers' ACLs).
+	secure func(t *testing.T)
+	// backend is the backend's name where it differs from name.
+	backend string
+	grant  func(t *testing.T, ctx context.Context, c *adminclient.Client)
 }
 
 // TestHA runs one failover scenario on each backend: three coordinators and
@@ -115,7 +122,7 @@ func TestHA(t *testing.T) {
 			return []string{"-D", "zookeeper.address=" + zkAddr(t), "-D", "zookeeper.client.session-timeout=3s"}
 		},
 	}
-	for _, b := range []haBackend{raft, zookeeper} {
+	for _, b := range []haBackend{raft, zookeeper, securedHA(t, raft)} {
 		t.Run(b.name, func(t *testing.T) {
 			resetPorts()
 			haScenario(t, bin, common, b)
@@ -189,12 +196,22 @@ func haScenario(t *testing.T, bin string, common []string, b haBackend) {
 		coordArgs[clients[i]] = args
 		coords[clients[i]] = startProc(t, fmt.Sprintf("coordinator-%d", i+1), bin, args...)
 	}
-	client, err := adminclient.NewClient(clients)
+	kind := b.name
+	if b.backend != "" {
+		kind = b.backend
+	}
+	if b.secure != nil {
+		b.secure(t)
+	}
+	client, err := adminclient.NewClientWithOptions(clients, haClientOptions)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer client.Close()
 	first := waitServingLeader(t, ctx, client, "")
+	if b.grant != nil {
+		b.grant(t, ctx, client)
+	}
 	t.Logf("%s: leader %s at %s, epoch %d", b.name, first.LeaderId, first.LeaderAddress, first.Epoch)
 
 	for id := 1; id <= 2; id++ {
@@ -230,9 +247,9 @@ func haScenario(t *testing.T, bin string, common []string, b haBackend) {
 	for _, addr := range servers {
 		waitTabletState(t, ctx, addr, first.Epoch, "ha.t")
 	}
-	checkMetrics(t, coords[first.LeaderAddress], b.name)
-	checkTabletRPCs(t, ctx, client, b.name)
-	checkRaftStatusRPC(t, ctx, clients, b.name)
+	checkMetrics(t, coords[first.LeaderAddress], kind)
+	checkTabletRPCs(t, ctx, client, kind)
+	checkRaftStatusRPC(t, ctx, clients, kind)
 	if b.name == "zookeeper" && !strings.Contains(coords[first.LeaderAddress].out.String(), "the ZooKeeper backend is deprecated") {
 		t.Errorf("no deprecation warning at start on ZooKeeper")
 	}
@@ -246,7 +263,7 @@ func haScenario(t *testing.T, bin string, common []string, b haBackend) {
 			rest = append(rest, c)
 		}
 	}
-	client2, err := adminclient.NewClient(rest)
+	client2, err := adminclient.NewClientWithOptions(rest, haClientOptions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +321,7 @@ func haScenario(t *testing.T, bin string, common []string, b haBackend) {
 	// Thaw the old leader: a write sent straight to it is refused, and
 	// leaves nothing.
 	old.group(syscall.SIGCONT)
-	cc, err := grpc.NewClient(first.LeaderAddress, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(first.LeaderAddress, grpc.WithTransportCredentials(dialCreds))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -519,8 +536,15 @@ func checkTabletRPCs(t *testing.T, ctx context.Context, c *adminclient.Client, b
 	}
 }
 
+// haClientOptions and dialCreds are how the tests' admin clients and
+// dialAdmin connect: plaintext, unless a secured scenario set them.
+var (
+	haClientOptions adminclient.Options
+	dialCreds       = insecure.NewCredentials()
+)
+
 func dialAdmin(t *testing.T, addr string) adminv1.AdminServiceClient {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(dialCreds))
 	if err != nil {
 		t.Fatal(err)
 	}

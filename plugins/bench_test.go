@@ -15,23 +15,33 @@ import (
 )
 
 // The boundary's cost: the same calls on the memory backend directly and
-// through a real metaplane-backend-memory process. docs/benchmarks.md
+// through a real metaplane-backend-memory process, with go-plugin's
+// automatic mTLS (as shipped) and, for Get and Get100, without it. docs/benchmarks.md
 // records the ratios ("Plugin boundary").
 
-// benchBackends returns the two ways to reach a memory backend: "direct"
-// (in this process) and "plugin" (a real plugin process over gRPC).
-func benchBackends(b *testing.B) map[string]core.MetadataBackend {
+// benchBackend returns one way to reach a memory backend: "direct" (in
+// this process), "plugin" (a real plugin process over gRPC, with
+// go-plugin's automatic mTLS as the coordinator runs it) or
+// "plugin-no-mtls" (the same without mTLS, to measure what mTLS costs).
+func benchBackend(b *testing.B, name string) core.MetadataBackend {
 	b.Helper()
 	ctx := context.Background()
-	direct, err := memory.NewProvider(memory.StoreOptions{}).NewClient(ctx, core.ClientOptions{})
-	if err != nil {
-		b.Fatal(err)
+	if name == "direct" {
+		direct, err := memory.NewProvider(memory.StoreOptions{}).NewClient(ctx, core.ClientOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = direct.Close() })
+		return direct
 	}
-	b.Cleanup(func() { _ = direct.Close() })
-	p, err := plugins.Launch(ctx, plugins.LaunchOptions{
+	opts := plugins.LaunchOptions{
 		Path:   testutil.Binary(b, "metaplane-backend-memory"),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	if name == "plugin-no-mtls" {
+		opts = plugins.WithoutAutoMTLS(opts)
+	}
+	p, err := plugins.Launch(ctx, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -40,7 +50,7 @@ func benchBackends(b *testing.B) map[string]core.MetadataBackend {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return map[string]core.MetadataBackend{"direct": direct, "plugin": viaPlugin}
+	return viaPlugin
 }
 
 func benchPaths(n int) []string {
@@ -64,9 +74,9 @@ func fill(b *testing.B, c core.MetadataBackend, paths []string) {
 
 // BenchmarkGet: one read of a 256-byte node.
 func BenchmarkGet(b *testing.B) {
-	for _, name := range []string{"direct", "plugin"} {
+	for _, name := range []string{"direct", "plugin", "plugin-no-mtls"} {
 		b.Run(name, func(b *testing.B) {
-			c := benchBackends(b)[name]
+			c := benchBackend(b, name)
 			fill(b, c, benchPaths(1))
 			ctx := context.Background()
 			for b.Loop() {
@@ -82,10 +92,10 @@ func BenchmarkGet(b *testing.B) {
 // Gets ("single"); one op is the 100 reads.
 func BenchmarkGet100(b *testing.B) {
 	paths := benchPaths(100)
-	for _, name := range []string{"direct", "plugin"} {
+	for _, name := range []string{"direct", "plugin", "plugin-no-mtls"} {
 		for _, mode := range []string{"batched", "single"} {
 			b.Run(name+"/"+mode, func(b *testing.B) {
-				c := benchBackends(b)[name]
+				c := benchBackend(b, name)
 				fill(b, c, paths)
 				ctx := context.Background()
 				for b.Loop() {
@@ -114,7 +124,7 @@ func BenchmarkWatchThroughput(b *testing.B) {
 	paths := benchPaths(perTxn)
 	for _, name := range []string{"direct", "plugin"} {
 		b.Run(name, func(b *testing.B) {
-			c := benchBackends(b)[name]
+			c := benchBackend(b, name)
 			fill(b, c, paths)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()

@@ -9,3 +9,10 @@ func SetHostResignTimeout(d time.Duration) (restore func()) {
 	hostResignTimeout = d
 	return func() { hostResignTimeout = old }
 }
+
+// WithoutAutoMTLS returns o with go-plugin's automatic mTLS turned off
+// (the plugin-boundary benchmark's comparison).
+func WithoutAutoMTLS(o LaunchOptions) LaunchOptions {
+	o.noAutoMTLS = true
+	return o
+}

@@ -72,6 +72,9 @@ type LaunchOptions struct {
 	// noDeathSignal leaves the kernel's parent-death signal off, so tests
 	// can check the plugin's own parent watch.
 	noDeathSignal bool
+	// noAutoMTLS turns go-plugin's automatic mutual TLS off; only the
+	// plugin-boundary benchmark does, to measure what it costs.
+	noAutoMTLS bool
 }
 
 // levelName is the plugin log level matching l: the lowest level l logs.
@@ -305,6 +308,10 @@ func (p *Plugin) startProcess(ctx context.Context) (*conn, error) {
 		VersionedPlugins: PluginSets(nil),
 		Cmd:              cmd,
 		SecureConfig:     secure,
+		// A fresh certificate for each start, on both sides, so that only
+		// this host can speak to its plugin's socket (defence in depth
+		// besides the socket's permissions; docs/security.md).
+		AutoMTLS:         !p.opts.noAutoMTLS,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Logger:           hl,
 		StartTimeout:     p.opts.StartTimeout,
