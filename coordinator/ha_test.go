@@ -81,7 +81,7 @@ type haBackend struct {
 	secure func(t *testing.T)
 	// backend is the backend's name where it differs from name.
 	backend string
-	grant  func(t *testing.T, ctx context.Context, c *adminclient.Client)
+	grant   func(t *testing.T, ctx context.Context, c *adminclient.Client)
 }
 
 // TestHA runs one failover scenario on each backend: three coordinators and
