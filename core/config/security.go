@@ -82,7 +82,10 @@ func (c *Config) ListenerProtocol(name string) string {
 	return ProtocolPlaintext
 }
 
-func (c *Config) validateSecurity(probs *Problems, listeners map[string]bool) {
+// validateSecurity checks security.protocol.map and security.tls.*. A
+// tablet server (observer) serves no SSL listener: for it the certificate
+// and key are its optional client certificate, given both or neither.
+func (c *Config) validateSecurity(probs *Problems, listeners map[string]bool, observer bool) {
 	const mapKey = "security.protocol.map"
 	seen := map[string]bool{}
 	var ssl []string
@@ -116,7 +119,10 @@ func (c *Config) validateSecurity(probs *Problems, listeners map[string]bool) {
 		}
 	}
 	t := c.Security.TLS
-	if len(ssl) > 0 {
+	if observer && (strings.TrimSpace(t.CertFile) == "") != (strings.TrimSpace(t.KeyFile) == "") {
+		probs.Add("security.tls.key-file", "security.tls.cert-file and security.tls.key-file (a tablet server's client certificate) go together")
+	}
+	if len(ssl) > 0 && !observer {
 		for _, f := range []struct{ key, path string }{
 			{"security.tls.cert-file", t.CertFile},
 			{"security.tls.key-file", t.KeyFile},

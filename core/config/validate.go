@@ -153,7 +153,7 @@ func (c *Config) validate(probs *Problems, observer bool) {
 	if !contains(LogFormats, strings.ToLower(c.Log.Format)) {
 		probs.Add("log.format", fmt.Sprintf("unknown format %q: want one of %s", c.Log.Format, strings.Join(LogFormats, ", ")))
 	}
-	c.validateSecurity(probs, names)
+	c.validateSecurity(probs, names, observer)
 	c.validateAuth(probs, observer)
 	if _, _, err := settings.ParseHostPort(c.MetricsAddress, true); err != nil {
 		probs.Add("metrics.address", err.Error())
