@@ -27,10 +27,9 @@ func benchBackend(b *testing.B, name string) core.MetadataBackend {
 	b.Helper()
 	ctx := context.Background()
 	if name == "direct" {
-		direct, err := memory.NewProvider(memory.StoreOptions{}).NewClient(ctx, core.ClientOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
+		s := memory.NewStore(memory.StoreOptions{})
+		b.Cleanup(func() { s.Close() })
+		direct := s.NewClient(core.ClientOptions{})
 		b.Cleanup(func() { _ = direct.Close() })
 		return direct
 	}
