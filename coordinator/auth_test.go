@@ -486,3 +486,23 @@ func securedHA(t *testing.T, raft haBackend) haBackend {
 	}
 	return b
 }
+
+// TestCertificateWithoutCommonName: a verified client certificate whose
+// subject has no CN gives no principal: UNAUTHENTICATED, saying why.
+func TestCertificateWithoutCommonName(t *testing.T) {
+	s := startSecured(t, coordinator.Security{Authorize: true, SuperUsers: superAdmin})
+	c := s.ca.Issue(t, "nameless", testutil.CertOptions{Client: true})
+	cfg, err := tlsutil.ClientConfig(tlsutil.Files{CAFile: s.ca.CertFile, CertFile: c.CertFile, KeyFile: c.KeyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient(s.addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	_, err = adminv1.NewAdminServiceClient(cc).ListDatabases(ctx10(t), &adminv1.ListDatabasesRequest{})
+	if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "has no common name") {
+		t.Fatalf("got %v, want UNAUTHENTICATED for a certificate without a CN", err)
+	}
+}

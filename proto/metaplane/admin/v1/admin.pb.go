@@ -211,8 +211,8 @@ type ErrorDetail struct {
 	// code is one of: NOT_LEADER, FENCED, INVALID_ARGUMENT, INVALID_PATH,
 	// ALREADY_EXISTS, NOT_FOUND, BAD_VERSION, NOT_EMPTY, NO_PARENT, TOO_LARGE,
 	// SESSION_EXPIRED, OFFSET_COMPACTED, INVALID_COORDINATOR, CLOSED,
-	// UNAVAILABLE, INTERNAL. A client that meets a code it does not know
-	// reads the gRPC status code.
+	// UNAVAILABLE, UNAUTHENTICATED, PERMISSION_DENIED, INTERNAL. A client
+	// that meets a code it does not know reads the gRPC status code.
 	Code string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
 	// fluss_error_code is the original system's error code where there is one
 	// (NOT_LEADER: 65 NotCoordinatorLeaderException; INVALID_COORDINATOR: 23).
