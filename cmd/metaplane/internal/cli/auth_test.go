@@ -133,6 +133,14 @@ func TestSASLCoordinatorProcess(t *testing.T) {
 		t.Errorf("tablet server start line %q, want it to say it authenticates as User:ts-5", tsOut.String())
 	}
 
+	// The raft verbs speak the same flags.
+	if o, e, code := runBinaryEnv(t, nil, "raft", "status", bs, "--tls-ca", ca.CertFile, "--user", "admin", "--password-file", adminPW); code != ExitOK {
+		t.Errorf("raft status as the super user: exit %d\n%s%s", code, o, e)
+	}
+	if o, e, code := runBinaryEnv(t, nil, "raft", "status", bs, "--tls-ca", ca.CertFile, "--user", "bob", "--password-file", bobPW); code != ExitFailure || !strings.Contains(o+e, "may not DESCRIBE") {
+		t.Errorf("raft status as bob: exit %d, want 1 saying DESCRIBE on the cluster is not his\n%s%s", code, o, e)
+	}
+
 	// A new credentials file, SIGHUP: bob's old password no longer works.
 	write("users", "admin:admin-secret\nbob:bob-new-secret\nts-5:ts-secret\n")
 	p.cmd.Process.Signal(syscall.SIGHUP)

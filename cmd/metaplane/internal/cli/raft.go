@@ -14,9 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -38,6 +36,7 @@ type raftFlags struct {
 	bootstrap string
 	json      bool
 	timeout   time.Duration
+	tls       *tlsFlags // --tls-*, --user, --password-file (tls.go)
 }
 
 func newRaftCmd() *cobra.Command {
@@ -58,6 +57,7 @@ docs/raft.md, Operations.`,
 	pf.StringVar(&r.bootstrap, "bootstrap-servers", "127.0.0.1:9123", "the `host:port,...` of the coordinators to ask (list them all)")
 	pf.BoolVar(&r.json, "json", false, "print the answer as JSON (and an error as JSON on stderr)")
 	pf.DurationVar(&r.timeout, "timeout", 5*time.Second, "how long to wait for each coordinator's answer")
+	r.tls = addTLSFlags(pf)
 	cmd.AddCommand(raftStatus(r), raftLeader(r), raftTransferLeader(r), raftAddVoter(r), raftRemoveVoter(r))
 	return cmd
 }
@@ -78,9 +78,9 @@ func (r *raftFlags) ask(ctx context.Context, addrs []string) []raftAnswer {
 		go func() {
 			defer wg.Done()
 			out[i] = raftAnswer{addr: addr}
-			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			cc, err := r.tls.dial(addr)
 			if err != nil {
-				out[i].err = usageError("--bootstrap-servers: %s: %v", addr, err)
+				out[i].err = err
 				return
 			}
 			defer cc.Close()
@@ -529,9 +529,9 @@ func raftTransferLeader(r *raftFlags) *cobra.Command {
 		if wait <= 0 {
 			return usageError("--wait: want a positive duration, got %v", wait)
 		}
-		client, err := adminclient.NewClient(splitList(r.bootstrap))
+		client, err := r.tls.adminClient(r.bootstrap)
 		if err != nil {
-			return usageError("--bootstrap-servers: %v", err)
+			return err
 		}
 		defer client.Close()
 		ctx, cancel := context.WithTimeout(cmd.Context(), wait)

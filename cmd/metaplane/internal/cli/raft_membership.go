@@ -81,9 +81,9 @@ func votersOf(st *adminv1.GetCoordinatorRaftStatusResponse) []string {
 // callAdmin runs one admin call on the coordinator leader, keeping the
 // ErrorDetail's code.
 func (r *raftFlags) callAdmin(ctx context.Context, call func(context.Context, adminv1.AdminServiceClient) error) error {
-	client, err := adminclient.NewClient(splitList(r.bootstrap))
+	client, err := r.tls.adminClient(r.bootstrap)
 	if err != nil {
-		return usageError("--bootstrap-servers: %v", err)
+		return err
 	}
 	defer client.Close()
 	var detail *adminv1.ErrorDetail

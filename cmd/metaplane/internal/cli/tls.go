@@ -13,7 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/coordinator"
@@ -106,20 +108,49 @@ func (f *tlsFlags) password() (string, string, error) {
 
 // client returns an admin client of the bootstrap servers, over TLS when
 // the TLS flags ask for it, with the password of --user when given.
-func (a *admin) client() (*adminclient.Client, error) {
-	cfg, err := a.tls.config()
+func (a *admin) client() (*adminclient.Client, error) { return a.tls.adminClient(a.bootstrap) }
+
+// adminClient returns an admin client of bootstrap (--bootstrap-servers)
+// with what the flags ask for. Errors: usage errors naming the flag.
+func (f *tlsFlags) adminClient(bootstrap string) (*adminclient.Client, error) {
+	cfg, err := f.config()
 	if err != nil {
 		return nil, err
 	}
-	user, pw, err := a.tls.password()
+	user, pw, err := f.password()
 	if err != nil {
 		return nil, err
 	}
-	c, err := adminclient.NewClientWithOptions(splitList(a.bootstrap), adminclient.Options{TLS: cfg, Username: user, Password: pw})
+	c, err := adminclient.NewClientWithOptions(splitList(bootstrap), adminclient.Options{TLS: cfg, Username: user, Password: pw})
 	if err != nil {
 		return nil, usageError("--bootstrap-servers: %v", err)
 	}
 	return c, nil
+}
+
+// dial opens a gRPC connection to one coordinator with what the flags ask
+// for. Errors: usage errors naming the flag.
+func (f *tlsFlags) dial(addr string) (*grpc.ClientConn, error) {
+	cfg, err := f.config()
+	if err != nil {
+		return nil, err
+	}
+	user, pw, err := f.password()
+	if err != nil {
+		return nil, err
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if cfg != nil {
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(cfg))}
+	}
+	if user != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(adminclient.PasswordCredentials(user, pw)))
+	}
+	cc, err := grpc.NewClient(adminclient.HostPort(addr), opts...)
+	if err != nil {
+		return nil, usageError("--bootstrap-servers: %s: %v", addr, err)
+	}
+	return cc, nil
 }
 
 // clientListenerSecurity is what the coordinator's CLIENT listener serves:

@@ -59,7 +59,7 @@ func TestTLSCoordinatorProcess(t *testing.T) {
 		"-D", "security.tls.key-file="+first.KeyFile, "-D", "security.tls.ca-file="+ca.CertFile,
 		"-D", "security.tls.client-auth=required")
 	cmd, stderr, out := p.cmd, p.stderr, p.banner
-	for _, want := range []string{"clients:  " + addr + " (TLS, client certificates required (mutual TLS))",
+	for _, want := range []string{"clients:  " + addr + " (TLS, client certificates required (mutual TLS); authorizer off: every client let in may do everything)",
 		"admin list-tables demo --bootstrap-servers " + addr + " --tls-ca CA.pem --tls-cert CLIENT.pem --tls-key CLIENT-key.pem"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("banner lacks %q:\n%s", want, out)
