@@ -2,7 +2,6 @@ package cli
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -108,23 +107,9 @@ func TestSASLCoordinatorProcess(t *testing.T) {
 		t.Errorf("bob lists %q (exit %d, %s), want only shop", o, code, e)
 	}
 
-	ts := exec.Command(testutil.Binary(t, "metaplane"), append([]string{"tablet-server", "--no-env", "--id", "5",
+	tsOut := startTabletServerProcess(t, append([]string{"--id", "5",
 		"-D", "coordinator.seed.nodes=" + addr, "-D", "client.security.sasl.username=ts-5",
 		"-D", "client.security.sasl.password-file=" + tsPW}, tlsKeys...)...)
-	ts.Dir = t.TempDir()
-	ts.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var tsOut, tsErr testutil.SyncBuffer
-	ts.Stdout, ts.Stderr = &tsOut, &tsErr
-	if err := ts.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ts.Process.Kill()
-		ts.Wait()
-		if t.Failed() {
-			t.Logf("tablet server stdout:\n%s\nstderr:\n%s", tsOut.String(), tsErr.String())
-		}
-	}()
 	testutil.WaitFor(t, 30*time.Second, "the tablet server is listed", func() bool {
 		o, _, code := as("admin", adminPW, "list-tablet-servers")
 		return code == ExitOK && strings.Contains(o, "\n5 ")

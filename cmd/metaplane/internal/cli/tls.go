@@ -110,14 +110,21 @@ func (f *tlsFlags) password() (string, string, error) {
 // the TLS flags ask for it, with the password of --user when given.
 func (a *admin) client() (*adminclient.Client, error) { return a.tls.adminClient(a.bootstrap) }
 
+// credentials returns the TLS configuration (nil: plaintext) and the
+// username and password the flags ask for.
+func (f *tlsFlags) credentials() (*tls.Config, string, string, error) {
+	cfg, err := f.config()
+	if err != nil {
+		return nil, "", "", err
+	}
+	user, pw, err := f.password()
+	return cfg, user, pw, err
+}
+
 // adminClient returns an admin client of bootstrap (--bootstrap-servers)
 // with what the flags ask for. Errors: usage errors naming the flag.
 func (f *tlsFlags) adminClient(bootstrap string) (*adminclient.Client, error) {
-	cfg, err := f.config()
-	if err != nil {
-		return nil, err
-	}
-	user, pw, err := f.password()
+	cfg, user, pw, err := f.credentials()
 	if err != nil {
 		return nil, err
 	}
@@ -131,11 +138,7 @@ func (f *tlsFlags) adminClient(bootstrap string) (*adminclient.Client, error) {
 // dial opens a gRPC connection to one coordinator with what the flags ask
 // for. Errors: usage errors naming the flag.
 func (f *tlsFlags) dial(addr string) (*grpc.ClientConn, error) {
-	cfg, err := f.config()
-	if err != nil {
-		return nil, err
-	}
-	user, pw, err := f.password()
+	cfg, user, pw, err := f.credentials()
 	if err != nil {
 		return nil, err
 	}
