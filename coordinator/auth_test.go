@@ -506,3 +506,35 @@ func TestCertificateWithoutCommonName(t *testing.T) {
 		t.Fatalf("got %v, want UNAUTHENTICATED for a certificate without a CN", err)
 	}
 }
+
+// TestStandbyAuthorizes: a standby checks the calls it answers itself
+// (GetLeader) against the ACLs, read from the backend: bob is refused
+// until the leader stores his grant, then the standby lets him in.
+func TestStandbyAuthorizes(t *testing.T) {
+	s := startSecured(t, coordinator.Security{Authorize: true, SuperUsers: superAdmin})
+	// A second coordinator on the same store, with the same TLS and
+	// security: a standby.
+	cert := s.ca.ServerCert(t, "standby")
+	r, err := tlsutil.NewReloader(tlsutil.Files{CertFile: cert.CertFile, KeyFile: cert.KeyFile, CAFile: s.ca.CertFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scfg, err := r.ServerConfig(tls.VerifyClientCertIfGiven)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := startCoordinatorWith(t, s.store, coordinator.Options{Credentials: credentials.NewTLS(scfg),
+		Security: coordinator.Security{Authorize: true, SuperUsers: superAdmin}})
+	standby := &secured{node: sb, ca: s.ca, store: s.store}
+	bob := adminv1.NewAdminServiceClient(standby.as(t, "bob", "", ""))
+	testutil.WaitFor(t, 5*time.Second, "the standby knows the leader", func() bool {
+		r, err := adminv1.NewAdminServiceClient(standby.as(t, "admin", "", "")).GetLeader(ctx10(t), &adminv1.GetLeaderRequest{})
+		return err == nil && !r.IsLeader && r.LeaderAddress == s.addr
+	})
+	_, err = bob.GetLeader(ctx10(t), &adminv1.GetLeaderRequest{})
+	wantDenied(t, err, "DESCRIBE", "CLUSTER fluss-cluster")
+	grant(t, adminv1.NewAdminServiceClient(s.as(t, "admin", "", "")), "CLUSTER", "fluss-cluster", "bob", "ALLOW", "DESCRIBE", "*")
+	if r, err := bob.GetLeader(ctx10(t), &adminv1.GetLeaderRequest{}); err != nil || r.LeaderAddress != s.addr {
+		t.Fatalf("bob with DESCRIBE on the cluster, on the standby: %v, %v", r, err)
+	}
+}
