@@ -107,15 +107,15 @@ func TestSASLCoordinatorProcess(t *testing.T) {
 		t.Errorf("bob lists %q (exit %d, %s), want only shop", o, code, e)
 	}
 
-	tsOut := startTabletServerProcess(t, append([]string{"--id", "5",
+	_, tsErr, _ := startTabletServerProcess(t, append([]string{"--id", "5",
 		"-D", "coordinator.seed.nodes=" + addr, "-D", "client.security.sasl.username=ts-5",
 		"-D", "client.security.sasl.password-file=" + tsPW}, tlsKeys...)...)
 	testutil.WaitFor(t, 30*time.Second, "the tablet server is listed", func() bool {
 		o, _, code := as("admin", adminPW, "list-tablet-servers")
 		return code == ExitOK && strings.Contains(o, "\n5 ")
 	})
-	if !strings.Contains(tsOut.String(), "over TLS as User:ts-5") {
-		t.Errorf("tablet server start line %q, want it to say it authenticates as User:ts-5", tsOut.String())
+	if !strings.Contains(tsErr.String(), "over TLS as User:ts-5") {
+		t.Errorf("tablet server start line %q, want it to say it authenticates as User:ts-5", tsErr.String())
 	}
 
 	// The raft verbs speak the same flags.

@@ -134,7 +134,7 @@ func TestTLSCoordinatorProcess(t *testing.T) {
 	// A tablet server process with its own client certificate, configured
 	// by the same keys, registers through the TLS listener.
 	tsCert := ca.ClientCert(t, "tablet-server-5")
-	tsOut := startTabletServerProcess(t, "--id", "5",
+	_, tsErr, _ := startTabletServerProcess(t, "--id", "5",
 		"-D", "coordinator.seed.nodes="+addr, "-D", "security.protocol.map=CLIENT:SSL",
 		"-D", "security.tls.cert-file="+tsCert.CertFile, "-D", "security.tls.key-file="+tsCert.KeyFile,
 		"-D", "security.tls.ca-file="+ca.CertFile)
@@ -212,27 +212,4 @@ func TestAdminTLSAgainstPlaintext(t *testing.T) {
 	if want := addr + " does not speak TLS (plaintext listener?)"; code != ExitFailure || !strings.Contains(e, want) {
 		t.Errorf("exit %d, stderr %q; want %d saying %q", code, e, ExitFailure, want)
 	}
-}
-
-// startTabletServerProcess starts `metaplane tablet-server --no-env` with
-// args; it is killed when the test ends (its output logged if the test
-// failed). It returns its stdout.
-func startTabletServerProcess(t *testing.T, args ...string) *testutil.SyncBuffer {
-	t.Helper()
-	ts := exec.Command(testutil.Binary(t, "metaplane"), append([]string{"tablet-server", "--no-env"}, args...)...)
-	ts.Dir = t.TempDir()
-	ts.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var tsOut, tsErr testutil.SyncBuffer
-	ts.Stdout, ts.Stderr = &tsOut, &tsErr
-	if err := ts.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ts.Process.Kill()
-		ts.Wait()
-		if t.Failed() {
-			t.Logf("tablet server stdout:\n%s\nstderr:\n%s", tsOut.String(), tsErr.String())
-		}
-	})
-	return &tsOut
 }
