@@ -315,6 +315,11 @@ func withAuth(cfg *config.Config, logger *slog.Logger, sec clientListenerSecurit
 	sec.auth.Authorize = cfg.Authorizer.Enabled
 	sec.auth.SuperUsers = cfg.SuperUserList()
 	if sec.auth.Authorize {
+		if sec.creds == nil {
+			// Not "anyone can change the catalog": the ACLs decide what
+			// the anonymous principal may do.
+			sec.banner = "plaintext, unauthenticated: every call is User:ANONYMOUS"
+		}
 		names := make([]string, len(sec.auth.SuperUsers))
 		for i, p := range sec.auth.SuperUsers {
 			names[i] = p.String()
