@@ -132,7 +132,17 @@ func TestRaftVerbs(t *testing.T) {
 	testutil.WaitFor(t, 60*time.Second, "raft status healthy with every voter reachable", func() bool {
 		stdout, _, code := runCLI(t, "raft", "status", "--json", bs)
 		st = raftReport{}
-		return code == ExitOK && json.Unmarshal([]byte(stdout), &st) == nil && st.VotersReachable == 3
+		if code != ExitOK || json.Unmarshal([]byte(stdout), &st) != nil || st.VotersReachable != 3 {
+			return false
+		}
+		// Every member has answered for itself at the leader's term: a
+		// member that has just joined the term may not have yet.
+		for _, m := range st.Members {
+			if m.Coordinator == "" || m.Term != st.Term {
+				return false
+			}
+		}
+		return true
 	})
 	if !st.Healthy || st.View != "LEADER" || st.Voters != 3 || st.ClusterID == "" || st.Term <= 0 || len(st.Members) != 3 || len(st.Answers) != 3 {
 		t.Fatalf("status: %+v", st)
