@@ -43,7 +43,7 @@ type FaultHistory struct {
 	// have been answered since the previous one.
 	Faults []Fault
 	// OpsBetween is how many calls are answered before the first fault,
-	// between faults and after the last (default 60).
+	// between faults and after the last (default 100).
 	OpsBetween int
 	// CallTimeout bounds each call (default 2 s).
 	CallTimeout time.Duration
@@ -90,7 +90,7 @@ func CheckLinearizableUnderFaults(ctx context.Context, h FaultHistory) (FaultRep
 		h.Path = "/conformance-faults"
 	}
 	if h.OpsBetween <= 0 {
-		h.OpsBetween = 60
+		h.OpsBetween = 100
 	}
 	if h.CallTimeout <= 0 {
 		h.CallTimeout = 2 * time.Second
