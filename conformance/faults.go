@@ -243,6 +243,28 @@ func CheckLinearizableUnderFaults(ctx context.Context, h FaultHistory) (FaultRep
 	return rep, nil
 }
 
+// RunLinearizableUnderFaults runs CheckLinearizableUnderFaults with h,
+// then, on a second register (h.Path + "-stale"), its negative control
+// (h with StaleReads), and fails t unless the first history is
+// linearizable and the second is found not to be. It logs both reports.
+func RunLinearizableUnderFaults(t T, h FaultHistory) {
+	t.Helper()
+	if h.Path == "" {
+		h.Path = "/conformance-faults"
+	}
+	rep, err := CheckLinearizableUnderFaults(context.Background(), h)
+	if err != nil {
+		t.Fatalf("%v (%+v)", err, rep)
+	}
+	t.Logf("linearizable under faults: %+v", rep)
+	h.Path, h.StaleReads, h.Seed = h.Path+"-stale", true, 0
+	rep, err = CheckLinearizableUnderFaults(context.Background(), h)
+	if !errors.Is(err, ErrNotLinearizable) {
+		t.Fatalf("negative control with stale reads: got %v (%+v), want ErrNotLinearizable", err, rep)
+	}
+	t.Logf("negative control: %v", err)
+}
+
 // staleCache is a read cache shared by clients: a path's result is served
 // for up to a second after it was read. It makes reads deliberately stale,
 // for the negative controls of the linearizability checks.

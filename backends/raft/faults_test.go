@@ -56,28 +56,10 @@ func TestProcessLinearizableUnderKills(t *testing.T) {
 			})
 		}}
 	}
-	for _, stale := range []bool{false, true} {
-		rep, err := conformance.CheckLinearizableUnderFaults(context.Background(), conformance.FaultHistory{
-			Clients:    clients,
-			Path:       fmt.Sprintf("/register-stale-%v", stale),
-			Faults:     []conformance.Fault{kill(true), kill(false), kill(true)},
-			StaleReads: stale,
-		})
-		checkFaultHistory(t, stale, rep, err)
-	}
-}
-
-// checkFaultHistory fails t unless the history was linearizable, or, with
-// stale reads (the negative control), was found not to be.
-func checkFaultHistory(t *testing.T, stale bool, rep conformance.FaultReport, err error) {
-	t.Helper()
-	switch {
-	case stale && !errors.Is(err, conformance.ErrNotLinearizable):
-		t.Fatalf("with stale reads: got %v (%+v), want ErrNotLinearizable", err, rep)
-	case !stale && err != nil:
-		t.Fatalf("%v (%+v)", err, rep)
-	}
-	t.Logf("stale reads %v: %v %+v", stale, err, rep)
+	conformance.RunLinearizableUnderFaults(t, conformance.FaultHistory{
+		Clients: clients,
+		Faults:  []conformance.Fault{kill(true), kill(false), kill(true)},
+	})
 }
 
 // TestLinearizableUnderPartitionedLeader: the conformance register
@@ -110,13 +92,8 @@ func TestLinearizableUnderPartitionedLeader(t *testing.T) {
 		t.Logf("member %d cut off; another leads after %v", old+1, time.Since(cut))
 		return err
 	}}
-	for _, stale := range []bool{false, true} {
-		rep, err := conformance.CheckLinearizableUnderFaults(context.Background(), conformance.FaultHistory{
-			Clients:    clients,
-			Path:       fmt.Sprintf("/register-stale-%v", stale),
-			Faults:     []conformance.Fault{partition, partition},
-			StaleReads: stale,
-		})
-		checkFaultHistory(t, stale, rep, err)
-	}
+	conformance.RunLinearizableUnderFaults(t, conformance.FaultHistory{
+		Clients: clients,
+		Faults:  []conformance.Fault{partition, partition},
+	})
 }

@@ -2,8 +2,6 @@ package zookeeper
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -56,19 +54,8 @@ func TestLinearizableUnderServerRestart(t *testing.T) {
 		ens.Kill(most)
 		return ens.Restart(most)
 	}}
-	for _, stale := range []bool{false, true} {
-		rep, err := conformance.CheckLinearizableUnderFaults(context.Background(), conformance.FaultHistory{
-			Clients:    clients,
-			Path:       fmt.Sprintf("/register-stale-%v", stale),
-			Faults:     []conformance.Fault{restart, restart},
-			StaleReads: stale,
-		})
-		switch {
-		case stale && !errors.Is(err, conformance.ErrNotLinearizable):
-			t.Fatalf("with stale reads: got %v (%+v), want ErrNotLinearizable", err, rep)
-		case !stale && err != nil:
-			t.Fatalf("%v (%+v)", err, rep)
-		}
-		t.Logf("stale reads %v: %v %+v", stale, err, rep)
-	}
+	conformance.RunLinearizableUnderFaults(t, conformance.FaultHistory{
+		Clients: clients,
+		Faults:  []conformance.Fault{restart, restart},
+	})
 }
