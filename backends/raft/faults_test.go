@@ -2,7 +2,6 @@ package raft
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"syscall"
 	"testing"
@@ -74,9 +73,10 @@ func TestLinearizableUnderPartitionedLeader(t *testing.T) {
 	c.waitLeader()
 	clients := []core.MetadataBackend{c.client(0), c.client(1), c.client(2), c.client(0)}
 	partition := conformance.Fault{Name: "partitioned leader", Inject: func(ctx context.Context) error {
-		old := c.leader()
-		if old < 0 {
-			return errors.New("no leader to cut off")
+		var old int
+		// After a heal the cut-off member may call an election.
+		if err := await(ctx, 20*time.Second, "a leader to cut off", func() bool { old = c.leader(); return old >= 0 }); err != nil {
+			return err
 		}
 		proxies[old].setCut(true)
 		defer proxies[old].setCut(false)
