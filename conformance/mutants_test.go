@@ -67,15 +67,7 @@ func (m *mutant) freeze(st *core.Stat) {
 
 func (m *mutant) GetMany(ctx context.Context, paths []string, opts core.ReadOptions) ([]core.GetResult, error) {
 	if m.bug == bugStaleReads {
-		rs := make([]core.GetResult, len(paths))
-		for i, path := range paths {
-			r, err := m.stale.get(ctx, m.MetadataBackend, path, opts)
-			if err != nil {
-				return nil, err
-			}
-			rs[i] = r
-		}
-		return rs, nil
+		return (&staleReads{MetadataBackend: m.MetadataBackend, cache: m.stale}).GetMany(ctx, paths, opts)
 	}
 	rs, err := m.MetadataBackend.GetMany(ctx, paths, opts)
 	for i := range rs {
