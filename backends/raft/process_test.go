@@ -226,6 +226,7 @@ func (s *procStore) SpareMember(t conformance.T) (string, string, func() core.Me
 			if !errors.Is(err, core.ErrUnavailable) || ctx.Err() != nil {
 				t.Fatalf("client of the spare voter %s: %v", id, err)
 			}
+			time.Sleep(50 * time.Millisecond) // back off from a member still joining
 		}
 	}
 }
