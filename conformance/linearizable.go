@@ -85,27 +85,26 @@ type regHistory struct {
 
 // do runs one operation on the register through c and records it: a
 // failed read is left out (it tells nothing), a failed write is recorded
-// with an unknown outcome that may take effect at any time after its call.
-// lastVer is the client's last version seen, the expected version of a
-// cas. It returns the error of a call that failed with ErrClosed (the
-// client is gone: the run cannot go on).
+// with an unknown outcome (pending: it may take effect at any time after
+// its call, up to the end of the history). lastVer is the client's last
+// version seen, the expected version of a cas. It returns the call's
+// error (nil for a cas refused with ErrBadVersion, an answer).
 func (h *regHistory) do(ctx context.Context, id int, c core.MetadataBackend, op, val string, lastVer *int64) error {
 	in := regInput{op: op, val: val}
 	var out regOutput
+	var callErr error
 	call := time.Since(h.start).Nanoseconds()
 	switch op {
 	case "get":
 		n, err := core.Get(ctx, c, h.path)
 		if err != nil {
-			if errors.Is(err, core.ErrClosed) {
-				return err
-			}
-			return nil
+			return err
 		}
 		out = regOutput{val: string(n.Data), ver: n.Stat.Version}
 		*lastVer = n.Stat.Version
 	case "set":
 		st, err := core.Set(ctx, c, h.path, []byte(val), core.AnyVersion, core.Fence{})
+		callErr = err
 		if err != nil {
 			out.unknown = true
 		} else {
@@ -122,7 +121,7 @@ func (h *regHistory) do(ctx context.Context, id int, c core.MetadataBackend, op,
 		case errors.Is(err, core.ErrBadVersion):
 			out.ok = false
 		default:
-			out.unknown = true
+			out.unknown, callErr = true, err
 		}
 	}
 	ret := time.Since(h.start).Nanoseconds()
@@ -132,6 +131,15 @@ func (h *regHistory) do(ctx context.Context, id int, c core.MetadataBackend, op,
 	h.mu.Lock()
 	h.ops = append(h.ops, porcupine.Operation{ClientId: id, Input: in, Call: call, Output: out, Return: ret})
 	h.mu.Unlock()
+	return callErr
+}
+
+// closedErr returns err if it says the client is closed (the run cannot
+// go on with it), else nil.
+func closedErr(err error) error {
+	if errors.Is(err, core.ErrClosed) {
+		return err
+	}
 	return nil
 }
 
@@ -142,8 +150,8 @@ func (h *regHistory) sequential(e *env, cs []core.MetadataBackend, round string,
 	e.t.Helper()
 	for k := range cs {
 		next := (k + 1) % len(cs)
-		e.ok(h.do(e.ctx, k, cs[k], "set", fmt.Sprintf("%s-%d", round, k), &lastVer[k]), "sequential set")
-		e.ok(h.do(e.ctx, next, cs[next], "get", "", &lastVer[next]), "sequential get")
+		e.ok(closedErr(h.do(e.ctx, k, cs[k], "set", fmt.Sprintf("%s-%d", round, k), &lastVer[k])), "sequential set")
+		e.ok(closedErr(h.do(e.ctx, next, cs[next], "get", "", &lastVer[next])), "sequential get")
 	}
 }
 
@@ -188,7 +196,7 @@ func linearizable(e *env, faults bool) {
 					}
 				}
 				op := [...]string{"get", "set", "cas"}[(i+j)%3]
-				err := h.do(ctx, i, c, op, fmt.Sprintf("c%d-%d", i, j), &lastVer[i])
+				err := closedErr(h.do(ctx, i, c, op, fmt.Sprintf("c%d-%d", i, j), &lastVer[i]))
 				cancel()
 				if err != nil {
 					errs[i] = err

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,28 +29,6 @@ type mutant struct {
 	closed <-chan struct{} // closed with the store
 	stale  *staleCache     // the store's (bugStaleReads)
 	commit chan struct{}   // the store's commit lock (bugWatchBlocksWriters)
-}
-
-// staleCache is bugStaleReads' read cache, shared by a store's clients: a
-// path's result is served for up to a second after it was read.
-type staleCache struct {
-	mu      sync.Mutex
-	results map[string]core.GetResult
-	read    map[string]time.Time
-}
-
-func (s *staleCache) get(ctx context.Context, b core.MetadataBackend, path string, opts core.ReadOptions) (core.GetResult, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r, ok := s.results[path]; ok && time.Since(s.read[path]) < time.Second {
-		return r, nil
-	}
-	rs, err := b.GetMany(ctx, []string{path}, opts)
-	if err != nil {
-		return core.GetResult{}, err
-	}
-	s.results[path], s.read[path] = rs[0], time.Now()
-	return rs[0], nil
 }
 
 func (m *mutant) Unwrap() core.MetadataBackend { return m.MetadataBackend }
@@ -90,15 +67,7 @@ func (m *mutant) freeze(st *core.Stat) {
 
 func (m *mutant) GetMany(ctx context.Context, paths []string, opts core.ReadOptions) ([]core.GetResult, error) {
 	if m.bug == bugStaleReads {
-		rs := make([]core.GetResult, len(paths))
-		for i, path := range paths {
-			r, err := m.stale.get(ctx, m.MetadataBackend, path, opts)
-			if err != nil {
-				return nil, err
-			}
-			rs[i] = r
-		}
-		return rs, nil
+		return (&staleReads{MetadataBackend: m.MetadataBackend, cache: m.stale}).GetMany(ctx, paths, opts)
 	}
 	rs, err := m.MetadataBackend.GetMany(ctx, paths, opts)
 	for i := range rs {
@@ -268,7 +237,7 @@ func TestSuiteCatchesMutants(t *testing.T) {
 				s := memory.NewStore(memory.StoreOptions{})
 				closed := make(chan struct{})
 				t.Cleanup(func() { close(closed); s.Close() })
-				stale := &staleCache{results: map[string]core.GetResult{}, read: map[string]time.Time{}}
+				stale := newStaleCache()
 				return mutantStore{s: s, bug: tt.bug, closed: closed, stale: stale, commit: make(chan struct{}, 1)}
 			}}
 			for run := 0; run < max(tt.runs, 1); run++ {

@@ -2,6 +2,8 @@ package conformance
 
 import (
 	"errors"
+	"strconv"
+	"strings"
 
 	"github.com/metaplane/metaplane/core"
 )
@@ -43,7 +45,7 @@ func importProperties() []Property {
 		{
 			Name:        "Import/Bulk/AllOrNothing",
 			Needs:       NeedsImport,
-			Description: "an Import with one bad node (existing, or without a parent) changes nothing and names the node's index with ErrNodeExists or ErrNoParent; an empty Import and one over core.MaxImportBatch fail with ErrInvalidArgument",
+			Description: "an Import with one bad node (existing, or without a parent) changes nothing and names the node's index with ErrNodeExists or ErrNoParent; an empty Import and one over core.MaxImportBatch fail with ErrInvalidArgument, the latter naming the limit; a batch of exactly core.MaxImportBatch is accepted",
 			run: func(e *env) {
 				im, _ := core.Optional[core.Importer](e.c0)
 				e.create(e.c0, p("taken"), []byte("x"), core.Persistent)
@@ -65,14 +67,17 @@ func importProperties() []Property {
 				for i := range big {
 					big[i] = core.ImportNode{Path: p("big", core.SequentialSuffix(int64(i)))}
 				}
-				if err := im.Import(e.ctx, big, core.Fence{}); !errors.Is(err, core.ErrInvalidArgument) {
-					e.t.Fatalf("import of %d nodes: %v, want ErrInvalidArgument", len(big), err)
+				big[0] = core.ImportNode{Path: p("big")}
+				limit := strconv.Itoa(core.MaxImportBatch)
+				if err := im.Import(e.ctx, big, core.Fence{}); !errors.Is(err, core.ErrInvalidArgument) || !strings.Contains(err.Error(), limit) {
+					e.t.Fatalf("import of %d nodes: %v, want ErrInvalidArgument naming the limit %s", len(big), err, limit)
 				}
 				after, err := e.c0.Snapshot(e.ctx, base)
 				e.ok(err, "snapshot")
 				if len(after.Nodes) != len(before.Nodes) {
 					e.t.Fatalf("refused imports changed the tree: %d nodes, then %d", len(before.Nodes), len(after.Nodes))
 				}
+				e.ok(im.Import(e.ctx, big[:core.MaxImportBatch], core.Fence{}), "import of exactly core.MaxImportBatch (%s) nodes", limit)
 			},
 		},
 	}

@@ -220,6 +220,66 @@ func memberProperties() []Property {
 			},
 		},
 		{
+			Name:        "Membership/AddRemove",
+			Needs:       NeedsMembership + "+" + NeedsSpareMember,
+			Description: "a voter added on the leader (a spare member from the harness) is listed as a voter at its address, catches up (its client reads a write made before and one made after the add) and is known to the leader as reachable with a match index; removed again, the voter set is the one before",
+			run: func(e *env) {
+				cs := append([]core.MetadataBackend{e.c0}, e.clients(2)...)
+				e.create(e.c0, p("before-add"), []byte("x"), core.Persistent)
+				leader, st := e.leadingMember(cs)
+				before := voterSet(st)
+				mm, _ := core.Optional[core.MembershipManager](leader)
+				id, addr, start := e.store.(SpareMaker).SpareMember(e.t)
+				added := make(chan error, 1)
+				go func() { added <- mm.AddVoter(e.ctx, id, addr) }()
+				var addErr error
+				returned := false
+				listed := time.Now().Add(e.h.scale(2 * time.Second))
+				for !returned && time.Now().Before(listed) && e.ctx.Err() == nil {
+					if slices.ContainsFunc(e.statusOf(leader).Members, func(m core.MemberStatus) bool { return m.ID == id }) {
+						break
+					}
+					select {
+					case addErr = <-added:
+						returned = true
+					case <-time.After(20 * time.Millisecond):
+					}
+				}
+				spare := start()
+				if !returned {
+					select {
+					case addErr = <-added:
+					case <-e.ctx.Done():
+						e.t.Fatalf("AddVoter(%s, %s) did not return within the property's deadline", id, addr)
+					}
+				}
+				e.ok(addErr, "AddVoter(%s, %s) of a started spare member", id, addr)
+				member := func(st core.Status) (core.MemberStatus, bool) {
+					i := slices.IndexFunc(st.Members, func(m core.MemberStatus) bool { return m.ID == id })
+					if i < 0 {
+						return core.MemberStatus{}, false
+					}
+					return st.Members[i], true
+				}
+				if m, ok := member(e.statusOf(leader)); !ok || m.Kind != core.MemberVoter || m.Address != addr {
+					e.t.Fatalf("after AddVoter(%s, %s) the leader lists %s, want it a voter at its address", id, addr, voterSet(e.statusOf(leader)))
+				}
+				e.create(leader, p("after-add"), []byte("y"), core.Persistent)
+				e.eventually("the new voter to read the writes made before and after its add", func() bool {
+					rs, err := spare.GetMany(e.ctx, []string{p("before-add"), p("after-add")}, core.ReadOptions{})
+					return err == nil && rs[0].Err == nil && rs[1].Err == nil
+				})
+				e.eventually("the leader to know the new voter reachable with a match index", func() bool {
+					m, ok := member(e.statusOf(leader))
+					return ok && m.Reachable && m.MatchIndex > 0
+				})
+				e.ok(mm.RemoveVoter(e.ctx, id), "RemoveVoter(%s)", id)
+				e.eventually("the voter set to be the one before the add", func() bool {
+					return voterSet(e.statusOf(leader)) == before
+				})
+			},
+		},
+		{
 			Name:        "Status/Fields",
 			Description: "Status names the backend as Capabilities does, with a known role, an applied index no greater than the commit index and a revision that never goes back and covers the client's writes; members have distinct ids; with ConsensusStatus every member reports itself among the members, one leader known to all, and an epoch above 0",
 			run: func(e *env) {

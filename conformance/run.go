@@ -21,7 +21,7 @@ import (
 // Capability names a Property may need. The first group are
 // core.Capabilities fields declared by the backend; HarnessCompactor is a
 // feature of the harness's Store (see Compactor), and so is
-// NeedsDescriptor (see Describer).
+// NeedsDescriptor (see Describer) and NeedsSpareMember (see SpareMaker).
 const (
 	NeedsExactHistory   = "ExactHistory"
 	NeedsStaleReads     = "StaleReads"
@@ -31,6 +31,7 @@ const (
 	NeedsImport         = "Import"
 	NeedsCompactor      = "Compactor"
 	NeedsDescriptor     = "Descriptor"
+	NeedsSpareMember    = "SpareMember"
 
 	NeedsFollowerReads = "LinearizableFollowerReads"
 	NeedsMembership    = "Membership"
@@ -76,6 +77,20 @@ type Compactor interface {
 	// Compact drops the change history up to and including revision, so
 	// that a watch from it fails with core.ErrCompacted.
 	Compact(t T, revision int64)
+}
+
+// SpareMaker is implemented by a harness's Store of a backend with
+// Membership that can start one more member of the store's cluster, for
+// Membership/AddRemove. Without it that property is skipped.
+type SpareMaker interface {
+	// SpareMember prepares a member that is not among the store's members:
+	// its id and address, as AddVoter takes them, and start, which starts
+	// it as a member joining the cluster and returns a client of it. The
+	// suite calls start while its AddVoter runs (once the leader lists the
+	// new member, or AddVoter has returned, or after 2 s), since a backend
+	// may need the member known before it starts or started before it
+	// catches up. The store stops the member at cleanup.
+	SpareMember(t T) (id, address string, start func() core.MetadataBackend)
 }
 
 // Properties returns the suite's properties in the order they run. The
@@ -386,6 +401,12 @@ func (e *env) has(name string) (bool, string) {
 		_, ok = e.store.(Compactor)
 		if !ok {
 			return false, fmt.Sprintf("harness %q does not implement conformance.Compactor", e.h.Name)
+		}
+		return true, ""
+	case NeedsSpareMember:
+		_, ok = e.store.(SpareMaker)
+		if !ok {
+			return false, fmt.Sprintf("harness %q does not implement conformance.SpareMaker", e.h.Name)
 		}
 		return true, ""
 	default:

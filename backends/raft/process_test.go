@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -188,6 +189,45 @@ func (s *procStore) ExpireSession(t conformance.T, c core.MetadataBackend) {
 	defer cancel()
 	if err := se.ExpireSession(ctx); err != nil {
 		t.Fatalf("expire session: %v", err)
+	}
+}
+
+// SpareMember prepares one more voter process, joining the store's
+// cluster (coordinator.raft.join) with the next id on a free port
+// (conformance.SpareMaker, for Membership/AddRemove).
+func (s *procStore) SpareMember(t conformance.T) (string, string, func() core.MetadataBackend) {
+	t.Helper()
+	tb := t.(testing.TB)
+	id := strconv.Itoa(len(s.v.cfgs) + 1)
+	port := testutil.FreePort(tb)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	cfg := maps.Clone(s.v.cfgs[0])
+	cfg["coordinator.raft.voters"] += "," + id + "@" + addr
+	cfg["coordinator.raft.node.id"] = id
+	cfg["coordinator.raft.port"] = strconv.Itoa(port)
+	cfg["coordinator.raft.dir"] = filepath.Join(tb.TempDir(), "spare")
+	cfg["coordinator.raft.join"] = "true"
+	return id, addr, func() core.MetadataBackend {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		p, err := launch(ctx, s.v.bin, cfg)
+		if err != nil {
+			t.Fatalf("launch the spare voter %s: %v", id, err)
+		}
+		t.Cleanup(func() { _ = p.Close() })
+		for {
+			// A member still catching up may time a session grant out.
+			c, err := p.NewConformanceClient(ctx, core.ClientOptions{Name: t.Name() + "-spare"})
+			if err == nil {
+				t.Cleanup(func() { _ = c.Close() })
+				return c
+			}
+			if !errors.Is(err, core.ErrUnavailable) || ctx.Err() != nil {
+				t.Fatalf("client of the spare voter %s: %v", id, err)
+			}
+			time.Sleep(50 * time.Millisecond) // back off from a member still joining
+		}
 	}
 }
 
