@@ -20,12 +20,13 @@ import (
 	plugin "github.com/hashicorp/go-plugin"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/config"
 	pb "github.com/metaplane/metaplane/proto/metaplane/v1"
 )
 
 // BinaryPrefix is the file name prefix of backend plugin binaries: the
 // plugin of backend NAME is BinaryPrefix+NAME.
-const BinaryPrefix = "metaplane-backend-"
+const BinaryPrefix = config.PluginBinaryPrefix
 
 // The configuration keys the host reads for plugins (documented in
 // docs/plugins.md).

@@ -277,9 +277,19 @@ func TestThirdPartyBackendKeys(t *testing.T) {
 	if cfg.Selected.Backend != "etcd" || cfg.Selected.SelectedBy != "etcd.endpoints" {
 		t.Errorf("selection %+v", cfg.Selected)
 	}
-	// Without the descriptor the keys are unknown.
+	// Without the descriptor the keys are unknown, and the message says
+	// where plugins are discovered.
 	_, err = Load(LoadOptions{File: file})
-	wantProblem(t, err, "etcd.endpoints", "unknown key")
+	wantProblem(t, err, "etcd.endpoints", "unknown key; if it belongs to a third-party backend, no plugin binary metaplane-backend-<name> in the plugin directory (metadata.backend.plugin.dir; default: the directory of the metaplane executable)")
+	_, err = Load(LoadOptions{File: file, Overrides: []string{"metadata.backend.plugin.dir=/opt/mp/plugins"}})
+	wantProblem(t, err, "etcd.endpoints", "in the plugin directory /opt/mp/plugins (metadata.backend.plugin.dir)")
+	_, err = Load(LoadOptions{Env: []string{"METAPLANE_ETCD_ENDPOINTS=e1:2379"}})
+	wantProblem(t, err, "METAPLANE_ETCD_ENDPOINTS", "unknown key etcd.endpoints; if it belongs to a third-party backend")
+	// A key under a built-in section gets no plugin hint.
+	_, err = Load(LoadOptions{Overrides: []string{"coordinator.raft.bogus=1"}})
+	if p := problemsOf(t, err); len(p) != 1 || strings.Contains(p[0].Message, "plugin") {
+		t.Errorf("coordinator.raft.bogus: got %v, want one problem without a plugin hint", p)
+	}
 	// With seed nodes too: refused.
 	opts.Overrides = []string{"coordinator.seed.nodes=c1:9123"}
 	_, err = Load(opts)

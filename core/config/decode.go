@@ -120,7 +120,7 @@ func decodeFlat(merged map[string]any, extras extraSet, probs *Problems) (*Confi
 			probs.Add(key, "is a section, not a key; set the keys under it"+suggest(key))
 			continue
 		}
-		probs.Add(key, "unknown key"+suggest(key))
+		probs.Add(key, extras.unknownKey(key))
 	}
 	if _, set := present[keyRaftDir]; !set {
 		cfg.Coordinator.Raft.Dir = underDataDir(cfg.DataDir, "raft")

@@ -83,6 +83,7 @@ func Load(opts LoadOptions) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	extras.pluginDir = rawPluginDir(merged, opts)
 
 	if opts.Env != nil {
 		k := koanf.New(".")
@@ -100,7 +101,7 @@ func Load(opts LoadOptions) (*Config, error) {
 					return "", nil
 				}
 				if !isKnownKey(key) && !extras.accepts(key) {
-					probs.Add(name, fmt.Sprintf("environment variable names unknown key %s%s", key, suggest(key)))
+					probs.Add(name, fmt.Sprintf("environment variable names unknown key %s%s%s", key, suggest(key), extras.pluginHint(key)))
 					return "", nil
 				}
 				return key, value

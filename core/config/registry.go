@@ -79,6 +79,33 @@ type extraSet struct {
 	keys     map[string]bool // selector keys
 	prefixes map[string]bool // their first segments
 	any      bool            // accept every key outside the built-in sections
+	// pluginDir is the plugin directory the sources name ("" for the
+	// default), for the hint on an unknown key outside the built-in
+	// sections.
+	pluginDir string
+}
+
+// PluginBinaryPrefix is the file name prefix of backend plugin binaries in
+// the plugin directory (metadata.backend.plugin.dir): the plugin of
+// backend NAME is PluginBinaryPrefix+NAME.
+const PluginBinaryPrefix = "metaplane-backend-"
+
+// unknownKey is the problem text for a key that is neither known nor
+// accepted.
+func (e extraSet) unknownKey(key string) string { return "unknown key" + suggest(key) + e.pluginHint(key) }
+
+// pluginHint is "" or, for a key outside every built-in section (it may be
+// a third-party backend's whose plugin was not found), a hint saying where
+// plugins are discovered.
+func (e extraSet) pluginHint(key string) string {
+	if seg := firstSegment(key); keySections[seg] || isKnownKey(seg) || e.any {
+		return ""
+	}
+	dir := "the plugin directory (" + keyPluginDir + "; default: the directory of the metaplane executable)"
+	if e.pluginDir != "" {
+		dir = "the plugin directory " + e.pluginDir + " (" + keyPluginDir + ")"
+	}
+	return "; if it belongs to a third-party backend, no plugin binary " + PluginBinaryPrefix + "<name> in " + dir + " declares it or its section as its selector key"
 }
 
 func (e extraSet) accepts(key string) bool {
