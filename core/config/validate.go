@@ -101,7 +101,9 @@ func (c *Config) validate(probs *Problems, observer bool) {
 	// zookeeper.*
 	for _, a := range c.ZooKeeper.Address {
 		addr := a
-		if _, _, err := splitHostMaybePort(a); err != nil {
+		if host, chroot, ok := strings.Cut(a, "/"); ok {
+			probs.Add("zookeeper.address", fmt.Sprintf("address %q: a chroot suffix (/%s) is refused: set zookeeper.path.root: /%s and zookeeper.address: %s", a, chroot, chroot, host))
+		} else if _, _, err := splitHostMaybePort(a); err != nil {
 			probs.Add("zookeeper.address", err.Error())
 		} else if seen["zk:"+addr] {
 			probs.Add("zookeeper.address", fmt.Sprintf("%s is given twice", a))

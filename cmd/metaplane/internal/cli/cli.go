@@ -90,8 +90,8 @@ func newRoot() *cobra.Command {
 streaming store: the coordinator daemon, the reference tablet server, and
 the tools to administer, configure, test and measure them.
 
-Flags may come anywhere on the command line, before or after the verb and
-its arguments. Exit status: 0 success, 1 failure, 2 usage error.`,
+Flags may come anywhere after the command that defines them, before or
+after the verb and its arguments (metaplane admin --json list-databases). Exit status: 0 success, 1 failure, 2 usage error.`,
 		Version:       versionOf(readBuildInfo).Text(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
