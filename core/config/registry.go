@@ -92,7 +92,9 @@ const PluginBinaryPrefix = "metaplane-backend-"
 
 // unknownKey is the problem text for a key that is neither known nor
 // accepted.
-func (e extraSet) unknownKey(key string) string { return "unknown key" + suggest(key) + e.pluginHint(key) }
+func (e extraSet) unknownKey(key string) string {
+	return "unknown key" + suggest(key) + e.pluginHint(key)
+}
 
 // pluginHint is "" or, for a key outside every built-in section (it may be
 // a third-party backend's whose plugin was not found), a hint saying where
