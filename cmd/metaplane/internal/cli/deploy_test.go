@@ -317,9 +317,18 @@ func TestDeploySystemdUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	settings := map[string][]string{}
+	section := ""
+	// Keys systemd reads only in [Unit] (it ignores them, with a warning,
+	// in [Service]).
+	unitOnly := map[string]bool{"Description": true, "Documentation": true, "Wants": true, "After": true, "Requires": true,
+		"StartLimitIntervalSec": true, "StartLimitBurst": true}
 	for _, line := range strings.Split(string(unit), "\n") {
 		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "[") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if strings.HasPrefix(line, "[") {
+			section = line
 			continue
 		}
 		k, v, ok := strings.Cut(line, "=")
@@ -327,7 +336,20 @@ func TestDeploySystemdUnit(t *testing.T) {
 			t.Errorf("unit line %q is not key=value", line)
 			continue
 		}
+		if unitOnly[k] && section != "[Unit]" {
+			t.Errorf("unit: %s= is in %s; systemd reads it only in [Unit]", k, section)
+		}
 		settings[k] = append(settings[k], v)
+	}
+	// Where systemd is installed, let it check the unit too (the binary it
+	// names need not be installed here).
+	if sa, err := exec.LookPath("systemd-analyze"); err == nil {
+		out, _ := exec.Command(sa, "verify", filepath.Join(root, "deploy", "systemd", "metaplane-coordinator.service")).CombinedOutput()
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if l != "" && !strings.Contains(l, "is not executable") {
+				t.Errorf("systemd-analyze verify: %s", l)
+			}
+		}
 	}
 	for _, k := range []string{"User", "StateDirectory", "Restart", "LimitNOFILE", "NoNewPrivileges", "ProtectSystem", "ExecStart"} {
 		if len(settings[k]) == 0 {
