@@ -27,6 +27,7 @@ var Descriptor = core.BackendDescriptor{
 // Defaults of the keys tinymem owns.
 const (
 	DefaultMaxNodes = 100000
+	DefaultMaxBytes = 256 * settings.MiB
 	DefaultHistory  = 100000
 )
 
@@ -42,22 +43,28 @@ func NewProvider() *Provider { return &Provider{} }
 // Descriptor implements core.Provider.
 func (p *Provider) Descriptor() core.BackendDescriptor { return Descriptor }
 
-// Start reads tinymem.max-nodes (the most nodes the tree holds, root
-// included) and tinymem.history (how many change events watches can
-// replay) from the flat settings and creates the store.
+// Start reads its keys from the flat settings and creates the store:
+// tinymem.max-nodes (the most nodes the tree holds, root included),
+// tinymem.max-bytes (the most data bytes the tree holds, and separately
+// the change history) and tinymem.history (how many change events watches
+// can replay). Together they bound the memory the plugin uses.
 func (p *Provider) Start(ctx context.Context, flat map[string]string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	maxNodes, history := int64(DefaultMaxNodes), int64(DefaultHistory)
+	maxNodes, maxBytes, history := int64(DefaultMaxNodes), DefaultMaxBytes, int64(DefaultHistory)
 	r := settings.NewReader(flat)
 	r.Int64("tinymem.max-nodes", &maxNodes)
+	r.Size("tinymem.max-bytes", &maxBytes)
 	r.Int64("tinymem.history", &history)
 	if err := r.Err(); err != nil {
 		return fmt.Errorf("%w: %v", core.ErrInvalidArgument, err)
 	}
 	if maxNodes < 1 {
 		return fmt.Errorf("%w: tinymem.max-nodes: %d, want at least 1", core.ErrInvalidArgument, maxNodes)
+	}
+	if maxBytes < core.DefaultMaxValueSize {
+		return fmt.Errorf("%w: tinymem.max-bytes: %d, want at least one value's limit, %d", core.ErrInvalidArgument, maxBytes, core.DefaultMaxValueSize)
 	}
 	if history < 1 {
 		return fmt.Errorf("%w: tinymem.history: %d, want at least 1", core.ErrInvalidArgument, history)
@@ -67,7 +74,7 @@ func (p *Provider) Start(ctx context.Context, flat map[string]string) error {
 	if p.store != nil {
 		return fmt.Errorf("%w: tinymem: started twice", core.ErrInvalidArgument)
 	}
-	p.store = newStore(int(maxNodes), int(history))
+	p.store = newStore(int(maxNodes), int64(maxBytes), int(history))
 	return nil
 }
 

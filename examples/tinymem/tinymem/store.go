@@ -43,15 +43,18 @@ func (n *node) clone() *node {
 // store is the tree shared by every client of one plugin process. One
 // mutex serializes it, which makes every read and write linearizable.
 type store struct {
-	mu         sync.Mutex
-	maxNodes   int
-	maxHistory int
-	nodes      map[string]*node
-	rev        int64
-	history    []core.WatchEvent // the last changes, in revision order
-	compacted  int64             // the newest revision no longer in history
-	changed    chan struct{}     // closed and replaced at every commit
-	closed     bool
+	mu           sync.Mutex
+	maxNodes     int
+	maxBytes     int64
+	maxHistory   int
+	nodes        map[string]*node
+	bytes        int64 // the data bytes of nodes
+	rev          int64
+	history      []core.WatchEvent // the last changes, in revision order
+	historyBytes int64             // their data bytes
+	compacted    int64             // the newest revision no longer in history
+	changed      chan struct{}     // closed and replaced at every commit
+	closed       bool
 
 	nextSession int64
 	clients     map[*client]bool
@@ -63,10 +66,10 @@ type store struct {
 	watchers map[chan core.LeaderInfo]bool
 }
 
-func newStore(maxNodes, maxHistory int) *store {
+func newStore(maxNodes int, maxBytes int64, maxHistory int) *store {
 	now := time.Now().UnixMilli()
 	return &store{
-		maxNodes: maxNodes, maxHistory: maxHistory,
+		maxNodes: maxNodes, maxBytes: maxBytes, maxHistory: maxHistory,
 		nodes:    map[string]*node{"/": {data: []byte{}, ctime: now, mtime: now, kids: map[string]bool{}}},
 		changed:  make(chan struct{}),
 		clients:  map[*client]bool{},
@@ -81,8 +84,19 @@ type txn struct {
 	now    int64
 	owner  int64
 	over   map[string]*node
-	added  int
+	added  int   // nodes created minus nodes deleted
+	bytes  int64 // data bytes added minus data bytes removed
 	events []core.WatchEvent
+}
+
+// grow accounts for delta more data bytes, refusing to pass
+// tinymem.max-bytes.
+func (t *txn) grow(path string, delta int64) error {
+	if delta > 0 && t.s.bytes+t.bytes+delta > t.s.maxBytes {
+		return fmt.Errorf("%w: %s: the tree holds tinymem.max-bytes=%d data bytes", core.ErrTooLarge, path, t.s.maxBytes)
+	}
+	t.bytes += delta
+	return nil
 }
 
 func (t *txn) get(path string) *node {
@@ -109,6 +123,9 @@ func (t *txn) create(path string, data []byte, owner int64) (*node, error) {
 	if len(t.s.nodes)+t.added >= t.s.maxNodes {
 		return nil, fmt.Errorf("%w: create %s: the tree holds tinymem.max-nodes=%d nodes", core.ErrTooLarge, path, t.s.maxNodes)
 	}
+	if err := t.grow(path, int64(len(data))); err != nil {
+		return nil, err
+	}
 	if t.get(core.ParentPath(path)).owner != 0 {
 		return nil, fmt.Errorf("%w: create %s: parent %s is ephemeral", core.ErrNoParent, path, core.ParentPath(path))
 	}
@@ -122,6 +139,7 @@ func (t *txn) create(path string, data []byte, owner int64) (*node, error) {
 }
 
 func (t *txn) remove(path string) {
+	t.bytes -= int64(len(t.get(path).data))
 	delete(t.mut(core.ParentPath(path)).kids, core.BaseName(path))
 	t.over[path] = nil
 	t.added--
@@ -167,6 +185,9 @@ func (t *txn) apply(op core.Op) (core.OpResult, error) {
 	case core.OpCheck:
 		res.Stat = n.stat()
 	case core.OpSet:
+		if err := t.grow(op.Path, int64(len(op.Data)-len(n.data))); err != nil {
+			return res, err
+		}
 		m := t.mut(op.Path)
 		m.data, m.version, m.modRev, m.mtime = append([]byte{}, op.Data...), m.version+1, t.rev, t.now
 		res.Stat = m.stat()
@@ -257,15 +278,24 @@ func (s *store) commitLocked(t *txn) {
 		}
 	}
 	s.rev = t.rev
+	s.bytes += t.bytes
 	s.history = append(s.history, t.events...)
-	if over := len(s.history) - s.maxHistory; over > 0 {
-		// Drop whole revisions only.
-		cut := s.history[over-1].Revision
-		for over < len(s.history) && s.history[over].Revision == cut {
-			over++
+	for _, e := range t.events {
+		s.historyBytes += int64(len(e.Data))
+	}
+	// Keep at most tinymem.history events and tinymem.max-bytes of their
+	// data, dropping the oldest whole revisions.
+	drop := 0
+	for len(s.history)-drop > s.maxHistory || s.historyBytes > s.maxBytes {
+		cut := s.history[drop].Revision
+		for drop < len(s.history) && s.history[drop].Revision == cut {
+			s.historyBytes -= int64(len(s.history[drop].Data))
+			drop++
 		}
 		s.compacted = max(s.compacted, cut)
-		s.history = append([]core.WatchEvent(nil), s.history[over:]...)
+	}
+	if drop > 0 {
+		s.history = append([]core.WatchEvent(nil), s.history[drop:]...)
 	}
 	close(s.changed)
 	s.changed = make(chan struct{})
@@ -297,6 +327,9 @@ func (s *store) compact(revision int64) error {
 		return core.ErrClosed
 	}
 	i := sort.Search(len(s.history), func(i int) bool { return s.history[i].Revision > revision })
+	for _, e := range s.history[:i] {
+		s.historyBytes -= int64(len(e.Data))
+	}
 	s.history = append([]core.WatchEvent(nil), s.history[i:]...)
 	s.compacted = max(s.compacted, min(revision, s.rev))
 	return nil
