@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -190,29 +189,7 @@ func startDocsCoordinator(t *testing.T, dir string, n int) string {
 		"-D", "coordinator.raft.dir="+filepath.Join(dir, "coordinator-raft"))
 	addr := strings.TrimPrefix(bs, "--bootstrap-servers=")
 	for id := 1; id <= n; id++ {
-		ts := exec.Command(testutil.Binary(t, "metaplane"), "tablet-server", "--no-env", "--id", strconv.Itoa(id),
-			"-D", "coordinator.seed.nodes="+addr)
-		ts.Dir = dir
-		ts.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		var out testutil.SyncBuffer
-		ts.Stdout, ts.Stderr = &out, &out
-		if err := ts.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() { ts.Wait(); close(done) }()
-		t.Cleanup(func() {
-			ts.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				ts.Process.Kill()
-				<-done
-			}
-			if t.Failed() {
-				t.Logf("tablet server %d output:\n%s", id, out.String())
-			}
-		})
+		startTabletServerProcess(t, "--id", strconv.Itoa(id), "-D", "coordinator.seed.nodes="+addr)
 	}
 	if n > 0 {
 		testutil.WaitFor(t, 60*time.Second, strconv.Itoa(n)+" tablet servers registered", func() bool {
