@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,5 +79,34 @@ func TestExampleBackendModule(t *testing.T) {
 		if strings.HasPrefix(l, "SKIP Capabilities/MatchDescriptor") || strings.HasPrefix(l, "SKIP Watch/") || strings.HasPrefix(l, "SKIP Session/") {
 			t.Errorf("the example declares what %q needs: %s", strings.Fields(l)[1], l)
 		}
+	}
+}
+
+// TestExampleImportsThePublicKitOnly: the example backend delegates to
+// nothing of this module but the kit a third party gets (core, plugins and
+// its plugintest, conformance); never a backend or an internal package.
+func TestExampleImportsThePublicKitOnly(t *testing.T) {
+	dir := filepath.Join(repoRoot(t), "examples", "tinymem")
+	allowed := map[string]bool{"core": true, "core/settings": true, "plugins": true, "plugins/plugintest": true, "conformance": true}
+	files := 0
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return err
+		}
+		files++
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			p := strings.Trim(imp.Path.Value, `"`)
+			if rest, ok := strings.CutPrefix(p, "github.com/metaplane/metaplane/"); ok && !allowed[rest] {
+				t.Errorf("%s imports %s: the example may use only %v of this module", path, p, keys(allowed))
+			}
+		}
+		return nil
+	})
+	if err != nil || files < 4 {
+		t.Fatalf("reading %s: %v (%d Go files)", dir, err, files)
 	}
 }
