@@ -257,6 +257,8 @@ func TestSelectionThroughLoadConfig(t *testing.T) {
 	}
 	_, err = Load(LoadOptions{Overrides: []string{"zookeeper.address=zk:2181", "coordinator.seed.nodes=c:9123"}})
 	wantProblem(t, err, "coordinator.seed.nodes", "exclusive")
+	_, err = Load(LoadOptions{Overrides: []string{"zookeeper.address=zk:2181", "zookeeper.path.root=/"}})
+	wantProblem(t, err, "zookeeper.path.root", "must not be /")
 	_, err = Load(LoadOptions{Overrides: []string{"zookeeper.address=zk:2181/fluss"}})
 	wantProblem(t, err, "zookeeper.address", `address "zk:2181/fluss": a chroot suffix (/fluss) is refused: set zookeeper.path.root: /fluss and zookeeper.address: zk:2181`)
 	_, err = Load(LoadOptions{Overrides: []string{"metadata.backend.default=none"}})

@@ -112,6 +112,8 @@ func (c *Config) validate(probs *Problems, observer bool) {
 	}
 	if err := core.ValidatePath(c.ZooKeeper.PathRoot); err != nil {
 		probs.Add("zookeeper.path.root", fmt.Sprintf("%q is not a valid absolute znode path", c.ZooKeeper.PathRoot))
+	} else if c.ZooKeeper.PathRoot == "/" {
+		probs.Add("zookeeper.path.root", "must not be / (the tree needs a znode of its own, such as /fluss)")
 	}
 	zc := c.ZooKeeper.Client
 	positive("zookeeper.client.session-timeout", zc.SessionTimeout)
