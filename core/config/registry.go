@@ -107,7 +107,7 @@ func (e extraSet) pluginHint(key string) string {
 	if e.pluginDir != "" {
 		dir = "the plugin directory " + e.pluginDir + " (" + keyPluginDir + ")"
 	}
-	return "; if it belongs to a third-party backend, no plugin binary " + PluginBinaryPrefix + "<name> in " + dir + " declares it or its section as its selector key"
+	return "; if it belongs to a third-party backend, no plugin binary " + PluginBinaryPrefix + "<name> in " + dir + " declares it (or a key of its section) as its selector key"
 }
 
 func (e extraSet) accepts(key string) bool {
