@@ -283,7 +283,8 @@ func (c *client) Status(ctx context.Context) (core.Status, error) {
 	st := core.Status{
 		Backend: Descriptor.Name, MemberID: "session-" + strconv.FormatInt(c.session, 10), Role: core.RoleStandalone,
 		Epoch: c.s.epoch, CommitIndex: c.s.rev, AppliedIndex: c.s.rev, Revision: c.s.rev,
-		Details: map[string]string{"nodes": strconv.Itoa(len(c.s.nodes)), "max-nodes": strconv.Itoa(c.s.maxNodes)},
+		Details: map[string]string{"nodes": strconv.Itoa(len(c.s.nodes)), "bytes": strconv.FormatInt(c.s.bytes, 10),
+			"candidates": strconv.Itoa(len(c.s.queue))},
 	}
 	if l := c.s.leader; l != nil {
 		st.LeaderID, st.LeaderAddress = l.cand.ID, l.cand.Address
@@ -330,6 +331,7 @@ type candidacy struct {
 	epoch   int64
 	elected chan struct{}
 	lost    chan struct{}
+	ended   chan struct{} // closed when the candidacy ends (gone)
 	gone    bool
 }
 
@@ -373,6 +375,7 @@ func (s *store) withdrawLocked(l *candidacy) {
 		return
 	}
 	l.gone = true
+	close(l.ended)
 	for i, q := range s.queue {
 		if q == l {
 			s.queue = append(s.queue[:i:i], s.queue[i+1:]...)
@@ -398,7 +401,7 @@ func (c *client) Campaign(ctx context.Context, cand core.Candidate) (core.Leader
 	if err := c.lock(ctx); err != nil {
 		return nil, err
 	}
-	l := &candidacy{c: c, cand: cand, elected: make(chan struct{}), lost: make(chan struct{})}
+	l := &candidacy{c: c, cand: cand, elected: make(chan struct{}), lost: make(chan struct{}), ended: make(chan struct{})}
 	c.s.queue = append(c.s.queue, l)
 	c.s.electLocked()
 	c.s.mu.Unlock()
@@ -415,15 +418,18 @@ func (c *client) Campaign(ctx context.Context, cand core.Candidate) (core.Leader
 		}
 		return l, nil
 	case <-ctx.Done():
-	case <-c.done:
+	case <-l.ended: // the session expired or the client closed
 	}
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
 	c.s.withdrawLocked(l)
-	if ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil:
 		return nil, ctx.Err()
+	case c.closed:
+		return nil, core.ErrClosed
 	}
-	return nil, core.ErrClosed
+	return nil, fmt.Errorf("%w: the session ended while campaigning", core.ErrSessionExpired)
 }
 
 func (c *client) Leader(ctx context.Context) (core.LeaderInfo, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"example.com/metaplane-tinymem/tinymem"
 	"github.com/metaplane/metaplane/core"
@@ -78,5 +79,57 @@ func TestLimits(t *testing.T) {
 		if !errors.Is(err, core.ErrInvalidArgument) || !strings.Contains(err.Error(), key) {
 			t.Errorf("%s=%s: got %v, want ErrInvalidArgument naming the key", key, bad, err)
 		}
+	}
+}
+
+// TestCampaignEndsWithTheSession: a candidate waiting behind a leader
+// returns ErrSessionExpired when its session expires, and ErrClosed when
+// its client closes, instead of waiting for its context.
+func TestCampaignEndsWithTheSession(t *testing.T) {
+	ctx := context.Background()
+	p := tinymem.NewProvider()
+	if err := p.Start(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	leader, _ := p.NewClient(ctx, core.ClientOptions{})
+	if _, err := leader.Campaign(ctx, core.Candidate{ID: "leader"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, end := range []struct {
+		name string
+		want error
+		do   func(core.MetadataBackend)
+	}{
+		{"expiry", core.ErrSessionExpired, func(c core.MetadataBackend) { c.(core.SessionExpirer).ExpireSession(ctx) }},
+		{"close", core.ErrClosed, func(c core.MetadataBackend) { c.Close() }},
+	} {
+		c, _ := p.NewClient(ctx, core.ClientOptions{})
+		errc := make(chan error, 1)
+		go func() { _, err := c.Campaign(ctx, core.Candidate{ID: end.name}); errc <- err }()
+		// Wait until the candidacy is queued behind the leader.
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			st, err := leader.Status(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Details["candidates"] == "2" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the candidacy never queued: %v", st.Details)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		end.do(c)
+		select {
+		case err := <-errc:
+			if !errors.Is(err, end.want) {
+				t.Errorf("%s of a waiting candidate: got %v, want %v", end.name, err, end.want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s of a waiting candidate: Campaign still waiting", end.name)
+		}
+		c.Close()
 	}
 }
