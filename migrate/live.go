@@ -158,14 +158,11 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 		return res, err
 	}
 	srcMarker := Marker{ID: o.ID, Role: "source", Phase: "copying", Peer: dstName, Started: started}
-	if _, err := src.Txn(ctx, []core.Op{core.CreateOp(catalog.MigrationPath, markerData(srcMarker), core.Persistent)}, core.TxnOptions{}); err != nil {
+	if err := claimSource(ctx, src, srcMarker, say); err != nil {
 		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		_ = dropMarker(dctx, dst)
 		cancel()
-		if errors.Is(err, core.ErrNodeExists) {
-			return res, fmt.Errorf("%w on the source: %s (another migration holds it, or one was interrupted: `metaplane migrate unfence` on the source removes it); the target's marker was removed", ErrMigrationInProgress, describeMarker(ctx, src))
-		}
-		return res, fmt.Errorf("mark the source: %w (the target's marker was removed)", err)
+		return res, fmt.Errorf("%w; the target's marker was removed", err)
 	}
 	fenced := false
 	defer func() {
@@ -213,7 +210,11 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 	pause := time.Now()
 	fence := srcMarker
 	fence.Phase = "fenced"
-	ops := []core.Op{core.CreateOp(catalog.MigrationFencePath, markerData(fence), core.Persistent)}
+	// The fence is an ephemeral node of this tool's session: a tool that
+	// dies (SIGKILL, its host lost) releases it when its session ends, and
+	// the source's coordinators lead again. At the cut-over it is replaced
+	// by a persistent one (below).
+	ops := []core.Op{core.CreateOp(catalog.MigrationFencePath, markerData(fence), core.Ephemeral)}
 	if rs, gerr := src.GetMany(ctx, []string{catalog.CoordinatorEpochPath}, core.ReadOptions{}); gerr == nil && rs[0].Err == nil {
 		e, derr := catalog.DecodeEpoch(rs[0].Node.Data)
 		if derr == nil {
@@ -224,6 +225,12 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 		return res, fmt.Errorf("fence the source: %w", err)
 	}
 	fenced = true
+	// Every leader elected on src bumps /coordinators/epoch: its version
+	// now is checked at the cut-over (no leader led src since the fence).
+	epochVersion := int64(-1)
+	if rs, gerr := src.GetMany(ctx, []string{catalog.CoordinatorEpochPath}, core.ReadOptions{}); gerr == nil && rs[0].Err == nil {
+		epochVersion = rs[0].Node.Stat.Version
+	}
 	say("source fenced (%s); waiting for its coordinator leader to step down", catalog.MigrationFencePath)
 	if err := waitNoLeader(ctx, src, o.FenceWait); err != nil {
 		return res, err
@@ -265,14 +272,26 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 	if res.TargetEpoch, err = continueEpoch(ctx, dst, res.SourceEpoch); err != nil {
 		return res, err
 	}
+	// The cut-over: src's ephemeral fence becomes a persistent one (src
+	// stays fenced after this tool exits), in one transaction that fails
+	// if the fence was lost (this tool's session ended) or a leader was
+	// elected on src since the fence (the epoch node moved).
+	done := fence
+	done.Phase = "done"
+	cut := []core.Op{
+		core.DeleteOp(catalog.MigrationFencePath, core.AnyVersion),
+		core.CreateOp(catalog.MigrationFencePath, markerData(done), core.Persistent),
+		core.SetOp(catalog.MigrationPath, markerData(done), core.AnyVersion),
+	}
+	if epochVersion >= 0 {
+		cut = append(cut, core.CheckOp(catalog.CoordinatorEpochPath, epochVersion))
+	}
+	if _, err := src.Txn(ctx, cut, core.TxnOptions{}); err != nil {
+		return res, fmt.Errorf("make the source's fence permanent (was it lost with this tool's session, or did a coordinator lead the source since the fence?): %w", err)
+	}
 	res.PauseMS = time.Since(pause).Milliseconds()
 	if err := dropMarker(ctx, dst); err != nil {
 		return res, fmt.Errorf("remove the target's marker: %w", err)
-	}
-	done := fence
-	done.Phase = "done"
-	if _, err := core.Set(ctx, src, catalog.MigrationPath, markerData(done), core.AnyVersion, core.Fence{}); err != nil {
-		say("the migration is complete, but the source's marker could not be updated to phase done: %v", err)
 	}
 	say("validated: %d nodes; write pause %d ms", res.Nodes, res.PauseMS)
 	return res, nil
@@ -332,12 +351,66 @@ func claimTarget(ctx context.Context, dst core.MetadataBackend, m Marker) error 
 	return nil
 }
 
-// dropMarker removes the marker and the fence, whichever exist.
+// dropMarker removes the marker, the fence and the owner, whichever exist.
 func dropMarker(ctx context.Context, b core.MetadataBackend) error {
-	for _, p := range []string{catalog.MigrationFencePath, catalog.MigrationPath} {
+	for _, p := range []string{catalog.MigrationFencePath, MigrationOwnerPath, catalog.MigrationPath} {
 		if err := core.Delete(ctx, b, p, core.AnyVersion, core.Fence{}); err != nil && !errors.Is(err, core.ErrNotFound) {
 			return fmt.Errorf("delete %s: %w", p, err)
 		}
+	}
+	return nil
+}
+
+// MigrationOwnerPath is the source's owner node: an ephemeral node of the
+// running tool's session, created with the source's marker. A marker
+// without it was left by a tool that died.
+const MigrationOwnerPath = catalog.MigrationPath + "/owner"
+
+// claimSource creates src's marker and its owner (ephemeral) in one
+// transaction. A marker already present refuses the run
+// (ErrMigrationInProgress) when its owner lives (a running migration) or
+// its phase is "done" (src was cut over: `migrate unfence` rolls it back);
+// a marker in phase "copying" or "fenced" without its owner was left by a
+// tool that died: it is removed (with its fence, if any), said, and the
+// claim made again.
+func claimSource(ctx context.Context, src core.MetadataBackend, m Marker, say func(string, ...any)) error {
+	claim := []core.Op{
+		core.CreateOp(catalog.MigrationPath, markerData(m), core.Persistent),
+		core.CreateOp(MigrationOwnerPath, []byte(m.ID), core.Ephemeral),
+	}
+	_, err := src.Txn(ctx, claim, core.TxnOptions{})
+	if !errors.Is(err, core.ErrNodeExists) {
+		if err != nil {
+			return fmt.Errorf("mark the source: %w", err)
+		}
+		return nil
+	}
+	desc := describeMarker(ctx, src)
+	rs, gerr := src.GetMany(ctx, []string{catalog.MigrationPath, MigrationOwnerPath}, core.ReadOptions{})
+	if gerr != nil {
+		return fmt.Errorf("%w on the source: %s (and reading it failed: %v)", ErrMigrationInProgress, desc, gerr)
+	}
+	var old Marker
+	if rs[0].Err == nil {
+		_ = json.Unmarshal(rs[0].Node.Data, &old)
+	}
+	switch {
+	case rs[1].Err == nil:
+		return fmt.Errorf("%w on the source: %s, held by a running tool (its owner %s is alive; a tool killed just now releases it when its session ends, within the source's session timeout: retry then)", ErrMigrationInProgress, desc, MigrationOwnerPath)
+	case !errors.Is(rs[1].Err, core.ErrNotFound):
+		return fmt.Errorf("%w on the source: %s (reading its owner failed: %v)", ErrMigrationInProgress, desc, rs[1].Err)
+	case old.Phase == "done":
+		return fmt.Errorf("%w on the source: %s: the source was cut over to another store; `metaplane migrate unfence` on the source rolls that back", ErrMigrationInProgress, desc)
+	}
+	say("the source carries %s, left by a tool that died (its owner %s is gone): removing it and taking over", desc, MigrationOwnerPath)
+	if err := dropMarker(ctx, src); err != nil {
+		return fmt.Errorf("remove the marker a dead run left on the source: %w", err)
+	}
+	if _, err := src.Txn(ctx, claim, core.TxnOptions{}); err != nil {
+		if errors.Is(err, core.ErrNodeExists) {
+			return fmt.Errorf("%w on the source: %s (another run claimed it meanwhile)", ErrMigrationInProgress, describeMarker(ctx, src))
+		}
+		return fmt.Errorf("mark the source: %w", err)
 	}
 	return nil
 }

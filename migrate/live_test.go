@@ -263,3 +263,62 @@ func TestImportFencesTheTargetUntilComplete(t *testing.T) {
 		t.Errorf("validate: %+v, %v", v, err)
 	}
 }
+
+// TestLiveTakesOverFromADeadRun: a tool that died leaves its marker on
+// the source, but its owner and fence (ephemeral nodes of its session) go
+// with its session; a rerun says so, takes the marker over and completes,
+// leaving a persistent fence that outlives the rerun's own session. A
+// marker whose owner lives refuses the run.
+func TestLiveTakesOverFromADeadRun(t *testing.T) {
+	ctx := context.Background()
+	store := memory.NewStore(memory.StoreOptions{})
+	for _, p := range []string{"/a", "/a/b", "/c"} {
+		if _, _, err := core.Create(ctx, store.NewClient(core.ClientOptions{Name: "seed"}), p, []byte(p), core.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left := Marker{ID: "dead-run", Role: "source", Phase: "fenced", Peer: "memory", Started: time.Now()}
+	claimAs := func(name string) *memory.Backend {
+		c := store.NewClient(core.ClientOptions{Name: name})
+		if _, err := c.Txn(ctx, []core.Op{
+			core.CreateOp(catalog.MigrationPath, markerData(left), core.Persistent),
+			core.CreateOp(MigrationOwnerPath, []byte(name), core.Ephemeral),
+			core.CreateOp(catalog.MigrationFencePath, markerData(left), core.Ephemeral),
+		}, core.TxnOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	alive := claimAs("alive")
+	src := store.NewClient(core.ClientOptions{Name: "rerun"})
+	dst := memory.NewStore(memory.StoreOptions{}).NewClient(core.ClientOptions{Name: "dst"})
+	defer dst.Close()
+	if _, err := Live(ctx, src, dst, LiveOptions{}); !errors.Is(err, ErrMigrationInProgress) || !strings.Contains(err.Error(), "held by a running tool") {
+		t.Fatalf("a run while the owner lives: %v", err)
+	}
+	alive.Close() // the tool dies: its session's nodes go
+	if rs, _ := src.GetMany(ctx, []string{catalog.MigrationFencePath, catalog.MigrationPath}, core.ReadOptions{}); !errors.Is(rs[0].Err, core.ErrNotFound) || rs[1].Err != nil {
+		t.Fatalf("after the tool's session ended: fence %v (want gone), marker %v (want left)", rs[0].Err, rs[1].Err)
+	}
+	var progress bytes.Buffer
+	res, err := Live(ctx, src, dst, LiveOptions{Progress: &progress})
+	if err != nil {
+		t.Fatalf("the rerun: %v\n%s", err, progress.String())
+	}
+	if !strings.Contains(progress.String(), "left by a tool that died") || !strings.Contains(progress.String(), "dead-run") {
+		t.Errorf("the rerun did not say it took over the dead run's marker:\n%s", progress.String())
+	}
+	if res.Validate.Nodes == 0 {
+		t.Errorf("result %+v", res)
+	}
+	src.Close()
+	check := store.NewClient(core.ClientOptions{Name: "check"})
+	defer check.Close()
+	rs, err := check.GetMany(ctx, []string{catalog.MigrationFencePath, MigrationOwnerPath}, core.ReadOptions{})
+	if err != nil || rs[0].Err != nil || rs[0].Node.Stat.EphemeralOwner != 0 {
+		t.Errorf("after the cut-over and the tool's exit the source's fence is %+v (%v), want a persistent node", rs, err)
+	}
+	if !errors.Is(rs[1].Err, core.ErrNotFound) {
+		t.Errorf("the owner outlived the tool's session: %v", rs[1].Err)
+	}
+}
