@@ -57,6 +57,9 @@ type LiveOptions struct {
 	// BeforeFinal, when set, runs after the fence and before the final
 	// scan: a test hook to inject failures.
 	BeforeFinal func(ctx context.Context) error
+	// AfterRound, when set, runs after each copy round (before the
+	// fence): a test hook.
+	AfterRound func(ctx context.Context, round int) error
 }
 
 // Round is one copy round of a live migration.
@@ -195,6 +198,11 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 		res.Ephemerals = eph
 		res.Rounds = append(res.Rounds, rd)
 		say("round %d: %d nodes changed at revision %d (%d ms); %d nodes copied", r, rd.Changed, rd.Revision, rd.DurationMS, len(c.prev))
+		if o.AfterRound != nil {
+			if err := o.AfterRound(ctx, r); err != nil {
+				return res, err
+			}
+		}
 		if r > 1 && rd.Changed <= o.QuietNodes {
 			res.Quiet = true
 			break

@@ -150,7 +150,8 @@ func newLiveMigrateCmd(wantFrom, wantTo string) *cobra.Command {
 		}
 		defer closeAll()
 		res, err := migrate.Live(cmd.Context(), src, dst, migrate.LiveOptions{Progress: cmd.ErrOrStderr(),
-			MaxRounds: maxRounds, QuietNodes: max(quiet, 0), FenceWait: fenceWait})
+			MaxRounds: maxRounds, QuietNodes: max(quiet, 0), FenceWait: fenceWait,
+			BeforeFinal: testHold(cmd.ErrOrStderr(), "before-final"), AfterRound: testHoldAfterRound(cmd.ErrOrStderr())})
 		if err != nil {
 			return err
 		}
@@ -289,4 +290,35 @@ interrupted run left. It prints the marker it removed.`,
 		return nil
 	}
 	return cmd
+}
+
+// testHoldEnv is a test-only hook: set to "after-round-1", live holds
+// after its first copy round (before the fence); set to "before-final",
+// after the fence at the start of the final scan. It holds until killed,
+// having said so on stderr, so that a test can SIGKILL the tool at that
+// point by waiting on the line.
+const testHoldEnv = "METAPLANE_TEST_MIGRATE_HOLD"
+
+func testHold(stderr io.Writer, at string) func(context.Context) error {
+	if os.Getenv(testHoldEnv) != at {
+		return nil
+	}
+	return func(ctx context.Context) error {
+		fmt.Fprintf(stderr, "test hook (%s=%s): holding\n", testHoldEnv, at)
+		<-ctx.Done()
+		return ctx.Err()
+	}
+}
+
+func testHoldAfterRound(stderr io.Writer) func(context.Context, int) error {
+	hold := testHold(stderr, "after-round-1")
+	if hold == nil {
+		return nil
+	}
+	return func(ctx context.Context, r int) error {
+		if r != 1 {
+			return nil
+		}
+		return hold(ctx)
+	}
 }
