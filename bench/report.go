@@ -49,6 +49,8 @@ type Report struct {
 	Memory  []ProcessMemory `json:"memory"`
 	Targets []TargetResult  `json:"targets"`
 	Notes   []string        `json:"notes,omitempty"`
+	// Migration is what the migrate. rows measured, when they ran.
+	Migration *Migration `json:"migration,omitempty"`
 }
 
 // ReportSchema is the current Report.Schema.

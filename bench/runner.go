@@ -34,6 +34,10 @@ type Options struct {
 	Rows []string
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
+	// MigrateNodes is the size of the migrate. rows' tree (at least
+	// MinMigrateNodes, at most MaxMigrateNodes); 0: 100 000, or 10 000
+	// with Quick.
+	MigrateNodes int
 }
 
 // plan holds the sizes a run uses, derived from Options.
@@ -94,6 +98,9 @@ type rowSpec struct {
 	// prepare readies the row on one system; an error makes the row "not
 	// available" on that backend with the error as the reason.
 	prepare func(ctx context.Context, s *System, p plan) (*workload, error)
+	// migration marks the migrate. rows: measured once, by runMigration,
+	// not in the rounds (prepare is nil).
+	migration bool
 }
 
 // System is one backend under test and what the rows need of it. A part
@@ -209,6 +216,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if len(o.Backends) == 0 {
 		return nil, errors.New("backends: none given")
 	}
+	if o.MigrateNodes != 0 && (o.MigrateNodes < MinMigrateNodes || o.MigrateNodes > MaxMigrateNodes) {
+		return nil, fmt.Errorf("migrate nodes: %d: must be %d to %d", o.MigrateNodes, MinMigrateNodes, MaxMigrateNodes)
+	}
 	for _, b := range o.Backends {
 		if _, ok := starters[b]; !ok {
 			return nil, fmt.Errorf("backends: unknown backend %q (known: %s)", b, strings.Join(knownBackends(), ", "))
@@ -230,7 +240,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		defer os.RemoveAll(d)
 		o.WorkDir = d
 	}
-	specs := onRunBackends(selectRows(allRows(), o.Rows), o.Backends)
+	specs := onRunBackends(selectRows(append(allRows(), migrateSpecs()...), o.Rows), o.Backends)
+	var migSpecs []rowSpec
+	for i := 0; i < len(specs); i++ {
+		if specs[i].migration {
+			migSpecs = append(migSpecs, specs[i])
+			specs = append(specs[:i], specs[i+1:]...)
+			i--
+		}
+	}
 	env := &runEnv{opts: o, plan: p}
 	o.logf("measuring the machine floors ...")
 	rep.Floors = measureFloors(ctx, env, p.batch)
@@ -375,6 +393,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		row.computeRatio()
 		rep.Rows = append(rep.Rows, row)
+	}
+	if len(migSpecs) > 0 && ctx.Err() == nil {
+		o.logf("migration rows ...")
+		rows, fig := runMigration(ctx, env, migSpecs, systems[ZooKeeper])
+		rep.Rows = append(rep.Rows, rows...)
+		rep.Migration = fig
 	}
 	applyFloors(rep)
 	rep.Memory = dedupeMemory(memProcs)

@@ -154,7 +154,45 @@ func EvaluateTargets(rep *Report) []TargetResult {
 		}
 		out = append(out, t)
 	}
+	if _, ok := rows["migrate.total"]; ok {
+		out = append(out, migrationTargets(rep.Migration)...)
+	}
 	return out
+}
+
+// migrationTargets are the migration's targets (issue 12): the whole
+// 100 000-node migration under 60 s, the live write pause under 2 s, the
+// tool's memory flat in the tree size (at ten times the nodes, at most
+// 1.5 times the peak RSS).
+func migrationTargets(m *Migration) []TargetResult {
+	whole := TargetResult{Target: "migration of a 100,000-node tree (export + import + validate) under 60 s"}
+	pause := TargetResult{Target: "live-migrate write pause under 2 s"}
+	flat := TargetResult{Target: "migration tool's memory flat in the tree size (10x the nodes: at most 1.5x the peak RSS)"}
+	if m == nil {
+		for _, t := range []*TargetResult{&whole, &pause, &flat} {
+			t.Status, t.Detail = TargetNotMeasured, "the migrate. rows did not run"
+		}
+		return []TargetResult{whole, pause, flat}
+	}
+	total := m.ExportSec + m.ImportSec + m.ValidSec
+	whole.Detail = fmt.Sprintf("%.1f s for %d nodes (export %.1f s, import %.1f s, validate %.1f s)", total, m.Nodes, m.ExportSec, m.ImportSec, m.ValidSec)
+	if m.Nodes < 100_000 {
+		whole.Status = TargetNotMeasured
+		whole.Detail += "; the tree is smaller than 100,000 nodes"
+	} else {
+		whole.Status = status(total < 60)
+	}
+	pause.Detail = fmt.Sprintf("%d ms at %d nodes", m.PauseMS, m.Nodes)
+	pause.Status = status(m.PauseMS < 2000)
+	if len(m.Tool) != 2 || m.Tool[0].PeakRSSBytes <= 0 {
+		flat.Status, flat.Detail = TargetNotMeasured, "the export verb's memory was not measured"
+	} else {
+		a, b := m.Tool[0], m.Tool[1]
+		ratio := float64(b.PeakRSSBytes) / float64(a.PeakRSSBytes)
+		flat.Detail = fmt.Sprintf("export verb peak RSS %s at %d nodes, %s at %d nodes (%.2fx)", formatBytes(a.PeakRSSBytes), a.Nodes, formatBytes(b.PeakRSSBytes), b.Nodes, ratio)
+		flat.Status = status(ratio <= 1.5)
+	}
+	return []TargetResult{whole, pause, flat}
 }
 
 func ratioTarget(rows map[string]*Row, id, name string, min float64) TargetResult {

@@ -28,7 +28,7 @@ usage error. docs/benchmarks.md explains the rows.`
 // benchFlags are the flags of `metaplane bench`.
 type benchFlags struct {
 	backends, jsonOut, svgOut, chartFrom, rows, binDir string
-	voters                                             int
+	voters, migrateNodes                               int
 	quick, markdown, verbose                           bool
 }
 
@@ -56,6 +56,7 @@ func newBenchCmd() *cobra.Command {
 	f.BoolVar(&bf.markdown, "markdown", false, "print the table as Markdown instead of plain text")
 	f.StringVar(&bf.rows, "rows", "", "run only the rows whose id starts with one of these comma-separated `PREFIXES` (e.g. store.,ids.)")
 	f.StringVar(&bf.binDir, "bin-dir", "", "directory holding the metaplane-backend-<name> plugins (default: beside this binary, then ./bin)")
+	f.IntVar(&bf.migrateNodes, "migrate-nodes", 0, fmt.Sprintf("persistent nodes of the migrate. rows' tree, %d to %d (default 100000; 10000 with --quick)", bench.MinMigrateNodes, bench.MaxMigrateNodes))
 	f.BoolVarP(&bf.verbose, "verbose", "v", false, "print progress to stderr")
 	for _, name := range []string{"json", "svg", "chart-from"} {
 		cmd.MarkFlagFilename(name)
@@ -94,6 +95,9 @@ func benchRun(cmd *cobra.Command, bf benchFlags) error {
 	if bf.voters != 1 && bf.voters != 3 {
 		return usageError("--voters %d: must be 1 or 3", bf.voters)
 	}
+	if bf.migrateNodes != 0 && (bf.migrateNodes < bench.MinMigrateNodes || bf.migrateNodes > bench.MaxMigrateNodes) {
+		return usageError("--migrate-nodes %d: must be %d to %d", bf.migrateNodes, bench.MinMigrateNodes, bench.MaxMigrateNodes)
+	}
 	list := splitList(bf.backends)
 	if len(list) == 0 {
 		return usageError("--backends: no backend named")
@@ -103,7 +107,7 @@ func benchRun(cmd *cobra.Command, bf benchFlags) error {
 			return usageError("--backends: unknown backend %q (known: %s)", b, strings.Join(bench.KnownBackends(), ", "))
 		}
 	}
-	opts := bench.Options{Backends: list, Voters: bf.voters, Quick: bf.quick, BinDir: bf.binDir}
+	opts := bench.Options{Backends: list, Voters: bf.voters, Quick: bf.quick, BinDir: bf.binDir, MigrateNodes: bf.migrateNodes}
 	if bf.rows != "" {
 		opts.Rows = strings.Split(bf.rows, ",")
 	}

@@ -1,0 +1,355 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/catalog"
+	"github.com/metaplane/metaplane/migrate"
+)
+
+// The migrate. rows move a tree in the original (Fluss) layout from the
+// run's ZooKeeper server to fresh Raft voters with the migrate engine, the
+// way the zk-to-raft verbs do: each step is measured once per run (a
+// migration is not a call that repeats), after the rounds of the other
+// rows. The tree lives under its own ZooKeeper root, written by its own
+// ZooKeeper plugin; every target is a new single-voter Raft store.
+
+// Migration sizes: the tree of a full run and of a quick one; the tool's
+// memory is also measured on a tree a tenth that size.
+const (
+	migrateNodesFull  = 100_000
+	migrateNodesQuick = 10_000
+	// MaxMigrateNodes bounds Options.MigrateNodes.
+	MaxMigrateNodes = 1_000_000
+	// MinMigrateNodes is the smallest tree Options.MigrateNodes takes.
+	MinMigrateNodes = 1_000
+)
+
+// Migration is what the migrate. rows measured, for the targets.
+type Migration struct {
+	Nodes      int     `json:"nodes"`
+	ExportSec  float64 `json:"export_s"`
+	ImportSec  float64 `json:"import_s"`
+	ValidSec   float64 `json:"validate_s"`
+	PauseMS    int64   `json:"live_pause_ms"`
+	LiveRounds int     `json:"live_rounds"`
+	// Tool is the peak resident memory of the export verb, a process of
+	// its own, at two tree sizes.
+	Tool []ToolMemory `json:"tool_memory,omitempty"`
+}
+
+// ToolMemory is the export verb's peak RSS on a tree of Nodes nodes.
+type ToolMemory struct {
+	Nodes        int   `json:"nodes"`
+	PeakRSSBytes int64 `json:"peak_rss_bytes"`
+}
+
+func migrateSpecs() []rowSpec {
+	const note = "measured once per run, after the other rows"
+	return []rowSpec{
+		{id: "migrate.export", title: "migrate: export from ZooKeeper (nodes/s)", group: "migration", metric: MetricThroughput, note: note, migration: true},
+		{id: "migrate.import", title: "migrate: import into Raft (nodes/s)", group: "migration", metric: MetricThroughput, note: note, migration: true},
+		{id: "migrate.validate", title: "migrate: validate Raft (nodes/s)", group: "migration", metric: MetricThroughput, note: note, migration: true},
+		{id: "migrate.total", title: "migrate: export + import + validate (whole tree)", group: "migration", metric: MetricP50, note: note, migration: true},
+		{id: "migrate.live-pause", title: "migrate: live-migrate write pause", group: "migration", metric: MetricP50, note: note + "; no writer on the source during the copy rounds", migration: true},
+	}
+}
+
+// fixedResult is a Result of one measured step: duration d, ops nodes.
+func fixedResult(backend string, d time.Duration, nodes int) Result {
+	us := micros(d)
+	r := Result{Backend: backend, N: 1, Ops: int64(nodes), P50Micros: us, P99Micros: us, MeanMicros: us, MinMicros: us, MaxMicros: us}
+	if d > 0 {
+		r.OpsPerSec = round3(float64(nodes) / d.Seconds())
+	}
+	return r
+}
+
+// flussTree is the paths of a tree of at least n persistent nodes in the
+// original layout (ancestors included), parents first: tables of 2
+// partitions of 3 buckets, each with its schema, assignments and
+// LeaderAndIsr.
+func flussTree(n int) []string {
+	set := map[string]bool{}
+	add := func(p string) {
+		for ; p != "/" && !set[p]; p = core.ParentPath(p) {
+			set[p] = true
+		}
+	}
+	pid := int64(0)
+	for t := int64(1); len(set) < n; t++ {
+		name := fmt.Sprintf("t%05d", t)
+		add(catalog.SchemaPath("bench", name, 1))
+		add(catalog.TableAssignmentPath(t))
+		for p := 0; p < 2; p++ {
+			pid++
+			part := fmt.Sprintf("p%d", p)
+			add(catalog.PartitionPath("bench", name, part))
+			add(catalog.PartitionAssignmentPath(pid))
+			for b := int32(0); b < 3; b++ {
+				add(catalog.LeaderAndIsrPath(t, pid, b))
+			}
+		}
+	}
+	paths := make([]string, 0, len(set))
+	for p := range set {
+		paths = append(paths, p)
+	}
+	sort.Slice(paths, func(i, j int) bool {
+		di, dj := strings.Count(paths[i], "/"), strings.Count(paths[j], "/")
+		if di != dj {
+			return di < dj
+		}
+		return paths[i] < paths[j]
+	})
+	return paths
+}
+
+// fillTree writes paths into c in transactions of 500 creates, each node
+// holding ~200 bytes.
+func fillTree(ctx context.Context, c core.MetadataBackend, paths []string) error {
+	data := []byte(`{"version":1,"schema_id":1,"bucket_count":3,"properties":{"table.replication.factor":"3"},"custom_properties":{},"comment":"bench table","created_time":1700000000000,"modified_time":1700000000000}`)
+	for i := 0; i < len(paths); i += 500 {
+		var ops []core.Op
+		for _, p := range paths[i:min(i+500, len(paths))] {
+			ops = append(ops, core.CreateOp(p, data, core.Persistent))
+		}
+		if _, err := c.Txn(ctx, ops, core.TxnOptions{}); err != nil {
+			return fmt.Errorf("fill the tree (%s...): %w", ops[0].Path, err)
+		}
+	}
+	return nil
+}
+
+// migrationSource starts a ZooKeeper plugin on its own root holding a tree.
+func (env *runEnv) migrationSource(ctx context.Context, zkAddr, root string, nodes int) (core.MetadataBackend, func(), error) {
+	m, err := env.newMember(ZooKeeper, "ZooKeeper plugin (migration source "+root+")", map[string]string{"zookeeper.address": zkAddr, "zookeeper.path.root": root}, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := m.start(ctx); err != nil {
+		return nil, nil, err
+	}
+	c, err := m.client(ctx, core.ClientOptions{Name: "bench-migrate"})
+	if err != nil {
+		m.close()
+		return nil, nil, err
+	}
+	closeAll := func() { c.Close(); m.close() }
+	env.opts.logf("  writing a %d-node tree under ZooKeeper %s ...", nodes, root)
+	if err := fillTree(ctx, c, flussTree(nodes)); err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	return c, closeAll, nil
+}
+
+// raftTarget starts a fresh single-voter Raft store and opens a client.
+func (env *runEnv) raftTarget(ctx context.Context, name string) (core.MetadataBackend, func(), error) {
+	ms, err := startRaftCluster(ctx, env, filepath.Join(env.opts.WorkDir, name), 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	leader, err := raftLeader(ctx, ms, initialElectionBound)
+	if err == nil {
+		var c core.MetadataBackend
+		if c, err = leader.client(ctx, core.ClientOptions{Name: "bench-migrate"}); err == nil {
+			return c, func() { c.Close(); ms[0].close() }, nil
+		}
+	}
+	ms[0].close()
+	return nil, nil, err
+}
+
+// runMigration measures the selected migrate. rows; it returns them (a
+// row unavailable, with the reason, when a step could not run) and the
+// figures.
+func runMigration(ctx context.Context, env *runEnv, specs []rowSpec, zk *System) ([]Row, *Migration) {
+	nodes := env.opts.MigrateNodes
+	if nodes == 0 {
+		nodes = migrateNodesFull
+		if env.opts.Quick {
+			nodes = migrateNodesQuick
+		}
+	}
+	results := map[string]Result{}
+	fig := &Migration{}
+	why := func() string {
+		if zk == nil {
+			return "needs the zookeeper backend in --backends"
+		}
+		if _, err := env.binDir(Raft); err != nil {
+			return err.Error()
+		}
+		return ""
+	}()
+	if why == "" {
+		if err := measureMigration(ctx, env, zk.ZooKeeperAddress, nodes, results, fig); err != nil {
+			why = err.Error()
+			env.opts.logf("  migrate: %v", err)
+		}
+	}
+	var rows []Row
+	for _, s := range specs {
+		row := Row{ID: s.id, Title: s.title, Group: s.group, Metric: s.metric, Note: fmt.Sprintf("%s; a %d-node tree", s.note, fig.Nodes)}
+		res, ok := results[s.id]
+		if !ok {
+			backend := Raft
+			if s.id == "migrate.export" {
+				backend = ZooKeeper
+			}
+			res = Result{Backend: backend, Unavailable: "not measured: " + why}
+			if why == "" {
+				res.Unavailable = "not measured"
+			}
+		}
+		row.Results = []Result{res}
+		rows = append(rows, row)
+	}
+	if fig.Nodes == 0 {
+		return rows, nil
+	}
+	return rows, fig
+}
+
+func measureMigration(ctx context.Context, env *runEnv, zkAddr string, nodes int, results map[string]Result, fig *Migration) error {
+	src, closeSrc, err := env.migrationSource(ctx, zkAddr, "/metaplane-bench-migrate", nodes)
+	if err != nil {
+		return err
+	}
+	defer closeSrc()
+
+	env.opts.logf("  migrate: export ...")
+	t0 := time.Now()
+	tree, err := migrate.Export(ctx, src)
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	f, err := os.Create(filepath.Join(env.opts.WorkDir, "migrate-tree.jsonl"))
+	if err != nil {
+		return err
+	}
+	err = tree.Write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write the tree file: %w", err)
+	}
+	exp := time.Since(t0)
+	fig.Nodes = len(tree.Nodes)
+	results["migrate.export"] = fixedResult(ZooKeeper, exp, fig.Nodes)
+
+	dst, closeDst, err := env.raftTarget(ctx, "migrate-import")
+	if err != nil {
+		return fmt.Errorf("the Raft target: %w", err)
+	}
+	defer closeDst()
+	env.opts.logf("  migrate: import %d nodes ...", fig.Nodes)
+	t0 = time.Now()
+	ir, err := migrate.Import(ctx, dst, tree, migrate.Options{})
+	if err != nil {
+		return fmt.Errorf("import: %w", err)
+	}
+	imp := time.Since(t0)
+	results["migrate.import"] = fixedResult(Raft, imp, fig.Nodes)
+	env.opts.logf("  migrate: validate ...")
+	t0 = time.Now()
+	vr, err := migrate.Validate(ctx, dst, tree, ir.KeptVersions)
+	if err != nil {
+		return fmt.Errorf("validate: %w", err)
+	}
+	if n := len(vr.Differences) + vr.More; n > 0 {
+		return fmt.Errorf("validate: %d differences", n)
+	}
+	val := time.Since(t0)
+	results["migrate.validate"] = fixedResult(Raft, val, fig.Nodes)
+	results["migrate.total"] = fixedResult(Raft, exp+imp+val, fig.Nodes)
+	fig.ExportSec, fig.ImportSec, fig.ValidSec = round3(exp.Seconds()), round3(imp.Seconds()), round3(val.Seconds())
+
+	// The tool's memory: the export verb, a process of its own, on this
+	// tree and on one a tenth its size.
+	if tool, err := env.toolBinary(); err != nil {
+		env.opts.logf("  migrate: tool memory not measured: %v", err)
+	} else {
+		smallN := len(flussTree(max(nodes/10, 100)))
+		_, closeSmall, err := env.migrationSource(ctx, zkAddr, "/metaplane-bench-migrate-small", smallN)
+		if err != nil {
+			return err
+		}
+		closeSmall()
+		for _, m := range []struct {
+			root  string
+			nodes int
+		}{{"/metaplane-bench-migrate-small", smallN}, {"/metaplane-bench-migrate", fig.Nodes}} {
+			rss, err := env.exportPeakRSS(ctx, tool, zkAddr, m.root)
+			if err != nil {
+				return fmt.Errorf("the export verb's memory: %w", err)
+			}
+			fig.Tool = append(fig.Tool, ToolMemory{Nodes: m.nodes, PeakRSSBytes: rss})
+		}
+	}
+
+	live, closeLive, err := env.raftTarget(ctx, "migrate-live")
+	if err != nil {
+		return fmt.Errorf("the live target: %w", err)
+	}
+	defer closeLive()
+	env.opts.logf("  migrate: live-migrate ...")
+	lr, err := migrate.Live(ctx, src, live, migrate.LiveOptions{FenceWait: 10 * time.Second})
+	if err != nil {
+		return fmt.Errorf("live-migrate: %w", err)
+	}
+	if _, err := migrate.Unfence(ctx, src); err != nil {
+		env.opts.logf("  migrate: unfence the bench's source: %v", err)
+	}
+	fig.PauseMS, fig.LiveRounds = lr.PauseMS, len(lr.Rounds)
+	results["migrate.live-pause"] = fixedResult(Raft, time.Duration(lr.PauseMS)*time.Millisecond, lr.Nodes)
+	return nil
+}
+
+// toolBinary is the metaplane binary beside the plugins.
+func (env *runEnv) toolBinary() (string, error) {
+	dir, err := env.binDir(ZooKeeper)
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(dir, "metaplane")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("%s not found (make build)", p)
+	}
+	return p, nil
+}
+
+// exportPeakRSS runs `metaplane zk-to-raft-export` on root and returns
+// the process's peak resident set (its plugin is a process of its own,
+// not counted).
+func (env *runEnv) exportPeakRSS(ctx context.Context, tool, zkAddr, root string) (int64, error) {
+	dir, err := env.binDir(ZooKeeper)
+	if err != nil {
+		return 0, err
+	}
+	out := filepath.Join(env.opts.WorkDir, "migrate-rss.jsonl")
+	os.Remove(out)
+	cmd := exec.CommandContext(ctx, tool, "zk-to-raft-export", "--no-env", "--out", out,
+		"-D", "metadata.backend.plugin.dir="+dir, "-D", "zookeeper.address="+zkAddr, "-D", "zookeeper.path.root="+root)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return 0, fmt.Errorf("%v: %s", err, stderr.String())
+	}
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return 0, fmt.Errorf("no resource usage for the export process")
+	}
+	return ru.Maxrss << 10, nil
+}
