@@ -100,7 +100,9 @@ type LiveResult struct {
 //
 //  1. It claims both stores with a migration marker (catalog.MigrationPath,
 //     a Marker): dst must be empty but for its root; a marker already on
-//     either is ErrMigrationInProgress. dst also gets the migration fence
+//     dst is ErrMigrationInProgress, and one on src too unless it was left
+//     by a tool that died (claimSource: its ephemeral owner
+//     MigrationOwnerPath is gone), which is taken over. dst also gets the migration fence
 //     (catalog.MigrationFencePath), so a coordinator started on it too
 //     early refuses to lead.
 //  2. Copy rounds: each scans src top-down (batched reads, not one
@@ -108,7 +110,8 @@ type LiveResult struct {
 //     difference from the previous scan to dst, node by node by {path,
 //     create and modify revision} (never a watch), until a round changes
 //     at most QuietNodes nodes or MaxRounds rounds ran.
-//  3. Fence: one transaction on src creates the fence node and, when
+//  3. Fence: one transaction on src creates the fence node (ephemeral, of
+//     this client's session: a dead tool releases it) and, when
 //     src has /coordinators/epoch, bumps it (so every fenced write of
 //     a leader elected before fails with ErrFenced on a backend that
 //     fences by that node, as ZooKeeper does). Coordinators refuse to lead
@@ -118,8 +121,9 @@ type LiveResult struct {
 //     if src still changes) and copies what changed until the fence; dst
 //     is validated against that final snapshot (versions too where dst keeps
 //     them); dst's /coordinators/epoch is raised to src's highest epoch
-//     when lower; dst's marker is removed. src stays fenced (marker phase
-//     "done"): the cut-over.
+//     when lower; src's fence is made persistent (marker phase "done", in
+//     one transaction checking that /coordinators/epoch did not move since
+//     the fence), and dst's marker is removed: the cut-over.
 //
 // Any failure reverts: src's fence and marker are removed (its
 // coordinators lead again; the epoch bump stays, epochs only grow), and
