@@ -112,9 +112,13 @@ write pause (fence to validation) is reported.
 
 Any failure reverts: the source's marker and fence are removed, so its
 coordinators lead again; the target keeps its partial copy, marked failed,
-which no coordinator leads: give the next run an empty store.
-After success the source stays fenced; start the coordinators on the
-target. docs/migration.md gives the procedure and the rollback.`
+which no coordinator leads: give the next run an empty store. Until the
+cut-over the source's fence is an ephemeral node of this tool's session:
+if the tool is killed, it goes when the session ends and the source's
+coordinators lead again; the next run takes over the marker the dead run
+left. After success the source stays fenced; start the coordinators on
+the target. docs/migrate-zk-to-raft.md gives the procedure and the
+rollback, docs/migration.md the engine.`
 
 func newLiveMigrateCmd(wantFrom, wantTo string) *cobra.Command {
 	var (
