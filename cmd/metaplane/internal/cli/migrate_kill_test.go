@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -81,10 +80,7 @@ func killAt(t *testing.T, cmd *exec.Cmd, lines <-chan string, all *strings.Build
 func TestLiveMigrateSurvivesSIGKILL(t *testing.T) {
 	srv, bin, dir := migrationSetup(t)
 	const root = "/kill-test"
-	zkCfg := writeConfig(t, dir, "zk.yaml", map[string]string{"metadata.backend.plugin.dir": bin,
-		"zookeeper.address": srv.ConnectString(), "zookeeper.path.root": root, "zookeeper.client.session-timeout": "4s"})
-	raftCfg := writeConfig(t, dir, "raft.yaml", map[string]string{"metadata.backend.plugin.dir": bin,
-		"coordinator.raft.port": strconv.Itoa(testutil.FreePort(t))})
+	zkCfg, raftCfg := liveConfigs(t, srv, bin, dir, root) // each run below sets its own coordinator.raft.dir
 	run := func(n string) []string {
 		return []string{"--from", zkCfg, "--to", raftCfg, "--to-set", "coordinator.raft.dir=" + filepath.Join(dir, "raft-"+n)}
 	}

@@ -54,6 +54,17 @@ func createDatabase(ctx context.Context, c *adminclient.Client, name string, tim
 	})
 }
 
+// liveConfigs writes a source configuration (ZooKeeper srv under root,
+// 4 s sessions) and a target one (a single Raft voter under dir/raft).
+func liveConfigs(t *testing.T, srv *zktest.Cluster, bin, dir, root string) (zkCfg, raftCfg string) {
+	t.Helper()
+	zkCfg = writeConfig(t, dir, "zk.yaml", map[string]string{"metadata.backend.plugin.dir": bin,
+		"zookeeper.address": srv.ConnectString(), "zookeeper.path.root": root, "zookeeper.client.session-timeout": "4s"})
+	raftCfg = writeConfig(t, dir, "raft.yaml", map[string]string{"metadata.backend.plugin.dir": bin,
+		"coordinator.raft.dir": filepath.Join(dir, "raft"), "coordinator.raft.port": strconv.Itoa(testutil.FreePort(t))})
+	return zkCfg, raftCfg
+}
+
 // TestLiveMigrateZooKeeperToRaft: zk-to-raft-live-migrate copies a
 // ZooKeeper cluster whose coordinator keeps taking writes into an empty
 // Raft store: every write acknowledged is on Raft, writes after the fence
@@ -62,10 +73,7 @@ func createDatabase(ctx context.Context, c *adminclient.Client, name string, tim
 // run is refused on the marker.
 func TestLiveMigrateZooKeeperToRaft(t *testing.T) {
 	srv, bin, dir := migrationSetup(t)
-	zkCfg := writeConfig(t, dir, "zk.yaml", map[string]string{"metadata.backend.plugin.dir": bin,
-		"zookeeper.address": srv.ConnectString(), "zookeeper.path.root": "/live-test", "zookeeper.client.session-timeout": "4s"})
-	raftCfg := writeConfig(t, dir, "raft.yaml", map[string]string{"metadata.backend.plugin.dir": bin,
-		"coordinator.raft.dir": filepath.Join(dir, "raft"), "coordinator.raft.port": strconv.Itoa(testutil.FreePort(t))})
+	zkCfg, raftCfg := liveConfigs(t, srv, bin, dir, "/live-test")
 
 	bs, _ := coordinatorProc(t, dir, "--config", zkCfg)
 	mustCLI(t, "admin", "create-database", "shop", bs)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,10 +51,7 @@ func tabletClient(t *testing.T, addr string) adminv1.TabletServiceClient {
 // its metadata (the migrated table in its view, the Raft epoch).
 func TestTabletServerFollowsTheMigration(t *testing.T) {
 	srv, bin, dir := migrationSetup(t)
-	zkCfg := writeConfig(t, dir, "zk.yaml", map[string]string{"metadata.backend.plugin.dir": bin,
-		"zookeeper.address": srv.ConnectString(), "zookeeper.path.root": "/ts-test", "zookeeper.client.session-timeout": "4s"})
-	raftCfg := writeConfig(t, dir, "raft.yaml", map[string]string{"metadata.backend.plugin.dir": bin,
-		"coordinator.raft.dir": filepath.Join(dir, "raft"), "coordinator.raft.port": strconv.Itoa(testutil.FreePort(t))})
+	zkCfg, raftCfg := liveConfigs(t, srv, bin, dir, "/ts-test")
 
 	bs, _ := coordinatorProc(t, dir, "--config", zkCfg)
 	tsAddr := "127.0.0.1:" + strconv.Itoa(testutil.FreePort(t))
