@@ -48,6 +48,40 @@ func diskFree(dir string) (uint64, error) {
 	return s.Bavail * uint64(s.Bsize), nil
 }
 
+// openNodeHost opens the NodeHost. Opening writes (Pebble replays its WAL
+// into a table): on a disk with no space left, as after a crash on a disk
+// filled faster than the guard checks, it fails, and openNodeHost waits for
+// space (bounded by ctx) instead of failing at once, so that a restarted
+// plugin comes back by itself when space is freed.
+func openNodeHost(ctx context.Context, o Options, nhc dbconfig.NodeHostConfig) (*dragonboat.NodeHost, error) {
+	free := o.diskFree
+	if free == nil {
+		free = diskFree
+	}
+	logged := false
+	for {
+		nh, err := dragonboat.NewNodeHost(nhc)
+		if err == nil {
+			return nh, nil
+		}
+		n, ferr := free(o.Dir)
+		if ferr != nil || n >= uint64(o.DiskMinFree) {
+			return nil, err
+		}
+		cond := fmt.Sprintf("disk full on voter %d: coordinator.raft.dir %s has %s free, below coordinator.raft.disk.min-free %s",
+			o.NodeID, o.Dir, byteSize(n), byteSize(uint64(o.DiskMinFree)))
+		if !logged {
+			o.Logf("raft: %s; the member cannot start (%v) and waits for space", cond, err)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s; it cannot start until space is freed: %w", cond, err)
+		case <-time.After(diskCheckInterval):
+		}
+	}
+}
+
 // diskGuard pauses and resumes a member's replica on the free space of its
 // directory.
 type diskGuard struct {

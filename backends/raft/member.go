@@ -225,7 +225,7 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 		SystemEventListener: m.contacts,
 		Expert:              dbconfig.ExpertConfig{LogDB: logDBConfig(o.LogDBProfile)},
 	}
-	nh, err := dragonboat.NewNodeHost(nhc)
+	nh, err := openNodeHost(ctx, o, nhc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: raft: start node host on %s: %v", core.ErrUnavailable, addr, err)
 	}

@@ -75,7 +75,14 @@ func launch(ctx context.Context, bin string, cfg map[string]string) (*plugins.Pl
 
 func startProcs(t testing.TB, n int) *voterProcs {
 	t.Helper()
-	v := &voterProcs{t: t, bin: testutil.Binary(t, "metaplane-backend-raft"), cfgs: voterConfigs(t, n), plugins: make([]*plugins.Plugin, n)}
+	return startProcsWith(t, voterConfigs(t, n))
+}
+
+// startProcsWith launches one voter process per configuration.
+func startProcsWith(t testing.TB, cfgs []map[string]string) *voterProcs {
+	t.Helper()
+	n := len(cfgs)
+	v := &voterProcs{t: t, bin: testutil.Binary(t, "metaplane-backend-raft"), cfgs: cfgs, plugins: make([]*plugins.Plugin, n)}
 	t.Cleanup(func() {
 		for _, p := range v.plugins {
 			if p != nil {
