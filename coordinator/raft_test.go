@@ -244,7 +244,7 @@ func TestRaftStatusAndHealth(t *testing.T) {
 		}
 		_, metrics := httpGet(t, base+"/metrics")
 		for _, w := range []string{"metaplane_build_info{", "metaplane_raft_term ", "metaplane_raft_applied_index ",
-			"metaplane_raft_commit_index ", "metaplane_raft_apply_lag_entries ", "metaplane_coordinator_leader_changes_total "} {
+			"metaplane_raft_commit_index ", "metaplane_raft_apply_lag_entries ", "metaplane_raft_disk_full 0", "metaplane_coordinator_leader_changes_total "} {
 			if !strings.Contains(metrics, w) {
 				t.Errorf("metrics of %s lack %q", m.id, w)
 			}
