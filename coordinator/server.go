@@ -121,6 +121,7 @@ type Server struct {
 	backend    atomic.Pointer[backendRef]
 	leaderInfo atomic.Pointer[core.LeaderInfo]
 	requests   inflight // request ids being served
+	quorum     atomic.Pointer[quorumNote]
 
 	mu      sync.Mutex
 	leases  map[int32]int64 // tablet server id -> lease id (leader only)
@@ -520,6 +521,9 @@ func (s *Server) serving() (*leaderState, error) {
 	if li.ID == s.id {
 		li = core.LeaderInfo{} // stale: we just lost it
 	}
+	if li.Address == "" {
+		return nil, adminclient.ToStatus(s.noLeader())
+	}
 	return nil, adminclient.ToStatus(&core.NotLeaderError{LeaderID: li.ID, LeaderAddress: li.Address})
 }
 
@@ -532,8 +536,8 @@ func (s *Server) mapErr(err error) error {
 	}
 	if errors.Is(err, core.ErrFenced) || (errors.Is(err, core.ErrNotLeader) && core.LeaderAddressOf(err) == "") {
 		li := s.currentLeader()
-		if li.ID == s.id {
-			li = core.LeaderInfo{}
+		if li.ID == s.id || li.Address == "" {
+			return adminclient.ToStatus(s.noLeader())
 		}
 		return adminclient.ToStatus(&core.NotLeaderError{LeaderID: li.ID, LeaderAddress: li.Address})
 	}
