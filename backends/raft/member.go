@@ -582,13 +582,20 @@ func retryable(err error) bool {
 
 // propose appends cmd and waits until it is applied on this member. A
 // proposal that cannot commit within ProposalTimeout fails with
-// ErrUnavailable (its outcome unknown).
+// ErrUnavailable (its outcome unknown), and so does one whose member closes
+// under it; ErrClosed only when the member was closed before.
 func (m *member) propose(ctx context.Context, cmd *raftv1.Command) (*raftv1.CommandResult, error) {
 	if cmd.TimeMs == 0 {
 		cmd.TimeMs = time.Now().UnixMilli()
 	}
 	if err := m.disk.refusal(); err != nil {
 		return nil, err
+	}
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return nil, errClosed // before the proposal: not applied
 	}
 	data := mustMarshal(cmd)
 	pctx, cancel := context.WithTimeout(ctx, m.opts.ProposalTimeout)
@@ -613,7 +620,12 @@ func (m *member) propose(ctx context.Context, cmd *raftv1.Command) (*raftv1.Comm
 			}
 			continue
 		}
-		return nil, m.mapErr(ctx, "propose", err)
+		err = m.mapErr(ctx, "propose", err)
+		if errors.Is(err, core.ErrClosed) {
+			// Closed while the proposal was in flight: it may commit.
+			return nil, fmt.Errorf("%w: raft: the backend closed while the write was in flight: its outcome is unknown", core.ErrUnavailable)
+		}
+		return nil, err
 	}
 }
 
