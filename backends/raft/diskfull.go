@@ -202,18 +202,27 @@ func (g *diskGuard) details(d map[string]string) {
 	}
 }
 
+// begin takes g.run for a pause or a resume and reports whether the member
+// is still open; when it is, the caller unlocks g.run.
+func (g *diskGuard) begin() bool {
+	g.run.Lock()
+	g.m.mu.Lock()
+	closed := g.m.closed
+	g.m.mu.Unlock()
+	if closed {
+		g.run.Unlock()
+	}
+	return !closed
+}
+
 // pause hands the leadership away if this member leads, then stops the
 // replica.
 func (g *diskGuard) pause() {
-	g.run.Lock()
-	defer g.run.Unlock()
-	m := g.m
-	m.mu.Lock()
-	closed := m.closed
-	m.mu.Unlock()
-	if closed {
+	if !g.begin() {
 		return
 	}
+	defer g.run.Unlock()
+	m := g.m
 	g.mu.Lock()
 	g.paused, g.since = true, time.Now()
 	g.mu.Unlock()
@@ -281,15 +290,11 @@ func (g *diskGuard) handOver() {
 
 // resume starts the paused replica again; it catches up from the leader.
 func (g *diskGuard) resume() {
-	g.run.Lock()
-	defer g.run.Unlock()
-	m := g.m
-	m.mu.Lock()
-	closed := m.closed
-	m.mu.Unlock()
-	if closed {
+	if !g.begin() {
 		return
 	}
+	defer g.run.Unlock()
+	m := g.m
 	rc := g.rc
 	// A joined member is non-voting until its promotion is recorded.
 	_, err := os.Stat(filepath.Join(m.opts.Dir, nonVotingFile))

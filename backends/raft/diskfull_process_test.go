@@ -55,6 +55,20 @@ func fill(t *testing.T, dir string, left uint64) string {
 	return path
 }
 
+// tmpfsVoters starts three voter processes, voter 1 with its
+// coordinator.raft.dir on a new tmpfs of size bytes and
+// coordinator.raft.disk.min-free minFree; it returns the mount point, the
+// voters and a client of each.
+func tmpfsVoters(t *testing.T, size int64, minFree string) (string, *voterProcs, []core.MetadataBackend) {
+	t.Helper()
+	mnt := mountTmpfs(t, size)
+	cfgs := voterConfigs(t, 3)
+	cfgs[0]["coordinator.raft.dir"] = filepath.Join(mnt, "m1")
+	cfgs[0]["coordinator.raft.disk.min-free"] = minFree
+	v := startProcsWith(t, cfgs)
+	return mnt, v, []core.MetadataBackend{v.client(0), v.client(1), v.client(2)}
+}
+
 // TestProcessDiskFullTmpfs: voter 1 of three plugin processes keeps its
 // coordinator.raft.dir on a small real tmpfs. Another process fills it
 // below coordinator.raft.disk.min-free: the voter's process stays up (no
@@ -63,12 +77,7 @@ func fill(t *testing.T, dir string, left uint64) string {
 // and catches up by itself, with nothing lost or duplicated.
 func TestProcessDiskFullTmpfs(t *testing.T) {
 	const reserve = 16 << 20
-	mnt := mountTmpfs(t, 96<<20)
-	cfgs := voterConfigs(t, 3)
-	cfgs[0]["coordinator.raft.dir"] = filepath.Join(mnt, "m1")
-	cfgs[0]["coordinator.raft.disk.min-free"] = "16mb"
-	v := startProcsWith(t, cfgs)
-	clients := []core.MetadataBackend{v.client(0), v.client(1), v.client(2)}
+	mnt, v, clients := tmpfsVoters(t, 96<<20, "16mb")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var l int
@@ -137,12 +146,7 @@ func TestProcessDiskFullTmpfs(t *testing.T) {
 // space. The other two keep serving; once the filler is removed voter 1
 // starts by itself and holds exactly what the quorum committed.
 func TestProcessDiskFilledFasterThanTheGuard(t *testing.T) {
-	mnt := mountTmpfs(t, 64<<20)
-	cfgs := voterConfigs(t, 3)
-	cfgs[0]["coordinator.raft.dir"] = filepath.Join(mnt, "m1")
-	cfgs[0]["coordinator.raft.disk.min-free"] = "1b"
-	v := startProcsWith(t, cfgs)
-	clients := []core.MetadataBackend{v.client(0), v.client(1), v.client(2)}
+	mnt, v, clients := tmpfsVoters(t, 64<<20, "1b")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	testutil.WaitFor(t, 20*time.Second, "a leader", func() bool { return v.leader(clients) >= 0 })
