@@ -55,6 +55,11 @@ func (s *Server) quorumStatement() string {
 // quorumText is the statement about st's voters for the coordinator at
 // addr.
 func quorumText(addr string, st core.Status) string {
+	if full := st.Details["diskFull"]; full != "" {
+		// This member itself is out of the quorum (docs/raft.md, A full
+		// disk): its view of the others says nothing then.
+		return fmt.Sprintf("coordinator at %s has paused its Raft replica: %s", addr, full)
+	}
 	voters, reachable := 0, 0
 	for _, m := range st.Members {
 		if m.Kind != core.MemberVoter {
