@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,53 +14,13 @@ import (
 	"github.com/metaplane/metaplane/internal/testutil"
 )
 
-// mountTmpfs mounts a tmpfs of size bytes on a new directory, unmounted at
-// cleanup. Mounting needs root (CAP_SYS_ADMIN): elsewhere the test is
-// skipped naming why, except under CI=true, where it fails.
-func mountTmpfs(t *testing.T, size int64) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "tmpfs")
-	if err := os.Mkdir(dir, 0o750); err != nil {
-		t.Fatal(err)
-	}
-	err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size))
-	testutil.RequireOrSkip(t, err == nil, "mount a %d-byte tmpfs on %s (needs root): %v", size, dir, err)
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
-// fill allocates a file on dir's file system leaving about left bytes free.
-func fill(t *testing.T, dir string, left uint64) string {
-	t.Helper()
-	free, err := diskFree(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if free > left {
-		if err := syscall.Fallocate(int(f.Fd()), 0, 0, int64(free-left)); err != nil {
-			t.Fatalf("fill %s: %v", dir, err)
-		}
-	}
-	return path
-}
-
 // tmpfsVoters starts three voter processes, voter 1 with its
 // coordinator.raft.dir on a new tmpfs of size bytes and
 // coordinator.raft.disk.min-free minFree; it returns the mount point, the
 // voters and a client of each.
 func tmpfsVoters(t *testing.T, size int64, minFree string) (string, *voterProcs, []core.MetadataBackend) {
 	t.Helper()
-	mnt := mountTmpfs(t, size)
+	mnt := testutil.MountTmpfs(t, size)
 	cfgs := voterConfigs(t, 3)
 	cfgs[0]["coordinator.raft.dir"] = filepath.Join(mnt, "m1")
 	cfgs[0]["coordinator.raft.disk.min-free"] = minFree
@@ -85,10 +44,9 @@ func TestProcessDiskFullTmpfs(t *testing.T) {
 	if _, _, err := core.Create(ctx, clients[l], "/before", []byte("b"), core.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	used, _ := diskFree(mnt)
-	t.Logf("tmpfs free with voter 1 running: %d bytes", used)
+	t.Logf("tmpfs free with voter 1 running: %d bytes", testutil.FreeBytes(t, mnt))
 
-	filler := fill(t, mnt, reserve/2)
+	filler := testutil.FillDisk(t, mnt, reserve/2)
 	statusOf := func(i int) (core.Status, error) {
 		sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
 		defer scancel()
@@ -151,7 +109,7 @@ func TestProcessDiskFilledFasterThanTheGuard(t *testing.T) {
 	defer cancel()
 	testutil.WaitFor(t, 20*time.Second, "a leader", func() bool { return v.leader(clients) >= 0 })
 	pid := v.plugins[0].Pid()
-	filler := fill(t, mnt, 3<<20)
+	filler := testutil.FillDisk(t, mnt, 3<<20)
 	big := make([]byte, 200<<10)
 	const n = 60
 	for i := 0; i < n; i++ {
