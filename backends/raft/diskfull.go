@@ -93,6 +93,10 @@ type diskGuard struct {
 
 	// run serializes pausing, resuming and the NodeHost's close.
 	run sync.Mutex
+	// initial and join are the first start's arguments while the replica
+	// has not started yet (it started paused); nil and false after.
+	initial map[uint64]dragonboat.Target
+	join    bool
 
 	mu       sync.Mutex
 	paused   bool
@@ -117,6 +121,7 @@ func (g *diskGuard) start(initial map[uint64]dragonboat.Target, join bool) (bool
 		g.mu.Lock()
 		g.paused, g.lastFree, g.since = true, free, time.Now()
 		g.mu.Unlock()
+		g.initial, g.join = initial, join
 		g.m.opts.Logf("raft: %s; member %d starts with its replica paused until space is freed", g.condition(), g.m.replicaID)
 		return false, nil
 	}
@@ -299,11 +304,12 @@ func (g *diskGuard) resume() {
 	// A joined member is non-voting until its promotion is recorded.
 	_, err := os.Stat(filepath.Join(m.opts.Dir, nonVotingFile))
 	rc.IsNonVoting = err == nil
-	if err := m.nh.StartOnDiskReplica(nil, false, g.factory, rc); err != nil {
+	if err := m.nh.StartOnDiskReplica(g.initial, g.join, g.factory, rc); err != nil {
 		// The stopped replica may not be fully released yet: next check.
 		m.opts.Logf("raft: resume replica %d: %v", m.replicaID, err)
 		return
 	}
+	g.initial, g.join = nil, false
 	g.mu.Lock()
 	g.paused = false
 	free := g.lastFree

@@ -71,3 +71,34 @@ func TestDiskFullPausesAndResumes(t *testing.T) {
 		return err == nil && string(n.Data) == "x"
 	})
 }
+
+// TestDiskFullAtStart: a new single-voter cluster whose disk is below the
+// reserve when it starts starts with its replica paused (Start returns,
+// the status names the condition) and bootstraps by itself once space is
+// back.
+func TestDiskFullAtStart(t *testing.T) {
+	var free atomic.Uint64
+	free.Store(1 << 20)
+	o := testOptions(t.TempDir(), 1, newVoters(t, 1))
+	o.DiskMinFree = 64 << 20
+	o.diskFree = func(string) (uint64, error) { return free.Load(), nil }
+	p := NewProvider(o)
+	if err := p.Start(ctxT(t), nil); err != nil {
+		t.Fatalf("start on a full disk: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	st, err := p.Status()
+	if err != nil || !strings.Contains(st.Details["diskFull"], "disk full on voter 1") || st.Role == core.RoleLeader {
+		t.Fatalf("status on a full disk: %+v, %v", st, err)
+	}
+	free.Store(1 << 40)
+	testutil.WaitFor(t, 20*time.Second, "the voter bootstrapped and leading", func() bool {
+		st, err := p.Status()
+		return err == nil && st.Role == core.RoleLeader && st.Details["diskFull"] == ""
+	})
+	c := &cluster{t: t, members: []*Provider{p}}
+	cl := c.client(0)
+	if _, _, err := core.Create(ctxT(t), cl, "/after", nil, core.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
