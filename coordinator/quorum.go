@@ -9,14 +9,31 @@ import (
 	"github.com/metaplane/metaplane/core"
 )
 
-// quorumNoteTTL is how long a standby reuses its quorum statement: a
-// standby without a leader may be asked often, and the statement costs a
-// Status call.
+// quorumNoteTTL is how long a standby reuses its consensus view: a standby
+// may be asked often, and the view costs a Status call.
 const quorumNoteTTL = time.Second
 
 type quorumNote struct {
-	at   time.Time
-	text string
+	at time.Time
+	st core.Status
+	ok bool
+}
+
+// notLeader is the NOT_LEADER answer of a standby that believes li leads.
+// On a backend that reports its consensus view, a member that knows no
+// leader now (its Raft leader died and it is campaigning, say) does not
+// name the leader it last observed: it says what it sees of the quorum.
+func (s *Server) notLeader(li core.LeaderInfo) error {
+	if li.ID == s.id {
+		li = core.LeaderInfo{} // stale: it lost the leadership
+	}
+	if st, ok := s.consensusView(); ok && st.LeaderID == "" {
+		li = core.LeaderInfo{}
+	}
+	if li.Address == "" {
+		return s.noLeader()
+	}
+	return &core.NotLeaderError{LeaderID: li.ID, LeaderAddress: li.Address}
 }
 
 // noLeader is the NOT_LEADER answer of a coordinator that knows no leader.
@@ -25,31 +42,30 @@ type quorumNote struct {
 // loss reads as what it is: "no quorum: 2 of 3 voters unreachable".
 func (s *Server) noLeader() error {
 	nl := &core.NotLeaderError{}
-	if note := s.quorumStatement(); note != "" {
-		return fmt.Errorf("%w: %s", nl, note)
+	if st, ok := s.consensusView(); ok {
+		if note := quorumText(adminclient.HostPort(s.addr), st); note != "" {
+			return fmt.Errorf("%w: %s", nl, note)
+		}
 	}
 	return nl
 }
 
-// quorumStatement describes the quorum as this member sees it, "" when its
-// backend reports no consensus view or its status is not available.
-func (s *Server) quorumStatement() string {
+// consensusView is this member's consensus status, reused for
+// quorumNoteTTL; ok is false when the backend reports none or its status is
+// not available.
+func (s *Server) consensusView() (core.Status, bool) {
 	if n := s.quorum.Load(); n != nil && time.Since(n.at) < quorumNoteTTL {
-		return n.text
+		return n.st, n.ok
 	}
 	ref := s.backend.Load()
 	if ref == nil || !ref.b.Capabilities().ConsensusStatus {
-		return ""
+		return core.Status{}, false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	st, err := ref.b.Status(ctx)
-	if err != nil {
-		return ""
-	}
-	text := quorumText(adminclient.HostPort(s.addr), st)
-	s.quorum.Store(&quorumNote{at: time.Now(), text: text})
-	return text
+	s.quorum.Store(&quorumNote{at: time.Now(), st: st, ok: err == nil})
+	return st, err == nil
 }
 
 // quorumText is the statement about st's voters for the coordinator at

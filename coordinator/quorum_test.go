@@ -22,22 +22,41 @@ func TestRaftQuorumLostSaysSo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ms := startRaftCluster(t, ctx, 3)
-	survivor := ms[2]
-	for _, m := range ms[:2] {
-		m.p.group(syscall.SIGKILL)
-		<-m.p.done
-	}
 	var addrs []string
 	for _, m := range ms {
 		addrs = append(addrs, m.client)
 	}
+	// The leader dies with one follower: the survivor last observed a
+	// leader that is dead, and must not name it.
+	c0, err := adminclient.NewClient(addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead := waitServingLeader(t, ctx, c0, "")
+	c0.Close()
+	var survivor *raftMember
+	for _, m := range ms {
+		if survivor == nil && adminclient.HostPort(lead.GetLeaderAddress()) != m.client {
+			survivor = m
+			continue
+		}
+		m.p.group(syscall.SIGKILL)
+		<-m.p.done
+	}
 	const want = "answers but has no quorum: 2 of 3 voters unreachable"
+	var last error
 	// The survivor sees the others unreachable once its transport's
 	// connections to them fail.
+	defer func() {
+		if t.Failed() {
+			t.Logf("the survivor's last answer: %v", last)
+		}
+	}()
 	testutil.WaitFor(t, 30*time.Second, "the survivor's NOT_LEADER naming the lost quorum", func() bool {
 		cctx, ccancel := context.WithTimeout(ctx, 3*time.Second)
 		defer ccancel()
 		_, err := survivor.admin.CreateDatabase(cctx, &adminv1.CreateDatabaseRequest{Name: "q"})
+		last = err
 		return err != nil && strings.Contains(err.Error(), want)
 	})
 
