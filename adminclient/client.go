@@ -39,8 +39,9 @@ type Client struct {
 	// coordinator before it tries the next one; default 2s.
 	ConnectWait time.Duration
 
-	creds  credentials.TransportCredentials // of every connection
-	perRPC credentials.PerRPCCredentials    // the password of every call, or nil
+	creds    credentials.TransportCredentials // of every connection
+	perRPC   credentials.PerRPCCredentials    // the password of every call, or nil
+	tlsFails *tlsFailures                     // permanent TLS failures by address (tlsfail.go)
 
 	mu      sync.Mutex
 	conns   map[string]*grpc.ClientConn
@@ -94,12 +95,13 @@ func NewClientWithOptions(bootstrap []string, opts Options) (*Client, error) {
 	if len(addrs) == 0 {
 		return nil, fmt.Errorf("%w: no coordinator address given", core.ErrInvalidArgument)
 	}
+	fails := &tlsFailures{}
 	creds := insecure.NewCredentials()
 	if opts.TLS != nil {
-		creds = credentials.NewTLS(opts.TLS)
+		creds = &recordingCreds{TransportCredentials: credentials.NewTLS(opts.TLS), fails: fails}
 	}
 	c := &Client{bootstrap: addrs, Timeout: 30 * time.Second, RetryWait: 200 * time.Millisecond,
-		ConnectWait: 2 * time.Second, creds: creds, conns: map[string]*grpc.ClientConn{}}
+		ConnectWait: 2 * time.Second, creds: creds, tlsFails: fails, conns: map[string]*grpc.ClientConn{}}
 	if opts.Username != "" {
 		if opts.TLS == nil {
 			return nil, fmt.Errorf("%w: a username and password are sent over TLS only: give a TLS configuration too", core.ErrInvalidArgument)
@@ -449,6 +451,11 @@ func ready(ctx context.Context, cc *grpc.ClientConn, wait time.Duration) bool {
 // INTERNAL answer, any write in flight when the deadline passes) ends with
 // an *OutcomeUnknownError (ErrOutcomeUnknown).
 //
+// A TLS handshake failure that retrying cannot cure (an untrusted or
+// misnamed certificate, a TLS alert from the coordinator refusing this
+// client's certificate, a peer that does not speak TLS) ends the call at
+// once with a *TLSError naming the coordinator; nothing was sent.
+//
 // Otherwise it returns call's last error converted with FromStatus, so
 // callers test it with errors.Is / errors.As; when ctx ends first, ctx's
 // error wrapped with the last answer.
@@ -515,6 +522,9 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 			return timedOut()
 		}
 		if at.unsent {
+			if terr := c.tlsFails.get(addr); terr != nil {
+				return &TLSError{Address: addr, Err: terr}
+			}
 			// Nothing was sent: try the next coordinator.
 			unreachable = addr
 			c.setLeader("")
@@ -546,6 +556,10 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 			if status.Code(err) == codes.Internal {
 				return FromStatus(err)
 			}
+		case d == nil && !write && status.Code(err) == codes.Unavailable && c.tlsFails.get(addr) != nil:
+			// A read failed at once on a connection whose TLS handshake
+			// cannot succeed: retrying would not help.
+			return &TLSError{Address: addr, Err: c.tlsFails.get(addr)}
 		case d == nil && (status.Code(err) == codes.Unavailable || status.Code(err) == codes.DeadlineExceeded):
 			// The transport failed under an RPC that was sent: a write
 			// may have reached the coordinator.

@@ -402,6 +402,10 @@ func (a *adminService) GetLeader(ctx context.Context, r *adminv1.GetLeaderReques
 	out := &adminv1.GetLeaderResponse{ThisId: a.s.id, ThisAddress: adminclient.HostPort(a.s.addr), IsLeader: a.s.IsLeader()}
 	if l := a.s.leader.Load(); l != nil && !l.lost() {
 		li = core.LeaderInfo{ID: a.s.id, Address: a.s.addr, Epoch: l.lead.Epoch()}
+	} else if st, ok := a.s.consensusView(); li.ID == a.s.id || (ok && st.LeaderID == "") {
+		// Stale: it lost the leadership, or its consensus view knows no
+		// leader now (the one it observed last may be dead).
+		li = core.LeaderInfo{}
 	}
 	out.LeaderId, out.LeaderAddress, out.Epoch = li.ID, adminclient.HostPort(li.Address), li.Epoch
 	out.Coordinators = a.s.coordinators(leaderView{id: out.LeaderId, address: out.LeaderAddress, epoch: out.Epoch})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -133,6 +134,7 @@ type statusCollector struct {
 	role, term, commit, applied, lag, followers *prometheus.Desc
 
 	roleSet, termC, commitC, appliedC, lagC, followerLag, followerContact *prometheus.Desc
+	diskFree, diskFull                                                    *prometheus.Desc
 }
 
 // raftRoles are the states of the metaplane_raft_role state set.
@@ -160,12 +162,14 @@ func newStatusCollector(s *Server) *statusCollector {
 			"On the leader only: a follower's lag behind the commit index, in entries, as of its last progress report; absent for a follower without a recent report.", "follower"),
 		followerContact: d("metaplane_raft_follower_last_contact_seconds",
 			"On the leader only: seconds since the leader's last evidence of contact with the follower; absent when it has none.", "follower"),
+		diskFree: d("metaplane_raft_disk_free_bytes", "Free space of coordinator.raft.dir as this member last measured it."),
+		diskFull: d("metaplane_raft_disk_full", "1 while this member's replica is paused because coordinator.raft.dir has less free space than coordinator.raft.disk.min-free, else 0."),
 	}
 }
 
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.role, c.term, c.commit, c.applied, c.lag, c.followers,
-		c.roleSet, c.termC, c.commitC, c.appliedC, c.lagC, c.followerLag, c.followerContact} {
+		c.roleSet, c.termC, c.commitC, c.appliedC, c.lagC, c.followerLag, c.followerContact, c.diskFree, c.diskFull} {
 		ch <- d
 	}
 }
@@ -203,6 +207,16 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.commitC, float64(st.CommitIndex))
 	gauge(c.appliedC, float64(st.AppliedIndex))
 	gauge(c.lagC, float64(st.CommitIndex-st.AppliedIndex))
+	if _, ok := st.Details["diskMinFree"]; ok {
+		if free, err := strconv.ParseFloat(st.Details["diskFree"], 64); err == nil {
+			gauge(c.diskFree, free)
+		}
+		full := 0.0
+		if st.Details["diskFull"] != "" {
+			full = 1
+		}
+		gauge(c.diskFull, full)
+	}
 	if st.Role != core.RoleLeader {
 		return
 	}

@@ -39,6 +39,13 @@ type raftMember struct {
 // one serves as leader.
 func startRaftCluster(t *testing.T, ctx context.Context, n int) []*raftMember {
 	t.Helper()
+	return startRaftClusterWith(t, ctx, n, nil)
+}
+
+// startRaftClusterWith is startRaftCluster with extra(i) appended to the
+// arguments of coordinator i (0-based; nil: none).
+func startRaftClusterWith(t *testing.T, ctx context.Context, n int, extra func(i int) []string) []*raftMember {
+	t.Helper()
 	bin := testutil.Binary(t, "metaplane")
 	pluginDir := filepath.Dir(testutil.Binary(t, "metaplane-backend-raft"))
 	resetPorts()
@@ -55,6 +62,9 @@ func startRaftCluster(t *testing.T, ctx context.Context, n int) []*raftMember {
 			"-D", "coordinator.raft.node.id=" + strconv.Itoa(i+1),
 			"-D", "coordinator.raft.port=" + strconv.Itoa(raftPort(t, i)),
 			"-D", "coordinator.raft.dir=" + filepath.Join(t.TempDir(), "raft")}
+		if extra != nil {
+			args = append(args, extra(i)...)
+		}
 		m := &raftMember{id: strconv.Itoa(i + 1), client: clients[i],
 			p: startProc(t, fmt.Sprintf("coordinator-%d", i+1), bin, args...)}
 		cc, err := grpc.NewClient(clients[i], grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -244,7 +254,7 @@ func TestRaftStatusAndHealth(t *testing.T) {
 		}
 		_, metrics := httpGet(t, base+"/metrics")
 		for _, w := range []string{"metaplane_build_info{", "metaplane_raft_term ", "metaplane_raft_applied_index ",
-			"metaplane_raft_commit_index ", "metaplane_raft_apply_lag_entries ", "metaplane_coordinator_leader_changes_total "} {
+			"metaplane_raft_commit_index ", "metaplane_raft_apply_lag_entries ", "metaplane_raft_disk_full 0", "metaplane_coordinator_leader_changes_total "} {
 			if !strings.Contains(metrics, w) {
 				t.Errorf("metrics of %s lack %q", m.id, w)
 			}

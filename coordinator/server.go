@@ -121,6 +121,7 @@ type Server struct {
 	backend    atomic.Pointer[backendRef]
 	leaderInfo atomic.Pointer[core.LeaderInfo]
 	requests   inflight // request ids being served
+	quorum     atomic.Pointer[quorumNote]
 
 	mu      sync.Mutex
 	leases  map[int32]int64 // tablet server id -> lease id (leader only)
@@ -516,11 +517,7 @@ func (s *Server) serving() (*leaderState, error) {
 	if l != nil && !l.lost() {
 		return l, nil
 	}
-	li := s.currentLeader()
-	if li.ID == s.id {
-		li = core.LeaderInfo{} // stale: we just lost it
-	}
-	return nil, adminclient.ToStatus(&core.NotLeaderError{LeaderID: li.ID, LeaderAddress: li.Address})
+	return nil, adminclient.ToStatus(s.notLeader(s.currentLeader()))
 }
 
 // mapErr converts a handler's error into a status, turning a backend's
@@ -531,11 +528,7 @@ func (s *Server) mapErr(err error) error {
 		return nil
 	}
 	if errors.Is(err, core.ErrFenced) || (errors.Is(err, core.ErrNotLeader) && core.LeaderAddressOf(err) == "") {
-		li := s.currentLeader()
-		if li.ID == s.id {
-			li = core.LeaderInfo{}
-		}
-		return adminclient.ToStatus(&core.NotLeaderError{LeaderID: li.ID, LeaderAddress: li.Address})
+		return adminclient.ToStatus(s.notLeader(s.currentLeader()))
 	}
 	return adminclient.ToStatus(err)
 }

@@ -207,20 +207,26 @@ func (s *Server) Serve(ctx context.Context) error {
 	return err
 }
 
+// registerTimeout bounds one registration call, redirects and retries
+// included.
+const registerTimeout = 10 * time.Second
+
 // registerLoop registers through the coordinator leader and heartbeats,
 // re-registering when the lease is gone.
 func (s *Server) registerLoop(ctx context.Context, c *adminclient.Client) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		var reg *adminv1.RegisterTabletServerResponse
-		err := c.Tablets(ctx, func(ctx context.Context, t adminv1.TabletServerServiceClient) error {
-			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
+		// The call as a whole (redirects and retries included) has its
+		// own deadline, not the client's default.
+		rctx, rcancel := context.WithTimeout(ctx, registerTimeout)
+		err := c.Tablets(rctx, func(ctx context.Context, t adminv1.TabletServerServiceClient) error {
 			var err error
-			reg, err = t.RegisterTabletServer(cctx, &adminv1.RegisterTabletServerRequest{ServerId: s.opts.ID,
+			reg, err = t.RegisterTabletServer(ctx, &adminv1.RegisterTabletServerRequest{ServerId: s.opts.ID,
 				Listeners: s.opts.Listeners, Rack: s.opts.Rack, CpuCores: s.opts.CPUCores, MemoryBytes: s.opts.MemoryBytes})
 			return err
 		})
+		rcancel()
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("registration failed; retrying", "err", err, "in", backoff)
@@ -259,13 +265,15 @@ func (s *Server) heartbeat(ctx context.Context, c *adminclient.Client, lease int
 		case <-t.C:
 		}
 		var resp *adminv1.TabletServerHeartbeatResponse
-		err := c.Tablets(ctx, func(ctx context.Context, ts adminv1.TabletServerServiceClient) error {
-			cctx, cancel := context.WithTimeout(ctx, interval)
-			defer cancel()
+		// One heartbeat, redirects and retries included, within one
+		// interval: the next one is due then.
+		hctx, hcancel := context.WithTimeout(ctx, interval)
+		err := c.Tablets(hctx, func(ctx context.Context, ts adminv1.TabletServerServiceClient) error {
 			var err error
-			resp, err = ts.TabletServerHeartbeat(cctx, &adminv1.TabletServerHeartbeatRequest{ServerId: s.opts.ID, LeaseId: lease})
+			resp, err = ts.TabletServerHeartbeat(ctx, &adminv1.TabletServerHeartbeatRequest{ServerId: s.opts.ID, LeaseId: lease})
 			return err
 		})
+		hcancel()
 		switch {
 		case err == nil:
 			lastOK = time.Now()

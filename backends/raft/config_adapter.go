@@ -44,8 +44,10 @@ func OptionsFromSettings(m map[string]string) (Options, error) {
 	r.String("coordinator.raft.tls.key-file", &o.KeyFile)
 	r.String("coordinator.raft.logdb.profile", &o.LogDBProfile)
 	r.Bool("coordinator.raft.join", &o.Join)
+	var minFree settings.Size
+	r.Size("coordinator.raft.disk.min-free", &minFree)
 	probs := settings.Problems(r.Problems())
-	o.SegmentSize, o.ChangeLogRetention = int64(segs), ret
+	o.SegmentSize, o.ChangeLogRetention, o.DiskMinFree = int64(segs), ret, int64(minFree)
 	if nodeID == 0 {
 		nodeID = 1
 	}

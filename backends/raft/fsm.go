@@ -100,7 +100,8 @@ func (f *fsm) Open(stopc <-chan struct{}) (uint64, error) {
 		return 0, fmt.Errorf("raft state machine: open %s: %w", f.dir, err)
 	}
 	f.mu.Lock()
-	f.db = db
+	// A replica paused for a full disk reopens its store on resume.
+	f.db, f.closed = db, false
 	f.mu.Unlock()
 	return readApplied(db)
 }

@@ -77,6 +77,8 @@ type member struct {
 	lastMembership *membershipView
 	stop           chan struct{}
 	wg             sync.WaitGroup
+	// disk pauses the replica while Dir is short of space (diskfull.go).
+	disk *diskGuard
 }
 
 // leaseClock is a session's deadline as this member sees it. Only the Raft
@@ -223,7 +225,7 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 		SystemEventListener: m.contacts,
 		Expert:              dbconfig.ExpertConfig{LogDB: logDBConfig(o.LogDBProfile)},
 	}
-	nh, err := dragonboat.NewNodeHost(nhc)
+	nh, err := openNodeHost(ctx, o, nhc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: raft: start node host on %s: %v", core.ErrUnavailable, addr, err)
 	}
@@ -264,11 +266,14 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 		o.Logf("raft: member %d bootstrapping cluster %d with %d voters", o.NodeID, cid, len(members))
 	}
 	factory := func(uint64, uint64) sm.IOnDiskStateMachine { return m.sm }
-	if err := nh.StartOnDiskReplica(initial, join, factory, rc); err != nil {
+	m.disk = newDiskGuard(m, rc, factory)
+	running, err := m.disk.start(initial, join)
+	if err != nil {
 		nh.Close()
 		return nil, fmt.Errorf("%w: raft: start replica %d: %v", core.ErrUnavailable, o.NodeID, err)
 	}
-	m.wg.Add(2)
+	m.wg.Add(3)
+	go m.disk.loop()
 	go m.expiryLoop()
 	go m.loadInitialState()
 	if rc.IsNonVoting {
@@ -279,6 +284,9 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 	// coordinator.raft.first-election.timeout, plus one election timeout
 	// since Dragonboat has no separate first timeout).
 	wait := o.FirstElectionTimeout + o.ElectionTimeout
+	if !running {
+		wait = 0
+	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
@@ -574,10 +582,20 @@ func retryable(err error) bool {
 
 // propose appends cmd and waits until it is applied on this member. A
 // proposal that cannot commit within ProposalTimeout fails with
-// ErrUnavailable (its outcome unknown).
+// ErrUnavailable (its outcome unknown), and so does one whose member closes
+// under it; ErrClosed only when the member was closed before.
 func (m *member) propose(ctx context.Context, cmd *raftv1.Command) (*raftv1.CommandResult, error) {
 	if cmd.TimeMs == 0 {
 		cmd.TimeMs = time.Now().UnixMilli()
+	}
+	if err := m.disk.refusal(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return nil, errClosed // before the proposal: not applied
 	}
 	data := mustMarshal(cmd)
 	pctx, cancel := context.WithTimeout(ctx, m.opts.ProposalTimeout)
@@ -602,7 +620,12 @@ func (m *member) propose(ctx context.Context, cmd *raftv1.Command) (*raftv1.Comm
 			}
 			continue
 		}
-		return nil, m.mapErr(ctx, "propose", err)
+		err = m.mapErr(ctx, "propose", err)
+		if errors.Is(err, core.ErrClosed) {
+			// Closed while the proposal was in flight: it may commit.
+			return nil, fmt.Errorf("%w: raft: the backend closed while the write was in flight: its outcome is unknown", core.ErrUnavailable)
+		}
+		return nil, err
 	}
 }
 
@@ -644,6 +667,9 @@ func (m *member) proposeBestEffort(ctx context.Context, cmd *raftv1.Command) (*r
 
 // read runs a query: linearizable (ReadIndex, on any member) or stale.
 func (m *member) read(ctx context.Context, q interface{}, stale bool) (interface{}, error) {
+	if err := m.disk.refusal(); err != nil {
+		return nil, err
+	}
 	if stale {
 		v, err := m.nh.StaleRead(shardID, q)
 		if err != nil {
@@ -712,6 +738,6 @@ func (m *member) close() {
 	}
 	m.broadcastChangeLocked()
 	m.mu.Unlock()
-	m.nh.Close()
+	m.disk.closeNodeHost()
 	m.wg.Wait()
 }

@@ -102,9 +102,18 @@ type Options struct {
 	// Join starts a member that joins an existing cluster (it was added with
 	// AddVoter) instead of bootstrapping one (coordinator.raft.join).
 	Join bool
+	// DiskMinFree is the free space of Dir below which the member pauses
+	// its replica instead of letting the disk fill
+	// (coordinator.raft.disk.min-free, default DefaultDiskMinFree; see
+	// diskfull.go).
+	DiskMinFree int64
 	// Logf receives the member's log lines; default: slog's default
 	// logger at info level.
 	Logf func(format string, args ...any)
+
+	// diskFree measures the free space of Dir (tests inject a full disk);
+	// nil: statfs.
+	diskFree func(dir string) (uint64, error)
 }
 
 // withDefaults returns o with zero fields set to their defaults.
@@ -145,6 +154,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.IDBlockSize == 0 {
 		o.IDBlockSize = 1000
+	}
+	if o.DiskMinFree == 0 {
+		o.DiskMinFree = DefaultDiskMinFree
 	}
 	if o.SessionTimeout == 0 {
 		o.SessionTimeout = 30 * time.Second

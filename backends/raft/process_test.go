@@ -75,7 +75,14 @@ func launch(ctx context.Context, bin string, cfg map[string]string) (*plugins.Pl
 
 func startProcs(t testing.TB, n int) *voterProcs {
 	t.Helper()
-	v := &voterProcs{t: t, bin: testutil.Binary(t, "metaplane-backend-raft"), cfgs: voterConfigs(t, n), plugins: make([]*plugins.Plugin, n)}
+	return startProcsWith(t, voterConfigs(t, n))
+}
+
+// startProcsWith launches one voter process per configuration.
+func startProcsWith(t testing.TB, cfgs []map[string]string) *voterProcs {
+	t.Helper()
+	n := len(cfgs)
+	v := &voterProcs{t: t, bin: testutil.Binary(t, "metaplane-backend-raft"), cfgs: cfgs, plugins: make([]*plugins.Plugin, n)}
 	t.Cleanup(func() {
 		for _, p := range v.plugins {
 			if p != nil {
@@ -103,11 +110,24 @@ func startProcs(t testing.TB, n int) *voterProcs {
 	return v
 }
 
+// openClient opens a client of a voter process with open. Its session grant is a
+// Raft proposal: on a cluster still electing (slow on a loaded machine) it
+// may time out, and is retried, bounded.
+func openClient(open func(context.Context, core.ClientOptions) (core.MetadataBackend, error), opts core.ClientOptions) (core.MetadataBackend, error) {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		c, err := open(ctx, opts)
+		cancel()
+		if err == nil || !errors.Is(err, core.ErrUnavailable) || time.Now().After(deadline) {
+			return c, err
+		}
+	}
+}
+
 func (v *voterProcs) client(i int) core.MetadataBackend {
 	v.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := v.plugins[i].NewClient(ctx, core.ClientOptions{Name: fmt.Sprintf("test-%d", i+1)})
+	c, err := openClient(v.plugins[i].NewClient, core.ClientOptions{Name: fmt.Sprintf("test-%d", i+1)})
 	if err != nil {
 		v.t.Fatalf("client of voter %d: %v", i+1, err)
 	}
@@ -167,11 +187,9 @@ func (s *procStore) NewClient(t conformance.T, opts conformance.ClientOptions) c
 	p := s.v.plugins[s.next%len(s.v.plugins)]
 	s.next++
 	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	// A conformance client: the plugin's backend, not the host, answers
 	// calls with ended contexts and calls after Close.
-	c, err := p.NewConformanceClient(ctx, core.ClientOptions{SessionTimeout: opts.SessionTimeout, Name: t.Name()})
+	c, err := openClient(p.NewConformanceClient, core.ClientOptions{SessionTimeout: opts.SessionTimeout, Name: t.Name()})
 	if err != nil {
 		t.Fatalf("open a plugin client: %v", err)
 	}

@@ -143,6 +143,7 @@ func (m *member) status(ctx context.Context) core.Status {
 	st := core.Status{Backend: "raft", MemberID: strconv.FormatUint(m.replicaID, 10), Epoch: int64(term),
 		AppliedIndex: int64(applied), Revision: int64(applied), Details: map[string]string{},
 		ClusterID: strconv.FormatUint(m.clusterID, 10)}
+	m.disk.details(st.Details)
 	switch {
 	case leader == m.replicaID:
 		st.Role = core.RoleLeader

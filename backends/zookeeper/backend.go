@@ -351,6 +351,10 @@ func (b *Backend) Status(ctx context.Context) (core.Status, error) {
 		role = core.RoleCandidate
 	}
 	sid, st := b.sessionID, b.state
+	granted := b.negotiated
+	if granted == 0 {
+		granted = b.timeout
+	}
 	b.mu.Unlock()
 	s := core.Status{
 		Backend:  "zookeeper",
@@ -363,7 +367,7 @@ func (b *Backend) Status(ctx context.Context) (core.Status, error) {
 			"path_root":       b.root,
 			"session_id":      "0x" + strconv.FormatInt(sid, 16),
 			"session_state":   st.String(),
-			"session_timeout": b.timeout.String(),
+			"session_timeout": granted.String(), // as granted by the server
 		},
 	}
 	s.CommitIndex, s.AppliedIndex = s.Revision, s.Revision

@@ -187,7 +187,15 @@ func TestStatus(t *testing.T) {
 // TestLargeTxn: a multi of thousands of small ops fits the request limit;
 // one past it is refused with ErrTooLarge before anything is sent.
 func TestLargeTxn(t *testing.T) {
-	b := open(t, testOptions(t))
+	// The client gives up on a connection that reads nothing for two
+	// thirds of the session timeout, and the server answers a session's
+	// requests (its pings too) in order: a 5000-op multi on a loaded
+	// machine can take longer than the 4s default of the tests gives it
+	// (a stress flake: "connection closed"). The bound scales with the
+	// work: a session timeout for a large multi.
+	o := testOptions(t)
+	o.SessionTimeout = 30 * time.Second
+	b := open(t, o)
 	ctx := ctxT(t)
 	var ops []core.Op
 	for i := 0; i < 5000; i++ {

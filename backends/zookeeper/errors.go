@@ -63,9 +63,11 @@ func retriable(err error) bool {
 
 // transportErr is the error of a write whose outcome is unknown (the
 // connection or session was lost while it was in flight).
+// A client closing under it is such a loss too: the write may have been
+// sent (ErrUnavailable, never ErrClosed, which says nothing was applied).
 func transportErr(err error, what string) error {
-	if errors.Is(err, zk.ErrClosing) {
-		return fmt.Errorf("%w: %s: client closing", core.ErrClosed, what)
+	if errors.Is(err, zk.ErrClosing) || errors.Is(err, core.ErrClosed) {
+		return fmt.Errorf("%w: %s: outcome unknown, the client closed while it was in flight (zookeeper: %v)", core.ErrUnavailable, what, err)
 	}
 	return fmt.Errorf("%w: %s: outcome unknown, the connection was lost while it was in flight (zookeeper: %v)",
 		core.ErrUnavailable, what, err)

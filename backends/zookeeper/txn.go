@@ -49,8 +49,10 @@ const (
 // ErrNoParent (also for a child of an ephemeral node), ErrInvalidPath,
 // ErrTooLarge, ErrInvalidArgument. If the connection is lost while the
 // multi is in flight its outcome is unknown and Txn returns ErrUnavailable
-// (writes are not retried). Other errors: ErrInvalidArgument (no ops),
-// ErrFenced, ErrClosed, context errors (outcome unknown).
+// (writes are not retried), and so it does when the client closes under
+// it. Other errors: ErrInvalidArgument (no ops), ErrFenced, ErrClosed
+// (closed before the multi was sent: not applied), context errors (outcome
+// unknown).
 //
 // OpResult.Stat of a set comes from the multi's answer; of a create it is
 // read right after the multi and set back to the node's state at its
@@ -90,8 +92,16 @@ func (b *Backend) Txn(ctx context.Context, ops []core.Op, opts core.TxnOptions) 
 		if err == nil {
 			return b.results(ctx, ops, plan, res)
 		}
-		if ctx.Err() != nil || errors.Is(err, core.ErrClosed) {
-			return core.TxnResult{}, b.closedErr(err)
+		if ctx.Err() != nil {
+			return core.TxnResult{}, err
+		}
+		if err == core.ErrClosed {
+			// do's own refusal: closed before the multi was sent.
+			return core.TxnResult{}, err
+		}
+		if b.isClosed() {
+			// Closed while the multi may have been in flight.
+			return core.TxnResult{}, transportErr(err, "transaction")
 		}
 		k := -1
 		for i, r := range res {
@@ -101,7 +111,7 @@ func (b *Backend) Txn(ctx context.Context, ops []core.Op, opts core.TxnOptions) 
 			}
 		}
 		if k < 0 || k >= len(plan) {
-			return core.TxnResult{}, b.closedErr(transportErr(err, "transaction"))
+			return core.TxnResult{}, transportErr(err, "transaction")
 		}
 		z := plan[k]
 		if z.orig < 0 {

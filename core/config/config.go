@@ -214,6 +214,10 @@ type RaftConfig struct {
 	// memory profile of the Raft log store, one of tiny, small, medium,
 	// large (see LogDBProfiles).
 	LogDBProfile string `koanf:"logdb.profile"`
+	// DiskMinFree, key coordinator.raft.disk.min-free, default 64mb: the
+	// free space of Dir below which the voter pauses its replica (refuses
+	// writes, hands leadership over) until space is freed.
+	DiskMinFree Size `koanf:"disk.min-free"`
 	// Join, key coordinator.raft.join, default false: start this voter
 	// empty and let it join a running cluster whose membership already
 	// lists it, instead of bootstrapping a new cluster from Voters (ignored
@@ -327,6 +331,7 @@ func Default() *Config {
 				IDBlockSize:              1000,
 				ChangeLogRetention:       100000,
 				LogDBProfile:             "small",
+				DiskMinFree:              64 * MiB,
 			},
 			TabletServerSessionTimeout: 30 * time.Second,
 			MetadataStreamMaxWait:      500 * time.Millisecond,

@@ -60,6 +60,9 @@ func (c *Config) validate(probs *Problems, observer bool) {
 	if r.ChangeLogRetention == 0 {
 		probs.Add("coordinator.raft.change-log.retention", "must be at least 1")
 	}
+	if r.DiskMinFree < MiB {
+		probs.Add("coordinator.raft.disk.min-free", fmt.Sprintf("%s is below the minimum of 1mb", r.DiskMinFree))
+	}
 	if !contains(LogDBProfiles, r.LogDBProfile) {
 		probs.Add("coordinator.raft.logdb.profile", fmt.Sprintf("unknown profile %q: want one of %s", r.LogDBProfile, strings.Join(LogDBProfiles, ", ")))
 	}

@@ -93,6 +93,13 @@ func (a *admin) do(cmd *cobra.Command, f func(ctx context.Context, c *adminclien
 	if errors.Is(err, adminclient.ErrOutcomeUnknown) {
 		return err // it says what was sent where, and that it was not repeated
 	}
+	if _, ok := errors.AsType[*adminclient.TLSError](err); ok {
+		// Not retried: say what the TLS settings get wrong (tls.go).
+		if d := a.diagnoseTLS(); d != "" {
+			return &withCause{cause: err, msg: d + " (not retried)"}
+		}
+		return err
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		msg := fmt.Sprintf("no answer within %v from %s", a.timeout, a.bootstrap)
 		de, ok := errors.AsType[*adminclient.DeadlineError](err)
