@@ -45,6 +45,12 @@ type Header struct {
 	Revision int64 `json:"revision"`
 	// Created is when the export was taken.
 	Created time.Time `json:"created"`
+	// ClusterID and Epoch, when set, are the source quorum's cluster id
+	// and its leader epoch when the tree was read (a Raft snapshot sets
+	// them; a restore continues the epochs above Epoch). Older files have
+	// neither.
+	ClusterID string `json:"cluster_id,omitempty"`
+	Epoch     int64  `json:"epoch,omitempty"`
 }
 
 // Node is one persistent node of a tree file.
@@ -75,6 +81,9 @@ type Tree struct {
 	// Ephemerals is how many ephemeral nodes Export left out (not part of
 	// the file: a tree read from a file has 0).
 	Ephemerals int
+	// SHA256 is the checksum of the trailer (hex), set by Read and by
+	// Write.
+	SHA256 string
 }
 
 // Write writes t as a tree file.
@@ -101,7 +110,8 @@ func (t *Tree) Write(w io.Writer) error {
 			return err
 		}
 	}
-	b, err := json.Marshal(trailer{End: true, Nodes: len(t.Nodes), SHA256: hex.EncodeToString(h.Sum(nil))})
+	t.SHA256 = hex.EncodeToString(h.Sum(nil))
+	b, err := json.Marshal(trailer{End: true, Nodes: len(t.Nodes), SHA256: t.SHA256})
 	if err != nil {
 		return err
 	}
@@ -169,6 +179,7 @@ func Read(r io.Reader) (*Tree, error) {
 			if _, more := next(); more {
 				return nil, bad("data after the trailer")
 			}
+			t.SHA256 = tr.SHA256
 			return &t, nil
 		}
 		var n Node

@@ -167,6 +167,27 @@ func logDBConfig(profile string) dbconfig.LogDBConfig {
 	return c
 }
 
+// nodeHostDir is the NodeHost's directory under coordinator.raft.dir.
+const nodeHostDir = "nodehost"
+
+// nodeHostConfig is the NodeHost configuration of member addr of cluster
+// cid (without event listeners): the same for the running member and for
+// the offline tools that open its directory.
+func nodeHostConfig(o Options, cid uint64, addr string) dbconfig.NodeHostConfig {
+	return dbconfig.NodeHostConfig{
+		DeploymentID:   cid,
+		NodeHostDir:    filepath.Join(o.Dir, nodeHostDir),
+		RTTMillisecond: uint64(TickInterval / time.Millisecond),
+		RaftAddress:    addr,
+		ListenAddress:  o.ListenAddress,
+		MutualTLS:      o.TLS,
+		CAFile:         o.CAFile,
+		CertFile:       o.CertFile,
+		KeyFile:        o.KeyFile,
+		Expert:         dbconfig.ExpertConfig{LogDB: logDBConfig(o.LogDBProfile)},
+	}
+}
+
 // startMember starts the NodeHost and the replica: a new cluster
 // bootstraps with the initial voters, a member with Raft state on disk
 // restarts from it, and a joining member (Options.Join) starts empty and
@@ -211,20 +232,8 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 			addr = v.Address
 		}
 	}
-	nhc := dbconfig.NodeHostConfig{
-		DeploymentID:        cid,
-		NodeHostDir:         filepath.Join(o.Dir, "nodehost"),
-		RTTMillisecond:      uint64(TickInterval / time.Millisecond),
-		RaftAddress:         addr,
-		ListenAddress:       o.ListenAddress,
-		MutualTLS:           o.TLS,
-		CAFile:              o.CAFile,
-		CertFile:            o.CertFile,
-		KeyFile:             o.KeyFile,
-		RaftEventListener:   m,
-		SystemEventListener: m.contacts,
-		Expert:              dbconfig.ExpertConfig{LogDB: logDBConfig(o.LogDBProfile)},
-	}
+	nhc := nodeHostConfig(o, cid, addr)
+	nhc.RaftEventListener, nhc.SystemEventListener = m, m.contacts
 	nh, err := openNodeHost(ctx, o, nhc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: raft: start node host on %s: %v", core.ErrUnavailable, addr, err)

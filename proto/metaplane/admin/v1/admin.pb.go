@@ -200,7 +200,7 @@ func (x MetadataRecord_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MetadataRecord_Type.Descriptor instead.
 func (MetadataRecord_Type) EnumDescriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{65, 0}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{67, 0}
 }
 
 // ErrorDetail is attached to every failed call's status. The codes, their
@@ -577,8 +577,13 @@ func (x *AddRaftVoterResponse) GetLag() int64 {
 }
 
 type RemoveRaftVoterRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// force removes a voter that is permanently gone even when the
+	// remaining voters would not include a caught-up majority (lagging
+	// members); it never removes the last voter, the leader, or a voter
+	// whose removal leaves fewer reachable voters than a quorum.
+	Force         bool `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -620,6 +625,13 @@ func (x *RemoveRaftVoterRequest) GetId() string {
 	return ""
 }
 
+func (x *RemoveRaftVoterRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
 type RemoveRaftVoterResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -656,6 +668,113 @@ func (*RemoveRaftVoterResponse) Descriptor() ([]byte, []int) {
 	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
+type SaveRaftSnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SaveRaftSnapshotRequest) Reset() {
+	*x = SaveRaftSnapshotRequest{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SaveRaftSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SaveRaftSnapshotRequest) ProtoMessage() {}
+
+func (x *SaveRaftSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SaveRaftSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*SaveRaftSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+type SaveRaftSnapshotResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// chunk is the next part of the tree file; total_bytes the file's size;
+	// nodes the number of nodes it holds and revision the revision it was
+	// read at (the same in every message).
+	Chunk         []byte `protobuf:"bytes,1,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	TotalBytes    int64  `protobuf:"varint,2,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"`
+	Nodes         int64  `protobuf:"varint,3,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	Revision      int64  `protobuf:"varint,4,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SaveRaftSnapshotResponse) Reset() {
+	*x = SaveRaftSnapshotResponse{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SaveRaftSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SaveRaftSnapshotResponse) ProtoMessage() {}
+
+func (x *SaveRaftSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SaveRaftSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*SaveRaftSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SaveRaftSnapshotResponse) GetChunk() []byte {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
+}
+
+func (x *SaveRaftSnapshotResponse) GetTotalBytes() int64 {
+	if x != nil {
+		return x.TotalBytes
+	}
+	return 0
+}
+
+func (x *SaveRaftSnapshotResponse) GetNodes() int64 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *SaveRaftSnapshotResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
 type GetCoordinatorRaftStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -664,7 +783,7 @@ type GetCoordinatorRaftStatusRequest struct {
 
 func (x *GetCoordinatorRaftStatusRequest) Reset() {
 	*x = GetCoordinatorRaftStatusRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -676,7 +795,7 @@ func (x *GetCoordinatorRaftStatusRequest) String() string {
 func (*GetCoordinatorRaftStatusRequest) ProtoMessage() {}
 
 func (x *GetCoordinatorRaftStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -689,7 +808,7 @@ func (x *GetCoordinatorRaftStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCoordinatorRaftStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetCoordinatorRaftStatusRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 // RaftMember is one member of the quorum as the answering member sees it.
@@ -727,7 +846,7 @@ type RaftMember struct {
 
 func (x *RaftMember) Reset() {
 	*x = RaftMember{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -739,7 +858,7 @@ func (x *RaftMember) String() string {
 func (*RaftMember) ProtoMessage() {}
 
 func (x *RaftMember) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -752,7 +871,7 @@ func (x *RaftMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMember.ProtoReflect.Descriptor instead.
 func (*RaftMember) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RaftMember) GetId() string {
@@ -857,7 +976,7 @@ type GetCoordinatorRaftStatusResponse struct {
 
 func (x *GetCoordinatorRaftStatusResponse) Reset() {
 	*x = GetCoordinatorRaftStatusResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +988,7 @@ func (x *GetCoordinatorRaftStatusResponse) String() string {
 func (*GetCoordinatorRaftStatusResponse) ProtoMessage() {}
 
 func (x *GetCoordinatorRaftStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +1001,7 @@ func (x *GetCoordinatorRaftStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCoordinatorRaftStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetCoordinatorRaftStatusResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetCoordinatorRaftStatusResponse) GetView() RaftStatusView {
@@ -988,7 +1107,7 @@ type CreateDatabaseRequest struct {
 
 func (x *CreateDatabaseRequest) Reset() {
 	*x = CreateDatabaseRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1119,7 @@ func (x *CreateDatabaseRequest) String() string {
 func (*CreateDatabaseRequest) ProtoMessage() {}
 
 func (x *CreateDatabaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1132,7 @@ func (x *CreateDatabaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateDatabaseRequest.ProtoReflect.Descriptor instead.
 func (*CreateDatabaseRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateDatabaseRequest) GetName() string {
@@ -1055,7 +1174,7 @@ type CreateDatabaseResponse struct {
 
 func (x *CreateDatabaseResponse) Reset() {
 	*x = CreateDatabaseResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1186,7 @@ func (x *CreateDatabaseResponse) String() string {
 func (*CreateDatabaseResponse) ProtoMessage() {}
 
 func (x *CreateDatabaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1199,7 @@ func (x *CreateDatabaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateDatabaseResponse.ProtoReflect.Descriptor instead.
 func (*CreateDatabaseResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CreateDatabaseResponse) GetCreated() bool {
@@ -1103,7 +1222,7 @@ type DropDatabaseRequest struct {
 
 func (x *DropDatabaseRequest) Reset() {
 	*x = DropDatabaseRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1115,7 +1234,7 @@ func (x *DropDatabaseRequest) String() string {
 func (*DropDatabaseRequest) ProtoMessage() {}
 
 func (x *DropDatabaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1128,7 +1247,7 @@ func (x *DropDatabaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropDatabaseRequest.ProtoReflect.Descriptor instead.
 func (*DropDatabaseRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DropDatabaseRequest) GetName() string {
@@ -1163,7 +1282,7 @@ type DropDatabaseResponse struct {
 
 func (x *DropDatabaseResponse) Reset() {
 	*x = DropDatabaseResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1294,7 @@ func (x *DropDatabaseResponse) String() string {
 func (*DropDatabaseResponse) ProtoMessage() {}
 
 func (x *DropDatabaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1307,7 @@ func (x *DropDatabaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropDatabaseResponse.ProtoReflect.Descriptor instead.
 func (*DropDatabaseResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DropDatabaseResponse) GetDropped() bool {
@@ -1206,7 +1325,7 @@ type ListDatabasesRequest struct {
 
 func (x *ListDatabasesRequest) Reset() {
 	*x = ListDatabasesRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1218,7 +1337,7 @@ func (x *ListDatabasesRequest) String() string {
 func (*ListDatabasesRequest) ProtoMessage() {}
 
 func (x *ListDatabasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1231,7 +1350,7 @@ func (x *ListDatabasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDatabasesRequest.ProtoReflect.Descriptor instead.
 func (*ListDatabasesRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 type ListDatabasesResponse struct {
@@ -1243,7 +1362,7 @@ type ListDatabasesResponse struct {
 
 func (x *ListDatabasesResponse) Reset() {
 	*x = ListDatabasesResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1255,7 +1374,7 @@ func (x *ListDatabasesResponse) String() string {
 func (*ListDatabasesResponse) ProtoMessage() {}
 
 func (x *ListDatabasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1268,7 +1387,7 @@ func (x *ListDatabasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDatabasesResponse.ProtoReflect.Descriptor instead.
 func (*ListDatabasesResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListDatabasesResponse) GetNames() []string {
@@ -1287,7 +1406,7 @@ type GetDatabaseRequest struct {
 
 func (x *GetDatabaseRequest) Reset() {
 	*x = GetDatabaseRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1299,7 +1418,7 @@ func (x *GetDatabaseRequest) String() string {
 func (*GetDatabaseRequest) ProtoMessage() {}
 
 func (x *GetDatabaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1312,7 +1431,7 @@ func (x *GetDatabaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDatabaseRequest.ProtoReflect.Descriptor instead.
 func (*GetDatabaseRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetDatabaseRequest) GetName() string {
@@ -1335,7 +1454,7 @@ type GetDatabaseResponse struct {
 
 func (x *GetDatabaseResponse) Reset() {
 	*x = GetDatabaseResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1347,7 +1466,7 @@ func (x *GetDatabaseResponse) String() string {
 func (*GetDatabaseResponse) ProtoMessage() {}
 
 func (x *GetDatabaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1360,7 +1479,7 @@ func (x *GetDatabaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDatabaseResponse.ProtoReflect.Descriptor instead.
 func (*GetDatabaseResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetDatabaseResponse) GetName() string {
@@ -1413,7 +1532,7 @@ type Column struct {
 
 func (x *Column) Reset() {
 	*x = Column{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1544,7 @@ func (x *Column) String() string {
 func (*Column) ProtoMessage() {}
 
 func (x *Column) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1557,7 @@ func (x *Column) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Column.ProtoReflect.Descriptor instead.
 func (*Column) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Column) GetName() string {
@@ -1486,7 +1605,7 @@ type TableDescriptor struct {
 
 func (x *TableDescriptor) Reset() {
 	*x = TableDescriptor{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1498,7 +1617,7 @@ func (x *TableDescriptor) String() string {
 func (*TableDescriptor) ProtoMessage() {}
 
 func (x *TableDescriptor) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1511,7 +1630,7 @@ func (x *TableDescriptor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableDescriptor.ProtoReflect.Descriptor instead.
 func (*TableDescriptor) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TableDescriptor) GetColumns() []*Column {
@@ -1592,7 +1711,7 @@ type Bucket struct {
 
 func (x *Bucket) Reset() {
 	*x = Bucket{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +1723,7 @@ func (x *Bucket) String() string {
 func (*Bucket) ProtoMessage() {}
 
 func (x *Bucket) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +1736,7 @@ func (x *Bucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bucket.ProtoReflect.Descriptor instead.
 func (*Bucket) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Bucket) GetBucket() int32 {
@@ -1688,7 +1807,7 @@ type TableInfo struct {
 
 func (x *TableInfo) Reset() {
 	*x = TableInfo{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1700,7 +1819,7 @@ func (x *TableInfo) String() string {
 func (*TableInfo) ProtoMessage() {}
 
 func (x *TableInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1713,7 +1832,7 @@ func (x *TableInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableInfo.ProtoReflect.Descriptor instead.
 func (*TableInfo) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TableInfo) GetDatabase() string {
@@ -1798,7 +1917,7 @@ type CreateTableRequest struct {
 
 func (x *CreateTableRequest) Reset() {
 	*x = CreateTableRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1810,7 +1929,7 @@ func (x *CreateTableRequest) String() string {
 func (*CreateTableRequest) ProtoMessage() {}
 
 func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1823,7 +1942,7 @@ func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableRequest.ProtoReflect.Descriptor instead.
 func (*CreateTableRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CreateTableRequest) GetDatabase() string {
@@ -1866,7 +1985,7 @@ type CreateTableResponse struct {
 
 func (x *CreateTableResponse) Reset() {
 	*x = CreateTableResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1878,7 +1997,7 @@ func (x *CreateTableResponse) String() string {
 func (*CreateTableResponse) ProtoMessage() {}
 
 func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1891,7 +2010,7 @@ func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableResponse.ProtoReflect.Descriptor instead.
 func (*CreateTableResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateTableResponse) GetTable() *TableInfo {
@@ -1919,7 +2038,7 @@ type DropTableRequest struct {
 
 func (x *DropTableRequest) Reset() {
 	*x = DropTableRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1931,7 +2050,7 @@ func (x *DropTableRequest) String() string {
 func (*DropTableRequest) ProtoMessage() {}
 
 func (x *DropTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1944,7 +2063,7 @@ func (x *DropTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropTableRequest.ProtoReflect.Descriptor instead.
 func (*DropTableRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DropTableRequest) GetDatabase() string {
@@ -1979,7 +2098,7 @@ type DropTableResponse struct {
 
 func (x *DropTableResponse) Reset() {
 	*x = DropTableResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1991,7 +2110,7 @@ func (x *DropTableResponse) String() string {
 func (*DropTableResponse) ProtoMessage() {}
 
 func (x *DropTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2004,7 +2123,7 @@ func (x *DropTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropTableResponse.ProtoReflect.Descriptor instead.
 func (*DropTableResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DropTableResponse) GetDropped() bool {
@@ -2024,7 +2143,7 @@ type GetTableInfoRequest struct {
 
 func (x *GetTableInfoRequest) Reset() {
 	*x = GetTableInfoRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2036,7 +2155,7 @@ func (x *GetTableInfoRequest) String() string {
 func (*GetTableInfoRequest) ProtoMessage() {}
 
 func (x *GetTableInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2049,7 +2168,7 @@ func (x *GetTableInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetTableInfoRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetTableInfoRequest) GetDatabase() string {
@@ -2075,7 +2194,7 @@ type GetTableInfoResponse struct {
 
 func (x *GetTableInfoResponse) Reset() {
 	*x = GetTableInfoResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2087,7 +2206,7 @@ func (x *GetTableInfoResponse) String() string {
 func (*GetTableInfoResponse) ProtoMessage() {}
 
 func (x *GetTableInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2100,7 +2219,7 @@ func (x *GetTableInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTableInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetTableInfoResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetTableInfoResponse) GetTable() *TableInfo {
@@ -2119,7 +2238,7 @@ type ListTablesRequest struct {
 
 func (x *ListTablesRequest) Reset() {
 	*x = ListTablesRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2250,7 @@ func (x *ListTablesRequest) String() string {
 func (*ListTablesRequest) ProtoMessage() {}
 
 func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2263,7 @@ func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesRequest.ProtoReflect.Descriptor instead.
 func (*ListTablesRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListTablesRequest) GetDatabase() string {
@@ -2163,7 +2282,7 @@ type ListTablesResponse struct {
 
 func (x *ListTablesResponse) Reset() {
 	*x = ListTablesResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2175,7 +2294,7 @@ func (x *ListTablesResponse) String() string {
 func (*ListTablesResponse) ProtoMessage() {}
 
 func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2188,7 +2307,7 @@ func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesResponse.ProtoReflect.Descriptor instead.
 func (*ListTablesResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListTablesResponse) GetNames() []string {
@@ -2209,7 +2328,7 @@ type PartitionInfo struct {
 
 func (x *PartitionInfo) Reset() {
 	*x = PartitionInfo{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2221,7 +2340,7 @@ func (x *PartitionInfo) String() string {
 func (*PartitionInfo) ProtoMessage() {}
 
 func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2234,7 +2353,7 @@ func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionInfo.ProtoReflect.Descriptor instead.
 func (*PartitionInfo) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PartitionInfo) GetName() string {
@@ -2270,7 +2389,7 @@ type CreatePartitionRequest struct {
 
 func (x *CreatePartitionRequest) Reset() {
 	*x = CreatePartitionRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2282,7 +2401,7 @@ func (x *CreatePartitionRequest) String() string {
 func (*CreatePartitionRequest) ProtoMessage() {}
 
 func (x *CreatePartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2295,7 +2414,7 @@ func (x *CreatePartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CreatePartitionRequest) GetDatabase() string {
@@ -2338,7 +2457,7 @@ type CreatePartitionResponse struct {
 
 func (x *CreatePartitionResponse) Reset() {
 	*x = CreatePartitionResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2350,7 +2469,7 @@ func (x *CreatePartitionResponse) String() string {
 func (*CreatePartitionResponse) ProtoMessage() {}
 
 func (x *CreatePartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2363,7 +2482,7 @@ func (x *CreatePartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CreatePartitionResponse) GetPartition() *PartitionInfo {
@@ -2392,7 +2511,7 @@ type DropPartitionRequest struct {
 
 func (x *DropPartitionRequest) Reset() {
 	*x = DropPartitionRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2404,7 +2523,7 @@ func (x *DropPartitionRequest) String() string {
 func (*DropPartitionRequest) ProtoMessage() {}
 
 func (x *DropPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2417,7 +2536,7 @@ func (x *DropPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropPartitionRequest.ProtoReflect.Descriptor instead.
 func (*DropPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DropPartitionRequest) GetDatabase() string {
@@ -2459,7 +2578,7 @@ type DropPartitionResponse struct {
 
 func (x *DropPartitionResponse) Reset() {
 	*x = DropPartitionResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2471,7 +2590,7 @@ func (x *DropPartitionResponse) String() string {
 func (*DropPartitionResponse) ProtoMessage() {}
 
 func (x *DropPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2484,7 +2603,7 @@ func (x *DropPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropPartitionResponse.ProtoReflect.Descriptor instead.
 func (*DropPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DropPartitionResponse) GetDropped() bool {
@@ -2504,7 +2623,7 @@ type ListPartitionsRequest struct {
 
 func (x *ListPartitionsRequest) Reset() {
 	*x = ListPartitionsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2516,7 +2635,7 @@ func (x *ListPartitionsRequest) String() string {
 func (*ListPartitionsRequest) ProtoMessage() {}
 
 func (x *ListPartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2529,7 +2648,7 @@ func (x *ListPartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPartitionsRequest.ProtoReflect.Descriptor instead.
 func (*ListPartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListPartitionsRequest) GetDatabase() string {
@@ -2555,7 +2674,7 @@ type ListPartitionsResponse struct {
 
 func (x *ListPartitionsResponse) Reset() {
 	*x = ListPartitionsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2567,7 +2686,7 @@ func (x *ListPartitionsResponse) String() string {
 func (*ListPartitionsResponse) ProtoMessage() {}
 
 func (x *ListPartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2580,7 +2699,7 @@ func (x *ListPartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPartitionsResponse.ProtoReflect.Descriptor instead.
 func (*ListPartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListPartitionsResponse) GetPartitions() []*PartitionInfo {
@@ -2606,7 +2725,7 @@ type TabletServer struct {
 
 func (x *TabletServer) Reset() {
 	*x = TabletServer{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2618,7 +2737,7 @@ func (x *TabletServer) String() string {
 func (*TabletServer) ProtoMessage() {}
 
 func (x *TabletServer) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2631,7 +2750,7 @@ func (x *TabletServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TabletServer.ProtoReflect.Descriptor instead.
 func (*TabletServer) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TabletServer) GetId() int32 {
@@ -2691,7 +2810,7 @@ type ListTabletServersRequest struct {
 
 func (x *ListTabletServersRequest) Reset() {
 	*x = ListTabletServersRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2703,7 +2822,7 @@ func (x *ListTabletServersRequest) String() string {
 func (*ListTabletServersRequest) ProtoMessage() {}
 
 func (x *ListTabletServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2716,7 +2835,7 @@ func (x *ListTabletServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTabletServersRequest.ProtoReflect.Descriptor instead.
 func (*ListTabletServersRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 type ListTabletServersResponse struct {
@@ -2728,7 +2847,7 @@ type ListTabletServersResponse struct {
 
 func (x *ListTabletServersResponse) Reset() {
 	*x = ListTabletServersResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2740,7 +2859,7 @@ func (x *ListTabletServersResponse) String() string {
 func (*ListTabletServersResponse) ProtoMessage() {}
 
 func (x *ListTabletServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2753,7 +2872,7 @@ func (x *ListTabletServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTabletServersResponse.ProtoReflect.Descriptor instead.
 func (*ListTabletServersResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListTabletServersResponse) GetServers() []*TabletServer {
@@ -2773,7 +2892,7 @@ type AllocateIDsRequest struct {
 
 func (x *AllocateIDsRequest) Reset() {
 	*x = AllocateIDsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2785,7 +2904,7 @@ func (x *AllocateIDsRequest) String() string {
 func (*AllocateIDsRequest) ProtoMessage() {}
 
 func (x *AllocateIDsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2798,7 +2917,7 @@ func (x *AllocateIDsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateIDsRequest.ProtoReflect.Descriptor instead.
 func (*AllocateIDsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AllocateIDsRequest) GetCounter() string {
@@ -2825,7 +2944,7 @@ type AllocateIDsResponse struct {
 
 func (x *AllocateIDsResponse) Reset() {
 	*x = AllocateIDsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2837,7 +2956,7 @@ func (x *AllocateIDsResponse) String() string {
 func (*AllocateIDsResponse) ProtoMessage() {}
 
 func (x *AllocateIDsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2850,7 +2969,7 @@ func (x *AllocateIDsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateIDsResponse.ProtoReflect.Descriptor instead.
 func (*AllocateIDsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AllocateIDsResponse) GetFirst() int64 {
@@ -2880,7 +2999,7 @@ type ACLEntry struct {
 
 func (x *ACLEntry) Reset() {
 	*x = ACLEntry{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2892,7 +3011,7 @@ func (x *ACLEntry) String() string {
 func (*ACLEntry) ProtoMessage() {}
 
 func (x *ACLEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2905,7 +3024,7 @@ func (x *ACLEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ACLEntry.ProtoReflect.Descriptor instead.
 func (*ACLEntry) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ACLEntry) GetPrincipalType() string {
@@ -2954,7 +3073,7 @@ type ResourceACLs struct {
 
 func (x *ResourceACLs) Reset() {
 	*x = ResourceACLs{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2966,7 +3085,7 @@ func (x *ResourceACLs) String() string {
 func (*ResourceACLs) ProtoMessage() {}
 
 func (x *ResourceACLs) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2979,7 +3098,7 @@ func (x *ResourceACLs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceACLs.ProtoReflect.Descriptor instead.
 func (*ResourceACLs) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ResourceACLs) GetResourceType() string {
@@ -3014,7 +3133,7 @@ type AddACLsRequest struct {
 
 func (x *AddACLsRequest) Reset() {
 	*x = AddACLsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3026,7 +3145,7 @@ func (x *AddACLsRequest) String() string {
 func (*AddACLsRequest) ProtoMessage() {}
 
 func (x *AddACLsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3039,7 +3158,7 @@ func (x *AddACLsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddACLsRequest.ProtoReflect.Descriptor instead.
 func (*AddACLsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AddACLsRequest) GetResourceType() string {
@@ -3074,7 +3193,7 @@ type AddACLsResponse struct {
 
 func (x *AddACLsResponse) Reset() {
 	*x = AddACLsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[45]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3086,7 +3205,7 @@ func (x *AddACLsResponse) String() string {
 func (*AddACLsResponse) ProtoMessage() {}
 
 func (x *AddACLsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[45]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3099,7 +3218,7 @@ func (x *AddACLsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddACLsResponse.ProtoReflect.Descriptor instead.
 func (*AddACLsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{45}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AddACLsResponse) GetAdded() int32 {
@@ -3121,7 +3240,7 @@ type RemoveACLsRequest struct {
 
 func (x *RemoveACLsRequest) Reset() {
 	*x = RemoveACLsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[46]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3133,7 +3252,7 @@ func (x *RemoveACLsRequest) String() string {
 func (*RemoveACLsRequest) ProtoMessage() {}
 
 func (x *RemoveACLsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[46]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3146,7 +3265,7 @@ func (x *RemoveACLsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveACLsRequest.ProtoReflect.Descriptor instead.
 func (*RemoveACLsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{46}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RemoveACLsRequest) GetResourceType() string {
@@ -3181,7 +3300,7 @@ type RemoveACLsResponse struct {
 
 func (x *RemoveACLsResponse) Reset() {
 	*x = RemoveACLsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[47]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3193,7 +3312,7 @@ func (x *RemoveACLsResponse) String() string {
 func (*RemoveACLsResponse) ProtoMessage() {}
 
 func (x *RemoveACLsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[47]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3206,7 +3325,7 @@ func (x *RemoveACLsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveACLsResponse.ProtoReflect.Descriptor instead.
 func (*RemoveACLsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{47}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RemoveACLsResponse) GetRemoved() int32 {
@@ -3225,7 +3344,7 @@ type ListACLsRequest struct {
 
 func (x *ListACLsRequest) Reset() {
 	*x = ListACLsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[48]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3237,7 +3356,7 @@ func (x *ListACLsRequest) String() string {
 func (*ListACLsRequest) ProtoMessage() {}
 
 func (x *ListACLsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[48]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3250,7 +3369,7 @@ func (x *ListACLsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListACLsRequest.ProtoReflect.Descriptor instead.
 func (*ListACLsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{48}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListACLsRequest) GetResourceType() string {
@@ -3269,7 +3388,7 @@ type ListACLsResponse struct {
 
 func (x *ListACLsResponse) Reset() {
 	*x = ListACLsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[49]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3281,7 +3400,7 @@ func (x *ListACLsResponse) String() string {
 func (*ListACLsResponse) ProtoMessage() {}
 
 func (x *ListACLsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[49]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3294,7 +3413,7 @@ func (x *ListACLsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListACLsResponse.ProtoReflect.Descriptor instead.
 func (*ListACLsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{49}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListACLsResponse) GetResources() []*ResourceACLs {
@@ -3314,7 +3433,7 @@ type AlterConfigsRequest struct {
 
 func (x *AlterConfigsRequest) Reset() {
 	*x = AlterConfigsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[50]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3326,7 +3445,7 @@ func (x *AlterConfigsRequest) String() string {
 func (*AlterConfigsRequest) ProtoMessage() {}
 
 func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[50]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3339,7 +3458,7 @@ func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{50}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *AlterConfigsRequest) GetSet() map[string]string {
@@ -3364,7 +3483,7 @@ type AlterConfigsResponse struct {
 
 func (x *AlterConfigsResponse) Reset() {
 	*x = AlterConfigsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[51]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3376,7 +3495,7 @@ func (x *AlterConfigsResponse) String() string {
 func (*AlterConfigsResponse) ProtoMessage() {}
 
 func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[51]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3389,7 +3508,7 @@ func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{51}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{53}
 }
 
 type DescribeConfigsRequest struct {
@@ -3400,7 +3519,7 @@ type DescribeConfigsRequest struct {
 
 func (x *DescribeConfigsRequest) Reset() {
 	*x = DescribeConfigsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[52]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3412,7 +3531,7 @@ func (x *DescribeConfigsRequest) String() string {
 func (*DescribeConfigsRequest) ProtoMessage() {}
 
 func (x *DescribeConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[52]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3425,7 +3544,7 @@ func (x *DescribeConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeConfigsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{52}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{54}
 }
 
 type DescribeConfigsResponse struct {
@@ -3437,7 +3556,7 @@ type DescribeConfigsResponse struct {
 
 func (x *DescribeConfigsResponse) Reset() {
 	*x = DescribeConfigsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[53]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3449,7 +3568,7 @@ func (x *DescribeConfigsResponse) String() string {
 func (*DescribeConfigsResponse) ProtoMessage() {}
 
 func (x *DescribeConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[53]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3462,7 +3581,7 @@ func (x *DescribeConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeConfigsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{53}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *DescribeConfigsResponse) GetConfigs() map[string]string {
@@ -3483,7 +3602,7 @@ type SetServerTagsRequest struct {
 
 func (x *SetServerTagsRequest) Reset() {
 	*x = SetServerTagsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[54]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3495,7 +3614,7 @@ func (x *SetServerTagsRequest) String() string {
 func (*SetServerTagsRequest) ProtoMessage() {}
 
 func (x *SetServerTagsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[54]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3508,7 +3627,7 @@ func (x *SetServerTagsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerTagsRequest.ProtoReflect.Descriptor instead.
 func (*SetServerTagsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{54}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SetServerTagsRequest) GetServerIds() []int32 {
@@ -3533,7 +3652,7 @@ type SetServerTagsResponse struct {
 
 func (x *SetServerTagsResponse) Reset() {
 	*x = SetServerTagsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[55]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3545,7 +3664,7 @@ func (x *SetServerTagsResponse) String() string {
 func (*SetServerTagsResponse) ProtoMessage() {}
 
 func (x *SetServerTagsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[55]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3558,7 +3677,7 @@ func (x *SetServerTagsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerTagsResponse.ProtoReflect.Descriptor instead.
 func (*SetServerTagsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{55}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{57}
 }
 
 type GetServerTagsRequest struct {
@@ -3569,7 +3688,7 @@ type GetServerTagsRequest struct {
 
 func (x *GetServerTagsRequest) Reset() {
 	*x = GetServerTagsRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[56]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3581,7 +3700,7 @@ func (x *GetServerTagsRequest) String() string {
 func (*GetServerTagsRequest) ProtoMessage() {}
 
 func (x *GetServerTagsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[56]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3594,7 +3713,7 @@ func (x *GetServerTagsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerTagsRequest.ProtoReflect.Descriptor instead.
 func (*GetServerTagsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{56}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{58}
 }
 
 type GetServerTagsResponse struct {
@@ -3606,7 +3725,7 @@ type GetServerTagsResponse struct {
 
 func (x *GetServerTagsResponse) Reset() {
 	*x = GetServerTagsResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[57]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3618,7 +3737,7 @@ func (x *GetServerTagsResponse) String() string {
 func (*GetServerTagsResponse) ProtoMessage() {}
 
 func (x *GetServerTagsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[57]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3631,7 +3750,7 @@ func (x *GetServerTagsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerTagsResponse.ProtoReflect.Descriptor instead.
 func (*GetServerTagsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{57}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetServerTagsResponse) GetTags() map[int32]int32 {
@@ -3649,7 +3768,7 @@ type GetLeaderRequest struct {
 
 func (x *GetLeaderRequest) Reset() {
 	*x = GetLeaderRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[58]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3661,7 +3780,7 @@ func (x *GetLeaderRequest) String() string {
 func (*GetLeaderRequest) ProtoMessage() {}
 
 func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[58]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3674,7 +3793,7 @@ func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderRequest.ProtoReflect.Descriptor instead.
 func (*GetLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{58}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{60}
 }
 
 type GetLeaderResponse struct {
@@ -3700,7 +3819,7 @@ type GetLeaderResponse struct {
 
 func (x *GetLeaderResponse) Reset() {
 	*x = GetLeaderResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[59]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3712,7 +3831,7 @@ func (x *GetLeaderResponse) String() string {
 func (*GetLeaderResponse) ProtoMessage() {}
 
 func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[59]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3725,7 +3844,7 @@ func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderResponse.ProtoReflect.Descriptor instead.
 func (*GetLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{59}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetLeaderResponse) GetLeaderId() string {
@@ -3804,7 +3923,7 @@ type CoordinatorInfo struct {
 
 func (x *CoordinatorInfo) Reset() {
 	*x = CoordinatorInfo{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[60]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3816,7 +3935,7 @@ func (x *CoordinatorInfo) String() string {
 func (*CoordinatorInfo) ProtoMessage() {}
 
 func (x *CoordinatorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[60]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3829,7 +3948,7 @@ func (x *CoordinatorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorInfo.ProtoReflect.Descriptor instead.
 func (*CoordinatorInfo) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{60}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *CoordinatorInfo) GetId() string {
@@ -3880,7 +3999,7 @@ type RegisterTabletServerRequest struct {
 
 func (x *RegisterTabletServerRequest) Reset() {
 	*x = RegisterTabletServerRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[61]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3892,7 +4011,7 @@ func (x *RegisterTabletServerRequest) String() string {
 func (*RegisterTabletServerRequest) ProtoMessage() {}
 
 func (x *RegisterTabletServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[61]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3905,7 +4024,7 @@ func (x *RegisterTabletServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterTabletServerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterTabletServerRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{61}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RegisterTabletServerRequest) GetServerId() int32 {
@@ -3954,7 +4073,7 @@ type RegisterTabletServerResponse struct {
 
 func (x *RegisterTabletServerResponse) Reset() {
 	*x = RegisterTabletServerResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[62]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3966,7 +4085,7 @@ func (x *RegisterTabletServerResponse) String() string {
 func (*RegisterTabletServerResponse) ProtoMessage() {}
 
 func (x *RegisterTabletServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[62]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3979,7 +4098,7 @@ func (x *RegisterTabletServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterTabletServerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterTabletServerResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{62}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *RegisterTabletServerResponse) GetLeaseId() int64 {
@@ -4013,7 +4132,7 @@ type TabletServerHeartbeatRequest struct {
 
 func (x *TabletServerHeartbeatRequest) Reset() {
 	*x = TabletServerHeartbeatRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[63]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4025,7 +4144,7 @@ func (x *TabletServerHeartbeatRequest) String() string {
 func (*TabletServerHeartbeatRequest) ProtoMessage() {}
 
 func (x *TabletServerHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[63]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4038,7 +4157,7 @@ func (x *TabletServerHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TabletServerHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*TabletServerHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{63}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *TabletServerHeartbeatRequest) GetServerId() int32 {
@@ -4064,7 +4183,7 @@ type TabletServerHeartbeatResponse struct {
 
 func (x *TabletServerHeartbeatResponse) Reset() {
 	*x = TabletServerHeartbeatResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[64]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4076,7 +4195,7 @@ func (x *TabletServerHeartbeatResponse) String() string {
 func (*TabletServerHeartbeatResponse) ProtoMessage() {}
 
 func (x *TabletServerHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[64]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4089,7 +4208,7 @@ func (x *TabletServerHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TabletServerHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*TabletServerHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{64}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *TabletServerHeartbeatResponse) GetCoordinatorEpoch() int64 {
@@ -4113,7 +4232,7 @@ type MetadataRecord struct {
 
 func (x *MetadataRecord) Reset() {
 	*x = MetadataRecord{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[65]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4125,7 +4244,7 @@ func (x *MetadataRecord) String() string {
 func (*MetadataRecord) ProtoMessage() {}
 
 func (x *MetadataRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[65]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4138,7 +4257,7 @@ func (x *MetadataRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataRecord.ProtoReflect.Descriptor instead.
 func (*MetadataRecord) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{65}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *MetadataRecord) GetType() MetadataRecord_Type {
@@ -4187,7 +4306,7 @@ type FetchMetadataRequest struct {
 
 func (x *FetchMetadataRequest) Reset() {
 	*x = FetchMetadataRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[66]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4199,7 +4318,7 @@ func (x *FetchMetadataRequest) String() string {
 func (*FetchMetadataRequest) ProtoMessage() {}
 
 func (x *FetchMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[66]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4212,7 +4331,7 @@ func (x *FetchMetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchMetadataRequest.ProtoReflect.Descriptor instead.
 func (*FetchMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{66}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *FetchMetadataRequest) GetFromOffset() int64 {
@@ -4248,7 +4367,7 @@ type FetchMetadataResponse struct {
 
 func (x *FetchMetadataResponse) Reset() {
 	*x = FetchMetadataResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[67]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4260,7 +4379,7 @@ func (x *FetchMetadataResponse) String() string {
 func (*FetchMetadataResponse) ProtoMessage() {}
 
 func (x *FetchMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[67]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4273,7 +4392,7 @@ func (x *FetchMetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchMetadataResponse.ProtoReflect.Descriptor instead.
 func (*FetchMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{67}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *FetchMetadataResponse) GetRecords() []*MetadataRecord {
@@ -4298,7 +4417,7 @@ type FetchMetadataSnapshotRequest struct {
 
 func (x *FetchMetadataSnapshotRequest) Reset() {
 	*x = FetchMetadataSnapshotRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[68]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4310,7 +4429,7 @@ func (x *FetchMetadataSnapshotRequest) String() string {
 func (*FetchMetadataSnapshotRequest) ProtoMessage() {}
 
 func (x *FetchMetadataSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[68]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4323,7 +4442,7 @@ func (x *FetchMetadataSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchMetadataSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*FetchMetadataSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{68}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{70}
 }
 
 type MetadataNode struct {
@@ -4340,7 +4459,7 @@ type MetadataNode struct {
 
 func (x *MetadataNode) Reset() {
 	*x = MetadataNode{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[69]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4352,7 +4471,7 @@ func (x *MetadataNode) String() string {
 func (*MetadataNode) ProtoMessage() {}
 
 func (x *MetadataNode) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[69]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4365,7 +4484,7 @@ func (x *MetadataNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataNode.ProtoReflect.Descriptor instead.
 func (*MetadataNode) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{69}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *MetadataNode) GetPath() string {
@@ -4421,7 +4540,7 @@ type FetchMetadataSnapshotResponse struct {
 
 func (x *FetchMetadataSnapshotResponse) Reset() {
 	*x = FetchMetadataSnapshotResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[70]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4433,7 +4552,7 @@ func (x *FetchMetadataSnapshotResponse) String() string {
 func (*FetchMetadataSnapshotResponse) ProtoMessage() {}
 
 func (x *FetchMetadataSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[70]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4446,7 +4565,7 @@ func (x *FetchMetadataSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchMetadataSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*FetchMetadataSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{70}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *FetchMetadataSnapshotResponse) GetNodes() []*MetadataNode {
@@ -4474,7 +4593,7 @@ type NotifyLeaderAndIsrRequest struct {
 
 func (x *NotifyLeaderAndIsrRequest) Reset() {
 	*x = NotifyLeaderAndIsrRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[71]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4486,7 +4605,7 @@ func (x *NotifyLeaderAndIsrRequest) String() string {
 func (*NotifyLeaderAndIsrRequest) ProtoMessage() {}
 
 func (x *NotifyLeaderAndIsrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[71]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4499,7 +4618,7 @@ func (x *NotifyLeaderAndIsrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyLeaderAndIsrRequest.ProtoReflect.Descriptor instead.
 func (*NotifyLeaderAndIsrRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{71}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *NotifyLeaderAndIsrRequest) GetCoordinatorEpoch() int64 {
@@ -4532,7 +4651,7 @@ type NotifyLeaderAndIsrResponse struct {
 
 func (x *NotifyLeaderAndIsrResponse) Reset() {
 	*x = NotifyLeaderAndIsrResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[72]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4544,7 +4663,7 @@ func (x *NotifyLeaderAndIsrResponse) String() string {
 func (*NotifyLeaderAndIsrResponse) ProtoMessage() {}
 
 func (x *NotifyLeaderAndIsrResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[72]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4557,7 +4676,7 @@ func (x *NotifyLeaderAndIsrResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyLeaderAndIsrResponse.ProtoReflect.Descriptor instead.
 func (*NotifyLeaderAndIsrResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{72}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *NotifyLeaderAndIsrResponse) GetCoordinatorEpoch() int64 {
@@ -4575,7 +4694,7 @@ type GetTabletServerStateRequest struct {
 
 func (x *GetTabletServerStateRequest) Reset() {
 	*x = GetTabletServerStateRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[73]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4587,7 +4706,7 @@ func (x *GetTabletServerStateRequest) String() string {
 func (*GetTabletServerStateRequest) ProtoMessage() {}
 
 func (x *GetTabletServerStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[73]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4600,7 +4719,7 @@ func (x *GetTabletServerStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTabletServerStateRequest.ProtoReflect.Descriptor instead.
 func (*GetTabletServerStateRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{73}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{75}
 }
 
 type GetTabletServerStateResponse struct {
@@ -4623,7 +4742,7 @@ type GetTabletServerStateResponse struct {
 
 func (x *GetTabletServerStateResponse) Reset() {
 	*x = GetTabletServerStateResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[74]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4635,7 +4754,7 @@ func (x *GetTabletServerStateResponse) String() string {
 func (*GetTabletServerStateResponse) ProtoMessage() {}
 
 func (x *GetTabletServerStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[74]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4648,7 +4767,7 @@ func (x *GetTabletServerStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTabletServerStateResponse.ProtoReflect.Descriptor instead.
 func (*GetTabletServerStateResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{74}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *GetTabletServerStateResponse) GetServerId() int32 {
@@ -4722,7 +4841,7 @@ type NotifyLeaderAndIsrRequest_BucketState struct {
 
 func (x *NotifyLeaderAndIsrRequest_BucketState) Reset() {
 	*x = NotifyLeaderAndIsrRequest_BucketState{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[82]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4734,7 +4853,7 @@ func (x *NotifyLeaderAndIsrRequest_BucketState) String() string {
 func (*NotifyLeaderAndIsrRequest_BucketState) ProtoMessage() {}
 
 func (x *NotifyLeaderAndIsrRequest_BucketState) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[82]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4747,7 +4866,7 @@ func (x *NotifyLeaderAndIsrRequest_BucketState) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use NotifyLeaderAndIsrRequest_BucketState.ProtoReflect.Descriptor instead.
 func (*NotifyLeaderAndIsrRequest_BucketState) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{71, 0}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{73, 0}
 }
 
 func (x *NotifyLeaderAndIsrRequest_BucketState) GetTableId() int64 {
@@ -4829,10 +4948,18 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\x13catch_up_timeout_ms\x18\x03 \x01(\x03R\x10catchUpTimeoutMs\"M\n" +
 	"\x14AddRaftVoterResponse\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x03R\fappliedIndex\x12\x10\n" +
-	"\x03lag\x18\x02 \x01(\x03R\x03lag\"(\n" +
+	"\x03lag\x18\x02 \x01(\x03R\x03lag\">\n" +
 	"\x16RemoveRaftVoterRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x19\n" +
-	"\x17RemoveRaftVoterResponse\"!\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"\x19\n" +
+	"\x17RemoveRaftVoterResponse\"\x19\n" +
+	"\x17SaveRaftSnapshotRequest\"\x83\x01\n" +
+	"\x18SaveRaftSnapshotResponse\x12\x14\n" +
+	"\x05chunk\x18\x01 \x01(\fR\x05chunk\x12\x1f\n" +
+	"\vtotal_bytes\x18\x02 \x01(\x03R\n" +
+	"totalBytes\x12\x14\n" +
+	"\x05nodes\x18\x03 \x01(\x03R\x05nodes\x12\x1a\n" +
+	"\brevision\x18\x04 \x01(\x03R\brevision\"!\n" +
 	"\x1fGetCoordinatorRaftStatusRequest\"\xb6\x02\n" +
 	"\n" +
 	"RaftMember\x12\x0e\n" +
@@ -5157,7 +5284,7 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\x0eRaftStatusView\x12 \n" +
 	"\x1cRAFT_STATUS_VIEW_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17RAFT_STATUS_VIEW_LEADER\x10\x01\x12\x1a\n" +
-	"\x16RAFT_STATUS_VIEW_LOCAL\x10\x022\xfc\x13\n" +
+	"\x16RAFT_STATUS_VIEW_LOCAL\x10\x022\xed\x14\n" +
 	"\fAdminService\x12g\n" +
 	"\x0eCreateDatabase\x12).metaplane.admin.v1.CreateDatabaseRequest\x1a*.metaplane.admin.v1.CreateDatabaseResponse\x12a\n" +
 	"\fDropDatabase\x12'.metaplane.admin.v1.DropDatabaseRequest\x1a(.metaplane.admin.v1.DropDatabaseResponse\x12d\n" +
@@ -5185,7 +5312,8 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\x18GetCoordinatorRaftStatus\x123.metaplane.admin.v1.GetCoordinatorRaftStatusRequest\x1a4.metaplane.admin.v1.GetCoordinatorRaftStatusResponse\x12\x7f\n" +
 	"\x16TransferRaftLeadership\x121.metaplane.admin.v1.TransferRaftLeadershipRequest\x1a2.metaplane.admin.v1.TransferRaftLeadershipResponse\x12a\n" +
 	"\fAddRaftVoter\x12'.metaplane.admin.v1.AddRaftVoterRequest\x1a(.metaplane.admin.v1.AddRaftVoterResponse\x12j\n" +
-	"\x0fRemoveRaftVoter\x12*.metaplane.admin.v1.RemoveRaftVoterRequest\x1a+.metaplane.admin.v1.RemoveRaftVoterResponse2\xf2\x03\n" +
+	"\x0fRemoveRaftVoter\x12*.metaplane.admin.v1.RemoveRaftVoterRequest\x1a+.metaplane.admin.v1.RemoveRaftVoterResponse\x12o\n" +
+	"\x10SaveRaftSnapshot\x12+.metaplane.admin.v1.SaveRaftSnapshotRequest\x1a,.metaplane.admin.v1.SaveRaftSnapshotResponse0\x012\xf2\x03\n" +
 	"\x13TabletServerService\x12y\n" +
 	"\x14RegisterTabletServer\x12/.metaplane.admin.v1.RegisterTabletServerRequest\x1a0.metaplane.admin.v1.RegisterTabletServerResponse\x12|\n" +
 	"\x15TabletServerHeartbeat\x120.metaplane.admin.v1.TabletServerHeartbeatRequest\x1a1.metaplane.admin.v1.TabletServerHeartbeatResponse\x12d\n" +
@@ -5208,7 +5336,7 @@ func file_metaplane_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_metaplane_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_metaplane_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
+var file_metaplane_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
 var file_metaplane_admin_v1_admin_proto_goTypes = []any{
 	(Outcome)(0),                                  // 0: metaplane.admin.v1.Outcome
 	(RaftStatusView)(0),                           // 1: metaplane.admin.v1.RaftStatusView
@@ -5220,176 +5348,180 @@ var file_metaplane_admin_v1_admin_proto_goTypes = []any{
 	(*AddRaftVoterResponse)(nil),                  // 7: metaplane.admin.v1.AddRaftVoterResponse
 	(*RemoveRaftVoterRequest)(nil),                // 8: metaplane.admin.v1.RemoveRaftVoterRequest
 	(*RemoveRaftVoterResponse)(nil),               // 9: metaplane.admin.v1.RemoveRaftVoterResponse
-	(*GetCoordinatorRaftStatusRequest)(nil),       // 10: metaplane.admin.v1.GetCoordinatorRaftStatusRequest
-	(*RaftMember)(nil),                            // 11: metaplane.admin.v1.RaftMember
-	(*GetCoordinatorRaftStatusResponse)(nil),      // 12: metaplane.admin.v1.GetCoordinatorRaftStatusResponse
-	(*CreateDatabaseRequest)(nil),                 // 13: metaplane.admin.v1.CreateDatabaseRequest
-	(*CreateDatabaseResponse)(nil),                // 14: metaplane.admin.v1.CreateDatabaseResponse
-	(*DropDatabaseRequest)(nil),                   // 15: metaplane.admin.v1.DropDatabaseRequest
-	(*DropDatabaseResponse)(nil),                  // 16: metaplane.admin.v1.DropDatabaseResponse
-	(*ListDatabasesRequest)(nil),                  // 17: metaplane.admin.v1.ListDatabasesRequest
-	(*ListDatabasesResponse)(nil),                 // 18: metaplane.admin.v1.ListDatabasesResponse
-	(*GetDatabaseRequest)(nil),                    // 19: metaplane.admin.v1.GetDatabaseRequest
-	(*GetDatabaseResponse)(nil),                   // 20: metaplane.admin.v1.GetDatabaseResponse
-	(*Column)(nil),                                // 21: metaplane.admin.v1.Column
-	(*TableDescriptor)(nil),                       // 22: metaplane.admin.v1.TableDescriptor
-	(*Bucket)(nil),                                // 23: metaplane.admin.v1.Bucket
-	(*TableInfo)(nil),                             // 24: metaplane.admin.v1.TableInfo
-	(*CreateTableRequest)(nil),                    // 25: metaplane.admin.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),                   // 26: metaplane.admin.v1.CreateTableResponse
-	(*DropTableRequest)(nil),                      // 27: metaplane.admin.v1.DropTableRequest
-	(*DropTableResponse)(nil),                     // 28: metaplane.admin.v1.DropTableResponse
-	(*GetTableInfoRequest)(nil),                   // 29: metaplane.admin.v1.GetTableInfoRequest
-	(*GetTableInfoResponse)(nil),                  // 30: metaplane.admin.v1.GetTableInfoResponse
-	(*ListTablesRequest)(nil),                     // 31: metaplane.admin.v1.ListTablesRequest
-	(*ListTablesResponse)(nil),                    // 32: metaplane.admin.v1.ListTablesResponse
-	(*PartitionInfo)(nil),                         // 33: metaplane.admin.v1.PartitionInfo
-	(*CreatePartitionRequest)(nil),                // 34: metaplane.admin.v1.CreatePartitionRequest
-	(*CreatePartitionResponse)(nil),               // 35: metaplane.admin.v1.CreatePartitionResponse
-	(*DropPartitionRequest)(nil),                  // 36: metaplane.admin.v1.DropPartitionRequest
-	(*DropPartitionResponse)(nil),                 // 37: metaplane.admin.v1.DropPartitionResponse
-	(*ListPartitionsRequest)(nil),                 // 38: metaplane.admin.v1.ListPartitionsRequest
-	(*ListPartitionsResponse)(nil),                // 39: metaplane.admin.v1.ListPartitionsResponse
-	(*TabletServer)(nil),                          // 40: metaplane.admin.v1.TabletServer
-	(*ListTabletServersRequest)(nil),              // 41: metaplane.admin.v1.ListTabletServersRequest
-	(*ListTabletServersResponse)(nil),             // 42: metaplane.admin.v1.ListTabletServersResponse
-	(*AllocateIDsRequest)(nil),                    // 43: metaplane.admin.v1.AllocateIDsRequest
-	(*AllocateIDsResponse)(nil),                   // 44: metaplane.admin.v1.AllocateIDsResponse
-	(*ACLEntry)(nil),                              // 45: metaplane.admin.v1.ACLEntry
-	(*ResourceACLs)(nil),                          // 46: metaplane.admin.v1.ResourceACLs
-	(*AddACLsRequest)(nil),                        // 47: metaplane.admin.v1.AddACLsRequest
-	(*AddACLsResponse)(nil),                       // 48: metaplane.admin.v1.AddACLsResponse
-	(*RemoveACLsRequest)(nil),                     // 49: metaplane.admin.v1.RemoveACLsRequest
-	(*RemoveACLsResponse)(nil),                    // 50: metaplane.admin.v1.RemoveACLsResponse
-	(*ListACLsRequest)(nil),                       // 51: metaplane.admin.v1.ListACLsRequest
-	(*ListACLsResponse)(nil),                      // 52: metaplane.admin.v1.ListACLsResponse
-	(*AlterConfigsRequest)(nil),                   // 53: metaplane.admin.v1.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),                  // 54: metaplane.admin.v1.AlterConfigsResponse
-	(*DescribeConfigsRequest)(nil),                // 55: metaplane.admin.v1.DescribeConfigsRequest
-	(*DescribeConfigsResponse)(nil),               // 56: metaplane.admin.v1.DescribeConfigsResponse
-	(*SetServerTagsRequest)(nil),                  // 57: metaplane.admin.v1.SetServerTagsRequest
-	(*SetServerTagsResponse)(nil),                 // 58: metaplane.admin.v1.SetServerTagsResponse
-	(*GetServerTagsRequest)(nil),                  // 59: metaplane.admin.v1.GetServerTagsRequest
-	(*GetServerTagsResponse)(nil),                 // 60: metaplane.admin.v1.GetServerTagsResponse
-	(*GetLeaderRequest)(nil),                      // 61: metaplane.admin.v1.GetLeaderRequest
-	(*GetLeaderResponse)(nil),                     // 62: metaplane.admin.v1.GetLeaderResponse
-	(*CoordinatorInfo)(nil),                       // 63: metaplane.admin.v1.CoordinatorInfo
-	(*RegisterTabletServerRequest)(nil),           // 64: metaplane.admin.v1.RegisterTabletServerRequest
-	(*RegisterTabletServerResponse)(nil),          // 65: metaplane.admin.v1.RegisterTabletServerResponse
-	(*TabletServerHeartbeatRequest)(nil),          // 66: metaplane.admin.v1.TabletServerHeartbeatRequest
-	(*TabletServerHeartbeatResponse)(nil),         // 67: metaplane.admin.v1.TabletServerHeartbeatResponse
-	(*MetadataRecord)(nil),                        // 68: metaplane.admin.v1.MetadataRecord
-	(*FetchMetadataRequest)(nil),                  // 69: metaplane.admin.v1.FetchMetadataRequest
-	(*FetchMetadataResponse)(nil),                 // 70: metaplane.admin.v1.FetchMetadataResponse
-	(*FetchMetadataSnapshotRequest)(nil),          // 71: metaplane.admin.v1.FetchMetadataSnapshotRequest
-	(*MetadataNode)(nil),                          // 72: metaplane.admin.v1.MetadataNode
-	(*FetchMetadataSnapshotResponse)(nil),         // 73: metaplane.admin.v1.FetchMetadataSnapshotResponse
-	(*NotifyLeaderAndIsrRequest)(nil),             // 74: metaplane.admin.v1.NotifyLeaderAndIsrRequest
-	(*NotifyLeaderAndIsrResponse)(nil),            // 75: metaplane.admin.v1.NotifyLeaderAndIsrResponse
-	(*GetTabletServerStateRequest)(nil),           // 76: metaplane.admin.v1.GetTabletServerStateRequest
-	(*GetTabletServerStateResponse)(nil),          // 77: metaplane.admin.v1.GetTabletServerStateResponse
-	nil,                                           // 78: metaplane.admin.v1.CreateDatabaseRequest.CustomPropertiesEntry
-	nil,                                           // 79: metaplane.admin.v1.GetDatabaseResponse.CustomPropertiesEntry
-	nil,                                           // 80: metaplane.admin.v1.TableDescriptor.PropertiesEntry
-	nil,                                           // 81: metaplane.admin.v1.TableDescriptor.CustomPropertiesEntry
-	nil,                                           // 82: metaplane.admin.v1.AlterConfigsRequest.SetEntry
-	nil,                                           // 83: metaplane.admin.v1.DescribeConfigsResponse.ConfigsEntry
-	nil,                                           // 84: metaplane.admin.v1.GetServerTagsResponse.TagsEntry
-	(*NotifyLeaderAndIsrRequest_BucketState)(nil), // 85: metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
+	(*SaveRaftSnapshotRequest)(nil),               // 10: metaplane.admin.v1.SaveRaftSnapshotRequest
+	(*SaveRaftSnapshotResponse)(nil),              // 11: metaplane.admin.v1.SaveRaftSnapshotResponse
+	(*GetCoordinatorRaftStatusRequest)(nil),       // 12: metaplane.admin.v1.GetCoordinatorRaftStatusRequest
+	(*RaftMember)(nil),                            // 13: metaplane.admin.v1.RaftMember
+	(*GetCoordinatorRaftStatusResponse)(nil),      // 14: metaplane.admin.v1.GetCoordinatorRaftStatusResponse
+	(*CreateDatabaseRequest)(nil),                 // 15: metaplane.admin.v1.CreateDatabaseRequest
+	(*CreateDatabaseResponse)(nil),                // 16: metaplane.admin.v1.CreateDatabaseResponse
+	(*DropDatabaseRequest)(nil),                   // 17: metaplane.admin.v1.DropDatabaseRequest
+	(*DropDatabaseResponse)(nil),                  // 18: metaplane.admin.v1.DropDatabaseResponse
+	(*ListDatabasesRequest)(nil),                  // 19: metaplane.admin.v1.ListDatabasesRequest
+	(*ListDatabasesResponse)(nil),                 // 20: metaplane.admin.v1.ListDatabasesResponse
+	(*GetDatabaseRequest)(nil),                    // 21: metaplane.admin.v1.GetDatabaseRequest
+	(*GetDatabaseResponse)(nil),                   // 22: metaplane.admin.v1.GetDatabaseResponse
+	(*Column)(nil),                                // 23: metaplane.admin.v1.Column
+	(*TableDescriptor)(nil),                       // 24: metaplane.admin.v1.TableDescriptor
+	(*Bucket)(nil),                                // 25: metaplane.admin.v1.Bucket
+	(*TableInfo)(nil),                             // 26: metaplane.admin.v1.TableInfo
+	(*CreateTableRequest)(nil),                    // 27: metaplane.admin.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),                   // 28: metaplane.admin.v1.CreateTableResponse
+	(*DropTableRequest)(nil),                      // 29: metaplane.admin.v1.DropTableRequest
+	(*DropTableResponse)(nil),                     // 30: metaplane.admin.v1.DropTableResponse
+	(*GetTableInfoRequest)(nil),                   // 31: metaplane.admin.v1.GetTableInfoRequest
+	(*GetTableInfoResponse)(nil),                  // 32: metaplane.admin.v1.GetTableInfoResponse
+	(*ListTablesRequest)(nil),                     // 33: metaplane.admin.v1.ListTablesRequest
+	(*ListTablesResponse)(nil),                    // 34: metaplane.admin.v1.ListTablesResponse
+	(*PartitionInfo)(nil),                         // 35: metaplane.admin.v1.PartitionInfo
+	(*CreatePartitionRequest)(nil),                // 36: metaplane.admin.v1.CreatePartitionRequest
+	(*CreatePartitionResponse)(nil),               // 37: metaplane.admin.v1.CreatePartitionResponse
+	(*DropPartitionRequest)(nil),                  // 38: metaplane.admin.v1.DropPartitionRequest
+	(*DropPartitionResponse)(nil),                 // 39: metaplane.admin.v1.DropPartitionResponse
+	(*ListPartitionsRequest)(nil),                 // 40: metaplane.admin.v1.ListPartitionsRequest
+	(*ListPartitionsResponse)(nil),                // 41: metaplane.admin.v1.ListPartitionsResponse
+	(*TabletServer)(nil),                          // 42: metaplane.admin.v1.TabletServer
+	(*ListTabletServersRequest)(nil),              // 43: metaplane.admin.v1.ListTabletServersRequest
+	(*ListTabletServersResponse)(nil),             // 44: metaplane.admin.v1.ListTabletServersResponse
+	(*AllocateIDsRequest)(nil),                    // 45: metaplane.admin.v1.AllocateIDsRequest
+	(*AllocateIDsResponse)(nil),                   // 46: metaplane.admin.v1.AllocateIDsResponse
+	(*ACLEntry)(nil),                              // 47: metaplane.admin.v1.ACLEntry
+	(*ResourceACLs)(nil),                          // 48: metaplane.admin.v1.ResourceACLs
+	(*AddACLsRequest)(nil),                        // 49: metaplane.admin.v1.AddACLsRequest
+	(*AddACLsResponse)(nil),                       // 50: metaplane.admin.v1.AddACLsResponse
+	(*RemoveACLsRequest)(nil),                     // 51: metaplane.admin.v1.RemoveACLsRequest
+	(*RemoveACLsResponse)(nil),                    // 52: metaplane.admin.v1.RemoveACLsResponse
+	(*ListACLsRequest)(nil),                       // 53: metaplane.admin.v1.ListACLsRequest
+	(*ListACLsResponse)(nil),                      // 54: metaplane.admin.v1.ListACLsResponse
+	(*AlterConfigsRequest)(nil),                   // 55: metaplane.admin.v1.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                  // 56: metaplane.admin.v1.AlterConfigsResponse
+	(*DescribeConfigsRequest)(nil),                // 57: metaplane.admin.v1.DescribeConfigsRequest
+	(*DescribeConfigsResponse)(nil),               // 58: metaplane.admin.v1.DescribeConfigsResponse
+	(*SetServerTagsRequest)(nil),                  // 59: metaplane.admin.v1.SetServerTagsRequest
+	(*SetServerTagsResponse)(nil),                 // 60: metaplane.admin.v1.SetServerTagsResponse
+	(*GetServerTagsRequest)(nil),                  // 61: metaplane.admin.v1.GetServerTagsRequest
+	(*GetServerTagsResponse)(nil),                 // 62: metaplane.admin.v1.GetServerTagsResponse
+	(*GetLeaderRequest)(nil),                      // 63: metaplane.admin.v1.GetLeaderRequest
+	(*GetLeaderResponse)(nil),                     // 64: metaplane.admin.v1.GetLeaderResponse
+	(*CoordinatorInfo)(nil),                       // 65: metaplane.admin.v1.CoordinatorInfo
+	(*RegisterTabletServerRequest)(nil),           // 66: metaplane.admin.v1.RegisterTabletServerRequest
+	(*RegisterTabletServerResponse)(nil),          // 67: metaplane.admin.v1.RegisterTabletServerResponse
+	(*TabletServerHeartbeatRequest)(nil),          // 68: metaplane.admin.v1.TabletServerHeartbeatRequest
+	(*TabletServerHeartbeatResponse)(nil),         // 69: metaplane.admin.v1.TabletServerHeartbeatResponse
+	(*MetadataRecord)(nil),                        // 70: metaplane.admin.v1.MetadataRecord
+	(*FetchMetadataRequest)(nil),                  // 71: metaplane.admin.v1.FetchMetadataRequest
+	(*FetchMetadataResponse)(nil),                 // 72: metaplane.admin.v1.FetchMetadataResponse
+	(*FetchMetadataSnapshotRequest)(nil),          // 73: metaplane.admin.v1.FetchMetadataSnapshotRequest
+	(*MetadataNode)(nil),                          // 74: metaplane.admin.v1.MetadataNode
+	(*FetchMetadataSnapshotResponse)(nil),         // 75: metaplane.admin.v1.FetchMetadataSnapshotResponse
+	(*NotifyLeaderAndIsrRequest)(nil),             // 76: metaplane.admin.v1.NotifyLeaderAndIsrRequest
+	(*NotifyLeaderAndIsrResponse)(nil),            // 77: metaplane.admin.v1.NotifyLeaderAndIsrResponse
+	(*GetTabletServerStateRequest)(nil),           // 78: metaplane.admin.v1.GetTabletServerStateRequest
+	(*GetTabletServerStateResponse)(nil),          // 79: metaplane.admin.v1.GetTabletServerStateResponse
+	nil,                                           // 80: metaplane.admin.v1.CreateDatabaseRequest.CustomPropertiesEntry
+	nil,                                           // 81: metaplane.admin.v1.GetDatabaseResponse.CustomPropertiesEntry
+	nil,                                           // 82: metaplane.admin.v1.TableDescriptor.PropertiesEntry
+	nil,                                           // 83: metaplane.admin.v1.TableDescriptor.CustomPropertiesEntry
+	nil,                                           // 84: metaplane.admin.v1.AlterConfigsRequest.SetEntry
+	nil,                                           // 85: metaplane.admin.v1.DescribeConfigsResponse.ConfigsEntry
+	nil,                                           // 86: metaplane.admin.v1.GetServerTagsResponse.TagsEntry
+	(*NotifyLeaderAndIsrRequest_BucketState)(nil), // 87: metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
 }
 var file_metaplane_admin_v1_admin_proto_depIdxs = []int32{
 	0,  // 0: metaplane.admin.v1.ErrorDetail.outcome:type_name -> metaplane.admin.v1.Outcome
 	1,  // 1: metaplane.admin.v1.GetCoordinatorRaftStatusResponse.view:type_name -> metaplane.admin.v1.RaftStatusView
-	11, // 2: metaplane.admin.v1.GetCoordinatorRaftStatusResponse.members:type_name -> metaplane.admin.v1.RaftMember
-	78, // 3: metaplane.admin.v1.CreateDatabaseRequest.custom_properties:type_name -> metaplane.admin.v1.CreateDatabaseRequest.CustomPropertiesEntry
-	79, // 4: metaplane.admin.v1.GetDatabaseResponse.custom_properties:type_name -> metaplane.admin.v1.GetDatabaseResponse.CustomPropertiesEntry
-	21, // 5: metaplane.admin.v1.TableDescriptor.columns:type_name -> metaplane.admin.v1.Column
-	80, // 6: metaplane.admin.v1.TableDescriptor.properties:type_name -> metaplane.admin.v1.TableDescriptor.PropertiesEntry
-	81, // 7: metaplane.admin.v1.TableDescriptor.custom_properties:type_name -> metaplane.admin.v1.TableDescriptor.CustomPropertiesEntry
-	22, // 8: metaplane.admin.v1.TableInfo.descriptor:type_name -> metaplane.admin.v1.TableDescriptor
-	23, // 9: metaplane.admin.v1.TableInfo.buckets:type_name -> metaplane.admin.v1.Bucket
-	22, // 10: metaplane.admin.v1.CreateTableRequest.descriptor:type_name -> metaplane.admin.v1.TableDescriptor
-	24, // 11: metaplane.admin.v1.CreateTableResponse.table:type_name -> metaplane.admin.v1.TableInfo
-	24, // 12: metaplane.admin.v1.GetTableInfoResponse.table:type_name -> metaplane.admin.v1.TableInfo
-	33, // 13: metaplane.admin.v1.CreatePartitionResponse.partition:type_name -> metaplane.admin.v1.PartitionInfo
-	33, // 14: metaplane.admin.v1.ListPartitionsResponse.partitions:type_name -> metaplane.admin.v1.PartitionInfo
-	40, // 15: metaplane.admin.v1.ListTabletServersResponse.servers:type_name -> metaplane.admin.v1.TabletServer
-	45, // 16: metaplane.admin.v1.ResourceACLs.acls:type_name -> metaplane.admin.v1.ACLEntry
-	45, // 17: metaplane.admin.v1.AddACLsRequest.acls:type_name -> metaplane.admin.v1.ACLEntry
-	45, // 18: metaplane.admin.v1.RemoveACLsRequest.filter:type_name -> metaplane.admin.v1.ACLEntry
-	46, // 19: metaplane.admin.v1.ListACLsResponse.resources:type_name -> metaplane.admin.v1.ResourceACLs
-	82, // 20: metaplane.admin.v1.AlterConfigsRequest.set:type_name -> metaplane.admin.v1.AlterConfigsRequest.SetEntry
-	83, // 21: metaplane.admin.v1.DescribeConfigsResponse.configs:type_name -> metaplane.admin.v1.DescribeConfigsResponse.ConfigsEntry
-	84, // 22: metaplane.admin.v1.GetServerTagsResponse.tags:type_name -> metaplane.admin.v1.GetServerTagsResponse.TagsEntry
-	63, // 23: metaplane.admin.v1.GetLeaderResponse.coordinators:type_name -> metaplane.admin.v1.CoordinatorInfo
+	13, // 2: metaplane.admin.v1.GetCoordinatorRaftStatusResponse.members:type_name -> metaplane.admin.v1.RaftMember
+	80, // 3: metaplane.admin.v1.CreateDatabaseRequest.custom_properties:type_name -> metaplane.admin.v1.CreateDatabaseRequest.CustomPropertiesEntry
+	81, // 4: metaplane.admin.v1.GetDatabaseResponse.custom_properties:type_name -> metaplane.admin.v1.GetDatabaseResponse.CustomPropertiesEntry
+	23, // 5: metaplane.admin.v1.TableDescriptor.columns:type_name -> metaplane.admin.v1.Column
+	82, // 6: metaplane.admin.v1.TableDescriptor.properties:type_name -> metaplane.admin.v1.TableDescriptor.PropertiesEntry
+	83, // 7: metaplane.admin.v1.TableDescriptor.custom_properties:type_name -> metaplane.admin.v1.TableDescriptor.CustomPropertiesEntry
+	24, // 8: metaplane.admin.v1.TableInfo.descriptor:type_name -> metaplane.admin.v1.TableDescriptor
+	25, // 9: metaplane.admin.v1.TableInfo.buckets:type_name -> metaplane.admin.v1.Bucket
+	24, // 10: metaplane.admin.v1.CreateTableRequest.descriptor:type_name -> metaplane.admin.v1.TableDescriptor
+	26, // 11: metaplane.admin.v1.CreateTableResponse.table:type_name -> metaplane.admin.v1.TableInfo
+	26, // 12: metaplane.admin.v1.GetTableInfoResponse.table:type_name -> metaplane.admin.v1.TableInfo
+	35, // 13: metaplane.admin.v1.CreatePartitionResponse.partition:type_name -> metaplane.admin.v1.PartitionInfo
+	35, // 14: metaplane.admin.v1.ListPartitionsResponse.partitions:type_name -> metaplane.admin.v1.PartitionInfo
+	42, // 15: metaplane.admin.v1.ListTabletServersResponse.servers:type_name -> metaplane.admin.v1.TabletServer
+	47, // 16: metaplane.admin.v1.ResourceACLs.acls:type_name -> metaplane.admin.v1.ACLEntry
+	47, // 17: metaplane.admin.v1.AddACLsRequest.acls:type_name -> metaplane.admin.v1.ACLEntry
+	47, // 18: metaplane.admin.v1.RemoveACLsRequest.filter:type_name -> metaplane.admin.v1.ACLEntry
+	48, // 19: metaplane.admin.v1.ListACLsResponse.resources:type_name -> metaplane.admin.v1.ResourceACLs
+	84, // 20: metaplane.admin.v1.AlterConfigsRequest.set:type_name -> metaplane.admin.v1.AlterConfigsRequest.SetEntry
+	85, // 21: metaplane.admin.v1.DescribeConfigsResponse.configs:type_name -> metaplane.admin.v1.DescribeConfigsResponse.ConfigsEntry
+	86, // 22: metaplane.admin.v1.GetServerTagsResponse.tags:type_name -> metaplane.admin.v1.GetServerTagsResponse.TagsEntry
+	65, // 23: metaplane.admin.v1.GetLeaderResponse.coordinators:type_name -> metaplane.admin.v1.CoordinatorInfo
 	2,  // 24: metaplane.admin.v1.MetadataRecord.type:type_name -> metaplane.admin.v1.MetadataRecord.Type
-	68, // 25: metaplane.admin.v1.FetchMetadataResponse.records:type_name -> metaplane.admin.v1.MetadataRecord
-	72, // 26: metaplane.admin.v1.FetchMetadataSnapshotResponse.nodes:type_name -> metaplane.admin.v1.MetadataNode
-	85, // 27: metaplane.admin.v1.NotifyLeaderAndIsrRequest.buckets:type_name -> metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
-	13, // 28: metaplane.admin.v1.AdminService.CreateDatabase:input_type -> metaplane.admin.v1.CreateDatabaseRequest
-	15, // 29: metaplane.admin.v1.AdminService.DropDatabase:input_type -> metaplane.admin.v1.DropDatabaseRequest
-	17, // 30: metaplane.admin.v1.AdminService.ListDatabases:input_type -> metaplane.admin.v1.ListDatabasesRequest
-	19, // 31: metaplane.admin.v1.AdminService.GetDatabase:input_type -> metaplane.admin.v1.GetDatabaseRequest
-	25, // 32: metaplane.admin.v1.AdminService.CreateTable:input_type -> metaplane.admin.v1.CreateTableRequest
-	27, // 33: metaplane.admin.v1.AdminService.DropTable:input_type -> metaplane.admin.v1.DropTableRequest
-	29, // 34: metaplane.admin.v1.AdminService.GetTableInfo:input_type -> metaplane.admin.v1.GetTableInfoRequest
-	31, // 35: metaplane.admin.v1.AdminService.ListTables:input_type -> metaplane.admin.v1.ListTablesRequest
-	34, // 36: metaplane.admin.v1.AdminService.CreatePartition:input_type -> metaplane.admin.v1.CreatePartitionRequest
-	36, // 37: metaplane.admin.v1.AdminService.DropPartition:input_type -> metaplane.admin.v1.DropPartitionRequest
-	38, // 38: metaplane.admin.v1.AdminService.ListPartitions:input_type -> metaplane.admin.v1.ListPartitionsRequest
-	41, // 39: metaplane.admin.v1.AdminService.ListTabletServers:input_type -> metaplane.admin.v1.ListTabletServersRequest
-	43, // 40: metaplane.admin.v1.AdminService.AllocateIDs:input_type -> metaplane.admin.v1.AllocateIDsRequest
-	47, // 41: metaplane.admin.v1.AdminService.AddACLs:input_type -> metaplane.admin.v1.AddACLsRequest
-	49, // 42: metaplane.admin.v1.AdminService.RemoveACLs:input_type -> metaplane.admin.v1.RemoveACLsRequest
-	51, // 43: metaplane.admin.v1.AdminService.ListACLs:input_type -> metaplane.admin.v1.ListACLsRequest
-	53, // 44: metaplane.admin.v1.AdminService.AlterConfigs:input_type -> metaplane.admin.v1.AlterConfigsRequest
-	55, // 45: metaplane.admin.v1.AdminService.DescribeConfigs:input_type -> metaplane.admin.v1.DescribeConfigsRequest
-	57, // 46: metaplane.admin.v1.AdminService.SetServerTags:input_type -> metaplane.admin.v1.SetServerTagsRequest
-	59, // 47: metaplane.admin.v1.AdminService.GetServerTags:input_type -> metaplane.admin.v1.GetServerTagsRequest
-	61, // 48: metaplane.admin.v1.AdminService.GetLeader:input_type -> metaplane.admin.v1.GetLeaderRequest
-	10, // 49: metaplane.admin.v1.AdminService.GetCoordinatorRaftStatus:input_type -> metaplane.admin.v1.GetCoordinatorRaftStatusRequest
+	70, // 25: metaplane.admin.v1.FetchMetadataResponse.records:type_name -> metaplane.admin.v1.MetadataRecord
+	74, // 26: metaplane.admin.v1.FetchMetadataSnapshotResponse.nodes:type_name -> metaplane.admin.v1.MetadataNode
+	87, // 27: metaplane.admin.v1.NotifyLeaderAndIsrRequest.buckets:type_name -> metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
+	15, // 28: metaplane.admin.v1.AdminService.CreateDatabase:input_type -> metaplane.admin.v1.CreateDatabaseRequest
+	17, // 29: metaplane.admin.v1.AdminService.DropDatabase:input_type -> metaplane.admin.v1.DropDatabaseRequest
+	19, // 30: metaplane.admin.v1.AdminService.ListDatabases:input_type -> metaplane.admin.v1.ListDatabasesRequest
+	21, // 31: metaplane.admin.v1.AdminService.GetDatabase:input_type -> metaplane.admin.v1.GetDatabaseRequest
+	27, // 32: metaplane.admin.v1.AdminService.CreateTable:input_type -> metaplane.admin.v1.CreateTableRequest
+	29, // 33: metaplane.admin.v1.AdminService.DropTable:input_type -> metaplane.admin.v1.DropTableRequest
+	31, // 34: metaplane.admin.v1.AdminService.GetTableInfo:input_type -> metaplane.admin.v1.GetTableInfoRequest
+	33, // 35: metaplane.admin.v1.AdminService.ListTables:input_type -> metaplane.admin.v1.ListTablesRequest
+	36, // 36: metaplane.admin.v1.AdminService.CreatePartition:input_type -> metaplane.admin.v1.CreatePartitionRequest
+	38, // 37: metaplane.admin.v1.AdminService.DropPartition:input_type -> metaplane.admin.v1.DropPartitionRequest
+	40, // 38: metaplane.admin.v1.AdminService.ListPartitions:input_type -> metaplane.admin.v1.ListPartitionsRequest
+	43, // 39: metaplane.admin.v1.AdminService.ListTabletServers:input_type -> metaplane.admin.v1.ListTabletServersRequest
+	45, // 40: metaplane.admin.v1.AdminService.AllocateIDs:input_type -> metaplane.admin.v1.AllocateIDsRequest
+	49, // 41: metaplane.admin.v1.AdminService.AddACLs:input_type -> metaplane.admin.v1.AddACLsRequest
+	51, // 42: metaplane.admin.v1.AdminService.RemoveACLs:input_type -> metaplane.admin.v1.RemoveACLsRequest
+	53, // 43: metaplane.admin.v1.AdminService.ListACLs:input_type -> metaplane.admin.v1.ListACLsRequest
+	55, // 44: metaplane.admin.v1.AdminService.AlterConfigs:input_type -> metaplane.admin.v1.AlterConfigsRequest
+	57, // 45: metaplane.admin.v1.AdminService.DescribeConfigs:input_type -> metaplane.admin.v1.DescribeConfigsRequest
+	59, // 46: metaplane.admin.v1.AdminService.SetServerTags:input_type -> metaplane.admin.v1.SetServerTagsRequest
+	61, // 47: metaplane.admin.v1.AdminService.GetServerTags:input_type -> metaplane.admin.v1.GetServerTagsRequest
+	63, // 48: metaplane.admin.v1.AdminService.GetLeader:input_type -> metaplane.admin.v1.GetLeaderRequest
+	12, // 49: metaplane.admin.v1.AdminService.GetCoordinatorRaftStatus:input_type -> metaplane.admin.v1.GetCoordinatorRaftStatusRequest
 	4,  // 50: metaplane.admin.v1.AdminService.TransferRaftLeadership:input_type -> metaplane.admin.v1.TransferRaftLeadershipRequest
 	6,  // 51: metaplane.admin.v1.AdminService.AddRaftVoter:input_type -> metaplane.admin.v1.AddRaftVoterRequest
 	8,  // 52: metaplane.admin.v1.AdminService.RemoveRaftVoter:input_type -> metaplane.admin.v1.RemoveRaftVoterRequest
-	64, // 53: metaplane.admin.v1.TabletServerService.RegisterTabletServer:input_type -> metaplane.admin.v1.RegisterTabletServerRequest
-	66, // 54: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:input_type -> metaplane.admin.v1.TabletServerHeartbeatRequest
-	69, // 55: metaplane.admin.v1.TabletServerService.FetchMetadata:input_type -> metaplane.admin.v1.FetchMetadataRequest
-	71, // 56: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:input_type -> metaplane.admin.v1.FetchMetadataSnapshotRequest
-	74, // 57: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:input_type -> metaplane.admin.v1.NotifyLeaderAndIsrRequest
-	76, // 58: metaplane.admin.v1.TabletService.GetTabletServerState:input_type -> metaplane.admin.v1.GetTabletServerStateRequest
-	14, // 59: metaplane.admin.v1.AdminService.CreateDatabase:output_type -> metaplane.admin.v1.CreateDatabaseResponse
-	16, // 60: metaplane.admin.v1.AdminService.DropDatabase:output_type -> metaplane.admin.v1.DropDatabaseResponse
-	18, // 61: metaplane.admin.v1.AdminService.ListDatabases:output_type -> metaplane.admin.v1.ListDatabasesResponse
-	20, // 62: metaplane.admin.v1.AdminService.GetDatabase:output_type -> metaplane.admin.v1.GetDatabaseResponse
-	26, // 63: metaplane.admin.v1.AdminService.CreateTable:output_type -> metaplane.admin.v1.CreateTableResponse
-	28, // 64: metaplane.admin.v1.AdminService.DropTable:output_type -> metaplane.admin.v1.DropTableResponse
-	30, // 65: metaplane.admin.v1.AdminService.GetTableInfo:output_type -> metaplane.admin.v1.GetTableInfoResponse
-	32, // 66: metaplane.admin.v1.AdminService.ListTables:output_type -> metaplane.admin.v1.ListTablesResponse
-	35, // 67: metaplane.admin.v1.AdminService.CreatePartition:output_type -> metaplane.admin.v1.CreatePartitionResponse
-	37, // 68: metaplane.admin.v1.AdminService.DropPartition:output_type -> metaplane.admin.v1.DropPartitionResponse
-	39, // 69: metaplane.admin.v1.AdminService.ListPartitions:output_type -> metaplane.admin.v1.ListPartitionsResponse
-	42, // 70: metaplane.admin.v1.AdminService.ListTabletServers:output_type -> metaplane.admin.v1.ListTabletServersResponse
-	44, // 71: metaplane.admin.v1.AdminService.AllocateIDs:output_type -> metaplane.admin.v1.AllocateIDsResponse
-	48, // 72: metaplane.admin.v1.AdminService.AddACLs:output_type -> metaplane.admin.v1.AddACLsResponse
-	50, // 73: metaplane.admin.v1.AdminService.RemoveACLs:output_type -> metaplane.admin.v1.RemoveACLsResponse
-	52, // 74: metaplane.admin.v1.AdminService.ListACLs:output_type -> metaplane.admin.v1.ListACLsResponse
-	54, // 75: metaplane.admin.v1.AdminService.AlterConfigs:output_type -> metaplane.admin.v1.AlterConfigsResponse
-	56, // 76: metaplane.admin.v1.AdminService.DescribeConfigs:output_type -> metaplane.admin.v1.DescribeConfigsResponse
-	58, // 77: metaplane.admin.v1.AdminService.SetServerTags:output_type -> metaplane.admin.v1.SetServerTagsResponse
-	60, // 78: metaplane.admin.v1.AdminService.GetServerTags:output_type -> metaplane.admin.v1.GetServerTagsResponse
-	62, // 79: metaplane.admin.v1.AdminService.GetLeader:output_type -> metaplane.admin.v1.GetLeaderResponse
-	12, // 80: metaplane.admin.v1.AdminService.GetCoordinatorRaftStatus:output_type -> metaplane.admin.v1.GetCoordinatorRaftStatusResponse
-	5,  // 81: metaplane.admin.v1.AdminService.TransferRaftLeadership:output_type -> metaplane.admin.v1.TransferRaftLeadershipResponse
-	7,  // 82: metaplane.admin.v1.AdminService.AddRaftVoter:output_type -> metaplane.admin.v1.AddRaftVoterResponse
-	9,  // 83: metaplane.admin.v1.AdminService.RemoveRaftVoter:output_type -> metaplane.admin.v1.RemoveRaftVoterResponse
-	65, // 84: metaplane.admin.v1.TabletServerService.RegisterTabletServer:output_type -> metaplane.admin.v1.RegisterTabletServerResponse
-	67, // 85: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:output_type -> metaplane.admin.v1.TabletServerHeartbeatResponse
-	70, // 86: metaplane.admin.v1.TabletServerService.FetchMetadata:output_type -> metaplane.admin.v1.FetchMetadataResponse
-	73, // 87: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:output_type -> metaplane.admin.v1.FetchMetadataSnapshotResponse
-	75, // 88: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:output_type -> metaplane.admin.v1.NotifyLeaderAndIsrResponse
-	77, // 89: metaplane.admin.v1.TabletService.GetTabletServerState:output_type -> metaplane.admin.v1.GetTabletServerStateResponse
-	59, // [59:90] is the sub-list for method output_type
-	28, // [28:59] is the sub-list for method input_type
+	10, // 53: metaplane.admin.v1.AdminService.SaveRaftSnapshot:input_type -> metaplane.admin.v1.SaveRaftSnapshotRequest
+	66, // 54: metaplane.admin.v1.TabletServerService.RegisterTabletServer:input_type -> metaplane.admin.v1.RegisterTabletServerRequest
+	68, // 55: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:input_type -> metaplane.admin.v1.TabletServerHeartbeatRequest
+	71, // 56: metaplane.admin.v1.TabletServerService.FetchMetadata:input_type -> metaplane.admin.v1.FetchMetadataRequest
+	73, // 57: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:input_type -> metaplane.admin.v1.FetchMetadataSnapshotRequest
+	76, // 58: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:input_type -> metaplane.admin.v1.NotifyLeaderAndIsrRequest
+	78, // 59: metaplane.admin.v1.TabletService.GetTabletServerState:input_type -> metaplane.admin.v1.GetTabletServerStateRequest
+	16, // 60: metaplane.admin.v1.AdminService.CreateDatabase:output_type -> metaplane.admin.v1.CreateDatabaseResponse
+	18, // 61: metaplane.admin.v1.AdminService.DropDatabase:output_type -> metaplane.admin.v1.DropDatabaseResponse
+	20, // 62: metaplane.admin.v1.AdminService.ListDatabases:output_type -> metaplane.admin.v1.ListDatabasesResponse
+	22, // 63: metaplane.admin.v1.AdminService.GetDatabase:output_type -> metaplane.admin.v1.GetDatabaseResponse
+	28, // 64: metaplane.admin.v1.AdminService.CreateTable:output_type -> metaplane.admin.v1.CreateTableResponse
+	30, // 65: metaplane.admin.v1.AdminService.DropTable:output_type -> metaplane.admin.v1.DropTableResponse
+	32, // 66: metaplane.admin.v1.AdminService.GetTableInfo:output_type -> metaplane.admin.v1.GetTableInfoResponse
+	34, // 67: metaplane.admin.v1.AdminService.ListTables:output_type -> metaplane.admin.v1.ListTablesResponse
+	37, // 68: metaplane.admin.v1.AdminService.CreatePartition:output_type -> metaplane.admin.v1.CreatePartitionResponse
+	39, // 69: metaplane.admin.v1.AdminService.DropPartition:output_type -> metaplane.admin.v1.DropPartitionResponse
+	41, // 70: metaplane.admin.v1.AdminService.ListPartitions:output_type -> metaplane.admin.v1.ListPartitionsResponse
+	44, // 71: metaplane.admin.v1.AdminService.ListTabletServers:output_type -> metaplane.admin.v1.ListTabletServersResponse
+	46, // 72: metaplane.admin.v1.AdminService.AllocateIDs:output_type -> metaplane.admin.v1.AllocateIDsResponse
+	50, // 73: metaplane.admin.v1.AdminService.AddACLs:output_type -> metaplane.admin.v1.AddACLsResponse
+	52, // 74: metaplane.admin.v1.AdminService.RemoveACLs:output_type -> metaplane.admin.v1.RemoveACLsResponse
+	54, // 75: metaplane.admin.v1.AdminService.ListACLs:output_type -> metaplane.admin.v1.ListACLsResponse
+	56, // 76: metaplane.admin.v1.AdminService.AlterConfigs:output_type -> metaplane.admin.v1.AlterConfigsResponse
+	58, // 77: metaplane.admin.v1.AdminService.DescribeConfigs:output_type -> metaplane.admin.v1.DescribeConfigsResponse
+	60, // 78: metaplane.admin.v1.AdminService.SetServerTags:output_type -> metaplane.admin.v1.SetServerTagsResponse
+	62, // 79: metaplane.admin.v1.AdminService.GetServerTags:output_type -> metaplane.admin.v1.GetServerTagsResponse
+	64, // 80: metaplane.admin.v1.AdminService.GetLeader:output_type -> metaplane.admin.v1.GetLeaderResponse
+	14, // 81: metaplane.admin.v1.AdminService.GetCoordinatorRaftStatus:output_type -> metaplane.admin.v1.GetCoordinatorRaftStatusResponse
+	5,  // 82: metaplane.admin.v1.AdminService.TransferRaftLeadership:output_type -> metaplane.admin.v1.TransferRaftLeadershipResponse
+	7,  // 83: metaplane.admin.v1.AdminService.AddRaftVoter:output_type -> metaplane.admin.v1.AddRaftVoterResponse
+	9,  // 84: metaplane.admin.v1.AdminService.RemoveRaftVoter:output_type -> metaplane.admin.v1.RemoveRaftVoterResponse
+	11, // 85: metaplane.admin.v1.AdminService.SaveRaftSnapshot:output_type -> metaplane.admin.v1.SaveRaftSnapshotResponse
+	67, // 86: metaplane.admin.v1.TabletServerService.RegisterTabletServer:output_type -> metaplane.admin.v1.RegisterTabletServerResponse
+	69, // 87: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:output_type -> metaplane.admin.v1.TabletServerHeartbeatResponse
+	72, // 88: metaplane.admin.v1.TabletServerService.FetchMetadata:output_type -> metaplane.admin.v1.FetchMetadataResponse
+	75, // 89: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:output_type -> metaplane.admin.v1.FetchMetadataSnapshotResponse
+	77, // 90: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:output_type -> metaplane.admin.v1.NotifyLeaderAndIsrResponse
+	79, // 91: metaplane.admin.v1.TabletService.GetTabletServerState:output_type -> metaplane.admin.v1.GetTabletServerStateResponse
+	60, // [60:92] is the sub-list for method output_type
+	28, // [28:60] is the sub-list for method input_type
 	28, // [28:28] is the sub-list for extension type_name
 	28, // [28:28] is the sub-list for extension extendee
 	0,  // [0:28] is the sub-list for field type_name
@@ -5406,7 +5538,7 @@ func file_metaplane_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metaplane_admin_v1_admin_proto_rawDesc), len(file_metaplane_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   83,
+			NumMessages:   85,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

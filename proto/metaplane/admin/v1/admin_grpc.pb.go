@@ -66,6 +66,7 @@ const (
 	AdminService_TransferRaftLeadership_FullMethodName   = "/metaplane.admin.v1.AdminService/TransferRaftLeadership"
 	AdminService_AddRaftVoter_FullMethodName             = "/metaplane.admin.v1.AdminService/AddRaftVoter"
 	AdminService_RemoveRaftVoter_FullMethodName          = "/metaplane.admin.v1.AdminService/RemoveRaftVoter"
+	AdminService_SaveRaftSnapshot_FullMethodName         = "/metaplane.admin.v1.AdminService/SaveRaftSnapshot"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -132,6 +133,15 @@ type AdminServiceClient interface {
 	// INVALID_ARGUMENT. A backend that does not declare Membership answers
 	// UNIMPLEMENTED naming the backend.
 	RemoveRaftVoter(ctx context.Context, in *RemoveRaftVoterRequest, opts ...grpc.CallOption) (*RemoveRaftVoterResponse, error)
+	// SaveRaftSnapshot (leader only) streams a backup of the metadata tree:
+	// every persistent node (data, version, create and modify time, next
+	// sequential suffix) read at one revision, written as a tree file (the
+	// migrate format: JSON lines, a header with the source backend, the
+	// revision, the cluster id and the epoch, and a trailer with the node
+	// count and a SHA-256 of every line), in chunks. Ephemeral nodes are
+	// left out: their owners recreate them. Every chunk carries the file's
+	// total size, so the client shows progress and knows the file is whole.
+	SaveRaftSnapshot(ctx context.Context, in *SaveRaftSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SaveRaftSnapshotResponse], error)
 }
 
 type adminServiceClient struct {
@@ -392,6 +402,25 @@ func (c *adminServiceClient) RemoveRaftVoter(ctx context.Context, in *RemoveRaft
 	return out, nil
 }
 
+func (c *adminServiceClient) SaveRaftSnapshot(ctx context.Context, in *SaveRaftSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SaveRaftSnapshotResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AdminService_ServiceDesc.Streams[0], AdminService_SaveRaftSnapshot_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SaveRaftSnapshotRequest, SaveRaftSnapshotResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AdminService_SaveRaftSnapshotClient = grpc.ServerStreamingClient[SaveRaftSnapshotResponse]
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -456,6 +485,15 @@ type AdminServiceServer interface {
 	// INVALID_ARGUMENT. A backend that does not declare Membership answers
 	// UNIMPLEMENTED naming the backend.
 	RemoveRaftVoter(context.Context, *RemoveRaftVoterRequest) (*RemoveRaftVoterResponse, error)
+	// SaveRaftSnapshot (leader only) streams a backup of the metadata tree:
+	// every persistent node (data, version, create and modify time, next
+	// sequential suffix) read at one revision, written as a tree file (the
+	// migrate format: JSON lines, a header with the source backend, the
+	// revision, the cluster id and the epoch, and a trailer with the node
+	// count and a SHA-256 of every line), in chunks. Ephemeral nodes are
+	// left out: their owners recreate them. Every chunk carries the file's
+	// total size, so the client shows progress and knows the file is whole.
+	SaveRaftSnapshot(*SaveRaftSnapshotRequest, grpc.ServerStreamingServer[SaveRaftSnapshotResponse]) error
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -540,6 +578,9 @@ func (UnimplementedAdminServiceServer) AddRaftVoter(context.Context, *AddRaftVot
 }
 func (UnimplementedAdminServiceServer) RemoveRaftVoter(context.Context, *RemoveRaftVoterRequest) (*RemoveRaftVoterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveRaftVoter not implemented")
+}
+func (UnimplementedAdminServiceServer) SaveRaftSnapshot(*SaveRaftSnapshotRequest, grpc.ServerStreamingServer[SaveRaftSnapshotResponse]) error {
+	return status.Error(codes.Unimplemented, "method SaveRaftSnapshot not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -1012,6 +1053,17 @@ func _AdminService_RemoveRaftVoter_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_SaveRaftSnapshot_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SaveRaftSnapshotRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AdminServiceServer).SaveRaftSnapshot(m, &grpc.GenericServerStream[SaveRaftSnapshotRequest, SaveRaftSnapshotResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AdminService_SaveRaftSnapshotServer = grpc.ServerStreamingServer[SaveRaftSnapshotResponse]
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1120,7 +1172,13 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _AdminService_RemoveRaftVoter_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "SaveRaftSnapshot",
+			Handler:       _AdminService_SaveRaftSnapshot_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "metaplane/admin/v1/admin.proto",
 }
 

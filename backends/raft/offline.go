@@ -1,0 +1,386 @@
+package raft
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/lni/dragonboat/v4"
+	"github.com/lni/dragonboat/v4/tools"
+
+	"github.com/metaplane/metaplane/core"
+)
+
+// The offline tools below work on a member's coordinator.raft.dir while
+// no coordinator runs on it: Bootstrap formats an empty directory, Restore
+// makes a new single-voter cluster from a tree, UnsafeRecover rewrites a
+// survivor's membership to itself alone. Each refuses a directory whose
+// NodeHost lock another process holds.
+
+// ErrDirInUse is wrapped by the offline tools' refusal of a directory that
+// a running member holds.
+var ErrDirInUse = errors.New("raft: data directory in use")
+
+// checkNotInUse refuses dir while another process holds its NodeHost
+// lock (Dragonboat's LOCK file, an fcntl lock held by a running member).
+func checkNotInUse(dir string) error {
+	p := filepath.Join(dir, nodeHostDir, "LOCK")
+	if _, err := os.Stat(p); err != nil {
+		return nil
+	}
+	l, err := vfs.Default.Lock(p)
+	if err != nil {
+		return fmt.Errorf("%w: %s is locked by a running process (a coordinator or its Raft plugin): stop it first", ErrDirInUse, dir)
+	}
+	return l.Close()
+}
+
+// checkEmptyDir accepts a directory that does not exist or is empty.
+func checkEmptyDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %v", core.ErrInvalidArgument, err)
+	}
+	if len(ents) > 0 {
+		return fmt.Errorf("%w: %s is not empty (it holds %s): choose an empty or new directory", core.ErrInvalidArgument, dir, ents[0].Name())
+	}
+	return nil
+}
+
+// loopbackAddress is a free loopback address for a member that must not
+// be reached while an offline tool runs it.
+func loopbackAddress() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", core.ErrUnavailable, err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// selfVoter is the member's own entry of o.Voters (o with defaults).
+func selfVoter(o Options) (Voter, error) {
+	for _, v := range o.Voters {
+		if v.ID == o.NodeID {
+			return v, nil
+		}
+	}
+	return Voter{}, fmt.Errorf("%w: coordinator.raft.node.id %d is not in coordinator.raft.voters", core.ErrInvalidArgument, o.NodeID)
+}
+
+// BootstrapResult says what Bootstrap wrote.
+type BootstrapResult struct {
+	ClusterID uint64
+	NodeID    uint64
+	Voters    []Voter
+}
+
+// Bootstrap formats the empty (or missing) directory o.Dir as member
+// o.NodeID of a new cluster of o.Voters: the cluster id (derived from the
+// voters, so every member's bootstrap writes the same one) and the initial
+// membership in the Raft log. The member's coordinator then restarts from
+// it. It refuses a directory that is not empty, a node id missing from the
+// voters, and two voters with the same id or address. The member listens
+// on an ephemeral loopback port while it formats, so a running process on
+// its Raft port does not matter. Errors: ErrInvalidArgument, ErrUnavailable.
+func Bootstrap(ctx context.Context, o Options) (BootstrapResult, error) {
+	o = o.withDefaults()
+	if err := o.Validate(); err != nil {
+		return BootstrapResult{}, fmt.Errorf("%w: %v", core.ErrInvalidArgument, err)
+	}
+	if o.Join {
+		return BootstrapResult{}, fmt.Errorf("%w: coordinator.raft.join is set: a joining member is not bootstrapped (it starts empty and add-voter adds it)", core.ErrInvalidArgument)
+	}
+	if _, err := selfVoter(o); err != nil {
+		return BootstrapResult{}, err
+	}
+	var err error
+	addrs := map[string]uint64{}
+	for _, v := range o.Voters {
+		if other, ok := addrs[v.Address]; ok {
+			return BootstrapResult{}, fmt.Errorf("%w: coordinator.raft.voters: voters %d and %d share the address %s", core.ErrInvalidArgument, other, v.ID, v.Address)
+		}
+		addrs[v.Address] = v.ID
+	}
+	if err := checkEmptyDir(o.Dir); err != nil {
+		return BootstrapResult{}, err
+	}
+	if o.ListenAddress, err = loopbackAddress(); err != nil {
+		return BootstrapResult{}, err
+	}
+	// A bootstrap has nothing to wait for: the others are not running.
+	o.FirstElectionTimeout = time.Millisecond
+	m, err := startMember(ctx, o)
+	if err != nil {
+		return BootstrapResult{}, err
+	}
+	m.close()
+	return BootstrapResult{ClusterID: m.clusterID, NodeID: o.NodeID, Voters: o.Voters}, nil
+}
+
+// RestoreResult says what Restore made.
+type RestoreResult struct {
+	ClusterID uint64
+	NodeID    uint64
+	Address   string
+	Nodes     int
+	Batches   int
+	// Epoch is the leader epoch the new cluster's next leader exceeds.
+	Epoch int64
+	// AppliedIndex is the new cluster's applied index after the restore.
+	AppliedIndex uint64
+}
+
+// Restore makes o.Dir (empty or missing) member o.NodeID of a new
+// single-voter cluster (its own entry of o.Voters; the other voters are
+// not part of it: add them with add-voter) holding nodes, imported in
+// atomic batches with their versions, times and next sequential suffixes,
+// the last batch raising the leader epoch to epochFloor so that the new
+// cluster's epochs continue above the source's. nodes must be in path
+// order, parents first. progress, when set, is called after each batch.
+// The member listens on an ephemeral loopback port while it restores.
+// Errors: ErrInvalidArgument (a non-empty dir, a bad node), the import's.
+func Restore(ctx context.Context, o Options, nodes []core.ImportNode, epochFloor int64, progress func(done, total int)) (RestoreResult, error) {
+	o = o.withDefaults()
+	o.Join = false
+	self, err := selfVoter(o)
+	if err != nil {
+		return RestoreResult{}, err
+	}
+	o.Voters = []Voter{self}
+	if err := o.Validate(); err != nil {
+		return RestoreResult{}, fmt.Errorf("%w: %v", core.ErrInvalidArgument, err)
+	}
+	if err := checkEmptyDir(o.Dir); err != nil {
+		return RestoreResult{}, err
+	}
+	if o.ListenAddress, err = loopbackAddress(); err != nil {
+		return RestoreResult{}, err
+	}
+	p := NewProvider(o)
+	if err := p.Start(ctx, nil); err != nil {
+		return RestoreResult{}, err
+	}
+	defer p.Close()
+	c, err := p.Client(ctx, core.ClientOptions{Name: "raft-snapshot-restore"})
+	if err != nil {
+		return RestoreResult{}, err
+	}
+	res := RestoreResult{ClusterID: p.m.clusterID, NodeID: o.NodeID, Address: self.Address, Epoch: epochFloor}
+	const batchBytes = 2 << 20
+	for start := 0; start < len(nodes) || res.Batches == 0; {
+		end, size := start, 0
+		for end < len(nodes) && end-start < core.MaxImportBatch && (end == start || size+len(nodes[end].Data) <= batchBytes) {
+			size += len(nodes[end].Data)
+			end++
+		}
+		floor := int64(0)
+		if end == len(nodes) {
+			floor = epochFloor
+		}
+		if end > start || floor > 0 {
+			if err := c.importNodes(ctx, nodes[start:end], core.Fence{}, floor); err != nil {
+				if i := core.FailedOpIndex(err); i >= 0 && start+i < len(nodes) {
+					return res, fmt.Errorf("restore %s: %w", nodes[start+i].Path, err)
+				}
+				return res, err
+			}
+			res.Batches++
+		}
+		res.Nodes, start = end, end
+		if progress != nil {
+			progress(res.Nodes, len(nodes))
+		}
+		if end == len(nodes) {
+			break
+		}
+	}
+	if err := c.Close(); err != nil {
+		return res, err
+	}
+	res.AppliedIndex = uint64(p.m.status(ctx).AppliedIndex)
+	return res, nil
+}
+
+// RecoverResult says what UnsafeRecover found and did.
+type RecoverResult struct {
+	NodeID    uint64
+	Address   string
+	ClusterID uint64
+	// Term is the member's Raft term; AppliedIndex its state machine's
+	// index (what the recovered member holds); CommitIndex the highest
+	// index it knew committed; LastIndex the last entry of its log.
+	// Entries after AppliedIndex are discarded.
+	Term         uint64
+	AppliedIndex uint64
+	CommitIndex  uint64
+	LastIndex    uint64
+	// Removed are the members the new membership drops.
+	Removed []Voter
+	// Rewritten is false for a dry run.
+	Rewritten bool
+}
+
+// UnsafeRecover, on a survivor of a permanently lost majority, rewrites
+// the membership of o.Dir's member o.NodeID to itself alone, so that it
+// starts as a single-voter cluster holding every entry it had applied;
+// entries after its applied index (in its log but not applied) are
+// discarded, and so is anything the lost members had committed that this
+// member had not received. It starts the member on its Raft port to read
+// its state, refuses when a leader answers (the quorum is not lost: use
+// remove-voter), when the member is not a voter, or already the only
+// voter, then exports a snapshot of the state machine at its applied
+// index and imports it with the new membership (Dragonboat's
+// tools.ImportSnapshot). With rewrite false it stops after reading the
+// state (a dry run). Errors: ErrDirInUse, ErrInvalidArgument, ErrUnavailable.
+func UnsafeRecover(ctx context.Context, o Options, rewrite bool) (RecoverResult, error) {
+	o = o.withDefaults()
+	o.Join = false
+	var res RecoverResult
+	if o.NodeID == 0 {
+		return res, fmt.Errorf("%w: coordinator.raft.node.id: required", core.ErrInvalidArgument)
+	}
+	self, err := selfVoter(o)
+	if err != nil {
+		return res, err
+	}
+	res.NodeID, res.Address = o.NodeID, self.Address
+	if _, err := os.Stat(filepath.Join(o.Dir, nodeHostDir)); err != nil {
+		return res, fmt.Errorf("%w: %s holds no Raft state (no %s directory): is it this member's coordinator.raft.dir?", core.ErrInvalidArgument, o.Dir, nodeHostDir)
+	}
+	if err := checkNotInUse(o.Dir); err != nil {
+		return res, err
+	}
+	cid, err := readClusterID(o.Dir)
+	if err != nil {
+		return res, err
+	}
+	res.ClusterID = cid
+	nhc := nodeHostConfig(o, cid, self.Address)
+	quietDragonboat()
+	nh, err := dragonboat.NewNodeHost(nhc)
+	if err != nil {
+		return res, fmt.Errorf("%w: raft: open %s: %v", core.ErrUnavailable, o.Dir, err)
+	}
+	has := nh.HasNodeInfo(shardID, o.NodeID)
+	nh.Close()
+	if !has {
+		return res, fmt.Errorf("%w: %s holds no replica of member %d (check coordinator.raft.node.id)", core.ErrInvalidArgument, o.Dir, o.NodeID)
+	}
+	m, err := startMember(ctx, o)
+	if err != nil {
+		return res, err
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			m.close()
+		}
+	}()
+	// Give a live quorum the time to make itself known, and the member
+	// the time to apply what it knows committed.
+	deadline := time.Now().Add(2 * o.ElectionTimeout)
+	var st core.Status
+	for {
+		st = m.status(ctx)
+		if st.LeaderID != "" || (time.Now().After(deadline) && st.AppliedIndex >= st.CommitIndex) {
+			break
+		}
+		if time.Now().After(deadline.Add(10 * time.Second)) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	res.Term, res.AppliedIndex, res.CommitIndex = uint64(st.Epoch), uint64(st.AppliedIndex), uint64(st.CommitIndex)
+	res.LastIndex = res.CommitIndex
+	if lr, err := m.nh.GetLogReader(shardID); err == nil {
+		if _, last := lr.GetRange(); last > res.LastIndex {
+			res.LastIndex = last
+		}
+	}
+	mv := m.membership(ctx, false)
+	if _, ok := mv.voters[o.NodeID]; !ok {
+		return res, fmt.Errorf("%w: member %d is not a voter of its membership (non-voting or removed): recover on a voter", core.ErrInvalidArgument, o.NodeID)
+	}
+	for _, g := range []map[uint64]string{mv.voters, mv.nonVoting, mv.witnesses} {
+		for id, addr := range g {
+			if id != o.NodeID {
+				res.Removed = append(res.Removed, Voter{ID: id, Address: addr})
+			}
+		}
+	}
+	sort.Slice(res.Removed, func(i, j int) bool { return res.Removed[i].ID < res.Removed[j].ID })
+	if st.LeaderID != "" {
+		if len(res.Removed) == 0 {
+			return res, fmt.Errorf("%w: member %d is already the only voter: nothing to recover", core.ErrInvalidArgument, o.NodeID)
+		}
+		return res, fmt.Errorf("%w: member %s leads at term %d: the quorum is not lost; remove lost members with remove-voter instead", core.ErrInvalidArgument, st.LeaderID, st.Epoch)
+	}
+	if len(res.Removed) == 0 {
+		return res, fmt.Errorf("%w: member %d is already the only voter: nothing to recover", core.ErrInvalidArgument, o.NodeID)
+	}
+	if !rewrite {
+		return res, nil
+	}
+	exportDir := filepath.Join(o.Dir, "unsafe-recover.snapshot")
+	if err := os.RemoveAll(exportDir); err != nil {
+		return res, err
+	}
+	if err := os.MkdirAll(exportDir, 0o750); err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(exportDir)
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	idx, err := m.nh.SyncRequestSnapshot(sctx, shardID, dragonboat.SnapshotOption{Exported: true, ExportPath: exportDir})
+	cancel()
+	if err != nil {
+		return res, fmt.Errorf("%w: raft: export a snapshot of member %d: %v (nothing was changed)", core.ErrUnavailable, o.NodeID, err)
+	}
+	if idx != res.AppliedIndex {
+		res.AppliedIndex = idx
+	}
+	m.close()
+	closed = true
+	ents, err := os.ReadDir(exportDir)
+	if err != nil || len(ents) != 1 || !ents[0].IsDir() {
+		return res, fmt.Errorf("%w: raft: the exported snapshot in %s is not one directory (nothing was changed)", core.ErrUnavailable, exportDir)
+	}
+	members := map[uint64]string{o.NodeID: self.Address}
+	if err := tools.ImportSnapshot(nhc, filepath.Join(exportDir, ents[0].Name()), members, o.NodeID); err != nil {
+		return res, fmt.Errorf("%w: raft: import the snapshot with member %d alone: %v", core.ErrUnavailable, o.NodeID, err)
+	}
+	if err := os.Remove(filepath.Join(o.Dir, nonVotingFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return res, err
+	}
+	res.Rewritten = true
+	return res, nil
+}
+
+// readClusterID reads the cluster id a bootstrap wrote in dir.
+func readClusterID(dir string) (uint64, error) {
+	p := filepath.Join(dir, clusterIDFile)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s holds no cluster id (%v): is it a member's coordinator.raft.dir?", core.ErrInvalidArgument, dir, err)
+	}
+	id, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s is damaged: %v", core.ErrInvalidArgument, p, err)
+	}
+	return id, nil
+}

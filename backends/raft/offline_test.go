@@ -1,0 +1,199 @@
+package raft
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/metaplane/metaplane/core"
+)
+
+// TestUnsafeRecover: a three-voter cluster loses two members for good
+// (stopped, their directories deleted); UnsafeRecover refuses while the
+// quorum is whole, then rewrites the survivor's membership, after which it
+// starts alone as leader and holds every acknowledged write.
+func TestUnsafeRecover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a three-voter cluster")
+	}
+	c := startCluster(t, 3, nil)
+	l := c.waitLeader()
+	cl := c.client(l)
+	ctx := ctxT(t)
+	var acked []string
+	for i := 0; i < 20; i++ {
+		p := fmt.Sprintf("/w/n%02d", i)
+		if _, _, err := core.Create(ctx, cl, p, []byte(p), core.CreateOptions{MakeParents: true}); err != nil {
+			t.Fatal(err)
+		}
+		acked = append(acked, p)
+	}
+	if _, err := core.Set(ctx, cl, "/w/n00", []byte("v2"), core.AnyVersion, core.Fence{}); err != nil {
+		t.Fatal(err)
+	}
+	// The survivor: a follower (the harder case: it may lag).
+	s := (l + 1) % 3
+	// Wait until the survivor has applied the last write.
+	want := c.mustStatus(l).CommitIndex
+	waitApplied(t, c.members[s], want)
+
+	// With the quorum whole, stop the survivor alone: a leader answers.
+	c.stop(s)
+	if _, err := UnsafeRecover(ctx, c.options(s), false); err == nil || !errors.Is(err, core.ErrInvalidArgument) {
+		t.Fatalf("UnsafeRecover with a live quorum: %v, want a refusal", err)
+	}
+	// Lose the other two for good.
+	for i := 0; i < 3; i++ {
+		if i != s {
+			c.stop(i)
+			os.RemoveAll(c.dirs[i])
+		}
+	}
+	dry, err := UnsafeRecover(ctx, c.options(s), false)
+	if err != nil {
+		t.Fatalf("dry run: %v", err)
+	}
+	if dry.Rewritten || len(dry.Removed) != 2 || dry.AppliedIndex < uint64(want) {
+		t.Fatalf("dry run: %+v, want 2 removed, applied >= %d, not rewritten", dry, want)
+	}
+	res, err := UnsafeRecover(ctx, c.options(s), true)
+	if err != nil {
+		t.Fatalf("UnsafeRecover: %v", err)
+	}
+	if !res.Rewritten || res.AppliedIndex < uint64(want) {
+		t.Fatalf("UnsafeRecover: %+v", res)
+	}
+	if err := c.start(s); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.waitLeader(); got != s {
+		t.Fatalf("leader %d, want the survivor %d", got, s)
+	}
+	st := c.mustStatus(s)
+	if len(st.Members) != 1 {
+		t.Fatalf("members after recovery: %+v, want the survivor alone", st.Members)
+	}
+	rc := c.client(s)
+	for _, p := range acked {
+		n, err := core.Get(ctx, rc, p)
+		if err != nil {
+			t.Fatalf("acknowledged %s lost: %v", p, err)
+		}
+		if p == "/w/n00" && (string(n.Data) != "v2" || n.Stat.Version != 1) {
+			t.Fatalf("%s: %q version %d, want v2 version 1", p, n.Data, n.Stat.Version)
+		}
+	}
+	// It commits new writes alone.
+	if _, _, err := core.Create(ctx, rc, "/w/after", nil, core.CreateOptions{}); err != nil {
+		t.Fatalf("write after recovery: %v", err)
+	}
+	// A second recovery has nothing to do.
+	c.stop(s)
+	if _, err := UnsafeRecover(ctx, c.options(s), false); err == nil || !errors.Is(err, core.ErrInvalidArgument) {
+		t.Fatalf("UnsafeRecover of a single voter: %v, want a refusal", err)
+	}
+}
+
+// TestRestoreAndBootstrap: Restore refuses a non-empty dir, then makes a
+// single-voter cluster from nodes with their versions and times, whose
+// next leader's epoch is above the floor; Bootstrap formats an empty dir
+// and refuses a non-empty one and an address clash.
+func TestRestoreAndBootstrap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Raft members")
+	}
+	ctx := ctxT(t)
+	dir := filepath.Join(t.TempDir(), "restored")
+	voters := newVoters(t, 1)
+	o := testOptions(dir, 1, voters)
+	nodes := []core.ImportNode{
+		{Path: "/a", Data: []byte("a"), Version: 7, CreateTime: 1000, ModifyTime: 2000},
+		{Path: "/a/b", Data: []byte("b"), Version: 3, CreateTime: 1500, ModifyTime: 2500, NextSequence: 12},
+	}
+	os.MkdirAll(dir, 0o750)
+	os.WriteFile(filepath.Join(dir, "x"), nil, 0o640)
+	if _, err := Restore(ctx, o, nodes, 40, nil); !errors.Is(err, core.ErrInvalidArgument) {
+		t.Fatalf("Restore into a non-empty dir: %v", err)
+	}
+	os.Remove(filepath.Join(dir, "x"))
+	res, err := Restore(ctx, o, nodes, 40, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Nodes != 2 || res.Batches != 1 {
+		t.Fatalf("Restore: %+v", res)
+	}
+	p := NewProvider(o)
+	if err := p.Start(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	cl, err := p.Client(ctx, core.ClientOptions{Name: "check"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	n, err := core.Get(ctx, cl, "/a/b")
+	if err != nil || string(n.Data) != "b" || n.Stat.Version != 3 || n.Stat.CreateTime != 1500 || n.Stat.ModifyTime != 2500 {
+		t.Fatalf("/a/b after restore: %+v %v", n, err)
+	}
+	seq, _, err := core.Create(ctx, cl, "/a/b/s-", nil, core.CreateOptions{Mode: core.PersistentSequential})
+	if err != nil || seq != "/a/b/s-0000000012" {
+		t.Fatalf("sequential after restore: %q %v, want suffix 12", seq, err)
+	}
+	lead, err := cl.Campaign(ctx, core.Candidate{ID: "c1", Address: "CLIENT://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lead.Epoch() <= 40 {
+		t.Fatalf("first epoch after restore %d, want above the source's 40", lead.Epoch())
+	}
+
+	// Bootstrap.
+	bdir := filepath.Join(t.TempDir(), "boot")
+	three := newVoters(t, 3)
+	br, err := Bootstrap(context.Background(), testOptions(bdir, 2, three))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if br.ClusterID != deriveClusterID(three) {
+		t.Fatalf("cluster id %d, want %d", br.ClusterID, deriveClusterID(three))
+	}
+	if _, err := Bootstrap(context.Background(), testOptions(bdir, 2, three)); !errors.Is(err, core.ErrInvalidArgument) {
+		t.Fatalf("Bootstrap of a formatted dir: %v", err)
+	}
+	clash := append([]Voter(nil), three...)
+	clash[2].Address = clash[0].Address
+	if _, err := Bootstrap(context.Background(), testOptions(filepath.Join(t.TempDir(), "b2"), 1, clash)); err == nil {
+		t.Fatal("Bootstrap with an address clash: no error")
+	}
+}
+
+func (c *cluster) mustStatus(i int) core.Status {
+	c.t.Helper()
+	st, err := c.members[i].Status()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return st
+}
+
+func waitApplied(t *testing.T, p *Provider, index int64) {
+	t.Helper()
+	for i := 0; ; i++ {
+		st, err := p.Status()
+		if err == nil && st.AppliedIndex >= index {
+			return
+		}
+		if i > 400 {
+			t.Fatalf("applied %d, want %d", st.AppliedIndex, index)
+		}
+		select {
+		case <-p.m.applyC:
+		case <-ctxT(t).Done():
+		}
+	}
+}
