@@ -58,7 +58,8 @@ docs/raft.md, Operations.`,
 	pf.BoolVar(&r.json, "json", false, "print the answer as JSON (and an error as JSON on stderr)")
 	pf.DurationVar(&r.timeout, "timeout", 5*time.Second, "how long to wait for each coordinator's answer")
 	r.tls = addTLSFlags(pf)
-	cmd.AddCommand(raftStatus(r), raftLeader(r), raftTransferLeader(r), raftAddVoter(r), raftRemoveVoter(r))
+	cmd.AddCommand(raftStatus(r), raftLeader(r), raftTransferLeader(r), raftAddVoter(r), raftRemoveVoter(r),
+		raftSnapshot(r), raftUnsafeRecover(r), raftBootstrap(r))
 	return cmd
 }
 

@@ -48,6 +48,7 @@ type raftProc struct {
 	id     string
 	client string
 	raft   string // its Raft host:port
+	dir    string // its coordinator.raft.dir (a new one when empty)
 	cmd    *exec.Cmd
 	done   chan struct{}
 }
@@ -85,11 +86,14 @@ func spawnRaftProc(t *testing.T, p *raftProc, seeds, voters string, raftPort int
 	bin := testutil.Binary(t, "metaplane")
 	pluginDir := filepath.Dir(testutil.Binary(t, "metaplane-backend-raft"))
 	p.done = make(chan struct{})
+	if p.dir == "" {
+		p.dir = filepath.Join(t.TempDir(), "raft")
+	}
 	args := []string{"coordinator", "--no-env", "-D", "metadata.backend.plugin.dir=" + pluginDir,
 		"-D", "metrics.address=127.0.0.1:0", "-D", "bind.listeners=CLIENT://" + p.client, "-D", "coordinator.seed.nodes=" + seeds,
 		"-D", "coordinator.raft.voters=" + voters, "-D", "coordinator.raft.node.id=" + p.id,
 		"-D", "coordinator.raft.port=" + strconv.Itoa(raftPort),
-		"-D", "coordinator.raft.dir=" + filepath.Join(t.TempDir(), "raft")}
+		"-D", "coordinator.raft.dir=" + p.dir}
 	for _, e := range extra {
 		args = append(args, "-D", e)
 	}

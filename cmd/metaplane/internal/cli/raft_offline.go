@@ -1,0 +1,135 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/metaplane/metaplane/backends/raft"
+)
+
+// recoverReport is `raft unsafe-recover`'s answer.
+type recoverReport struct {
+	DataDir   string `json:"data_dir"`
+	NodeID    uint64 `json:"node_id"`
+	Address   string `json:"address"`
+	ClusterID string `json:"cluster_id"`
+	Term      uint64 `json:"term"`
+	// AppliedIndex is what the recovered member holds; entries after it
+	// (up to LastIndex) are discarded.
+	AppliedIndex uint64 `json:"applied_index"`
+	CommitIndex  uint64 `json:"commit_index"`
+	LastIndex    uint64 `json:"last_index"`
+	Discarded    uint64 `json:"discarded_entries"`
+	// Removed are the members dropped from the membership ("id@host:port").
+	Removed   []string `json:"removed"`
+	Rewritten bool     `json:"rewritten"`
+}
+
+func (rep *recoverReport) loss(w io.Writer) {
+	fmt.Fprintf(w, "member %d at %s (cluster %s, term %d): applied index %d, commit index %d, last log index %d\n",
+		rep.NodeID, rep.Address, rep.ClusterID, rep.Term, rep.AppliedIndex, rep.CommitIndex, rep.LastIndex)
+	fmt.Fprintf(w, "kept: every entry up to index %d (what this member applied)\n", rep.AppliedIndex)
+	fmt.Fprintf(w, "lost: the %d entries of this member's log after index %d, and every write the removed members committed that this member never received\n",
+		rep.Discarded, rep.AppliedIndex)
+	fmt.Fprintf(w, "removed from the membership (their ids cannot be reused): %s\n", strings.Join(rep.Removed, ", "))
+}
+
+func raftUnsafeRecover(r *raftFlags) *cobra.Command {
+	var understood, dryRun bool
+	cmd := &cobra.Command{Use: "unsafe-recover --i-understand-data-loss --data-dir DIR", Args: noArgs,
+		Short: "after losing a majority for good: make this stopped member the only voter, keeping what it applied (offline)",
+		Long: `unsafe-recover rewrites the membership of one surviving member (its
+coordinator stopped) to that member alone, so that it starts as a
+single-voter quorum holding every entry it had applied; then add new voters
+with add-voter. Run it on the most up-to-date survivor (compare
+applied indexes with --dry-run on each). Entries in its log after its
+applied index, and writes the lost members committed that it never
+received, are lost. It refuses while a leader answers (the quorum is not
+lost: use remove-voter), while a process holds DIR, and without
+--i-understand-data-loss. Never run it on more than one survivor of the
+same cluster.`}
+	of := addOfflineFlags(cmd)
+	f := cmd.Flags()
+	f.BoolVar(&understood, "i-understand-data-loss", false, "confirm that writes this member never applied are lost for good")
+	f.BoolVar(&dryRun, "dry-run", false, "read the member's state and say what would be kept and lost, changing nothing")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if !understood && !dryRun {
+			return usageError("unsafe-recover discards every write this member did not apply and drops the other members for good: pass --i-understand-data-loss to go ahead (or --dry-run to see what would be lost)")
+		}
+		o, err := of.options(cmd)
+		if err != nil {
+			return err
+		}
+		res, err := raft.UnsafeRecover(cmd.Context(), o, !dryRun)
+		rep := &recoverReport{DataDir: of.dataDir, NodeID: res.NodeID, Address: res.Address, ClusterID: fmt.Sprint(res.ClusterID),
+			Term: res.Term, AppliedIndex: res.AppliedIndex, CommitIndex: res.CommitIndex, LastIndex: res.LastIndex,
+			Removed: []string{}, Rewritten: res.Rewritten}
+		if res.LastIndex > res.AppliedIndex {
+			rep.Discarded = res.LastIndex - res.AppliedIndex
+		}
+		for _, v := range res.Removed {
+			rep.Removed = append(rep.Removed, fmt.Sprintf("%d@%s", v.ID, v.Address))
+		}
+		if err != nil {
+			return offlineErr(err)
+		}
+		if r.json {
+			return r.printJSON(cmd.OutOrStdout(), rep)
+		}
+		w := cmd.OutOrStdout()
+		rep.loss(w)
+		if dryRun {
+			fmt.Fprintln(w, "dry run: nothing was changed")
+			return nil
+		}
+		fmt.Fprintf(w, "membership rewritten: member %d is the only voter. Start its coordinator (keep coordinator.raft.voters as it was: the cluster id derives from it), then add voters with `metaplane raft add-voter` (new ids)\n", rep.NodeID)
+		return nil
+	}
+	return cmd
+}
+
+// bootstrapReport is `raft bootstrap`'s answer.
+type bootstrapReport struct {
+	DataDir   string   `json:"data_dir"`
+	ClusterID string   `json:"cluster_id"`
+	NodeID    uint64   `json:"node_id"`
+	Voters    []string `json:"voters"`
+}
+
+func raftBootstrap(r *raftFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "bootstrap --data-dir DIR", Args: noArgs,
+		Short: "format an empty data directory as a member of a new cluster of the configured voters (offline)",
+		Long: `bootstrap writes the cluster id and the initial voter set
+(coordinator.raft.voters, this member coordinator.raft.node.id) into an
+empty coordinator.raft.dir, refusing a directory that is not empty, a node
+id missing from the voters and two voters sharing an address. Run it on
+every initial voter with the same voters; each coordinator then starts from
+its formatted directory. A coordinator started on an empty directory
+formats it the same way itself (the implicit first start), so bootstrap is
+the explicit, checked form of that step.`}
+	of := addOfflineFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		o, err := of.options(cmd)
+		if err != nil {
+			return err
+		}
+		res, err := raft.Bootstrap(cmd.Context(), o)
+		if err != nil {
+			return offlineErr(err)
+		}
+		rep := bootstrapReport{DataDir: of.dataDir, ClusterID: fmt.Sprint(res.ClusterID), NodeID: res.NodeID}
+		for _, v := range res.Voters {
+			rep.Voters = append(rep.Voters, fmt.Sprintf("%d@%s", v.ID, v.Address))
+		}
+		if r.json {
+			return r.printJSON(cmd.OutOrStdout(), rep)
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "formatted %s as member %d of new cluster %s with %d voters: %s\n",
+			of.dataDir, rep.NodeID, rep.ClusterID, len(rep.Voters), strings.Join(rep.Voters, ", "))
+		return nil
+	}
+	return cmd
+}

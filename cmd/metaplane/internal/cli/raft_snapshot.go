@@ -1,0 +1,289 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/metaplane/metaplane/backends/raft"
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/config"
+	"github.com/metaplane/metaplane/migrate"
+	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
+)
+
+// Codes of the --json error object of the offline raft verbs.
+const (
+	codeDirInUse = "DIR_IN_USE" // a running process holds the data directory
+	codeBadFile  = "BAD_FILE"   // a snapshot file that is not whole
+)
+
+// snapshotReport is what `raft snapshot save` wrote and what `raft
+// snapshot status` read.
+type snapshotReport struct {
+	File      string    `json:"file"`
+	Bytes     int64     `json:"bytes"`
+	Format    string    `json:"format"`
+	Version   int       `json:"version"`
+	Source    string    `json:"source"`
+	ClusterID string    `json:"cluster_id"`
+	Revision  int64     `json:"revision"`
+	Epoch     int64     `json:"epoch"`
+	Created   time.Time `json:"created"`
+	Nodes     int       `json:"nodes"`
+	SHA256    string    `json:"sha256"`
+}
+
+func newSnapshotReport(file string, size int64, t *migrate.Tree) snapshotReport {
+	h := t.Header
+	return snapshotReport{File: file, Bytes: size, Format: migrate.Format, Version: migrate.FormatVersion,
+		Source: h.Source, ClusterID: h.ClusterID, Revision: h.Revision, Epoch: h.Epoch, Created: h.Created,
+		Nodes: len(t.Nodes), SHA256: t.SHA256}
+}
+
+func (rep snapshotReport) text(w io.Writer) {
+	fmt.Fprintf(w, "file        %s (%d bytes)\nformat      %s version %d\nsource      %s, cluster %s\nrevision    %d\nepoch       %d\ncreated     %s\nnodes       %d persistent\nsha256      %s\n",
+		rep.File, rep.Bytes, rep.Format, rep.Version, rep.Source, orNone(rep.ClusterID), rep.Revision, rep.Epoch,
+		rep.Created.Format(time.RFC3339), rep.Nodes, rep.SHA256)
+}
+
+func raftSnapshot(r *raftFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "snapshot <save|restore|status>",
+		Short: "back the tree up from a running quorum (save), check a backup (status), make a new cluster from one (restore)"}
+	markGroup(cmd, "verb")
+	cmd.AddCommand(raftSnapshotSave(r), raftSnapshotStatus(r), raftSnapshotRestore(r))
+	return cmd
+}
+
+// readSnapshot reads and checks a whole snapshot file.
+func readSnapshot(path string) (*migrate.Tree, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	t, err := migrate.Read(f)
+	if err != nil {
+		return nil, 0, &codedErr{code: codeBadFile, error: fmt.Errorf("%s: %w (nothing was written)", path, err)}
+	}
+	return t, fi.Size(), nil
+}
+
+func raftSnapshotSave(r *raftFlags) *cobra.Command {
+	var force bool
+	var wait time.Duration
+	cmd := &cobra.Command{Use: "save FILE", Args: exactArgs(1),
+		Short: "write a consistent backup of the tree (every persistent node at one revision) from the leader to FILE"}
+	f := cmd.Flags()
+	f.BoolVar(&force, "force", false, "overwrite FILE when it exists")
+	f.DurationVar(&wait, "wait", 5*time.Minute, "how long the whole transfer may take")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		out := args[0]
+		if wait <= 0 {
+			return usageError("--wait: want a positive duration, got %v", wait)
+		}
+		if !force {
+			if _, err := os.Stat(out); err == nil {
+				return usageError("%s exists: choose another file, or pass --force to overwrite it", out)
+			}
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), wait)
+		defer cancel()
+		var buf bytes.Buffer
+		progress := cmd.ErrOrStderr()
+		err := r.callAdmin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+			buf.Reset() // a retry on another leader starts over
+			stream, err := a.SaveRaftSnapshot(ctx, &adminv1.SaveRaftSnapshotRequest{})
+			if err != nil {
+				return err
+			}
+			lastPct := -1
+			for {
+				m, err := stream.Recv()
+				if err == io.EOF {
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				buf.Write(m.Chunk)
+				if m.TotalBytes > 0 {
+					if pct := int(int64(buf.Len()) * 100 / m.TotalBytes); pct/10 != lastPct/10 {
+						lastPct = pct
+						fmt.Fprintf(progress, "received %d of %d bytes (%d%%, %d nodes at revision %d)\n", buf.Len(), m.TotalBytes, pct, m.Nodes, m.Revision)
+					}
+				}
+			}
+		})
+		if err != nil {
+			return err
+		}
+		// Check the whole file (count and checksum) before it replaces
+		// anything.
+		tree, err := migrate.Read(bytes.NewReader(buf.Bytes()))
+		if err != nil {
+			return &codedErr{code: codeBadFile, error: fmt.Errorf("the snapshot received is not whole: %w (nothing was written)", err)}
+		}
+		if err := writeFileAtomic(out, buf.Bytes()); err != nil {
+			return err
+		}
+		rep := newSnapshotReport(out, int64(buf.Len()), tree)
+		if r.json {
+			return r.printJSON(cmd.OutOrStdout(), rep)
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "saved %d persistent nodes of %s cluster %s at revision %d (epoch %d) to %s, %d bytes, sha256 %s (ephemeral nodes are not saved)\n",
+			rep.Nodes, rep.Source, orNone(rep.ClusterID), rep.Revision, rep.Epoch, out, rep.Bytes, rep.SHA256)
+		return nil
+	}
+	return cmd
+}
+
+// writeFileAtomic writes b beside path and renames it into place, so a
+// failed write never leaves a file that looks whole.
+func writeFileAtomic(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".part-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func raftSnapshotStatus(r *raftFlags) *cobra.Command {
+	return &cobra.Command{Use: "status FILE", Aliases: []string{"inspect"}, Args: exactArgs(1),
+		Short: "check a snapshot file whole (count, checksum) and print its source, revision, epoch and node count",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tree, size, err := readSnapshot(args[0])
+			if err != nil {
+				return err
+			}
+			rep := newSnapshotReport(args[0], size, tree)
+			if r.json {
+				return r.printJSON(cmd.OutOrStdout(), rep)
+			}
+			rep.text(cmd.OutOrStdout())
+			return nil
+		}}
+}
+
+// offlineFlags are the flags of the verbs that work on a data directory
+// with no coordinator running: the configuration (as for metaplane
+// coordinator) and --data-dir.
+type offlineFlags struct {
+	cf      *ConfigFlags
+	dataDir string
+}
+
+func addOfflineFlags(cmd *cobra.Command) *offlineFlags {
+	o := &offlineFlags{cf: AddConfigFlags(cmd.Flags())}
+	cmd.Flags().StringVar(&o.dataDir, "data-dir", "", "the member's coordinator.raft.`DIR` (required; overrides the configuration's)")
+	return o
+}
+
+// options are the member's Raft options from the configuration, with
+// --data-dir as its directory. The member's log lines go nowhere: the
+// verbs say what they do.
+func (of *offlineFlags) options(cmd *cobra.Command) (raft.Options, error) {
+	if of.dataDir == "" {
+		return raft.Options{}, usageError("give the member's data directory with --data-dir DIR")
+	}
+	cfg, err := loadDaemonConfig(cmd.ErrOrStderr(), of.cf.LoadOptions())
+	if err != nil {
+		return raft.Options{}, err
+	}
+	if cfg.Selected.Backend != config.BackendRaft {
+		return raft.Options{}, fmt.Errorf("%s works on the Raft backend's data, and the configuration selects %s (%s)", cmd.CommandPath(), cfg.Selected.Backend, cfg.Selected.SelectedBy)
+	}
+	settings := cfg.Flatten()
+	settings["coordinator.raft.dir"] = of.dataDir
+	o, err := raft.OptionsFromSettings(settings)
+	if err != nil {
+		return raft.Options{}, err
+	}
+	o.Logf = func(string, ...any) {}
+	return o, nil
+}
+
+// offlineErr gives a refusal of an offline tool its --json code.
+func offlineErr(err error) error {
+	if errors.Is(err, raft.ErrDirInUse) {
+		return &codedErr{code: codeDirInUse, error: err}
+	}
+	return err
+}
+
+// restoreReport is `raft snapshot restore`'s answer.
+type restoreReport struct {
+	File         string `json:"file"`
+	DataDir      string `json:"data_dir"`
+	ClusterID    string `json:"cluster_id"`
+	NodeID       uint64 `json:"node_id"`
+	Address      string `json:"address"`
+	Nodes        int    `json:"nodes"`
+	Revision     int64  `json:"source_revision"`
+	Epoch        int64  `json:"source_epoch"`
+	AppliedIndex uint64 `json:"applied_index"`
+}
+
+func raftSnapshotRestore(r *raftFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "restore FILE --data-dir DIR", Args: exactArgs(1),
+		Short: "make DIR (empty) a new single-voter cluster holding FILE's tree, versions and times kept, epochs continued (offline)"}
+	of := addOfflineFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if of.dataDir == "" {
+			return usageError("give the new member's data directory with --data-dir DIR")
+		}
+		// Check the whole file before anything is written.
+		tree, _, err := readSnapshot(args[0])
+		if err != nil {
+			return err
+		}
+		o, err := of.options(cmd)
+		if err != nil {
+			return err
+		}
+		nodes := make([]core.ImportNode, len(tree.Nodes))
+		for i, n := range tree.Nodes {
+			nodes[i] = core.ImportNode{Path: n.Path, Data: n.Data, Version: n.Version,
+				CreateTime: n.CreateTime, ModifyTime: n.ModifyTime, NextSequence: n.NextSequence}
+		}
+		progress := cmd.ErrOrStderr()
+		res, err := raft.Restore(cmd.Context(), o, nodes, tree.Header.Epoch, func(done, total int) {
+			fmt.Fprintf(progress, "restored %d of %d nodes\n", done, total)
+		})
+		if err != nil {
+			return offlineErr(err)
+		}
+		rep := restoreReport{File: args[0], DataDir: of.dataDir, ClusterID: fmt.Sprint(res.ClusterID), NodeID: res.NodeID,
+			Address: res.Address, Nodes: res.Nodes, Revision: tree.Header.Revision, Epoch: tree.Header.Epoch, AppliedIndex: res.AppliedIndex}
+		if r.json {
+			return r.printJSON(cmd.OutOrStdout(), rep)
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "restored %d nodes (revision %d of %s cluster %s) into %s: a new cluster %s with member %d at %s as its only voter; its next epoch is above %d. Start its coordinator on %s, then add voters with `metaplane raft add-voter`\n",
+			rep.Nodes, rep.Revision, tree.Header.Source, orNone(tree.Header.ClusterID), of.dataDir, rep.ClusterID, rep.NodeID, rep.Address, rep.Epoch, of.dataDir)
+		return nil
+	}
+	return cmd
+}
