@@ -49,8 +49,11 @@ them, for their Raft member's view (GetCoordinatorRaftStatus), which every
 member answers without a quorum. With --json the answer is one JSON
 object, and an error is one JSON object on stderr. Exit status: 0 success,
 1 failure (no leader, no quorum, nothing answered, a change refused), 2 usage
-error, 3 outcome unknown (a transfer or membership change at its deadline). See
-docs/raft.md, Operations.`,
+error, 3 outcome unknown (a transfer or membership change at its deadline).
+The offline verbs (bootstrap, snapshot restore, unsafe-recover) work on a
+member's --data-dir with its coordinator stopped, reading the member's
+settings from the configuration (--config, -D) as metaplane coordinator
+does. See docs/raft.md, Operations.`,
 	}
 	markGroup(cmd, "verb")
 	pf := cmd.PersistentFlags()

@@ -39,8 +39,8 @@ func (rep *recoverReport) loss(w io.Writer) {
 
 func raftUnsafeRecover(r *raftFlags) *cobra.Command {
 	var understood, dryRun bool
-	cmd := &cobra.Command{Use: "unsafe-recover --i-understand-data-loss --data-dir DIR", Args: noArgs,
-		Short: "after losing a majority for good: make this stopped member the only voter, keeping what it applied (offline)",
+	cmd := &cobra.Command{Use: "unsafe-recover", Args: noArgs,
+		Short: "offline, after losing a majority for good: make the stopped member at --data-dir the only voter (--i-understand-data-loss)",
 		Long: `unsafe-recover rewrites the membership of one surviving member (its
 coordinator stopped) to that member alone, so that it starts as a
 single-voter quorum holding every entry it had applied; then add new voters
@@ -100,8 +100,8 @@ type bootstrapReport struct {
 }
 
 func raftBootstrap(r *raftFlags) *cobra.Command {
-	cmd := &cobra.Command{Use: "bootstrap --data-dir DIR", Args: noArgs,
-		Short: "format an empty data directory as a member of a new cluster of the configured voters (offline)",
+	cmd := &cobra.Command{Use: "bootstrap", Args: noArgs,
+		Short: "offline: format the empty --data-dir as a member of a new cluster of the configured voters",
 		Long: `bootstrap writes the cluster id and the initial voter set
 (coordinator.raft.voters, this member coordinator.raft.node.id) into an
 empty coordinator.raft.dir, refusing a directory that is not empty, a node

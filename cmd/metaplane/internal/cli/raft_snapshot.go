@@ -55,8 +55,8 @@ func (rep snapshotReport) text(w io.Writer) {
 }
 
 func raftSnapshot(r *raftFlags) *cobra.Command {
-	cmd := &cobra.Command{Use: "snapshot <save|restore|status>",
-		Short: "back the tree up from a running quorum (save), check a backup (status), make a new cluster from one (restore)"}
+	cmd := &cobra.Command{Use: "snapshot <verb>",
+		Short: "save a backup of the tree from a running quorum, check one (status), make a new cluster from one (restore)"}
 	markGroup(cmd, "verb")
 	cmd.AddCommand(raftSnapshotSave(r), raftSnapshotStatus(r), raftSnapshotRestore(r))
 	return cmd
@@ -248,8 +248,8 @@ type restoreReport struct {
 }
 
 func raftSnapshotRestore(r *raftFlags) *cobra.Command {
-	cmd := &cobra.Command{Use: "restore FILE --data-dir DIR", Args: exactArgs(1),
-		Short: "make DIR (empty) a new single-voter cluster holding FILE's tree, versions and times kept, epochs continued (offline)"}
+	cmd := &cobra.Command{Use: "restore FILE", Args: exactArgs(1),
+		Short: "offline: make the empty --data-dir a new single-voter cluster holding FILE's tree (versions and times kept, epochs continued)"}
 	of := addOfflineFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if of.dataDir == "" {

@@ -31,6 +31,14 @@ func TestRaftGolden(t *testing.T) {
 		{"raft-leader-extra", []string{"raft", "leader", "extra", bs}, ExitUsage},
 		{"raft-add-voter-no-address", []string{"raft", "add-voter", "--id", "4", bs}, ExitUsage},
 		{"raft-remove-voter-bad-id", []string{"raft", "remove-voter", "--id", "x", bs}, ExitUsage},
+		{"help-raft-snapshot", []string{"raft", "snapshot", "--help"}, ExitOK},
+		{"raft-snapshot-status-missing", []string{"raft", "snapshot", "status", "testdata/cli/no-such-snapshot.jsonl"}, ExitFailure},
+		{"raft-snapshot-save-no-file", []string{"raft", "snapshot", "save", bs}, ExitUsage},
+		{"raft-snapshot-restore-no-data-dir", []string{"raft", "snapshot", "restore", "testdata/cli/no-such-snapshot.jsonl", "--no-env"}, ExitUsage},
+		{"raft-unsafe-recover-no-flag", []string{"raft", "unsafe-recover", "--data-dir", "/nonexistent", "--no-env"}, ExitUsage},
+		{"json-raft-unsafe-recover-no-flag", []string{"raft", "unsafe-recover", "--data-dir", "/nonexistent", "--no-env", "--json"}, ExitUsage},
+		{"raft-unsafe-recover-no-state", []string{"raft", "unsafe-recover", "--i-understand-data-loss", "--data-dir", "/nonexistent", "--no-env"}, ExitFailure},
+		{"raft-bootstrap-no-data-dir", []string{"raft", "bootstrap", "--no-env"}, ExitUsage},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
