@@ -69,17 +69,28 @@ func (a *adminService) AddRaftVoter(ctx context.Context, r *adminv1.AddRaftVoter
 }
 
 // RemoveRaftVoter is REMOVE_RAFT_VOTER (leader only): the backend removes
-// the member, refusing the last voter, the leader itself and a removal
-// that would leave the remaining voters without a reachable majority.
+// the member, refusing the last voter, the leader itself, a removal that
+// would leave the remaining voters without a reachable majority, and
+// (unless force: core.ForceRemover) one that would leave them without a
+// caught-up majority.
 func (a *adminService) RemoveRaftVoter(ctx context.Context, r *adminv1.RemoveRaftVoterRequest) (*adminv1.RemoveRaftVoterResponse, error) {
-	_, mm, err := a.membership("RemoveRaftVoter")
+	l, mm, err := a.membership("RemoveRaftVoter")
 	if err != nil {
 		return nil, err
 	}
 	if r.Id == "" {
 		return nil, status.Error(codes.InvalidArgument, "RemoveRaftVoter: id is required")
 	}
-	if err := a.s.metrics.timeCall("RemoveVoter", func() error { return mm.RemoveVoter(ctx, r.Id) }); err != nil {
+	remove := mm.RemoveVoter
+	if r.Force {
+		fr, ok := core.Optional[core.ForceRemover](l.b)
+		if !ok {
+			return nil, status.Errorf(codes.Unimplemented,
+				"RemoveRaftVoter: the %q backend cannot force a removal (it does not implement ForceRemover)", l.b.Capabilities().Name)
+		}
+		remove = fr.ForceRemoveVoter
+	}
+	if err := a.s.metrics.timeCall("RemoveVoter", func() error { return remove(ctx, r.Id) }); err != nil {
 		return nil, a.s.mapErr(err)
 	}
 	return &adminv1.RemoveRaftVoterResponse{}, nil

@@ -211,6 +211,18 @@ type MembershipManager interface {
 	RemoveVoter(ctx context.Context, id string) error
 }
 
+// ForceRemover is the part of a MembershipManager (declared with
+// Capabilities.Membership) that removes a member that is gone for good
+// when RemoveVoter would refuse because the remaining voters do not
+// include a caught-up majority (members that are reachable but behind).
+// It still refuses, with ErrInvalidArgument and changing nothing, the last
+// voter, the leading member, and a removal that leaves fewer reachable
+// voters than a quorum (no commit would be possible, the undo included).
+// Errors: as RemoveVoter's.
+type ForceRemover interface {
+	ForceRemoveVoter(ctx context.Context, id string) error
+}
+
 // Importer is implemented by backends that load a tree in bulk
 // (Capabilities.Import): far faster than one Txn per node, and, where the
 // backend declares Capabilities.ImportKeepsVersions, keeping each node's
@@ -303,7 +315,8 @@ type Unwrapper interface {
 // MembershipManager, FaultInjector, SessionExpirer, Importer,
 // LeadershipTransferer, or a part of a later version) and true when b, or a
 // backend b wraps (following Unwrap), both implements T and declares it in
-// its Capabilities (Leases, NativeIDAllocation, Membership, FaultInjection,
+// its Capabilities (Leases, NativeIDAllocation, Membership (also for
+// ForceRemover), FaultInjection,
 // SessionExpiry, Import, LeadershipTransfer; a part
 // core has no capability for is found by its methods alone). Otherwise it
 // returns the zero T and false. It does not block.
@@ -329,7 +342,7 @@ func declares[T any](caps Capabilities) bool {
 		return caps.Leases
 	case *IDAllocator:
 		return caps.NativeIDAllocation
-	case *MembershipManager:
+	case *MembershipManager, *ForceRemover:
 		return caps.Membership
 	case *FaultInjector:
 		return caps.FaultInjection

@@ -40,6 +40,7 @@ var (
 	_ core.LeaseManager         = leaseLayer{}
 	_ core.IDAllocator          = idLayer{}
 	_ core.MembershipManager    = membershipLayer{}
+	_ core.ForceRemover         = membershipLayer{}
 	_ core.FaultInjector        = faultLayer{}
 	_ core.SessionExpirer       = expiryLayer{}
 	_ core.Importer             = importLayer{}
@@ -151,6 +152,19 @@ func (l membershipLayer) RemoveVoter(ctx context.Context, id string) error {
 		return err
 	}
 	if _, err := r.conn.rpc.RemoveVoter(ctx, &pb.RemoveVoterRequest{ClientId: r.id, Id: id}); err != nil {
+		return callError(ctx, r.conn, err)
+	}
+	return nil
+}
+
+// ForceRemoveVoter removes a member that is gone for good in the plugin.
+// See core.ForceRemover.
+func (l membershipLayer) ForceRemoveVoter(ctx context.Context, id string) error {
+	r, err := l.c.current()
+	if err != nil {
+		return err
+	}
+	if _, err := r.conn.rpc.RemoveVoter(ctx, &pb.RemoveVoterRequest{ClientId: r.id, Id: id, Force: true}); err != nil {
 		return callError(ctx, r.conn, err)
 	}
 	return nil

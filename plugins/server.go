@@ -615,7 +615,15 @@ func (s *server) RemoveVoter(ctx context.Context, req *pb.RemoveVoterRequest) (*
 	if !ok {
 		return nil, unsupported("membership changes (MembershipManager)")
 	}
-	if err := mm.RemoveVoter(ctx, req.Id); err != nil {
+	remove := mm.RemoveVoter
+	if req.Force {
+		fr, ok := core.Optional[core.ForceRemover](c.b)
+		if !ok {
+			return nil, unsupported("forced membership removals (ForceRemover)")
+		}
+		remove = fr.ForceRemoveVoter
+	}
+	if err := remove(ctx, req.Id); err != nil {
 		return nil, ToStatus(err)
 	}
 	return &pb.RemoveVoterResponse{}, nil

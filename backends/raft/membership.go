@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lni/dragonboat/v4"
@@ -148,11 +149,27 @@ func (m *member) changeMembership(ctx context.Context, op string, fn func(contex
 // RemoveVoter, on the Raft leader, removes the member id (a voter, a
 // non-voting member or a witness). It refuses, changing nothing: an id not
 // in the membership, the last voter, the leader itself (transfer the
-// leadership first), and removing a voter when the remaining voters (and
+// leadership first), removing a voter when the remaining voters (and
 // witnesses) would not hold a majority of members reachable from the
-// leader. Errors: ErrNotLeader, ErrInvalidArgument, ErrUnavailable,
-// ErrClosed.
+// leader, and removing a voter when they would not hold a majority of
+// caught-up members (the leader, and members reachable with a recent
+// progress report at most MaxTransferLag entries behind; ForceRemoveVoter
+// waives this last check). Errors: ErrNotLeader, ErrInvalidArgument,
+// ErrUnavailable, ErrClosed.
 func (c *Client) RemoveVoter(ctx context.Context, id string) error {
+	return c.removeVoter(ctx, id, false)
+}
+
+var _ core.ForceRemover = (*Client)(nil)
+
+// ForceRemoveVoter is RemoveVoter without the caught-up majority check,
+// for a member that is gone for good while the others are behind. See
+// core.ForceRemover.
+func (c *Client) ForceRemoveVoter(ctx context.Context, id string) error {
+	return c.removeVoter(ctx, id, true)
+}
+
+func (c *Client) removeVoter(ctx context.Context, id string, force bool) error {
 	if err := c.check(); err != nil {
 		return err
 	}
@@ -185,7 +202,8 @@ func (c *Client) RemoveVoter(ctx context.Context, id string) error {
 		if id == st.MemberID {
 			return fmt.Errorf("%w: member %s is the leader: transfer the leadership first (remove-voter --transfer does)", core.ErrInvalidArgument, id)
 		}
-		remaining, reachable := 0, 0
+		remaining, reachable, caughtUp := 0, 0, 0
+		var behind []string
 		for _, ms := range st.Members {
 			if ms.ID == id || (ms.Kind != core.MemberVoter && ms.Kind != core.MemberWitness) {
 				continue
@@ -194,10 +212,21 @@ func (c *Client) RemoveVoter(ctx context.Context, id string) error {
 			if ms.Reachable {
 				reachable++
 			}
+			// A witness has no state machine to be behind in.
+			if ms.ID == st.MemberID || (ms.Reachable && (ms.Kind == core.MemberWitness || (ms.MatchIndex > 0 && ms.Lag <= MaxTransferLag))) {
+				caughtUp++
+			} else {
+				behind = append(behind, ms.ID)
+			}
 		}
-		if need := remaining/2 + 1; reachable < need {
+		need := remaining/2 + 1
+		if reachable < need {
 			return fmt.Errorf("%w: removing member %s would leave %d voters of which %d are reachable from the leader, fewer than the %d a quorum needs",
 				core.ErrInvalidArgument, id, remaining, reachable, need)
+		}
+		if caughtUp < need && !force {
+			return fmt.Errorf("%w: removing member %s would leave %d voters of which %d are caught up (the leader, and members with a recent progress report at most %d entries behind; not caught up: %s), fewer than the %d a quorum needs to go on committing at once: wait until they catch up, or, if member %s is gone for good, remove it with --force",
+				core.ErrInvalidArgument, id, remaining, caughtUp, MaxTransferLag, strings.Join(behind, ", "), need, id)
 		}
 	}
 	if err := m.changeMembership(ctx, "remove member", func(cctx context.Context) error {

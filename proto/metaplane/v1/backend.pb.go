@@ -4016,9 +4016,12 @@ func (*AddVoterResponse) Descriptor() ([]byte, []int) {
 }
 
 type RemoveVoterRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClientId      uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
-	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	ClientId uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Id       string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// force: core.ForceRemover's removal (a plugin that predates the field
+	// makes a plain removal, which refuses where a forced one might not).
+	Force         bool `protobuf:"varint,3,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4065,6 +4068,13 @@ func (x *RemoveVoterRequest) GetId() string {
 		return x.Id
 	}
 	return ""
+}
+
+func (x *RemoveVoterRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
 }
 
 type RemoveVoterResponse struct {
@@ -4893,10 +4903,11 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\"\x12\n" +
-	"\x10AddVoterResponse\"A\n" +
+	"\x10AddVoterResponse\"W\n" +
 	"\x12RemoveVoterRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"\x15\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x14\n" +
+	"\x05force\x18\x03 \x01(\bR\x05force\"\x15\n" +
 	"\x13RemoveVoterResponse\"^\n" +
 	"\x14FailNextWriteRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12)\n" +

@@ -183,12 +183,13 @@ func raftAddVoter(r *raftFlags) *cobra.Command {
 
 func raftRemoveVoter(r *raftFlags) *cobra.Command {
 	var id string
-	var transfer bool
+	var transfer, force bool
 	var wait time.Duration
 	cmd := &cobra.Command{Use: "remove-voter", Args: noArgs,
-		Short: "remove member --id (refused for the last voter, a quorum break, and the leader unless --transfer)"}
+		Short: "remove member --id (refused for the last voter, a quorum break, too few caught-up voters unless --force, and the leader unless --transfer)"}
 	f := cmd.Flags()
 	f.StringVar(&id, "id", "", "the `id` of the member to remove")
+	f.BoolVar(&force, "force", false, "remove a member gone for good even when the other voters are not caught up (still refused when too few are reachable for a quorum)")
 	f.BoolVar(&transfer, "transfer", false, "when the member leads, transfer the leadership to the most caught-up other voter first")
 	f.DurationVar(&wait, "wait", 30*time.Second, "how long to wait for a transfer, the removal, and the leader's view to show it")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -227,7 +228,7 @@ func raftRemoveVoter(r *raftFlags) *cobra.Command {
 		// leadership a moment later: retry while the answer is NOT_LEADER.
 		for {
 			err := r.callAdmin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
-				_, err := a.RemoveRaftVoter(ctx, &adminv1.RemoveRaftVoterRequest{Id: id})
+				_, err := a.RemoveRaftVoter(ctx, &adminv1.RemoveRaftVoterRequest{Id: id, Force: force})
 				return err
 			})
 			if err == nil {
