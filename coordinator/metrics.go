@@ -7,7 +7,9 @@ import (
 	"strconv"
 	"time"
 
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/catalog"
@@ -28,6 +30,9 @@ type Metrics struct {
 	// observed (a new leader id or epoch).
 	leaderChanges prometheus.Counter
 	buildInfo     prometheus.Gauge
+	// grpc are the gRPC server's request metrics (go-grpc-middleware's
+	// Prometheus provider, conventional names grpc_server_*).
+	grpc *grpcprom.ServerMetrics
 }
 
 func newMetrics(s *Server, reg prometheus.Registerer) *Metrics {
@@ -45,6 +50,8 @@ func newMetrics(s *Server, reg prometheus.Registerer) *Metrics {
 			[]string{"method", "outcome"}),
 	}
 	m.epoch.Set(-1)
+	m.grpc = grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
+		grpcprom.WithHistogramBuckets([]float64{.0001, .0005, .001, .005, .01, .05, .1, .5, 1, 5, 30})))
 	m.leaderChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "metaplane_coordinator_leader_changes_total",
 		Help: "Changes of leader (a new leader id or epoch) this coordinator has observed since it started."})
 	version, commit, goversion := buildInfo(debug.ReadBuildInfo)
@@ -75,9 +82,16 @@ func newMetrics(s *Server, reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.leader, m.epoch, m.observedEpoch, m.calls, m.tablets, m.imageRevision, m.leaderChanges, m.buildInfo,
-			newStatusCollector(s))
+			newStatusCollector(s), m.grpc)
 	}
 	return m
+}
+
+// serverOptions are the gRPC server options that record every request in
+// the gRPC request metrics.
+func (m *Metrics) serverOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(m.grpc.UnaryServerInterceptor()),
+		grpc.ChainStreamInterceptor(m.grpc.StreamServerInterceptor())}
 }
 
 // buildInfo is the binary's module version, VCS commit and Go version,
@@ -135,6 +149,7 @@ type statusCollector struct {
 
 	roleSet, termC, commitC, appliedC, lagC, followerLag, followerContact *prometheus.Desc
 	diskFree, diskFull                                                    *prometheus.Desc
+	proposalsFailed                                                       *prometheus.Desc
 }
 
 // raftRoles are the states of the metaplane_raft_role state set.
@@ -164,12 +179,14 @@ func newStatusCollector(s *Server) *statusCollector {
 			"On the leader only: seconds since the leader's last evidence of contact with the follower; absent when it has none.", "follower"),
 		diskFree: d("metaplane_raft_disk_free_bytes", "Free space of coordinator.raft.dir as this member last measured it."),
 		diskFull: d("metaplane_raft_disk_full", "1 while this member's replica is paused because coordinator.raft.dir has less free space than coordinator.raft.disk.min-free, else 0."),
+		proposalsFailed: d("metaplane_raft_proposals_failed_total",
+			"Writes this member proposed to the Raft log that did not commit (timed out, dropped, refused by Raft) since its plugin process started; refusals by the state machine (a bad version, a fence) are not counted."),
 	}
 }
 
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.role, c.term, c.commit, c.applied, c.lag, c.followers,
-		c.roleSet, c.termC, c.commitC, c.appliedC, c.lagC, c.followerLag, c.followerContact, c.diskFree, c.diskFull} {
+		c.roleSet, c.termC, c.commitC, c.appliedC, c.lagC, c.followerLag, c.followerContact, c.diskFree, c.diskFull, c.proposalsFailed} {
 		ch <- d
 	}
 }
@@ -207,6 +224,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.commitC, float64(st.CommitIndex))
 	gauge(c.appliedC, float64(st.AppliedIndex))
 	gauge(c.lagC, float64(st.CommitIndex-st.AppliedIndex))
+	ch <- prometheus.MustNewConstMetric(c.proposalsFailed, prometheus.CounterValue, float64(st.ProposalsFailed))
 	if _, ok := st.Details["diskMinFree"]; ok {
 		if free, err := strconv.ParseFloat(st.Details["diskFree"], 64); err == nil {
 			gauge(c.diskFree, free)

@@ -254,10 +254,16 @@ func TestRaftStatusAndHealth(t *testing.T) {
 		}
 		_, metrics := httpGet(t, base+"/metrics")
 		for _, w := range []string{"metaplane_build_info{", "metaplane_raft_term ", "metaplane_raft_applied_index ",
-			"metaplane_raft_commit_index ", "metaplane_raft_apply_lag_entries ", "metaplane_raft_disk_full 0", "metaplane_coordinator_leader_changes_total "} {
+			"metaplane_raft_commit_index ", "metaplane_raft_apply_lag_entries ", "metaplane_raft_disk_full 0", "metaplane_coordinator_leader_changes_total ",
+			"metaplane_raft_proposals_failed_total ", `grpc_server_handling_seconds_bucket{grpc_method="GetCoordinatorRaftStatus"`} {
 			if !strings.Contains(metrics, w) {
 				t.Errorf("metrics of %s lack %q", m.id, w)
 			}
+		}
+		// The gRPC request metrics counted the status calls made above.
+		const handled = `grpc_server_handled_total{grpc_code="OK",grpc_method="GetCoordinatorRaftStatus",grpc_service="metaplane.admin.v1.AdminService",grpc_type="unary"} `
+		if i := strings.Index(metrics, handled); i < 0 || strings.HasPrefix(metrics[i+len(handled):], "0\n") {
+			t.Errorf("metrics of %s: no GetCoordinatorRaftStatus counted in grpc_server_handled_total", m.id)
 		}
 		role := "follower"
 		if m == leader {

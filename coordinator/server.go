@@ -191,7 +191,7 @@ func New(opts Options) (*Server, error) {
 		changed: make(chan struct{}),
 	}
 	s.metrics = newMetrics(s, opts.Registerer)
-	var sopts []grpc.ServerOption
+	sopts := s.metrics.serverOptions()
 	if opts.Credentials != nil {
 		sopts = append(sopts, grpc.Creds(opts.Credentials))
 	}
@@ -201,6 +201,7 @@ func New(opts Options) (*Server, error) {
 	adminv1.RegisterTabletServerServiceServer(s.grpc, &tabletServerService{s: s})
 	s.health = newHealth()
 	healthpb.RegisterHealthServer(s.grpc, s.health.srv)
+	s.metrics.grpc.InitializeMetrics(s.grpc)
 	s.publish()
 	return s, nil
 }

@@ -388,7 +388,13 @@ type Status struct {
 	// SnapshotIndex is the log index of this member's latest snapshot; 0
 	// when it has none or the backend keeps none.
 	SnapshotIndex int64
-	Members       []MemberStatus
+	// ProposalsFailed counts the writes this member proposed to its
+	// consensus log that failed to commit (timed out, dropped, refused by
+	// the consensus layer) since it started; a write the state machine
+	// refused (a bad version, a fence) committed and does not count. 0 on
+	// a backend without a consensus log.
+	ProposalsFailed int64
+	Members         []MemberStatus
 	// Details holds backend-specific facts for operators.
 	Details map[string]string
 }

@@ -228,18 +228,19 @@ func leaderFromProto(l *pb.LeaderInfo) core.LeaderInfo {
 
 func statusToProto(s core.Status) *pb.StatusResponse {
 	out := &pb.StatusResponse{
-		Backend:       s.Backend,
-		MemberId:      s.MemberID,
-		Role:          string(s.Role),
-		Epoch:         s.Epoch,
-		LeaderId:      s.LeaderID,
-		LeaderAddress: s.LeaderAddress,
-		CommitIndex:   s.CommitIndex,
-		AppliedIndex:  s.AppliedIndex,
-		Revision:      s.Revision,
-		Details:       s.Details,
-		ClusterId:     s.ClusterID,
-		SnapshotIndex: s.SnapshotIndex,
+		Backend:         s.Backend,
+		MemberId:        s.MemberID,
+		Role:            string(s.Role),
+		Epoch:           s.Epoch,
+		LeaderId:        s.LeaderID,
+		LeaderAddress:   s.LeaderAddress,
+		CommitIndex:     s.CommitIndex,
+		AppliedIndex:    s.AppliedIndex,
+		Revision:        s.Revision,
+		Details:         s.Details,
+		ClusterId:       s.ClusterID,
+		SnapshotIndex:   s.SnapshotIndex,
+		ProposalsFailed: s.ProposalsFailed,
 	}
 	for _, m := range s.Members {
 		pm := &pb.MemberStatus{
@@ -256,18 +257,19 @@ func statusToProto(s core.Status) *pb.StatusResponse {
 
 func statusFromProto(s *pb.StatusResponse) core.Status {
 	out := core.Status{
-		Backend:       s.Backend,
-		MemberID:      s.MemberId,
-		Role:          core.Role(s.Role),
-		Epoch:         s.Epoch,
-		LeaderID:      s.LeaderId,
-		LeaderAddress: s.LeaderAddress,
-		CommitIndex:   s.CommitIndex,
-		AppliedIndex:  s.AppliedIndex,
-		Revision:      s.Revision,
-		Details:       s.Details,
-		ClusterID:     s.ClusterId,
-		SnapshotIndex: s.SnapshotIndex,
+		Backend:         s.Backend,
+		MemberID:        s.MemberId,
+		Role:            core.Role(s.Role),
+		Epoch:           s.Epoch,
+		LeaderID:        s.LeaderId,
+		LeaderAddress:   s.LeaderAddress,
+		CommitIndex:     s.CommitIndex,
+		AppliedIndex:    s.AppliedIndex,
+		Revision:        s.Revision,
+		Details:         s.Details,
+		ClusterID:       s.ClusterId,
+		SnapshotIndex:   s.SnapshotIndex,
+		ProposalsFailed: s.ProposalsFailed,
 	}
 	for _, m := range s.Members {
 		cm := core.MemberStatus{

@@ -75,8 +75,10 @@ type member struct {
 	// lastMembership: the shard membership as last read (status only).
 	contacts       *contacts
 	lastMembership *membershipView
-	stop           chan struct{}
-	wg             sync.WaitGroup
+	// proposalsFailed counts proposals that did not commit (Status).
+	proposalsFailed atomic.Int64
+	stop            chan struct{}
+	wg              sync.WaitGroup
 	// disk pauses the replica while Dir is short of space (diskfull.go).
 	disk *diskGuard
 }
@@ -629,6 +631,7 @@ func (m *member) propose(ctx context.Context, cmd *raftv1.Command) (*raftv1.Comm
 			}
 			continue
 		}
+		m.proposalsFailed.Add(1)
 		err = m.mapErr(ctx, "propose", err)
 		if errors.Is(err, core.ErrClosed) {
 			// Closed while the proposal was in flight: it may commit.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/metaplane/metaplane/core"
@@ -40,18 +41,25 @@ func TestUnsafeRecover(t *testing.T) {
 	want := c.mustStatus(l).CommitIndex
 	waitApplied(t, c.members[s], want)
 
-	// With the quorum whole, stop the survivor alone: a leader answers.
-	c.stop(s)
-	if _, err := UnsafeRecover(ctx, c.options(s), false); err == nil || !errors.Is(err, core.ErrInvalidArgument) {
+	// With the quorum whole, a stopped member is refused: a leader
+	// answers. That member is then lost for good.
+	x := (l + 2) % 3
+	c.stop(x)
+	if _, err := UnsafeRecover(ctx, c.options(x), false); err == nil || !errors.Is(err, core.ErrInvalidArgument) || !strings.Contains(err.Error(), "not lost") {
 		t.Fatalf("UnsafeRecover with a live quorum: %v, want a refusal", err)
 	}
-	// Lose the other two for good.
-	for i := 0; i < 3; i++ {
-		if i != s {
-			c.stop(i)
-			os.RemoveAll(c.dirs[i])
-		}
+	os.RemoveAll(c.dirs[x])
+	// The leader is lost too: the survivor's proposals fail, and count.
+	sc := c.client(s)
+	c.stop(l)
+	os.RemoveAll(c.dirs[l])
+	if _, _, err := core.Create(ctx, sc, "/w/never", nil, core.CreateOptions{}); !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("a write without a quorum: %v, want ErrUnavailable", err)
 	}
+	if st := c.mustStatus(s); st.ProposalsFailed < 1 {
+		t.Errorf("ProposalsFailed %d after a write without a quorum, want at least 1", st.ProposalsFailed)
+	}
+	c.stop(s)
 	dry, err := UnsafeRecover(ctx, c.options(s), false)
 	if err != nil {
 		t.Fatalf("dry run: %v", err)

@@ -142,7 +142,7 @@ func (m *member) status(ctx context.Context) core.Status {
 	staleProgress := 3 * m.opts.SessionTimeout
 	st := core.Status{Backend: "raft", MemberID: strconv.FormatUint(m.replicaID, 10), Epoch: int64(term),
 		AppliedIndex: int64(applied), Revision: int64(applied), Details: map[string]string{},
-		ClusterID: strconv.FormatUint(m.clusterID, 10)}
+		ClusterID: strconv.FormatUint(m.clusterID, 10), ProposalsFailed: m.proposalsFailed.Load()}
 	m.disk.details(st.Details)
 	switch {
 	case leader == m.replicaID:

@@ -3278,10 +3278,11 @@ type StatusResponse struct {
 	Members       []*MemberStatus        `protobuf:"bytes,10,rep,name=members,proto3" json:"members,omitempty"`
 	Details       map[string]string      `protobuf:"bytes,11,rep,name=details,proto3" json:"details,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// cluster_id is empty when the backend has none.
-	ClusterId     string `protobuf:"bytes,12,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	SnapshotIndex int64  `protobuf:"varint,13,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ClusterId       string `protobuf:"bytes,12,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	SnapshotIndex   int64  `protobuf:"varint,13,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
+	ProposalsFailed int64  `protobuf:"varint,14,opt,name=proposals_failed,json=proposalsFailed,proto3" json:"proposals_failed,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -3401,6 +3402,13 @@ func (x *StatusResponse) GetClusterId() string {
 func (x *StatusResponse) GetSnapshotIndex() int64 {
 	if x != nil {
 		return x.SnapshotIndex
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetProposalsFailed() int64 {
+	if x != nil {
+		return x.ProposalsFailed
 	}
 	return 0
 }
@@ -4850,7 +4858,7 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\x14last_contact_unix_ms\x18\b \x01(\x03R\x11lastContactUnixMs\x12%\n" +
 	"\x0esnapshot_index\x18\t \x01(\x03R\rsnapshotIndex\",\n" +
 	"\rStatusRequest\x12\x1b\n" +
-	"\tclient_id\x18\x01 \x01(\x04R\bclientId\"\x96\x04\n" +
+	"\tclient_id\x18\x01 \x01(\x04R\bclientId\"\xc1\x04\n" +
 	"\x0eStatusResponse\x12\x18\n" +
 	"\abackend\x18\x01 \x01(\tR\abackend\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x12\n" +
@@ -4866,7 +4874,8 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\adetails\x18\v \x03(\v2).metaplane.v1.StatusResponse.DetailsEntryR\adetails\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\f \x01(\tR\tclusterId\x12%\n" +
-	"\x0esnapshot_index\x18\r \x01(\x03R\rsnapshotIndex\x1a:\n" +
+	"\x0esnapshot_index\x18\r \x01(\x03R\rsnapshotIndex\x12)\n" +
+	"\x10proposals_failed\x18\x0e \x01(\x03R\x0fproposalsFailed\x1a:\n" +
 	"\fDetailsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8e\x01\n" +
