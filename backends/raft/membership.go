@@ -14,6 +14,12 @@ import (
 	"github.com/metaplane/metaplane/core"
 )
 
+// MaxRemovalLag is how far behind (as of its last progress report) a
+// remaining voter may be and still count as caught up for a removal: a
+// report made during a burst of writes may be a few hundred entries
+// behind, which the member makes up within moments.
+const MaxRemovalLag = 1000
+
 // DefaultCatchUpTimeout bounds AddVoter's wait for the new member to catch
 // up when ctx has no deadline.
 const DefaultCatchUpTimeout = 60 * time.Second
@@ -153,7 +159,7 @@ func (m *member) changeMembership(ctx context.Context, op string, fn func(contex
 // witnesses) would not hold a majority of members reachable from the
 // leader, and removing a voter when they would not hold a majority of
 // caught-up members (the leader, and members reachable with a recent
-// progress report at most MaxTransferLag entries behind; ForceRemoveVoter
+// progress report at most MaxRemovalLag entries behind; ForceRemoveVoter
 // waives this last check). Errors: ErrNotLeader, ErrInvalidArgument,
 // ErrUnavailable, ErrClosed.
 func (c *Client) RemoveVoter(ctx context.Context, id string) error {
@@ -213,10 +219,15 @@ func (c *Client) removeVoter(ctx context.Context, id string, force bool) error {
 				reachable++
 			}
 			// A witness has no state machine to be behind in.
-			if ms.ID == st.MemberID || (ms.Reachable && (ms.Kind == core.MemberWitness || (ms.MatchIndex > 0 && ms.Lag <= MaxTransferLag))) {
+			switch {
+			case ms.ID == st.MemberID || (ms.Reachable && (ms.Kind == core.MemberWitness || (ms.MatchIndex > 0 && ms.Lag <= MaxRemovalLag))):
 				caughtUp++
-			} else {
-				behind = append(behind, ms.ID)
+			case !ms.Reachable:
+				behind = append(behind, ms.ID+" (unreachable)")
+			case ms.MatchIndex == 0:
+				behind = append(behind, ms.ID+" (no recent progress report)")
+			default:
+				behind = append(behind, fmt.Sprintf("%s (%d entries behind)", ms.ID, ms.Lag))
 			}
 		}
 		need := remaining/2 + 1
@@ -226,7 +237,7 @@ func (c *Client) removeVoter(ctx context.Context, id string, force bool) error {
 		}
 		if caughtUp < need && !force {
 			return fmt.Errorf("%w: removing member %s would leave %d voters of which %d are caught up (the leader, and members with a recent progress report at most %d entries behind; not caught up: %s), fewer than the %d a quorum needs to go on committing at once: wait until they catch up, or, if member %s is gone for good, remove it with --force",
-				core.ErrInvalidArgument, id, remaining, caughtUp, MaxTransferLag, strings.Join(behind, ", "), need, id)
+				core.ErrInvalidArgument, id, remaining, caughtUp, MaxRemovalLag, strings.Join(behind, ", "), need, id)
 		}
 	}
 	if err := m.changeMembership(ctx, "remove member", func(cctx context.Context) error {
