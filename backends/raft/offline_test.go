@@ -173,6 +173,29 @@ func TestRestoreAndBootstrap(t *testing.T) {
 	if _, err := Bootstrap(context.Background(), testOptions(bdir, 2, three)); !errors.Is(err, core.ErrInvalidArgument) {
 		t.Fatalf("Bootstrap of a formatted dir: %v", err)
 	}
+	// The three members, each bootstrapped, start from their directories
+	// as one cluster.
+	bc := &cluster{t: t, voters: three, members: make([]*Provider, 3)}
+	t.Cleanup(bc.stopAll)
+	bc.dirs = []string{filepath.Join(t.TempDir(), "boot1"), bdir, filepath.Join(t.TempDir(), "boot3")}
+	for _, i := range []int{0, 2} {
+		if _, err := Bootstrap(context.Background(), bc.options(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errs := make(chan error, 3)
+	for i := 0; i < 3; i++ {
+		go func(i int) { errs <- bc.start(i) }(i)
+	}
+	for i := 0; i < 3; i++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("start a bootstrapped member: %v", err)
+		}
+	}
+	bc.waitLeader()
+	if _, _, err := core.Create(ctx, bc.client(bc.waitLeader()), "/booted", nil, core.CreateOptions{}); err != nil {
+		t.Fatalf("a write on the bootstrapped cluster: %v", err)
+	}
 	clash := append([]Voter(nil), three...)
 	clash[2].Address = clash[0].Address
 	if _, err := Bootstrap(context.Background(), testOptions(filepath.Join(t.TempDir(), "b2"), 1, clash)); err == nil {
