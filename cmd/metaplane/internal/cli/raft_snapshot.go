@@ -209,7 +209,7 @@ func (of *offlineFlags) options(cmd *cobra.Command) (raft.Options, error) {
 	if of.dataDir == "" {
 		return raft.Options{}, usageError("give the member's data directory with --data-dir DIR")
 	}
-	cfg, err := loadDaemonConfig(cmd.ErrOrStderr(), of.cf.LoadOptions())
+	cfg, err := loadDaemonConfig(of.cf.LoadOptions())
 	if err != nil {
 		return raft.Options{}, err
 	}
