@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -192,13 +193,17 @@ func raftSnapshotStatus(r *raftFlags) *cobra.Command {
 // with no coordinator running: the configuration (as for metaplane
 // coordinator) and --data-dir.
 type offlineFlags struct {
-	cf      *ConfigFlags
-	dataDir string
+	cf              *ConfigFlags
+	dataDir, voters string
+	nodeID          uint64
 }
 
 func addOfflineFlags(cmd *cobra.Command) *offlineFlags {
 	o := &offlineFlags{cf: AddConfigFlags(cmd.Flags())}
-	cmd.Flags().StringVar(&o.dataDir, "data-dir", "", "the member's coordinator.raft.`DIR` (required; overrides the configuration's)")
+	f := cmd.Flags()
+	f.StringVar(&o.dataDir, "data-dir", "", "the member's coordinator.raft.`DIR` (required; overrides the configuration's)")
+	f.Uint64Var(&o.nodeID, "node-id", 0, "the member's `id` (overrides coordinator.raft.node.id)")
+	f.StringVar(&o.voters, "voters", "", "the `id@host:port,...` voter list (overrides coordinator.raft.voters)")
 	return o
 }
 
@@ -218,6 +223,12 @@ func (of *offlineFlags) options(cmd *cobra.Command) (raft.Options, error) {
 	}
 	settings := cfg.Flatten()
 	settings["coordinator.raft.dir"] = of.dataDir
+	if of.nodeID != 0 {
+		settings["coordinator.raft.node.id"] = strconv.FormatUint(of.nodeID, 10)
+	}
+	if of.voters != "" {
+		settings["coordinator.raft.voters"] = of.voters
+	}
 	o, err := raft.OptionsFromSettings(settings)
 	if err != nil {
 		return raft.Options{}, err

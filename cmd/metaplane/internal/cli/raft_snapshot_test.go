@@ -203,7 +203,7 @@ func TestRaftSnapshotAndRecover(t *testing.T) {
 		t.Errorf("snapshot restore without --data-dir: exit %d %s", code, stderr)
 	}
 	stdout, stderr, code = runCLI(t, "raft", "snapshot", "restore", file, "--data-dir", r.dir, "--no-env", "--json",
-		"-D", "coordinator.raft.voters="+rvoters, "-D", "coordinator.raft.node.id=1", "-D", "coordinator.raft.port="+strconv.Itoa(rport))
+		"--voters", rvoters, "--node-id", "1", "-D", "coordinator.raft.port="+strconv.Itoa(rport))
 	var restored restoreReport
 	if code != ExitOK || json.Unmarshal([]byte(stdout), &restored) != nil || restored.Nodes != saved.Nodes {
 		t.Fatalf("snapshot restore: exit %d\n%s%s", code, stdout, stderr)
