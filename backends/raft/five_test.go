@@ -27,7 +27,10 @@ func TestFiveVoters(t *testing.T) {
 	c := startCluster(t, 5, nil)
 	l := c.waitLeader()
 	cl := c.client(l)
-	ctx := ctxT(t)
+	// One bound for the whole test, which restarts members several
+	// times: generous on a busy machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	if _, _, err := core.Create(ctx, cl, "/five", []byte("x"), core.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

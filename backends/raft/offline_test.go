@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/metaplane/metaplane/core"
 )
@@ -23,7 +24,10 @@ func TestUnsafeRecover(t *testing.T) {
 	c := startCluster(t, 3, nil)
 	l := c.waitLeader()
 	cl := c.client(l)
-	ctx := ctxT(t)
+	// One bound for the whole test, which restarts members several
+	// times: generous on a busy machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	var acked []string
 	for i := 0; i < 20; i++ {
 		p := fmt.Sprintf("/w/n%02d", i)
@@ -113,7 +117,10 @@ func TestRestoreAndBootstrap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Raft members")
 	}
-	ctx := ctxT(t)
+	// One bound for the whole test, which restarts members several
+	// times: generous on a busy machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	dir := filepath.Join(t.TempDir(), "restored")
 	voters := newVoters(t, 1)
 	o := testOptions(dir, 1, voters)
@@ -214,17 +221,19 @@ func (c *cluster) mustStatus(i int) core.Status {
 
 func waitApplied(t *testing.T, p *Provider, index int64) {
 	t.Helper()
-	for i := 0; ; i++ {
+	deadline := time.After(30 * time.Second)
+	for {
+		p.m.mu.Lock()
+		ch := p.m.applyC
+		p.m.mu.Unlock()
 		st, err := p.Status()
 		if err == nil && st.AppliedIndex >= index {
 			return
 		}
-		if i > 400 {
-			t.Fatalf("applied %d, want %d", st.AppliedIndex, index)
-		}
 		select {
-		case <-p.m.applyC:
-		case <-ctxT(t).Done():
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("applied %d, want %d", st.AppliedIndex, index)
 		}
 	}
 }
