@@ -76,7 +76,7 @@ func readSnapshot(path string) (*migrate.Tree, int64, error) {
 	}
 	t, err := migrate.Read(f)
 	if err != nil {
-		return nil, 0, &codedErr{code: codeBadFile, error: fmt.Errorf("%s: %w (nothing was written)", path, err)}
+		return nil, 0, &codedErr{code: codeBadFile, error: fmt.Errorf("%s: %w", path, err)}
 	}
 	return t, fi.Size(), nil
 }
@@ -269,6 +269,9 @@ func raftSnapshotRestore(r *raftFlags) *cobra.Command {
 		// Check the whole file before anything is written.
 		tree, _, err := readSnapshot(args[0])
 		if err != nil {
+			if ce, ok := errors.AsType[*codedErr](err); ok {
+				return &codedErr{code: ce.code, error: fmt.Errorf("%w (nothing was written)", ce.error)}
+			}
 			return err
 		}
 		o, err := of.options(cmd)

@@ -39,6 +39,11 @@ func TestRaftGolden(t *testing.T) {
 		{"json-raft-unsafe-recover-no-flag", []string{"raft", "unsafe-recover", "--data-dir", "/nonexistent", "--no-env", "--json"}, ExitUsage},
 		{"raft-unsafe-recover-no-state", []string{"raft", "unsafe-recover", "--i-understand-data-loss", "--data-dir", "/nonexistent", "--no-env"}, ExitFailure},
 		{"raft-bootstrap-no-data-dir", []string{"raft", "bootstrap", "--no-env"}, ExitUsage},
+		{"raft-snapshot-status", []string{"raft", "snapshot", "status", "testdata/cli/snapshot.jsonl"}, ExitOK},
+		{"json-raft-snapshot-status", []string{"raft", "snapshot", "inspect", "testdata/cli/snapshot.jsonl", "--json"}, ExitOK},
+		{"raft-snapshot-status-corrupt", []string{"raft", "snapshot", "status", "testdata/cli/snapshot-corrupt.jsonl"}, ExitFailure},
+		{"json-raft-snapshot-restore-corrupt", []string{"raft", "snapshot", "restore", "testdata/cli/snapshot-corrupt.jsonl", "--data-dir", "testdata/cli/never-created", "--no-env", "--json"}, ExitFailure},
+		{"json-raft-snapshot-status-truncated", []string{"raft", "snapshot", "status", "testdata/cli/snapshot-truncated.jsonl", "--json"}, ExitFailure},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
