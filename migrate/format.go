@@ -46,9 +46,9 @@ type Header struct {
 	// Created is when the export was taken.
 	Created time.Time `json:"created"`
 	// ClusterID and Epoch, when set, are the source quorum's cluster id
-	// and its leader epoch when the tree was read (a Raft snapshot sets
-	// them; a restore continues the epochs above Epoch). Older files have
-	// neither.
+	// and the leader epoch of the coordinator that read the tree (a Raft
+	// snapshot sets them, for operators; the epochs continue through the
+	// /coordinators/epoch node). Older files have neither.
 	ClusterID string `json:"cluster_id,omitempty"`
 	Epoch     int64  `json:"epoch,omitempty"`
 }

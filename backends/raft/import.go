@@ -14,20 +14,13 @@ var _ core.Importer = (*Client)(nil)
 // keeping each node's version, times and next sequential suffix (the
 // store revision of every node is the entry's index). See core.Importer.
 func (c *Client) Import(ctx context.Context, nodes []core.ImportNode, fence core.Fence) error {
-	return c.importNodes(ctx, nodes, fence, 0)
-}
-
-// importNodes is Import, raising the leader epoch to at least epochFloor
-// in the same entry (a restore; 0: no floor, and then nodes must not be
-// empty).
-func (c *Client) importNodes(ctx context.Context, nodes []core.ImportNode, fence core.Fence, epochFloor int64) error {
 	if err := c.check(); err != nil {
 		return err
 	}
-	if (len(nodes) == 0 && epochFloor <= 0) || len(nodes) > core.MaxImportBatch {
+	if len(nodes) == 0 || len(nodes) > core.MaxImportBatch {
 		return fmt.Errorf("%w: import of %d nodes: want 1 to %d per call", core.ErrInvalidArgument, len(nodes), core.MaxImportBatch)
 	}
-	x := &raftv1.Import{Fence: fenceProto(fence), Nodes: make([]*raftv1.ImportNode, len(nodes)), EpochFloor: epochFloor}
+	x := &raftv1.Import{Fence: fenceProto(fence), Nodes: make([]*raftv1.ImportNode, len(nodes))}
 	for i, n := range nodes {
 		if err := core.ValidatePath(n.Path); err != nil {
 			return &core.TxnError{Index: i, Err: err}
@@ -48,7 +41,7 @@ func (c *Client) importNodes(ctx context.Context, nodes []core.ImportNode, fence
 // importNodes applies an Import: every node new, its parent present (or
 // earlier in the batch) and persistent.
 func (a *applier) importNodes(x *raftv1.Import) (*raftv1.CommandResult, *opFailure) {
-	if len(x.GetNodes()) == 0 && x.GetEpochFloor() <= 0 {
+	if len(x.GetNodes()) == 0 {
 		return nil, fail(raftv1.Code_CODE_INVALID_ARGUMENT, -1, "empty import")
 	}
 	if f := a.checkFence(x.GetFence()); f != nil {
@@ -90,13 +83,6 @@ func (a *applier) importNodes(x *raftv1.Import) (*raftv1.CommandResult, *opFailu
 			Cversion: n.GetNextSequence(),
 		}
 		t.addChild(parent, pn, p, rec)
-	}
-	if ls := a.leaderState(); x.GetEpochFloor() > ls.GetEpoch() {
-		// A resigned leadership at the floor: the next leader record gets
-		// an epoch above it (see leader), and no fence of it is valid.
-		ls.Epoch, ls.Resigned = x.GetEpochFloor(), true
-		a.set(keyLeader, mustMarshal(ls))
-		a.notes = append(a.notes, applyNote{kind: noteLeader, leader: ls})
 	}
 	t.flush()
 	return &raftv1.CommandResult{}, nil

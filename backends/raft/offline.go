@@ -136,8 +136,6 @@ type RestoreResult struct {
 	Address   string
 	Nodes     int
 	Batches   int
-	// Epoch is the leader epoch the new cluster's next leader exceeds.
-	Epoch int64
 	// AppliedIndex is the new cluster's applied index after the restore.
 	AppliedIndex uint64
 }
@@ -145,13 +143,13 @@ type RestoreResult struct {
 // Restore makes o.Dir (empty or missing) member o.NodeID of a new
 // single-voter cluster (its own entry of o.Voters; the other voters are
 // not part of it: add them with add-voter) holding nodes, imported in
-// atomic batches with their versions, times and next sequential suffixes,
-// the last batch raising the leader epoch to epochFloor so that the new
-// cluster's epochs continue above the source's. nodes must be in path
-// order, parents first. progress, when set, is called after each batch.
+// atomic batches with their versions, times and next sequential suffixes
+// (a /coordinators/epoch node among them makes the new cluster's epochs
+// continue above its value). nodes must be in path order, parents first.
+// progress, when set, is called after each batch.
 // The member listens on an ephemeral loopback port while it restores.
 // Errors: ErrInvalidArgument (a non-empty dir, a bad node), the import's.
-func Restore(ctx context.Context, o Options, nodes []core.ImportNode, epochFloor int64, progress func(done, total int)) (RestoreResult, error) {
+func Restore(ctx context.Context, o Options, nodes []core.ImportNode, progress func(done, total int)) (RestoreResult, error) {
 	o = o.withDefaults()
 	o.Join = false
 	self, err := selfVoter(o)
@@ -177,33 +175,24 @@ func Restore(ctx context.Context, o Options, nodes []core.ImportNode, epochFloor
 	if err != nil {
 		return RestoreResult{}, err
 	}
-	res := RestoreResult{ClusterID: p.m.clusterID, NodeID: o.NodeID, Address: self.Address, Epoch: epochFloor}
+	res := RestoreResult{ClusterID: p.m.clusterID, NodeID: o.NodeID, Address: self.Address}
 	const batchBytes = 2 << 20
-	for start := 0; start < len(nodes) || res.Batches == 0; {
+	for start := 0; start < len(nodes); {
 		end, size := start, 0
 		for end < len(nodes) && end-start < core.MaxImportBatch && (end == start || size+len(nodes[end].Data) <= batchBytes) {
 			size += len(nodes[end].Data)
 			end++
 		}
-		floor := int64(0)
-		if end == len(nodes) {
-			floor = epochFloor
-		}
-		if end > start || floor > 0 {
-			if err := c.importNodes(ctx, nodes[start:end], core.Fence{}, floor); err != nil {
-				if i := core.FailedOpIndex(err); i >= 0 && start+i < len(nodes) {
-					return res, fmt.Errorf("restore %s: %w", nodes[start+i].Path, err)
-				}
-				return res, err
+		if err := c.Import(ctx, nodes[start:end], core.Fence{}); err != nil {
+			if i := core.FailedOpIndex(err); i >= 0 && start+i < len(nodes) {
+				return res, fmt.Errorf("restore %s: %w", nodes[start+i].Path, err)
 			}
-			res.Batches++
+			return res, err
 		}
+		res.Batches++
 		res.Nodes, start = end, end
 		if progress != nil {
 			progress(res.Nodes, len(nodes))
-		}
-		if end == len(nodes) {
-			break
 		}
 	}
 	if err := c.Close(); err != nil {

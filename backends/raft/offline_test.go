@@ -111,7 +111,7 @@ func TestUnsafeRecover(t *testing.T) {
 
 // TestRestoreAndBootstrap: Restore refuses a non-empty dir, then makes a
 // single-voter cluster from nodes with their versions and times, whose
-// next leader's epoch is above the floor; Bootstrap formats an empty dir
+// next leader's epoch is above the tree's /coordinators/epoch; Bootstrap formats an empty dir
 // and refuses a non-empty one and an address clash.
 func TestRestoreAndBootstrap(t *testing.T) {
 	if testing.Short() {
@@ -126,19 +126,20 @@ func TestRestoreAndBootstrap(t *testing.T) {
 	o := testOptions(dir, 1, voters)
 	nodes := []core.ImportNode{
 		{Path: "/a", Data: []byte("a"), Version: 7, CreateTime: 1000, ModifyTime: 2000},
+		{Path: "/coordinators"}, {Path: "/coordinators/epoch", Data: []byte("40")},
 		{Path: "/a/b", Data: []byte("b"), Version: 3, CreateTime: 1500, ModifyTime: 2500, NextSequence: 12},
 	}
 	os.MkdirAll(dir, 0o750)
 	os.WriteFile(filepath.Join(dir, "x"), nil, 0o640)
-	if _, err := Restore(ctx, o, nodes, 40, nil); !errors.Is(err, core.ErrInvalidArgument) {
+	if _, err := Restore(ctx, o, nodes, nil); !errors.Is(err, core.ErrInvalidArgument) {
 		t.Fatalf("Restore into a non-empty dir: %v", err)
 	}
 	os.Remove(filepath.Join(dir, "x"))
-	res, err := Restore(ctx, o, nodes, 40, nil)
+	res, err := Restore(ctx, o, nodes, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Nodes != 2 || res.Batches != 1 {
+	if res.Nodes != 4 || res.Batches != 1 {
 		t.Fatalf("Restore: %+v", res)
 	}
 	p := NewProvider(o)

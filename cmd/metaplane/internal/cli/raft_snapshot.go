@@ -284,7 +284,7 @@ func raftSnapshotRestore(r *raftFlags) *cobra.Command {
 				CreateTime: n.CreateTime, ModifyTime: n.ModifyTime, NextSequence: n.NextSequence}
 		}
 		progress := cmd.ErrOrStderr()
-		res, err := raft.Restore(cmd.Context(), o, nodes, tree.Header.Epoch, func(done, total int) {
+		res, err := raft.Restore(cmd.Context(), o, nodes, func(done, total int) {
 			fmt.Fprintf(progress, "restored %d of %d nodes\n", done, total)
 		})
 		if err != nil {

@@ -297,13 +297,9 @@ func (*Command_Import) isCommand_Body() {}
 // Import creates nodes in bulk (core.Importer), atomically, with the
 // source's versions, times and child sequences.
 type Import struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	Nodes []*ImportNode          `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
-	Fence *Fence                 `protobuf:"bytes,2,opt,name=fence,proto3" json:"fence,omitempty"`
-	// epoch_floor, when above the current leader epoch, raises it (as a
-	// resigned leadership) so that the next leader's epoch is above it: a
-	// restore continues the source's epochs.
-	EpochFloor    int64 `protobuf:"varint,3,opt,name=epoch_floor,json=epochFloor,proto3" json:"epoch_floor,omitempty"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Nodes         []*ImportNode          `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Fence         *Fence                 `protobuf:"bytes,2,opt,name=fence,proto3" json:"fence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -350,13 +346,6 @@ func (x *Import) GetFence() *Fence {
 		return x.Fence
 	}
 	return nil
-}
-
-func (x *Import) GetEpochFloor() int64 {
-	if x != nil {
-		return x.EpochFloor
-	}
-	return 0
 }
 
 // ImportNode is one node of an Import (core.ImportNode).
@@ -1797,12 +1786,10 @@ const file_proto_metaplane_raft_v1_raft_proto_rawDesc = "" +
 	"\n" +
 	"id_reserve\x18\b \x01(\v2!.metaplane.raft.v1.IDBlockReserveH\x00R\tidReserve\x123\n" +
 	"\x06import\x18\t \x01(\v2\x19.metaplane.raft.v1.ImportH\x00R\x06importB\x06\n" +
-	"\x04body\"\x8e\x01\n" +
+	"\x04body\"m\n" +
 	"\x06Import\x123\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x1d.metaplane.raft.v1.ImportNodeR\x05nodes\x12.\n" +
-	"\x05fence\x18\x02 \x01(\v2\x18.metaplane.raft.v1.FenceR\x05fence\x12\x1f\n" +
-	"\vepoch_floor\x18\x03 \x01(\x03R\n" +
-	"epochFloor\"\xb5\x01\n" +
+	"\x05fence\x18\x02 \x01(\v2\x18.metaplane.raft.v1.FenceR\x05fence\"\xb5\x01\n" +
 	"\n" +
 	"ImportNode\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
