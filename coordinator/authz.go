@@ -118,6 +118,9 @@ var methodAccess = map[string]access{
 	adminv1.AdminService_TransferRaftLeadership_FullMethodName:   onCluster(OpAlter),
 	adminv1.AdminService_AddRaftVoter_FullMethodName:             onCluster(OpAlter),
 	adminv1.AdminService_RemoveRaftVoter_FullMethodName:          onCluster(OpAlter),
+	// A backup is the whole tree, ACLs included: what READ of the cluster
+	// already gives the metadata stream.
+	adminv1.AdminService_SaveRaftSnapshot_FullMethodName: onCluster(OpRead),
 
 	adminv1.TabletServerService_RegisterTabletServer_FullMethodName:  onCluster(OpWrite),
 	adminv1.TabletServerService_TabletServerHeartbeat_FullMethodName: onCluster(OpWrite),
