@@ -10,8 +10,8 @@ import (
 	"github.com/metaplane/metaplane/core"
 )
 
-// memoryStore adapts a memory.Store to conformance.Store and
-// conformance.Compactor.
+// memoryStore adapts a memory.Store to conformance.Store,
+// conformance.Compactor and conformance.Silencer.
 type memoryStore struct{ s *memory.Store }
 
 func (m memoryStore) NewClient(t conformance.T, opts conformance.ClientOptions) core.MetadataBackend {
@@ -25,6 +25,12 @@ func (m memoryStore) ExpireSession(t conformance.T, c core.MetadataBackend) {
 	if err := c.(core.SessionExpirer).ExpireSession(context.Background()); err != nil {
 		t.Fatalf("expire session: %v", err)
 	}
+}
+
+// Silence stops c's heartbeats (conformance.Silencer): its session then
+// really expires after its timeout.
+func (m memoryStore) Silence(t conformance.T, c core.MetadataBackend) {
+	c.(*memory.Backend).PauseHeartbeats()
 }
 
 func (m memoryStore) Compact(t conformance.T, revision int64) { m.s.Compact(revision) }

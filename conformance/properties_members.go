@@ -335,8 +335,8 @@ func memberProperties() []Property {
 			},
 		},
 		{
-			Name:        "Session/Timeout/Honoured",
-			Description: "a client's session has the timeout it asked for, within 25%, for 4 s and 12 s",
+			Name:        "Session/Timeout/Reported",
+			Description: "a client's session reports the timeout it asked for, within 25%, for 4 s and 12 s",
 			run: func(e *env) {
 				for _, want := range []time.Duration{4 * time.Second, 12 * time.Second} {
 					c := e.store.NewClient(e.t, ClientOptions{SessionTimeout: want})

@@ -199,3 +199,98 @@ func sessionProperties() []Property {
 		},
 	}
 }
+
+// Session/Timeout/Honoured's timings (see docs/conformance.md, "What the
+// suite assumes of timing").
+const (
+	// honouredTimeout is the session timeout the property asks for.
+	honouredTimeout = 2 * time.Second
+	// honouredSlack is added to the latest expiry the timeout allows, for
+	// a loaded machine (times Harness.TimeScale).
+	honouredSlack = 5 * time.Second
+)
+
+// honouredBounds returns the earliest and latest time after a client with
+// session timeout asked (reported: reported) is silenced at which its
+// ephemerals may disappear: no earlier than 3/4 of asked less a third of
+// it (the last heartbeat may have come up to a third of the timeout
+// before the silence, for a client that renews every third of it), no
+// later than 5/4 of the reported timeout plus slack.
+func honouredBounds(asked, reported, slack time.Duration) (earliest, latest time.Duration) {
+	return asked*3/4 - asked/3, reported*5/4 + slack
+}
+
+func sessionTimeoutProperties() []Property {
+	return []Property{{
+		Name:        "Session/Timeout/Honoured",
+		Needs:       NeedsSilencer,
+		Description: "a client silenced through the harness (no heartbeats, as if crashed or partitioned) loses its 2 s session: its ephemeral disappears for another client no earlier than 3/4 of the timeout less a third of it after the silence and no later than 5/4 of it plus 5 s; a client heartbeating all along keeps its session and its ephemeral over three timeouts, with no SessionExpired event",
+		run: func(e *env) {
+			silent := e.store.NewClient(e.t, ClientOptions{SessionTimeout: honouredTimeout})
+			kept := e.store.NewClient(e.t, ClientOptions{SessionTimeout: honouredTimeout})
+			reported := silent.Session().Timeout
+			for _, c := range []core.MetadataBackend{silent, kept} {
+				if got := c.Session().Timeout; got < honouredTimeout*3/4 || got > honouredTimeout*5/4 {
+					e.t.Fatalf("asked for a session timeout of %v, got %v", honouredTimeout, got)
+				}
+			}
+			events, err := kept.SessionEvents(e.ctx)
+			e.ok(err, "session events of the kept-alive client")
+			keptID, silentID := kept.Session().ID, silent.Session().ID
+			e.create(kept, p("kept"), nil, core.Ephemeral)
+			e.create(silent, p("silent"), nil, core.Ephemeral)
+			if owner := e.stat(e.c0, p("silent")).EphemeralOwner; owner != silentID {
+				e.t.Fatalf("the silenced client's ephemeral is owned by %#x, want its session %#x", owner, silentID)
+			}
+			earliest, latest := honouredBounds(honouredTimeout, reported, e.h.scale(honouredSlack))
+
+			start := time.Now()
+			e.store.(Silencer).Silence(e.t, silent)
+			var gone time.Duration
+			for {
+				_, ok, err := core.Exists(e.ctx, e.c0, p("silent"))
+				now := time.Since(start)
+				if err == nil && !ok {
+					gone = now
+					break
+				}
+				if now > latest {
+					e.t.Fatalf("the silenced client's ephemeral still there %v after the silence (last error %v): want it gone within %v (session timeout %v)", now.Round(time.Millisecond), err, latest, reported)
+				}
+				select {
+				case <-e.ctx.Done():
+					e.t.Fatalf("property context ended waiting for the silenced client's ephemeral to go")
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			e.t.Logf("the silenced client's ephemeral went %v after the silence (session timeout %v)", gone.Round(time.Millisecond), reported)
+			if gone < earliest {
+				e.t.Fatalf("the silenced client's ephemeral went %v after the silence, before the earliest %v its %v session timeout allows", gone.Round(time.Millisecond), earliest, honouredTimeout)
+			}
+
+			// The kept-alive client, meanwhile, heartbeats: over three
+			// timeouts from the silence it keeps its session.
+			clockPasses(3*honouredTimeout - time.Since(start))
+			for {
+				select {
+				case ev := <-events:
+					if ev.State == core.SessionExpired || ev.State == core.SessionClosed || ev.SessionID != keptID {
+						e.t.Fatalf("the kept-alive client got session event %v (session %#x) within three timeouts", ev, keptID)
+					}
+					continue
+				default:
+				}
+				break
+			}
+			// A loaded machine may suspend it for a moment, never expire it.
+			e.eventually("the kept-alive client to be connected", func() bool { return kept.Session().State == core.SessionConnected })
+			if s := kept.Session(); s.ID != keptID {
+				e.t.Fatalf("the kept-alive client's session is %+v after three timeouts, want %#x", s, keptID)
+			}
+			if owner := e.stat(e.c0, p("kept")).EphemeralOwner; owner != keptID {
+				e.t.Fatalf("the kept-alive client's ephemeral is owned by %#x after three timeouts, want %#x", owner, keptID)
+			}
+			e.create(kept, p("kept-after"), nil, core.Ephemeral)
+		},
+	}}
+}

@@ -21,7 +21,8 @@ import (
 // Capability names a Property may need. The first group are
 // core.Capabilities fields declared by the backend; HarnessCompactor is a
 // feature of the harness's Store (see Compactor), and so is
-// NeedsDescriptor (see Describer) and NeedsSpareMember (see SpareMaker).
+// NeedsDescriptor (see Describer), NeedsSpareMember (see SpareMaker) and
+// NeedsSilencer (see Silencer).
 const (
 	NeedsExactHistory   = "ExactHistory"
 	NeedsStaleReads     = "StaleReads"
@@ -32,6 +33,7 @@ const (
 	NeedsCompactor      = "Compactor"
 	NeedsDescriptor     = "Descriptor"
 	NeedsSpareMember    = "SpareMember"
+	NeedsSilencer       = "Silencer"
 
 	NeedsFollowerReads = "LinearizableFollowerReads"
 	NeedsMembership    = "Membership"
@@ -93,6 +95,18 @@ type SpareMaker interface {
 	SpareMember(t T) (id, address string, start func() core.MetadataBackend)
 }
 
+// Silencer is implemented by a harness's Store that can cut one client off
+// as a crashed or partitioned client would be, without closing it, for
+// Session/Timeout/Honoured. Without it that property is skipped.
+type Silencer interface {
+	// Silence stops c's heartbeats for good: from its return on, c's
+	// session gets no renewal, so the backend must expire it after its
+	// timeout, and c's calls may hang or fail. The suite does not use c
+	// afterwards except to close it at cleanup, which must still return
+	// (the store may, for instance, cut c's connection at cleanup first).
+	Silence(t T, c core.MetadataBackend)
+}
+
 // Properties returns the suite's properties in the order they run. The
 // slice belongs to the caller.
 func Properties() []Property {
@@ -100,7 +114,7 @@ func Properties() []Property {
 	for _, group := range [][]Property{
 		pathProperties(), createProperties(), sequentialReuseProperties(), readProperties(),
 		writeProperties(), statProperties(), txnProperties(), sessionProperties(),
-		watchProperties(), slowConsumerProperties(), snapshotProperties(), snapshotWriterProperties(),
+		sessionTimeoutProperties(), watchProperties(), slowConsumerProperties(), snapshotProperties(), snapshotWriterProperties(),
 		electionProperties(), blockedProperties(), idProperties(), leaseProperties(), importProperties(), contextProperties(),
 		closedProperties(), faultProperties(), statusProperties(), memberProperties(), descriptorProperties(),
 	} {
@@ -407,6 +421,12 @@ func (e *env) has(name string) (bool, string) {
 		_, ok = e.store.(SpareMaker)
 		if !ok {
 			return false, fmt.Sprintf("harness %q does not implement conformance.SpareMaker", e.h.Name)
+		}
+		return true, ""
+	case NeedsSilencer:
+		_, ok = e.store.(Silencer)
+		if !ok {
+			return false, fmt.Sprintf("harness %q does not implement conformance.Silencer", e.h.Name)
 		}
 		return true, ""
 	default:

@@ -133,7 +133,7 @@ func TestPropertiesNamedAndUnique(t *testing.T) {
 		seen[p.Name] = true
 		for _, need := range strings.Split(p.Needs, "+") {
 			switch need {
-			case "", NeedsExactHistory, NeedsStaleReads, NeedsLeases, NeedsFaultInjection, NeedsNativeIDs, NeedsImport, NeedsCompactor, NeedsDescriptor, NeedsSpareMember, NeedsFollowerReads, NeedsMembership:
+			case "", NeedsExactHistory, NeedsStaleReads, NeedsLeases, NeedsFaultInjection, NeedsNativeIDs, NeedsImport, NeedsCompactor, NeedsDescriptor, NeedsSpareMember, NeedsSilencer, NeedsFollowerReads, NeedsMembership:
 			default:
 				t.Errorf("property %q needs unknown capability %q", p.Name, need)
 			}

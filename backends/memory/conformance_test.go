@@ -10,7 +10,8 @@ import (
 )
 
 // harnessStore adapts a memory.Store to conformance.Store (and
-// conformance.Compactor, so the compaction properties run too).
+// conformance.Compactor and conformance.Silencer, so the compaction and
+// session-timeout properties run too).
 type harnessStore struct{ s *memory.Store }
 
 func (h harnessStore) NewClient(t conformance.T, opts conformance.ClientOptions) core.MetadataBackend {
@@ -24,6 +25,12 @@ func (h harnessStore) ExpireSession(t conformance.T, c core.MetadataBackend) {
 	if err := c.(*memory.Backend).ExpireSession(context.Background()); err != nil {
 		t.Fatalf("expire session: %v", err)
 	}
+}
+
+// Silence stops c's heartbeats (conformance.Silencer): its session then
+// really expires after its timeout.
+func (h harnessStore) Silence(t conformance.T, c core.MetadataBackend) {
+	c.(*memory.Backend).PauseHeartbeats()
 }
 
 func (h harnessStore) Compact(t conformance.T, revision int64) { h.s.Compact(revision) }
