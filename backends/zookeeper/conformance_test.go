@@ -2,6 +2,7 @@ package zookeeper
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,20 +14,47 @@ import (
 )
 
 // zkStore is one conformance store: a fresh root on the shared server.
+// Each client reaches the server through a proxy of its own, so that
+// Silence can partition one client (conformance.Silencer).
 type zkStore struct {
 	opts Options
+
+	mu      sync.Mutex
+	proxies map[core.MetadataBackend]*zktest.Proxy
 }
 
 func (s *zkStore) NewClient(t conformance.T, co conformance.ClientOptions) core.MetadataBackend {
 	t.Helper()
+	proxy := zktest.StartProxy(t.(testing.TB), s.opts.Address)
+	o := s.opts
+	o.Address = proxy.Addr()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	b, err := Open(ctx, s.opts, core.ClientOptions{SessionTimeout: co.SessionTimeout, Name: t.Name()})
+	b, err := Open(ctx, o, core.ClientOptions{SessionTimeout: co.SessionTimeout, Name: t.Name()})
 	if err != nil {
 		t.Fatalf("open ZooKeeper client: %v", err)
 	}
 	t.Cleanup(func() { b.Close() })
+	s.mu.Lock()
+	s.proxies[b] = proxy
+	s.mu.Unlock()
 	return b
+}
+
+// Silence blackholes c's proxy: c's connection stays open but carries
+// nothing, as in a partition, so the server hears no heartbeat and
+// expires c's session after its timeout. At cleanup the proxy refuses
+// c's connections, so that c's Close returns at once.
+func (s *zkStore) Silence(t conformance.T, c core.MetadataBackend) {
+	t.Helper()
+	s.mu.Lock()
+	proxy := s.proxies[c]
+	s.mu.Unlock()
+	if proxy == nil {
+		t.Fatalf("client %p was not opened by this store", c)
+	}
+	proxy.SetMode(zktest.Blackhole)
+	t.Cleanup(proxy.Cut)
 }
 
 func (s *zkStore) ExpireSession(t conformance.T, c core.MetadataBackend) {
@@ -46,7 +74,7 @@ func TestConformance(t *testing.T) {
 		Name: "zookeeper",
 		NewStore: func(ct conformance.T) conformance.Store {
 			tt := ct.(testing.TB)
-			return &zkStore{opts: testOptions(tt)}
+			return &zkStore{opts: testOptions(tt), proxies: map[core.MetadataBackend]*zktest.Proxy{}}
 		},
 	})
 }
