@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/metaplane/metaplane/core"
@@ -37,6 +38,10 @@ type Client struct {
 	expiredC chan int64
 	stop     chan struct{}
 	wg       sync.WaitGroup
+	// silenced, a test hook (the conformance harness's Silence), stops
+	// the renewals, as if the client had crashed: its session then
+	// expires by its timeout, and so does each one granted after.
+	silenced atomic.Bool
 
 	// events fans the session events out; leaders the coordinator leader,
 	// published by the member under m.mu on every change (see
@@ -143,6 +148,9 @@ func (c *Client) sessionLoop() {
 }
 
 func (c *Client) renew() {
+	if c.silenced.Load() {
+		return
+	}
 	c.mu.Lock()
 	id, state := c.session, c.state
 	c.mu.Unlock()

@@ -90,6 +90,13 @@ func (s *memberStore) ExpireSession(t conformance.T, c core.MetadataBackend) {
 	}
 }
 
+// Silence stops c's renewals (conformance.Silencer): a client runs in its
+// member's process, so a crashed client is its renewal loop stopped; the
+// leader then expires its session by its timeout.
+func (s *memberStore) Silence(t conformance.T, c core.MetadataBackend) {
+	c.(*Client).silenced.Store(true)
+}
+
 func TestConformanceOneVoter(t *testing.T) {
 	conformance.Run(t, conformance.Harness{Name: "raft (1 voter, in-process)", NewStore: func(t conformance.T) conformance.Store {
 		return newMemberStore(t, 1)

@@ -179,22 +179,57 @@ type procStore struct {
 	v    *voterProcs
 	mu   sync.Mutex
 	next int
+	// voterOf is the voter (index) each client was opened on.
+	voterOf map[core.MetadataBackend]int
 }
 
 func (s *procStore) NewClient(t conformance.T, opts conformance.ClientOptions) core.MetadataBackend {
 	t.Helper()
 	s.mu.Lock()
-	p := s.v.plugins[s.next%len(s.v.plugins)]
+	i := s.next % len(s.v.plugins)
 	s.next++
 	s.mu.Unlock()
 	// A conformance client: the plugin's backend, not the host, answers
 	// calls with ended contexts and calls after Close.
-	c, err := openClient(p.NewConformanceClient, core.ClientOptions{SessionTimeout: opts.SessionTimeout, Name: t.Name()})
+	c, err := openClient(s.v.plugins[i].NewConformanceClient, core.ClientOptions{SessionTimeout: opts.SessionTimeout, Name: t.Name()})
 	if err != nil {
 		t.Fatalf("open a plugin client: %v", err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
+	s.mu.Lock()
+	if s.voterOf == nil {
+		s.voterOf = map[core.MetadataBackend]int{}
+	}
+	s.voterOf[c] = i
+	s.mu.Unlock()
 	return c
+}
+
+// silencingProcStore is a procStore of several voters that implements
+// conformance.Silencer: a client lives in its voter's process, so a
+// crashed client is a frozen process holding only that client.
+type silencingProcStore struct{ *procStore }
+
+// Silence freezes (SIGSTOP) the voter process holding c, which must hold
+// no other client of the store; it is thawed (SIGCONT) at cleanup. Its
+// sessions then get no renewal, and the other voters' leader (a new one
+// if the frozen voter led) expires them by their timeout.
+func (s silencingProcStore) Silence(t conformance.T, c core.MetadataBackend) {
+	t.Helper()
+	s.mu.Lock()
+	i, ok := s.voterOf[c]
+	others := 0
+	for o, j := range s.voterOf {
+		if j == i && o != c {
+			others++
+		}
+	}
+	s.mu.Unlock()
+	if !ok || others > 0 {
+		t.Fatalf("cannot silence client %p alone: opened here %v, %d other clients on its voter", c, ok, others)
+	}
+	s.v.signal(i, syscall.SIGSTOP)
+	t.Cleanup(func() { s.v.signal(i, syscall.SIGCONT) })
 }
 
 func (s *procStore) ExpireSession(t conformance.T, c core.MetadataBackend) {
@@ -255,7 +290,12 @@ func procHarness(n int) conformance.Harness {
 		if !ok {
 			t.Fatalf("conformance.T %T is not a testing.TB", t)
 		}
-		return &procStore{v: startProcs(tb, n)}
+		s := &procStore{v: startProcs(tb, n)}
+		if n < 3 {
+			// Freezing the only voter's process would stop the store.
+			return s
+		}
+		return silencingProcStore{s}
 	}}
 }
 
