@@ -2,7 +2,6 @@ package zookeeper
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,48 +12,50 @@ import (
 	"github.com/metaplane/metaplane/plugins/plugintest"
 )
 
-// zkStore is one conformance store: a fresh root on the shared server.
-// Each client reaches the server through a proxy of its own, so that
-// Silence can partition one client (conformance.Silencer).
+// zkStore is one conformance store: a fresh root on the shared server,
+// reached through a session proxy of its own, so that Silence can
+// partition one client (conformance.Silencer).
 type zkStore struct {
 	opts Options
+	silencer
+}
 
-	mu      sync.Mutex
-	proxies map[core.MetadataBackend]*zktest.Proxy
+func newZKStore(t testing.TB) *zkStore {
+	o := testOptions(t)
+	proxy := zktest.StartSessionProxy(t, o.Address)
+	o.Address = proxy.Addr()
+	return &zkStore{opts: o, silencer: silencer{proxy}}
 }
 
 func (s *zkStore) NewClient(t conformance.T, co conformance.ClientOptions) core.MetadataBackend {
 	t.Helper()
-	proxy := zktest.StartProxy(t.(testing.TB), s.opts.Address)
-	o := s.opts
-	o.Address = proxy.Addr()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	b, err := Open(ctx, o, core.ClientOptions{SessionTimeout: co.SessionTimeout, Name: t.Name()})
+	b, err := Open(ctx, s.opts, core.ClientOptions{SessionTimeout: co.SessionTimeout, Name: t.Name()})
 	if err != nil {
 		t.Fatalf("open ZooKeeper client: %v", err)
 	}
 	t.Cleanup(func() { b.Close() })
-	s.mu.Lock()
-	s.proxies[b] = proxy
-	s.mu.Unlock()
 	return b
 }
 
-// Silence blackholes c's proxy: c's connection stays open but carries
-// nothing, as in a partition, so the server hears no heartbeat and
-// expires c's session after its timeout. At cleanup the proxy refuses
-// c's connections, so that c's Close returns at once.
-func (s *zkStore) Silence(t conformance.T, c core.MetadataBackend) {
+// silencer implements conformance.Silencer for a store whose clients reach
+// the server through proxy.
+type silencer struct{ proxy *zktest.Proxy }
+
+// Silence blackholes c's session at the proxy: its connection stays open
+// but carries nothing, and so does every reconnect for the session, as in
+// a partition of that client alone; the server hears no heartbeat and
+// expires the session after its timeout. At cleanup the proxy cuts the
+// session's connections, so that c's Close returns at once.
+func (s silencer) Silence(t conformance.T, c core.MetadataBackend) {
 	t.Helper()
-	s.mu.Lock()
-	proxy := s.proxies[c]
-	s.mu.Unlock()
-	if proxy == nil {
-		t.Fatalf("client %p was not opened by this store", c)
+	id := c.Session().ID
+	if id == 0 {
+		t.Fatalf("client %p has no session to silence", c)
 	}
-	proxy.SetMode(zktest.Blackhole)
-	t.Cleanup(proxy.Cut)
+	s.proxy.SilenceSession(id)
+	t.Cleanup(func() { s.proxy.CutSession(id) })
 }
 
 func (s *zkStore) ExpireSession(t conformance.T, c core.MetadataBackend) {
@@ -73,15 +74,23 @@ func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.Harness{
 		Name: "zookeeper",
 		NewStore: func(ct conformance.T) conformance.Store {
-			tt := ct.(testing.TB)
-			return &zkStore{opts: testOptions(tt), proxies: map[core.MetadataBackend]*zktest.Proxy{}}
+			return newZKStore(ct.(testing.TB))
 		},
 	})
 }
 
+// pluginStore is a plugin harness's store whose plugin reaches the server
+// through a session proxy, so that Silence can partition one of its
+// clients although one process holds them all.
+type pluginStore struct {
+	*plugintest.Store
+	silencer
+}
+
 // TestConformancePluginProcess runs the suite across a real plugin process
 // (metaplane-backend-zookeeper) against the shared server: one plugin
-// process per property, each with its own zookeeper.path.root.
+// process per property, each with its own zookeeper.path.root, reaching
+// the server through a session proxy of its own.
 func TestConformancePluginProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a plugin process per property; skipped with -short")
@@ -91,15 +100,21 @@ func TestConformancePluginProcess(t *testing.T) {
 	conformance.Run(t, conformance.Harness{
 		Name: "zookeeper plugin",
 		NewStore: func(ct conformance.T) conformance.Store {
-			root := zktest.UniqueRoot(ct.(testing.TB))
+			tb := ct.(testing.TB)
+			root := zktest.UniqueRoot(tb)
+			proxy := zktest.StartSessionProxy(tb, srv.ConnectString())
 			h := plugintest.Harness(bin, plugintest.Options{Config: map[string]string{
-				"zookeeper.address":                   srv.ConnectString(),
+				"zookeeper.address":                   proxy.Addr(),
 				"zookeeper.path.root":                 root,
 				"zookeeper.client.session-timeout":    "4s",
 				"zookeeper.client.connection-timeout": "10s",
 				"zookeeper.client.retry-wait":         "100ms",
 			}})
-			return h.NewStore(ct)
+			ps, ok := h.NewStore(ct).(*plugintest.Store)
+			if !ok {
+				ct.Fatalf("the plugin harness's store is not a *plugintest.Store")
+			}
+			return pluginStore{ps, silencer{proxy}}
 		},
 	})
 }

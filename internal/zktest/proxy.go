@@ -1,7 +1,9 @@
 package zktest
 
 import (
+	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -33,10 +35,20 @@ type Proxy struct {
 	conns map[*proxyConn]struct{}
 	wg    sync.WaitGroup
 	done  bool
+	// sessions: the proxy reads the ZooKeeper handshake of each
+	// connection (StartSessionProxy); silenced are the sessions
+	// SilenceSession froze (Blackhole) or CutSession cut (Refuse).
+	sessions bool
+	silenced map[int64]ProxyMode
 }
 
 type proxyConn struct {
 	client, server net.Conn
+	// session is the ZooKeeper session the connection carries, once its
+	// handshake has been seen (0 before); frozen, set under Proxy.mu,
+	// stops relaying on it, as Blackhole does for all.
+	session int64
+	frozen  bool
 }
 
 func (pc *proxyConn) close() {
@@ -53,7 +65,7 @@ func NewProxy(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("zktest: proxy listen: %w", err)
 	}
-	p := &Proxy{target: target, ln: ln, conns: map[*proxyConn]struct{}{}}
+	p := &Proxy{target: target, ln: ln, conns: map[*proxyConn]struct{}{}, silenced: map[int64]ProxyMode{}}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -67,6 +79,18 @@ func StartProxy(t testing.TB, target string) *Proxy {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
+	return p
+}
+
+// StartSessionProxy is StartProxy for ZooKeeper clients only: the proxy
+// also reads each connection's handshake, to learn its session, so that
+// SilenceSession and CutSession can single one session out.
+func StartSessionProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	p := StartProxy(t, target)
+	p.mu.Lock()
+	p.sessions = true
+	p.mu.Unlock()
 	return p
 }
 
@@ -116,11 +140,96 @@ func (p *Proxy) Restore() {
 	}
 }
 
-func (p *Proxy) currentMode() ProxyMode {
+// SilenceSession (on a StartSessionProxy) blackholes one ZooKeeper
+// session: its connections stay open but carry nothing, and a reconnect
+// that asks for the session is accepted and never answered, as if that
+// client alone were partitioned; other sessions' connections are relayed
+// as before. The proxy learns a connection's session from its handshake
+// (the session id in the client's ConnectRequest and the server's
+// ConnectResponse).
+func (p *Proxy) SilenceSession(id int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.mode
+	p.silenced[id] = Blackhole
+	for pc := range p.conns {
+		if pc.session == id {
+			pc.frozen = true
+		}
+	}
 }
+
+// CutSession closes the connections of a session SilenceSession froze and
+// closes its reconnects at once (so that its client's Close returns
+// without waiting out a timeout); other sessions are left alone.
+func (p *Proxy) CutSession(id int64) {
+	p.mu.Lock()
+	var victims []*proxyConn
+	for pc := range p.conns {
+		if pc.session == id {
+			victims = append(victims, pc)
+			delete(p.conns, pc)
+		}
+	}
+	p.silenced[id] = Refuse
+	p.mu.Unlock()
+	for _, pc := range victims {
+		pc.close()
+	}
+}
+
+// relaying reports whether pc may carry bytes now.
+func (p *Proxy) relaying(pc *proxyConn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mode != Blackhole && !pc.frozen
+}
+
+// handshake reads the first frame from one side of pc (a ZooKeeper
+// ConnectRequest from the client, a ConnectResponse from the server),
+// notes the session id it names (at offset at in the frame's body) and
+// returns the bytes read, to relay. A frame too short to hold a session
+// id, or too long to be a handshake (the proxy may carry other protocols),
+// is relayed as it is. A connection of a session CutSession cut fails.
+func (p *Proxy) handshake(pc *proxyConn, from net.Conn, at int) ([]byte, error) {
+	var head [4]byte
+	if _, err := io.ReadFull(from, head[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(head[:])
+	if n > maxHandshake {
+		return head[:], nil
+	}
+	frame := make([]byte, 4+n)
+	copy(frame, head[:])
+	if _, err := io.ReadFull(from, frame[4:]); err != nil {
+		return nil, err
+	}
+	if body := frame[4:]; len(body) >= at+8 {
+		if id := int64(binary.BigEndian.Uint64(body[at:])); id != 0 {
+			p.mu.Lock()
+			pc.session = id
+			mode, silenced := p.silenced[id]
+			pc.frozen = pc.frozen || silenced
+			p.mu.Unlock()
+			if mode == Refuse {
+				return nil, fmt.Errorf("zktest: proxy: session %#x is cut", id)
+			}
+		}
+	}
+	return frame, nil
+}
+
+// maxHandshake bounds a handshake frame (a ConnectRequest is 48 bytes
+// and a little more).
+const maxHandshake = 1 << 10
+
+// Offsets of the session id in a ConnectRequest (after protocolVersion,
+// lastZxidSeen and timeOut) and a ConnectResponse (after protocolVersion
+// and timeOut).
+const (
+	requestSessionAt  = 4 + 8 + 4
+	responseSessionAt = 4 + 4
+)
 
 func (p *Proxy) accept() {
 	defer p.wg.Done()
@@ -151,8 +260,8 @@ func (p *Proxy) accept() {
 			continue
 		}
 		p.wg.Add(2)
-		go p.pipe(pc, pc.client, pc.server)
-		go p.pipe(pc, pc.server, pc.client)
+		go p.pipe(pc, pc.client, pc.server, requestSessionAt)
+		go p.pipe(pc, pc.server, pc.client, responseSessionAt)
 	}
 }
 
@@ -168,13 +277,27 @@ func (p *Proxy) track(pc *proxyConn) bool {
 	return true
 }
 
-func (p *Proxy) pipe(pc *proxyConn, from, to net.Conn) {
+// pipe relays from one side of pc to the other, after its handshake
+// frame (whose session id is at offset at, see handshake).
+func (p *Proxy) pipe(pc *proxyConn, from, to net.Conn, at int) {
 	defer p.wg.Done()
+	var err error
+	p.mu.Lock()
+	sessions := p.sessions
+	p.mu.Unlock()
+	if sessions {
+		var frame []byte
+		frame, err = p.handshake(pc, from, at)
+		if err == nil && p.relaying(pc) {
+			_, err = to.Write(frame)
+		}
+	}
 	buf := make([]byte, 32*1024)
-	for {
-		n, err := from.Read(buf)
+	for err == nil {
+		var n int
+		n, err = from.Read(buf)
 		if n > 0 {
-			if p.currentMode() == Blackhole {
+			if !p.relaying(pc) {
 				// Swallow: the partition drops packets. Keep reading so the
 				// sender does not block, but relay nothing.
 				continue
@@ -182,9 +305,6 @@ func (p *Proxy) pipe(pc *proxyConn, from, to net.Conn) {
 			if _, werr := to.Write(buf[:n]); werr != nil {
 				break
 			}
-		}
-		if err != nil {
-			break
 		}
 	}
 	p.mu.Lock()
