@@ -29,6 +29,7 @@ type mutant struct {
 	closed <-chan struct{} // closed with the store
 	stale  *staleCache     // the store's (bugStaleReads)
 	commit chan struct{}   // the store's commit lock (bugWatchBlocksWriters)
+	asked  time.Duration   // the session timeout asked for (bugTimeoutIgnored)
 }
 
 func (m *mutant) Unwrap() core.MetadataBackend { return m.MetadataBackend }
@@ -57,7 +58,19 @@ const (
 	// when the store is closed (as a plugin's call returns when its
 	// process is killed).
 	bugChildrenHangs = "Children hangs"
+	// bugTimeoutIgnored: the client reports the session timeout it was
+	// asked for but its session lives by the store's default (10 s).
+	bugTimeoutIgnored = "session timeout ignored"
 )
+
+// Session reports the asked timeout under bugTimeoutIgnored.
+func (m *mutant) Session() core.SessionInfo {
+	si := m.MetadataBackend.Session()
+	if m.bug == bugTimeoutIgnored && m.asked > 0 {
+		si.Timeout = m.asked
+	}
+	return si
+}
 
 func (m *mutant) freeze(st *core.Stat) {
 	if m.bug == bugFrozenModifyTime {
@@ -196,9 +209,23 @@ type mutantStore struct {
 }
 
 func (m mutantStore) NewClient(t T, opts ClientOptions) core.MetadataBackend {
-	c := m.s.NewClient(core.ClientOptions{SessionTimeout: opts.SessionTimeout})
+	co := core.ClientOptions{SessionTimeout: opts.SessionTimeout}
+	if m.bug == bugTimeoutIgnored {
+		co.SessionTimeout = 0
+	}
+	c := m.s.NewClient(co)
 	t.Cleanup(func() { c.Close() })
-	return &mutant{MetadataBackend: c, bug: m.bug, closed: m.closed, stale: m.stale, commit: m.commit}
+	return &mutant{MetadataBackend: c, bug: m.bug, closed: m.closed, stale: m.stale, commit: m.commit, asked: opts.SessionTimeout}
+}
+
+// silencingMutantStore is a mutantStore that can silence a client
+// (Silencer), for the bugs only Session/Timeout/Honoured catches; the
+// others do without it, so that their runs of the whole suite do not
+// wait out its session timeouts.
+type silencingMutantStore struct{ mutantStore }
+
+func (m silencingMutantStore) Silence(t T, c core.MetadataBackend) {
+	c.(*mutant).MetadataBackend.(*memory.Backend).PauseHeartbeats()
 }
 
 func (m mutantStore) ExpireSession(t T, c core.MetadataBackend) {
@@ -231,6 +258,7 @@ func TestSuiteCatchesMutants(t *testing.T) {
 		{bug: bugWatchBlocksWriters, catcher: "Watch/SlowConsumer", run: "^Watch/SlowConsumer$", timeout: 2 * time.Second},
 		// A hang fails its property at the deadline, naming the call.
 		{bug: bugChildrenHangs, catcher: "Read/Children/Sorted", run: "^Read/Children/Sorted$", timeout: time.Second, msg: "timed out after 1s, waiting in: conformance.(*mutant).Children"},
+		{bug: bugTimeoutIgnored, catcher: "Session/Timeout/Honoured", run: "^Session/Timeout/", msg: "ephemeral still there"},
 	} {
 		t.Run(tt.bug, func(t *testing.T) {
 			h := Harness{Name: "memory with " + tt.bug, NewStore: func(t T) Store {
@@ -238,7 +266,11 @@ func TestSuiteCatchesMutants(t *testing.T) {
 				closed := make(chan struct{})
 				t.Cleanup(func() { close(closed); s.Close() })
 				stale := newStaleCache()
-				return mutantStore{s: s, bug: tt.bug, closed: closed, stale: stale, commit: make(chan struct{}, 1)}
+				ms := mutantStore{s: s, bug: tt.bug, closed: closed, stale: stale, commit: make(chan struct{}, 1)}
+				if tt.bug == bugTimeoutIgnored {
+					return silencingMutantStore{ms}
+				}
+				return ms
 			}}
 			for run := 0; run < max(tt.runs, 1); run++ {
 				results, err := RunStandalone(h, StandaloneOptions{Run: tt.run, Timeout: tt.timeout})
