@@ -271,16 +271,19 @@ func sessionTimeoutProperties() []Property {
 			// The kept-alive client, meanwhile, heartbeats: over three
 			// timeouts from the silence it keeps its session.
 			clockPasses(3*honouredTimeout - time.Since(start))
+		drain:
 			for {
 				select {
-				case ev := <-events:
-					if ev.State == core.SessionExpired || ev.State == core.SessionClosed || ev.SessionID != keptID {
-						e.t.Fatalf("the kept-alive client got session event %v (session %#x) within three timeouts", ev, keptID)
+				case ev, ok := <-events:
+					if !ok {
+						e.t.Fatalf("the kept-alive client's session-event channel closed within three timeouts")
 					}
-					continue
+					if ev.State == core.SessionExpired || ev.State == core.SessionClosed || (ev.SessionID != 0 && ev.SessionID != keptID) {
+						e.t.Fatalf("the kept-alive client got session event %v (its session %#x) within three timeouts", ev, keptID)
+					}
 				default:
+					break drain
 				}
-				break
 			}
 			// A loaded machine may suspend it for a moment, never expire it.
 			e.eventually("the kept-alive client to be connected", func() bool { return kept.Session().State == core.SessionConnected })
