@@ -113,9 +113,11 @@ func TestMetadataStreamChaos(t *testing.T) {
 			}
 		}
 	}()
+	chaosDone := make(chan struct{})
 	wg.Add(1)
 	go func() { // chaos: move leadership around
 		defer wg.Done()
+		defer close(chaosDone)
 		for round := 0; round < 6; round++ {
 			select {
 			case <-stop:
@@ -133,8 +135,21 @@ func TestMetadataStreamChaos(t *testing.T) {
 	seen := map[string]bool{}
 	var last int64
 	from := int64(1)
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
+	// Follow until the chaos is over and enough writes were acknowledged
+	// through it (a busy machine acknowledges fewer per second), within a
+	// bound.
+	enough := func() bool {
+		select {
+		case <-chaosDone:
+		default:
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked) >= 20
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for !enough() && time.Now().Before(deadline) {
 		l := c.leader()
 		if l < 0 {
 			time.Sleep(10 * time.Millisecond)
