@@ -7,6 +7,7 @@ package coordinator
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,6 +48,16 @@ type Options struct {
 	// Security authenticates and authorizes the calls (auth.go); the zero
 	// value checks nothing.
 	Security Security
+	// TabletTLS, when set, is the TLS configuration the leader dials the
+	// tablet servers' tablet service with (NotifyLeaderAndIsr; their
+	// client listener is mapped to SSL or SASL_SSL): RootCAs to verify
+	// them and the coordinator's own certificate, whose User:<CN> the
+	// tablet servers must list in super.users when their authorizer is on.
+	// Nil: plaintext.
+	TabletTLS *tls.Config
+	// TabletUsername and TabletPassword, with TabletTLS, authenticate the
+	// leader to a SASL_SSL tablet service (client.security.sasl.*).
+	TabletUsername, TabletPassword string
 	// AdvertisedListeners is the address given to others, as listeners
 	// ("CLIENT://host:port"); default CLIENT://<Listener's address>.
 	AdvertisedListeners string
