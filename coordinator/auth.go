@@ -48,30 +48,36 @@ func PrincipalOf(ctx context.Context) (config.Principal, bool) { return authn.Pr
 
 // authenticate finds who the call of ctx comes from (authn.Authenticate
 // with the listener's passwords). Errors: UNAUTHENTICATED.
-func (s *Server) authenticate(ctx context.Context) (config.Principal, string, error) {
-	return authn.Authenticate(ctx, s.opts.Security.Passwords)
+func (sec *Security) authenticate(ctx context.Context) (config.Principal, string, error) {
+	return authn.Authenticate(ctx, sec.Passwords)
 }
 
 func isHealth(method string) bool { return authn.IsHealth(method) }
 
-// unaryAuth authenticates and authorizes every unary call before its
-// handler runs, so a refused call has no effect; on a list answer it drops
-// what the principal may not see.
-func (s *Server) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if !s.opts.Security.active() || isHealth(info.FullMethod) {
+// unaryAuth authenticates and authorizes, as sec says, every unary call
+// before its handler runs, so a refused call has no effect; on a list
+// answer it drops what the principal may not see.
+func (s *Server) unaryAuth(sec *Security) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		return s.authorizeUnary(sec, ctx, req, info, handler)
+	}
+}
+
+func (s *Server) authorizeUnary(sec *Security, ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if !sec.active() || isHealth(info.FullMethod) {
 		return handler(ctx, req)
 	}
-	p, host, err := s.authenticate(ctx)
+	p, host, err := sec.authenticate(ctx)
 	if err != nil {
 		return nil, adminclient.ToStatus(err)
 	}
 	ctx = authn.WithPrincipal(ctx, p)
-	a, err := s.checkAccess(ctx, p, host, info.FullMethod, req)
+	a, err := s.checkAccess(ctx, sec, p, host, info.FullMethod, req)
 	if err != nil {
 		return nil, s.mapErr(err)
 	}
 	resp, err := handler(ctx, req)
-	if err == nil && a.filter != nil && s.opts.Security.Authorize && !s.isSuperUser(p) {
+	if err == nil && a.filter != nil && sec.Authorize && !sec.isSuperUser(p) {
 		if err := a.filter(s.decider(ctx, p, host), req, resp); err != nil {
 			return nil, s.mapErr(err)
 		}
@@ -81,16 +87,22 @@ func (s *Server) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerI
 
 // streamAuth is unaryAuth for streaming calls; their rows name a fixed
 // resource (the request is not read yet).
-func (s *Server) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if !s.opts.Security.active() || isHealth(info.FullMethod) {
+func (s *Server) streamAuth(sec *Security) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		return s.authorizeStream(sec, srv, ss, info, handler)
+	}
+}
+
+func (s *Server) authorizeStream(sec *Security, srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if !sec.active() || isHealth(info.FullMethod) {
 		return handler(srv, ss)
 	}
 	ctx := ss.Context()
-	p, host, err := s.authenticate(ctx)
+	p, host, err := sec.authenticate(ctx)
 	if err != nil {
 		return adminclient.ToStatus(err)
 	}
-	if _, err := s.checkAccess(ctx, p, host, info.FullMethod, nil); err != nil {
+	if _, err := s.checkAccess(ctx, sec, p, host, info.FullMethod, nil); err != nil {
 		return s.mapErr(err)
 	}
 	return handler(srv, &principalStream{ServerStream: ss, ctx: authn.WithPrincipal(ctx, p)})
