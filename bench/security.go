@@ -168,8 +168,9 @@ func (r *coordRig) connectVariants(ctx context.Context, extra []coordinator.Extr
 	}
 }
 
-// securityRatios notes on every security row its p50 as a ratio to the
-// plaintext row it varies, per backend ("1.08x plaintext on raft").
+// securityRatios notes on every security row (and in the report's notes,
+// which the table prints) its p50 as a ratio to the plaintext row it
+// varies, per backend ("1.08x plaintext on raft").
 func securityRatios(rep *Report) {
 	byID := map[string]*Row{}
 	for i := range rep.Rows {
@@ -198,6 +199,7 @@ func securityRatios(rep *Report) {
 			parts = []string{"no ratio: " + base + " was not measured on the same backends (select it too)"}
 		}
 		row.Note = fmt.Sprintf("p50 vs %s (%s): %s", base, variant, strings.Join(parts, ", "))
+		rep.Notes = append(rep.Notes, row.ID+": "+row.Note)
 	}
 }
 
