@@ -56,6 +56,25 @@ func clientTLS(t *testing.T, ca *testutil.CA, c *testutil.CertFiles) *tls.Config
 	return cfg
 }
 
+// startTLSCoordinator starts a leading coordinator on a memory store,
+// serving creds and dialing the tablet servers with tabletTLS.
+func startTLSCoordinator(t *testing.T, creds credentials.TransportCredentials, tabletTLS *tls.Config) (*coordinator.Server, net.Listener) {
+	s := memory.NewStore(memory.StoreOptions{})
+	t.Cleanup(func() { s.Close() })
+	l := listen(t)
+	srv, err := coordinator.New(coordinator.Options{Listener: l, Logger: testLogger(t), Credentials: creds, TabletTLS: tabletTLS,
+		TabletServerSessionTimeout: 2 * time.Second, MetadataStreamMaxWait: 200 * time.Millisecond,
+		Open: func(ctx context.Context) (core.MetadataBackend, error) {
+			return s.NewClient(core.ClientOptions{SessionTimeout: 2 * time.Second}), nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, srv.Serve)
+	testutil.WaitFor(t, 5*time.Second, "the coordinator leads", srv.IsLeader)
+	return srv, l
+}
+
 func dialWith(t *testing.T, addr string, opts ...grpc.DialOption) adminv1.TabletServiceClient {
 	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
@@ -75,19 +94,7 @@ func TestSecuredTabletService(t *testing.T) {
 	ca := testutil.NewCA(t, "ca")
 	coordCert, tsCert, alice := peerCert(t, ca, "coordinator"), peerCert(t, ca, "tablet-server-3"), ca.ClientCert(t, "alice")
 
-	s := memory.NewStore(memory.StoreOptions{})
-	t.Cleanup(func() { s.Close() })
-	cl := listen(t)
-	srv, err := coordinator.New(coordinator.Options{Listener: cl, Logger: testLogger(t), Credentials: serverTLS(t, ca, coordCert),
-		TabletTLS: clientTLS(t, ca, &coordCert), TabletServerSessionTimeout: 2 * time.Second, MetadataStreamMaxWait: 200 * time.Millisecond,
-		Open: func(ctx context.Context) (core.MetadataBackend, error) {
-			return s.NewClient(core.ClientOptions{SessionTimeout: 2 * time.Second}), nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, srv.Serve)
-	testutil.WaitFor(t, 5*time.Second, "the coordinator leads", srv.IsLeader)
+	srv, cl := startTLSCoordinator(t, serverTLS(t, ca, coordCert), clientTLS(t, ca, &coordCert))
 
 	coordinatorPrincipal := config.Principal{Type: config.PrincipalUser, Name: "coordinator"}
 	ts, err := tabletserver.New(tabletserver.Options{ID: 3, Listener: listen(t), Logger: testLogger(t),
