@@ -2,11 +2,13 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"time"
 
 	"github.com/metaplane/metaplane/adminclient"
@@ -29,8 +31,12 @@ type coordRig struct {
 	srv    *coordinator.Server
 	client *adminclient.Client
 	admin  *adminClient
-	cancel context.CancelFunc
-	served chan error
+	// variants are the admin clients of the security rows' listeners
+	// (Options.Security; security.go), by variant.
+	variants       map[string]AdminAPI
+	variantClients []*adminclient.Client
+	cancel         context.CancelFunc
+	served         chan error
 
 	imgClient core.MetadataBackend
 	img       *image.Image
@@ -82,15 +88,27 @@ func startCoordinator(ctx context.Context, env *runEnv, s *System) (*coordRig, e
 	if env.opts.Log != nil {
 		w = env.opts.Log
 	}
+	var extra []coordinator.ExtraListener
+	var secureTLS *tls.Config
+	if env.opts.Security {
+		if extra, secureTLS, err = securedListeners(filepath.Join(env.opts.WorkDir, "tls-"+s.Name)); err != nil {
+			ln.Close()
+			return nil, err
+		}
+	}
 	srv, err := coordinator.New(coordinator.Options{
 		Open: func(ctx context.Context) (core.MetadataBackend, error) {
 			return s.NewClient(ctx, "bench-coordinator")
 		},
-		Listener: ln,
-		Logger:   slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Listener:       ln,
+		ExtraListeners: extra,
+		Logger:         slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
 		ln.Close()
+		for _, x := range extra {
+			x.Listener.Close()
+		}
 		return nil, err
 	}
 	rctx, cancel := context.WithCancel(context.Background())
@@ -116,6 +134,12 @@ func startCoordinator(ctx context.Context, env *runEnv, s *System) (*coordRig, e
 		return nil, err
 	}
 	r.admin = &adminClient{c: r.client}
+	if env.opts.Security {
+		if err := r.connectVariants(ctx, extra, secureTLS); err != nil {
+			r.Close()
+			return nil, err
+		}
+	}
 
 	// The image for the image-read row: fed by the watch stream of its own
 	// client, read through the catalog, as the coordinator does.
@@ -167,6 +191,9 @@ func (r *coordRig) Close() error {
 	}
 	if r.client != nil {
 		r.client.Close()
+	}
+	for _, c := range r.variantClients {
+		c.Close()
 	}
 	r.cancel()
 	select {

@@ -38,6 +38,11 @@ type Options struct {
 	// MinMigrateNodes, at most MaxMigrateNodes); 0: 100 000, or 10 000
 	// with Quick.
 	MigrateNodes int
+	// Security adds the client-security rows (security.go): admin rows
+	// measured again on the same leader's mutual-TLS listener and on its
+	// mutual-TLS listener with the authorizer on, each noted with its
+	// ratio to the plaintext row.
+	Security bool
 }
 
 // plan holds the sizes a run uses, derived from Options.
@@ -240,7 +245,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		defer os.RemoveAll(d)
 		o.WorkDir = d
 	}
-	specs := onRunBackends(selectRows(append(allRows(), migrateSpecs()...), o.Rows), o.Backends)
+	rows := append(allRows(), migrateSpecs()...)
+	if o.Security {
+		rows = append(rows, securityRows()...)
+	}
+	specs := onRunBackends(selectRows(rows, o.Rows), o.Backends)
 	var migSpecs []rowSpec
 	for i := 0; i < len(specs); i++ {
 		if specs[i].migration {
@@ -401,6 +410,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.Migration = fig
 	}
 	applyFloors(rep)
+	securityRatios(rep)
 	rep.Memory = dedupeMemory(memProcs)
 	rep.Targets = EvaluateTargets(rep)
 	rep.DurationSeconds = round3(time.Since(start).Seconds())

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"strings"
 	"testing"
@@ -431,9 +432,14 @@ func TestPasswordsReplace(t *testing.T) {
 // the ACLs granted to them (WRITE and READ on the cluster).
 func securedHA(t *testing.T, raft haBackend) haBackend {
 	ca := testutil.NewCA(t, "ha-ca")
-	srv := ca.ServerCert(t, "coordinator")
+	// The coordinators and the tablet servers each serve and dial the
+	// other: their certificates are for both.
+	peer := func(cn string) testutil.CertFiles {
+		return ca.Issue(t, cn, testutil.CertOptions{CommonName: cn, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Server: true, Client: true})
+	}
+	srv := peer("coordinator")
 	admin := ca.ClientCert(t, "admin")
-	ts := ca.ClientCert(t, "tablet-server")
+	ts := peer("tablet-server")
 	tlsArgs := func(cert testutil.CertFiles) []string {
 		return []string{"-D", "security.protocol.map=CLIENT:SSL", "-D", "security.tls.ca-file=" + ca.CertFile,
 			"-D", "security.tls.cert-file=" + cert.CertFile, "-D", "security.tls.key-file=" + cert.KeyFile}
@@ -445,7 +451,10 @@ func securedHA(t *testing.T, raft haBackend) haBackend {
 			"-D", "security.tls.client-auth=required", "-D", "authorizer.enabled=true", "-D", "super.users=User:admin")
 	}
 	b.tabletArgs = func(t *testing.T, clients []string) []string {
-		return append(raft.tabletArgs(t, clients), tlsArgs(ts)...)
+		// The tablet service lets in only the coordinators (and the test,
+		// as User:admin).
+		return append(append(raft.tabletArgs(t, clients), tlsArgs(ts)...),
+			"-D", "security.tls.client-auth=required", "-D", "authorizer.enabled=true", "-D", "super.users=User:coordinator;User:admin")
 	}
 	b.secure = func(t *testing.T) {
 		cfg, err := tlsutil.ClientConfig(tlsutil.Files{CAFile: ca.CertFile, CertFile: admin.CertFile, KeyFile: admin.KeyFile})

@@ -9,6 +9,7 @@ import (
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/catalog"
 	"github.com/metaplane/metaplane/core/config"
+	"github.com/metaplane/metaplane/internal/authn"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
@@ -171,12 +172,12 @@ func filterTables(decide func(string, catalog.ResourceKey) (bool, error), req, r
 // that p may do its operation on its resource. Errors:
 // ErrPermissionDenied naming the operation and the resource; backend
 // errors reading the ACLs.
-func (s *Server) checkAccess(ctx context.Context, p config.Principal, host, method string, req any) (access, error) {
+func (s *Server) checkAccess(ctx context.Context, sec *Security, p config.Principal, host, method string, req any) (access, error) {
 	a, ok := methodAccess[method]
 	if !ok {
 		return access{}, fmt.Errorf("%w: %s has no row in the coordinator's authorization table; refused while security is on", adminclient.ErrPermissionDenied, method)
 	}
-	if !s.opts.Security.Authorize || a.op == "" || s.isSuperUser(p) {
+	if !sec.Authorize || a.op == "" || sec.isSuperUser(p) {
 		return a, nil
 	}
 	res := ClusterResource
@@ -194,14 +195,7 @@ func (s *Server) checkAccess(ctx context.Context, p config.Principal, host, meth
 	return a, nil
 }
 
-func (s *Server) isSuperUser(p config.Principal) bool {
-	for _, su := range s.opts.Security.SuperUsers {
-		if strings.EqualFold(su.Type, p.Type) && su.Name == p.Name {
-			return true
-		}
-	}
-	return false
-}
+func (sec *Security) isSuperUser(p config.Principal) bool { return authn.Contains(sec.SuperUsers, p) }
 
 // decider returns the check filters use: whether p may do op on r.
 func (s *Server) decider(ctx context.Context, p config.Principal, host string) func(string, catalog.ResourceKey) (bool, error) {

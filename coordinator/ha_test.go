@@ -457,7 +457,7 @@ func tabletAddrs(t *testing.T, ctx context.Context, c *adminclient.Client) []str
 }
 
 func dialTablet(t *testing.T, addr string) adminv1.TabletServiceClient {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(dialCreds))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,7 +477,10 @@ func waitTabletState(t *testing.T, ctx context.Context, addr string, epoch int64
 		}
 		for _, tb := range st.Tables {
 			if tb == table {
-				return st.Registered && st.CoordinatorEpoch == epoch
+				// NotifiedEpoch: the leader's own NotifyLeaderAndIsr
+				// reached it (on a secured cluster: over TLS, as a
+				// principal the tablet service allows).
+				return st.Registered && st.CoordinatorEpoch == epoch && st.NotifiedEpoch == epoch
 			}
 		}
 		return false

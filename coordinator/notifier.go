@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
@@ -104,7 +105,7 @@ func (s *Server) notifyOnce(ctx context.Context, l *leaderState, conns map[strin
 		addr := adminclient.HostPort(ts.Registration.Listeners)
 		cc, ok := conns[addr]
 		if !ok {
-			cc, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			cc, err = grpc.NewClient(addr, s.tabletDialOptions()...)
 			if err != nil {
 				continue
 			}
@@ -128,6 +129,19 @@ func (s *Server) notifyOnce(ctx context.Context, l *leaderState, conns map[strin
 			delete(sent, id)
 		}
 	}
+}
+
+// tabletDialOptions are how the leader dials a tablet service: over TLS
+// with Options.TabletTLS and its password when given, else plaintext.
+func (s *Server) tabletDialOptions() []grpc.DialOption {
+	if s.opts.TabletTLS == nil {
+		return []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(s.opts.TabletTLS))}
+	if s.opts.TabletUsername != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(adminclient.PasswordCredentials(s.opts.TabletUsername, s.opts.TabletPassword)))
+	}
+	return opts
 }
 
 // parseLeaderIsrPath parses /tabletservers/tables/<t>/buckets/<b>/leader_isr

@@ -7,6 +7,7 @@ package coordinator
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,6 +48,21 @@ type Options struct {
 	// Security authenticates and authorizes the calls (auth.go); the zero
 	// value checks nothing.
 	Security Security
+	// ExtraListeners are more listeners the same services are served on,
+	// each with its own credentials and checks (the bench measures a
+	// plaintext, a TLS and a TLS-with-authorizer listener of one leader
+	// side by side). The server closes them when Serve returns.
+	ExtraListeners []ExtraListener
+	// TabletTLS, when set, is the TLS configuration the leader dials the
+	// tablet servers' tablet service with (NotifyLeaderAndIsr; their
+	// client listener is mapped to SSL or SASL_SSL): RootCAs to verify
+	// them and the coordinator's own certificate, whose User:<CN> the
+	// tablet servers must list in super.users when their authorizer is on.
+	// Nil: plaintext.
+	TabletTLS *tls.Config
+	// TabletUsername and TabletPassword, with TabletTLS, authenticate the
+	// leader to a SASL_SSL tablet service (client.security.sasl.*).
+	TabletUsername, TabletPassword string
 	// AdvertisedListeners is the address given to others, as listeners
 	// ("CLIENT://host:port"); default CLIENT://<Listener's address>.
 	AdvertisedListeners string
@@ -104,6 +120,13 @@ type Options struct {
 	Gossip Gossip
 }
 
+// ExtraListener is one more listener of Options.ExtraListeners.
+type ExtraListener struct {
+	Listener    net.Listener
+	Credentials credentials.TransportCredentials // nil: plaintext
+	Security    Security
+}
+
 // Server is a coordinator. Build it with New, run it with Serve.
 type Server struct {
 	opts    Options
@@ -113,6 +136,7 @@ type Server struct {
 	metrics *Metrics
 
 	grpc   *grpc.Server
+	extra  []*grpc.Server // of Options.ExtraListeners
 	health *healthState
 	// backendOpen: a backend client is open (the overall health).
 	backendOpen atomic.Bool
@@ -191,19 +215,30 @@ func New(opts Options) (*Server, error) {
 		changed: make(chan struct{}),
 	}
 	s.metrics = newMetrics(s, opts.Registerer)
-	sopts := s.metrics.serverOptions()
-	if opts.Credentials != nil {
-		sopts = append(sopts, grpc.Creds(opts.Credentials))
-	}
-	sopts = append(sopts, grpc.ChainUnaryInterceptor(s.unaryAuth), grpc.ChainStreamInterceptor(s.streamAuth))
-	s.grpc = grpc.NewServer(sopts...)
-	adminv1.RegisterAdminServiceServer(s.grpc, &adminService{s: s})
-	adminv1.RegisterTabletServerServiceServer(s.grpc, &tabletServerService{s: s})
 	s.health = newHealth()
-	healthpb.RegisterHealthServer(s.grpc, s.health.srv)
-	s.metrics.grpc.InitializeMetrics(s.grpc)
+	s.grpc = s.newGRPC(opts.Credentials, &s.opts.Security)
+	for i := range s.opts.ExtraListeners {
+		x := &s.opts.ExtraListeners[i]
+		s.extra = append(s.extra, s.newGRPC(x.Credentials, &x.Security))
+	}
 	s.publish()
 	return s, nil
+}
+
+// newGRPC is the gRPC server of one listener: its credentials (nil:
+// plaintext), its authentication and authorization, the services.
+func (s *Server) newGRPC(creds credentials.TransportCredentials, sec *Security) *grpc.Server {
+	sopts := s.metrics.serverOptions()
+	if creds != nil {
+		sopts = append(sopts, grpc.Creds(creds))
+	}
+	sopts = append(sopts, grpc.ChainUnaryInterceptor(s.unaryAuth(sec)), grpc.ChainStreamInterceptor(s.streamAuth(sec)))
+	g := grpc.NewServer(sopts...)
+	adminv1.RegisterAdminServiceServer(g, &adminService{s: s})
+	adminv1.RegisterTabletServerServiceServer(g, &tabletServerService{s: s})
+	healthpb.RegisterHealthServer(g, s.health.srv)
+	s.metrics.grpc.InitializeMetrics(g)
+	return g
 }
 
 // ID returns the coordinator's id.
@@ -256,12 +291,16 @@ func (s *Server) setLeader(l *leaderState) {
 func (s *Server) Serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 1)
-	go func() {
-		if err := s.grpc.Serve(s.opts.Listener); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			errc <- fmt.Errorf("coordinator: serve %s: %w", s.opts.Listener.Addr(), err)
+	errc := make(chan error, 1+len(s.extra))
+	serve := func(g *grpc.Server, l net.Listener) {
+		if err := g.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			errc <- fmt.Errorf("coordinator: serve %s: %w", l.Addr(), err)
 		}
-	}()
+	}
+	go serve(s.grpc, s.opts.Listener)
+	for i, g := range s.extra {
+		go serve(g, s.opts.ExtraListeners[i].Listener)
+	}
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- s.run(ctx) }()
 	var err error
@@ -277,6 +316,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	s.backendOpen.Store(false)
 	s.health.shutdown()
 	s.grpc.Stop()
+	for _, g := range s.extra {
+		g.Stop()
+	}
 	return err
 }
 

@@ -26,11 +26,14 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/catalog"
+	"github.com/metaplane/metaplane/core/config"
 	"github.com/metaplane/metaplane/core/image"
+	"github.com/metaplane/metaplane/internal/authn"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
@@ -40,6 +43,14 @@ type Options struct {
 	ID int32
 	// Listener serves the TabletService. Required; closed by Serve.
 	Listener net.Listener
+	// Credentials, when set, secure Listener (TLS: credentials.NewTLS, the
+	// protocol of the client listener in security.protocol.map); nil
+	// serves plaintext. The caller builds them; the server reads no file.
+	Credentials credentials.TransportCredentials
+	// Security authenticates and authorizes the calls on Listener (the
+	// coordinator leader's NotifyLeaderAndIsr, GetTabletServerState); the
+	// zero value checks nothing.
+	Security Security
 	// Listeners is the advertised registration value
 	// ("CLIENT://host:port"); default CLIENT://<Listener's address>.
 	Listeners string
@@ -82,6 +93,25 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// Security is how the tablet service authenticates and authorizes its
+// callers (docs/security.md): the same principals as the coordinator's
+// client listener (authn.Authenticate). With Authorize, only the
+// principals of Allowed may call it.
+type Security struct {
+	// Passwords, when set, makes the listener SASL_SSL: every call must
+	// carry a username and password that Passwords accepts.
+	Passwords *authn.Passwords
+	// Authorize, authorizer.enabled: refuse every call whose principal is
+	// not one of Allowed (PERMISSION_DENIED).
+	Authorize bool
+	// Allowed, super.users: the principals allowed to call the tablet
+	// service when Authorize is on (the coordinators' principal belongs
+	// there).
+	Allowed []config.Principal
+}
+
+func (s Security) active() bool { return s.Passwords != nil || s.Authorize }
+
 // Server is a tablet server. Build it with New, run it with Serve.
 type Server struct {
 	opts Options
@@ -90,6 +120,7 @@ type Server struct {
 	img  *image.Image
 
 	epoch      atomic.Int64 // highest coordinator epoch seen; -1 before any
+	notified   atomic.Int64 // epoch of the last NotifyLeaderAndIsr accepted; -1 before any
 	registered atomic.Bool
 	lease      atomic.Int64
 
@@ -128,8 +159,14 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Logger.With("tablet-server", opts.ID),
 		buckets: map[bucketKey]*adminv1.NotifyLeaderAndIsrRequest_BucketState{}}
 	s.epoch.Store(-1)
+	s.notified.Store(-1)
 	s.img = image.New(image.Options{Prefix: "/", Logf: func(f string, a ...any) { s.log.Debug(fmt.Sprintf(f, a...)) }})
-	s.grpc = grpc.NewServer()
+	var sopts []grpc.ServerOption
+	if opts.Credentials != nil {
+		sopts = append(sopts, grpc.Creds(opts.Credentials))
+	}
+	sopts = append(sopts, grpc.ChainUnaryInterceptor(s.unaryAuth))
+	s.grpc = grpc.NewServer(sopts...)
 	adminv1.RegisterTabletServiceServer(s.grpc, &tabletService{s: s})
 	return s, nil
 }
@@ -446,6 +483,7 @@ func (t *tabletService) NotifyLeaderAndIsr(ctx context.Context, r *adminv1.Notif
 		s.buckets[bucketKey{b.TableId, b.PartitionId, b.Bucket}] = b
 	}
 	s.mu.Unlock()
+	s.notified.Store(r.CoordinatorEpoch)
 	return &adminv1.NotifyLeaderAndIsrResponse{CoordinatorEpoch: s.epoch.Load()}, nil
 }
 
@@ -453,7 +491,8 @@ func (t *tabletService) GetTabletServerState(ctx context.Context, r *adminv1.Get
 	s := t.s
 	return &adminv1.GetTabletServerStateResponse{ServerId: s.opts.ID, CoordinatorEpoch: s.epoch.Load(),
 		Registered: s.registered.Load(), MetadataOffset: s.img.Revision(), Tables: s.Tables(ctx),
-		BucketsLed: s.bucketsLed(ctx), Backend: s.backendName(), Coordinators: s.Coordinators()}, nil
+		BucketsLed: s.bucketsLed(ctx), Backend: s.backendName(), Coordinators: s.Coordinators(),
+		NotifiedEpoch: s.notified.Load()}, nil
 }
 
 // Coordinators returns the coordinator addresses the server knows (with
@@ -471,4 +510,24 @@ func (s *Server) backendName() string {
 		return *p
 	}
 	return ""
+}
+
+// unaryAuth authenticates every call on the tablet service and, with
+// Security.Authorize, lets in only the principals of Security.Allowed,
+// before the handler runs (a refused call has no effect).
+func (s *Server) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	sec := s.opts.Security
+	if !sec.active() || authn.IsHealth(info.FullMethod) {
+		return handler(ctx, req)
+	}
+	p, host, err := authn.Authenticate(ctx, sec.Passwords)
+	if err != nil {
+		return nil, adminclient.ToStatus(err)
+	}
+	if sec.Authorize && !authn.Contains(sec.Allowed, p) {
+		s.log.Warn("refused a tablet-service call", "principal", p.String(), "host", host, "method", info.FullMethod)
+		return nil, adminclient.ToStatus(fmt.Errorf("%w: %s may not call %s on tablet server %d: only super.users may call the tablet service (docs/security.md)",
+			adminclient.ErrPermissionDenied, p, info.FullMethod, s.opts.ID))
+	}
+	return handler(authn.WithPrincipal(ctx, p), req)
 }

@@ -9,9 +9,6 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/metaplane/metaplane/adminclient"
-	"github.com/metaplane/metaplane/backends/memory"
-	"github.com/metaplane/metaplane/coordinator"
-	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/testutil"
 	"github.com/metaplane/metaplane/internal/tlsutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
@@ -32,19 +29,7 @@ func TestRegistersThroughTLSCoordinator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := memory.NewStore(memory.StoreOptions{})
-	t.Cleanup(func() { s.Close() })
-	l := listen(t)
-	srv, err := coordinator.New(coordinator.Options{Listener: l, Logger: testLogger(t), Credentials: credentials.NewTLS(scfg),
-		TabletServerSessionTimeout: 2 * time.Second, MetadataStreamMaxWait: 200 * time.Millisecond,
-		Open: func(ctx context.Context) (core.MetadataBackend, error) {
-			return s.NewClient(core.ClientOptions{SessionTimeout: 2 * time.Second}), nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, srv.Serve)
-	testutil.WaitFor(t, 5*time.Second, "the coordinator leads", srv.IsLeader)
+	_, l := startTLSCoordinator(t, credentials.NewTLS(scfg), nil)
 
 	// Without a client certificate: refused, so not registered.
 	anon, err := tlsutil.ClientConfig(tlsutil.Files{CAFile: ca.CertFile})

@@ -103,8 +103,9 @@ func (c *Config) SASLPlainEnabled() bool {
 }
 
 // validateAuth checks the authentication and authorization keys. A tablet
-// server (observer) does not serve SASL_SSL and needs no credentials file;
-// it needs client.security.sasl.* instead.
+// server (observer) needs client.security.sasl.* to dial a SASL_SSL
+// coordinator; its own credentials file (the users of its tablet service)
+// is optional.
 func (c *Config) validateAuth(probs *Problems, observer bool) {
 	for _, m := range c.Security.SASL.EnabledMechanisms {
 		if !contains(SASLMechanisms, strings.ToUpper(m)) {

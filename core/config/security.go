@@ -83,8 +83,10 @@ func (c *Config) ListenerProtocol(name string) string {
 }
 
 // validateSecurity checks security.protocol.map and security.tls.*. A
-// tablet server (observer) serves no SSL listener: for it the certificate
-// and key are its optional client certificate, given both or neither.
+// tablet server (observer) serves its tablet service on its client
+// listener as that listener is mapped, and dials the coordinators with the
+// same certificate: it needs the certificate and key as a coordinator does
+// (both or neither either way).
 func (c *Config) validateSecurity(probs *Problems, listeners map[string]bool, observer bool) {
 	const mapKey = "security.protocol.map"
 	seen := map[string]bool{}
@@ -122,7 +124,7 @@ func (c *Config) validateSecurity(probs *Problems, listeners map[string]bool, ob
 	if observer && (strings.TrimSpace(t.CertFile) == "") != (strings.TrimSpace(t.KeyFile) == "") {
 		probs.Add("security.tls.key-file", "security.tls.cert-file and security.tls.key-file (a tablet server's client certificate) go together")
 	}
-	if len(ssl) > 0 && !observer {
+	if len(ssl) > 0 {
 		for _, f := range []struct{ key, path string }{
 			{"security.tls.cert-file", t.CertFile},
 			{"security.tls.key-file", t.KeyFile},

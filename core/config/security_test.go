@@ -58,6 +58,14 @@ func TestSecurityValidation(t *testing.T) {
 	}
 }
 
+// TestTabletServerNeedsItsCertificate: a tablet server whose client
+// listener is SSL serves its tablet service on TLS, so it needs a
+// certificate and key as a coordinator does.
+func TestTabletServerNeedsItsCertificate(t *testing.T) {
+	_, err := Load(LoadOptions{Observer: true, Overrides: []string{"tablet-server.id=1", "coordinator.seed.nodes=127.0.0.1:9123", "security.protocol.map=CLIENT:SSL"}})
+	wantProblem(t, err, "security.tls.cert-file", "required when security.protocol.map maps a listener to SSL or SASL_SSL (CLIENT:SSL)")
+}
+
 // TestListenerProtocol: the map is read case-insensitively, and a listener
 // it does not name is PLAINTEXT.
 func TestListenerProtocol(t *testing.T) {

@@ -107,9 +107,12 @@ func TestSASLCoordinatorProcess(t *testing.T) {
 		t.Errorf("bob lists %q (exit %d, %s), want only shop", o, code, e)
 	}
 
+	// Its tablet service is on SASL_SSL too: TLS with its own certificate.
+	tsCert := ca.ServerCert(t, "tablet-server-5")
 	_, tsErr, _ := startTabletServerProcess(t, append([]string{"--id", "5",
 		"-D", "coordinator.seed.nodes=" + addr, "-D", "client.security.sasl.username=ts-5",
-		"-D", "client.security.sasl.password-file=" + tsPW}, tlsKeys...)...)
+		"-D", "client.security.sasl.password-file=" + tsPW,
+		"-D", "security.tls.cert-file=" + tsCert.CertFile, "-D", "security.tls.key-file=" + tsCert.KeyFile}, tlsKeys...)...)
 	testutil.WaitFor(t, 30*time.Second, "the tablet server is listed", func() bool {
 		o, _, code := as("admin", adminPW, "list-tablet-servers")
 		return code == ExitOK && strings.Contains(o, "\n5 ")

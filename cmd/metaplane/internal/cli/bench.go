@@ -29,7 +29,7 @@ usage error. docs/benchmarks.md explains the rows.`
 type benchFlags struct {
 	backends, jsonOut, svgOut, chartFrom, rows, binDir string
 	voters, migrateNodes                               int
-	quick, markdown, verbose                           bool
+	quick, markdown, verbose, security                 bool
 }
 
 func newBenchCmd() *cobra.Command {
@@ -57,6 +57,7 @@ func newBenchCmd() *cobra.Command {
 	f.StringVar(&bf.rows, "rows", "", "run only the rows whose id starts with one of these comma-separated `PREFIXES` (e.g. store.,ids.)")
 	f.StringVar(&bf.binDir, "bin-dir", "", "directory holding the metaplane-backend-<name> plugins (default: beside this binary, then ./bin)")
 	f.IntVar(&bf.migrateNodes, "migrate-nodes", 0, fmt.Sprintf("persistent nodes of the migrate. rows' tree, %d to %d (default 100000; 10000 with --quick)", bench.MinMigrateNodes, bench.MaxMigrateNodes))
+	f.BoolVar(&bf.security, "security", false, "also measure admin rows over mutual TLS and over mutual TLS with the authorizer on (the same leader, certificates generated for the run), as ratios to plaintext")
 	f.BoolVarP(&bf.verbose, "verbose", "v", false, "print progress to stderr")
 	for _, name := range []string{"json", "svg", "chart-from"} {
 		cmd.MarkFlagFilename(name)
@@ -107,7 +108,7 @@ func benchRun(cmd *cobra.Command, bf benchFlags) error {
 			return usageError("--backends: unknown backend %q (known: %s)", b, strings.Join(bench.KnownBackends(), ", "))
 		}
 	}
-	opts := bench.Options{Backends: list, Voters: bf.voters, Quick: bf.quick, BinDir: bf.binDir, MigrateNodes: bf.migrateNodes}
+	opts := bench.Options{Backends: list, Voters: bf.voters, Quick: bf.quick, BinDir: bf.binDir, MigrateNodes: bf.migrateNodes, Security: bf.security}
 	if bf.rows != "" {
 		opts.Rows = strings.Split(bf.rows, ",")
 	}

@@ -247,6 +247,17 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 	}
 	defer p.Close()
 
+	// The leader dials the tablet servers' tablet service as the tablet
+	// servers dial it: the client listener's protocol, security.tls.* and
+	// client.security.sasl.*.
+	tabletTLS, err := coordinatorClientTLS(cfg)
+	if err != nil {
+		return err
+	}
+	tabletUser, tabletPW, err := coordinatorClientPassword(cfg)
+	if err != nil {
+		return err
+	}
 	srv, err := coordinator.New(coordinator.Options{
 		Open: func(ctx context.Context) (core.MetadataBackend, error) {
 			return p.NewClient(ctx, core.ClientOptions{Name: "coordinator-" + id})
@@ -254,6 +265,9 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 		Listener:                   l,
 		Credentials:                sec.creds,
 		Security:                   sec.auth,
+		TabletTLS:                  tabletTLS,
+		TabletUsername:             tabletUser,
+		TabletPassword:             tabletPW,
 		AdvertisedListeners:        cl.Bind.Name + "://" + advertised,
 		ID:                         id,
 		TabletServerSessionTimeout: cfg.Coordinator.TabletServerSessionTimeout,

@@ -124,6 +124,10 @@ func serveTabletServer(ctx context.Context, out io.Writer, logger *slog.Logger, 
 	}
 	defer l.Close()
 	opts := tabletserver.Options{ID: id, Listener: l, Listeners: registered, Rack: rack, Logger: logger}
+	var serving string
+	if opts.Credentials, opts.Security, serving, err = tabletServiceSecurity(cfg, logger); err != nil {
+		return err
+	}
 	var following string
 	if cfg.Selected.Descriptor.TabletServers == core.TabletServersThroughCoordinator {
 		seeds := cfg.Coordinator.SeedNodes
@@ -162,9 +166,9 @@ func serveTabletServer(ctx context.Context, out io.Writer, logger *slog.Logger, 
 		return err
 	}
 	if out != nil {
-		fmt.Fprintf(out, "metaplane tablet-server %d listening on %s, registered as %s, following %s\n", id, l.Addr(), registered, following)
+		fmt.Fprintf(out, "metaplane tablet-server %d listening on %s (%s), registered as %s, following %s\n", id, l.Addr(), serving, registered, following)
 	} else {
-		logger.Info("tablet server started", "id", id, "listening", l.Addr().String(), "registered", registered, "following", following)
+		logger.Info("tablet server started", "id", id, "listening", l.Addr().String(), "serving", serving, "registered", registered, "following", following)
 	}
 	return ts.Serve(ctx)
 }

@@ -20,7 +20,9 @@ import (
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core/config"
+	"github.com/metaplane/metaplane/internal/authn"
 	"github.com/metaplane/metaplane/internal/tlsutil"
+	"github.com/metaplane/metaplane/tabletserver"
 )
 
 // tlsFlags are the client TLS flags of `metaplane admin`. A flag not given
@@ -348,4 +350,41 @@ func coordinatorClientPassword(cfg *config.Config) (string, string, error) {
 		return "", "", fmt.Errorf("client.security.sasl.password-file: %w", err)
 	}
 	return cs.Username, pw, nil
+}
+
+// tabletServiceSecurity is what a tablet server's tablet service serves
+// (the listener the coordinator leader calls): TLS as the client
+// listener's security.protocol.map entry says, with security.tls.* as for
+// a coordinator (security.tls.cert-file is then its server certificate
+// too); on SASL_SSL the users of security.sasl.plain.credentials-file when
+// it is given; and with authorizer.enabled only super.users let in. It
+// returns the credentials (nil: plaintext), the checks and a description.
+func tabletServiceSecurity(cfg *config.Config, logger *slog.Logger) (credentials.TransportCredentials, tabletserver.Security, string, error) {
+	sec, err := listenerTLS(cfg, logger)
+	if err != nil {
+		return nil, tabletserver.Security{}, "", err
+	}
+	if sec.creds == nil {
+		sec.banner = "plaintext"
+	}
+	ts := tabletserver.Security{Authorize: cfg.Authorizer.Enabled, Allowed: cfg.SuperUserList()}
+	if file := cfg.Security.SASL.PlainCredentialsFile; file != "" && cfg.ListenerProtocol(clientListenerName(cfg)) == config.ProtocolSASLSSL {
+		users, err := config.ReadCredentialsFile(file)
+		if err != nil {
+			return nil, ts, "", fmt.Errorf("security.sasl.plain.credentials-file: %w", err)
+		}
+		ts.Passwords = authn.NewPasswords(users)
+		sec.banner += ", then a username and password with every call (SASL PLAIN)"
+	}
+	if ts.Authorize {
+		names := make([]string, len(ts.Allowed))
+		for i, p := range ts.Allowed {
+			names[i] = p.String()
+		}
+		if len(names) == 0 {
+			names = []string{"none"}
+		}
+		sec.banner += "; authorizer on: only super.users may call it (" + strings.Join(names, ", ") + ")"
+	}
+	return sec.creds, ts, sec.banner, nil
 }

@@ -4735,7 +4735,10 @@ type GetTabletServerStateResponse struct {
 	Backend    string   `protobuf:"bytes,7,opt,name=backend,proto3" json:"backend,omitempty"`
 	// coordinators are the coordinator addresses (host:port) the server
 	// knows: its seeds and those learned from the coordinators' answers.
-	Coordinators  []string `protobuf:"bytes,8,rep,name=coordinators,proto3" json:"coordinators,omitempty"`
+	Coordinators []string `protobuf:"bytes,8,rep,name=coordinators,proto3" json:"coordinators,omitempty"`
+	// notified_epoch is the coordinator epoch of the last NotifyLeaderAndIsr
+	// the server accepted, -1 before any.
+	NotifiedEpoch int64 `protobuf:"varint,9,opt,name=notified_epoch,json=notifiedEpoch,proto3" json:"notified_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4824,6 +4827,13 @@ func (x *GetTabletServerStateResponse) GetCoordinators() []string {
 		return x.Coordinators
 	}
 	return nil
+}
+
+func (x *GetTabletServerStateResponse) GetNotifiedEpoch() int64 {
+	if x != nil {
+		return x.NotifiedEpoch
+	}
+	return 0
 }
 
 type NotifyLeaderAndIsrRequest_BucketState struct {
@@ -5264,7 +5274,7 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\fbucket_epoch\x18\a \x01(\x05R\vbucketEpoch\"I\n" +
 	"\x1aNotifyLeaderAndIsrResponse\x12+\n" +
 	"\x11coordinator_epoch\x18\x01 \x01(\x03R\x10coordinatorEpoch\"\x1d\n" +
-	"\x1bGetTabletServerStateRequest\"\xa8\x02\n" +
+	"\x1bGetTabletServerStateRequest\"\xcf\x02\n" +
 	"\x1cGetTabletServerStateResponse\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\x05R\bserverId\x12+\n" +
 	"\x11coordinator_epoch\x18\x02 \x01(\x03R\x10coordinatorEpoch\x12\x1e\n" +
@@ -5276,7 +5286,8 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\vbuckets_led\x18\x06 \x01(\x05R\n" +
 	"bucketsLed\x12\x18\n" +
 	"\abackend\x18\a \x01(\tR\abackend\x12\"\n" +
-	"\fcoordinators\x18\b \x03(\tR\fcoordinators*P\n" +
+	"\fcoordinators\x18\b \x03(\tR\fcoordinators\x12%\n" +
+	"\x0enotified_epoch\x18\t \x01(\x03R\rnotifiedEpoch*P\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13OUTCOME_NOT_APPLIED\x10\x01\x12\x13\n" +
