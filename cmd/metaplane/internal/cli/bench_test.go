@@ -52,6 +52,14 @@ func TestBenchQuickMemory(t *testing.T) {
 	}
 	measured := map[string]bench.Result{}
 	for _, row := range rep.Rows {
+		if strings.HasPrefix(row.ID, "migrate.") {
+			// The migration rows move a ZooKeeper tree: with memory alone
+			// they say so instead of measuring.
+			if len(row.Results) != 1 || row.Results[0].Available() || !strings.Contains(row.Results[0].Unavailable, "zookeeper") {
+				t.Errorf("row %s: results %+v, want one saying it needs zookeeper", row.ID, row.Results)
+			}
+			continue
+		}
 		if len(row.Results) != 1 || row.Results[0].Backend != bench.Memory {
 			t.Fatalf("row %s: results %+v, want one for memory", row.ID, row.Results)
 		}
