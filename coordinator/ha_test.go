@@ -425,7 +425,13 @@ func waitServingLeader(t *testing.T, ctx context.Context, c *adminclient.Client,
 		if err != nil || c.Leader() != r.LeaderAddress {
 			return false
 		}
-		leader = r
+		// The leader's own answer: a standby may know who leads before it
+		// knows the epoch (it reports -1 then).
+		own, err := c.GetLeaderFrom(cctx, r.LeaderAddress)
+		if err != nil || !own.IsLeader || own.LeaderId != r.LeaderId {
+			return false
+		}
+		leader = own
 		return true
 	})
 	return leader

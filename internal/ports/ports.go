@@ -4,7 +4,11 @@ package ports
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -13,15 +17,36 @@ var (
 	issued = map[int]bool{}
 )
 
+// lowest is the lowest port handed out: below it are the well-known and
+// commonly configured ports.
+const lowest = 10000
+
 // Free returns a TCP port on 127.0.0.1 that was free a moment ago and that
-// this process has not handed out before. Asking the kernel for port 0 and
-// closing the listener can give the same port twice when two callers ask
-// at once (seen with three Raft voters started together), so ports already
-// issued are skipped. Another process may still take the port before it is
-// used; callers that start real servers should retry on "address in use".
+// this process has not handed out before.
+//
+// It picks ports below the kernel's ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range) when there is room there: a port
+// from that range, once its probe listener is closed, can be taken by any
+// process's next outgoing connection before the server it was meant for
+// binds it (seen as "address already in use" when test packages run in
+// parallel). Where the range leaves no room it asks the kernel for port 0.
+// Ports already issued are skipped, since two callers asking at once can
+// otherwise get the same port. Another process may still take the port
+// before it is used; callers that start real servers may retry on
+// "address in use".
 func Free() (int, error) {
 	mu.Lock()
 	defer mu.Unlock()
+	if hi := ephemeralLow() - 1; hi-lowest >= 1000 {
+		for attempt := 0; attempt < 1000; attempt++ {
+			port := lowest + rand.IntN(hi-lowest+1)
+			if issued[port] || !bindable(port) {
+				continue
+			}
+			issued[port] = true
+			return port, nil
+		}
+	}
 	for attempt := 0; attempt < 100; attempt++ {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -35,4 +60,39 @@ func Free() (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("ports: no fresh port after 100 attempts")
+}
+
+// bindable reports whether port can be listened on now, over TCP and UDP
+// (some servers, such as the gossip listener, bind both).
+func bindable(port int) bool {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer l.Close()
+	u, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return false
+	}
+	u.Close()
+	return true
+}
+
+// ephemeralLow is the low end of the kernel's ephemeral port range, or 0
+// when it cannot be read (no room below it is assumed then).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0
+	}
+	return n
 }

@@ -34,3 +34,23 @@ func TestFreeNeverRepeats(t *testing.T) {
 		t.Fatalf("got %d distinct ports, want %d", len(seen), n)
 	}
 }
+
+// TestFreeBelowTheEphemeralRange: where the kernel's ephemeral range leaves
+// room below it, the ports handed out are there, where no outgoing
+// connection takes them.
+func TestFreeBelowTheEphemeralRange(t *testing.T) {
+	low := ephemeralLow()
+	room := low-1-lowest >= 1000
+	for i := 0; i < 20; i++ {
+		p, err := Free()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if room && (p < lowest || p >= low) {
+			t.Fatalf("port %d, want one in [%d, %d)", p, lowest, low)
+		}
+		if p <= 0 || p > 65535 {
+			t.Fatalf("port %d", p)
+		}
+	}
+}

@@ -38,6 +38,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/internal/ports"
 	"github.com/metaplane/metaplane/internal/testutil"
 )
 
@@ -212,12 +213,11 @@ func start(opts Options, dir string) (*Cluster, error) {
 }
 
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := ports.Free()
 	if err != nil {
 		return 0, fmt.Errorf("zktest: free port: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return p, nil
 }
 
 // layout picks ports and writes each member's zoo.cfg and myid.

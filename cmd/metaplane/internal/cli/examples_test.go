@@ -76,6 +76,12 @@ func TestExampleBackendModule(t *testing.T) {
 		t.Errorf("summary %q: want every property passed or skipped", summary)
 	}
 	for _, l := range lines {
+		if strings.Contains(l, "does not implement conformance.") {
+			// A need of the harness (such as conformance.Silencer), not a
+			// capability: `conformance --plugin` cannot meet it for any
+			// plugin.
+			continue
+		}
 		if strings.HasPrefix(l, "SKIP Capabilities/MatchDescriptor") || strings.HasPrefix(l, "SKIP Watch/") || strings.HasPrefix(l, "SKIP Session/") {
 			t.Errorf("the example declares what %q needs: %s", strings.Fields(l)[1], l)
 		}
