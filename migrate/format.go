@@ -88,37 +88,73 @@ type Tree struct {
 
 // Write writes t as a tree file.
 func (t *Tree) Write(w io.Writer) error {
-	bw := bufio.NewWriter(w)
-	h := sha256.New()
-	line := func(v any) error {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		b = append(b, '\n')
-		h.Write(b)
-		_, err = bw.Write(b)
-		return err
-	}
-	hd := t.Header
-	hd.Format, hd.Version = Format, FormatVersion
-	if err := line(hd); err != nil {
-		return err
-	}
-	for i := range t.Nodes {
-		if err := line(&t.Nodes[i]); err != nil {
-			return err
-		}
-	}
-	t.SHA256 = hex.EncodeToString(h.Sum(nil))
-	b, err := json.Marshal(trailer{End: true, Nodes: len(t.Nodes), SHA256: t.SHA256})
+	tw, err := NewWriter(w, t.Header)
 	if err != nil {
 		return err
 	}
-	if _, err := bw.Write(append(b, '\n')); err != nil {
+	for i := range t.Nodes {
+		if err := tw.Node(&t.Nodes[i]); err != nil {
+			return err
+		}
+	}
+	err = tw.Close()
+	t.SHA256 = tw.SHA256()
+	return err
+}
+
+// Writer writes a tree file one node at a time (constant memory): the
+// header at NewWriter, a line per Node, the trailer (count and checksum)
+// at Close. The caller gives the nodes in path order, parents first.
+type Writer struct {
+	bw    *bufio.Writer
+	h     hash.Hash
+	nodes int
+	sum   string
+}
+
+// NewWriter writes hd (its Format and Version set) to w and returns a
+// Writer for the nodes.
+func NewWriter(w io.Writer, hd Header) (*Writer, error) {
+	tw := &Writer{bw: bufio.NewWriter(w), h: sha256.New()}
+	hd.Format, hd.Version = Format, FormatVersion
+	return tw, tw.line(hd)
+}
+
+func (tw *Writer) line(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
 		return err
 	}
-	return bw.Flush()
+	b = append(b, '\n')
+	tw.h.Write(b)
+	_, err = tw.bw.Write(b)
+	return err
+}
+
+// Node writes one node line.
+func (tw *Writer) Node(n *Node) error {
+	tw.nodes++
+	return tw.line(n)
+}
+
+// Nodes is how many node lines were written.
+func (tw *Writer) Nodes() int { return tw.nodes }
+
+// SHA256 is the checksum the trailer carries (hex), once Close ran.
+func (tw *Writer) SHA256() string { return tw.sum }
+
+// Close writes the trailer and flushes (it does not close the underlying
+// writer).
+func (tw *Writer) Close() error {
+	tw.sum = hex.EncodeToString(tw.h.Sum(nil))
+	b, err := json.Marshal(trailer{End: true, Nodes: tw.nodes, SHA256: tw.sum})
+	if err != nil {
+		return err
+	}
+	if _, err := tw.bw.Write(append(b, '\n')); err != nil {
+		return err
+	}
+	return tw.bw.Flush()
 }
 
 // maxLine bounds one line of a tree file: a node of the largest value any

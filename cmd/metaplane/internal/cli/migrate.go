@@ -188,20 +188,18 @@ func newMigrateVerb(verb, want string) *cobra.Command {
 
 func runExport(ctx context.Context, w, progress io.Writer, b core.MetadataBackend, out string, asJSON bool) error {
 	fmt.Fprintf(progress, "reading the tree of %s ...\n", b.Capabilities().Name)
-	tree, err := migrate.Export(ctx, b)
-	if err != nil {
-		return err
-	}
 	// Write beside the target and rename, so a failed export never
-	// leaves a file that looks whole.
+	// leaves a file that looks whole; the nodes stream to it as they are
+	// read (constant memory).
 	tmp, err := os.CreateTemp(filepath.Dir(out), filepath.Base(out)+".part-*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if err := tree.Write(tmp); err != nil {
+	er, err := migrate.ExportFile(ctx, b, tmp, progress)
+	if err != nil {
 		tmp.Close()
-		return fmt.Errorf("write %s: %w", out, err)
+		return fmt.Errorf("export to %s: %w", out, err)
 	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
@@ -219,7 +217,7 @@ func runExport(ctx context.Context, w, progress io.Writer, b core.MetadataBacken
 		Revision   int64  `json:"revision"`
 		Nodes      int    `json:"nodes"`
 		Ephemerals int    `json:"ephemerals_skipped"`
-	}{out, tree.Header.Source, tree.Header.Revision, len(tree.Nodes), tree.Ephemerals}
+	}{out, er.Header.Source, er.Header.Revision, er.Nodes, er.Ephemerals}
 	if asJSON {
 		return writeJSON(w, res)
 	}

@@ -1,0 +1,279 @@
+package migrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/catalog"
+)
+
+// ExportPasses bounds ExportFile's passes over a source that changes
+// while it is read.
+const ExportPasses = 8
+
+// walkBatch is how many siblings one read of a streaming export asks for;
+// walkListers how many children listings run at once.
+const (
+	walkBatch   = 256
+	walkListers = 32
+)
+
+// errMoved is returned by a pass whose source changed while it was read.
+var errMoved = errors.New("the source changed while it was read")
+
+// ExportResult says what a streaming export wrote.
+type ExportResult struct {
+	Header     Header
+	Nodes      int
+	Ephemerals int
+	// Passes is how many passes it took (more than 1 when the source
+	// changed during a pass).
+	Passes int
+}
+
+// revisionProbe is a path that never exists: a Snapshot of it is a cheap
+// read of the store's current revision (the contract gives an empty
+// snapshot with the current revision for a missing prefix).
+const revisionProbe = catalog.MigrationPath + "/revision-probe"
+
+// currentRevision is src's current store revision.
+func currentRevision(ctx context.Context, src core.MetadataBackend) (int64, error) {
+	s, err := src.Snapshot(ctx, revisionProbe)
+	if err != nil {
+		return 0, fmt.Errorf("read the source's revision: %w", err)
+	}
+	return s.Revision, nil
+}
+
+// ExportFile writes src's persistent nodes to f as a tree file, streaming:
+// the tool holds one batch of siblings per tree level, never the tree
+// (constant memory in the tree size). The content is Export's. A pass
+// reads the source's revision, walks the tree top-down in path order
+// (batched reads, children listings concurrent), then reads the revision
+// again: the same revision proves that nothing changed during the walk,
+// so the file is the state at that revision (one consistent read, as
+// Export's). When the revision moved, f is truncated and the walk runs
+// again, at most ExportPasses times, then it fails with ErrUnavailable
+// (the source changes faster than it can be read: export with the
+// source's writers stopped, or use live-migrate). progress, when set,
+// receives a line every 10 000 nodes. Errors: the backend's, f's.
+func ExportFile(ctx context.Context, src core.MetadataBackend, f *os.File, progress io.Writer) (ExportResult, error) {
+	for pass := 1; pass <= ExportPasses; pass++ {
+		if err := f.Truncate(0); err != nil {
+			return ExportResult{}, err
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return ExportResult{}, err
+		}
+		res, err := exportPass(ctx, src, f, progress)
+		res.Passes = pass
+		if !errors.Is(err, errMoved) {
+			return res, err
+		}
+		if progress != nil {
+			fmt.Fprintf(progress, "pass %d: %v; reading again\n", pass, err)
+		}
+	}
+	return ExportResult{Passes: ExportPasses}, fmt.Errorf("%w: export: the source changed during each of %d read passes", core.ErrUnavailable, ExportPasses)
+}
+
+func exportPass(ctx context.Context, src core.MetadataBackend, w io.Writer, progress io.Writer) (ExportResult, error) {
+	var res ExportResult
+	rev0, err := currentRevision(ctx, src)
+	if err != nil {
+		return res, err
+	}
+	res.Header = Header{Source: src.Capabilities().Name, Revision: rev0, Created: time.Now().UTC()}
+	tw, err := NewWriter(w, res.Header)
+	if err != nil {
+		return res, err
+	}
+	wk := &walker{src: src, epoch: sourceEpoch(ctx, src), emit: func(n *Node) error {
+		if err := tw.Node(n); err != nil {
+			return err
+		}
+		if progress != nil && tw.Nodes()%10000 == 0 {
+			fmt.Fprintf(progress, "exported %d nodes\n", tw.Nodes())
+		}
+		return nil
+	}}
+	names, _, err := src.Children(ctx, "/", core.ReadOptions{})
+	if err != nil {
+		return res, fmt.Errorf("children of /: %w", err)
+	}
+	if err := wk.visit(ctx, "/", wk.virtualChildren("/", names)); err != nil {
+		return res, err
+	}
+	rev1, err := currentRevision(ctx, src)
+	if err != nil {
+		return res, err
+	}
+	if rev1 != rev0 {
+		return res, fmt.Errorf("%w (revision %d, then %d)", errMoved, rev0, rev1)
+	}
+	res.Nodes, res.Ephemerals = tw.Nodes(), wk.ephemerals
+	return res, tw.Close()
+}
+
+// walker reads a tree depth-first in path order, a batch of siblings at a
+// time.
+type walker struct {
+	src        core.MetadataBackend
+	epoch      int64 // the source's coordinator epoch (raiseEpoch)
+	emit       func(*Node) error
+	ephemerals int
+	virtual    map[string]bool // paths added for the epoch, not on the source
+}
+
+// virtualChildren adds to the names of parent's children those the epoch
+// needs (/coordinators, /coordinators/epoch), as raiseEpoch does.
+func (wk *walker) virtualChildren(parent string, names []string) []string {
+	if wk.epoch <= 0 {
+		return names
+	}
+	want := ""
+	switch parent {
+	case "/":
+		want = catalog.CoordinatorsPath
+	case catalog.CoordinatorsPath:
+		want = catalog.CoordinatorEpochPath
+	default:
+		return names
+	}
+	name := want[len(parentPrefix(parent)):]
+	for _, n := range names {
+		if n == name {
+			return names
+		}
+	}
+	if wk.virtual == nil {
+		wk.virtual = map[string]bool{}
+	}
+	wk.virtual[want] = true
+	out := append(append([]string(nil), names...), name)
+	sort.Strings(out)
+	return out
+}
+
+func parentPrefix(p string) string {
+	if p == "/" {
+		return "/"
+	}
+	return p + "/"
+}
+
+// visit emits the nodes below parent, whose children are names (sorted).
+func (wk *walker) visit(ctx context.Context, parent string, names []string) error {
+	for len(names) > 0 {
+		chunk := names[:min(len(names), walkBatch)]
+		names = names[len(chunk):]
+		paths := make([]string, len(chunk))
+		for i, n := range chunk {
+			paths[i] = core.JoinPath(parent, n)
+		}
+		rs, err := wk.src.GetMany(ctx, paths, core.ReadOptions{})
+		if err != nil {
+			return err
+		}
+		nodes := make([]*core.Node, 0, len(rs))
+		for i := range rs {
+			r := &rs[i]
+			switch {
+			case errors.Is(r.Err, core.ErrNotFound) && wk.virtual[paths[i]]:
+				nodes = append(nodes, &core.Node{Path: paths[i]})
+			case errors.Is(r.Err, core.ErrNotFound):
+				// Deleted since its parent was listed: the revision
+				// check sees it.
+			case r.Err != nil:
+				return fmt.Errorf("read %s: %w", paths[i], r.Err)
+			case isMarker(r.Node.Path):
+			case r.Node.Stat.EphemeralOwner != 0:
+				wk.ephemerals++
+			default:
+				nodes = append(nodes, &r.Node)
+			}
+		}
+		kids := make([][]string, len(nodes))
+		if err := wk.listChildren(ctx, nodes, kids); err != nil {
+			return err
+		}
+		for i, n := range nodes {
+			kids[i] = wk.virtualChildren(n.Path, kids[i])
+			out := nodeOf(*n, nextSequence(kids[i]))
+			if n.Path == catalog.CoordinatorEpochPath && wk.epoch > 0 {
+				if v, err := catalog.DecodeEpoch(out.Data); err != nil || v < wk.epoch {
+					out.Data = []byte(strconv.FormatInt(wk.epoch, 10))
+				}
+			}
+			if err := wk.emit(&out); err != nil {
+				return err
+			}
+			if len(kids[i]) > 0 {
+				if err := wk.visit(ctx, n.Path, kids[i]); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// listChildren lists the children of the nodes that have any, at most
+// walkListers at once.
+func (wk *walker) listChildren(ctx context.Context, nodes []*core.Node, kids [][]string) error {
+	var mu sync.Mutex
+	var first error
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < walkListers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				names, _, err := wk.src.Children(ctx, nodes[i].Path, core.ReadOptions{})
+				if errors.Is(err, core.ErrNotFound) {
+					continue // deleted meanwhile: the revision check sees it
+				}
+				if err != nil {
+					mu.Lock()
+					if first == nil {
+						first = fmt.Errorf("children of %s: %w", nodes[i].Path, err)
+					}
+					mu.Unlock()
+					continue
+				}
+				kids[i] = names
+			}
+		}()
+	}
+	for i, n := range nodes {
+		if n.Stat.NumChildren > 0 {
+			work <- i
+		}
+	}
+	close(work)
+	wg.Wait()
+	return first
+}
+
+// nextSequence is nextSequences for one parent's children names: one
+// above the highest 10-digit suffix when every child has one, else 0.
+func nextSequence(names []string) int64 {
+	var next int64
+	for _, n := range names {
+		seq, ok := sequenceOf(n)
+		if !ok {
+			return 0
+		}
+		next = max(next, seq+1)
+	}
+	return next
+}
