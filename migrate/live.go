@@ -79,6 +79,10 @@ type LiveResult struct {
 	Quiet bool `json:"quiet"`
 	// Final is the final scan, after the fence.
 	Final Round `json:"final"`
+	// FinalUnchanged says the final scan read nothing: the source's
+	// revision showed no change since the consistent round before the
+	// fence (the fence itself aside).
+	FinalUnchanged bool `json:"final_unchanged"`
 	// PauseMS is the write pause: from the fence to the end of the
 	// final validation.
 	PauseMS int64 `json:"pause_ms"`
@@ -117,8 +121,15 @@ type LiveResult struct {
 //     fences by that node, as ZooKeeper does). Coordinators refuse to lead
 //     while the fence exists, and a leader that sees it resigns; Live waits
 //     (FenceWait) until src reports no leader.
-//  4. The final round reads one consistent snapshot of src (which fails
-//     if src still changes) and copies what changed until the fence; dst
+//     Before the fence, one more round reads a consistent snapshot of src
+//     (at revision R) and applies it.
+//  4. The final round: when the fence applied at revision R+1 and src is
+//     still at that revision after its leader stepped down, nothing
+//     changed since the consistent round (revisions strictly increase
+//     with every change) and nothing is read: the write pause is then
+//     independent of the tree's size. Otherwise it reads one consistent
+//     snapshot of src (which fails if src still changes) and copies what
+//     changed until the fence; dst
 //     is validated against that final snapshot (versions too where dst keeps
 //     them); dst's /coordinators/epoch is raised to src's highest epoch
 //     when lower; src's fence is made persistent (marker phase "done", in
@@ -215,6 +226,19 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 	if !res.Quiet {
 		say("the source kept changing for %d rounds: fencing it anyway (the final scan copies the rest)", o.MaxRounds)
 	}
+	// One consistent round before the fence: the target then holds the
+	// source's state at one revision (at), and when the fence is the next
+	// revision and nothing follows it, the final scan has nothing to read.
+	at := int64(-1)
+	if rd, eph, err := c.round(ctx, src, len(res.Rounds)+1, true); err == nil {
+		res.Rounds = append(res.Rounds, rd)
+		res.Ephemerals, at = eph, rd.Revision
+		say("round %d (consistent): %d nodes changed at revision %d (%d ms)", rd.Round, rd.Changed, rd.Revision, rd.DurationMS)
+	} else if errors.Is(err, core.ErrUnavailable) {
+		say("consistent round: %v; the final scan reads the whole source", err)
+	} else {
+		return res, err
+	}
 
 	// Fence.
 	epochOf := func() int64 { return sourceEpoch(ctx, src) }
@@ -233,7 +257,8 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 			ops = append(ops, core.SetOp(catalog.CoordinatorEpochPath, []byte(strconv.FormatInt(e+1, 10)), rs[0].Node.Stat.Version))
 		}
 	}
-	if _, err := src.Txn(ctx, ops, core.TxnOptions{}); err != nil {
+	fr, err := src.Txn(ctx, ops, core.TxnOptions{})
+	if err != nil {
 		return res, fmt.Errorf("fence the source: %w", err)
 	}
 	fenced = true
@@ -252,24 +277,40 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 			return res, err
 		}
 	}
-	var fin Round
-	var eph int
-	for attempt := 1; ; attempt++ {
-		fin, eph, err = c.round(ctx, src, len(res.Rounds)+1, true)
-		if err == nil || attempt == 3 || !errors.Is(err, core.ErrUnavailable) {
-			break
-		}
-		say("final scan: %v; trying again", err)
-	}
+	// The final scan. Revisions strictly increase with every change:
+	// when the fence applied at the revision right after the consistent
+	// round's and the source is still at the fence's revision, no change
+	// came between that round and now, and the target already holds the
+	// source's final state. Otherwise the whole source is read again.
+	t0 := time.Now()
+	now, err := currentRevision(ctx, src)
 	if err != nil {
 		return res, fmt.Errorf("final scan: %w", err)
 	}
-	res.Final, res.Ephemerals = fin, eph
-	say("final scan: %d nodes changed at revision %d (%d ms)", fin.Changed, fin.Revision, fin.DurationMS)
+	if at >= 0 && fr.Revision == at+1 && now == fr.Revision {
+		res.Final = Round{Round: len(res.Rounds) + 1, Revision: now, DurationMS: time.Since(t0).Milliseconds()}
+		res.FinalUnchanged = true
+		say("final scan: the source is at the fence's revision %d, right after the consistent round's: nothing changed", now)
+	} else {
+		var fin Round
+		var eph int
+		for attempt := 1; ; attempt++ {
+			fin, eph, err = c.round(ctx, src, len(res.Rounds)+1, true)
+			if err == nil || attempt == 3 || !errors.Is(err, core.ErrUnavailable) {
+				break
+			}
+			say("final scan: %v; trying again", err)
+		}
+		if err != nil {
+			return res, fmt.Errorf("final scan: %w", err)
+		}
+		res.Final, res.Ephemerals = fin, eph
+		say("final scan (the source changed since revision %d: fence at %d, now %d): %d nodes changed at revision %d (%d ms)", at, fr.Revision, now, fin.Changed, fin.Revision, fin.DurationMS)
+	}
 	if err := continueSequences(ctx, dst, c.next); err != nil {
 		return res, err
 	}
-	tree := c.tree(srcName, fin.Revision)
+	tree := c.tree(srcName, res.Final.Revision)
 	res.Validate, err = Validate(ctx, dst, tree, c.keep)
 	if err != nil {
 		return res, fmt.Errorf("validate: %w", err)

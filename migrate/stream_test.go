@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
+
+	"github.com/metaplane/metaplane/backends/memory"
 
 	"github.com/metaplane/metaplane/core"
 )
@@ -72,5 +75,39 @@ func TestExportFileGivesUpOnAChangingSource(t *testing.T) {
 	res, err := ExportFile(context.Background(), churning{source(t), t}, f, nil)
 	if !errors.Is(err, core.ErrUnavailable) || res.Passes != ExportPasses {
 		t.Fatalf("err %v after %d passes, want ErrUnavailable after %d", err, res.Passes, ExportPasses)
+	}
+}
+
+// TestLiveFinalScanReadsOnlyWhenTheSourceMoved: on a source quiet since
+// the consistent round the final scan reads nothing (FinalUnchanged);
+// a write after the fence (here an unfenced one, from BeforeFinal) makes
+// it read the source again, and the write is on the target.
+func TestLiveFinalScanReadsOnlyWhenTheSourceMoved(t *testing.T) {
+	ctx := context.Background()
+	for _, late := range []bool{false, true} {
+		src := source(t)
+		dst := memory.NewStore(memory.StoreOptions{}).NewClient(core.ClientOptions{Name: "dst"})
+		o := LiveOptions{FenceWait: 5 * time.Second}
+		if late {
+			o.BeforeFinal = func(ctx context.Context) error {
+				_, _, err := core.Create(ctx, src, "/late", []byte("after the fence"), core.CreateOptions{})
+				return err
+			}
+		}
+		res, err := Live(ctx, src, dst, o)
+		if err != nil {
+			t.Fatalf("late write %v: %v", late, err)
+		}
+		if res.FinalUnchanged == late {
+			t.Fatalf("late write %v: final_unchanged %v", late, res.FinalUnchanged)
+		}
+		rs, err := dst.GetMany(ctx, []string{"/late", "/metadata/databases/db1"}, core.ReadOptions{})
+		dst.Close()
+		if err != nil || rs[1].Err != nil {
+			t.Fatalf("read the target: %v %v", err, rs[1].Err)
+		}
+		if late && rs[0].Err != nil {
+			t.Fatalf("the write after the fence is not on the target: %v", rs[0].Err)
+		}
 	}
 }
