@@ -600,7 +600,9 @@ func scan(ctx context.Context, src core.MetadataBackend) ([]core.Node, int64, er
 		if err != nil {
 			return nil, 0, err
 		}
-		for _, r := range rs {
+		var parents []*core.Node
+		for i := range rs {
+			r := &rs[i]
 			if errors.Is(r.Err, core.ErrNotFound) {
 				continue
 			}
@@ -612,18 +614,19 @@ func scan(ctx context.Context, src core.MetadataBackend) ([]core.Node, int64, er
 			}
 			nodes = append(nodes, r.Node)
 			rev = max(rev, r.Node.Stat.ModifyRevision, r.Node.Stat.CreateRevision)
-			if r.Node.Stat.NumChildren == 0 {
-				continue
+			if r.Node.Stat.NumChildren > 0 {
+				parents = append(parents, &r.Node)
 			}
-			names, _, err := src.Children(ctx, r.Node.Path, core.ReadOptions{})
-			if errors.Is(err, core.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return nil, 0, fmt.Errorf("children of %s: %w", r.Node.Path, err)
-			}
-			for _, n := range names {
-				queue = append(queue, core.JoinPath(r.Node.Path, n))
+		}
+		// The listings run concurrently (a node deleted meanwhile has
+		// none: the next round sees it gone).
+		kids := make([][]string, len(parents))
+		if err := (&walker{src: src}).listChildren(ctx, parents, kids); err != nil {
+			return nil, 0, err
+		}
+		for i, p := range parents {
+			for _, n := range kids[i] {
+				queue = append(queue, core.JoinPath(p.Path, n))
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -506,26 +507,40 @@ func (b *Backend) read(ctx context.Context, fn func() error) error {
 	}
 }
 
-// parallel runs fn(i) for i in [0, n) concurrently (each call takes an
-// in-flight slot through do) and returns the first error.
+// parallelWorkers bounds the goroutines of one parallel call: the
+// requests pipeline on the one connection (each also takes an in-flight
+// slot through do), so a few dozen keep it busy, and a level of a large
+// tree does not start a goroutine per node.
+const parallelWorkers = 64
+
+// parallel runs fn(i) for i in [0, n) on at most parallelWorkers
+// goroutines and returns the first error (the calls not started yet are
+// skipped after one fails).
 func parallel(n int, fn func(i int) error) error {
 	if n == 1 {
 		return fn(0)
 	}
-	errs := make([]error, n)
+	var next atomic.Int64
+	var first atomic.Pointer[error]
 	var wg sync.WaitGroup
-	wg.Add(n)
-	for i := 0; i < n; i++ {
-		go func(i int) {
+	for w := 0; w < min(n, parallelWorkers); w++ {
+		wg.Add(1)
+		go func() {
 			defer wg.Done()
-			errs[i] = fn(i)
-		}(i)
+			for first.Load() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := fn(i); err != nil {
+					first.CompareAndSwap(nil, &err)
+				}
+			}
+		}()
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
+	if e := first.Load(); e != nil {
+		return *e
 	}
 	return nil
 }
