@@ -230,24 +230,30 @@ func measureMigration(ctx context.Context, env *runEnv, zkAddr string, nodes int
 
 	env.opts.logf("  migrate: export ...")
 	t0 := time.Now()
-	tree, err := migrate.Export(ctx, src)
-	if err != nil {
-		return fmt.Errorf("export: %w", err)
-	}
-	f, err := os.Create(filepath.Join(env.opts.WorkDir, "migrate-tree.jsonl"))
+	path := filepath.Join(env.opts.WorkDir, "migrate-tree.jsonl")
+	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	err = tree.Write(f)
+	er, err := migrate.ExportFile(ctx, src, f, nil)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("write the tree file: %w", err)
+		return fmt.Errorf("export: %w", err)
 	}
 	exp := time.Since(t0)
-	fig.Nodes = len(tree.Nodes)
+	fig.Nodes = er.Nodes
 	results["migrate.export"] = fixedResult(ZooKeeper, exp, fig.Nodes)
+	f, err = os.Open(path)
+	if err != nil {
+		return err
+	}
+	tree, err := migrate.Read(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("read the tree file: %w", err)
+	}
 
 	dst, closeDst, err := env.raftTarget(ctx, "migrate-import")
 	if err != nil {
