@@ -6,8 +6,9 @@
 // tree file byte for byte. Ephemeral nodes are never copied: their owners
 // (coordinators, tablet servers) recreate them in the target.
 //
-// The tree file is JSON lines: a header, one line per node in path order
-// (parents before children), and a trailer carrying the node count and the
+// The tree file is JSON lines: a header, one line per node, parents before
+// children (Export and Tree.Write keep path order; ExportFile's streaming
+// walk does not), and a trailer carrying the node count and the
 // SHA-256 of every line before it, so a truncated or corrupted file is
 // refused before anything is written (see docs/migration.md).
 package migrate
@@ -104,7 +105,7 @@ func (t *Tree) Write(w io.Writer) error {
 
 // Writer writes a tree file one node at a time (constant memory): the
 // header at NewWriter, a line per Node, the trailer (count and checksum)
-// at Close. The caller gives the nodes in path order, parents first.
+// at Close. The caller gives the nodes parents first.
 type Writer struct {
 	bw    *bufio.Writer
 	h     hash.Hash

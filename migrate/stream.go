@@ -55,9 +55,11 @@ func currentRevision(ctx context.Context, src core.MetadataBackend) (int64, erro
 
 // ExportFile writes src's persistent nodes to f as a tree file, streaming:
 // the tool holds one batch of siblings per tree level, never the tree
-// (constant memory in the tree size). The content is Export's. A pass
-// reads the source's revision, walks the tree top-down in path order
-// (batched reads, children listings concurrent), then reads the revision
+// (constant memory in the tree size). The content is Export's, in another
+// order: parents before children, not path order (walkTasks batches of
+// siblings are read at once). A pass reads the source's revision, walks
+// the tree top-down (batched reads, children listings concurrent), then
+// reads the revision
 // again: the same revision proves that nothing changed during the walk,
 // so the file is the state at that revision (one consistent read, as
 // Export's). When the revision moved, f is truncated and the walk runs
@@ -109,7 +111,7 @@ func exportPass(ctx context.Context, src core.MetadataBackend, w io.Writer, prog
 	if err != nil {
 		return res, fmt.Errorf("children of /: %w", err)
 	}
-	if err := wk.visit(ctx, "/", wk.virtualChildren("/", names)); err != nil {
+	if err := wk.run(ctx, "/", wk.virtualChildren("/", names)); err != nil {
 		return res, err
 	}
 	rev1, err := currentRevision(ctx, src)
@@ -123,12 +125,12 @@ func exportPass(ctx context.Context, src core.MetadataBackend, w io.Writer, prog
 	return res, tw.Close()
 }
 
-// walker reads a tree depth-first in path order, a batch of siblings at a
-// time.
+// walker reads a tree top-down, batches of siblings at a time.
 type walker struct {
 	src        core.MetadataBackend
 	epoch      int64 // the source's coordinator epoch (raiseEpoch)
 	emit       func(*Node) error
+	mu         sync.Mutex // guards ephemerals and virtual
 	ephemerals int
 	virtual    map[string]bool // paths added for the epoch, not on the source
 }
@@ -170,60 +172,145 @@ func parentPrefix(p string) string {
 	return p + "/"
 }
 
-// visit emits the nodes below parent, whose children are names (sorted).
-func (wk *walker) visit(ctx context.Context, parent string, names []string) error {
-	for len(names) > 0 {
-		chunk := names[:min(len(names), walkBatch)]
-		names = names[len(chunk):]
-		paths := make([]string, len(chunk))
-		for i, n := range chunk {
-			paths[i] = core.JoinPath(parent, n)
+// walkTasks is how many batches of siblings a streaming export reads at
+// once.
+const walkTasks = 16
+
+// task is a batch of siblings to read: parent's children names.
+type task struct {
+	parent string
+	names  []string
+}
+
+// run emits every node below root, whose children are names: walkTasks
+// workers take batches of siblings from a stack (last in, first out: the
+// walk stays deep, so what waits is a few batches per level, not a
+// level of the tree), read them (one GetMany, their children listed
+// concurrently), emit them, and push their children's batches. A node is
+// emitted before any of its children is read: the file is parents first.
+func (wk *walker) run(ctx context.Context, root string, names []string) error {
+	var mu sync.Mutex
+	cond := sync.NewCond(&mu)
+	var stack []task
+	active := 0
+	var failed error
+	push := func(parent string, names []string) { // mu held
+		for len(names) > 0 {
+			n := min(len(names), walkBatch)
+			stack = append(stack, task{parent, names[:n]})
+			names = names[n:]
 		}
-		rs, err := wk.src.GetMany(ctx, paths, core.ReadOptions{})
-		if err != nil {
-			return err
-		}
-		nodes := make([]*core.Node, 0, len(rs))
-		for i := range rs {
-			r := &rs[i]
-			switch {
-			case errors.Is(r.Err, core.ErrNotFound) && wk.virtual[paths[i]]:
-				nodes = append(nodes, &core.Node{Path: paths[i]})
-			case errors.Is(r.Err, core.ErrNotFound):
-				// Deleted since its parent was listed: the revision
-				// check sees it.
-			case r.Err != nil:
-				return fmt.Errorf("read %s: %w", paths[i], r.Err)
-			case isMarker(r.Node.Path):
-			case r.Node.Stat.EphemeralOwner != 0:
-				wk.ephemerals++
-			default:
-				nodes = append(nodes, &r.Node)
-			}
-		}
-		kids := make([][]string, len(nodes))
-		if err := wk.listChildren(ctx, nodes, kids); err != nil {
-			return err
-		}
-		for i, n := range nodes {
-			kids[i] = wk.virtualChildren(n.Path, kids[i])
-			out := nodeOf(*n, nextSequence(kids[i]))
-			if n.Path == catalog.CoordinatorEpochPath && wk.epoch > 0 {
-				if v, err := catalog.DecodeEpoch(out.Data); err != nil || v < wk.epoch {
-					out.Data = []byte(strconv.FormatInt(wk.epoch, 10))
+		cond.Broadcast()
+	}
+	var emitMu sync.Mutex
+	mu.Lock()
+	push(root, names)
+	mu.Unlock()
+	var wg sync.WaitGroup
+	for w := 0; w < walkTasks; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				for len(stack) == 0 && active > 0 && failed == nil {
+					cond.Wait()
 				}
-			}
-			if err := wk.emit(&out); err != nil {
-				return err
-			}
-			if len(kids[i]) > 0 {
-				if err := wk.visit(ctx, n.Path, kids[i]); err != nil {
-					return err
+				if failed != nil || len(stack) == 0 {
+					mu.Unlock()
+					return
 				}
+				t := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				active++
+				mu.Unlock()
+				nodes, kids, err := wk.read(ctx, t)
+				if err == nil {
+					emitMu.Lock()
+					for i, n := range nodes {
+						if err = wk.emitNode(n, kids[i]); err != nil {
+							break
+						}
+					}
+					emitMu.Unlock()
+				}
+				mu.Lock()
+				active--
+				if err != nil && failed == nil {
+					failed = err
+				}
+				if err == nil {
+					for i, n := range nodes {
+						if len(kids[i]) > 0 {
+							push(n.Path, kids[i])
+						}
+					}
+				}
+				cond.Broadcast()
+				mu.Unlock()
 			}
+		}()
+	}
+	wg.Wait()
+	return failed
+}
+
+// read reads one batch of siblings and lists the children of those that
+// have any (with the epoch's nodes added where missing).
+func (wk *walker) read(ctx context.Context, t task) ([]*core.Node, [][]string, error) {
+	paths := make([]string, len(t.names))
+	for i, n := range t.names {
+		paths[i] = core.JoinPath(t.parent, n)
+	}
+	rs, err := wk.src.GetMany(ctx, paths, core.ReadOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	nodes := make([]*core.Node, 0, len(rs))
+	eph := 0
+	for i := range rs {
+		r := &rs[i]
+		wk.mu.Lock()
+		virtual := wk.virtual[paths[i]]
+		wk.mu.Unlock()
+		switch {
+		case errors.Is(r.Err, core.ErrNotFound) && virtual:
+			nodes = append(nodes, &core.Node{Path: paths[i]})
+		case errors.Is(r.Err, core.ErrNotFound):
+			// Deleted since its parent was listed: the revision check
+			// sees it.
+		case r.Err != nil:
+			return nil, nil, fmt.Errorf("read %s: %w", paths[i], r.Err)
+		case isMarker(r.Node.Path):
+		case r.Node.Stat.EphemeralOwner != 0:
+			eph++
+		default:
+			nodes = append(nodes, &r.Node)
 		}
 	}
-	return nil
+	kids := make([][]string, len(nodes))
+	if err := wk.listChildren(ctx, nodes, kids); err != nil {
+		return nil, nil, err
+	}
+	wk.mu.Lock()
+	wk.ephemerals += eph
+	for i, n := range nodes {
+		kids[i] = wk.virtualChildren(n.Path, kids[i])
+	}
+	wk.mu.Unlock()
+	return nodes, kids, nil
+}
+
+// emitNode emits n, whose children are kids, with its next sequential
+// suffix and, for /coordinators/epoch, the epoch raised.
+func (wk *walker) emitNode(n *core.Node, kids []string) error {
+	out := nodeOf(*n, nextSequence(kids))
+	if n.Path == catalog.CoordinatorEpochPath && wk.epoch > 0 {
+		if v, err := catalog.DecodeEpoch(out.Data); err != nil || v < wk.epoch {
+			out.Data = []byte(strconv.FormatInt(wk.epoch, 10))
+		}
+	}
+	return wk.emit(&out)
 }
 
 // listChildren lists the children of the nodes that have any, at most

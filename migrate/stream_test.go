@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"testing"
 	"time"
 
@@ -43,6 +44,7 @@ func TestExportFileStreamsWhatExportReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sort.Slice(got.Nodes, func(i, j int) bool { return pathLess(got.Nodes[i].Path, got.Nodes[j].Path) })
 	if !reflect.DeepEqual(got.Nodes, want.Nodes) {
 		t.Fatalf("streamed nodes\n%+v\nExport's\n%+v", got.Nodes, want.Nodes)
 	}
