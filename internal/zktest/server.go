@@ -52,7 +52,7 @@ type Options struct {
 	// Servers is the number of ensemble members; 0 or 1 is a standalone
 	// server.
 	Servers int
-	// TickTime is the server's tick (default 200ms). Session timeouts are
+	// TickTime is the server's tick (default DefaultTickTime). Session timeouts are
 	// bounded by [2, 300] ticks unless Min/MaxSessionTimeout are set.
 	TickTime time.Duration
 	// MinSessionTimeout and MaxSessionTimeout bound the session timeouts
@@ -71,13 +71,17 @@ type Options struct {
 	Logf func(format string, args ...any)
 }
 
+// DefaultTickTime is the test servers' tick unless Options.TickTime says
+// otherwise.
+const DefaultTickTime = 200 * time.Millisecond
+
 func (o *Options) withDefaults() Options {
 	r := *o
 	if r.Servers < 1 {
 		r.Servers = 1
 	}
 	if r.TickTime <= 0 {
-		r.TickTime = 200 * time.Millisecond
+		r.TickTime = DefaultTickTime
 	}
 	if r.MinSessionTimeout <= 0 {
 		r.MinSessionTimeout = 2 * r.TickTime
