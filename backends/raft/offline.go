@@ -121,6 +121,7 @@ func Bootstrap(ctx context.Context, o Options) (BootstrapResult, error) {
 	}
 	// A bootstrap has nothing to wait for: the others are not running.
 	o.FirstElectionTimeout = time.Millisecond
+	o.format = true
 	m, err := startMember(ctx, o)
 	if err != nil {
 		return BootstrapResult{}, err
