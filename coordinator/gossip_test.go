@@ -62,6 +62,7 @@ func TestGossip(t *testing.T) {
 			"-D", "coordinator.gossip.enabled=true",
 			"-D", "coordinator.gossip.port="+strconv.Itoa(gossipPorts[i]),
 			"-D", "coordinator.gossip.encryption-key="+keyB64)
+		testutil.RaftBootstrap(t, bin, args)
 		coords[clients[i]] = startProc(t, fmt.Sprintf("coordinator-%d", i+1), bin, args...)
 	}
 	// Every coordinator hears of every other through the gossip, with its

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -194,6 +195,11 @@ func haScenario(t *testing.T, bin string, common []string, b haBackend) {
 		args = append(args, "-D", "bind.listeners=CLIENT://"+clients[i])
 		args = append(args, b.coordinatorArgs(t, i, clients)...)
 		coordArgs[clients[i]] = args
+		if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "coordinator.raft.voters=") }) {
+			// A multi-voter Raft cluster: format each member's directory
+			// first, as an operator does.
+			testutil.RaftBootstrap(t, bin, args)
+		}
 		coords[clients[i]] = startProc(t, fmt.Sprintf("coordinator-%d", i+1), bin, args...)
 	}
 	kind := b.name
