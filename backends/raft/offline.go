@@ -130,6 +130,19 @@ func Bootstrap(ctx context.Context, o Options) (BootstrapResult, error) {
 	return BootstrapResult{ClusterID: m.clusterID, NodeID: o.NodeID, Voters: o.Voters}, nil
 }
 
+// BootstrapSettings is Bootstrap of the member a flattened configuration
+// describes (OptionsFromSettings), its log lines dropped: the step an
+// operator runs with `metaplane raft bootstrap`, for the tools that start
+// a new multi-voter cluster themselves (metaplane demo, metaplane bench).
+func BootstrapSettings(ctx context.Context, settings map[string]string) (BootstrapResult, error) {
+	o, err := OptionsFromSettings(settings)
+	if err != nil {
+		return BootstrapResult{}, fmt.Errorf("%w: %v", core.ErrInvalidArgument, err)
+	}
+	o.Logf = func(string, ...any) {}
+	return Bootstrap(ctx, o)
+}
+
 // RestoreResult says what Restore made.
 type RestoreResult struct {
 	ClusterID uint64

@@ -92,16 +92,13 @@ func startProcsWith(t testing.TB, cfgs []map[string]string) *voterProcs {
 	})
 	// Format every member's directory first, as an operator runs
 	// `metaplane raft bootstrap` (the offline function it calls).
-	opts := make([]Options, n)
-	for i, cfg := range cfgs {
-		o, err := OptionsFromSettings(cfg)
-		if err != nil {
-			t.Fatalf("voter %d: %v", i+1, err)
+	if n > 1 {
+		for i, cfg := range cfgs {
+			if _, err := BootstrapSettings(context.Background(), cfg); err != nil {
+				t.Fatalf("bootstrap voter %d: %v", i+1, err)
+			}
 		}
-		o.Logf = func(string, ...any) {}
-		opts[i] = o
 	}
-	bootstrapAll(t, opts)
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range v.plugins {

@@ -84,7 +84,15 @@ func startRaftCoordinators(t *testing.T, n int) []*raftProc {
 	}
 	var ps []*raftProc
 	for i := 0; i < n; i++ {
-		p := &raftProc{id: strconv.Itoa(i + 1), client: clients[i], raft: fmt.Sprintf("127.0.0.1:%d", raftPorts[i])}
+		p := &raftProc{id: strconv.Itoa(i + 1), client: clients[i], raft: fmt.Sprintf("127.0.0.1:%d", raftPorts[i]),
+			dir: filepath.Join(t.TempDir(), "raft")}
+		if n > 1 {
+			// Each member's directory is formatted first, as an operator
+			// does before a multi-voter cluster's first start.
+			testutil.RaftBootstrap(t, testutil.Binary(t, "metaplane"), []string{"--no-env",
+				"-D", "coordinator.raft.voters=" + strings.Join(voters, ","), "-D", "coordinator.raft.node.id=" + p.id,
+				"-D", "coordinator.raft.port=" + strconv.Itoa(raftPorts[i]), "-D", "coordinator.raft.dir=" + p.dir})
+		}
 		spawnRaftProc(t, p, strings.Join(clients, ","), strings.Join(voters, ","), raftPorts[i])
 		ps = append(ps, p)
 	}
