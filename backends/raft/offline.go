@@ -130,6 +130,24 @@ func Bootstrap(ctx context.Context, o Options) (BootstrapResult, error) {
 	return BootstrapResult{ClusterID: m.clusterID, NodeID: o.NodeID, Voters: o.Voters}, nil
 }
 
+// Formatted reports the cluster id of dir when it holds a formatted
+// member (a cluster id and Raft state: what Bootstrap, Restore, a single
+// voter's first start or a joined member leave), and ok false when it
+// holds no cluster id. A damaged cluster-id file is an error.
+func Formatted(dir string) (cid uint64, ok bool, err error) {
+	if _, err := os.Stat(filepath.Join(dir, clusterIDFile)); errors.Is(err, os.ErrNotExist) {
+		return 0, false, nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, nodeHostDir)); err != nil {
+		return 0, false, nil
+	}
+	cid, err = readClusterID(dir)
+	if err != nil {
+		return 0, false, err
+	}
+	return cid, true, nil
+}
+
 // BootstrapSettings is Bootstrap of the member a flattened configuration
 // describes (OptionsFromSettings), its log lines dropped: the step an
 // operator runs with `metaplane raft bootstrap`, for the tools that start
