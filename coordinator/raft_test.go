@@ -55,7 +55,7 @@ func startRaftClusterWith(t *testing.T, ctx context.Context, n int, extra func(i
 	for i := range clients {
 		clients[i] = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	}
-	var ms []*raftMember
+	argv := make([][]string, n)
 	for i := 0; i < n; i++ {
 		args := []string{"coordinator", "--no-env", "-D", "metadata.backend.plugin.dir=" + pluginDir,
 			"-D", "metrics.address=127.0.0.1:0", "-D", "bind.listeners=CLIENT://" + clients[i],
@@ -67,9 +67,14 @@ func startRaftClusterWith(t *testing.T, ctx context.Context, n int, extra func(i
 		if extra != nil {
 			args = append(args, extra(i)...)
 		}
-		if n > 1 {
-			testutil.RaftBootstrap(t, bin, args)
-		}
+		argv[i] = args
+	}
+	if n > 1 {
+		// Format every member's directory before any starts.
+		testutil.RaftBootstrap(t, bin, argv...)
+	}
+	var ms []*raftMember
+	for i, args := range argv {
 		m := &raftMember{id: strconv.Itoa(i + 1), client: clients[i],
 			p: startProc(t, fmt.Sprintf("coordinator-%d", i+1), bin, args...)}
 		cc, err := grpc.NewClient(clients[i], grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -84,18 +84,22 @@ func startRaftCoordinators(t *testing.T, n int) []*raftProc {
 		voters[i] = fmt.Sprintf("%d@127.0.0.1:%d", i+1, raftPorts[i])
 	}
 	var ps []*raftProc
+	var boot [][]string
 	for i := 0; i < n; i++ {
 		p := &raftProc{id: strconv.Itoa(i + 1), client: clients[i], raft: fmt.Sprintf("127.0.0.1:%d", raftPorts[i]),
 			dir: filepath.Join(t.TempDir(), "raft")}
-		if n > 1 {
-			// Each member's directory is formatted first, as an operator
-			// does before a multi-voter cluster's first start.
-			testutil.RaftBootstrap(t, testutil.Binary(t, "metaplane"), []string{"--no-env",
-				"-D", "coordinator.raft.voters=" + strings.Join(voters, ","), "-D", "coordinator.raft.node.id=" + p.id,
-				"-D", "coordinator.raft.port=" + strconv.Itoa(raftPorts[i]), "-D", "coordinator.raft.dir=" + p.dir})
-		}
-		spawnRaftProc(t, p, strings.Join(clients, ","), strings.Join(voters, ","), raftPorts[i])
+		boot = append(boot, []string{"--no-env",
+			"-D", "coordinator.raft.voters=" + strings.Join(voters, ","), "-D", "coordinator.raft.node.id=" + p.id,
+			"-D", "coordinator.raft.port=" + strconv.Itoa(raftPorts[i]), "-D", "coordinator.raft.dir=" + p.dir})
 		ps = append(ps, p)
+	}
+	if n > 1 {
+		// Every member's directory is formatted before any starts, as an
+		// operator does before a multi-voter cluster's first start.
+		testutil.RaftBootstrap(t, testutil.Binary(t, "metaplane"), boot...)
+	}
+	for i, p := range ps {
+		spawnRaftProc(t, p, strings.Join(clients, ","), strings.Join(voters, ","), raftPorts[i])
 	}
 	return ps
 }
