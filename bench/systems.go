@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/metaplane/metaplane/backends/raft"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/plugins"
 )
@@ -243,8 +244,8 @@ func startZooKeeperSystem(ctx context.Context, env *runEnv) (*System, error) {
 // ---- Raft ----
 
 // raftCluster is n Raft voters, each a plugin process with its data in
-// its own directory.
-func raftCluster(env *runEnv, dir string, n int) ([]*member, error) {
+// its own directory (formatted with raft.BootstrapSettings when n > 1).
+func raftCluster(ctx context.Context, env *runEnv, dir string, n int) ([]*member, error) {
 	var voters []string
 	for i := 1; i <= n; i++ {
 		port, err := loopbackPort()
@@ -265,6 +266,13 @@ func raftCluster(env *runEnv, dir string, n int) ([]*member, error) {
 			"coordinator.raft.election.timeout":   raftElectionTimeout.String(),
 			"coordinator.raft.heartbeat.interval": raftHeartbeat.String(),
 		}
+		if n > 1 {
+			// A new multi-voter cluster: format each voter's directory
+			// first, as `metaplane raft bootstrap` does.
+			if _, err := raft.BootstrapSettings(ctx, cfg); err != nil {
+				return nil, fmt.Errorf("bootstrap Raft voter %d: %w", i, err)
+			}
+		}
 		m, err := env.newMember(Raft, fmt.Sprintf("Raft voter %d", i), cfg, true)
 		if err != nil {
 			return nil, err
@@ -280,7 +288,7 @@ func raftCluster(env *runEnv, dir string, n int) ([]*member, error) {
 func startRaftCluster(ctx context.Context, env *runEnv, dir string, n int) ([]*member, error) {
 	var last error
 	for attempt := 1; attempt <= 3; attempt++ {
-		ms, err := raftCluster(env, filepath.Join(dir, fmt.Sprintf("attempt%d", attempt)), n)
+		ms, err := raftCluster(ctx, env, filepath.Join(dir, fmt.Sprintf("attempt%d", attempt)), n)
 		if err != nil {
 			return nil, err
 		}

@@ -50,6 +50,7 @@ func TestGossip(t *testing.T) {
 	}
 	common := []string{"--no-env", "-D", "metadata.backend.plugin.dir=" + pluginDir, "-D", "metrics.address=127.0.0.1:0"}
 	coords := map[string]*proc{}
+	var argv [][]string
 	for i := 0; i < n; i++ {
 		args := append([]string{"coordinator"}, common...)
 		args = append(args, "-D", "bind.listeners=CLIENT://"+clients[i],
@@ -62,6 +63,10 @@ func TestGossip(t *testing.T) {
 			"-D", "coordinator.gossip.enabled=true",
 			"-D", "coordinator.gossip.port="+strconv.Itoa(gossipPorts[i]),
 			"-D", "coordinator.gossip.encryption-key="+keyB64)
+		argv = append(argv, args)
+	}
+	testutil.RaftBootstrap(t, bin, argv...) // every directory before any member starts
+	for i, args := range argv {
 		coords[clients[i]] = startProc(t, fmt.Sprintf("coordinator-%d", i+1), bin, args...)
 	}
 	// Every coordinator hears of every other through the gossip, with its

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -189,10 +190,18 @@ func haScenario(t *testing.T, bin string, common []string, b haBackend) {
 	}
 	coords := map[string]*proc{}
 	coordArgs := map[string][]string{}
+	argv := make([][]string, n)
 	for i := 0; i < n; i++ {
 		args := append([]string{"coordinator"}, common...)
 		args = append(args, "-D", "bind.listeners=CLIENT://"+clients[i])
-		args = append(args, b.coordinatorArgs(t, i, clients)...)
+		argv[i] = append(args, b.coordinatorArgs(t, i, clients)...)
+	}
+	if slices.ContainsFunc(argv[0], func(a string) bool { return strings.HasPrefix(a, "coordinator.raft.voters=") }) {
+		// A multi-voter Raft cluster: format every member's directory
+		// before any starts, as an operator does.
+		testutil.RaftBootstrap(t, bin, argv...)
+	}
+	for i, args := range argv {
 		coordArgs[clients[i]] = args
 		coords[clients[i]] = startProc(t, fmt.Sprintf("coordinator-%d", i+1), bin, args...)
 	}

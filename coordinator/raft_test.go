@@ -2,9 +2,11 @@ package coordinator_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -53,7 +55,7 @@ func startRaftClusterWith(t *testing.T, ctx context.Context, n int, extra func(i
 	for i := range clients {
 		clients[i] = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	}
-	var ms []*raftMember
+	argv := make([][]string, n)
 	for i := 0; i < n; i++ {
 		args := []string{"coordinator", "--no-env", "-D", "metadata.backend.plugin.dir=" + pluginDir,
 			"-D", "metrics.address=127.0.0.1:0", "-D", "bind.listeners=CLIENT://" + clients[i],
@@ -65,6 +67,14 @@ func startRaftClusterWith(t *testing.T, ctx context.Context, n int, extra func(i
 		if extra != nil {
 			args = append(args, extra(i)...)
 		}
+		argv[i] = args
+	}
+	if n > 1 {
+		// Format every member's directory before any starts.
+		testutil.RaftBootstrap(t, bin, argv...)
+	}
+	var ms []*raftMember
+	for i, args := range argv {
 		m := &raftMember{id: strconv.Itoa(i + 1), client: clients[i],
 			p: startProc(t, fmt.Sprintf("coordinator-%d", i+1), bin, args...)}
 		cc, err := grpc.NewClient(clients[i], grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -391,5 +401,67 @@ func checkMembershipRPCs(t *testing.T, ctx context.Context, clients []string, ba
 	}
 	if leaders != 1 {
 		t.Errorf("%d coordinators answered the membership calls as leader, want 1", leaders)
+	}
+}
+
+// TestRaftUnformattedDirRefused: a coordinator of a three-voter cluster
+// started on an empty coordinator.raft.dir exits non-zero, saying to run
+// `metaplane raft bootstrap`, and writes no Raft state; after the
+// bootstrap the same command line starts (it waits for the other voters).
+// A single voter with no configured voters (`make run`) formats its empty
+// directory itself and serves as leader.
+func TestRaftUnformattedDirRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real coordinator processes")
+	}
+	bin := testutil.Binary(t, "metaplane")
+	pluginDir := filepath.Dir(testutil.Binary(t, "metaplane-backend-raft"))
+	resetPorts()
+	dir := filepath.Join(t.TempDir(), "raft")
+	args := []string{"coordinator", "--no-env", "-D", "metadata.backend.plugin.dir=" + pluginDir,
+		"-D", "metrics.address=127.0.0.1:0", "-D", fmt.Sprintf("bind.listeners=CLIENT://127.0.0.1:%d", testutil.FreePort(t)),
+		"-D", "coordinator.raft.voters=" + raftVoters(t, 3), "-D", "coordinator.raft.node.id=1",
+		"-D", "coordinator.raft.port=" + strconv.Itoa(raftPort(t, 0)), "-D", "coordinator.raft.dir=" + dir}
+	p := startProc(t, "coordinator-unformatted", bin, args...)
+	select {
+	case <-p.done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("a three-voter coordinator on an empty dir is still running after 60s")
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code == 0 {
+		t.Fatalf("exit code 0 on an empty dir; output:\n%s", p.out.String())
+	}
+	if out := p.out.String(); !strings.Contains(out, "run `metaplane raft bootstrap --data-dir "+dir+"`") {
+		t.Fatalf("the refusal does not name metaplane raft bootstrap:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cluster-id")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused start wrote a cluster id (%v)", err)
+	}
+	testutil.RaftBootstrap(t, bin, args)
+	p = startProc(t, "coordinator-bootstrapped", bin, args...)
+	testutil.WaitFor(t, 60*time.Second, "the bootstrapped coordinator's banner", func() bool {
+		select {
+		case <-p.done:
+			t.Fatalf("the bootstrapped coordinator exited:\n%s", p.out.String())
+		default:
+		}
+		return strings.Contains(p.out.String(), "  listener: ")
+	})
+
+	client := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	single := filepath.Join(t.TempDir(), "single")
+	startProc(t, "coordinator-single", bin, "coordinator", "--no-env", "-D", "metadata.backend.plugin.dir="+pluginDir,
+		"-D", "metrics.address=127.0.0.1:0", "-D", "bind.listeners=CLIENT://"+client,
+		"-D", "coordinator.raft.port="+strconv.Itoa(testutil.FreePort(t)), "-D", "coordinator.raft.dir="+single)
+	c, err := adminclient.NewClient([]string{client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	waitServingLeader(t, ctx, c, "")
+	if _, err := os.Stat(filepath.Join(single, "cluster-id")); err != nil {
+		t.Fatalf("the single voter did not format its dir: %v", err)
 	}
 }

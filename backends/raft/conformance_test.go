@@ -37,13 +37,18 @@ func newMemberStore(t conformance.T, n int) *memberStore {
 			}
 		}
 	})
+	opts := make([]Options, n)
+	for i := range opts {
+		opts[i] = testOptions(filepath.Join(root, fmt.Sprintf("m%d", i+1)), uint64(i+1), voters)
+	}
+	bootstrapAll(t, opts)
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			p := NewProvider(testOptions(filepath.Join(root, fmt.Sprintf("m%d", i+1)), uint64(i+1), voters))
+			p := NewProvider(opts[i])
 			errs[i] = p.Start(context.Background(), nil)
 			s.providers[i] = p
 		}(i)

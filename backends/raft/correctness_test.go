@@ -172,6 +172,7 @@ func startProxiedCluster(t *testing.T) (*cluster, []*proxy) {
 		c.dirs = append(c.dirs, filepath.Join(root, fmt.Sprintf("m%d", i+1)))
 	}
 	t.Cleanup(c.stopAll)
+	c.bootstrap()
 	errs := make(chan error, 3)
 	for i := 0; i < 3; i++ {
 		go func(i int) { errs <- c.start(i) }(i)

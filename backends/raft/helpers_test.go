@@ -52,6 +52,7 @@ func startCluster(t testing.TB, n int, mutate func(i int, o *Options)) *cluster 
 		c.dirs = append(c.dirs, filepath.Join(root, fmt.Sprintf("m%d", i+1)))
 	}
 	t.Cleanup(c.stopAll)
+	c.bootstrap()
 	errs := make(chan error, n)
 	for i := 0; i < n; i++ {
 		go func(i int) { errs <- c.start(i) }(i)
@@ -63,6 +64,42 @@ func startCluster(t testing.TB, n int, mutate func(i int, o *Options)) *cluster 
 	}
 	c.waitLeader()
 	return c
+}
+
+// bootstrap formats every member's directory with Bootstrap, as an
+// operator runs `metaplane raft bootstrap` before a multi-voter cluster's
+// first start.
+func (c *cluster) bootstrap() {
+	c.t.Helper()
+	opts := make([]Options, len(c.dirs))
+	for i := range opts {
+		opts[i] = c.options(i)
+	}
+	bootstrapAll(c.t, opts)
+}
+
+// bootstrapAll runs Bootstrap on every member of opts (a multi-voter
+// set), in parallel.
+func bootstrapAll(t interface {
+	Helper()
+	Fatalf(string, ...any)
+}, opts []Options) {
+	t.Helper()
+	if len(opts) < 2 {
+		return
+	}
+	errs := make(chan error, len(opts))
+	for _, o := range opts {
+		go func(o Options) {
+			_, err := Bootstrap(context.Background(), o)
+			errs <- err
+		}(o)
+	}
+	for range opts {
+		if err := <-errs; err != nil {
+			t.Fatalf("bootstrap member: %v", err)
+		}
+	}
 }
 
 func (c *cluster) options(i int) Options {

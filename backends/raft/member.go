@@ -190,6 +190,34 @@ func nodeHostConfig(o Options, cid uint64, addr string) dbconfig.NodeHostConfig 
 	}
 }
 
+// ErrNotBootstrapped is wrapped by the refusal to start a member of a
+// multi-voter cluster on a directory that `metaplane raft bootstrap` has
+// not formatted.
+var ErrNotBootstrapped = errors.New("raft: data directory not bootstrapped")
+
+// errUnformatted is the refusal of an unformatted directory, saying what to run.
+func errUnformatted(o Options) error {
+	return fmt.Errorf("%w: coordinator.raft.dir %s holds no Raft state of member %d and coordinator.raft.voters lists %d voters: "+
+		"a member of a multi-voter cluster does not format its directory itself; run `metaplane raft bootstrap --data-dir %s` "+
+		"with this configuration on every initial voter (with an empty directory), then start the coordinators; "+
+		"a member added to a running cluster sets coordinator.raft.join instead",
+		ErrNotBootstrapped, o.Dir, o.NodeID, len(o.Voters), o.Dir)
+}
+
+// checkFormatted refuses, before anything is written, to start a member
+// of a multi-voter cluster (not joining) on a directory that holds no
+// cluster id: only Bootstrap formats one. A single voter (the zero-config
+// `make run`) formats its directory on first start.
+func checkFormatted(o Options) error {
+	if o.Join || o.format || len(o.Voters) <= 1 {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(o.Dir, clusterIDFile)); errors.Is(err, os.ErrNotExist) {
+		return errUnformatted(o)
+	}
+	return nil
+}
+
 // startMember starts the NodeHost and the replica: a new cluster
 // bootstraps with the initial voters, a member with Raft state on disk
 // restarts from it, and a joining member (Options.Join) starts empty and
@@ -201,6 +229,9 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 	}
 	quietDragonboat()
 	hb, el, _ := electionTicks(o.Heartbeat, o.ElectionTimeout)
+	if err := checkFormatted(o); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(o.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("coordinator.raft.dir: %w", err)
 	}
@@ -272,6 +303,11 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 		}
 		rc.IsNonVoting = true
 		o.Logf("raft: member %d joining cluster %d as non-voting", o.NodeID, cid)
+	case len(o.Voters) > 1 && !o.format:
+		// The cluster id is there but no replica (a bootstrap that did
+		// not finish): refuse as for an empty directory.
+		nh.Close()
+		return nil, errUnformatted(o)
 	default:
 		initial = members
 		o.Logf("raft: member %d bootstrapping cluster %d with %d voters", o.NodeID, cid, len(members))

@@ -121,12 +121,44 @@ func Bootstrap(ctx context.Context, o Options) (BootstrapResult, error) {
 	}
 	// A bootstrap has nothing to wait for: the others are not running.
 	o.FirstElectionTimeout = time.Millisecond
+	o.format = true
 	m, err := startMember(ctx, o)
 	if err != nil {
 		return BootstrapResult{}, err
 	}
 	m.close()
 	return BootstrapResult{ClusterID: m.clusterID, NodeID: o.NodeID, Voters: o.Voters}, nil
+}
+
+// Formatted reports the cluster id of dir when it holds a formatted
+// member (a cluster id and Raft state: what Bootstrap, Restore, a single
+// voter's first start or a joined member leave), and ok false when it
+// holds no cluster id. A damaged cluster-id file is an error.
+func Formatted(dir string) (cid uint64, ok bool, err error) {
+	if _, err := os.Stat(filepath.Join(dir, clusterIDFile)); errors.Is(err, os.ErrNotExist) {
+		return 0, false, nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, nodeHostDir)); err != nil {
+		return 0, false, nil
+	}
+	cid, err = readClusterID(dir)
+	if err != nil {
+		return 0, false, err
+	}
+	return cid, true, nil
+}
+
+// BootstrapSettings is Bootstrap of the member a flattened configuration
+// describes (OptionsFromSettings), its log lines dropped: the step an
+// operator runs with `metaplane raft bootstrap`, for the tools that start
+// a new multi-voter cluster themselves (metaplane demo, metaplane bench).
+func BootstrapSettings(ctx context.Context, settings map[string]string) (BootstrapResult, error) {
+	o, err := OptionsFromSettings(settings)
+	if err != nil {
+		return BootstrapResult{}, fmt.Errorf("%w: %v", core.ErrInvalidArgument, err)
+	}
+	o.Logf = func(string, ...any) {}
+	return Bootstrap(ctx, o)
 }
 
 // RestoreResult says what Restore made.

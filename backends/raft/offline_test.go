@@ -238,3 +238,42 @@ func waitApplied(t *testing.T, p *Provider, index int64) {
 		}
 	}
 }
+
+// TestUnformattedDirRefused: a member of a multi-voter cluster does not
+// format its directory itself: on an empty directory, and on one an
+// interrupted bootstrap left with a cluster id and no replica, Start
+// refuses with a message naming `metaplane raft bootstrap`, writing
+// nothing into the empty one. A joining member and a single voter are not
+// refused; the single voter formats its empty directory on first start.
+func TestUnformattedDirRefused(t *testing.T) {
+	three := newVoters(t, 3)
+	dir := filepath.Join(t.TempDir(), "m1")
+	err := NewProvider(testOptions(dir, 1, three)).Start(context.Background(), nil)
+	if !errors.Is(err, ErrNotBootstrapped) || !strings.Contains(err.Error(), "metaplane raft bootstrap --data-dir "+dir) {
+		t.Fatalf("start on an empty dir: %v, want ErrNotBootstrapped naming metaplane raft bootstrap", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused start created %s (%v)", dir, err)
+	}
+	half := t.TempDir()
+	if err := os.WriteFile(filepath.Join(half, clusterIDFile), []byte(fmt.Sprintf("%d\n", deriveClusterID(three))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewProvider(testOptions(half, 2, three)).Start(context.Background(), nil); !errors.Is(err, ErrNotBootstrapped) {
+		t.Fatalf("start on a half-bootstrapped dir: %v, want ErrNotBootstrapped", err)
+	}
+	join := testOptions(filepath.Join(t.TempDir(), "j"), 4, append(append([]Voter(nil), three...), Voter{ID: 4, Address: "127.0.0.1:1"}))
+	join.Join = true
+	if err := checkFormatted(join.withDefaults()); err != nil {
+		t.Fatalf("a joining member is refused: %v", err)
+	}
+	single := filepath.Join(t.TempDir(), "single")
+	p := NewProvider(testOptions(single, 1, newVoters(t, 1)))
+	if err := p.Start(context.Background(), nil); err != nil {
+		t.Fatalf("a single voter on an empty dir: %v", err)
+	}
+	defer p.Close()
+	if _, err := readClusterID(single); err != nil {
+		t.Fatalf("the single voter did not format its dir: %v", err)
+	}
+}

@@ -111,6 +111,10 @@ type Options struct {
 	// logger at info level.
 	Logf func(format string, args ...any)
 
+	// format lets a member of a multi-voter cluster format an empty Dir
+	// (set by Bootstrap only; see checkFormatted).
+	format bool
+
 	// diskFree measures the free space of Dir (tests inject a full disk);
 	// nil: statfs.
 	diskFree func(dir string) (uint64, error)

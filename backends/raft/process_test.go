@@ -90,6 +90,15 @@ func startProcsWith(t testing.TB, cfgs []map[string]string) *voterProcs {
 			}
 		}
 	})
+	// Format every member's directory first, as an operator runs
+	// `metaplane raft bootstrap` (the offline function it calls).
+	if n > 1 {
+		for i, cfg := range cfgs {
+			if _, err := BootstrapSettings(context.Background(), cfg); err != nil {
+				t.Fatalf("bootstrap voter %d: %v", i+1, err)
+			}
+		}
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range v.plugins {

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/backends/raft"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
@@ -184,6 +185,17 @@ func (d *demo) run(ctx context.Context) error {
 	for i := 0; i < n; i++ {
 		seeds = append(seeds, fmt.Sprintf("127.0.0.1:%d", clientPorts[i]))
 		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i+1, raftPorts[i]))
+	}
+	d.step("formatting 3 Raft data directories (what `metaplane raft bootstrap` does on each voter)")
+	for i := 0; i < n; i++ {
+		if _, err := raft.BootstrapSettings(ctx, map[string]string{
+			"coordinator.raft.voters":  strings.Join(voters, ","),
+			"coordinator.raft.node.id": strconv.Itoa(i + 1),
+			"coordinator.raft.port":    strconv.Itoa(raftPorts[i]),
+			"coordinator.raft.dir":     filepath.Join(d.dir, fmt.Sprintf("raft-%d", i+1)),
+		}); err != nil {
+			return fmt.Errorf("bootstrap Raft voter %d: %w", i+1, err)
+		}
 	}
 	d.step("starting 3 coordinators (Raft voters %s)", strings.Join(voters, ", "))
 	procs := map[string]*demoProc{} // client address -> process

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -393,6 +394,26 @@ func TestDeploySystemdUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := loadConfigText(t, "deploy/systemd/server.yaml", string(text), nil, false)
+	// ExecStartPre formats a new member's coordinator.raft.dir and leaves a
+	// formatted one alone (bootstrap refuses a non-empty directory).
+	if len(settings["ExecStartPre"]) != 1 {
+		t.Fatalf("ExecStartPre %q: want one, metaplane raft bootstrap --skip-formatted", settings["ExecStartPre"])
+	}
+	pre := strings.Fields(settings["ExecStartPre"][0])
+	if !filepath.IsAbs(pre[0]) || !built[filepath.Base(pre[0])] {
+		t.Fatalf("ExecStartPre runs %s: want an absolute path to a binary make build writes", pre[0])
+	}
+	if path := checkCommandLine(t, "ExecStartPre", pre[1:]); path != "metaplane raft bootstrap" || !slices.Contains(pre, "--skip-formatted") {
+		t.Errorf("ExecStartPre runs %q: want metaplane raft bootstrap ... --skip-formatted", pre)
+	}
+	for i, a := range pre {
+		if a == "--config" && (i+1 >= len(pre) || pre[i+1] != cfgFile) {
+			t.Errorf("ExecStartPre --config: want ExecStart's %s", cfgFile)
+		}
+		if a == "--data-dir" && (i+1 >= len(pre) || pre[i+1] != cfg.Coordinator.Raft.Dir) {
+			t.Errorf("ExecStartPre --data-dir: want server.yaml's coordinator.raft.dir %s", cfg.Coordinator.Raft.Dir)
+		}
+	}
 	state := "/var/lib/" + settings["StateDirectory"][0]
 	if dir := cfg.Coordinator.Raft.Dir; !strings.HasPrefix(dir, state+"/") {
 		t.Errorf("coordinator.raft.dir %s is not under the unit's StateDirectory %s (ProtectSystem=strict makes everything else read-only)", dir, state)
@@ -573,8 +594,30 @@ func TestDeployKubernetes(t *testing.T) {
 	}
 	inits := list(get(pod, "initContainers"))
 	containers := list(get(pod, "containers"))
-	if len(inits) != 1 || len(containers) != 1 {
-		t.Fatalf("coordinator pod: %d init containers and %d containers, want 1 and 1", len(inits), len(containers))
+	if len(inits) != 2 || len(containers) != 1 {
+		t.Fatalf("coordinator pod: %d init containers and %d containers, want 2 (the voter id, then raft bootstrap) and 1", len(inits), len(containers))
+	}
+	// The second init container formats a new member's directory and
+	// leaves a formatted one alone.
+	boot := inits[1].(map[string]any)
+	_, bootArgs := podContainer(t, "raft-bootstrap init container", boot, built, nil)
+	if str(boot["image"]) != str(get(containers[0], "image")) {
+		t.Errorf("raft-bootstrap init container image %v: want the coordinator's %v", boot["image"], get(containers[0], "image"))
+	}
+	bootFlag := func(name string) string {
+		for i, a := range bootArgs {
+			if a == name && i+1 < len(bootArgs) {
+				return bootArgs[i+1]
+			}
+		}
+		return ""
+	}
+	if len(bootArgs) < 2 || bootArgs[0] != "raft" || bootArgs[1] != "bootstrap" || !slices.Contains(bootArgs, "--skip-formatted") {
+		t.Fatalf("raft-bootstrap init container args %q: want raft bootstrap ... --skip-formatted (bootstrap refuses a formatted dir: a restarted pod must start)", bootArgs)
+	}
+	bootMounts := map[string]string{}
+	for _, m := range list(boot["volumeMounts"]) {
+		bootMounts[str(get(m, "mountPath"))] = str(get(m, "name"))
 	}
 	c := containers[0].(map[string]any)
 	_, args := podContainer(t, "coordinator container", c, built, nil)
@@ -661,6 +704,19 @@ func TestDeployKubernetes(t *testing.T) {
 		}
 		if !onClaim {
 			t.Errorf("%s: coordinator.raft.dir %s is not on a volumeClaimTemplate mount (%v)", podName, cfg.Coordinator.Raft.Dir, mounts)
+		}
+		// raft bootstrap formats that directory, on the same claim, with
+		// the configuration the init script wrote.
+		if d := bootFlag("--data-dir"); d != cfg.Coordinator.Raft.Dir {
+			t.Errorf("%s: raft bootstrap --data-dir %q: want coordinator.raft.dir %s", podName, d, cfg.Coordinator.Raft.Dir)
+		}
+		if f := bootFlag("--config"); f != cfgFile || bootMounts[filepath.Dir(f)] != mounts[filepath.Dir(f)] {
+			t.Errorf("%s: raft bootstrap --config %q: want the coordinator's %s on the same volume", podName, f, cfgFile)
+		}
+		for p, vol := range mounts {
+			if claims[vol] && strings.HasPrefix(cfg.Coordinator.Raft.Dir, p+"/") && bootMounts[p] != vol {
+				t.Errorf("%s: the raft-bootstrap init container does not mount the claim %s at %s", podName, vol, p)
+			}
 		}
 	}
 	cports, _ := podContainer(t, "coordinator container", c, built, ports)

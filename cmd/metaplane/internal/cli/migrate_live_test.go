@@ -199,11 +199,16 @@ func TestMigrateCopyIntoThreeVoters(t *testing.T) {
 		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i+1, ports[i]))
 	}
 	raftCfg := make([]string, 3)
+	var boot [][]string
 	for i := range raftCfg {
 		raftCfg[i] = writeConfig(t, dir, fmt.Sprintf("raft%d.yaml", i+1), map[string]string{"metadata.backend.plugin.dir": bin,
 			"coordinator.raft.voters": strings.Join(voters, ","), "coordinator.raft.node.id": strconv.Itoa(i + 1),
 			"coordinator.raft.port": strconv.Itoa(ports[i]), "coordinator.raft.dir": filepath.Join(dir, fmt.Sprintf("raft%d", i+1))})
+		boot = append(boot, []string{"--no-env", "--config", raftCfg[i], "-D", "coordinator.raft.dir=" + filepath.Join(dir, fmt.Sprintf("raft%d", i+1))})
 	}
+	// The quorum's directories are formatted first, as an operator does
+	// before a multi-voter cluster's first start.
+	testutil.RaftBootstrap(t, testutil.Binary(t, "metaplane"), boot...)
 
 	zbs, _ := coordinatorProc(t, dir, "--config", zkCfg)
 	mustCLI(t, "admin", "create-database", "shop", zbs)

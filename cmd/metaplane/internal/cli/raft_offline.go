@@ -97,6 +97,9 @@ type bootstrapReport struct {
 	ClusterID string   `json:"cluster_id"`
 	NodeID    uint64   `json:"node_id"`
 	Voters    []string `json:"voters"`
+	// Skipped: --skip-formatted found the directory already formatted
+	// and changed nothing.
+	Skipped bool `json:"skipped,omitempty"`
 }
 
 func raftBootstrap(r *raftFlags) *cobra.Command {
@@ -107,14 +110,33 @@ func raftBootstrap(r *raftFlags) *cobra.Command {
 empty coordinator.raft.dir, refusing a directory that is not empty, a node
 id missing from the voters and two voters sharing an address. Run it on
 every initial voter with the same voters; each coordinator then starts from
-its formatted directory. A coordinator started on an empty directory
-formats it the same way itself (the implicit first start), so bootstrap is
-the explicit, checked form of that step.`}
+its formatted directory. A coordinator with more than one voter refuses
+to start on an unformatted directory and names this command; a single
+voter formats its empty directory on first start. --skip-formatted makes
+it safe to run before every start (a Kubernetes init container, a systemd
+ExecStartPre): a directory that already holds a formatted member (a
+cluster id and Raft state) is left as it is, exit 0.`}
 	of := addOfflineFlags(cmd)
+	var skip bool
+	cmd.Flags().BoolVar(&skip, "skip-formatted", false, "exit 0 changing nothing when --data-dir already holds a formatted member (a cluster id and Raft state); any other non-empty directory is still refused")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		o, err := of.options(cmd)
 		if err != nil {
 			return err
+		}
+		if skip {
+			cid, ok, err := raft.Formatted(of.dataDir)
+			if err != nil {
+				return err
+			}
+			if ok {
+				rep := bootstrapReport{DataDir: of.dataDir, ClusterID: fmt.Sprint(cid), NodeID: o.NodeID, Voters: []string{}, Skipped: true}
+				if r.json {
+					return r.printJSON(cmd.OutOrStdout(), rep)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s already holds a formatted member of cluster %s: nothing changed\n", of.dataDir, rep.ClusterID)
+				return nil
+			}
 		}
 		res, err := raft.Bootstrap(cmd.Context(), o)
 		if err != nil {

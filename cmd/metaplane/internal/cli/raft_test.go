@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -83,10 +84,22 @@ func startRaftCoordinators(t *testing.T, n int) []*raftProc {
 		voters[i] = fmt.Sprintf("%d@127.0.0.1:%d", i+1, raftPorts[i])
 	}
 	var ps []*raftProc
+	var boot [][]string
 	for i := 0; i < n; i++ {
-		p := &raftProc{id: strconv.Itoa(i + 1), client: clients[i], raft: fmt.Sprintf("127.0.0.1:%d", raftPorts[i])}
-		spawnRaftProc(t, p, strings.Join(clients, ","), strings.Join(voters, ","), raftPorts[i])
+		p := &raftProc{id: strconv.Itoa(i + 1), client: clients[i], raft: fmt.Sprintf("127.0.0.1:%d", raftPorts[i]),
+			dir: filepath.Join(t.TempDir(), "raft")}
+		boot = append(boot, []string{"--no-env",
+			"-D", "coordinator.raft.voters=" + strings.Join(voters, ","), "-D", "coordinator.raft.node.id=" + p.id,
+			"-D", "coordinator.raft.port=" + strconv.Itoa(raftPorts[i]), "-D", "coordinator.raft.dir=" + p.dir})
 		ps = append(ps, p)
+	}
+	if n > 1 {
+		// Every member's directory is formatted before any starts, as an
+		// operator does before a multi-voter cluster's first start.
+		testutil.RaftBootstrap(t, testutil.Binary(t, "metaplane"), boot...)
+	}
+	for i, p := range ps {
+		spawnRaftProc(t, p, strings.Join(clients, ","), strings.Join(voters, ","), raftPorts[i])
 	}
 	return ps
 }
@@ -333,4 +346,32 @@ func TestRaftVerbs(t *testing.T) {
 		}
 		return code == ExitFailure && strings.Contains(stderr, "leader unknown")
 	})
+}
+
+// TestRaftBootstrapSkipFormatted: `raft bootstrap` formats an empty
+// directory and refuses it once formatted; with --skip-formatted the
+// formatted directory is left as it is (exit 0, said so), and a non-empty
+// directory that holds no formatted member is still refused.
+func TestRaftBootstrapSkipFormatted(t *testing.T) {
+	voters := fmt.Sprintf("1@127.0.0.1:%d,2@127.0.0.1:%d,3@127.0.0.1:%d", testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t))
+	dir := filepath.Join(t.TempDir(), "raft")
+	args := []string{"raft", "bootstrap", "--no-env", "--data-dir", dir, "--voters", voters, "--node-id", "2"}
+	if stdout, stderr, code := runCLI(t, args...); code != ExitOK || !strings.Contains(stdout, "as member 2 of new cluster") {
+		t.Fatalf("bootstrap: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if _, stderr, code := runCLI(t, args...); code != ExitFailure || !strings.Contains(stderr, "is not empty") {
+		t.Fatalf("bootstrap of a formatted dir: exit %d, want 1 (not empty)\n%s", code, stderr)
+	}
+	stdout, stderr, code := runCLI(t, append(args, "--skip-formatted", "--json")...)
+	var rep bootstrapReport
+	if code != ExitOK || json.Unmarshal([]byte(stdout), &rep) != nil || !rep.Skipped || rep.ClusterID == "" {
+		t.Fatalf("bootstrap --skip-formatted of a formatted dir: exit %d\n%s%s", code, stdout, stderr)
+	}
+	other := t.TempDir()
+	if err := os.WriteFile(filepath.Join(other, "stray"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := runCLI(t, "raft", "bootstrap", "--no-env", "--data-dir", other, "--voters", voters, "--node-id", "2", "--skip-formatted"); code != ExitFailure || !strings.Contains(stderr, "is not empty") {
+		t.Fatalf("bootstrap --skip-formatted of an unformatted non-empty dir: exit %d, want 1\n%s", code, stderr)
+	}
 }
