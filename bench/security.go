@@ -2,18 +2,9 @@ package bench
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -220,58 +211,17 @@ type benchCertFiles struct {
 // writeBenchCerts generates a CA, a server certificate for 127.0.0.1 and
 // the bench's client certificate (CN bench), valid for a day, into dir.
 func writeBenchCerts(dir string) (benchCertFiles, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return benchCertFiles{}, err
-	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := tlsutil.NewCA(dir, "metaplane-bench")
 	if err != nil {
 		return benchCertFiles{}, err
 	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "metaplane-bench-ca"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	srv, err := ca.Issue("bench-coordinator", tlsutil.CertOptions{CommonName: "bench-coordinator", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Server: true})
 	if err != nil {
 		return benchCertFiles{}, err
 	}
-	caCert, err := x509.ParseCertificate(caDER)
+	cli, err := ca.Issue(benchPrincipal, tlsutil.CertOptions{CommonName: benchPrincipal, Client: true})
 	if err != nil {
 		return benchCertFiles{}, err
 	}
-	f := benchCertFiles{ca: filepath.Join(dir, "ca.pem")}
-	if err := writePEMFile(f.ca, "CERTIFICATE", caDER); err != nil {
-		return f, err
-	}
-	issue := func(serial int64, cn string, usage x509.ExtKeyUsage, ips []net.IP) (string, string, error) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return "", "", err
-		}
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
-			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IPAddresses: ips,
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-		if err != nil {
-			return "", "", err
-		}
-		keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-		if err != nil {
-			return "", "", err
-		}
-		certPath, keyPath := filepath.Join(dir, cn+".pem"), filepath.Join(dir, cn+"-key.pem")
-		if err := writePEMFile(certPath, "CERTIFICATE", der); err != nil {
-			return "", "", err
-		}
-		return certPath, keyPath, writePEMFile(keyPath, "PRIVATE KEY", keyDER)
-	}
-	if f.serverCert, f.serverKey, err = issue(2, "bench-coordinator", x509.ExtKeyUsageServerAuth, []net.IP{net.IPv4(127, 0, 0, 1)}); err != nil {
-		return f, err
-	}
-	f.clientCert, f.clientKey, err = issue(3, benchPrincipal, x509.ExtKeyUsageClientAuth, nil)
-	return f, err
-}
-
-func writePEMFile(path, typ string, der []byte) error {
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
+	return benchCertFiles{ca: ca.CertFile, serverCert: srv.CertFile, serverKey: srv.KeyFile, clientCert: cli.CertFile, clientKey: cli.KeyFile}, nil
 }

@@ -1,101 +1,36 @@
 package raft
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/testutil"
 )
 
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T) *testCA {
+// voterCert issues a voter certificate for 127.0.0.1 (server and client
+// use) named name from ca, returning the file paths.
+func voterCert(t *testing.T, ca *testutil.CA, name string) (certFile, keyFile string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "metaplane test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue writes a voter certificate for 127.0.0.1 (server and client use)
-// and its key to dir, returning the file paths.
-func (ca *testCA) issue(t *testing.T, dir, name string, serial int64) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	write := func(p string, b []byte) {
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-	write(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}))
-	return certFile, keyFile
+	f := ca.Issue(t, name, testutil.CertOptions{CommonName: name, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Server: true, Client: true})
+	return f.CertFile, f.KeyFile
 }
 
 // TestMutualTLSThreeVoters: three voters talking mutual TLS with
 // certificates from one CA elect a leader and replicate; a voter whose
 // certificate comes from another CA cannot take part.
 func TestMutualTLSThreeVoters(t *testing.T) {
-	dir := t.TempDir()
-	ca := newTestCA(t)
-	caFile := filepath.Join(dir, "ca.crt")
-	if err := os.WriteFile(caFile, ca.pem, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	rogue := newTestCA(t)
+	ca := testutil.NewCA(t, "metaplane test CA")
+	rogue := testutil.NewCA(t, "rogue")
 	c := startCluster(t, 3, func(i int, o *Options) {
-		o.TLS, o.CAFile = true, caFile
+		o.TLS, o.CAFile = true, ca.CertFile
 		if i == 2 {
 			// Voter 3's certificate is signed by a CA the others do not trust.
-			o.CertFile, o.KeyFile = rogue.issue(t, dir, fmt.Sprintf("voter%d", i+1), int64(i+2))
+			o.CertFile, o.KeyFile = voterCert(t, rogue, fmt.Sprintf("voter%d", i+1))
 			return
 		}
-		o.CertFile, o.KeyFile = ca.issue(t, dir, fmt.Sprintf("voter%d", i+1), int64(i+2))
+		o.CertFile, o.KeyFile = voterCert(t, ca, fmt.Sprintf("voter%d", i+1))
 	})
 	leader := c.waitLeader()
 	if leader == 2 {

@@ -5,8 +5,6 @@ import (
 	"os"
 	"sync"
 	"testing"
-
-	"github.com/metaplane/metaplane/internal/testutil"
 )
 
 // serve accepts TLS connections on 127.0.0.1 with cfg until the test ends,
@@ -51,8 +49,8 @@ func dial(addr string, cfg *tls.Config) (string, error) {
 }
 
 func TestMutualTLS(t *testing.T) {
-	ca := testutil.NewCA(t, "ca")
-	other := testutil.NewCA(t, "other")
+	ca := newTestCA(t, "ca")
+	other := newTestCA(t, "other")
 	srv := ca.ServerCert(t, "server")
 	r, err := NewReloader(Files{CertFile: srv.CertFile, KeyFile: srv.KeyFile, CAFile: ca.CertFile})
 	if err != nil {
@@ -99,7 +97,7 @@ func TestMutualTLS(t *testing.T) {
 // handshake; a broken write keeps the previous one in service (and says so
 // through OnReload); Reload re-reads on demand.
 func TestRotation(t *testing.T) {
-	ca := testutil.NewCA(t, "ca")
+	ca := newTestCA(t, "ca")
 	first := ca.ServerCert(t, "server")
 	r, err := NewReloader(Files{CertFile: first.CertFile, KeyFile: first.KeyFile})
 	if err != nil {
@@ -156,7 +154,7 @@ func TestRotation(t *testing.T) {
 }
 
 func TestRefusedSetups(t *testing.T) {
-	ca := testutil.NewCA(t, "ca")
+	ca := newTestCA(t, "ca")
 	srv := ca.ServerCert(t, "server")
 	if _, err := NewReloader(Files{CertFile: srv.CertFile}); err == nil {
 		t.Error("a certificate without its key accepted")
