@@ -134,18 +134,11 @@ func filterDatabases(decide func(string, catalog.ResourceKey) (bool, error), _, 
 	if !ok {
 		return nil
 	}
-	kept := r.Names[:0]
-	for _, n := range r.Names {
-		ok, err := decide(OpDescribe, catalog.ResourceKey{Type: ResourceDatabase, Name: n})
-		if err != nil {
-			return err
-		}
-		if ok {
-			kept = append(kept, n)
-		}
-	}
-	r.Names = kept
-	return nil
+	var err error
+	r.Names, err = describable(decide, r.Names, func(n string) catalog.ResourceKey {
+		return catalog.ResourceKey{Type: ResourceDatabase, Name: n}
+	})
+	return err
 }
 
 func filterTables(decide func(string, catalog.ResourceKey) (bool, error), req, resp any) error {
@@ -154,18 +147,27 @@ func filterTables(decide func(string, catalog.ResourceKey) (bool, error), req, r
 		return nil
 	}
 	db := databaseField(req)
-	kept := r.Names[:0]
-	for _, n := range r.Names {
-		ok, err := decide(OpDescribe, catalog.ResourceKey{Type: ResourceTable, Name: db + "." + n})
+	var err error
+	r.Names, err = describable(decide, r.Names, func(n string) catalog.ResourceKey {
+		return catalog.ResourceKey{Type: ResourceTable, Name: db + "." + n}
+	})
+	return err
+}
+
+// describable keeps, in place, the names whose resource the principal may
+// DESCRIBE.
+func describable(decide func(string, catalog.ResourceKey) (bool, error), names []string, key func(string) catalog.ResourceKey) ([]string, error) {
+	kept := names[:0]
+	for _, n := range names {
+		ok, err := decide(OpDescribe, key(n))
 		if err != nil {
-			return err
+			return names, err
 		}
 		if ok {
 			kept = append(kept, n)
 		}
 	}
-	r.Names = kept
-	return nil
+	return kept, nil
 }
 
 // checkAccess finds the method's row and, with the authorizer on, checks
