@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/metaplane/metaplane/internal/testutil"
 )
 
@@ -70,6 +72,19 @@ type raftProc struct {
 func (p *raftProc) kill() {
 	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	<-p.done
+	// The Raft plugin, in the coordinator's process group, is killed with
+	// it but may exit a moment later: wait (bounded) until it has released
+	// the data directory's NodeHost lock, as an offline verb would need.
+	lock := filepath.Join(p.dir, "nodehost", "LOCK")
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(lock); err != nil {
+			return
+		}
+		if l, err := vfs.Default.Lock(lock); err == nil {
+			l.Close()
+			return
+		}
+	}
 }
 
 // startRaftCoordinators starts n coordinators on the Raft backend as real
