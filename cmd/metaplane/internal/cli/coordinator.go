@@ -295,9 +295,18 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 
 	b := &bannerLines{w: w}
 	b.line("metaplane coordinator %s", id)
-	b.line("  backend:  %s (selected by %s)", cfg.Selected.Backend, cfg.Selected.SelectedBy)
-	attrs := []any{"coordinator", id, "backend", cfg.Selected.Backend, "selected_by", cfg.Selected.SelectedBy}
-	switch cfg.Selected.Backend {
+	// The backend is the one the plugin says it is: --plugin can run
+	// another backend than the configuration selects (the memory backend
+	// for a test), and then the selected backend's keys are not used.
+	running := p.Descriptor().Name
+	attrs := []any{"coordinator", id, "backend", running, "selected_by", cfg.Selected.SelectedBy}
+	if running == cfg.Selected.Backend {
+		b.line("  backend:  %s (selected by %s)", running, cfg.Selected.SelectedBy)
+	} else {
+		b.line("  backend:  %s (plugin %s from --plugin; the configuration selects %s by %s, and its keys are not used)", running, p.Path(), cfg.Selected.Backend, cfg.Selected.SelectedBy)
+		attrs = append(attrs, "plugin", p.Path(), "configured_backend", cfg.Selected.Backend)
+	}
+	switch running {
 	case config.BackendRaft:
 		self := cfg.RaftNodeID()
 		for _, v := range cfg.RaftVoters() {

@@ -251,3 +251,23 @@ func startCoordinatorProcess(t *testing.T, dir, until string, args ...string) *c
 	}
 	return p
 }
+
+// TestCoordinatorBannerNamesThePluginsBackend runs a coordinator with
+// --plugin pointing at the memory backend while the configuration selects
+// Raft: the banner names the backend that runs (memory, from --plugin) and
+// says the configured one's keys are not used, instead of a Raft voter line.
+func TestCoordinatorBannerNamesThePluginsBackend(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a coordinator and its plugin")
+	}
+	mem := testutil.Binary(t, "metaplane-backend-memory")
+	p := startCoordinatorProcess(t, t.TempDir(), "admin list-tables", "--plugin", mem,
+		"-D", "bind.listeners=CLIENT://127.0.0.1:"+strconv.Itoa(testutil.FreePort(t)))
+	want := "backend:  memory (plugin " + mem + " from --plugin; the configuration selects raft by metadata.backend.default=raft, and its keys are not used)"
+	if !strings.Contains(p.banner, want) {
+		t.Errorf("banner lacks %q:\n%s", want, p.banner)
+	}
+	if strings.Contains(p.banner, "voter 1 of 1") {
+		t.Errorf("banner names a Raft voter although the memory backend runs:\n%s", p.banner)
+	}
+}
