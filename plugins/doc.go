@@ -29,7 +29,7 @@
 //		Name:   cfg.Selected.Backend,
 //		Dir:    cfg.Metadata.Backend.PluginDir,
 //		SHA256: cfg.Metadata.Backend.PluginSHA256,
-//		Config: cfg.Flatten(),
+//		Config: cfg.PluginSettings(),
 //		Logger: logger,
 //	})
 //	backend, err := p.NewClient(ctx, core.ClientOptions{Name: coordinatorID})

@@ -54,7 +54,7 @@ type LaunchOptions struct {
 	// (with a "plugin" attribute naming it). Nil means slog.Default().
 	Logger *slog.Logger
 	// Config is the flat configuration handed to the plugin's Start
-	// (config.Config.Flatten()); nil means none (the plugin's defaults).
+	// (config.Config.PluginSettings()); nil means none (the plugin's defaults).
 	Config map[string]string
 
 	// MaxFailures within FailureWindow make the host give up restarting

@@ -55,6 +55,23 @@ func (c *Config) Flatten() map[string]string {
 	return out
 }
 
+// pluginWithheld are the keys PluginSettings leaves out: secrets given
+// inline that only the coordinator itself uses (a backend plugin process
+// has no use for them, and its settings travel to it and may be logged by
+// it).
+var pluginWithheld = []string{"coordinator.gossip.encryption-key"}
+
+// PluginSettings is Flatten without the inline secrets no backend needs
+// (the gossip encryption key): what a host hands to a backend plugin's
+// Start.
+func (c *Config) PluginSettings() map[string]string {
+	out := c.Flatten()
+	for _, k := range pluginWithheld {
+		delete(out, k)
+	}
+	return out
+}
+
 // flattenInto flattens a parsed YAML map into dotted keys, so flat and
 // nested forms merge; a key given twice (once flat, once nested) is a
 // problem, since which one wins would be arbitrary.

@@ -51,3 +51,29 @@ func TestGossipKey(t *testing.T) {
 		wantProblem(t, err, tt.key, tt.frag)
 	}
 }
+
+// TestPluginSettingsWithholdTheGossipKey: the settings handed to a backend
+// plugin carry every key Flatten does except the inline gossip key.
+func TestPluginSettingsWithholdTheGossipKey(t *testing.T) {
+	b64 := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
+	cfg, err := Load(LoadOptions{Overrides: []string{"coordinator.gossip.enabled=true", "coordinator.gossip.encryption-key=" + b64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat, ps := cfg.Flatten(), cfg.PluginSettings()
+	if flat["coordinator.gossip.encryption-key"] != b64 {
+		t.Fatalf("Flatten lacks the key it must round-trip: %q", flat["coordinator.gossip.encryption-key"])
+	}
+	if v, ok := ps["coordinator.gossip.encryption-key"]; ok {
+		t.Errorf("PluginSettings hands the gossip key to the plugin: %q", v)
+	}
+	delete(flat, "coordinator.gossip.encryption-key")
+	if len(flat) != len(ps) {
+		t.Errorf("PluginSettings has %d keys, want Flatten's %d less the gossip key", len(ps), len(flat))
+	}
+	for k, v := range flat {
+		if ps[k] != v {
+			t.Errorf("PluginSettings[%s] = %q, want %q", k, ps[k], v)
+		}
+	}
+}

@@ -142,7 +142,7 @@ func runConformance(cmd *cobra.Command, cf conformanceFlags) error {
 		level = slog.LevelWarn
 	}
 	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
-	flat := cfg.Flatten()
+	flat := cfg.PluginSettings()
 	opts := plugintest.Options{Config: flat, Logger: logger}
 	if len(cf.unique) > 0 {
 		known := map[string]bool{}

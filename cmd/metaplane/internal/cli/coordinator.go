@@ -237,7 +237,7 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 		gossipOpt = gossipNode
 	}
 
-	flat := cfg.Flatten()
+	flat := cfg.PluginSettings()
 	p, err := plugins.Launch(ctx, plugins.LaunchOptions{
 		Path: pluginPath, Name: cfg.Selected.Backend, Dir: cfg.Metadata.Backend.PluginDir,
 		SHA256: cfg.Metadata.Backend.PluginSHA256, Config: flat, Logger: logger,

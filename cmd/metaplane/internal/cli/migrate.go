@@ -243,7 +243,7 @@ func readTree(path string) (*migrate.Tree, error) {
 func openBackend(ctx context.Context, stderr io.Writer, cfg *config.Config, pluginPath, name string) (core.MetadataBackend, func(), error) {
 	logger := newLogger(stderr, name, cfg.Log)
 	p, err := plugins.Launch(ctx, plugins.LaunchOptions{Path: pluginPath, Name: cfg.Selected.Backend,
-		Dir: cfg.Metadata.Backend.PluginDir, SHA256: cfg.Metadata.Backend.PluginSHA256, Config: cfg.Flatten(), Logger: logger})
+		Dir: cfg.Metadata.Backend.PluginDir, SHA256: cfg.Metadata.Backend.PluginSHA256, Config: cfg.PluginSettings(), Logger: logger})
 	if err != nil {
 		return nil, nil, fmt.Errorf("start the %s backend plugin: %w", cfg.Selected.Backend, err)
 	}

@@ -221,7 +221,7 @@ func (of *offlineFlags) options(cmd *cobra.Command) (raft.Options, error) {
 	if cfg.Selected.Backend != config.BackendRaft {
 		return raft.Options{}, fmt.Errorf("%s works on the Raft backend's data, and the configuration selects %s (%s)", cmd.CommandPath(), cfg.Selected.Backend, cfg.Selected.SelectedBy)
 	}
-	settings := cfg.Flatten()
+	settings := cfg.PluginSettings()
 	settings["coordinator.raft.dir"] = of.dataDir
 	if of.nodeID != 0 {
 		settings["coordinator.raft.node.id"] = strconv.FormatUint(of.nodeID, 10)

@@ -151,7 +151,7 @@ func serveTabletServer(ctx context.Context, out io.Writer, logger *slog.Logger, 
 		following = "coordinators " + strings.Join(seeds, ",") + " over " + over + " (" + cfg.Selected.Backend + ": registration and metadata through the coordinator leader)"
 	} else {
 		p, err := plugins.Launch(ctx, plugins.LaunchOptions{Path: pluginPath, Name: cfg.Selected.Backend,
-			Dir: cfg.Metadata.Backend.PluginDir, SHA256: cfg.Metadata.Backend.PluginSHA256, Config: cfg.Flatten(), Logger: logger})
+			Dir: cfg.Metadata.Backend.PluginDir, SHA256: cfg.Metadata.Backend.PluginSHA256, Config: cfg.PluginSettings(), Logger: logger})
 		if err != nil {
 			return fmt.Errorf("start the %s backend plugin: %w", cfg.Selected.Backend, err)
 		}
