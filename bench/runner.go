@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/zktest"
 )
 
 // Options configure a run.
@@ -280,7 +281,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.Options.Settings = append(rep.Options.Settings, s.Settings...)
 		defer s.Close()
 	}
-	if v := javaVersion(); v != "" && systems[ZooKeeper] != nil {
+	if v := zktest.JavaVersion(); v != "" && systems[ZooKeeper] != nil {
 		rep.Machine.JavaVersion = v
 	}
 

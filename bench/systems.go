@@ -15,6 +15,8 @@ import (
 
 	"github.com/metaplane/metaplane/backends/raft"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/ports"
+	"github.com/metaplane/metaplane/internal/zktest"
 	"github.com/metaplane/metaplane/plugins"
 )
 
@@ -181,22 +183,18 @@ func startZooKeeperSystem(ctx context.Context, env *runEnv) (*System, error) {
 	if _, err := env.binDir(ZooKeeper); err != nil {
 		return nil, err
 	}
-	// Ports picked free may be taken before the JVM binds them: try again
-	// on new ports, at most three times.
-	var zk *zkServer
-	var err error
-	for attempt := 1; attempt <= 3; attempt++ {
-		dir := filepath.Join(env.opts.WorkDir, fmt.Sprintf("zookeeper%d", attempt))
-		if zk, err = startZooKeeper(dir, env.opts.Voters, zkTick); err == nil || ctx.Err() != nil {
-			break
-		}
-		env.opts.logf("  ZooKeeper did not start (attempt %d): %v", attempt, err)
-	}
+	// Production: forceSync=yes and a normal JIT, so that the comparison
+	// with Raft is fair (the test harness runs without either).
+	zk, err := zktest.Start(zktest.Options{
+		Servers: env.opts.Voters, TickTime: zkTick, Production: true,
+		Dir: filepath.Join(env.opts.WorkDir, "zookeeper"), StartTimeout: 90 * time.Second,
+		Logf: env.opts.logf,
+	})
 	if err != nil {
 		return nil, err
 	}
 	s := &System{Name: ZooKeeper, Missing: map[string]string{}, ZooKeeperAddress: zk.ConnectString()}
-	s.onClose(zk.Close)
+	s.onClose(func() error { zk.Close(); return nil })
 	s.Settings = append(s.Settings,
 		fmt.Sprintf("zookeeper.servers=%d", env.opts.Voters),
 		"zookeeper.forceSync=yes",
@@ -217,7 +215,7 @@ func startZooKeeperSystem(ctx context.Context, env *runEnv) (*System, error) {
 		return m.client(ctx, core.ClientOptions{Name: name})
 	}
 	s.Processes = func() []ProcessMemory {
-		return append(memberProcesses(ZooKeeper, []*member{m}), zk.processes()...)
+		return append(memberProcesses(ZooKeeper, []*member{m}), zkProcesses(zk)...)
 	}
 	s.Election = func(ctx context.Context) (ElectionRig, error) {
 		// Its own root: the bench's coordinator already leads the main
@@ -248,7 +246,7 @@ func startZooKeeperSystem(ctx context.Context, env *runEnv) (*System, error) {
 func raftCluster(ctx context.Context, env *runEnv, dir string, n int) ([]*member, error) {
 	var voters []string
 	for i := 1; i <= n; i++ {
-		port, err := loopbackPort()
+		port, err := ports.Free()
 		if err != nil {
 			return nil, err
 		}
@@ -624,4 +622,15 @@ func (r *electionRig) Close() error {
 		m.close()
 	}
 	return nil
+}
+
+// zkProcesses lists the ZooKeeper server JVMs for the memory profile.
+func zkProcesses(zk *zktest.Cluster) []ProcessMemory {
+	var out []ProcessMemory
+	for i := 0; i < zk.Size(); i++ {
+		if pid := zk.Pid(i); pid != 0 {
+			out = append(out, ProcessMemory{Backend: ZooKeeper, Role: fmt.Sprintf("ZooKeeper server %d (JVM)", i+1), PID: pid})
+		}
+	}
+	return out
 }

@@ -69,6 +69,15 @@ type Options struct {
 	JVMFlags []string
 	// Logf, when set, receives the harness's own progress messages.
 	Logf func(format string, args ...any)
+	// Dir, when set, holds the members' directories (and is kept on
+	// Close); otherwise Start makes a temporary directory and removes it.
+	Dir string
+	// Production runs the servers as an operator would rather than as a
+	// test fixture: forceSync=yes (every transaction fsynced before it is
+	// acknowledged), ZooKeeper's default log preallocation, and the JVM's
+	// default garbage collector and JIT with a 1 GiB heap. The bench uses
+	// it so that the comparison with Raft is fair.
+	Production bool
 }
 
 // DefaultTickTime is the test servers' tick unless Options.TickTime says
@@ -172,6 +181,12 @@ func classPath() (string, error) {
 // member serves. The caller must Close the cluster. Errors: ErrNotInstalled,
 // or why a server did not start (with the tail of its log).
 func Start(opts Options) (*Cluster, error) {
+	if opts.Dir != "" {
+		if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+			return nil, fmt.Errorf("zktest: %w", err)
+		}
+		return start(opts, opts.Dir)
+	}
 	dir, err := os.MkdirTemp("", "zktest-")
 	if err != nil {
 		return nil, fmt.Errorf("zktest: temp dir: %w", err)
@@ -256,9 +271,13 @@ func (c *Cluster) layout(attempt int) error {
 		fmt.Fprintf(&b, "minSessionTimeout=%d\nmaxSessionTimeout=%d\n",
 			c.opts.MinSessionTimeout.Milliseconds(), c.opts.MaxSessionTimeout.Milliseconds())
 		b.WriteString("admin.enableServer=false\n4lw.commands.whitelist=*\n")
-		// Test servers: no 64 MiB log preallocation, no fsync per txn (the
-		// OS page cache survives a killed JVM), no periodic purge.
-		b.WriteString("preAllocSize=1024\nforceSync=no\nmaxClientCnxns=0\n")
+		if c.opts.Production {
+			b.WriteString("forceSync=yes\nmaxClientCnxns=0\n")
+		} else {
+			// Test servers: no 64 MiB log preallocation, no fsync per txn
+			// (the OS page cache survives a killed JVM), no periodic purge.
+			b.WriteString("preAllocSize=1024\nforceSync=no\nmaxClientCnxns=0\n")
+		}
 		if len(c.members) > 1 {
 			b.WriteString("standaloneEnabled=false\nreconfigEnabled=false\n")
 			for _, p := range c.members {
@@ -292,13 +311,16 @@ func (c *Cluster) launch(m *member) error {
 	if err != nil {
 		return fmt.Errorf("zktest: %w", err)
 	}
-	args := []string{
-		"-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+	args := []string{"-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"}
+	if c.opts.Production {
+		args = []string{"-Xmx1g"}
+	}
+	args = append(args,
 		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
 		"-Dorg.slf4j.simpleLogger.showDateTime=true",
 		"-Dzookeeper.jmx.log4j.disable=true",
 		"-Dzookeeper.admin.enableServer=false",
-	}
+	)
 	args = append(args, c.opts.JVMFlags...)
 	args = append(args, "-cp", cp, "org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(m.dir, "zoo.cfg"))
 	cmd := exec.Command(java, args...)
@@ -448,6 +470,31 @@ func (c *Cluster) Running(i int) bool {
 	default:
 		return true
 	}
+}
+
+// Pid is member i's JVM process id, or 0 when it is not running.
+func (c *Cluster) Pid(i int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.members[i].proc; p != nil && p.Process != nil {
+		return p.Process.Pid
+	}
+	return 0
+}
+
+// JavaVersion returns the first line of `java -version`, or "" when java
+// cannot be run.
+func JavaVersion() string {
+	j, err := javaPath()
+	if err != nil {
+		return ""
+	}
+	out, err := exec.Command(j, "-version").CombinedOutput()
+	if err != nil {
+		return ""
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return strings.TrimSpace(line)
 }
 
 // Kill sends SIGKILL to member i and waits for it to exit. Killing a
