@@ -8,11 +8,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -207,23 +205,8 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 	}
 	if sec.reloader != nil {
 		// SIGHUP re-reads the TLS files now (a change is also noticed at
-		// the next handshake).
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
-		go func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-hup:
-					sec.reloader.Reload() // OnReload logs the outcome
-					if sec.reload != nil {
-						sec.reload() // the credentials file; logs the outcome
-					}
-				}
-			}
-		}()
+		// the next handshake) and the credentials file.
+		onSIGHUP(ctx, sec.reloadAll)
 	}
 
 	gossipHost, _, _ := net.SplitHostPort(l.Addr().String()) // the client listener's host

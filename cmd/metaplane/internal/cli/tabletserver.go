@@ -125,8 +125,14 @@ func serveTabletServer(ctx context.Context, out io.Writer, logger *slog.Logger, 
 	defer l.Close()
 	opts := tabletserver.Options{ID: id, Listener: l, Listeners: registered, Rack: rack, Logger: logger}
 	var serving string
-	if opts.Credentials, opts.Security, serving, err = tabletServiceSecurity(cfg, logger); err != nil {
+	var reload func()
+	if opts.Credentials, opts.Security, serving, reload, err = tabletServiceSecurity(cfg, logger); err != nil {
 		return err
+	}
+	if opts.Credentials != nil {
+		// SIGHUP re-reads the tablet service's TLS files and its
+		// credentials file, as on a coordinator.
+		onSIGHUP(ctx, reload)
 	}
 	var following string
 	if cfg.Selected.Descriptor.TabletServers == core.TabletServersThroughCoordinator {

@@ -1,14 +1,17 @@
 package cli
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -303,15 +306,7 @@ func withAuth(cfg *config.Config, logger *slog.Logger, sec clientListenerSecurit
 		}
 		pw := coordinator.NewPasswords(users)
 		sec.auth.Passwords = pw
-		sec.reload = func() {
-			users, err := config.ReadCredentialsFile(file)
-			if err != nil {
-				logger.Error("credentials file cannot be used; the previous users stay in service", "file", file, "err", err)
-				return
-			}
-			pw.Replace(users)
-			logger.Info("credentials file reloaded", "file", file, "users", len(users))
-		}
+		sec.reload = reloadCredentials(file, pw, logger)
 		sec.banner += ", then a username and password with every call (SASL PLAIN)"
 	}
 	sec.auth.Authorize = cfg.Authorizer.Enabled
@@ -352,6 +347,49 @@ func coordinatorClientPassword(cfg *config.Config) (string, string, error) {
 	return cs.Username, pw, nil
 }
 
+// reloadCredentials returns what SIGHUP does to a credentials file's
+// users: read file again and replace pw's users with it, or, when the file
+// cannot be used, keep the previous users and log why.
+func reloadCredentials(file string, pw *authn.Passwords, logger *slog.Logger) func() {
+	return func() {
+		users, err := config.ReadCredentialsFile(file)
+		if err != nil {
+			logger.Error("credentials file cannot be used; the previous users stay in service", "file", file, "err", err)
+			return
+		}
+		pw.Replace(users)
+		logger.Info("credentials file reloaded", "file", file, "users", len(users))
+	}
+}
+
+// onSIGHUP calls reload at every SIGHUP until ctx ends.
+func onSIGHUP(ctx context.Context, reload func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				reload()
+			}
+		}
+	}()
+}
+
+// reloadAll is what SIGHUP does to sec: re-read the TLS files (the
+// reloader logs the outcome) and the credentials file.
+func (sec clientListenerSecurity) reloadAll() {
+	if sec.reloader != nil {
+		sec.reloader.Reload()
+	}
+	if sec.reload != nil {
+		sec.reload()
+	}
+}
+
 // tabletServiceSecurity is what a tablet server's tablet service serves
 // (the listener the coordinator leader calls): TLS as the client
 // listener's security.protocol.map entry says, with security.tls.* as for
@@ -359,10 +397,10 @@ func coordinatorClientPassword(cfg *config.Config) (string, string, error) {
 // too); on SASL_SSL the users of security.sasl.plain.credentials-file when
 // it is given; and with authorizer.enabled only super.users let in. It
 // returns the credentials (nil: plaintext), the checks and a description.
-func tabletServiceSecurity(cfg *config.Config, logger *slog.Logger) (credentials.TransportCredentials, tabletserver.Security, string, error) {
+func tabletServiceSecurity(cfg *config.Config, logger *slog.Logger) (credentials.TransportCredentials, tabletserver.Security, string, func(), error) {
 	sec, err := listenerTLS(cfg, logger)
 	if err != nil {
-		return nil, tabletserver.Security{}, "", err
+		return nil, tabletserver.Security{}, "", nil, err
 	}
 	if sec.creds == nil {
 		sec.banner = "plaintext"
@@ -371,9 +409,10 @@ func tabletServiceSecurity(cfg *config.Config, logger *slog.Logger) (credentials
 	if file := cfg.Security.SASL.PlainCredentialsFile; file != "" && cfg.ListenerProtocol(clientListenerName(cfg)) == config.ProtocolSASLSSL {
 		users, err := config.ReadCredentialsFile(file)
 		if err != nil {
-			return nil, ts, "", fmt.Errorf("security.sasl.plain.credentials-file: %w", err)
+			return nil, ts, "", nil, fmt.Errorf("security.sasl.plain.credentials-file: %w", err)
 		}
 		ts.Passwords = authn.NewPasswords(users)
+		sec.reload = reloadCredentials(file, ts.Passwords, logger)
 		sec.banner += ", then a username and password with every call (SASL PLAIN)"
 	}
 	if ts.Authorize {
@@ -386,5 +425,5 @@ func tabletServiceSecurity(cfg *config.Config, logger *slog.Logger) (credentials
 		}
 		sec.banner += "; authorizer on: only super.users may call it (" + strings.Join(names, ", ") + ")"
 	}
-	return sec.creds, ts, sec.banner, nil
+	return sec.creds, ts, sec.banner, sec.reloadAll, nil
 }

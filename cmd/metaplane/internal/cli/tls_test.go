@@ -213,3 +213,47 @@ func TestAdminTLSAgainstPlaintext(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want %d saying %q", code, e, ExitFailure, want)
 	}
 }
+
+// TestTabletServiceReloadsOnSIGHUP: a tablet server's tablet service on SSL
+// serves a rotated certificate after SIGHUP, in the same process, as a
+// coordinator's listener does (no coordinator is needed: the service
+// serves while the server looks for one).
+func TestTabletServiceReloadsOnSIGHUP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a tablet server process")
+	}
+	ca := testutil.NewCA(t, "ca")
+	first := ca.ServerCert(t, "tablet-server")
+	listen := "127.0.0.1:" + strconv.Itoa(testutil.FreePort(t))
+	ts, stderr, _ := startTabletServerProcess(t, "--id", "7", "--listen", listen,
+		"-D", "coordinator.seed.nodes=127.0.0.1:"+strconv.Itoa(testutil.FreePort(t)), "-D", "security.protocol.map=CLIENT:SSL",
+		"-D", "security.tls.cert-file="+first.CertFile, "-D", "security.tls.key-file="+first.KeyFile,
+		"-D", "security.tls.ca-file="+ca.CertFile)
+	served := func() string {
+		cfg, err := tlsutil.ClientConfig(tlsutil.Files{CAFile: ca.CertFile})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.NextProtos = []string{"h2"}
+		c, err := tls.Dial("tcp", listen, cfg)
+		if err != nil {
+			return ""
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	}
+	testutil.WaitFor(t, 30*time.Second, "the tablet service serves the first certificate", func() bool {
+		return served() == first.Cert.SerialNumber.String()
+	})
+	second := ca.ServerCert(t, "tablet-server")
+	if second.CertFile != first.CertFile {
+		t.Fatalf("the rotated certificate is in %s, not over %s", second.CertFile, first.CertFile)
+	}
+	ts.Process.Signal(syscall.SIGHUP)
+	testutil.WaitFor(t, 10*time.Second, "the reload is logged", func() bool {
+		return strings.Contains(stderr.String(), "TLS certificate reloaded")
+	})
+	if got := served(); got != second.Cert.SerialNumber.String() {
+		t.Fatalf("after rotation and SIGHUP: serial %q, want the new certificate's %s\n%s", got, second.Cert.SerialNumber, stderr.String())
+	}
+}
