@@ -135,10 +135,11 @@ func Run(t *testing.T, h Harness) {
 	if h.NewStore == nil {
 		t.Fatalf("conformance: Harness %q has no NewStore", h.Name)
 	}
+	known := &knownNeeds{}
 	for _, p := range Properties() {
 		t.Run(p.Name, func(t *testing.T) {
 			t.Helper()
-			runProperty(context.Background(), t, h, p, h.scale(PropertyTimeout), stopGrace)
+			runProperty(context.Background(), t, h, p, h.scale(PropertyTimeout), stopGrace, known)
 		})
 	}
 }
@@ -164,8 +165,13 @@ const propertyLabel = "conformance-property"
 // and t is RunStandalone's, its cleanups (the store's shutdown among them)
 // run at once, from a watchdog goroutine, so that a backend call that
 // ignores its context fails instead of hanging the run.
-func runProperty(parent context.Context, t T, h Harness, p Property, timeout, grace time.Duration) {
+func runProperty(parent context.Context, t T, h Harness, p Property, timeout, grace time.Duration, known *knownNeeds) {
 	t.Helper()
+	// A capability an earlier store of this run lacked is lacked again:
+	// skip without starting a store (a three-voter store takes seconds).
+	if why := known.missing(p.Needs); why != "" {
+		t.Skipf("%s", why)
+	}
 	pt := &propRun{t: t}
 	// The watchdog ends ctx, after describing where the property waits,
 	// so that the description is taken while it still waits.
@@ -193,7 +199,9 @@ func runProperty(parent context.Context, t T, h Harness, p Property, timeout, gr
 		e.caps = e.c0.Capabilities()
 		if p.Needs != "" {
 			for _, need := range strings.Split(p.Needs, "+") {
-				if ok, why := e.has(need); !ok {
+				ok, why := e.has(need)
+				known.learn(need, ok, why)
+				if !ok {
 					t.Skipf("%s", why)
 				}
 			}
@@ -203,6 +211,41 @@ func runProperty(parent context.Context, t T, h Harness, p Property, timeout, gr
 		}
 		p.run(e)
 	})
+}
+
+// knownNeeds remembers, for one run of the suite against one harness,
+// which needs the harness's stores were found to lack and why: a backend's
+// capabilities and optional parts are the same on every store it makes.
+type knownNeeds struct {
+	mu      sync.Mutex
+	lacking map[string]string // need -> why it is lacking
+}
+
+func (k *knownNeeds) learn(need string, ok bool, why string) {
+	if ok {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.lacking == nil {
+		k.lacking = map[string]string{}
+	}
+	k.lacking[need] = why
+}
+
+// missing returns why one of needs ("a+b") is known to be lacking, or "".
+func (k *knownNeeds) missing(needs string) string {
+	if needs == "" {
+		return ""
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, need := range strings.Split(needs, "+") {
+		if why, ok := k.lacking[need]; ok {
+			return why
+		}
+	}
+	return ""
 }
 
 // watchProperty is runProperty's watchdog; see there.
@@ -515,6 +558,7 @@ func RunStandalone(h Harness, opts StandaloneOptions) ([]Result, error) {
 		ctx = context.Background()
 	}
 	var results []Result
+	known := &knownNeeds{}
 	for _, p := range Properties() {
 		if re != nil && !re.MatchString(p.Name) {
 			continue
@@ -525,7 +569,7 @@ func RunStandalone(h Harness, opts StandaloneOptions) ([]Result, error) {
 		if opts.OnStart != nil {
 			opts.OnStart(p.Name)
 		}
-		r := runStandaloneProperty(ctx, h, p, timeout, stopGrace)
+		r := runStandaloneProperty(ctx, h, p, timeout, stopGrace, known)
 		if opts.OnResult != nil {
 			opts.OnResult(r)
 		}
@@ -537,7 +581,7 @@ func RunStandalone(h Harness, opts StandaloneOptions) ([]Result, error) {
 	return results, nil
 }
 
-func runStandaloneProperty(ctx context.Context, h Harness, p Property, timeout, grace time.Duration) Result {
+func runStandaloneProperty(ctx context.Context, h Harness, p Property, timeout, grace time.Duration, known *knownNeeds) Result {
 	st := &standaloneT{name: p.Name}
 	start := time.Now()
 	done := make(chan struct{})
@@ -552,7 +596,7 @@ func runStandaloneProperty(ctx context.Context, h Harness, p Property, timeout, 
 		if h.NewStore == nil {
 			st.Fatalf("conformance: Harness %q has no NewStore", h.Name)
 		}
-		runProperty(ctx, st, h, p, timeout, grace)
+		runProperty(ctx, st, h, p, timeout, grace, known)
 	}()
 	// runProperty's watchdog fails the property at its deadline and runs
 	// its cleanups grace later; after one more grace it is abandoned.

@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -101,7 +102,7 @@ func TestStandalonePropertyOutcomes(t *testing.T) {
 			p.Needs = "NativeIDAllocation"
 			p.run = func(e *env) { t.Errorf("a property needing an undeclared capability ran") }
 		}
-		r := runStandaloneProperty(context.Background(), internalHarness, p, tc.timeout, time.Second)
+		r := runStandaloneProperty(context.Background(), internalHarness, p, tc.timeout, time.Second, &knownNeeds{})
 		if r.Status != tc.want {
 			t.Errorf("%s: status %s (%v), want %s", tc.name, r.Status, r.Messages, tc.want)
 		}
@@ -180,7 +181,7 @@ func TestStandaloneHungPropertyFailsInBoundedTime(t *testing.T) {
 		e.t.Cleanup(func() { close(release) })
 		hangInCall(release)
 	}}
-	r := runStandaloneProperty(context.Background(), internalHarness, p, 200*time.Millisecond, 200*time.Millisecond)
+	r := runStandaloneProperty(context.Background(), internalHarness, p, 200*time.Millisecond, 200*time.Millisecond, &knownNeeds{})
 	if r.Status != Failed {
 		t.Fatalf("status %s (%v), want failed", r.Status, r.Messages)
 	}
@@ -201,7 +202,7 @@ func TestStandaloneAbandonsUnreleasable(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	p := Property{Name: "Test/stuck", run: func(e *env) { hangInCall(release) }}
-	r := runStandaloneProperty(context.Background(), internalHarness, p, 100*time.Millisecond, 100*time.Millisecond)
+	r := runStandaloneProperty(context.Background(), internalHarness, p, 100*time.Millisecond, 100*time.Millisecond, &knownNeeds{})
 	if r.Status != Failed || !strings.Contains(strings.Join(r.Messages, "\n"), "abandoned") {
 		t.Fatalf("status %s (%v), want failed and abandoned", r.Status, r.Messages)
 	}
@@ -248,7 +249,7 @@ func TestTimeScale(t *testing.T) {
 		h.TimeScale = tt.scale
 		var got time.Duration
 		p := Property{Name: "Test/scale", run: func(e *env) { got = e.wait }}
-		if r := runStandaloneProperty(context.Background(), h, p, time.Minute, time.Second); r.Status != Passed {
+		if r := runStandaloneProperty(context.Background(), h, p, time.Minute, time.Second, &knownNeeds{}); r.Status != Passed {
 			t.Fatalf("scale %v: %s %v", tt.scale, r.Status, r.Messages)
 		}
 		if got != tt.want {
@@ -257,5 +258,42 @@ func TestTimeScale(t *testing.T) {
 		if d := h.scale(PropertyTimeout); d != time.Duration(float64(PropertyTimeout)*max(tt.scale, 1)) {
 			t.Errorf("scale %v: deadline %v", tt.scale, d)
 		}
+	}
+}
+
+// TestSkippedNeedStartsNoMoreStores: once a store of the run was found to
+// lack a need, later properties with that need are skipped, naming it,
+// without a store being made for them.
+func TestSkippedNeedStartsNoMoreStores(t *testing.T) {
+	var compacted []Property
+	for _, p := range Properties() {
+		if strings.Contains(p.Needs, NeedsCompactor) {
+			compacted = append(compacted, p)
+		}
+	}
+	if len(compacted) < 2 {
+		t.Fatalf("%d properties need a Compactor; the test needs at least 2", len(compacted))
+	}
+	stores := 0
+	h := internalHarness
+	h.NewStore = func(t T) Store { stores++; return internalHarness.NewStore(t) }
+	var names []string
+	for _, p := range compacted {
+		names = append(names, "^"+regexp.QuoteMeta(p.Name)+"$")
+	}
+	results, err := RunStandalone(h, StandaloneOptions{Run: strings.Join(names, "|")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != len(compacted) {
+		t.Fatalf("%d results, want %d", len(results), len(compacted))
+	}
+	for _, r := range results {
+		if r.Status != Skipped || len(r.Messages) != 1 || !strings.Contains(r.Messages[0], "Compactor") {
+			t.Errorf("%s: %s %v, want skipped naming Compactor", r.Name, r.Status, r.Messages)
+		}
+	}
+	if stores != 1 {
+		t.Errorf("%d stores made for %d skipped properties, want 1 (the first, which found the need lacking)", stores, len(compacted))
 	}
 }
