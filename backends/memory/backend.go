@@ -303,15 +303,18 @@ func (b *Backend) Status(ctx context.Context) (core.Status, error) {
 // coordinator (as on Raft) and the store's value size limit.
 func (b *Backend) Capabilities() core.Capabilities {
 	return core.Capabilities{
-		Name:           "memory",
-		ExactHistory:   true,
-		StaleReads:     true,
-		Leases:         true,
-		FaultInjection: true,
-		SessionExpiry:  true,
-		Import:         true,
-		TabletServers:  core.TabletServersThroughCoordinator,
-		MaxValueSize:   b.s.opts.MaxValueSize,
+		Name:         "memory",
+		ExactHistory: true,
+		StaleReads:   true,
+		// One store serves every client: a read started after a write
+		// returned sees it, through any client.
+		LinearizableFollowerReads: true,
+		Leases:                    true,
+		FaultInjection:            true,
+		SessionExpiry:             true,
+		Import:                    true,
+		TabletServers:             core.TabletServersThroughCoordinator,
+		MaxValueSize:              b.s.opts.MaxValueSize,
 
 		ImportKeepsVersions: true,
 	}
