@@ -12,16 +12,16 @@ import (
 // protobuf itself shares (byte slices are shared, never modified).
 
 func statToProto(s core.Stat) *pb.Stat {
-	return &pb.Stat{
-		Version:        s.Version,
-		CreateRevision: s.CreateRevision,
-		ModifyRevision: s.ModifyRevision,
-		CreateTime:     s.CreateTime,
-		ModifyTime:     s.ModifyTime,
-		EphemeralOwner: s.EphemeralOwner,
-		NumChildren:    s.NumChildren,
-		DataLength:     s.DataLength,
-	}
+	out := &pb.Stat{}
+	fillStatProto(out, s)
+	return out
+}
+
+// fillStatProto sets the fields of a zero dst from s.
+func fillStatProto(dst *pb.Stat, s core.Stat) {
+	dst.Version, dst.CreateRevision, dst.ModifyRevision = s.Version, s.CreateRevision, s.ModifyRevision
+	dst.CreateTime, dst.ModifyTime = s.CreateTime, s.ModifyTime
+	dst.EphemeralOwner, dst.NumChildren, dst.DataLength = s.EphemeralOwner, s.NumChildren, s.DataLength
 }
 
 func statFromProto(s *pb.Stat) core.Stat {
@@ -172,19 +172,25 @@ func getResultsFromProto(rs []*pb.GetResult) []core.GetResult {
 
 func watchResponseToProto(r core.WatchResponse) *pb.WatchResponse {
 	out := &pb.WatchResponse{Reset_: r.Reset, Revision: r.Revision, Error: ErrorToProto(r.Err)}
-	if len(r.Events) > 0 {
-		out.Events = make([]*pb.WatchEvent, len(r.Events))
-		for i, e := range r.Events {
-			out.Events[i] = &pb.WatchEvent{
-				Type:     pb.EventType(e.Type),
-				Path:     e.Path,
-				Data:     e.Data,
-				Stat:     statToProto(e.Stat),
-				Revision: e.Revision,
-			}
-		}
-	}
+	out.Events = appendWatchEventsToProto(out.Events, r.Events)
 	return out
+}
+
+// appendWatchEventsToProto appends evs to dst as wire events (allocated
+// together: one allocation per call, not one per event).
+func appendWatchEventsToProto(dst []*pb.WatchEvent, evs []core.WatchEvent) []*pb.WatchEvent {
+	if len(evs) == 0 {
+		return dst
+	}
+	wire := make([]pb.WatchEvent, len(evs))
+	stats := make([]pb.Stat, len(evs))
+	for i, e := range evs {
+		fillStatProto(&stats[i], e.Stat)
+		w := &wire[i]
+		w.Type, w.Path, w.Data, w.Stat, w.Revision = pb.EventType(e.Type), e.Path, e.Data, &stats[i], e.Revision
+		dst = append(dst, w)
+	}
+	return dst
 }
 
 func watchResponseFromProto(r *pb.WatchResponse) core.WatchResponse {

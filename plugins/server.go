@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/metadata"
@@ -276,9 +277,97 @@ func (s *server) Watch(req *pb.WatchRequest, stream pb.Backend_WatchServer) erro
 	if err := stream.Send(&pb.WatchResponse{Started: true}); err != nil {
 		return err
 	}
-	return pump(stream.Context(), ch, func(resp core.WatchResponse) (bool, error) {
-		return resp.Err != nil, stream.Send(watchResponseToProto(resp))
+	return pumpWatch(stream.Context(), ch, func(m *pb.WatchResponse) error {
+		if h := watchMessageHook.Load(); h != nil {
+			(*h)(m)
+		}
+		return stream.Send(m)
 	})
+}
+
+// Bounds of one coalesced watch message (see pumpWatch): far below any
+// gRPC message limit, and few enough events that the host applies one
+// message without holding up its readers for long.
+const (
+	watchMergeEvents = 4096
+	watchMergeBytes  = 1 << 20
+)
+
+// watchEventOverhead is what pumpWatch counts per event besides its path
+// and data (type, revision, stat, framing).
+const watchEventOverhead = 64
+
+// watchMessageHook, when set (tests), sees every watch message the server
+// sends.
+var watchMessageHook atomic.Pointer[func(*pb.WatchResponse)]
+
+// pumpWatch is pump for a watch, coalescing: when the backend has
+// delivered more responses than the host has taken, the ones waiting in ch
+// are merged into one message, in order, with the last one's revision,
+// up to watchMergeEvents events and about watchMergeBytes (a response that
+// alone exceeds the bounds goes out alone). A Reset response and an Err
+// response are never merged with another: each goes out as it came. So a
+// burst of writes crosses the boundary in few messages, and the host (one
+// core.WatchResponse per message) applies it at once.
+func pumpWatch(ctx context.Context, ch <-chan core.WatchResponse, send func(*pb.WatchResponse) error) error {
+	var held *core.WatchResponse // taken from ch, not merged: goes out next
+	for {
+		var resp core.WatchResponse
+		if held != nil {
+			resp, held = *held, nil
+		} else {
+			select {
+			case v, ok := <-ch:
+				if !ok {
+					return nil
+				}
+				resp = v
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		m := watchResponseToProto(resp)
+		closed := false
+		if mergeableWatch(resp) {
+			size := watchEventsSize(resp.Events)
+		merge:
+			for len(m.Events) < watchMergeEvents && size < watchMergeBytes {
+				select {
+				case v, ok := <-ch:
+					if !ok {
+						closed = true
+						break merge
+					}
+					vs := watchEventsSize(v.Events)
+					if !mergeableWatch(v) || len(m.Events)+len(v.Events) > watchMergeEvents || size+vs > watchMergeBytes {
+						held = &v
+						break merge
+					}
+					m.Events = appendWatchEventsToProto(m.Events, v.Events)
+					m.Revision = v.Revision
+					size += vs
+				default:
+					break merge
+				}
+			}
+		}
+		if err := send(m); err != nil || resp.Err != nil || closed {
+			return err
+		}
+	}
+}
+
+// mergeableWatch: r may be merged with its neighbours (an ordinary batch
+// of changes, not a reset or the final error).
+func mergeableWatch(r core.WatchResponse) bool { return !r.Reset && r.Err == nil }
+
+// watchEventsSize estimates the wire size of evs.
+func watchEventsSize(evs []core.WatchEvent) int {
+	n := 0
+	for _, e := range evs {
+		n += len(e.Path) + len(e.Data) + watchEventOverhead
+	}
+	return n
 }
 
 func (s *server) Session(ctx context.Context, req *pb.SessionRequest) (*pb.SessionResponse, error) {

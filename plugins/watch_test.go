@@ -1,0 +1,187 @@
+package plugins_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/metaplane/metaplane/backends/memory"
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/plugins"
+	pb "github.com/metaplane/metaplane/proto/metaplane/v1"
+)
+
+func oneEvent(rev int64, data []byte) core.WatchResponse {
+	return core.WatchResponse{Revision: rev, Events: []core.WatchEvent{
+		{Type: core.EventUpdated, Path: fmt.Sprintf("/w/n%d", rev), Data: data, Revision: rev},
+	}}
+}
+
+// TestPumpWatchCoalesces: the responses waiting in the backend's channel go
+// out merged, in order and with the last one's revision, within the
+// bounds; a reset and the final error go out alone.
+func TestPumpWatchCoalesces(t *testing.T) {
+	var in []core.WatchResponse
+	rev := int64(0)
+	for i := 0; i < 100; i++ {
+		rev++
+		in = append(in, oneEvent(rev, []byte("v")))
+	}
+	rev++
+	in = append(in, core.WatchResponse{Reset: true, Revision: rev, Events: []core.WatchEvent{
+		{Type: core.EventCreated, Path: "/w/r", Data: []byte("r"), Revision: rev},
+	}})
+	for i := 0; i < 50; i++ {
+		rev++
+		in = append(in, oneEvent(rev, []byte("v")))
+	}
+	// One response beyond the count bound: alone, whole.
+	rev++
+	big := core.WatchResponse{Revision: rev}
+	for i := 0; i < plugins.WatchMergeEvents+10; i++ {
+		big.Events = append(big.Events, core.WatchEvent{Type: core.EventUpdated, Path: fmt.Sprintf("/w/b%d", i), Revision: rev})
+	}
+	in = append(in, big)
+	// Responses whose data crosses the byte bound after a few.
+	large := make([]byte, plugins.WatchMergeBytes/4)
+	for i := 0; i < 10; i++ {
+		rev++
+		in = append(in, oneEvent(rev, large))
+	}
+	in = append(in, core.WatchResponse{Revision: rev, Err: fmt.Errorf("%w: watch ended", core.ErrCompacted)})
+
+	ch := make(chan core.WatchResponse, len(in))
+	for _, r := range in {
+		ch <- r
+	}
+	var out []*pb.WatchResponse
+	err := plugins.PumpWatch(context.Background(), ch, func(m *pb.WatchResponse) error {
+		out = append(out, m)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) >= len(in) {
+		t.Fatalf("%d responses went out as %d messages: nothing merged", len(in), len(out))
+	}
+	// Every event once, in order; the reset and the error alone.
+	var want, got []string
+	for _, r := range in {
+		for _, e := range r.Events {
+			want = append(want, e.Path)
+		}
+	}
+	var lastRev int64
+	for i, m := range out {
+		data := 0
+		for _, e := range m.Events {
+			got = append(got, e.Path)
+			data += len(e.Data)
+		}
+		if m.Revision < lastRev {
+			t.Fatalf("message %d: revision %d after %d", i, m.Revision, lastRev)
+		}
+		lastRev = m.Revision
+		if m.Reset_ && (len(m.Events) != 1 || m.Events[0].Path != "/w/r") {
+			t.Fatalf("message %d: the reset was merged: %d events", i, len(m.Events))
+		}
+		if m.Error != nil && len(m.Events) != 0 {
+			t.Fatalf("message %d: the error was merged with %d events", i, len(m.Events))
+		}
+		if len(m.Events) > plugins.WatchMergeEvents && len(m.Events) != len(big.Events) {
+			t.Fatalf("message %d: %d events, bound %d", i, len(m.Events), plugins.WatchMergeEvents)
+		}
+		if data > plugins.WatchMergeBytes {
+			t.Fatalf("message %d: %d bytes of data, bound %d", i, data, plugins.WatchMergeBytes)
+		}
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("events out differ from events in (%d out, %d in)", len(got), len(want))
+	}
+	if first := out[0]; len(first.Events) != 100 || first.Revision != 100 {
+		t.Fatalf("first message: %d events up to revision %d, want the 100 before the reset up to 100", len(first.Events), first.Revision)
+	}
+	if last := out[len(out)-1]; last.Error == nil {
+		t.Fatal("the last message is not the error")
+	}
+}
+
+// TestWatchBurstCrossesInFewMessages: a burst of writes reaches a host
+// watch in fewer plugin messages than writes (counted in the plugin
+// server), every event exactly once and in revision order.
+func TestWatchBurstCrossesInFewMessages(t *testing.T) {
+	const n = 2000
+	const prefix = "/burst"
+	var mu sync.Mutex
+	messages := 0
+	defer plugins.OnWatchMessage(func(m *pb.WatchResponse) {
+		if len(m.Events) > 0 && strings.HasPrefix(m.Events[0].Path, prefix+"/") {
+			mu.Lock()
+			messages++
+			mu.Unlock()
+		}
+	})()
+	c := client(t, connect(t, memory.NewProvider(memory.StoreOptions{})))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, _, err := core.Create(ctx, c, prefix, nil, core.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The burst is in the history before the watch starts: the backend
+	// delivers it as fast as it can, one response per write.
+	var first int64
+	for i := 0; i < n; i++ {
+		_, st, err := core.Create(ctx, c, fmt.Sprintf("%s/n%05d", prefix, i), []byte("v"), core.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = st.CreateRevision
+		}
+	}
+	ch, err := c.Watch(ctx, prefix, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	responses, next := 0, 0
+	lastRev := first - 1
+	for next < n {
+		var r core.WatchResponse
+		select {
+		case r = <-ch:
+		case <-ctx.Done():
+			t.Fatalf("%d of %d events after %d responses: %v", next, n, responses, ctx.Err())
+		}
+		if r.Err != nil {
+			t.Fatalf("watch ended: %v", r.Err)
+		}
+		responses++
+		for _, e := range r.Events {
+			if want := fmt.Sprintf("%s/n%05d", prefix, next); e.Path != want || e.Revision <= lastRev {
+				t.Fatalf("event %d: %s at revision %d, want %s after revision %d", next, e.Path, e.Revision, want, lastRev)
+			}
+			lastRev = e.Revision
+			next++
+		}
+		if r.Revision != lastRev {
+			t.Fatalf("response revision %d, its last event's %d", r.Revision, lastRev)
+		}
+	}
+	cancel()
+	for range ch { // drain until the host closes it
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if messages >= n || responses != messages {
+		t.Fatalf("%d writes crossed in %d plugin messages (%d host responses), want fewer messages than writes, one response each", n, messages, responses)
+	}
+	t.Logf("%d writes crossed in %d plugin messages", n, messages)
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatal("timed out")
+	}
+}
