@@ -203,3 +203,66 @@ func TestMetadataStreamChaos(t *testing.T) {
 	}
 	t.Logf("%d acknowledged writes, %d paths seen, once each, in order", len(acked), len(seen))
 }
+
+// TestWatchBatchesAppliedWrites: concurrent writes applied while a watch
+// is not being read reach it in fewer responses than writes (a watch read
+// takes every change applied since the last one), each event exactly once
+// and in revision order.
+func TestWatchBatchesAppliedWrites(t *testing.T) {
+	const writers, each = 32, 10
+	c := startCluster(t, 1, nil)
+	cl := c.client(c.waitLeader())
+	ctx := ctxT(t)
+	if _, _, err := core.Create(ctx, cl, "/wb", nil, core.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := cl.Watch(ctx, "/wb", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				if _, _, err := core.Create(ctx, cl, fmt.Sprintf("/wb/w%02d-%02d", w, i), []byte("v"), core.CreateOptions{}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	responses := 0
+	var last int64
+	for len(seen) < writers*each {
+		var r core.WatchResponse
+		select {
+		case r = <-ch:
+		case <-ctx.Done():
+			t.Fatalf("%d of %d events: %v", len(seen), writers*each, ctx.Err())
+		}
+		if r.Err != nil {
+			t.Fatalf("watch ended: %v", r.Err)
+		}
+		responses++
+		for _, e := range r.Events {
+			if e.Revision <= last || seen[e.Path] {
+				t.Fatalf("%s at revision %d after revision %d (seen before: %v)", e.Path, e.Revision, last, seen[e.Path])
+			}
+			last = e.Revision
+			seen[e.Path] = true
+		}
+	}
+	if responses >= writers*each {
+		t.Fatalf("%d writes reached the watch in %d responses: not batched", writers*each, responses)
+	}
+	t.Logf("%d writes in %d watch responses", writers*each, responses)
+}
