@@ -121,12 +121,27 @@ type Result struct {
 	// FloorRatio is P50Micros over the row's floor (1 would be the
 	// machine's limit); 0 when the row has no floor.
 	FloorRatio float64 `json:"floor_ratio,omitempty"`
+	// CPUMicrosPerOp is, on the write-throughput rows, the CPU time (user
+	// plus system) the system's processes and the bench process (clients,
+	// coordinator) used per operation over the row's batches: what the
+	// row would reach with the machine to itself is about
+	// cores / CPUMicrosPerOp (CPUCeiling).
+	CPUMicrosPerOp float64 `json:"cpu_us_per_op,omitempty"`
 	// FirstError is the first error seen, when any call failed.
 	FirstError string `json:"first_error,omitempty"`
 	// SamplesMicros lists every sample, sorted, when there are at most
 	// maxListedSamples of them (the election row), so that a p99 of few
 	// samples can be read for what it is.
 	SamplesMicros []float64 `json:"samples_us,omitempty"`
+}
+
+// CPUCeiling is the throughput the result's CPU cost allows on cores
+// cores with nothing else running (0 when the cost was not measured).
+func (r Result) CPUCeiling(cores int) float64 {
+	if r.CPUMicrosPerOp <= 0 || cores <= 0 {
+		return 0
+	}
+	return float64(cores) * 1e6 / r.CPUMicrosPerOp
 }
 
 // maxListedSamples is the most samples a Result lists.
@@ -362,6 +377,14 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		}
 		tw.Flush()
 	}
+	if cpu := rep.cpuLines(); len(cpu) > 0 {
+		fmt.Fprintf(w, "\nCPU per write (user+system of the backend's processes and the bench process; ceiling: %d cores / CPU per write):\n", rep.Machine.Cores)
+		tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		for _, l := range cpu {
+			fmt.Fprintf(tw, "  %s\t%s\t%s/write\tceiling %s\n", l.title, l.backend, FormatDuration(l.perOp), FormatRate(l.ceiling))
+		}
+		tw.Flush()
+	}
 	if len(rep.Targets) > 0 {
 		fmt.Fprintln(w, "\ntargets:")
 		for _, t := range rep.Targets {
@@ -448,6 +471,13 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 			fmt.Fprintf(bw, "| %s: %s | %s | %s |\n", m.Backend, m.Role, formatBytes(m.PeakRSSBytes), m.Note)
 		}
 	}
+	if cpu := rep.cpuLines(); len(cpu) > 0 {
+		fmt.Fprintf(bw, "\n| row | backend | CPU per write | ceiling on %d cores |\n", rep.Machine.Cores)
+		fmt.Fprintln(bw, "|---|---|---:|---:|")
+		for _, l := range cpu {
+			fmt.Fprintf(bw, "| %s | %s | %s | %s |\n", l.title, l.backend, FormatDuration(l.perOp), FormatRate(l.ceiling))
+		}
+	}
 	if len(rep.Targets) > 0 {
 		fmt.Fprintln(bw, "\n| target | status | measured |")
 		fmt.Fprintln(bw, "|---|---|---|")
@@ -472,4 +502,24 @@ func (r *Row) floorCell() string {
 		}
 	}
 	return r.Floor.label() + ": " + strings.Join(parts, ", ")
+}
+
+// cpuLine is one measured CPU cost per write.
+type cpuLine struct {
+	title, backend string
+	perOp          float64 // µs
+	ceiling        float64 // ops/s
+}
+
+// cpuLines lists the rows' CPU costs per write, in row order.
+func (rep *Report) cpuLines() []cpuLine {
+	var out []cpuLine
+	for _, r := range rep.Rows {
+		for _, res := range r.Results {
+			if res.Available() && res.CPUMicrosPerOp > 0 {
+				out = append(out, cpuLine{r.Title, res.Backend, res.CPUMicrosPerOp, res.CPUCeiling(rep.Machine.Cores)})
+			}
+		}
+	}
+	return out
 }

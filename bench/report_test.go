@@ -29,7 +29,7 @@ func sampleReport() *Report {
 				Results: []Result{{Backend: ZooKeeper, N: 50, P50Micros: 2000}, {Backend: Raft, N: 50, P50Micros: 4000}},
 				Ratio:   &slow},
 			{ID: "store.write-64", Title: "write throughput, 64 clients", Metric: MetricThroughput,
-				Results: []Result{{Backend: ZooKeeper, N: 500, OpsPerSec: 3000}, {Backend: Raft, N: 500, OpsPerSec: 12000}}},
+				Results: []Result{{Backend: ZooKeeper, N: 500, OpsPerSec: 3000}, {Backend: Raft, N: 500, OpsPerSec: 12000, CPUMicrosPerOp: 125}}},
 			{ID: "image.get-table", Title: "catalog read from the image", Metric: MetricP50,
 				Results: []Result{{Backend: ZooKeeper, Unavailable: "coordinator not built yet"}, {Backend: Raft, N: 1000, P50Micros: 0.4}}},
 		},
@@ -133,6 +133,9 @@ func TestEvaluateTargets(t *testing.T) {
 	check("sequence ids", TargetNotMeasured)     // no id rows
 	check("catalog reads", TargetNotMeasured)    // ZooKeeper side unavailable
 	check("write throughput", TargetMet)         // 12k/s with 3 voters
+	if tr := got["write throughput, 3 voters, 64 clients: at least 10,000 writes/s (Raft)"]; !strings.Contains(tr.Detail, "ceiling 16.0k/s on 2 cores") {
+		t.Errorf("throughput target detail %q lacks the CPU ceiling", tr.Detail)
+	}
 	check("leader election", TargetNotMeasured)  // no election row
 	rep.Options.Voters = 1
 	for _, tr := range EvaluateTargets(rep) {
@@ -161,7 +164,10 @@ func TestWriteTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	for _, want := range []string{"createTable (admin API)", "20.00ms", "4.00x", "not available: coordinator not built yet", "50.0 MiB"} {
+	// The CPU cost per write of the Raft throughput row, and the ceiling
+	// it allows on the machine's 2 cores (2 s of CPU / 125 µs).
+	for _, want := range []string{"createTable (admin API)", "20.00ms", "4.00x", "not available: coordinator not built yet", "50.0 MiB",
+		"125µs/write", "ceiling 16.0k/s"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

@@ -294,6 +294,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		errs     int
 		firstErr error
 		why      string
+		// cpu is the CPU time used during the batches (throughput rows);
+		// cpuErr why it could not be read.
+		cpu    time.Duration
+		cpuErr error
 	}
 	cells := make([]map[string]*cell, len(specs))
 	for i, spec := range specs {
@@ -354,7 +358,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				if last && c.w.memory {
 					resetPeaks(systems[name])
 				}
+				var cpu0 time.Duration
+				if c.w.memory && c.cpuErr == nil {
+					cpu0, c.cpuErr = systemCPU(systems[name])
+				}
 				samples, ops, wall, errs, firstErr := runBatch(ctx, c.w, p)
+				if c.w.memory && c.cpuErr == nil {
+					var cpu1 time.Duration
+					cpu1, c.cpuErr = systemCPU(systems[name])
+					c.cpu += cpu1 - cpu0
+				}
 				c.samples = append(c.samples, samples...)
 				c.ops += ops
 				c.wall += wall
@@ -393,6 +406,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				continue
 			}
 			res := resultFromSummary(name, Summarize(c.samples, c.ops, c.wall), c.ops, c.errs, c.firstErr)
+			if c.w.memory && c.cpuErr == nil && c.ops > 0 {
+				res.CPUMicrosPerOp = round3(float64(c.cpu.Microseconds()) / float64(c.ops))
+			} else if c.cpuErr != nil {
+				o.logf("  %s on %s: CPU per operation not measured: %v", spec.id, name, c.cpuErr)
+			}
 			if len(c.samples) <= maxListedSamples {
 				// Summarize sorted them.
 				for _, d := range c.samples {
@@ -536,6 +554,28 @@ func resetPeaks(s *System) {
 			_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", p.PID), []byte("5"), 0)
 		}
 	}
+}
+
+// systemCPU is the CPU time used so far by the system's processes and by
+// the bench process (the clients, the coordinator rigs).
+func systemCPU(s *System) (time.Duration, error) {
+	pids := []int{os.Getpid()}
+	if s != nil && s.Processes != nil {
+		for _, p := range s.Processes() {
+			if p.PID > 0 {
+				pids = append(pids, p.PID)
+			}
+		}
+	}
+	var total time.Duration
+	for _, pid := range pids {
+		d, err := ProcessCPU(pid)
+		if err != nil {
+			return 0, err
+		}
+		total += d
+	}
+	return total, nil
 }
 
 // readPeaks reads the peak RSS of the system's processes.

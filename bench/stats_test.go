@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"os"
 	"testing"
 	"time"
 )
@@ -131,5 +132,31 @@ func TestRowRatio(t *testing.T) {
 	missing.computeRatio()
 	if missing.Ratio != nil {
 		t.Fatalf("ratio with Raft unavailable = %v, want none", *missing.Ratio)
+	}
+}
+
+// TestProcessCPU: this process's CPU time reads, grows with work, and a
+// process that does not exist is an error.
+func TestProcessCPU(t *testing.T) {
+	before, err := ProcessCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Spin until the counter moves (10 ms resolution), bounded.
+	x := 0
+	for i := 0; i < 1e10; i++ {
+		x += i
+		if i%1e6 == 0 {
+			if now, err := ProcessCPU(os.Getpid()); err != nil || now > before {
+				break
+			}
+		}
+	}
+	after, err := ProcessCPU(os.Getpid())
+	if err != nil || after <= before {
+		t.Fatalf("CPU time %v then %v (%v) after spinning (%d)", before, after, err, x)
+	}
+	if _, err := ProcessCPU(1 << 30); err == nil {
+		t.Fatal("ProcessCPU of a process that does not exist: no error")
 	}
 }
