@@ -16,7 +16,8 @@ const benchLong = `Starts what it measures (a ZooKeeper server on loopback, Raft
 processes with data in a temporary directory, coordinators), runs the rows
 of the seeds' table on every backend interleaved, and prints p50, p99,
 ops/s per row and backend, the ZooKeeper/Raft ratio (above 1: Raft better),
-peak memory and the targets. --quick finishes in under two minutes.
+peak memory, the CPU per write of the throughput rows and the targets.
+--quick finishes in under two minutes.
 
   metaplane bench --chart-from FILE.json [--svg FILE.svg] [--markdown]
 
