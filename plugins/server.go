@@ -344,7 +344,9 @@ func pumpWatch(ctx context.Context, ch <-chan core.WatchResponse, send func(*pb.
 						break merge
 					}
 					m.Events = appendWatchEventsToProto(m.Events, v.Events)
-					m.Revision = v.Revision
+					if v.Revision > m.Revision {
+						m.Revision = v.Revision
+					}
 					size += vs
 				default:
 					break merge
