@@ -186,7 +186,7 @@ func nodeHostConfig(o Options, cid uint64, addr string) dbconfig.NodeHostConfig 
 		CAFile:         o.CAFile,
 		CertFile:       o.CertFile,
 		KeyFile:        o.KeyFile,
-		Expert:         dbconfig.ExpertConfig{LogDB: logDBConfig(o.LogDBProfile)},
+		Expert:         dbconfig.ExpertConfig{LogDB: logDBConfig(o.LogDBProfile), FS: o.storage.raft},
 	}
 }
 
@@ -274,6 +274,7 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 	m.nh = nh
 	m.noop = nh.GetNoOPSession(shardID)
 	m.sm = newFSM(filepath.Join(o.Dir, "state"), o.ChangeLogRetention, m.onApplied)
+	m.sm.fs = o.storage.state
 	m.sm.recovered = m.onRecovered
 	compaction := o.SnapshotThreshold / 2
 	rc := dbconfig.Config{

@@ -115,9 +115,9 @@ type Options struct {
 	// (set by Bootstrap only; see checkFormatted).
 	format bool
 
-	// diskFree measures the free space of Dir (tests inject a full disk);
-	// nil: statfs.
-	diskFree func(dir string) (uint64, error)
+	// storage is the filesystem both stores write through and the disk
+	// guard measures (tests inject a quota); zero: the operating system's.
+	storage storage
 }
 
 // withDefaults returns o with zero fields set to their defaults.
