@@ -77,6 +77,12 @@ type member struct {
 	lastMembership *membershipView
 	// proposalsFailed counts proposals that did not commit (Status).
 	proposalsFailed atomic.Int64
+	// ready: a linearizable read has succeeded on this member, so the
+	// cluster has a leader that committed an entry of its term and this
+	// member applied it (see awaitReady).
+	ready atomic.Bool
+	// proposing counts the proposals in propose now (tests wait on it).
+	proposing atomic.Int64
 	stop            chan struct{}
 	wg              sync.WaitGroup
 	// disk pauses the replica while Dir is short of space (diskfull.go).
@@ -646,8 +652,13 @@ func (m *member) propose(ctx context.Context, cmd *raftv1.Command) (*raftv1.Comm
 		return nil, errClosed // before the proposal: not applied
 	}
 	data := mustMarshal(cmd)
+	m.proposing.Add(1)
+	defer m.proposing.Add(-1)
 	pctx, cancel := context.WithTimeout(ctx, m.opts.ProposalTimeout)
 	defer cancel()
+	if err := m.awaitReady(ctx, pctx); err != nil {
+		return nil, err
+	}
 	backoff := 5 * time.Millisecond
 	for {
 		res, err := m.nh.SyncPropose(pctx, m.noop, data)
@@ -676,6 +687,34 @@ func (m *member) propose(ctx context.Context, cmd *raftv1.Command) (*raftv1.Comm
 		}
 		return nil, err
 	}
+}
+
+// awaitReady holds the member's first proposal until the cluster has a
+// leader that has committed an entry of its term and this member has
+// applied it: a linearizable read (ReadIndex) succeeds only then, and is
+// safe to repeat. A fresh cluster (or one electing under load) otherwise
+// takes the first proposals while the leadership still moves: a proposal a
+// follower forwards to a leader that loses its term before replicating it
+// is neither committed nor reported dropped by Dragonboat, and its caller
+// waits out the whole proposal timeout for an outcome it then does not
+// know. After the first success it costs nothing. An error means nothing
+// was proposed; pctx bounds the wait (the proposal's timeout within the
+// caller's ctx).
+func (m *member) awaitReady(ctx, pctx context.Context) error {
+	if m.ready.Load() {
+		return nil
+	}
+	if _, err := m.read(pctx, appliedQuery{}, false); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("raft: propose: %w", ctx.Err())
+		}
+		if errors.Is(err, core.ErrClosed) {
+			return err
+		}
+		return fmt.Errorf("%w: raft: propose: this member has seen no leader commit an entry of its term yet (%v); the write was not proposed", core.ErrUnavailable, err)
+	}
+	m.ready.Store(true)
+	return nil
 }
 
 // proposeBestEffort is propose for records that may be dropped (a
