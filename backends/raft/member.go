@@ -83,8 +83,8 @@ type member struct {
 	ready atomic.Bool
 	// proposing counts the proposals in propose now (tests wait on it).
 	proposing atomic.Int64
-	stop            chan struct{}
-	wg              sync.WaitGroup
+	stop      chan struct{}
+	wg        sync.WaitGroup
 	// disk pauses the replica while Dir is short of space (diskfull.go).
 	disk *diskGuard
 }
