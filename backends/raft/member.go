@@ -124,7 +124,10 @@ func deriveClusterID(voters []Voter) uint64 {
 	return id
 }
 
-func loadOrWriteClusterID(dir string, voters []Voter) (uint64, error) {
+// loadOrWriteClusterID returns the cluster id in dir, or writes one: want
+// when it is set (coordinator.raft.cluster-id), else the one derived from
+// voters. A set want that differs from the id in dir is refused.
+func loadOrWriteClusterID(dir string, voters []Voter, want uint64) (uint64, error) {
 	p := filepath.Join(dir, clusterIDFile)
 	b, err := os.ReadFile(p)
 	if err == nil {
@@ -132,12 +135,19 @@ func loadOrWriteClusterID(dir string, voters []Voter) (uint64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("coordinator.raft.dir: %s is damaged: %v", p, err)
 		}
+		if want != 0 && want != id {
+			return 0, fmt.Errorf("%w: coordinator.raft.cluster-id is %d but coordinator.raft.dir %s belongs to cluster %d: "+
+				"this directory is another cluster's (empty it to join cluster %d)", core.ErrInvalidArgument, want, dir, id, want)
+		}
 		return id, nil
 	}
 	if !errors.Is(err, os.ErrNotExist) {
 		return 0, fmt.Errorf("coordinator.raft.dir: %w", err)
 	}
-	id := deriveClusterID(voters)
+	id := want
+	if id == 0 {
+		id = deriveClusterID(voters)
+	}
 	tmp := p + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
@@ -242,9 +252,10 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 		return nil, fmt.Errorf("coordinator.raft.dir: %w", err)
 	}
 	bootVoters := o.Voters
-	if o.Join {
-		// A joining voter is listed with the original voters plus itself;
-		// the cluster id was derived from the original list.
+	if o.Join && o.ClusterID == 0 {
+		// A joiner told no cluster id (coordinator.raft.cluster-id, which
+		// the coordinator learns from the running voters) derives it from
+		// its list without itself: that must be the bootstrap voters.
 		bootVoters = nil
 		for _, v := range o.Voters {
 			if v.ID != o.NodeID {
@@ -252,7 +263,7 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 			}
 		}
 	}
-	cid, err := loadOrWriteClusterID(o.Dir, bootVoters)
+	cid, err := loadOrWriteClusterID(o.Dir, bootVoters, o.ClusterID)
 	if err != nil {
 		return nil, err
 	}
