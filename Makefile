@@ -48,9 +48,10 @@ vet:
 soak: build deps-test
 	METAPLANE_SOAK=1 $(GO) test -timeout 60m -run 'Soak|Chaos' $(PKGS)
 
-# stress runs the timing-sensitive packages COUNT times (default 10) beside
-# CPU hogs, to find flaky tests; RACE=1 adds the race detector. Hours, not
-# minutes: kept out of `make test`.
+# stress runs the timing-sensitive packages (Raft, ZooKeeper, plugins,
+# coordinator) COUNT times (default 10) beside CPU hogs, then the Raft and
+# plugin packages again under -race (RACE=0 skips that pass), to find flaky
+# tests. Hours, not minutes: kept out of `make test`.
 stress: build deps-test
 	./scripts/stress.sh
 

@@ -624,6 +624,21 @@ func (c *Client) GetLeaderFrom(ctx context.Context, addr string) (*adminv1.GetLe
 	return r, nil
 }
 
+// RaftStatusFrom asks the coordinator at addr (host:port) for its view of
+// the Raft quorum (GetCoordinatorRaftStatus), without redirects: any member
+// answers for itself. Errors: its answer, converted with FromStatus.
+func (c *Client) RaftStatusFrom(ctx context.Context, addr string) (*adminv1.GetCoordinatorRaftStatusResponse, error) {
+	cc, err := c.conn(HostPort(addr))
+	if err != nil {
+		return nil, err
+	}
+	r, err := adminv1.NewAdminServiceClient(cc).GetCoordinatorRaftStatus(ctx, &adminv1.GetCoordinatorRaftStatusRequest{})
+	if err != nil {
+		return nil, FromStatus(err)
+	}
+	return r, nil
+}
+
 // Close stops the background refresh (Options.RefreshInterval) and closes
 // every connection.
 func (c *Client) Close() error {

@@ -434,13 +434,11 @@ func waitServingLeader(t *testing.T, ctx context.Context, c *adminclient.Client,
 		if err != nil || c.Leader() != r.LeaderAddress {
 			return false
 		}
-		// The leader's own answer: a standby may know who leads before it
-		// knows the epoch (it reports -1 then).
-		own, err := c.GetLeaderFrom(cctx, r.LeaderAddress)
-		if err != nil || !own.IsLeader || own.LeaderId != r.LeaderId {
-			return false
+		// Whoever answered (a standby too) names the leader with its epoch.
+		if r.Epoch < 0 {
+			t.Fatalf("GetLeader from %s names leader %s at epoch %d", r.ThisAddress, r.LeaderId, r.Epoch)
 		}
-		leader = own
+		leader = r
 		return true
 	})
 	return leader

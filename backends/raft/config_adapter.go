@@ -44,6 +44,7 @@ func OptionsFromSettings(m map[string]string) (Options, error) {
 	r.String("coordinator.raft.tls.key-file", &o.KeyFile)
 	r.String("coordinator.raft.logdb.profile", &o.LogDBProfile)
 	r.Bool("coordinator.raft.join", &o.Join)
+	r.Uint64("coordinator.raft.cluster-id", &o.ClusterID)
 	var minFree settings.Size
 	r.Size("coordinator.raft.disk.min-free", &minFree)
 	probs := settings.Problems(r.Problems())

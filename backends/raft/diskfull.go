@@ -7,9 +7,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	dragonboat "github.com/lni/dragonboat/v4"
 	dbconfig "github.com/lni/dragonboat/v4/config"
 	sm "github.com/lni/dragonboat/v4/statemachine"
@@ -39,13 +39,32 @@ const diskCheckInterval = 250 * time.Millisecond
 // Raft steps, and a crash (a disk filled faster than the check) leaves
 // Pebble's and Dragonboat's logs as after any crash.
 
-// diskFree reports the bytes available to this process under dir.
-func diskFree(dir string) (uint64, error) {
-	var s syscall.Statfs_t
-	if err := syscall.Statfs(dir, &s); err != nil {
+// storage is the filesystem a member's two stores write through:
+// Dragonboat's NodeHost (its LogDB, snapshots and metadata under
+// Dir/nodehost: NodeHostConfig.Expert.FS) and the state machine's Pebble
+// store (Dir/state: pebble.Options.FS). Both live under Dir, on one
+// filesystem, so the guard measures the free space through the state
+// machine's. The zero value is the operating system's filesystem for both;
+// tests set both to one quota (quotafs_test.go).
+type storage struct {
+	raft  dbconfig.IFS // nil: Dragonboat's default
+	state vfs.FS       // nil: vfs.Default
+}
+
+func (s storage) stateFS() vfs.FS {
+	if s.state == nil {
+		return vfs.Default
+	}
+	return s.state
+}
+
+// free reports the bytes available to this process under dir.
+func (s storage) free(dir string) (uint64, error) {
+	du, err := s.stateFS().GetDiskUsage(dir)
+	if err != nil {
 		return 0, err
 	}
-	return s.Bavail * uint64(s.Bsize), nil
+	return du.AvailBytes, nil
 }
 
 // openNodeHost opens the NodeHost. Opening writes (Pebble replays its WAL
@@ -54,10 +73,7 @@ func diskFree(dir string) (uint64, error) {
 // space (bounded by ctx) instead of failing at once, so that a restarted
 // plugin comes back by itself when space is freed.
 func openNodeHost(ctx context.Context, o Options, nhc dbconfig.NodeHostConfig) (*dragonboat.NodeHost, error) {
-	free := o.diskFree
-	if free == nil {
-		free = diskFree
-	}
+	free := o.storage.free
 	logged := false
 	for {
 		nh, err := dragonboat.NewNodeHost(nhc)
@@ -106,11 +122,7 @@ type diskGuard struct {
 }
 
 func newDiskGuard(m *member, rc dbconfig.Config, factory func(uint64, uint64) sm.IOnDiskStateMachine) *diskGuard {
-	free := m.opts.diskFree
-	if free == nil {
-		free = diskFree
-	}
-	return &diskGuard{m: m, rc: rc, factory: factory, reserve: uint64(m.opts.DiskMinFree), free: free}
+	return &diskGuard{m: m, rc: rc, factory: factory, reserve: uint64(m.opts.DiskMinFree), free: m.opts.storage.free}
 }
 
 // start starts the replica unless the disk is already below the reserve

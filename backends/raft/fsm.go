@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	sm "github.com/lni/dragonboat/v4/statemachine"
 	"google.golang.org/protobuf/proto"
 
@@ -63,6 +64,7 @@ type fsm struct {
 	retention int64
 	hook      applyHook
 	recovered recoverHook // optional; set before the replica starts
+	fs        vfs.FS      // the store's filesystem; nil: the OS's (Options.storage)
 
 	mu     sync.RWMutex // guards db against Close/Recover swapping it
 	db     *pebble.DB
@@ -95,7 +97,11 @@ func (f *fsm) Open(stopc <-chan struct{}) (uint64, error) {
 	if err := os.MkdirAll(f.dir, 0o750); err != nil {
 		return 0, fmt.Errorf("raft state machine: %w", err)
 	}
-	db, err := pebble.Open(f.dir, pebbleOptions())
+	opts := pebbleOptions()
+	if f.fs != nil {
+		opts.FS = f.fs
+	}
+	db, err := pebble.Open(f.dir, opts)
 	if err != nil {
 		return 0, fmt.Errorf("raft state machine: open %s: %w", f.dir, err)
 	}

@@ -77,8 +77,14 @@ type member struct {
 	lastMembership *membershipView
 	// proposalsFailed counts proposals that did not commit (Status).
 	proposalsFailed atomic.Int64
-	stop            chan struct{}
-	wg              sync.WaitGroup
+	// ready: a linearizable read has succeeded on this member, so the
+	// cluster has a leader that committed an entry of its term and this
+	// member applied it (see awaitReady).
+	ready atomic.Bool
+	// proposing counts the proposals in propose now (tests wait on it).
+	proposing atomic.Int64
+	stop      chan struct{}
+	wg        sync.WaitGroup
 	// disk pauses the replica while Dir is short of space (diskfull.go).
 	disk *diskGuard
 }
@@ -118,7 +124,10 @@ func deriveClusterID(voters []Voter) uint64 {
 	return id
 }
 
-func loadOrWriteClusterID(dir string, voters []Voter) (uint64, error) {
+// loadOrWriteClusterID returns the cluster id in dir, or writes one: want
+// when it is set (coordinator.raft.cluster-id), else the one derived from
+// voters. A set want that differs from the id in dir is refused.
+func loadOrWriteClusterID(dir string, voters []Voter, want uint64) (uint64, error) {
 	p := filepath.Join(dir, clusterIDFile)
 	b, err := os.ReadFile(p)
 	if err == nil {
@@ -126,12 +135,19 @@ func loadOrWriteClusterID(dir string, voters []Voter) (uint64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("coordinator.raft.dir: %s is damaged: %v", p, err)
 		}
+		if want != 0 && want != id {
+			return 0, fmt.Errorf("%w: coordinator.raft.cluster-id is %d but coordinator.raft.dir %s belongs to cluster %d: "+
+				"this directory is another cluster's (empty it to join cluster %d)", core.ErrInvalidArgument, want, dir, id, want)
+		}
 		return id, nil
 	}
 	if !errors.Is(err, os.ErrNotExist) {
 		return 0, fmt.Errorf("coordinator.raft.dir: %w", err)
 	}
-	id := deriveClusterID(voters)
+	id := want
+	if id == 0 {
+		id = deriveClusterID(voters)
+	}
 	tmp := p + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
@@ -186,7 +202,7 @@ func nodeHostConfig(o Options, cid uint64, addr string) dbconfig.NodeHostConfig 
 		CAFile:         o.CAFile,
 		CertFile:       o.CertFile,
 		KeyFile:        o.KeyFile,
-		Expert:         dbconfig.ExpertConfig{LogDB: logDBConfig(o.LogDBProfile)},
+		Expert:         dbconfig.ExpertConfig{LogDB: logDBConfig(o.LogDBProfile), FS: o.storage.raft},
 	}
 }
 
@@ -236,9 +252,10 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 		return nil, fmt.Errorf("coordinator.raft.dir: %w", err)
 	}
 	bootVoters := o.Voters
-	if o.Join {
-		// A joining voter is listed with the original voters plus itself;
-		// the cluster id was derived from the original list.
+	if o.Join && o.ClusterID == 0 {
+		// A joiner told no cluster id (coordinator.raft.cluster-id, which
+		// the coordinator learns from the running voters) derives it from
+		// its list without itself: that must be the bootstrap voters.
 		bootVoters = nil
 		for _, v := range o.Voters {
 			if v.ID != o.NodeID {
@@ -246,7 +263,7 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 			}
 		}
 	}
-	cid, err := loadOrWriteClusterID(o.Dir, bootVoters)
+	cid, err := loadOrWriteClusterID(o.Dir, bootVoters, o.ClusterID)
 	if err != nil {
 		return nil, err
 	}
@@ -274,6 +291,7 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 	m.nh = nh
 	m.noop = nh.GetNoOPSession(shardID)
 	m.sm = newFSM(filepath.Join(o.Dir, "state"), o.ChangeLogRetention, m.onApplied)
+	m.sm.fs = o.storage.state
 	m.sm.recovered = m.onRecovered
 	compaction := o.SnapshotThreshold / 2
 	rc := dbconfig.Config{
@@ -645,8 +663,13 @@ func (m *member) propose(ctx context.Context, cmd *raftv1.Command) (*raftv1.Comm
 		return nil, errClosed // before the proposal: not applied
 	}
 	data := mustMarshal(cmd)
+	m.proposing.Add(1)
+	defer m.proposing.Add(-1)
 	pctx, cancel := context.WithTimeout(ctx, m.opts.ProposalTimeout)
 	defer cancel()
+	if err := m.awaitReady(ctx, pctx); err != nil {
+		return nil, err
+	}
 	backoff := 5 * time.Millisecond
 	for {
 		res, err := m.nh.SyncPropose(pctx, m.noop, data)
@@ -675,6 +698,34 @@ func (m *member) propose(ctx context.Context, cmd *raftv1.Command) (*raftv1.Comm
 		}
 		return nil, err
 	}
+}
+
+// awaitReady holds the member's first proposal until the cluster has a
+// leader that has committed an entry of its term and this member has
+// applied it: a linearizable read (ReadIndex) succeeds only then, and is
+// safe to repeat. A fresh cluster (or one electing under load) otherwise
+// takes the first proposals while the leadership still moves: a proposal a
+// follower forwards to a leader that loses its term before replicating it
+// is neither committed nor reported dropped by Dragonboat, and its caller
+// waits out the whole proposal timeout for an outcome it then does not
+// know. After the first success it costs nothing. An error means nothing
+// was proposed; pctx bounds the wait (the proposal's timeout within the
+// caller's ctx).
+func (m *member) awaitReady(ctx, pctx context.Context) error {
+	if m.ready.Load() {
+		return nil
+	}
+	if _, err := m.read(pctx, appliedQuery{}, false); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("raft: propose: %w", ctx.Err())
+		}
+		if errors.Is(err, core.ErrClosed) {
+			return err
+		}
+		return fmt.Errorf("%w: raft: propose: this member has seen no leader commit an entry of its term yet (%v); the write was not proposed", core.ErrUnavailable, err)
+	}
+	m.ready.Store(true)
+	return nil
 }
 
 // proposeBestEffort is propose for records that may be dropped (a

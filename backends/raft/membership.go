@@ -114,7 +114,7 @@ func (c *Client) AddVoter(ctx context.Context, id string, address string) error 
 		case <-waitCtx.Done():
 		}
 		// Not caught up in time: take it out again.
-		why := "it never reported its progress (is its coordinator running with coordinator.raft.join=true, this id, and coordinator.raft.voters listing the voters the cluster was bootstrapped with plus itself? a joiner derives the cluster id from that list)"
+		why := "it never reported its progress (is its coordinator running with coordinator.raft.join=true and this id, and did it get this cluster's id? a joining coordinator learns it from coordinator.seed.nodes or takes coordinator.raft.cluster-id, and otherwise derives it from coordinator.raft.voters without itself, which must then be the voters the cluster was bootstrapped with)"
 		if last != nil {
 			why = fmt.Sprintf("it was %d entries behind at its last report (at most %d)", last.lag, MaxTransferLag)
 		}

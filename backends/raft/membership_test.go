@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -113,4 +114,62 @@ func TestAddVoterJoin(t *testing.T) {
 		t.Fatalf("RemoveVoter: %v", err)
 	}
 	testutil.WaitFor(t, 10*time.Second, "three members", func() bool { return len(kinds()) == 3 })
+}
+
+// TestJoinLearnsClusterID: a joiner whose coordinator.raft.voters is not
+// the list the cluster was bootstrapped with (it also lists a member that
+// never existed) joins when told the cluster's id
+// (coordinator.raft.cluster-id, as its coordinator learns it from the
+// running voters); restarted with another id, it refuses to start naming
+// both, and its directory is left as it was.
+func TestJoinLearnsClusterID(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	leader := c.waitLeader()
+	cl := c.client(leader)
+	ctx := ctxT(t)
+	st, err := cl.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cid, err := strconv.ParseUint(st.ClusterID, 10, 64)
+	if err != nil {
+		t.Fatalf("cluster id %q: %v", st.ClusterID, err)
+	}
+	v4 := Voter{ID: 4, Address: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))}
+	ghost := Voter{ID: 7, Address: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))}
+	voters := append(append([]Voter(nil), c.voters...), ghost, v4)
+	if deriveClusterID(voters[:4]) == cid {
+		t.Fatal("the test's voter list derives the cluster's id: it proves nothing")
+	}
+	o := testOptions(filepath.Join(t.TempDir(), "m4"), 4, voters)
+	o.Join, o.ClusterID = true, cid
+	p4 := NewProvider(o)
+	added := make(chan error, 1)
+	go func() { added <- cl.AddVoter(ctx, "4", v4.Address) }()
+	if err := p4.Start(ctx, nil); err != nil {
+		t.Fatalf("start the joining member: %v", err)
+	}
+	(&cluster{t: t, members: []*Provider{p4}}).client(0)
+	if err := <-added; err != nil {
+		t.Fatalf("AddVoter of a joiner told the cluster id: %v", err)
+	}
+	if st, err := p4.Status(); err != nil || st.ClusterID != strconv.FormatUint(cid, 10) {
+		t.Fatalf("joiner's cluster id: %+v, %v; want %d", st.ClusterID, err, cid)
+	}
+	p4.Close()
+
+	wrong := o
+	wrong.ClusterID = cid + 1
+	err = NewProvider(wrong).Start(ctx, nil)
+	if !errors.Is(err, core.ErrInvalidArgument) || !strings.Contains(err.Error(), fmt.Sprint(cid+1)) || !strings.Contains(err.Error(), fmt.Sprint(cid)) {
+		t.Fatalf("restart with another cluster id: %v, want ErrInvalidArgument naming both", err)
+	}
+	if got, err := readClusterID(o.Dir); err != nil || got != cid {
+		t.Fatalf("cluster id in the directory after the refusal: %d, %v; want %d", got, err, cid)
+	}
+	p4 = NewProvider(o)
+	if err := p4.Start(ctx, nil); err != nil {
+		t.Fatalf("restart with the right cluster id: %v", err)
+	}
+	t.Cleanup(func() { p4.Close() })
 }

@@ -102,6 +102,13 @@ type Options struct {
 	// Join starts a member that joins an existing cluster (it was added with
 	// AddVoter) instead of bootstrapping one (coordinator.raft.join).
 	Join bool
+	// ClusterID is the cluster id (Dragonboat's deployment id) of the
+	// cluster this member belongs to (coordinator.raft.cluster-id; 0: not
+	// set). A joining member on an empty directory takes it instead of
+	// deriving one from Voters; whenever set it must equal the id in Dir.
+	// The coordinator sets it for a joiner from what the running voters
+	// report.
+	ClusterID uint64
 	// DiskMinFree is the free space of Dir below which the member pauses
 	// its replica instead of letting the disk fill
 	// (coordinator.raft.disk.min-free, default DefaultDiskMinFree; see
@@ -115,9 +122,9 @@ type Options struct {
 	// (set by Bootstrap only; see checkFormatted).
 	format bool
 
-	// diskFree measures the free space of Dir (tests inject a full disk);
-	// nil: statfs.
-	diskFree func(dir string) (uint64, error)
+	// storage is the filesystem both stores write through and the disk
+	// guard measures (tests inject a quota); zero: the operating system's.
+	storage storage
 }
 
 // withDefaults returns o with zero fields set to their defaults.

@@ -28,6 +28,7 @@ func TestOptionsFromSettings(t *testing.T) {
 		"coordinator.raft.logdb.profile":              "tiny",
 		"coordinator.raft.join":                       "true",
 		"coordinator.raft.disk.min-free":              "32mb",
+		"coordinator.raft.cluster-id":                 "12345",
 		"coordinator.tablet-server.session-timeout":   "9s",
 		"coordinator.metadata-stream.max-wait":        "250ms",
 	})
@@ -39,7 +40,7 @@ func TestOptionsFromSettings(t *testing.T) {
 		Heartbeat: 100 * time.Millisecond, ElectionTimeout: 2 * time.Second, FirstElectionTimeout: 150 * time.Millisecond,
 		CatchupTimeout: 10 * time.Second, SegmentSize: 4 << 20, SnapshotThreshold: 500, IDBlockSize: 64,
 		ChangeLogRetention: 777, LogDBProfile: "tiny", Join: true, SessionTimeout: 9 * time.Second,
-		MetadataStreamMaxWait: 250 * time.Millisecond, ProposalTimeout: 10 * time.Second, DiskMinFree: 32 << 20,
+		MetadataStreamMaxWait: 250 * time.Millisecond, ProposalTimeout: 10 * time.Second, DiskMinFree: 32 << 20, ClusterID: 12345,
 	}
 	o.Logf = nil
 	if got, w := fmtOptions(o), fmtOptions(want); got != w {

@@ -706,23 +706,48 @@ func (b *Backend) lead(c core.Candidate, participant string, sid, epoch, token i
 // Leader reads /coordinators/active and /coordinators/epoch (after a
 // sync). Zero-length active data (elected, not yet registered, as the
 // original writes it) is completed from the lowest election participant.
-// Errors: ErrNotFound (no active node), ErrUnavailable, ErrClosed, context
-// errors.
+// The epoch is the leader's own: an election bumps the epoch and creates
+// the active node in one multi, so the epoch node's last change is the
+// active node's creation; the two are read one after the other and read
+// again (a few times) while they do not pair up, as when an election
+// lands between the reads. An epoch changed apart from the active node
+// (a leader elected by a coordinator that writes them separately, or an
+// epoch bumped by a fence: that leader is superseded) is reported as read
+// after the active node. Errors: ErrNotFound (no active node),
+// ErrUnavailable (no readable epoch node beside an active node),
+// ErrClosed, context errors.
 func (b *Backend) Leader(ctx context.Context) (core.LeaderInfo, error) {
-	res, err := b.GetMany(ctx, []string{activePath, epochPath}, core.ReadOptions{})
-	if err != nil {
-		return core.LeaderInfo{}, err
-	}
-	if res[0].Err != nil {
-		return core.LeaderInfo{}, fmt.Errorf("%w: no leader (%s)", core.ErrNotFound, activePath)
-	}
-	li := core.LeaderInfo{Epoch: -1}
-	if res[1].Err == nil {
-		if e, err := strconv.ParseInt(strings.TrimSpace(string(res[1].Node.Data)), 10, 64); err == nil {
-			li.Epoch = e
+	var active, epoch core.GetResult
+	for attempt := 0; ; attempt++ {
+		res, err := b.GetMany(ctx, []string{activePath}, core.ReadOptions{})
+		if err != nil {
+			return core.LeaderInfo{}, err
+		}
+		if res[0].Err != nil {
+			return core.LeaderInfo{}, fmt.Errorf("%w: no leader (%s)", core.ErrNotFound, activePath)
+		}
+		active = res[0]
+		// The session's reads are served in order: this one sees at least
+		// the multi that created the active node read above.
+		res, err = b.GetMany(ctx, []string{epochPath}, core.ReadOptions{Stale: true})
+		if err != nil {
+			return core.LeaderInfo{}, err
+		}
+		epoch = res[0]
+		if epoch.Err != nil || epoch.Node.Stat.ModifyRevision == active.Node.Stat.CreateRevision || attempt >= 3 {
+			break
 		}
 	}
-	data := res[0].Node.Data
+	if epoch.Err != nil {
+		return core.LeaderInfo{}, fmt.Errorf("%w: %s exists but %s cannot be read: %v", core.ErrUnavailable, activePath, epochPath, epoch.Err)
+	}
+	e, perr := strconv.ParseInt(strings.TrimSpace(string(epoch.Node.Data)), 10, 64)
+	if perr != nil || e < 0 {
+		return core.LeaderInfo{}, fmt.Errorf("%w: %s exists but %s holds %q, not a leader's epoch", core.ErrUnavailable, activePath, epochPath, epoch.Node.Data)
+	}
+	li := core.LeaderInfo{Epoch: e}
+	var err error
+	data := active.Node.Data
 	if len(data) == 0 {
 		names, _, err := b.Children(ctx, electionPath, core.ReadOptions{Stale: true})
 		if err == nil && len(names) > 0 {

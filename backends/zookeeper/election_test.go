@@ -281,3 +281,58 @@ func TestLeaderActiveDeleted(t *testing.T) {
 	}
 	testWaitChildren(t, op, electionPath, 0) // stepped aside
 }
+
+// TestLeaderEpochPairsWithActive: an election bumps /coordinators/epoch and
+// creates /coordinators/active in one multi, so the epoch node's last
+// change is the active node's creation; Leader, a standby's Status and its
+// ObserveLeader report the leader with that epoch. An active node beside
+// an epoch node that holds no leader's epoch ("-1", as the node is created
+// before the first election) is an error, never a leader at epoch -1.
+func TestLeaderEpochPairsWithActive(t *testing.T) {
+	o := testOptions(t)
+	a, b := open(t, o), open(t, o)
+	ctx := ctxT(t)
+	for round, want := range []int64{0, 1} {
+		l, err := a.Campaign(ctx, cand("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := b.GetMany(ctx, []string{activePath, epochPath}, core.ReadOptions{})
+		if err != nil || res[0].Err != nil || res[1].Err != nil {
+			t.Fatalf("read active and epoch: %v %+v", err, res)
+		}
+		if res[1].Node.Stat.ModifyRevision != res[0].Node.Stat.CreateRevision {
+			t.Fatalf("round %d: epoch changed at zxid %d, active created at %d: not one multi", round, res[1].Node.Stat.ModifyRevision, res[0].Node.Stat.CreateRevision)
+		}
+		st, err := b.Status(ctx)
+		if err != nil || st.Epoch != want || st.LeaderID != "a" || st.LeaderAddress != "CLIENT://127.0.0.1:9001" {
+			t.Fatalf("round %d: standby status epoch %d leader %q at %q (%v); want epoch %d, a", round, st.Epoch, st.LeaderID, st.LeaderAddress, err, want)
+		}
+		octx, cancel := context.WithCancel(ctx)
+		obs, err := b.ObserveLeader(octx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := <-obs; got.ID != "a" || got.Epoch != want {
+			t.Fatalf("round %d: standby observed %+v, want a at epoch %d", round, got, want)
+		}
+		cancel()
+		if err := l.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitLost(t, l, 5*time.Second, "resign")
+	}
+
+	c := open(t, testOptions(t)) // a tree of its own
+	for _, n := range []struct{ p, data string }{{epochPath, "-1"}, {activePath, `{"version":2,"id":"x","listeners":"CLIENT://h:1"}`}} {
+		if _, _, err := core.Create(ctx, c, n.p, []byte(n.data), core.CreateOptions{MakeParents: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if li, err := c.Leader(ctx); !errors.Is(err, core.ErrUnavailable) || !strings.Contains(err.Error(), epochPath) {
+		t.Fatalf("Leader beside epoch -1: %+v, %v; want ErrUnavailable naming %s", li, err, epochPath)
+	}
+	if st, err := c.Status(ctx); err != nil || st.LeaderID != "" || !strings.Contains(st.Details["leader_error"], epochPath) {
+		t.Fatalf("Status beside epoch -1: leader %q epoch %d details %v, %v", st.LeaderID, st.Epoch, st.Details, err)
+	}
+}

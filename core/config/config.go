@@ -223,6 +223,13 @@ type RaftConfig struct {
 	// lists it, instead of bootstrapping a new cluster from Voters (ignored
 	// once the voter has Raft state on disk; see docs/raft.md).
 	Join bool `koanf:"join"`
+	// ClusterID, key coordinator.raft.cluster-id, default 0 (not set): the
+	// cluster id (shown by metaplane raft status) of the cluster this voter
+	// belongs to. A joining coordinator learns it from the coordinators of
+	// coordinator.seed.nodes when it is not set, and refuses to start when
+	// it is set and they report another; a voter whose directory holds
+	// another cluster's id refuses to start (see docs/raft.md).
+	ClusterID uint64 `koanf:"cluster-id"`
 }
 
 // RaftTLSConfig holds the coordinator.raft.tls.* keys: mutual TLS between

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/config"
@@ -221,6 +222,15 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 	}
 
 	flat := cfg.PluginSettings()
+	if cfg.Selected.Backend == "raft" && cfg.Coordinator.Raft.Join {
+		cid, err := learnClusterID(ctx, cfg, advertised, logger)
+		if err != nil {
+			return err
+		}
+		if cid != "" {
+			flat["coordinator.raft.cluster-id"] = cid
+		}
+	}
 	p, err := plugins.Launch(ctx, plugins.LaunchOptions{
 		Path: pluginPath, Name: cfg.Selected.Backend, Dir: cfg.Metadata.Backend.PluginDir,
 		SHA256: cfg.Metadata.Backend.PluginSHA256, Config: flat, Logger: logger,
@@ -357,4 +367,82 @@ func (b *bannerLines) line(format string, args ...any) {
 	if b.w != nil {
 		fmt.Fprintf(b.w, format+"\n", args...)
 	}
+}
+
+// learnClusterIDTimeout bounds how long a joining coordinator asks the
+// seeds for the cluster id.
+const learnClusterIDTimeout = 15 * time.Second
+
+// learnClusterID asks the coordinators of coordinator.seed.nodes (not this
+// one, advertised) for the Raft cluster id a joining voter must use, and
+// checks it against coordinator.raft.cluster-id when that is set. It
+// returns "" when no seed answered in time (the backend then derives the
+// id from coordinator.raft.voters, docs/raft.md) and an error when a seed
+// reports another id than the configured one.
+func learnClusterID(ctx context.Context, cfg *config.Config, advertised string, logger *slog.Logger) (string, error) {
+	configured := ""
+	if id := cfg.Coordinator.Raft.ClusterID; id != 0 {
+		configured = strconv.FormatUint(id, 10)
+	}
+	var seeds []string
+	for _, s := range cfg.Coordinator.SeedNodes {
+		if adminclient.HostPort(s) != advertised {
+			seeds = append(seeds, adminclient.HostPort(s))
+		}
+	}
+	if len(seeds) == 0 {
+		return configured, nil
+	}
+	tlsConf, err := coordinatorClientTLS(cfg)
+	if err != nil {
+		return "", err
+	}
+	user, pw, err := coordinatorClientPassword(cfg)
+	if err != nil {
+		return "", err
+	}
+	ask, err := adminclient.NewClientWithOptions(seeds, adminclient.Options{TLS: tlsConf, Username: user, Password: pw})
+	if err != nil {
+		return "", err
+	}
+	defer ask.Close()
+	lctx, cancel := context.WithTimeout(ctx, learnClusterIDTimeout)
+	defer cancel()
+	var errs []string
+	for lctx.Err() == nil {
+		errs = errs[:0]
+		for _, s := range seeds {
+			cctx, ccancel := context.WithTimeout(lctx, 2*time.Second)
+			r, err := ask.RaftStatusFrom(cctx, s)
+			ccancel()
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Sprintf("%s: %v", s, err))
+			case r.GetClusterId() == "":
+				errs = append(errs, s+": no cluster id in its answer")
+			case configured != "" && r.GetClusterId() != configured:
+				return "", fmt.Errorf("coordinator.raft.cluster-id is %s but the coordinator at %s belongs to cluster %s: "+
+					"this coordinator would not join that cluster (fix or unset coordinator.raft.cluster-id)", configured, s, r.GetClusterId())
+			default:
+				logger.Info("joining the Raft cluster the seeds report", "cluster_id", r.GetClusterId(), "asked", s)
+				return r.GetClusterId(), nil
+			}
+		}
+		select {
+		case <-lctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	if ctx.Err() != nil {
+		return "", ctx.Err()
+	}
+	if configured != "" {
+		logger.Warn("no seed coordinator reported the Raft cluster id: joining with coordinator.raft.cluster-id unchecked",
+			"cluster_id", configured, "errors", strings.Join(errs, "; "))
+		return configured, nil
+	}
+	logger.Warn("no seed coordinator reported the Raft cluster id: the joiner derives it from coordinator.raft.voters without itself, "+
+		"which must be the voters the cluster was bootstrapped with (or set coordinator.raft.cluster-id)",
+		"errors", strings.Join(errs, "; "))
+	return "", nil
 }

@@ -38,8 +38,11 @@ func TestRaftGrowToFiveAndBack(t *testing.T) {
 	}
 	write("at3")
 
-	// As docs/raft.md says, a joining member lists the cluster's original
-	// voters (whose hash is the cluster id) plus itself.
+	// Each joining member lists the membership as it is when it joins
+	// (the fifth lists the fourth too, which the cluster was not
+	// bootstrapped with): its coordinator learns the cluster id from the
+	// seeds (docs/raft.md, Restart, join, and the cluster id) instead of
+	// deriving it from that list.
 	var voters, seeds []string
 	for _, p := range ps {
 		voters = append(voters, p.id+"@"+p.raft)
@@ -57,6 +60,7 @@ func TestRaftGrowToFiveAndBack(t *testing.T) {
 			t.Fatalf("add-voter --id %s: exit %d\n%s%s", id, code, stdout, stderr)
 		}
 		added = append(added, p)
+		voters = append(voters, id+"@"+p.raft)
 		write("at" + id)
 	}
 	st := waitRaftHealthy(t, bs, 5)
