@@ -141,4 +141,29 @@ func TestCreateTableRoundTrips(t *testing.T) {
 	if calls := cb.take(adminv1.AdminService_CreateTable_FullMethodName); len(calls) > 2 {
 		t.Fatalf("repetition made backend calls %q, want at most a refused transaction and a read of the record", calls)
 	}
+
+	// createPartition: its transaction (after the partition id block's
+	// first reservation); dropTable: the snapshots of the table's and its
+	// assignment's subtrees, then its transaction.
+	admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+		_, err := a.CreateTable(ctx, &adminv1.CreateTableRequest{Database: "db", Table: "parted", Descriptor_: &adminv1.TableDescriptor{
+			Columns: []*adminv1.Column{{Name: "d", Type: "STRING"}, {Name: "id", Type: "INT"}}, PartitionKeys: []string{"d"}, BucketCount: 3}})
+		return err
+	})
+	for i := 0; i < 3; i++ {
+		admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+			_, err := a.CreatePartition(ctx, &adminv1.CreatePartitionRequest{Database: "db", Table: "parted", Partition: fmt.Sprintf("p%d", i)})
+			return err
+		})
+		if calls := cb.take(adminv1.AdminService_CreatePartition_FullMethodName); i > 0 && len(calls) != 1 {
+			t.Fatalf("createPartition made %d backend calls %q, want 1 (its transaction)", len(calls), calls)
+		}
+	}
+	admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+		_, err := a.DropTable(ctx, &adminv1.DropTableRequest{Database: "db", Table: "t0"})
+		return err
+	})
+	if calls := cb.take(adminv1.AdminService_DropTable_FullMethodName); len(calls) != 3 {
+		t.Fatalf("dropTable made %d backend calls %q, want 3 (two snapshots, its transaction)", len(calls), calls)
+	}
 }
