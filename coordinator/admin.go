@@ -274,7 +274,7 @@ func (a *adminService) AllocateIDs(ctx context.Context, r *adminv1.AllocateIDsRe
 	if err != nil {
 		return nil, err
 	}
-	return once(a, ctx, l, adminv1.AdminService_AllocateIDs_FullMethodName, r, func(ctx context.Context) (*adminv1.AllocateIDsResponse, error) {
+	return onceLookupFirst(a, ctx, l, adminv1.AdminService_AllocateIDs_FullMethodName, r, func(ctx context.Context) (*adminv1.AllocateIDsResponse, error) {
 		first, err := l.cat.AllocateIDs(ctx, r.Counter, r.Count)
 		if err != nil {
 			return nil, a.s.mapErr(withField(err, plainFields))

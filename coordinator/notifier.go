@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/catalog"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
@@ -31,17 +32,23 @@ func (s *Server) notifyTablets(ctx context.Context, l *leaderState) {
 		}
 	}()
 	sent := map[int32][32]byte{}
+	dec := notifyDecodes{}
 	retry := time.NewTicker(3 * time.Second)
 	defer retry.Stop()
 	for {
 		changed := l.img.Changed()
-		s.notifyOnce(ctx, l, conns, sent)
+		build := s.notifyOnce(ctx, l, conns, sent, dec)
 		select {
 		case <-ctx.Done():
 			return
 		case <-changed:
-			// Debounce: a DDL is many events.
-			t := time.NewTimer(100 * time.Millisecond)
+			// Debounce: a DDL is many events. A round reads every
+			// bucket's LeaderAndIsr from the image, so under a stream
+			// of DDLs on a large catalog the rounds are spaced by
+			// notifyPacing times what the last one took to build:
+			// the notifier's share of the leader's CPU stays bounded
+			// instead of taking it from the DDLs themselves.
+			t := time.NewTimer(min(max(notifyDebounce, notifyPacing*build), notifyMaxPause))
 			select {
 			case <-ctx.Done():
 				t.Stop()
@@ -53,21 +60,75 @@ func (s *Server) notifyTablets(ctx context.Context, l *leaderState) {
 	}
 }
 
-func (s *Server) notifyOnce(ctx context.Context, l *leaderState, conns map[string]*grpc.ClientConn, sent map[int32][32]byte) {
+// The notifier's rounds follow a change after notifyDebounce, or
+// notifyPacing times the last round's build time when that is longer, but
+// never more than notifyMaxPause.
+const (
+	notifyDebounce = 100 * time.Millisecond
+	notifyPacing   = 20
+	notifyMaxPause = 2 * time.Second
+)
+
+// notifyDecodes keeps the records notifyOnce decoded, by path, at the
+// modify revision they were decoded at: a DDL changes a few nodes, and
+// the next round decodes only those (not every bucket's LeaderAndIsr
+// again).
+type notifyDecodes map[string]notifyDecode
+
+type notifyDecode struct {
+	rev, version int64
+	val          any
+	seen         bool // in the last round's snapshot
+}
+
+// decode returns n's record decoded with f, from the last round when n
+// is unchanged since.
+func decodeFor[T any](d notifyDecodes, n core.Node, f func([]byte) (T, error)) (T, error) {
+	if e, ok := d[n.Path]; ok && n.Stat.ModifyRevision != 0 && e.rev == n.Stat.ModifyRevision && e.version == n.Stat.Version {
+		if v, ok := e.val.(T); ok {
+			e.seen = true
+			d[n.Path] = e
+			return v, nil
+		}
+	}
+	v, err := f(n.Data)
+	if err == nil {
+		d[n.Path] = notifyDecode{rev: n.Stat.ModifyRevision, version: n.Stat.Version, val: v, seen: true}
+	}
+	return v, err
+}
+
+// sweep forgets the records of nodes that were not in the last round.
+func (d notifyDecodes) sweep() {
+	for p, e := range d {
+		if !e.seen {
+			delete(d, p)
+			continue
+		}
+		e.seen = false
+		d[p] = e
+	}
+}
+
+// notifyOnce runs one round: it builds every registered server's
+// buckets and sends those that changed since the last round. It returns
+// how long the build took (without the sends).
+func (s *Server) notifyOnce(ctx context.Context, l *leaderState, conns map[string]*grpc.ClientConn, sent map[int32][32]byte, dec notifyDecodes) time.Duration {
+	start := time.Now()
 	servers, err := l.cat.ListTabletServers(ctx)
 	if err != nil {
-		return
+		return time.Since(start)
 	}
 	snap, err := l.img.Snapshot(ctx, catalog.TabletServersRoot)
 	if err != nil {
-		return
+		return time.Since(start)
 	}
 	per := map[int32][]*adminv1.NotifyLeaderAndIsrRequest_BucketState{}
 	partitionTable := map[int64]int64{}
 	for _, n := range snap.Nodes {
 		if rest, ok := strings.CutPrefix(n.Path, catalog.PartitionAssignsPath+"/"); ok && !strings.Contains(rest, "/") {
 			if pid, err := strconv.ParseInt(rest, 10, 64); err == nil {
-				if a, err := catalog.UnmarshalPartitionAssignment(n.Data); err == nil {
+				if a, err := decodeFor(dec, n, catalog.UnmarshalPartitionAssignment); err == nil {
 					partitionTable[pid] = a.TableID
 				}
 			}
@@ -78,7 +139,7 @@ func (s *Server) notifyOnce(ctx context.Context, l *leaderState, conns map[strin
 		if !ok {
 			continue
 		}
-		lai, err := catalog.UnmarshalLeaderAndIsr(n.Data)
+		lai, err := decodeFor(dec, n, catalog.UnmarshalLeaderAndIsr)
 		if err != nil {
 			continue
 		}
@@ -93,6 +154,8 @@ func (s *Server) notifyOnce(ctx context.Context, l *leaderState, conns map[strin
 			per[r] = append(per[r], st)
 		}
 	}
+	dec.sweep()
+	var sending time.Duration // the rounds' RPCs, not part of the build
 	live := map[int32]bool{}
 	for _, ts := range servers {
 		live[ts.ID] = true
@@ -112,7 +175,9 @@ func (s *Server) notifyOnce(ctx context.Context, l *leaderState, conns map[strin
 			conns[addr] = cc
 		}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		sendStart := time.Now()
 		_, err := adminv1.NewTabletServiceClient(cc).NotifyLeaderAndIsr(cctx, req)
+		sending += time.Since(sendStart)
 		cancel()
 		if err != nil {
 			if d := adminclient.DetailOf(err); d != nil && d.Code == adminclient.CodeInvalidCoordinator {
@@ -129,6 +194,7 @@ func (s *Server) notifyOnce(ctx context.Context, l *leaderState, conns map[strin
 			delete(sent, id)
 		}
 	}
+	return time.Since(start) - sending
 }
 
 // tabletDialOptions are how the leader dials a tablet service: over TLS
@@ -148,6 +214,9 @@ func (s *Server) tabletDialOptions() []grpc.DialOption {
 // and /tabletservers/partitions/<p>/buckets/<b>/leader_isr. For a
 // partition the table id is not in the path: it is returned as -1.
 func parseLeaderIsrPath(p string) (tableID, partitionID int64, bucket int32, ok bool) {
+	if !strings.HasSuffix(p, "/leader_isr") {
+		return 0, 0, 0, false
+	}
 	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
 	if len(parts) != 6 || parts[0] != "tabletservers" || parts[3] != "buckets" || parts[5] != "leader_isr" {
 		return 0, 0, 0, false

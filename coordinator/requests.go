@@ -74,14 +74,31 @@ func (f *inflight) lock(id string) func() {
 }
 
 // once runs a mutating admin call exactly once per request id: without an
-// id it just runs do. With one, a recorded request with the same method
-// and body is answered by replay from its record (without applying it
-// again); one with a different method or body is refused with
-// INVALID_ARGUMENT naming the id; otherwise do runs with the record in its
-// ctx, so that the catalog commits it with the write. A write that lost the
-// race to a concurrent call of the same id is answered from that call's
-// record.
+// id it just runs do. With one, do runs with the record in its ctx, so that
+// the catalog commits the record in the same fenced transaction as the
+// write; the record's create is what makes the call exactly-once: when the
+// id was applied before (by this coordinator or another), that create
+// fails and the whole transaction with it, changing nothing. Only a call
+// that did not commit its record (a refusal, an ambiguous failure, or a
+// write that changed nothing) reads the record: a recorded request with the
+// same method and body is answered by replay from its record; one with a
+// different method or body is refused with INVALID_ARGUMENT naming the id.
+// So the common call, a new id, costs its transaction and no read.
 func once[Resp any](a *adminService, ctx context.Context, l *leaderState, method string, r proto.Message,
+	do func(ctx context.Context) (Resp, error), replay func(ctx context.Context, rec catalog.RequestRecord) (Resp, error)) (Resp, error) {
+	return runOnce(a, ctx, l, method, r, false, do, replay)
+}
+
+// onceLookupFirst is once for a call whose do has an effect outside its
+// transaction that a repetition must not repeat (AllocateIDs takes ids
+// from the leadership's block before it commits): it reads the record
+// before running do.
+func onceLookupFirst[Resp any](a *adminService, ctx context.Context, l *leaderState, method string, r proto.Message,
+	do func(ctx context.Context) (Resp, error), replay func(ctx context.Context, rec catalog.RequestRecord) (Resp, error)) (Resp, error) {
+	return runOnce(a, ctx, l, method, r, true, do, replay)
+}
+
+func runOnce[Resp any](a *adminService, ctx context.Context, l *leaderState, method string, r proto.Message, lookupFirst bool,
 	do func(ctx context.Context) (Resp, error), replay func(ctx context.Context, rec catalog.RequestRecord) (Resp, error)) (Resp, error) {
 	id := requestID(ctx)
 	if id == "" {
@@ -107,19 +124,29 @@ func once[Resp any](a *adminService, ctx context.Context, l *leaderState, method
 		resp, err := replay(ctx, rec)
 		return resp, true, err
 	}
-	if resp, found, err := lookup(); found || err != nil {
-		return resp, err
-	}
-	resp, err := do(catalog.WithRequest(ctx, &catalog.RequestRecord{ID: id, Method: method, BodyHash: hash}))
-	if err != nil {
-		// catalog.ErrDuplicateRequest, or an "already exists" of a write
-		// that another coordinator's call of this id committed: answer
-		// from the record when there is one.
-		if resp, found, lerr := lookup(); found && lerr == nil {
-			return resp, nil
-		} else if found {
-			return resp, lerr
+	if lookupFirst {
+		if resp, found, err := lookup(); found || err != nil {
+			return resp, err
 		}
+	}
+	rec := &catalog.RequestRecord{ID: id, Method: method, BodyHash: hash}
+	resp, err := do(catalog.WithRequest(ctx, rec))
+	if err == nil && rec.Committed() {
+		return resp, nil
+	}
+	// Not committed by this call: catalog.ErrDuplicateRequest (the id was
+	// applied before), another refusal or an ambiguous failure of a write
+	// this id committed (before, or on another coordinator), or a write
+	// that changed nothing (which a repetition of an applied id answers as
+	// the original did). The record, when there is one, answers.
+	lresp, found, lerr := lookup()
+	switch {
+	case found:
+		return lresp, lerr
+	case err == nil && lerr != nil:
+		// Whether this id was applied before is unknown: do not answer
+		// as if it was not.
+		return zero, lerr
 	}
 	return resp, err
 }

@@ -128,6 +128,7 @@ func (c *Catalog) txn(ctx context.Context, ops []core.Op) (core.TxnResult, error
 		if err != nil {
 			return res, err
 		}
+		markCommitted(ctx)
 		if c.opts.OnWrite != nil {
 			c.opts.OnWrite(ops, res)
 		}

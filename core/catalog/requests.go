@@ -45,7 +45,15 @@ type RequestRecord struct {
 	First       int64 `json:"first,omitempty"`
 	Count       int64 `json:"count,omitempty"`
 	N           int   `json:"n,omitempty"` // entries added or removed
+
+	committed bool // set when a transaction of this operation committed the record
 }
+
+// Committed reports whether the operation run with r (see WithRequest)
+// committed r with its write. False after an operation that wrote nothing
+// (an if-exists create of an existing node, an ACL already present) or
+// that failed.
+func (r *RequestRecord) Committed() bool { return r.committed }
 
 // RequestPath is /metaplane/requests/<id>.
 func RequestPath(id string) string { return core.JoinPath(RequestsPath, id) }
@@ -94,6 +102,13 @@ func (c *Catalog) requestOp(ctx context.Context) (core.Op, bool) {
 	rec.Time = c.nowMillis()
 	data, _ := json.Marshal(rec) // plain fields always encode
 	return core.CreateOp(RequestPath(rec.ID), data, core.Persistent).WithParents(), true
+}
+
+// markCommitted records that ctx's request record was committed.
+func markCommitted(ctx context.Context) {
+	if rec := requestOf(ctx); rec != nil {
+		rec.committed = true
+	}
 }
 
 // Request reads request id's record (linearizably, from the backend).
