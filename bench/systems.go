@@ -241,7 +241,7 @@ func startZooKeeperSystem(ctx context.Context, env *runEnv) (*System, error) {
 
 // raftCluster is n Raft voters, each a plugin process with its data in
 // its own directory (formatted with raft.BootstrapSettings when n > 1).
-func raftCluster(ctx context.Context, env *runEnv, dir string, n int) ([]*member, error) {
+func raftCluster(ctx context.Context, env *runEnv, dir string, n int, restart bool) ([]*member, error) {
 	var voters []string
 	for i := 1; i <= n; i++ {
 		port, err := ports.Free()
@@ -269,7 +269,7 @@ func raftCluster(ctx context.Context, env *runEnv, dir string, n int) ([]*member
 				return nil, fmt.Errorf("bootstrap Raft voter %d: %w", i, err)
 			}
 		}
-		m, err := env.newMember(Raft, fmt.Sprintf("Raft voter %d", i), cfg, true)
+		m, err := env.newMember(Raft, fmt.Sprintf("Raft voter %d", i), cfg, restart)
 		if err != nil {
 			return nil, err
 		}
@@ -282,9 +282,16 @@ func raftCluster(ctx context.Context, env *runEnv, dir string, n int) ([]*member
 // taken by another process before the voter binds it: the cluster is then
 // started again on new ports, at most three times.
 func startRaftCluster(ctx context.Context, env *runEnv, dir string, n int) ([]*member, error) {
+	return startRaftMembers(ctx, env, dir, n, true)
+}
+
+// startRaftMembers is startRaftCluster; restart false launches voters
+// whose host never restarts them (the election rows restart a killed
+// voter themselves, after measuring).
+func startRaftMembers(ctx context.Context, env *runEnv, dir string, n int, restart bool) ([]*member, error) {
 	var last error
 	for attempt := 1; attempt <= 3; attempt++ {
-		ms, err := raftCluster(ctx, env, filepath.Join(dir, fmt.Sprintf("attempt%d", attempt)), n)
+		ms, err := raftCluster(ctx, env, filepath.Join(dir, fmt.Sprintf("attempt%d", attempt)), n, restart)
 		if err != nil {
 			return nil, err
 		}
@@ -346,13 +353,12 @@ func startRaft(ctx context.Context, env *runEnv) (*System, error) {
 	}
 	s.Processes = func() []ProcessMemory { return memberProcesses(Raft, ms) }
 	s.Election = func(ctx context.Context, n int) (ElectionRig, error) {
-		ems, err := startRaftCluster(ctx, env, filepath.Join(env.opts.WorkDir, fmt.Sprintf("raft-election-%d", n)), n)
+		// Voters the host does not restart: the rig restarts a killed voter
+		// itself, after measuring (a voter restarted by the host during
+		// the election would rejoin in the middle of it).
+		ems, err := startRaftMembers(ctx, env, filepath.Join(env.opts.WorkDir, fmt.Sprintf("raft-election-%d", n)), n, false)
 		if err != nil {
 			return nil, err
-		}
-		for _, m := range ems {
-			// The rig restarts a killed voter itself, after measuring.
-			m.opts.MaxFailures = 1
 		}
 		return newElectionRig(ctx, env, Raft, ems, core.ClientOptions{}, true)
 	}
