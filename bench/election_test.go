@@ -1,8 +1,15 @@
 package bench
 
 import (
+	"context"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/testutil"
+	"github.com/metaplane/metaplane/plugins"
 )
 
 func TestSummarizeElections(t *testing.T) {
@@ -73,5 +80,58 @@ func TestElectionTargets(t *testing.T) {
 				t.Errorf("details %q, want one saying %q", details, tt.detail)
 			}
 		})
+	}
+}
+
+// TestElectionRigRaft runs the election rig on three real Raft voters
+// (plugin processes) with the default timing: every kill elects a
+// coordinator on another member, the phases come in their order, the
+// epoch grows, and the killed member is back and campaigning before the
+// next kill (the host never restarted it during the election).
+func TestElectionRigRaft(t *testing.T) {
+	bin := testutil.Binary(t, plugins.BinaryPrefix+Raft)
+	env := &runEnv{opts: Options{BinDir: filepath.Dir(bin), WorkDir: t.TempDir()}}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ms, err := startRaftMembers(ctx, env, filepath.Join(env.opts.WorkDir, "raft"), 3, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.opts.MaxFailures != 1 {
+			t.Fatalf("%s launched with restarts (MaxFailures %d)", m.label, m.opts.MaxFailures)
+		}
+	}
+	r, err := newElectionRig(ctx, env, Raft, ms, core.ClientOptions{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for kill := 0; kill < 2; kill++ {
+		before := r.leader()
+		_, epoch := r.cands[before].won()
+		pid := r.cands[before].m.pid()
+		k, err := r.KillLeaderAndWait(ctx)
+		if err != nil {
+			t.Fatalf("kill %d: %v", kill, err)
+		}
+		if k.Killed != r.cands[before].m.label || k.Winner == k.Killed {
+			t.Errorf("kill %d: killed %s, won %s; want %s killed and another member winning", kill, k.Killed, k.Winner, r.cands[before].m.label)
+		}
+		if !(k.CampaignMicros > 0 && k.CampaignMicros <= k.ServingMicros && k.ServingMicros <= k.TotalMicros) {
+			t.Errorf("kill %d: phases out of order: %+v", kill, k)
+		}
+		if k.EpochStep < 1 {
+			t.Errorf("kill %d: epoch step %d after epoch %d, want the epoch to grow", kill, k.EpochStep, epoch)
+		}
+		if r.restoreErr != nil {
+			t.Fatalf("kill %d: the killed member was not restored: %v", kill, r.restoreErr)
+		}
+		if np := r.cands[before].m.pid(); np == pid || np <= 0 {
+			t.Errorf("kill %d: the killed member's process is %d (was %d), want a new one", kill, np, pid)
+		}
+		if opens, campaigning := r.cands[before].counts(); campaigning != opens || campaigning < 2 {
+			t.Errorf("kill %d: the restored coordinator campaigns on client %d of %d, want its newest", kill, campaigning, opens)
+		}
 	}
 }
