@@ -23,7 +23,7 @@ import (
 // (Options.Elections).
 const (
 	DefaultElections      = 50
-	DefaultQuickElections = 9
+	DefaultQuickElections = 3
 	// MaxElections bounds Options.Elections (a kill costs a few seconds
 	// with the restart of the killed member).
 	MaxElections = 1000
