@@ -62,6 +62,9 @@ type RunConfig struct {
 	Voters   int      `json:"voters"`
 	Quick    bool     `json:"quick"`
 	Rounds   int      `json:"rounds"`
+	// ElectionsPerRow is the number of leader kills per election row and
+	// backend.
+	ElectionsPerRow int `json:"elections_per_row,omitempty"`
 	// Settings are the backend settings the run used (timeouts, block
 	// sizes), as key=value strings.
 	Settings []string `json:"settings,omitempty"`
@@ -112,6 +115,7 @@ type Result struct {
 	N           int     `json:"n"`
 	Ops         int64   `json:"ops"`
 	P50Micros   float64 `json:"p50_us"`
+	P90Micros   float64 `json:"p90_us,omitempty"`
 	P99Micros   float64 `json:"p99_us"`
 	MeanMicros  float64 `json:"mean_us"`
 	MinMicros   float64 `json:"min_us"`
@@ -133,6 +137,8 @@ type Result struct {
 	// maxListedSamples of them (the election row), so that a p99 of few
 	// samples can be read for what it is.
 	SamplesMicros []float64 `json:"samples_us,omitempty"`
+	// Election is the election rows' phase breakdown and every kill.
+	Election *ElectionDetail `json:"election,omitempty"`
 }
 
 // CPUCeiling is the throughput the result's CPU cost allows on cores
@@ -221,6 +227,7 @@ func resultFromSummary(backend string, s Summary, ops int64, errs int, firstErr 
 		N:          s.N,
 		Ops:        ops,
 		P50Micros:  micros(s.P50),
+		P90Micros:  micros(s.P90),
 		P99Micros:  micros(s.P99),
 		MeanMicros: micros(s.Mean),
 		MinMicros:  micros(s.Min),
@@ -369,6 +376,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	rep.writeElections(w)
 	if len(rep.Memory) > 0 {
 		fmt.Fprintln(w, "\npeak resident memory (VmHWM) after the write-throughput rows:")
 		tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
@@ -464,6 +472,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		}
 		fmt.Fprintf(bw, " %s | %s | %s | %s |\n", ratio, r.floorCell(), sz, sr)
 	}
+	rep.writeElectionsMarkdown(bw)
 	if len(rep.Memory) > 0 {
 		fmt.Fprintln(bw, "\n| process | peak RSS (VmHWM) | measured |")
 		fmt.Fprintln(bw, "|---|---:|---|")

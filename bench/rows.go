@@ -103,8 +103,13 @@ func allRows() []rowSpec {
 		},
 		{
 			id: "election.sigkill", title: "leader election after SIGKILL (3 members)", group: "election", metric: MetricP50,
-			note:    "from the SIGKILL of the leader's process until another candidate's Campaign returned",
-			prepare: prepareElection,
+			note:    electionNote,
+			prepare: prepareElection(3),
+		},
+		{
+			id: "election.sigkill-5", title: "leader election after SIGKILL (5 members)", group: "election", metric: MetricP50,
+			note:    electionNote,
+			prepare: prepareElection(5),
 		},
 	}
 }
@@ -536,21 +541,42 @@ func prepareCreatePartition(ctx context.Context, s *System, p plan) (*workload, 
 	}, nil
 }
 
-func prepareElection(ctx context.Context, s *System, p plan) (*workload, error) {
-	if s.Election == nil {
-		return nil, s.missing("election")
+const electionNote = "from the SIGKILL of the leader coordinator's member (its plugin process) until another coordinator's admin API answered as leader; the result lists every kill and the phases"
+
+// prepareElection starts n candidate coordinators on n members of their
+// own; each call kills the leader's member and times the election.
+func prepareElection(n int) func(ctx context.Context, s *System, p plan) (*workload, error) {
+	return func(ctx context.Context, s *System, p plan) (*workload, error) {
+		if s.Election == nil {
+			return nil, s.missing("election")
+		}
+		e, err := s.Election(ctx, n)
+		if err != nil {
+			return nil, fmt.Errorf("start the candidates: %w", err)
+		}
+		var mu sync.Mutex
+		var kills []ElectionKill
+		return &workload{
+			timed: func(ctx context.Context, _ int) (time.Duration, error) {
+				k, err := e.KillLeaderAndWait(ctx)
+				if err != nil {
+					return 0, err
+				}
+				mu.Lock()
+				kills = append(kills, k)
+				mu.Unlock()
+				return time.Duration(k.TotalMicros * 1e3), nil
+			},
+			calls:   p.elections,
+			listAll: true,
+			detail: func(res *Result) {
+				mu.Lock()
+				defer mu.Unlock()
+				res.Election = summarizeElections(n, append([]ElectionKill(nil), kills...))
+			},
+			close: func() { e.Close() },
+		}, nil
 	}
-	e, err := s.Election(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("start the candidates: %w", err)
-	}
-	return &workload{
-		timed: func(ctx context.Context, _ int) (time.Duration, error) {
-			return e.KillLeaderAndWait(ctx)
-		},
-		calls: p.elections,
-		close: func() { e.Close() },
-	}, nil
 }
 
 // prepareRawZooKeeper times a Go ZooKeeper client talking to the ensemble

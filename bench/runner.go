@@ -20,8 +20,13 @@ type Options struct {
 	// Backends to measure, in order ("memory", "zookeeper", "raft").
 	Backends []string
 	// Voters is the number of Raft voters (and ZooKeeper servers) of the
-	// measured quorum: 1 or 3. The leader-election row always uses 3.
+	// measured quorum: 1 or 3. The leader-election rows use their own
+	// members: 3 (election.sigkill) and 5 (election.sigkill-5).
 	Voters int
+	// Elections is the number of leader kills per election row and
+	// backend, spread over the rounds (1 to MaxElections); 0:
+	// DefaultElections, or DefaultQuickElections with Quick.
+	Elections int
 	// Quick runs fewer rounds and smaller batches (under two minutes).
 	Quick bool
 	// BinDir holds the plugin binaries (metaplane-backend-<name>); empty:
@@ -57,16 +62,25 @@ type plan struct {
 	// throughputOps is the number of writes per worker per round in the
 	// throughput rows.
 	throughputOps int
-	// elections is the number of leader kills per backend and round.
+	// elections is the number of leader kills per election row, backend
+	// and round.
 	elections  int
 	partitions int
 }
 
 func newPlan(o Options) plan {
+	p := plan{rounds: 5, batch: 2000, batchTime: 4 * time.Second, throughputOps: 150, partitions: 1000}
+	kills := DefaultElections
 	if o.Quick {
-		return plan{rounds: 3, batch: 200, batchTime: 700 * time.Millisecond, throughputOps: 30, elections: 1, partitions: 1000}
+		p = plan{rounds: 3, batch: 200, batchTime: 700 * time.Millisecond, throughputOps: 30, partitions: 1000}
+		kills = DefaultQuickElections
 	}
-	return plan{rounds: 5, batch: 2000, batchTime: 4 * time.Second, throughputOps: 150, elections: 4, partitions: 1000}
+	if o.Elections > 0 {
+		kills = o.Elections
+	}
+	// At least the kills asked for, evenly over the rounds.
+	p.elections = (kills + p.rounds - 1) / p.rounds
+	return p
 }
 
 // workload is a row prepared on one backend.
@@ -88,6 +102,12 @@ type workload struct {
 	// memory marks the write-throughput rows, under which peak RSS is
 	// measured.
 	memory bool
+	// listAll lists every sample in the result, however many there are
+	// (the election rows).
+	listAll bool
+	// detail, when set, adds the row's own figures to its result once
+	// every round ran (the election rows' phases).
+	detail func(res *Result)
 	close  func()
 }
 
@@ -120,8 +140,10 @@ type System struct {
 	Processes func() []ProcessMemory
 	// Coordinator gives the coordinator-level rows (image, admin API).
 	Coordinator CoordinatorRig
-	// Election starts the leader-election row's three candidates.
-	Election func(ctx context.Context) (ElectionRig, error)
+	// Election starts the leader-election rows' n candidates, each a
+	// coordinator on a member of its own (n Raft voters; n ZooKeeper
+	// clients of the ensemble).
+	Election func(ctx context.Context, n int) (ElectionRig, error)
 	// Missing says why a part is nil, by part name ("coordinator",
 	// "election").
 	Missing map[string]string
@@ -191,12 +213,15 @@ type AdminAPI interface {
 	ListPartitionInfos(ctx context.Context, db, table string) (int, error)
 }
 
-// ElectionRig is a set of three candidates on three members of a store.
+// ElectionRig is a set of candidate coordinators, each on a member of a
+// store of its own.
 type ElectionRig interface {
-	// KillLeaderAndWait SIGKILLs the current leader's process and returns
-	// the time from the kill until another candidate's Campaign returned,
-	// then restores the killed member.
-	KillLeaderAndWait(ctx context.Context) (time.Duration, error)
+	// KillLeaderAndWait SIGKILLs the leader coordinator's member (its
+	// plugin process: the Raft voter, or the ZooKeeper client holding its
+	// session) and returns the phases from the kill until another
+	// coordinator's admin API answered as leader, then restores the
+	// killed member.
+	KillLeaderAndWait(ctx context.Context) (ElectionKill, error)
 	Close() error
 }
 
@@ -219,6 +244,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Voters != 1 && o.Voters != 3 {
 		return nil, fmt.Errorf("voters: %d: must be 1 or 3", o.Voters)
 	}
+	if o.Elections < 0 || o.Elections > MaxElections {
+		return nil, fmt.Errorf("elections: %d: must be 1 to %d (0: the default)", o.Elections, MaxElections)
+	}
 	if len(o.Backends) == 0 {
 		return nil, errors.New("backends: none given")
 	}
@@ -235,7 +263,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep := &Report{
 		Schema:  ReportSchema,
 		Machine: DescribeMachine(start),
-		Options: RunConfig{Backends: o.Backends, Voters: o.Voters, Quick: o.Quick, Rounds: p.rounds},
+		Options: RunConfig{Backends: o.Backends, Voters: o.Voters, Quick: o.Quick, Rounds: p.rounds, ElectionsPerRow: p.elections * p.rounds},
 		Started: start.UTC(),
 	}
 	if o.WorkDir == "" {
@@ -411,11 +439,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			} else if c.cpuErr != nil {
 				o.logf("  %s on %s: CPU per operation not measured: %v", spec.id, name, c.cpuErr)
 			}
-			if len(c.samples) <= maxListedSamples {
+			if len(c.samples) <= maxListedSamples || c.w.listAll {
 				// Summarize sorted them.
 				for _, d := range c.samples {
 					res.SamplesMicros = append(res.SamplesMicros, micros(d))
 				}
+			}
+			if c.w.detail != nil {
+				c.w.detail(&res)
 			}
 			row.Results = append(row.Results, res)
 		}

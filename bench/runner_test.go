@@ -71,8 +71,8 @@ func TestRunInterleavesAndReportsUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Rows) != 3 {
-		t.Fatalf("got %d rows, want 3", len(rep.Rows))
+	if len(rep.Rows) != 4 { // the election prefix selects the 3- and 5-member rows
+		t.Fatalf("got %d rows, want 4", len(rep.Rows))
 	}
 	// Warm-up A, B, then three rounds of one measured row alternating
 	// the order, A B | B A | A B: the reads switch backends six times.
@@ -94,7 +94,7 @@ func TestRunInterleavesAndReportsUnavailable(t *testing.T) {
 				if res.Available() || !strings.Contains(res.Unavailable, "coordinator") {
 					t.Errorf("admin row on %s: %+v, want not available naming the coordinator", res.Backend, res)
 				}
-			case "election.sigkill":
+			case "election.sigkill", "election.sigkill-5":
 				if res.Unavailable != "fake has no election" {
 					t.Errorf("election on %s: unavailable %q, want the system's reason", res.Backend, res.Unavailable)
 				}

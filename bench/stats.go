@@ -10,8 +10,8 @@ import (
 type Summary struct {
 	// N is the number of samples (timed calls).
 	N int
-	// P50, P99 are nearest-rank percentiles of the per-call latency.
-	P50, P99 time.Duration
+	// P50, P90, P99 are nearest-rank percentiles of the per-call latency.
+	P50, P90, P99 time.Duration
 	// Mean is the mean cost of one operation: the sum of the per-call
 	// latencies divided by the number of operations (a call may stand for
 	// several operations, e.g. a batch of ids).
@@ -56,6 +56,7 @@ func Summarize(samples []time.Duration, ops int64, wall time.Duration) Summary {
 	}
 	sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
 	s.P50 = Percentile(samples, 50)
+	s.P90 = Percentile(samples, 90)
 	s.P99 = Percentile(samples, 99)
 	s.Min = samples[0]
 	s.Max = samples[len(samples)-1]

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/metaplane/metaplane/backends/raft"
@@ -217,23 +215,23 @@ func startZooKeeperSystem(ctx context.Context, env *runEnv) (*System, error) {
 	s.Processes = func() []ProcessMemory {
 		return append(memberProcesses(ZooKeeper, []*member{m}), zkProcesses(zk)...)
 	}
-	s.Election = func(ctx context.Context) (ElectionRig, error) {
+	s.Election = func(ctx context.Context, n int) (ElectionRig, error) {
 		// Its own root: the bench's coordinator already leads the main
 		// tree's election.
 		ecfg := map[string]string{
 			"zookeeper.address":                cfg["zookeeper.address"],
-			"zookeeper.path.root":              "/metaplane-bench-election",
+			"zookeeper.path.root":              fmt.Sprintf("/metaplane-bench-election-%d", n),
 			"zookeeper.client.session-timeout": zkElectionSession.String(),
 		}
 		var ms []*member
-		for i := 1; i <= 3; i++ {
+		for i := 1; i <= n; i++ {
 			em, err := env.newMember(ZooKeeper, fmt.Sprintf("ZooKeeper candidate %d", i), ecfg, false)
 			if err != nil {
 				return nil, err
 			}
 			ms = append(ms, em)
 		}
-		return newElectionRig(ctx, ZooKeeper, ms, core.ClientOptions{SessionTimeout: zkElectionSession}, nil)
+		return newElectionRig(ctx, env, ZooKeeper, ms, core.ClientOptions{SessionTimeout: zkElectionSession}, false)
 	}
 	attachCoordinator(ctx, env, s)
 	return s, nil
@@ -243,7 +241,7 @@ func startZooKeeperSystem(ctx context.Context, env *runEnv) (*System, error) {
 
 // raftCluster is n Raft voters, each a plugin process with its data in
 // its own directory (formatted with raft.BootstrapSettings when n > 1).
-func raftCluster(ctx context.Context, env *runEnv, dir string, n int) ([]*member, error) {
+func raftCluster(ctx context.Context, env *runEnv, dir string, n int, restart bool) ([]*member, error) {
 	var voters []string
 	for i := 1; i <= n; i++ {
 		port, err := ports.Free()
@@ -271,7 +269,7 @@ func raftCluster(ctx context.Context, env *runEnv, dir string, n int) ([]*member
 				return nil, fmt.Errorf("bootstrap Raft voter %d: %w", i, err)
 			}
 		}
-		m, err := env.newMember(Raft, fmt.Sprintf("Raft voter %d", i), cfg, true)
+		m, err := env.newMember(Raft, fmt.Sprintf("Raft voter %d", i), cfg, restart)
 		if err != nil {
 			return nil, err
 		}
@@ -284,9 +282,16 @@ func raftCluster(ctx context.Context, env *runEnv, dir string, n int) ([]*member
 // taken by another process before the voter binds it: the cluster is then
 // started again on new ports, at most three times.
 func startRaftCluster(ctx context.Context, env *runEnv, dir string, n int) ([]*member, error) {
+	return startRaftMembers(ctx, env, dir, n, true)
+}
+
+// startRaftMembers is startRaftCluster; restart false launches voters
+// whose host never restarts them (the election rows restart a killed
+// voter themselves, after measuring).
+func startRaftMembers(ctx context.Context, env *runEnv, dir string, n int, restart bool) ([]*member, error) {
 	var last error
 	for attempt := 1; attempt <= 3; attempt++ {
-		ms, err := raftCluster(ctx, env, filepath.Join(dir, fmt.Sprintf("attempt%d", attempt)), n)
+		ms, err := raftCluster(ctx, env, filepath.Join(dir, fmt.Sprintf("attempt%d", attempt)), n, restart)
 		if err != nil {
 			return nil, err
 		}
@@ -347,16 +352,15 @@ func startRaft(ctx context.Context, env *runEnv) (*System, error) {
 		return leader.client(ctx, core.ClientOptions{Name: name})
 	}
 	s.Processes = func() []ProcessMemory { return memberProcesses(Raft, ms) }
-	s.Election = func(ctx context.Context) (ElectionRig, error) {
-		ems, err := startRaftCluster(ctx, env, filepath.Join(env.opts.WorkDir, "raft-election"), 3)
+	s.Election = func(ctx context.Context, n int) (ElectionRig, error) {
+		// Voters the host does not restart: the rig restarts a killed voter
+		// itself, after measuring (a voter restarted by the host during
+		// the election would rejoin in the middle of it).
+		ems, err := startRaftMembers(ctx, env, filepath.Join(env.opts.WorkDir, fmt.Sprintf("raft-election-%d", n)), n, false)
 		if err != nil {
 			return nil, err
 		}
-		for _, m := range ems {
-			// The rig restarts a killed voter itself, after measuring.
-			m.opts.MaxFailures = 1
-		}
-		return newElectionRig(ctx, Raft, ems, core.ClientOptions{}, func(context.Context, []*member) error { return nil })
+		return newElectionRig(ctx, env, Raft, ems, core.ClientOptions{}, true)
 	}
 	attachCoordinator(ctx, env, s)
 	return s, nil
@@ -403,225 +407,6 @@ func raftLeader(ctx context.Context, ms []*member, bound time.Duration) (*member
 		}
 	}
 	return nil, fmt.Errorf("no Raft leader among %d voters after %v (last error: %v)", len(ms), bound, last)
-}
-
-// ---- election ----
-
-// electionRig is three candidates, each on its own member (plugin
-// process), all campaigning in one store.
-type electionRig struct {
-	backend string
-	members []*member
-	copts   core.ClientOptions
-
-	mu      sync.Mutex
-	clients []core.MetadataBackend
-	cancels []context.CancelFunc
-	leader  int
-	gen     int
-	wins    chan win
-	done    chan struct{}
-	closed  bool
-	// restoreErr is why the last killed member could not be restored.
-	restoreErr error
-	restoreIdx int
-}
-
-type win struct {
-	idx int
-	at  time.Time
-}
-
-func newElectionRig(ctx context.Context, backend string, ms []*member, copts core.ClientOptions, start func(context.Context, []*member) error) (*electionRig, error) {
-	r := &electionRig{backend: backend, members: ms, copts: copts, leader: -1,
-		clients: make([]core.MetadataBackend, len(ms)), cancels: make([]context.CancelFunc, len(ms)),
-		wins: make(chan win, 16), done: make(chan struct{})}
-	var err error
-	if start != nil {
-		err = start(ctx, ms)
-	} else {
-		err = startMembers(ctx, ms)
-	}
-	if err != nil {
-		r.Close()
-		return nil, err
-	}
-	for i := range ms {
-		if err := r.campaign(ctx, i); err != nil {
-			r.Close()
-			return nil, err
-		}
-	}
-	select {
-	case w := <-r.wins:
-		r.leader = w.idx
-	case <-time.After(initialElectionBound):
-		r.Close()
-		return nil, fmt.Errorf("no candidate elected within %v", initialElectionBound)
-	case <-ctx.Done():
-		r.Close()
-		return nil, ctx.Err()
-	}
-	return r, nil
-}
-
-// campaign opens a client on member i and campaigns in the background.
-func (r *electionRig) campaign(ctx context.Context, i int) error {
-	c, err := r.members[i].client(ctx, r.copts)
-	if err != nil {
-		return fmt.Errorf("%s: open client: %w", r.members[i].label, err)
-	}
-	cctx, cancel := context.WithCancel(context.Background())
-	r.mu.Lock()
-	r.gen++
-	id := fmt.Sprintf("bench-candidate-%d-%d", i+1, r.gen)
-	r.clients[i], r.cancels[i] = c, cancel
-	r.mu.Unlock()
-	go func() {
-		_, err := c.Campaign(cctx, core.Candidate{ID: id, Address: "CLIENT://127.0.0.1:0"})
-		if err == nil {
-			select {
-			case r.wins <- win{idx: i, at: time.Now()}:
-			case <-r.done:
-			}
-		}
-	}()
-	return nil
-}
-
-// KillLeaderAndWait SIGKILLs the leader's plugin process, times the
-// election of another candidate, then restarts the killed member and lets
-// it campaign again.
-func (r *electionRig) KillLeaderAndWait(ctx context.Context) (time.Duration, error) {
-	// Catch up on wins that happened in between.
-	for {
-		select {
-		case w := <-r.wins:
-			r.leader = w.idx
-			continue
-		default:
-		}
-		break
-	}
-	if r.restoreErr != nil {
-		// Try once more before giving up on this kill.
-		if err := r.restore(ctx, r.restoreIdx); err != nil {
-			return 0, fmt.Errorf("the previous kill's member could not be restored: %w (first attempt: %v)", err, r.restoreErr)
-		}
-		r.restoreErr = nil
-	}
-	l := r.leader
-	if l < 0 {
-		return 0, errors.New("no current leader")
-	}
-	pid := r.members[l].pid()
-	if pid <= 0 {
-		return 0, fmt.Errorf("%s: no process to kill", r.members[l].label)
-	}
-	t0 := time.Now()
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		return 0, fmt.Errorf("kill %s (pid %d): %w", r.members[l].label, pid, err)
-	}
-	var took time.Duration
-	timer := time.NewTimer(electionWaitBound)
-	defer timer.Stop()
-wait:
-	for {
-		select {
-		case w := <-r.wins:
-			if w.idx == l {
-				continue // a stale win of the killed candidate
-			}
-			took = w.at.Sub(t0)
-			r.leader = w.idx
-			break wait
-		case <-timer.C:
-			return 0, fmt.Errorf("no new leader within %v of killing %s", electionWaitBound, r.members[l].label)
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
-	// Restore the killed member, outside the measurement. The measurement
-	// stands either way; a rig that could not be restored fails the next
-	// kill with this reason.
-	r.restoreErr, r.restoreIdx = r.restore(ctx, l), l
-	return took, nil
-}
-
-func (r *electionRig) restore(ctx context.Context, i int) error {
-	r.mu.Lock()
-	if r.cancels[i] != nil {
-		r.cancels[i]()
-	}
-	c := r.clients[i]
-	r.clients[i] = nil
-	r.mu.Unlock()
-	if c != nil {
-		c.Close()
-	}
-	r.members[i].close()
-	rctx, cancel := context.WithTimeout(ctx, memberRecoveryBound)
-	defer cancel()
-	if err := r.members[i].start(rctx); err != nil {
-		return err
-	}
-	if err := r.campaign(rctx, i); err != nil {
-		return err
-	}
-	if r.backend == Raft {
-		// Wait until the restarted voter has applied what the new leader
-		// has committed (at least the new leader's own record, which it
-		// can only have received after rejoining), so the next kill
-		// leaves a working quorum. A restarted voter reports the leader
-		// it knew from disk at once, so its leader id proves nothing.
-		r.mu.Lock()
-		lc, rc := r.clients[r.leader], r.clients[i]
-		r.mu.Unlock()
-		lst, err := lc.Status(rctx)
-		if err != nil {
-			return fmt.Errorf("leader status: %w", err)
-		}
-		for {
-			st, err := rc.Status(rctx)
-			if err == nil && st.AppliedIndex >= lst.CommitIndex && st.LeaderID != "" {
-				return nil
-			}
-			select {
-			case <-rctx.Done():
-				return fmt.Errorf("%s did not catch up with the leader: %w", r.members[i].label, rctx.Err())
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}
-	return nil
-}
-
-// Close stops every candidate and member.
-func (r *electionRig) Close() error {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return nil
-	}
-	r.closed = true
-	close(r.done)
-	cancels := append([]context.CancelFunc(nil), r.cancels...)
-	clients := append([]core.MetadataBackend(nil), r.clients...)
-	r.mu.Unlock()
-	for _, c := range cancels {
-		if c != nil {
-			c()
-		}
-	}
-	for _, c := range clients {
-		if c != nil {
-			c.Close()
-		}
-	}
-	for _, m := range r.members {
-		m.close()
-	}
-	return nil
 }
 
 // zkProcesses lists the ZooKeeper server JVMs for the memory profile.

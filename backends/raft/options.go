@@ -248,8 +248,9 @@ func (o Options) Validate() error {
 }
 
 // electionTicks maps the heartbeat and election timeouts onto Dragonboat's
-// ticks with raftkeys.ComputeTiming (ElectionRTT = election/2/tick; HeartbeatRTT =
-// min(heartbeat/tick, (ElectionRTT-1)/2), at least 1).
+// ticks with raftkeys.ComputeTiming (ElectionRTT = ceil(2/5 election/tick),
+// at most election/2/tick; HeartbeatRTT = min(heartbeat/tick, ElectionRTT/4),
+// at least 1).
 func electionTicks(heartbeat, election time.Duration) (hb, el uint64, err error) {
 	r, err := raftkeys.ComputeTiming(heartbeat, election)
 	if err != nil {

@@ -47,14 +47,15 @@ func TestOptionsFromSettings(t *testing.T) {
 		t.Fatalf("options\n got %s\nwant %s", got, w)
 	}
 	hb, el, err := electionTicks(o.Heartbeat, o.ElectionTimeout)
-	if err != nil || el != 20 || hb != 2 {
-		t.Fatalf("ticks: heartbeat %d election %d %v; want 2 and 20", hb, el, err)
+	if err != nil || el != 16 || hb != 2 {
+		t.Fatalf("ticks: heartbeat %d election %d %v; want 2 and 16", hb, el, err)
 	}
-	// The seeds' defaults: 1s election (ElectionRTT 10), heartbeat lowered
-	// from 500ms to 200ms (HeartbeatRTT 4).
+	// The seeds' defaults: 1s election (ElectionRTT 8: elections after
+	// 400ms to 800ms of silence), heartbeat lowered from 500ms to 100ms
+	// (HeartbeatRTT 2).
 	hb, el, err = electionTicks(500*time.Millisecond, time.Second)
-	if err != nil || el != 10 || hb != 4 {
-		t.Fatalf("default ticks: heartbeat %d election %d %v; want 4 and 10", hb, el, err)
+	if err != nil || el != 8 || hb != 2 {
+		t.Fatalf("default ticks: heartbeat %d election %d %v; want 2 and 8", hb, el, err)
 	}
 }
 

@@ -16,11 +16,12 @@ func TestRaftTiming(t *testing.T) {
 		min, max          time.Duration
 		note              string // fragment; "" = no note
 	}{
-		{"seeds' defaults: heartbeat lowered", 500 * ms, time.Second, 10, 4, 200 * ms, 500 * ms, time.Second, "lowered to 200ms"},
-		{"honoured as given", 100 * ms, time.Second, 10, 2, 100 * ms, 500 * ms, time.Second, ""},
+		{"seeds' defaults: heartbeat lowered", 500 * ms, time.Second, 8, 2, 100 * ms, 400 * ms, 800 * ms, "lowered to 100ms"},
+		{"honoured as given", 100 * ms, time.Second, 8, 2, 100 * ms, 400 * ms, 800 * ms, ""},
 		{"smallest election", 50 * ms, 300 * ms, 3, 1, 50 * ms, 150 * ms, 300 * ms, ""},
-		{"heartbeat rounded down", 120 * ms, 2 * time.Second, 20, 2, 100 * ms, time.Second, 2 * time.Second, "rounded down to 100ms"},
-		{"election rounded down", 100 * ms, 1050 * ms, 10, 2, 100 * ms, 500 * ms, time.Second, "rounded down to 1s"},
+		{"heartbeat rounded down", 120 * ms, 2 * time.Second, 16, 2, 100 * ms, 800 * ms, 1600 * ms, "rounded down to 100ms"},
+		{"election rounded up to a tick, within the timeout", 100 * ms, 1050 * ms, 9, 2, 100 * ms, 450 * ms, 900 * ms, ""},
+		{"election capped at half the timeout", 50 * ms, 390 * ms, 3, 1, 50 * ms, 150 * ms, 300 * ms, ""},
 		{"both lowered at 300ms", 250 * ms, 300 * ms, 3, 1, 50 * ms, 150 * ms, 300 * ms, "lowered to 50ms"},
 	}
 	for _, tt := range tests {
@@ -34,6 +35,9 @@ func TestRaftTiming(t *testing.T) {
 			}
 			if r.ElectionRTT <= 2*r.HeartbeatRTT {
 				t.Errorf("ElectionRTT %d not above 2*HeartbeatRTT %d: Dragonboat would refuse it", r.ElectionRTT, r.HeartbeatRTT)
+			}
+			if r.ElectionMax > tt.elec {
+				t.Errorf("election window ends at %v, after the configured %v", r.ElectionMax, tt.elec)
 			}
 			if r.Heartbeat != tt.effHeartbeat || r.ElectionMin != tt.min || r.ElectionMax != tt.max {
 				t.Errorf("got heartbeat %v window [%v, %v); want %v [%v, %v)", r.Heartbeat, r.ElectionMin, r.ElectionMax, tt.effHeartbeat, tt.min, tt.max)

@@ -34,11 +34,14 @@ const (
 type Timing struct {
 	// RTTMillisecond is the tick in milliseconds (RTTMillisecond).
 	RTTMillisecond uint64
-	// ElectionRTT is Dragonboat's ElectionRTT: election.timeout / 2 / tick.
+	// ElectionRTT is Dragonboat's ElectionRTT: 2/5 of election.timeout in
+	// ticks, rounded up, at most election.timeout / 2 / tick (see
+	// ComputeTiming).
 	ElectionRTT uint64
 	// HeartbeatRTT is Dragonboat's HeartbeatRTT: heartbeat.interval / tick,
-	// lowered to (ElectionRTT-1)/2 so that ElectionRTT > 2*HeartbeatRTT,
-	// and at least 1.
+	// lowered to ElectionRTT/4 so that at least four heartbeats fit in the
+	// shortest election timeout (and ElectionRTT > 2*HeartbeatRTT, as
+	// Dragonboat requires), and at least 1.
 	HeartbeatRTT uint64
 	// Heartbeat is the effective heartbeat interval, HeartbeatRTT ticks.
 	Heartbeat time.Duration
@@ -62,15 +65,23 @@ func (r Timing) Summary() string {
 // ComputeTiming maps the configured heartbeat interval and election timeout
 // onto Dragonboat's tick-based settings (tick = Tick, 50ms):
 //
-//   - election is the upper bound of the randomized election timeout:
-//     ElectionRTT = election / 2 / tick, so a follower starts an election
-//     after [election/2, election) of silence;
+//   - election bounds the whole failover, not only its detection: a
+//     follower starts an election after a randomized [ElectionRTT,
+//     2*ElectionRTT) ticks of silence, and ElectionRTT = ceil(2/5 *
+//     election / tick), at most election / 2 / tick. With 1s: after 400ms to
+//     800ms, leaving at least a fifth of the timeout for the pre-vote and
+//     vote rounds, the new leader's leader record and the coordinator taking
+//     over. (Dragonboat's window always spans [ElectionRTT, 2*ElectionRTT):
+//     with ElectionRTT = election/2/tick detection alone would use the
+//     whole timeout.)
 //   - heartbeat is an upper bound on the heartbeat interval: HeartbeatRTT =
-//     min(heartbeat / tick, (ElectionRTT-1) / 2), at least 1, because
-//     Dragonboat requires ElectionRTT > 2*HeartbeatRTT.
+//     min(heartbeat / tick, ElectionRTT / 4), at least 1, so that the
+//     shortest election timeout spans four heartbeats (Dragonboat itself
+//     requires ElectionRTT > 2*HeartbeatRTT).
 //
-// With the defaults (500ms, 1s) the election timeout is honoured and the
-// heartbeat lowered to 200ms (noted in the result). It is a pure function.
+// With the defaults (500ms, 1s): elections after 400ms to 800ms of silence,
+// the heartbeat lowered to 100ms (noted in the result). It is a pure
+// function.
 //
 // Errors: a *settings.Error naming the key at fault when the pair cannot be
 // honoured: heartbeat below one tick, election below 300ms (ElectionRTT
@@ -81,7 +92,7 @@ func ComputeTiming(heartbeat, election time.Duration) (Timing, error) {
 		probs.Add(KeyHeartbeat, fmt.Sprintf("%s is below the Raft tick of %s", settings.FormatDuration(heartbeat), settings.FormatDuration(Tick)))
 	}
 	if election < 6*Tick {
-		probs.Add(KeyElection, fmt.Sprintf("%s is below the minimum of %s (the election timeout must span at least 6 Raft ticks of %s, so that ElectionRTT = timeout/2/tick is at least 3 and exceeds twice a heartbeat of one tick)",
+		probs.Add(KeyElection, fmt.Sprintf("%s is below the minimum of %s (the election timeout must span at least 6 Raft ticks of %s, so that ElectionRTT is at least 3 and exceeds twice a heartbeat of one tick)",
 			settings.FormatDuration(election), settings.FormatDuration(6*Tick), settings.FormatDuration(Tick)))
 	}
 	if heartbeat >= Tick && election >= 6*Tick && heartbeat >= election {
@@ -92,9 +103,9 @@ func ComputeTiming(heartbeat, election time.Duration) (Timing, error) {
 		return Timing{}, err
 	}
 	r := Timing{RTTMillisecond: RTTMillisecond}
-	r.ElectionRTT = uint64(election / 2 / Tick)
+	r.ElectionRTT = min(uint64((2*election+5*Tick-1)/(5*Tick)), uint64(election/2/Tick))
 	hb := uint64(heartbeat / Tick)
-	r.HeartbeatRTT = min(hb, (r.ElectionRTT-1)/2)
+	r.HeartbeatRTT = min(hb, r.ElectionRTT/4)
 	if r.HeartbeatRTT < 1 {
 		r.HeartbeatRTT = 1
 	}
@@ -103,13 +114,9 @@ func ComputeTiming(heartbeat, election time.Duration) (Timing, error) {
 	r.ElectionMax = 2 * r.ElectionMin
 
 	var notes []string
-	if r.ElectionMax != election {
-		notes = append(notes, fmt.Sprintf("%s %s rounded down to %s (a whole number of 2-tick steps of %s)",
-			KeyElection, settings.FormatDuration(election), settings.FormatDuration(r.ElectionMax), settings.FormatDuration(2*Tick)))
-	}
 	switch {
 	case r.HeartbeatRTT < hb:
-		notes = append(notes, fmt.Sprintf("%s %s lowered to %s, because Dragonboat requires ElectionRTT (%d) > 2*HeartbeatRTT",
+		notes = append(notes, fmt.Sprintf("%s %s lowered to %s, so that four heartbeats fit in the shortest election timeout (ElectionRTT %d)",
 			KeyHeartbeat, settings.FormatDuration(heartbeat), settings.FormatDuration(r.Heartbeat), r.ElectionRTT))
 	case r.Heartbeat != heartbeat:
 		notes = append(notes, fmt.Sprintf("%s %s rounded down to %s (a whole number of ticks of %s)",

@@ -29,7 +29,7 @@ usage error. docs/benchmarks.md explains the rows.`
 // benchFlags are the flags of `metaplane bench`.
 type benchFlags struct {
 	backends, jsonOut, svgOut, chartFrom, rows, binDir string
-	voters, migrateNodes                               int
+	voters, migrateNodes, elections                    int
 	quick, markdown, verbose, security                 bool
 }
 
@@ -49,7 +49,8 @@ func newBenchCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&bf.backends, "backends", "zookeeper,raft", "comma-separated backends to measure: zookeeper, raft, memory")
-	f.IntVar(&bf.voters, "voters", 1, "Raft voters and ZooKeeper servers of the measured quorum: 1 or 3 (the election row always uses 3)")
+	f.IntVar(&bf.voters, "voters", 1, "Raft voters and ZooKeeper servers of the measured quorum: 1 or 3 (the election rows use 3 and 5 members of their own)")
+	f.IntVar(&bf.elections, "elections", 0, fmt.Sprintf("leader kills per election row and backend, 1 to %d (default %d; %d with --quick)", bench.MaxElections, bench.DefaultElections, bench.DefaultQuickElections))
 	f.BoolVar(&bf.quick, "quick", false, "fewer rounds and smaller batches: under two minutes")
 	f.StringVar(&bf.jsonOut, "json", "", "write the report as JSON to `FILE`")
 	f.StringVar(&bf.svgOut, "svg", "", "write the chart as SVG to `FILE`")
@@ -100,6 +101,9 @@ func benchRun(cmd *cobra.Command, bf benchFlags) error {
 	if bf.migrateNodes != 0 && (bf.migrateNodes < bench.MinMigrateNodes || bf.migrateNodes > bench.MaxMigrateNodes) {
 		return usageError("--migrate-nodes %d: must be %d to %d", bf.migrateNodes, bench.MinMigrateNodes, bench.MaxMigrateNodes)
 	}
+	if bf.elections < 0 || bf.elections > bench.MaxElections {
+		return usageError("--elections %d: must be 1 to %d", bf.elections, bench.MaxElections)
+	}
 	list := splitList(bf.backends)
 	if len(list) == 0 {
 		return usageError("--backends: no backend named")
@@ -109,7 +113,7 @@ func benchRun(cmd *cobra.Command, bf benchFlags) error {
 			return usageError("--backends: unknown backend %q (known: %s)", b, strings.Join(bench.KnownBackends(), ", "))
 		}
 	}
-	opts := bench.Options{Backends: list, Voters: bf.voters, Quick: bf.quick, BinDir: bf.binDir, MigrateNodes: bf.migrateNodes, Security: bf.security}
+	opts := bench.Options{Backends: list, Voters: bf.voters, Quick: bf.quick, BinDir: bf.binDir, MigrateNodes: bf.migrateNodes, Security: bf.security, Elections: bf.elections}
 	if bf.rows != "" {
 		opts.Rows = strings.Split(bf.rows, ",")
 	}
