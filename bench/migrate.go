@@ -3,6 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/catalog"
 	"github.com/metaplane/metaplane/migrate"
@@ -42,6 +46,10 @@ type Migration struct {
 	ValidSec   float64 `json:"validate_s"`
 	PauseMS    int64   `json:"live_pause_ms"`
 	LiveRounds int     `json:"live_rounds"`
+	// FinalChanged is how many nodes the live migration's final scan
+	// found changed after the fence; FinalUnchanged that it read nothing.
+	FinalChanged   int  `json:"live_final_changed"`
+	FinalUnchanged bool `json:"live_final_unchanged"`
 	// Tool is the peak resident memory of the export verb, a process of
 	// its own, at two tree sizes.
 	Tool []ToolMemory `json:"tool_memory,omitempty"`
@@ -60,7 +68,7 @@ func migrateSpecs() []rowSpec {
 		{id: "migrate.import", title: "migrate: import into Raft (nodes/s)", group: "migration", metric: MetricThroughput, note: note, migration: true},
 		{id: "migrate.validate", title: "migrate: validate Raft (nodes/s)", group: "migration", metric: MetricThroughput, note: note, migration: true},
 		{id: "migrate.total", title: "migrate: export + import + validate (whole tree)", group: "migration", metric: MetricP50, note: note, migration: true},
-		{id: "migrate.live-pause", title: "migrate: live-migrate write pause", group: "migration", metric: MetricP50, note: note + "; no writer on the source during the copy rounds", migration: true},
+		{id: "migrate.live-pause", title: "migrate: live-migrate write pause", group: "migration", metric: MetricP50, note: note + "; a ZooKeeper coordinator leads the source until the fence", migration: true},
 	}
 }
 
@@ -130,27 +138,67 @@ func fillTree(ctx context.Context, c core.MetadataBackend, paths []string) error
 	return nil
 }
 
-// migrationSource starts a ZooKeeper plugin on its own root holding a tree.
-func (env *runEnv) migrationSource(ctx context.Context, zkAddr, root string, nodes int) (core.MetadataBackend, func(), error) {
+// migrationSource starts a ZooKeeper plugin on its own root holding a
+// tree; it returns a client and a way to open more through the plugin.
+func (env *runEnv) migrationSource(ctx context.Context, zkAddr, root string, nodes int) (core.MetadataBackend, func(context.Context) (core.MetadataBackend, error), func(), error) {
 	m, err := env.newMember(ZooKeeper, "ZooKeeper plugin (migration source "+root+")", map[string]string{"zookeeper.address": zkAddr, "zookeeper.path.root": root}, true)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := m.start(ctx); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	c, err := m.client(ctx, core.ClientOptions{Name: "bench-migrate"})
 	if err != nil {
 		m.close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	closeAll := func() { c.Close(); m.close() }
 	env.opts.logf("  writing a %d-node tree under ZooKeeper %s ...", nodes, root)
 	if err := fillTree(ctx, c, flussTree(nodes)); err != nil {
 		closeAll()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return c, closeAll, nil
+	open := func(ctx context.Context) (core.MetadataBackend, error) {
+		return m.client(ctx, core.ClientOptions{Name: "bench-migrate-coordinator"})
+	}
+	return c, open, closeAll, nil
+}
+
+// sourceCoordinator starts a coordinator (in this process) on the
+// migration source, through its plugin, and waits until it leads: the
+// live migration's source is then a serving ZooKeeper cluster, whose
+// leader resigns at the fence (a write after it). stop stops it.
+func sourceCoordinator(ctx context.Context, open func(context.Context) (core.MetadataBackend, error)) (stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv, err := coordinator.New(coordinator.Options{Open: open, Listener: ln,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(rctx) }()
+	stop = func() { cancel(); <-served }
+	deadline := time.Now().Add(initialElectionBound)
+	for !srv.IsLeader() {
+		select {
+		case err := <-served:
+			cancel()
+			return nil, fmt.Errorf("the source's coordinator stopped before leading: %v", err)
+		case <-srv.RoleChanged():
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, fmt.Errorf("the source's coordinator did not lead within %v", initialElectionBound)
+		}
+	}
+	return stop, nil
 }
 
 // raftTarget starts a fresh single-voter Raft store and opens a client.
@@ -222,7 +270,7 @@ func runMigration(ctx context.Context, env *runEnv, specs []rowSpec, zk *System)
 }
 
 func measureMigration(ctx context.Context, env *runEnv, zkAddr string, nodes int, results map[string]Result, fig *Migration) error {
-	src, closeSrc, err := env.migrationSource(ctx, zkAddr, "/metaplane-bench-migrate", nodes)
+	src, openSrc, closeSrc, err := env.migrationSource(ctx, zkAddr, "/metaplane-bench-migrate", nodes)
 	if err != nil {
 		return err
 	}
@@ -288,7 +336,7 @@ func measureMigration(ctx context.Context, env *runEnv, zkAddr string, nodes int
 		env.opts.logf("  migrate: tool memory not measured: %v", err)
 	} else {
 		smallN := len(flussTree(max(nodes/10, 100)))
-		_, closeSmall, err := env.migrationSource(ctx, zkAddr, "/metaplane-bench-migrate-small", smallN)
+		_, _, closeSmall, err := env.migrationSource(ctx, zkAddr, "/metaplane-bench-migrate-small", smallN)
 		if err != nil {
 			return err
 		}
@@ -310,15 +358,21 @@ func measureMigration(ctx context.Context, env *runEnv, zkAddr string, nodes int
 		return fmt.Errorf("the live target: %w", err)
 	}
 	defer closeLive()
-	env.opts.logf("  migrate: live-migrate ...")
-	lr, err := migrate.Live(ctx, src, live, migrate.LiveOptions{FenceWait: 10 * time.Second})
+	// The source serves: a coordinator leads it until the fence.
+	stopCoord, err := sourceCoordinator(ctx, openSrc)
+	if err != nil {
+		return fmt.Errorf("live-migrate: %w", err)
+	}
+	env.opts.logf("  migrate: live-migrate (a coordinator leading the source) ...")
+	lr, err := migrate.Live(ctx, src, live, migrate.LiveOptions{FenceWait: 10 * time.Second, Progress: env.opts.Log})
+	stopCoord()
 	if err != nil {
 		return fmt.Errorf("live-migrate: %w", err)
 	}
 	if _, err := migrate.Unfence(ctx, src); err != nil {
 		env.opts.logf("  migrate: unfence the bench's source: %v", err)
 	}
-	fig.PauseMS, fig.LiveRounds = lr.PauseMS, len(lr.Rounds)
+	fig.PauseMS, fig.LiveRounds, fig.FinalChanged, fig.FinalUnchanged = lr.PauseMS, len(lr.Rounds), lr.Final.Changed, lr.FinalUnchanged
 	results["migrate.live-pause"] = fixedResult(Raft, time.Duration(lr.PauseMS)*time.Millisecond, lr.Nodes)
 	return nil
 }

@@ -182,7 +182,11 @@ func migrationTargets(m *Migration) []TargetResult {
 	} else {
 		whole.Status = status(total < 60)
 	}
-	pause.Detail = fmt.Sprintf("%d ms at %d nodes", m.PauseMS, m.Nodes)
+	final := fmt.Sprintf("the final scan found %d nodes changed", m.FinalChanged)
+	if m.FinalUnchanged {
+		final = "the final scan read nothing"
+	}
+	pause.Detail = fmt.Sprintf("%d ms at %d nodes (%d rounds; %s)", m.PauseMS, m.Nodes, m.LiveRounds, final)
 	pause.Status = status(m.PauseMS < 2000)
 	if len(m.Tool) != 2 || m.Tool[0].PeakRSSBytes <= 0 {
 		flat.Status, flat.Detail = TargetNotMeasured, "the export verb's memory was not measured"

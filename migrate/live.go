@@ -206,7 +206,11 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 
 	// Copy rounds.
 	for r := 1; r <= o.MaxRounds; r++ {
-		rd, eph, err := c.round(ctx, src, r, false)
+		kind := readDiff
+		if r == 1 {
+			kind = readScan
+		}
+		rd, eph, _, err := c.round(ctx, src, r, kind)
 		if err != nil {
 			return res, err
 		}
@@ -226,19 +230,18 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 	if !res.Quiet {
 		say("the source kept changing for %d rounds: fencing it anyway (the final scan copies the rest)", o.MaxRounds)
 	}
-	// One consistent round before the fence: the target then holds the
-	// source's state at one revision (at), and when the fence is the next
-	// revision and nothing follows it, the final scan has nothing to read.
+	// One more round before the fence, checked consistent: when the
+	// source's revision did not move during it, the target holds the
+	// source's state at that revision (at), and when the fence is the
+	// next revision and nothing follows it, the final scan reads nothing.
 	at := int64(-1)
-	if rd, eph, err := c.round(ctx, src, len(res.Rounds)+1, true); err == nil {
-		res.Rounds = append(res.Rounds, rd)
-		res.Ephemerals, at = eph, rd.Revision
-		say("round %d (consistent): %d nodes changed at revision %d (%d ms)", rd.Round, rd.Changed, rd.Revision, rd.DurationMS)
-	} else if errors.Is(err, core.ErrUnavailable) {
-		say("consistent round: %v; the final scan reads the whole source", err)
-	} else {
+	rd, eph, rr, err := c.round(ctx, src, len(res.Rounds)+1, readDiff)
+	if err != nil {
 		return res, err
 	}
+	res.Rounds = append(res.Rounds, rd)
+	res.Ephemerals, at = eph, rr.at
+	say("round %d (checked): %d nodes changed at revision %d (%d ms)", rd.Round, rd.Changed, rd.Revision, rd.DurationMS)
 
 	// Fence.
 	epochOf := func() int64 { return sourceEpoch(ctx, src) }
@@ -278,10 +281,12 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 		}
 	}
 	// The final scan. Revisions strictly increase with every change:
-	// when the fence applied at the revision right after the consistent
+	// when the fence applied at the revision right after the checked
 	// round's and the source is still at the fence's revision, no change
 	// came between that round and now, and the target already holds the
-	// source's final state. Otherwise the whole source is read again.
+	// source's final state. Otherwise diff rounds read the stats of every
+	// node and what changed, until one is a consistent state of the
+	// source (its revision did not move, or it found nothing changed).
 	t0 := time.Now()
 	now, err := currentRevision(ctx, src)
 	if err != nil {
@@ -290,20 +295,27 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 	if at >= 0 && fr.Revision == at+1 && now == fr.Revision {
 		res.Final = Round{Round: len(res.Rounds) + 1, Revision: now, DurationMS: time.Since(t0).Milliseconds()}
 		res.FinalUnchanged = true
-		say("final scan: the source is at the fence's revision %d, right after the consistent round's: nothing changed", now)
+		say("final scan: the source is at the fence's revision %d, right after the checked round's: nothing changed", now)
 	} else {
 		var fin Round
 		var eph int
-		for attempt := 1; ; attempt++ {
-			fin, eph, err = c.round(ctx, src, len(res.Rounds)+1, true)
-			if err == nil || attempt == 3 || !errors.Is(err, core.ErrUnavailable) {
+		var rr roundRead
+		changed := 0
+		for pass := 1; ; pass++ {
+			fin, eph, rr, err = c.round(ctx, src, len(res.Rounds)+1, readDiff)
+			if err != nil {
+				return res, fmt.Errorf("final scan: %w", err)
+			}
+			changed += fin.Changed
+			if rr.consistent() {
 				break
 			}
-			say("final scan: %v; trying again", err)
+			if pass == finalPasses {
+				return res, fmt.Errorf("final scan: %w: the source kept changing after the fence during %d read passes (a writer that does not honour %s?)", core.ErrUnavailable, finalPasses, catalog.MigrationFencePath)
+			}
+			say("final scan, pass %d: %d nodes changed; the source moved during the pass: reading again", pass, fin.Changed)
 		}
-		if err != nil {
-			return res, fmt.Errorf("final scan: %w", err)
-		}
+		fin.Changed, fin.DurationMS = changed, time.Since(t0).Milliseconds()
 		res.Final, res.Ephemerals = fin, eph
 		say("final scan (the source changed since revision %d: fence at %d, now %d): %d nodes changed at revision %d (%d ms)", at, fr.Revision, now, fin.Changed, fin.Revision, fin.DurationMS)
 	}
@@ -577,7 +589,14 @@ type copier struct {
 	prev  map[string]core.Node
 	order []core.Node // prev in path order
 	next  map[string]int64
+	// known is every node of the source the last round read (the root
+	// and ephemerals included, the marker not), in path order: what the
+	// next diff round compares the source's stats with.
+	known []core.Node
 }
+
+// finalPasses bounds the final scan's diff rounds.
+const finalPasses = 5
 
 // scanBatch is how many paths one read of a scan asks for.
 const scanBatch = 256
@@ -589,10 +608,13 @@ const scanBatch = 256
 // next round's scan sees what changed since. A node deleted between its
 // parent's listing and its read is left out. The revision returned is the
 // highest modify revision seen.
-func scan(ctx context.Context, src core.MetadataBackend) ([]core.Node, int64, error) {
+func scan(ctx context.Context, src core.MetadataBackend, roots ...string) ([]core.Node, int64, error) {
 	var nodes []core.Node
 	var rev int64
-	queue := []string{"/"}
+	queue := append([]string(nil), roots...)
+	if len(queue) == 0 {
+		queue = []string{"/"}
+	}
 	for len(queue) > 0 {
 		batch := queue[:min(len(queue), scanBatch)]
 		queue = queue[len(batch):]
@@ -633,20 +655,59 @@ func scan(ctx context.Context, src core.MetadataBackend) ([]core.Node, int64, er
 	return nodes, rev, nil
 }
 
-// round reads the source (a scan, or with consistent a snapshot at one
-// revision) and applies its difference from the last round to the
-// target; it returns the round and how many ephemerals the source held.
-func (c *copier) round(ctx context.Context, src core.MetadataBackend, r int, consistent bool) (Round, int, error) {
+// readKind is how a round reads the source.
+type readKind int
+
+const (
+	// readScan reads the whole tree (scan).
+	readScan readKind = iota
+	// readDiff reads the stats of the nodes the last round read and, of
+	// those, what changed (diff): proportional to the changes, plus one
+	// stat per node.
+	readDiff
+)
+
+// roundRead is what a round's read proved about the source.
+type roundRead struct {
+	// at is the source's revision when the read is its state at that one
+	// revision (the revision did not move during the read), else -1.
+	at int64
+	// quiet says a diff read found no node changed since the last round
+	// and every stat carried its children's revision: the source held
+	// the last round's state throughout, one consistent state.
+	quiet bool
+}
+
+// consistent says the read is one state of the source.
+func (rr roundRead) consistent() bool { return rr.at >= 0 || rr.quiet }
+
+// round reads the source (kind) and applies its difference from the last
+// round to the target; it returns the round, how many ephemerals the
+// source held, and what the read proved.
+func (c *copier) round(ctx context.Context, src core.MetadataBackend, r int, kind readKind) (Round, int, roundRead, error) {
 	t0 := time.Now()
 	var snap core.Snapshot
-	var err error
-	if consistent {
-		snap, err = src.Snapshot(ctx, "/")
+	rr := roundRead{at: -1}
+	rev0, err := currentRevision(ctx, src)
+	if err != nil {
+		return Round{}, 0, rr, err
+	}
+	if kind == readDiff && c.known != nil {
+		snap.Nodes, snap.Revision, rr.quiet, err = c.diff(ctx, src)
 	} else {
 		snap.Nodes, snap.Revision, err = scan(ctx, src)
 	}
 	if err != nil {
-		return Round{}, 0, fmt.Errorf("read of the source: %w", err)
+		return Round{}, 0, rr, fmt.Errorf("read of the source: %w", err)
+	}
+	rev1, err := currentRevision(ctx, src)
+	if err != nil {
+		return Round{}, 0, rr, err
+	}
+	if rev0 == rev1 {
+		// Nothing changed on the source during the read: its state at
+		// rev0.
+		rr.at, snap.Revision = rev0, rev0
 	}
 	cur := make([]core.Node, 0, len(snap.Nodes))
 	eph := 0
@@ -706,11 +767,11 @@ func (c *copier) round(ctx context.Context, src core.MetadataBackend, r int, con
 			ops = append(ops, core.DeleteOp(deletes[j], core.AnyVersion))
 		}
 		if _, err := c.dst.Txn(ctx, ops, core.TxnOptions{}); err != nil {
-			return Round{}, 0, fmt.Errorf("delete on the target: %w", err)
+			return Round{}, 0, rr, fmt.Errorf("delete on the target: %w", err)
 		}
 	}
 	if err := c.create(ctx, creates); err != nil {
-		return Round{}, 0, err
+		return Round{}, 0, rr, err
 	}
 	for len(sets) > 0 {
 		n, size := 0, 0
@@ -719,12 +780,19 @@ func (c *copier) round(ctx context.Context, src core.MetadataBackend, r int, con
 			n++
 		}
 		if _, err := c.dst.Txn(ctx, sets[:n], core.TxnOptions{}); err != nil {
-			return Round{}, 0, fmt.Errorf("update on the target: %w", err)
+			return Round{}, 0, rr, fmt.Errorf("update on the target: %w", err)
 		}
 		sets = sets[n:]
 	}
 	c.prev, c.order, c.next = curMap, cur, next
-	return Round{Round: r, Revision: snap.Revision, Changed: changed, DurationMS: time.Since(t0).Milliseconds()}, eph, nil
+	c.known = make([]core.Node, 0, len(snap.Nodes))
+	for _, n := range snap.Nodes {
+		if !isMarker(n.Path) {
+			c.known = append(c.known, n)
+		}
+	}
+	sort.Slice(c.known, func(i, j int) bool { return pathLess(c.known[i].Path, c.known[j].Path) })
+	return Round{Round: r, Revision: snap.Revision, Changed: changed, DurationMS: time.Since(t0).Milliseconds()}, eph, rr, nil
 }
 
 // create writes nodes (in path order) in batches.

@@ -13,14 +13,15 @@ import (
 
 func statToProto(s core.Stat) *pb.Stat {
 	return &pb.Stat{
-		Version:        s.Version,
-		CreateRevision: s.CreateRevision,
-		ModifyRevision: s.ModifyRevision,
-		CreateTime:     s.CreateTime,
-		ModifyTime:     s.ModifyTime,
-		EphemeralOwner: s.EphemeralOwner,
-		NumChildren:    s.NumChildren,
-		DataLength:     s.DataLength,
+		Version:          s.Version,
+		CreateRevision:   s.CreateRevision,
+		ModifyRevision:   s.ModifyRevision,
+		CreateTime:       s.CreateTime,
+		ModifyTime:       s.ModifyTime,
+		EphemeralOwner:   s.EphemeralOwner,
+		NumChildren:      s.NumChildren,
+		DataLength:       s.DataLength,
+		ChildrenRevision: s.ChildrenRevision,
 	}
 }
 
@@ -29,14 +30,15 @@ func statFromProto(s *pb.Stat) core.Stat {
 		return core.Stat{}
 	}
 	return core.Stat{
-		Version:        s.Version,
-		CreateRevision: s.CreateRevision,
-		ModifyRevision: s.ModifyRevision,
-		CreateTime:     s.CreateTime,
-		ModifyTime:     s.ModifyTime,
-		EphemeralOwner: s.EphemeralOwner,
-		NumChildren:    s.NumChildren,
-		DataLength:     s.DataLength,
+		Version:          s.Version,
+		CreateRevision:   s.CreateRevision,
+		ModifyRevision:   s.ModifyRevision,
+		CreateTime:       s.CreateTime,
+		ModifyTime:       s.ModifyTime,
+		EphemeralOwner:   s.EphemeralOwner,
+		NumChildren:      s.NumChildren,
+		DataLength:       s.DataLength,
+		ChildrenRevision: s.ChildrenRevision,
 	}
 }
 
