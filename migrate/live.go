@@ -27,7 +27,9 @@ type Marker struct {
 	ID string `json:"id"`
 	// Role is "source" or "target".
 	Role string `json:"role"`
-	// Phase is "copying", "fenced", "done" or "failed".
+	// Phase is "copying", "fenced", "done" or "failed" (a source's);
+	// "copying", "validated" or "failed" (a live migration's target), or
+	// "importing" (an import's target).
 	Phase string `json:"phase"`
 	// Peer is the other store's backend name.
 	Peer    string    `json:"peer"`
@@ -172,7 +174,7 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 
 	started := time.Now().UTC()
 	srcName, dstName := src.Capabilities().Name, dst.Capabilities().Name
-	if err := claimTarget(ctx, dst, Marker{ID: o.ID, Role: "target", Phase: "copying", Peer: srcName, Started: started}); err != nil {
+	if err := claimTarget(ctx, src, dst, Marker{ID: o.ID, Role: "target", Phase: "copying", Peer: srcName, Started: started}, say); err != nil {
 		return res, err
 	}
 	srcMarker := Marker{ID: o.ID, Role: "source", Phase: "copying", Peer: dstName, Started: started}
@@ -337,6 +339,13 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 	if res.TargetEpoch, err = continueEpoch(ctx, dst, res.SourceEpoch); err != nil {
 		return res, err
 	}
+	// The target's marker says the copy is validated: a run killed from
+	// here on leaves a target that a rerun does not empty while the
+	// source is cut over to it (takeOverTarget).
+	validated := Marker{ID: o.ID, Role: "target", Phase: "validated", Peer: srcName, Started: started}
+	if _, err := core.Set(ctx, dst, catalog.MigrationPath, markerData(validated), core.AnyVersion, core.Fence{}); err != nil {
+		return res, fmt.Errorf("mark the target validated: %w", err)
+	}
 	// The cut-over: src's ephemeral fence becomes a persistent one (src
 	// stays fenced after this tool exits), in one transaction that fails
 	// if the fence was lost (this tool's session ended) or a leader was
@@ -383,22 +392,32 @@ func describeMarker(ctx context.Context, b core.MetadataBackend) string {
 	return s
 }
 
-// claimTarget checks that dst is empty (no marker either) and creates its
-// marker and fence in one transaction.
-func claimTarget(ctx context.Context, dst core.MetadataBackend, m Marker) error {
+// claimTarget checks that dst is empty and creates its marker, its fence
+// and its owner (an ephemeral node of this tool's session) in one
+// transaction. A dst holding the partial copy of a live migration whose
+// run ended (a target marker in phase "copying" or "failed" without its
+// owner: the marker is the first thing a run writes, into an empty
+// store, so what is below it is that run's copy) is emptied and claimed
+// (said); a dst whose marker's run still holds it, an import's, a
+// source's, or a validated copy whose source was cut over, refuses the
+// run (ErrMigrationInProgress, naming what to do).
+func claimTarget(ctx context.Context, src, dst core.MetadataBackend, m Marker, say func(string, ...any)) error {
 	snap, err := dst.Snapshot(ctx, "/")
 	if err != nil {
 		return fmt.Errorf("snapshot of the target: %w", err)
 	}
-	other := ""
+	other, marked := "", false
 	for _, n := range snap.Nodes {
 		switch {
 		case n.Path == "/":
 		case isMarker(n.Path):
-			return fmt.Errorf("%w on the target: %s; a target of a failed or running migration: use an empty store", ErrMigrationInProgress, describeMarker(ctx, dst))
+			marked = true
 		case other == "":
 			other = n.Path
 		}
+	}
+	if marked {
+		return takeOverTarget(ctx, src, dst, m, snap.Nodes, say)
 	}
 	if other != "" {
 		return fmt.Errorf("%w: it holds %s (and maybe more); live-migrate into an empty store", ErrNotEmpty, other)
@@ -406,12 +425,80 @@ func claimTarget(ctx context.Context, dst core.MetadataBackend, m Marker) error 
 	_, err = dst.Txn(ctx, []core.Op{
 		core.CreateOp(catalog.MigrationPath, markerData(m), core.Persistent),
 		core.CreateOp(catalog.MigrationFencePath, markerData(m), core.Persistent),
+		core.CreateOp(MigrationOwnerPath, []byte(m.ID), core.Ephemeral),
 	}, core.TxnOptions{})
 	if errors.Is(err, core.ErrNodeExists) {
 		return fmt.Errorf("%w on the target: %s", ErrMigrationInProgress, describeMarker(ctx, dst))
 	}
 	if err != nil {
 		return fmt.Errorf("mark the target: %w", err)
+	}
+	return nil
+}
+
+// takeOverTarget is claimTarget for a dst carrying a marker: nodes is
+// its snapshot.
+func takeOverTarget(ctx context.Context, src, dst core.MetadataBackend, m Marker, nodes []core.Node, say func(string, ...any)) error {
+	desc := describeMarker(ctx, dst)
+	rs, err := dst.GetMany(ctx, []string{catalog.MigrationPath, MigrationOwnerPath, catalog.MigrationFencePath}, core.ReadOptions{})
+	if err != nil {
+		return fmt.Errorf("%w on the target: %s (and reading it failed: %v)", ErrMigrationInProgress, desc, err)
+	}
+	var old Marker
+	if rs[0].Err != nil || json.Unmarshal(rs[0].Node.Data, &old) != nil {
+		return fmt.Errorf("%w on the target: %s, not a live migration's target marker: use an empty store", ErrMigrationInProgress, desc)
+	}
+	switch {
+	case old.Role != "target":
+		return fmt.Errorf("%w on the target: %s: this store was the source of a migration, not a target: use an empty store (or `metaplane migrate unfence` on it to roll that migration back)", ErrMigrationInProgress, desc)
+	case old.Phase == "importing":
+		return fmt.Errorf("%w on the target: %s: an import that stopped: complete it with `metaplane migrate import --resume`, or use an empty store", ErrMigrationInProgress, desc)
+	case rs[1].Err == nil:
+		return fmt.Errorf("%w on the target: %s, held by a running tool (its owner %s is alive; a tool killed just now releases it when its session ends, within the target's session timeout: retry then)", ErrMigrationInProgress, desc, MigrationOwnerPath)
+	case !errors.Is(rs[1].Err, core.ErrNotFound):
+		return fmt.Errorf("%w on the target: %s (reading its owner failed: %v)", ErrMigrationInProgress, desc, rs[1].Err)
+	case old.Phase == "validated":
+		// Killed around the cut-over: when the source was cut over to
+		// this copy, it is the migration's result.
+		if srs, err := src.GetMany(ctx, []string{catalog.MigrationPath}, core.ReadOptions{}); err != nil || srs[0].Err == nil {
+			var sm Marker
+			if err != nil || json.Unmarshal(srs[0].Node.Data, &sm) != nil || sm.Phase == "done" {
+				return fmt.Errorf("%w on the target: %s: a validated copy, and the source carries %s: the run was killed at the cut-over: finish it with `metaplane migrate unfence` on the target, or roll back with `metaplane migrate unfence` on the source", ErrMigrationInProgress, desc, describeMarker(ctx, src))
+			}
+		}
+	}
+	say("the target holds the partial copy of %s, left by a run that ended (its owner %s is gone): emptying it and taking over", desc, MigrationOwnerPath)
+	claim := []core.Op{
+		core.CheckOp(catalog.MigrationPath, rs[0].Node.Stat.Version),
+		core.SetOp(catalog.MigrationPath, markerData(m), core.AnyVersion),
+		core.CreateOp(MigrationOwnerPath, []byte(m.ID), core.Ephemeral),
+	}
+	if errors.Is(rs[2].Err, core.ErrNotFound) {
+		claim = append(claim, core.CreateOp(catalog.MigrationFencePath, markerData(m), core.Persistent))
+	}
+	if _, err := dst.Txn(ctx, claim, core.TxnOptions{}); err != nil {
+		if errors.Is(err, core.ErrNodeExists) || errors.Is(err, core.ErrBadVersion) {
+			return fmt.Errorf("%w on the target: %s (another run claimed it meanwhile)", ErrMigrationInProgress, describeMarker(ctx, dst))
+		}
+		return fmt.Errorf("claim the target: %w", err)
+	}
+	// Empty it, children first; the marker and its fence stay.
+	var paths []string
+	for _, n := range nodes {
+		if n.Path != "/" && !isMarker(n.Path) {
+			paths = append(paths, n.Path)
+		}
+	}
+	sort.Slice(paths, func(i, j int) bool { return pathLess(paths[i], paths[j]) })
+	for i := len(paths) - 1; i >= 0; i -= 100 {
+		lo := max(0, i-99)
+		ops := make([]core.Op, 0, i-lo+1)
+		for j := i; j >= lo; j-- {
+			ops = append(ops, core.DeleteOp(paths[j], core.AnyVersion))
+		}
+		if _, err := dst.Txn(ctx, ops, core.TxnOptions{}); err != nil {
+			return fmt.Errorf("empty the target's partial copy (the marker stays; a rerun goes on emptying it): %w", err)
+		}
 	}
 	return nil
 }
