@@ -54,6 +54,10 @@ type LiveOptions struct {
 	FenceWait time.Duration
 	// BatchBytes bounds the data of one batch; default 2 MiB.
 	BatchBytes int
+	// OwnerWait bounds the wait for the owner of a target's marker (a
+	// run killed just now) to go with its session (default 60 s, above
+	// the backends' default session timeouts; negative: no wait).
+	OwnerWait time.Duration
 	// ID names the migration in the markers; default host:pid:time.
 	ID string
 	// BeforeFinal, when set, runs after the fence and before the final
@@ -157,6 +161,9 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 	if o.BatchBytes <= 0 {
 		o.BatchBytes = 2 << 20
 	}
+	if o.OwnerWait == 0 {
+		o.OwnerWait = 60 * time.Second
+	}
 	if o.ID == "" {
 		host, _ := os.Hostname()
 		o.ID = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), time.Now().UTC().Format(time.RFC3339))
@@ -174,7 +181,7 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 
 	started := time.Now().UTC()
 	srcName, dstName := src.Capabilities().Name, dst.Capabilities().Name
-	if err := claimTarget(ctx, src, dst, Marker{ID: o.ID, Role: "target", Phase: "copying", Peer: srcName, Started: started}, say); err != nil {
+	if err := claimTarget(ctx, src, dst, Marker{ID: o.ID, Role: "target", Phase: "copying", Peer: srcName, Started: started}, o.OwnerWait, say); err != nil {
 		return res, err
 	}
 	srcMarker := Marker{ID: o.ID, Role: "source", Phase: "copying", Peer: dstName, Started: started}
@@ -401,7 +408,7 @@ func describeMarker(ctx context.Context, b core.MetadataBackend) string {
 // (said); a dst whose marker's run still holds it, an import's, a
 // source's, or a validated copy whose source was cut over, refuses the
 // run (ErrMigrationInProgress, naming what to do).
-func claimTarget(ctx context.Context, src, dst core.MetadataBackend, m Marker, say func(string, ...any)) error {
+func claimTarget(ctx context.Context, src, dst core.MetadataBackend, m Marker, ownerWait time.Duration, say func(string, ...any)) error {
 	snap, err := dst.Snapshot(ctx, "/")
 	if err != nil {
 		return fmt.Errorf("snapshot of the target: %w", err)
@@ -417,7 +424,7 @@ func claimTarget(ctx context.Context, src, dst core.MetadataBackend, m Marker, s
 		}
 	}
 	if marked {
-		return takeOverTarget(ctx, src, dst, m, snap.Nodes, say)
+		return takeOverTarget(ctx, src, dst, m, snap.Nodes, ownerWait, say)
 	}
 	if other != "" {
 		return fmt.Errorf("%w: it holds %s (and maybe more); live-migrate into an empty store", ErrNotEmpty, other)
@@ -437,10 +444,26 @@ func claimTarget(ctx context.Context, src, dst core.MetadataBackend, m Marker, s
 }
 
 // takeOverTarget is claimTarget for a dst carrying a marker: nodes is
-// its snapshot.
-func takeOverTarget(ctx context.Context, src, dst core.MetadataBackend, m Marker, nodes []core.Node, say func(string, ...any)) error {
+// its snapshot. While the marker's owner lives it waits, at most
+// ownerWait, for its session to end (a run killed just now: its session
+// ends within the target's session timeout).
+func takeOverTarget(ctx context.Context, src, dst core.MetadataBackend, m Marker, nodes []core.Node, ownerWait time.Duration, say func(string, ...any)) error {
 	desc := describeMarker(ctx, dst)
-	rs, err := dst.GetMany(ctx, []string{catalog.MigrationPath, MigrationOwnerPath, catalog.MigrationFencePath}, core.ReadOptions{})
+	claimed := []string{catalog.MigrationPath, MigrationOwnerPath, catalog.MigrationFencePath}
+	rs, err := dst.GetMany(ctx, claimed, core.ReadOptions{})
+	deadline := time.Now().Add(ownerWait)
+	for waited := false; err == nil && rs[1].Err == nil && rs[0].Err == nil && time.Now().Before(deadline); {
+		if !waited {
+			say("the target carries %s, held by its owner %s: waiting up to %s for its run's session to end", desc, MigrationOwnerPath, ownerWait)
+			waited = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+		rs, err = dst.GetMany(ctx, claimed, core.ReadOptions{})
+	}
 	if err != nil {
 		return fmt.Errorf("%w on the target: %s (and reading it failed: %v)", ErrMigrationInProgress, desc, err)
 	}
@@ -454,7 +477,7 @@ func takeOverTarget(ctx context.Context, src, dst core.MetadataBackend, m Marker
 	case old.Phase == "importing":
 		return fmt.Errorf("%w on the target: %s: an import that stopped: complete it with `metaplane migrate import --resume`, or use an empty store", ErrMigrationInProgress, desc)
 	case rs[1].Err == nil:
-		return fmt.Errorf("%w on the target: %s, held by a running tool (its owner %s is alive; a tool killed just now releases it when its session ends, within the target's session timeout: retry then)", ErrMigrationInProgress, desc, MigrationOwnerPath)
+		return fmt.Errorf("%w on the target: %s, held by a running tool (its owner %s was alive for %s; a tool killed just now releases it when its session ends, within the target's session timeout)", ErrMigrationInProgress, desc, MigrationOwnerPath, ownerWait)
 	case !errors.Is(rs[1].Err, core.ErrNotFound):
 		return fmt.Errorf("%w on the target: %s (reading its owner failed: %v)", ErrMigrationInProgress, desc, rs[1].Err)
 	case old.Phase == "validated":

@@ -228,7 +228,7 @@ func TestLiveRevertsOnFailure(t *testing.T) {
 	if err != nil || json.Unmarshal(got.Data, &m) != nil || m.Phase != "failed" || !strings.Contains(m.Error, "injected") {
 		t.Errorf("the target's marker %q (%v), want phase failed with the error", got.Data, err)
 	}
-	if _, err := Live(ctx, src, dst, LiveOptions{}); !errors.Is(err, ErrMigrationInProgress) || !strings.Contains(err.Error(), "held by a running tool") {
+	if _, err := Live(ctx, src, dst, LiveOptions{OwnerWait: 300 * time.Millisecond}); !errors.Is(err, ErrMigrationInProgress) || !strings.Contains(err.Error(), "held by a running tool") {
 		t.Errorf("a run into the failed target while its run's session lives: %v, want ErrMigrationInProgress, held by a running tool", err)
 	}
 	// The refused run did not mark the source.
