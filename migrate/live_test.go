@@ -265,10 +265,7 @@ func TestLiveRevertsOnFailure(t *testing.T) {
 // resumed import completes and removes the fence.
 func TestImportFencesTheTargetUntilComplete(t *testing.T) {
 	ctx := context.Background()
-	tr, err := Export(ctx, source(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := export(t, source(t))
 	dst := memory.NewStore(memory.StoreOptions{}).NewClient(core.ClientOptions{Name: "dst"})
 	defer dst.Close()
 	broken := &Tree{Header: tr.Header, Nodes: append(append([]Node(nil), tr.Nodes...), Node{Path: "/nowhere/orphan"})}

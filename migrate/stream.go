@@ -68,6 +68,21 @@ func currentRevision(ctx context.Context, src core.MetadataBackend) (int64, erro
 // source's writers stopped, or use live-migrate). progress, when set,
 // receives a line every 10 000 nodes. Errors: the backend's, f's.
 func ExportFile(ctx context.Context, src core.MetadataBackend, f *os.File, progress io.Writer) (ExportResult, error) {
+	return ExportFileWith(ctx, src, f, ExportOptions{Progress: progress})
+}
+
+// ExportOptions tune ExportFileWith.
+type ExportOptions struct {
+	// Progress, when set, receives a line every 10 000 nodes.
+	Progress io.Writer
+	// ClusterID and Epoch go to the header (a Raft snapshot's).
+	ClusterID string
+	Epoch     int64
+}
+
+// ExportFileWith is ExportFile with the header's cluster id and epoch.
+func ExportFileWith(ctx context.Context, src core.MetadataBackend, f *os.File, o ExportOptions) (ExportResult, error) {
+	progress := o.Progress
 	for pass := 1; pass <= ExportPasses; pass++ {
 		if err := f.Truncate(0); err != nil {
 			return ExportResult{}, err
@@ -75,7 +90,7 @@ func ExportFile(ctx context.Context, src core.MetadataBackend, f *os.File, progr
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return ExportResult{}, err
 		}
-		res, err := exportPass(ctx, src, f, progress)
+		res, err := exportPass(ctx, src, f, o)
 		res.Passes = pass
 		if !errors.Is(err, errMoved) {
 			return res, err
@@ -87,13 +102,14 @@ func ExportFile(ctx context.Context, src core.MetadataBackend, f *os.File, progr
 	return ExportResult{Passes: ExportPasses}, fmt.Errorf("%w: export: the source changed during each of %d read passes", core.ErrUnavailable, ExportPasses)
 }
 
-func exportPass(ctx context.Context, src core.MetadataBackend, w io.Writer, progress io.Writer) (ExportResult, error) {
+func exportPass(ctx context.Context, src core.MetadataBackend, w io.Writer, o ExportOptions) (ExportResult, error) {
 	var res ExportResult
+	progress := o.Progress
 	rev0, err := currentRevision(ctx, src)
 	if err != nil {
 		return res, err
 	}
-	res.Header = Header{Source: src.Capabilities().Name, Revision: rev0, Created: time.Now().UTC()}
+	res.Header = Header{Source: src.Capabilities().Name, Revision: rev0, Created: time.Now().UTC(), ClusterID: o.ClusterID, Epoch: o.Epoch}
 	tw, err := NewWriter(w, res.Header)
 	if err != nil {
 		return res, err

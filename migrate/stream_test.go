@@ -3,25 +3,28 @@ package migrate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/metaplane/metaplane/backends/memory"
+	"github.com/metaplane/metaplane/core/catalog"
 
 	"github.com/metaplane/metaplane/core"
 )
 
 // TestExportFileStreamsWhatExportReads: the streaming export writes the
-// nodes Export reads (same paths in the same order, data, versions, next
+// nodes one snapshot of the source reads (snapshotExport) (same paths in the same order, data, versions, next
 // sequences, the epoch raised), and the file reads back whole.
 func TestExportFileStreamsWhatExportReads(t *testing.T) {
 	ctx := context.Background()
 	src := source(t)
-	want, err := Export(ctx, src)
+	want, err := snapshotExport(ctx, src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,5 +114,161 @@ func TestLiveFinalScanReadsOnlyWhenTheSourceMoved(t *testing.T) {
 		if late && rs[0].Err != nil {
 			t.Fatalf("the write after the fence is not on the target: %v", rs[0].Err)
 		}
+	}
+}
+
+// snapshotExport, the test's oracle, reads every persistent node of src at one revision
+// (src.Snapshot of "/") into a Tree, leaving out the root (it always
+// exists), the migration marker (catalog.MigrationPath) and ephemeral
+// nodes (their owners recreate them; Tree.Ephemerals counts them). The
+// source is only read. Errors: the backend's.
+func snapshotExport(ctx context.Context, src core.MetadataBackend) (*Tree, error) {
+	snap, err := src.Snapshot(ctx, "/")
+	if err != nil {
+		return nil, fmt.Errorf("snapshot of the source: %w", err)
+	}
+	nodes := append([]core.Node(nil), snap.Nodes...)
+	sort.Slice(nodes, func(i, j int) bool { return pathLess(nodes[i].Path, nodes[j].Path) })
+	next := nextSequences(nodes)
+	t := &Tree{Header: Header{Source: src.Capabilities().Name, Revision: snap.Revision, Created: time.Now().UTC()}}
+	for _, n := range nodes {
+		switch {
+		case n.Path == "/" || isMarker(n.Path):
+		case n.Stat.EphemeralOwner != 0:
+			t.Ephemerals++
+		default:
+			t.Nodes = append(t.Nodes, nodeOf(n, next[n.Path]))
+		}
+	}
+	raiseEpoch(t, sourceEpoch(ctx, src))
+	return t, nil
+}
+
+// raiseEpoch makes t's /coordinators/epoch hold at least epoch (adding
+// the node, and /coordinators, when t lacks them): the coordinator epoch
+// of a backend whose epoch is not that node (Raft's is its term) travels
+// as the node's value, so the target's leaders continue above it.
+func raiseEpoch(t *Tree, epoch int64) {
+	if epoch <= 0 {
+		return
+	}
+	data := []byte(strconv.FormatInt(epoch, 10))
+	have := map[string]int{}
+	for i, n := range t.Nodes {
+		have[n.Path] = i
+	}
+	if i, ok := have[catalog.CoordinatorEpochPath]; ok {
+		if v, err := catalog.DecodeEpoch(t.Nodes[i].Data); err != nil || v < epoch {
+			t.Nodes[i].Data = data
+		}
+		return
+	}
+	if _, ok := have[catalog.CoordinatorsPath]; !ok {
+		t.Nodes = append(t.Nodes, Node{Path: catalog.CoordinatorsPath})
+	}
+	t.Nodes = append(t.Nodes, Node{Path: catalog.CoordinatorEpochPath, Data: data})
+	sort.Slice(t.Nodes, func(i, j int) bool { return pathLess(t.Nodes[i].Path, t.Nodes[j].Path) })
+}
+
+// export exports src with ExportFile and reads the file back.
+func export(t *testing.T, src core.MetadataBackend) *Tree {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), "export.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	res, err := ExportFile(context.Background(), src, f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Seek(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Ephemerals = res.Ephemerals
+	return tr
+}
+
+// TestImportAndValidateStreamTheFile: ImportFile and ValidateFile work
+// from the file (read again from its start, whatever its offset): the
+// import is validated equal; an extra subtree, a changed node and a
+// missing one are named; a corrupted file is refused before anything is
+// written.
+func TestImportAndValidateStreamTheFile(t *testing.T) {
+	ctx := context.Background()
+	f, err := os.Create(filepath.Join(t.TempDir(), "tree.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := ExportFile(ctx, source(t), f, nil); err != nil {
+		t.Fatal(err)
+	}
+	dst := memory.NewStore(memory.StoreOptions{}).NewClient(core.ClientOptions{Name: "dst"})
+	defer dst.Close()
+	ir, err := ImportFile(ctx, dst, f, Options{})
+	if err != nil || ir.Nodes == 0 {
+		t.Fatalf("import: %+v, %v", ir, err)
+	}
+	v, err := ValidateFile(ctx, dst, f, true)
+	if err != nil || len(v.Differences) != 0 || v.Nodes != ir.Nodes {
+		t.Fatalf("validate after the import: %+v, %v", v, err)
+	}
+	// An ephemeral on the target is not a difference.
+	if _, _, err := core.Create(ctx, dst, "/metadata/member", nil, core.CreateOptions{Mode: core.Ephemeral}); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := ValidateFile(ctx, dst, f, true); err != nil || len(v.Differences) != 0 {
+		t.Fatalf("validate with an ephemeral on the target: %+v, %v", v, err)
+	}
+	for _, p := range []string{"/extra", "/extra/child", "/metadata/databases/db1/tables/t1/more"} {
+		if _, _, err := core.Create(ctx, dst, p, nil, core.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := core.Set(ctx, dst, "/metadata/databases/db1", []byte("other"), core.AnyVersion, core.Fence{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := core.Delete(ctx, dst, "/changes/acl_0000000001", core.AnyVersion, core.Fence{}); err != nil {
+		t.Fatal(err)
+	}
+	v, err = ValidateFile(ctx, dst, f, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, d := range v.Differences {
+		got[d.Path] = d.What
+	}
+	want := map[string]string{"/changes/acl_0000000001": "missing", "/extra": "extra", "/extra/child": "extra", "/metadata/databases/db1/tables/t1/more": "extra", "/metadata/databases/db1": "data"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("differences %v, want %v", got, want)
+	}
+	// A corrupted copy of the file: refused, nothing written.
+	b, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 1
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	if err := os.WriteFile(bad, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bf, err := os.Open(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bf.Close()
+	empty := memory.NewStore(memory.StoreOptions{}).NewClient(core.ClientOptions{Name: "empty"})
+	defer empty.Close()
+	if _, err := ImportFile(ctx, empty, bf, Options{}); !errors.Is(err, ErrBadFile) {
+		t.Errorf("import of a corrupted file: %v, want ErrBadFile", err)
+	}
+	if s, _ := empty.Snapshot(ctx, "/"); len(s.Nodes) != 1 {
+		t.Errorf("the refused import wrote %d nodes", len(s.Nodes)-1)
 	}
 }
