@@ -13,12 +13,13 @@ import (
 const snapshotChunk = 1 << 20
 
 // SaveRaftSnapshot (leader only; a standby answers NOT_LEADER) streams a
-// backup of the tree: migrate.ExportFileWith of the backend (every
-// persistent node at one revision), with the cluster id and this
-// leadership's epoch in the header, written as a tree file to a temporary
-// file (streaming: the leader's memory does not grow with the tree) and
-// then sent in chunks, each carrying the file's size. The temporary file
-// is removed when the call ends.
+// backup of the tree: migrate.ExportSnapshot of the backend (every
+// persistent node at one revision: one Snapshot, as a serving quorum's
+// revision moves with every session renewal), with the cluster id and
+// this leadership's epoch in the header, written as a tree file to a
+// temporary file and then sent from it in chunks, each carrying the
+// file's size (the snapshot is held while the file is written, the file
+// never). The temporary file is removed when the call ends.
 func (a *adminService) SaveRaftSnapshot(_ *adminv1.SaveRaftSnapshotRequest, stream adminv1.AdminService_SaveRaftSnapshotServer) error {
 	l, err := a.s.serving()
 	if err != nil {
@@ -37,7 +38,7 @@ func (a *adminService) SaveRaftSnapshot(_ *adminv1.SaveRaftSnapshotRequest, stre
 	var res migrate.ExportResult
 	if err := a.s.metrics.timeCall("SaveSnapshot", func() error {
 		var err error
-		res, err = migrate.ExportFileWith(ctx, l.b, f, o)
+		res, err = migrate.ExportSnapshot(ctx, l.b, f, o)
 		return err
 	}); err != nil {
 		return a.s.mapErr(err)

@@ -174,7 +174,7 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 			fmt.Fprintf(o.Progress, format+"\n", args...)
 		}
 	}
-	c := &copier{dst: dst, batchBytes: o.BatchBytes, prev: map[string]core.Node{}}
+	c := &copier{dst: dst, batchBytes: o.BatchBytes, prev: map[string]core.Node{}, touched: map[string]bool{}}
 	c.im, c.bulk = core.Optional[core.Importer](dst)
 	c.keep = c.bulk && dst.Capabilities().ImportKeepsVersions
 	res.KeptVersions = c.keep
@@ -251,6 +251,19 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 	res.Rounds = append(res.Rounds, rd)
 	res.Ephemerals, at = eph, rr.at
 	say("round %d (checked): %d nodes changed at revision %d (%d ms)", rd.Round, rd.Changed, rd.Revision, rd.DurationMS)
+	// The whole target is validated against what the rounds copied before
+	// the fence (a difference fails the migration with the source never
+	// fenced); after the final scan only what it wrote is.
+	t1 := time.Now()
+	res.Validate, err = Validate(ctx, dst, c.tree(srcName, rd.Revision), c.keep)
+	if err != nil {
+		return res, fmt.Errorf("validate: %w", err)
+	}
+	if n := len(res.Validate.Differences) + res.Validate.More; n > 0 {
+		return res, fmt.Errorf("validate: %d differences between the target and the copy rounds' state of the source (first: %s %s)", n, res.Validate.Differences[0].Path, res.Validate.Differences[0].What)
+	}
+	clear(c.touched)
+	say("validated the target before the fence: %d nodes (%d ms)", res.Validate.Nodes, time.Since(t1).Milliseconds())
 
 	// Fence.
 	epochOf := func() int64 { return sourceEpoch(ctx, src) }
@@ -331,15 +344,19 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 	if err := continueSequences(ctx, dst, c.next); err != nil {
 		return res, err
 	}
-	tree := c.tree(srcName, res.Final.Revision)
-	res.Validate, err = Validate(ctx, dst, tree, c.keep)
+	// The target was validated whole before the fence; the nodes the final
+	// scan wrote or deleted are validated now (no one else writes the
+	// target: it is marked and fenced).
+	diffs, err := c.validateTouched(ctx)
 	if err != nil {
 		return res, fmt.Errorf("validate: %w", err)
 	}
-	if n := len(res.Validate.Differences) + res.Validate.More; n > 0 {
-		return res, fmt.Errorf("validate: %d differences between the target and the source's final state (first: %s %s)", n, res.Validate.Differences[0].Path, res.Validate.Differences[0].What)
+	if len(diffs) > 0 {
+		res.Validate.Differences = append(res.Validate.Differences, diffs...)
+		return res, fmt.Errorf("validate: %d differences between the target and the source's final state (first: %s %s)", len(diffs), diffs[0].Path, diffs[0].What)
 	}
-	res.Nodes = len(tree.Nodes)
+	res.Nodes = len(c.order)
+	res.Validate.Nodes = res.Nodes
 	if e := epochOf(); e > res.SourceEpoch {
 		res.SourceEpoch = e
 	}
@@ -703,6 +720,9 @@ type copier struct {
 	// and ephemerals included, the marker not), in path order: what the
 	// next diff round compares the source's stats with.
 	known []core.Node
+	// touched holds the paths the rounds wrote or deleted on the target
+	// since the last validation.
+	touched map[string]bool
 }
 
 // finalPasses bounds the final scan's diff rounds.
@@ -869,6 +889,15 @@ func (c *copier) round(ctx context.Context, src core.MetadataBackend, r int, kin
 		}
 	}
 	changed += len(creates)
+	for _, p := range deletes {
+		c.touched[p] = true
+	}
+	for _, n := range creates {
+		c.touched[n.Path] = true
+	}
+	for _, op := range sets {
+		c.touched[op.Path] = true
+	}
 	// Deletes children first, creates parents first, then sets.
 	for i := len(deletes) - 1; i >= 0; i -= 100 {
 		lo := max(0, i-99)
@@ -986,6 +1015,41 @@ func continueSequences(ctx context.Context, dst core.MetadataBackend, next map[s
 		}
 	}
 	return nil
+}
+
+// validateTouched compares the target's nodes at the paths the rounds
+// wrote or deleted since the last validation with the last applied state:
+// present with the same data (and version, where the target keeps them)
+// or absent.
+func (c *copier) validateTouched(ctx context.Context) ([]Difference, error) {
+	paths := make([]string, 0, len(c.touched))
+	for p := range c.touched {
+		paths = append(paths, p)
+	}
+	sort.Slice(paths, func(i, j int) bool { return pathLess(paths[i], paths[j]) })
+	rs, err := readBatches(ctx, c.dst, len(paths), func(i int) string { return paths[i] }, core.ReadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []Difference
+	for i, p := range paths {
+		want, ok := c.prev[p]
+		r := &rs[i]
+		switch {
+		case r.Err != nil && !errors.Is(r.Err, core.ErrNotFound):
+			return nil, fmt.Errorf("read the target's %s: %w", p, r.Err)
+		case !ok && r.Err == nil && r.Node.Stat.EphemeralOwner == 0:
+			out = append(out, Difference{Path: p, What: "extra"})
+		case ok && (r.Err != nil || r.Node.Stat.EphemeralOwner != 0):
+			out = append(out, Difference{Path: p, What: "missing"})
+		case ok && string(r.Node.Data) != string(want.Data):
+			out = append(out, Difference{Path: p, What: "data", Detail: fmt.Sprintf("%d bytes on the target, %d on the source", len(r.Node.Data), len(want.Data))})
+		case ok && c.keep && r.Node.Stat.Version != want.Stat.Version:
+			out = append(out, Difference{Path: p, What: "version", Detail: fmt.Sprintf("version %d on the target, %d on the source", r.Node.Stat.Version, want.Stat.Version)})
+		}
+	}
+	clear(c.touched)
+	return out, nil
 }
 
 // tree is the last applied snapshot as a Tree.

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -208,6 +209,16 @@ nodes are not copied and are counted in the result.`,
 		}
 		defer func() { tmp.Close(); os.Remove(tmp.Name()) }()
 		tree, err := migrate.ExportFile(cmd.Context(), src, tmp, progress)
+		if errors.Is(err, core.ErrUnavailable) {
+			// A source whose revision keeps moving (a serving Raft
+			// quorum's session renewals): one snapshot of it instead.
+			fmt.Fprintf(progress, "%v; reading one snapshot of the source instead\n", err)
+			if err = tmp.Truncate(0); err == nil {
+				if _, err = tmp.Seek(0, io.SeekStart); err == nil {
+					tree, err = migrate.ExportSnapshot(cmd.Context(), src, tmp, migrate.ExportOptions{})
+				}
+			}
+		}
 		if err != nil {
 			return err
 		}
