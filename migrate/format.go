@@ -7,8 +7,8 @@
 // (coordinators, tablet servers) recreate them in the target.
 //
 // The tree file is JSON lines: a header, one line per node, parents before
-// children (Export and Tree.Write keep path order; ExportFile's streaming
-// walk does not), and a trailer carrying the node count and the
+// children (ExportSnapshot and Tree.Write keep path order; ExportFile's
+// streaming walk does not), and a trailer carrying the node count and the
 // SHA-256 of every line before it, so a truncated or corrupted file is
 // refused before anything is written (see docs/migration.md).
 package migrate

@@ -109,17 +109,23 @@ type LiveResult struct {
 // copies the rest, and validates dst against src's final state.
 //
 //  1. It claims both stores with a migration marker (catalog.MigrationPath,
-//     a Marker): dst must be empty but for its root; a marker already on
-//     dst is ErrMigrationInProgress, and one on src too unless it was left
-//     by a tool that died (claimSource: its ephemeral owner
-//     MigrationOwnerPath is gone), which is taken over. dst also gets the migration fence
+//     a Marker): dst must be empty but for its root, or hold the partial
+//     copy of a run that ended (claimTarget: emptied and taken over); a
+//     marker on src is ErrMigrationInProgress unless it was left by a tool
+//     that died (claimSource: its ephemeral owner MigrationOwnerPath is
+//     gone), which is taken over. dst also gets the migration fence
 //     (catalog.MigrationFencePath), so a coordinator started on it too
-//     early refuses to lead.
-//  2. Copy rounds: each scans src top-down (batched reads, not one
-//     snapshot: a serving store need not hold still) and applies the
-//     difference from the previous scan to dst, node by node by {path,
-//     create and modify revision} (never a watch), until a round changes
-//     at most QuietNodes nodes or MaxRounds rounds ran.
+//     early refuses to lead, and its own owner.
+//  2. Copy rounds: the first scans src top-down (batched reads, not one
+//     snapshot: a serving store need not hold still); each later one is a
+//     diff round (copier.diff: the stat of every node, the data of what
+//     changed, the children where core.Stat.ChildrenRevision moved). Each
+//     applies the difference from the previous round to dst, node by node
+//     by {path, create and modify revision} (never a watch), until a round
+//     changes at most QuietNodes nodes or MaxRounds rounds ran. One more
+//     diff round is checked (the source's revision did not move during
+//     it: its state at revision R), and dst is validated whole against
+//     what the rounds copied.
 //  3. Fence: one transaction on src creates the fence node (ephemeral, of
 //     this client's session: a dead tool releases it) and, when
 //     src has /coordinators/epoch, bumps it (so every fenced write of
@@ -127,26 +133,24 @@ type LiveResult struct {
 //     fences by that node, as ZooKeeper does). Coordinators refuse to lead
 //     while the fence exists, and a leader that sees it resigns; Live waits
 //     (FenceWait) until src reports no leader.
-//     Before the fence, one more round reads a consistent snapshot of src
-//     (at revision R) and applies it.
-//  4. The final round: when the fence applied at revision R+1 and src is
+//  4. The final scan: when the fence applied at revision R+1 and src is
 //     still at that revision after its leader stepped down, nothing
-//     changed since the consistent round (revisions strictly increase
-//     with every change) and nothing is read: the write pause is then
-//     independent of the tree's size. Otherwise it reads one consistent
-//     snapshot of src (which fails if src still changes) and copies what
-//     changed until the fence; dst
-//     is validated against that final snapshot (versions too where dst keeps
-//     them); dst's /coordinators/epoch is raised to src's highest epoch
-//     when lower; src's fence is made persistent (marker phase "done", in
-//     one transaction checking that /coordinators/epoch did not move since
-//     the fence), and dst's marker is removed: the cut-over.
+//     changed since the checked round (revisions strictly increase with
+//     every change) and nothing is read. Otherwise diff rounds run until
+//     one is a consistent state of src (its revision did not move, or it
+//     found nothing changed), at most finalPasses: the pause grows by a
+//     stat per node, not by a read of the tree. The nodes the final scan
+//     wrote are validated; dst's /coordinators/epoch is raised to src's
+//     highest epoch when lower; dst's marker says "validated"; src's fence
+//     is made persistent (marker phase "done", in one transaction
+//     checking that /coordinators/epoch did not move since the fence), and
+//     dst's marker is removed: the cut-over.
 //
 // Any failure reverts: src's fence and marker are removed (its
 // coordinators lead again; the epoch bump stays, epochs only grow), and
 // dst keeps its marker and fence with phase "failed" and the error: a
-// partial copy that no coordinator leads. Empty dst (a fresh store) before
-// another run. Errors: ErrMigrationInProgress, ErrNotEmpty, validation
+// partial copy that no coordinator leads, which the next run into it
+// empties once this run's session on it ended (claimTarget). Errors: ErrMigrationInProgress, ErrNotEmpty, validation
 // differences, the backends'; each says that the source was reverted.
 func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (res LiveResult, err error) {
 	if o.MaxRounds <= 0 {
