@@ -24,16 +24,17 @@ const diffReaders = 8
 // the tree's size in stats only, and to what changed in data.
 //
 // It returns the nodes (the root and ephemerals included, the marker
-// not), the highest revision among their stats, and quiet: no node
+// not), the highest revision among their stats, sound (every stat carried
+// its children's revision), and quiet: no node
 // changed and every stat carried its children's revision
 // (core.Stat.ChildrenRevision), so the source held c.known's state from
 // the last round's reads through this one's (a consistent state: every
 // node unchanged over an interval that all the intervals share).
-func (c *copier) diff(ctx context.Context, src core.MetadataBackend) ([]core.Node, int64, bool, error) {
+func (c *copier) diff(ctx context.Context, src core.MetadataBackend) ([]core.Node, int64, bool, bool, error) {
 	known := c.known
 	stats, err := readBatches(ctx, src, len(known), func(i int) string { return known[i].Path }, core.ReadOptions{NoData: true})
 	if err != nil {
-		return nil, 0, false, err
+		return nil, 0, false, false, err
 	}
 	sound := true
 	changed := 0
@@ -53,7 +54,7 @@ func (c *copier) diff(ctx context.Context, src core.MetadataBackend) ([]core.Nod
 			changed++
 			continue
 		case r.Err != nil:
-			return nil, 0, false, fmt.Errorf("read %s: %w", k.Path, r.Err)
+			return nil, 0, false, false, fmt.Errorf("read %s: %w", k.Path, r.Err)
 		case r.Node.Stat.CreateRevision != k.Stat.CreateRevision:
 			// Recreated: its parent's children moved, and the listing
 			// finds it new.
@@ -73,7 +74,7 @@ func (c *copier) diff(ctx context.Context, src core.MetadataBackend) ([]core.Nod
 	if len(needData) > 0 {
 		rs, err := readBatches(ctx, src, len(needData), func(j int) string { return known[needData[j]].Path }, core.ReadOptions{})
 		if err != nil {
-			return nil, 0, false, err
+			return nil, 0, false, false, err
 		}
 		for j, i := range needData {
 			r := &rs[j]
@@ -86,7 +87,7 @@ func (c *copier) diff(ctx context.Context, src core.MetadataBackend) ([]core.Nod
 				alive[i] = false
 				gone[known[i].Path] = true
 			case r.Err != nil:
-				return nil, 0, false, fmt.Errorf("read %s: %w", known[i].Path, r.Err)
+				return nil, 0, false, false, fmt.Errorf("read %s: %w", known[i].Path, r.Err)
 			default:
 				// The data's fields from this read, the children's from
 				// the stat read (the listing below, when they moved).
@@ -120,7 +121,7 @@ func (c *copier) diff(ctx context.Context, src core.MetadataBackend) ([]core.Nod
 	}
 	kids := make([][]string, len(parents))
 	if err := (&walker{src: src}).listChildren(ctx, parents, kids); err != nil {
-		return nil, 0, false, err
+		return nil, 0, false, false, err
 	}
 	var roots []string
 	for j, p := range parents {
@@ -142,7 +143,7 @@ func (c *copier) diff(ctx context.Context, src core.MetadataBackend) ([]core.Nod
 	if len(roots) > 0 {
 		fresh, _, err := scan(ctx, src, roots...)
 		if err != nil {
-			return nil, 0, false, err
+			return nil, 0, false, false, err
 		}
 		changed += len(fresh)
 		out = append(out, fresh...)
@@ -152,7 +153,7 @@ func (c *copier) diff(ctx context.Context, src core.MetadataBackend) ([]core.Nod
 	for _, n := range out {
 		rev = max(rev, n.Stat.CreateRevision, n.Stat.ModifyRevision, n.Stat.ChildrenRevision)
 	}
-	return out, rev, sound && changed == 0, nil
+	return out, rev, sound && changed == 0, sound, nil
 }
 
 // readBatches reads n paths (path(i)) with opts in batches of scanBatch,

@@ -327,8 +327,9 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 		var eph int
 		var rr roundRead
 		changed := 0
+		kind := readDiff
 		for pass := 1; ; pass++ {
-			fin, eph, rr, err = c.round(ctx, src, len(res.Rounds)+1, readDiff)
+			fin, eph, rr, err = c.round(ctx, src, len(res.Rounds)+1, kind)
 			if err != nil {
 				return res, fmt.Errorf("final scan: %w", err)
 			}
@@ -338,6 +339,15 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 			}
 			if pass == finalPasses {
 				return res, fmt.Errorf("final scan: %w: the source kept changing after the fence during %d read passes (a writer that does not honour %s?)", core.ErrUnavailable, finalPasses, catalog.MigrationFencePath)
+			}
+			if rr.unrecorded {
+				// A source whose stats do not carry the children's
+				// revision cannot show a diff read consistent while its
+				// revision moves (a serving Raft quorum's session
+				// renewals): one snapshot of it.
+				kind = readSnapshot
+				say("final scan, pass %d: %d nodes changed; the source moved during the pass and its stats do not carry the children's revision: reading one snapshot", pass, fin.Changed)
+				continue
 			}
 			say("final scan, pass %d: %d nodes changed; the source moved during the pass: reading again", pass, fin.Changed)
 		}
@@ -799,6 +809,9 @@ const (
 	// those, what changed (diff): proportional to the changes, plus one
 	// stat per node.
 	readDiff
+	// readSnapshot reads one src.Snapshot: one consistent state by the
+	// contract, the whole tree read at once.
+	readSnapshot
 )
 
 // roundRead is what a round's read proved about the source.
@@ -810,6 +823,9 @@ type roundRead struct {
 	// and every stat carried its children's revision: the source held
 	// the last round's state throughout, one consistent state.
 	quiet bool
+	// unrecorded says a stat lacked its children's revision: a diff read
+	// of such a source is consistent only when its revision holds still.
+	unrecorded bool
 }
 
 // consistent says the read is one state of the source.
@@ -826,9 +842,15 @@ func (c *copier) round(ctx context.Context, src core.MetadataBackend, r int, kin
 	if err != nil {
 		return Round{}, 0, rr, err
 	}
-	if kind == readDiff && c.known != nil {
-		snap.Nodes, snap.Revision, rr.quiet, err = c.diff(ctx, src)
-	} else {
+	switch {
+	case kind == readSnapshot:
+		snap, err = src.Snapshot(ctx, "/")
+		rr.at = snap.Revision
+	case kind == readDiff && c.known != nil:
+		var sound bool
+		snap.Nodes, snap.Revision, rr.quiet, sound, err = c.diff(ctx, src)
+		rr.unrecorded = !sound
+	default:
 		snap.Nodes, snap.Revision, err = scan(ctx, src)
 	}
 	if err != nil {
