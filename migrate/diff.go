@@ -10,12 +10,16 @@ import (
 	"github.com/metaplane/metaplane/core"
 )
 
-// diffReaders is how many stat batches a diff read has in flight.
-const diffReaders = 8
+// diffReaders is how many batches readBatches has in flight, readBatch
+// how many paths each asks for.
+const (
+	diffReaders = 8
+	readBatch   = 1024
+)
 
 // diff reads the source's current state by difference from c.known (the
 // last round's read): the stat of every known node (no data, batches of
-// scanBatch, diffReaders at once), then the data of the nodes whose
+// readBatch, diffReaders at once), then the data of the nodes whose
 // modify revision or version moved, the children of the nodes whose
 // children's revision (or count) moved, and the whole subtree of every
 // node new since (created, or recreated: a new create revision). A node
@@ -156,7 +160,7 @@ func (c *copier) diff(ctx context.Context, src core.MetadataBackend) ([]core.Nod
 	return out, rev, sound && changed == 0, sound, nil
 }
 
-// readBatches reads n paths (path(i)) with opts in batches of scanBatch,
+// readBatches reads n paths (path(i)) with opts in batches of readBatch,
 // diffReaders batches at once.
 func readBatches(ctx context.Context, src core.MetadataBackend, n int, path func(int) string, opts core.ReadOptions) ([]core.GetResult, error) {
 	out := make([]core.GetResult, n)
@@ -169,7 +173,7 @@ func readBatches(ctx context.Context, src core.MetadataBackend, n int, path func
 		go func() {
 			defer wg.Done()
 			for lo := range work {
-				hi := min(lo+scanBatch, n)
+				hi := min(lo+readBatch, n)
 				paths := make([]string, hi-lo)
 				for i := range paths {
 					paths[i] = path(lo + i)
@@ -187,7 +191,7 @@ func readBatches(ctx context.Context, src core.MetadataBackend, n int, path func
 			}
 		}()
 	}
-	for lo := 0; lo < n; lo += scanBatch {
+	for lo := 0; lo < n; lo += readBatch {
 		work <- lo
 	}
 	close(work)

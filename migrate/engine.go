@@ -252,7 +252,7 @@ func importNodes(ctx context.Context, dst core.MetadataBackend, info FileInfo, e
 		}
 		return out, nil
 	}
-	const chunk = 2048
+	const chunk = 8192
 	if occupied != "" {
 		if err := each.chunks(chunk, func(batch []Node) error { _, err := present(batch); return err }); err != nil {
 			return res, err
@@ -491,7 +491,7 @@ func validateNodes(ctx context.Context, dst core.MetadataBackend, each nodeStrea
 }
 
 // validateChunk is how many nodes of a tree validateNodes compares at once.
-const validateChunk = 2048
+const validateChunk = 8192
 
 // extras names the persistent nodes of dst that the tree lacks (path
 // order): the tree's paths are held as a pathSet; the children of every
