@@ -2,11 +2,14 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -42,15 +45,23 @@ type Migration struct {
 	ValidSec   float64 `json:"validate_s"`
 	PauseMS    int64   `json:"live_pause_ms"`
 	LiveRounds int     `json:"live_rounds"`
+	// FinalChanged is how many nodes the live migration's final scan
+	// found changed after the fence; FinalUnchanged that it read nothing.
+	FinalChanged   int  `json:"live_final_changed"`
+	FinalUnchanged bool `json:"live_final_unchanged"`
 	// Tool is the peak resident memory of the export verb, a process of
 	// its own, at two tree sizes.
 	Tool []ToolMemory `json:"tool_memory,omitempty"`
 }
 
-// ToolMemory is the export verb's peak RSS on a tree of Nodes nodes.
+// ToolMemory is the verbs' peak RSS on a tree of Nodes nodes: the export
+// verb's (PeakRSSBytes), and the import and validate verbs' of its file
+// into a new single-voter Raft store (0 when not measured).
 type ToolMemory struct {
-	Nodes        int   `json:"nodes"`
-	PeakRSSBytes int64 `json:"peak_rss_bytes"`
+	Nodes                int   `json:"nodes"`
+	PeakRSSBytes         int64 `json:"peak_rss_bytes"`
+	ImportPeakRSSBytes   int64 `json:"import_peak_rss_bytes,omitempty"`
+	ValidatePeakRSSBytes int64 `json:"validate_peak_rss_bytes,omitempty"`
 }
 
 func migrateSpecs() []rowSpec {
@@ -60,7 +71,7 @@ func migrateSpecs() []rowSpec {
 		{id: "migrate.import", title: "migrate: import into Raft (nodes/s)", group: "migration", metric: MetricThroughput, note: note, migration: true},
 		{id: "migrate.validate", title: "migrate: validate Raft (nodes/s)", group: "migration", metric: MetricThroughput, note: note, migration: true},
 		{id: "migrate.total", title: "migrate: export + import + validate (whole tree)", group: "migration", metric: MetricP50, note: note, migration: true},
-		{id: "migrate.live-pause", title: "migrate: live-migrate write pause", group: "migration", metric: MetricP50, note: note + "; no writer on the source during the copy rounds", migration: true},
+		{id: "migrate.live-pause", title: "migrate: live-migrate write pause", group: "migration", metric: MetricP50, note: note + "; a leader writes on the source until the fence, then resigns", migration: true},
 	}
 }
 
@@ -130,27 +141,84 @@ func fillTree(ctx context.Context, c core.MetadataBackend, paths []string) error
 	return nil
 }
 
-// migrationSource starts a ZooKeeper plugin on its own root holding a tree.
-func (env *runEnv) migrationSource(ctx context.Context, zkAddr, root string, nodes int) (core.MetadataBackend, func(), error) {
+// migrationSource starts a ZooKeeper plugin on its own root holding a
+// tree; it returns a client and a way to open more through the plugin.
+func (env *runEnv) migrationSource(ctx context.Context, zkAddr, root string, nodes int) (core.MetadataBackend, func(context.Context) (core.MetadataBackend, error), func(), error) {
 	m, err := env.newMember(ZooKeeper, "ZooKeeper plugin (migration source "+root+")", map[string]string{"zookeeper.address": zkAddr, "zookeeper.path.root": root}, true)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := m.start(ctx); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	c, err := m.client(ctx, core.ClientOptions{Name: "bench-migrate"})
 	if err != nil {
 		m.close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	closeAll := func() { c.Close(); m.close() }
 	env.opts.logf("  writing a %d-node tree under ZooKeeper %s ...", nodes, root)
 	if err := fillTree(ctx, c, flussTree(nodes)); err != nil {
 		closeAll()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return c, closeAll, nil
+	open := func(ctx context.Context) (core.MetadataBackend, error) {
+		return m.client(ctx, core.ClientOptions{Name: "bench-migrate-coordinator"})
+	}
+	return c, open, closeAll, nil
+}
+
+// sourceLeader leads the migration source as a coordinator does, through
+// a client of its own (its own ZooKeeper session): it campaigns, writes
+// with its fence (a node of its own, every 20 ms: a source that changes
+// during the copy rounds), and resigns as soon as the migration fence
+// appears (its resignation deletes its election node: a write after the
+// fence, as a coordinator's is). The metaplane coordinator itself is
+// not used: on a 100 000-node ZooKeeper tree its metadata image takes
+// longer to load than the bench waits. stop ends it; writes counts its
+// acknowledged writes.
+func sourceLeader(ctx context.Context, open func(context.Context) (core.MetadataBackend, error)) (stop func() (writes int, err error), err error) {
+	c, err := open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lctx, cancel := context.WithTimeout(ctx, initialElectionBound)
+	lead, err := c.Campaign(lctx, core.Candidate{ID: "bench-source-leader"})
+	cancel()
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("campaign on the source: %w", err)
+	}
+	const p = catalog.MetadataRoot + "/bench-live-writes"
+	if _, _, err := core.Create(ctx, c, p, []byte("0"), core.CreateOptions{Fence: lead.Fence()}); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("write on the source: %w", err)
+	}
+	rctx, rcancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	writes := 0
+	var werr error
+	go func() {
+		defer close(done)
+		for i := 1; rctx.Err() == nil; i++ {
+			rs, err := c.GetMany(rctx, []string{catalog.MigrationFencePath}, core.ReadOptions{})
+			if err == nil && rs[0].Err == nil {
+				lead.Resign(rctx)
+				return
+			}
+			if _, err := core.Set(rctx, c, p, []byte(fmt.Sprint(i)), core.AnyVersion, lead.Fence()); err == nil {
+				writes++
+			} else if !errors.Is(err, core.ErrFenced) && rctx.Err() == nil {
+				werr = err
+				return
+			}
+			select {
+			case <-rctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	return func() (int, error) { rcancel(); <-done; c.Close(); return writes, werr }, nil
 }
 
 // raftTarget starts a fresh single-voter Raft store and opens a client.
@@ -222,7 +290,7 @@ func runMigration(ctx context.Context, env *runEnv, specs []rowSpec, zk *System)
 }
 
 func measureMigration(ctx context.Context, env *runEnv, zkAddr string, nodes int, results map[string]Result, fig *Migration) error {
-	src, closeSrc, err := env.migrationSource(ctx, zkAddr, "/metaplane-bench-migrate", nodes)
+	src, openSrc, closeSrc, err := env.migrationSource(ctx, zkAddr, "/metaplane-bench-migrate", nodes)
 	if err != nil {
 		return err
 	}
@@ -249,11 +317,7 @@ func measureMigration(ctx context.Context, env *runEnv, zkAddr string, nodes int
 	if err != nil {
 		return err
 	}
-	tree, err := migrate.Read(f)
-	f.Close()
-	if err != nil {
-		return fmt.Errorf("read the tree file: %w", err)
-	}
+	defer f.Close()
 
 	dst, closeDst, err := env.raftTarget(ctx, "migrate-import")
 	if err != nil {
@@ -262,7 +326,7 @@ func measureMigration(ctx context.Context, env *runEnv, zkAddr string, nodes int
 	defer closeDst()
 	env.opts.logf("  migrate: import %d nodes ...", fig.Nodes)
 	t0 = time.Now()
-	ir, err := migrate.Import(ctx, dst, tree, migrate.Options{})
+	ir, err := migrate.ImportFile(ctx, dst, f, migrate.Options{})
 	if err != nil {
 		return fmt.Errorf("import: %w", err)
 	}
@@ -270,7 +334,7 @@ func measureMigration(ctx context.Context, env *runEnv, zkAddr string, nodes int
 	results["migrate.import"] = fixedResult(Raft, imp, fig.Nodes)
 	env.opts.logf("  migrate: validate ...")
 	t0 = time.Now()
-	vr, err := migrate.Validate(ctx, dst, tree, ir.KeptVersions)
+	vr, err := migrate.ValidateFile(ctx, dst, f, ir.KeptVersions)
 	if err != nil {
 		return fmt.Errorf("validate: %w", err)
 	}
@@ -288,20 +352,21 @@ func measureMigration(ctx context.Context, env *runEnv, zkAddr string, nodes int
 		env.opts.logf("  migrate: tool memory not measured: %v", err)
 	} else {
 		smallN := len(flussTree(max(nodes/10, 100)))
-		_, closeSmall, err := env.migrationSource(ctx, zkAddr, "/metaplane-bench-migrate-small", smallN)
+		_, _, closeSmall, err := env.migrationSource(ctx, zkAddr, "/metaplane-bench-migrate-small", smallN)
 		if err != nil {
 			return err
 		}
 		closeSmall()
-		for _, m := range []struct {
+		for i, m := range []struct {
 			root  string
 			nodes int
 		}{{"/metaplane-bench-migrate-small", smallN}, {"/metaplane-bench-migrate", fig.Nodes}} {
-			rss, err := env.exportPeakRSS(ctx, tool, zkAddr, m.root)
+			tm, err := env.verbsPeakRSS(ctx, tool, zkAddr, m.root, i)
 			if err != nil {
-				return fmt.Errorf("the export verb's memory: %w", err)
+				return fmt.Errorf("the verbs' memory: %w", err)
 			}
-			fig.Tool = append(fig.Tool, ToolMemory{Nodes: m.nodes, PeakRSSBytes: rss})
+			tm.Nodes = m.nodes
+			fig.Tool = append(fig.Tool, tm)
 		}
 	}
 
@@ -310,15 +375,27 @@ func measureMigration(ctx context.Context, env *runEnv, zkAddr string, nodes int
 		return fmt.Errorf("the live target: %w", err)
 	}
 	defer closeLive()
-	env.opts.logf("  migrate: live-migrate ...")
-	lr, err := migrate.Live(ctx, src, live, migrate.LiveOptions{FenceWait: 10 * time.Second})
+	// The source serves: a leader writes on it until the fence.
+	stopLeader, err := sourceLeader(ctx, openSrc)
+	if err != nil {
+		return fmt.Errorf("live-migrate: %w", err)
+	}
+	env.opts.logf("  migrate: live-migrate (a leader writing on the source until the fence) ...")
+	lr, err := migrate.Live(ctx, src, live, migrate.LiveOptions{FenceWait: 10 * time.Second, Progress: env.opts.Log})
+	writes, werr := stopLeader()
+	if err == nil && werr != nil {
+		err = fmt.Errorf("the source's leader: %w", werr)
+	}
+	if err == nil && writes == 0 {
+		err = fmt.Errorf("the source's leader wrote nothing during the copy rounds")
+	}
 	if err != nil {
 		return fmt.Errorf("live-migrate: %w", err)
 	}
 	if _, err := migrate.Unfence(ctx, src); err != nil {
 		env.opts.logf("  migrate: unfence the bench's source: %v", err)
 	}
-	fig.PauseMS, fig.LiveRounds = lr.PauseMS, len(lr.Rounds)
+	fig.PauseMS, fig.LiveRounds, fig.FinalChanged, fig.FinalUnchanged = lr.PauseMS, len(lr.Rounds), lr.Final.Changed, lr.FinalUnchanged
 	results["migrate.live-pause"] = fixedResult(Raft, time.Duration(lr.PauseMS)*time.Millisecond, lr.Nodes)
 	return nil
 }
@@ -336,26 +413,60 @@ func (env *runEnv) toolBinary() (string, error) {
 	return p, nil
 }
 
-// exportPeakRSS runs `metaplane zk-to-raft-export` on root and returns
-// the process's peak resident set (its plugin is a process of its own,
-// not counted).
-func (env *runEnv) exportPeakRSS(ctx context.Context, tool, zkAddr, root string) (int64, error) {
+// verbsPeakRSS runs `metaplane zk-to-raft-export` on root, then
+// `zk-to-raft-import` and `zk-to-raft-validate` of its file into a new
+// single-voter Raft store (the verb's own plugin), and returns each
+// process's peak resident set (its plugin is a process of its own, not
+// counted).
+func (env *runEnv) verbsPeakRSS(ctx context.Context, tool, zkAddr, root string, n int) (ToolMemory, error) {
+	var tm ToolMemory
 	dir, err := env.binDir(ZooKeeper)
 	if err != nil {
-		return 0, err
+		return tm, err
 	}
 	out := filepath.Join(env.opts.WorkDir, "migrate-rss.jsonl")
 	os.Remove(out)
-	cmd := exec.CommandContext(ctx, tool, "zk-to-raft-export", "--no-env", "--out", out,
-		"-D", "metadata.backend.plugin.dir="+dir, "-D", "zookeeper.address="+zkAddr, "-D", "zookeeper.path.root="+root)
+	if tm.PeakRSSBytes, err = peakRSS(ctx, tool, "zk-to-raft-export", "--no-env", "--out", out,
+		"-D", "metadata.backend.plugin.dir="+dir, "-D", "zookeeper.address="+zkAddr, "-D", "zookeeper.path.root="+root); err != nil {
+		return tm, err
+	}
+	port, err := freeLoopbackPort()
+	if err != nil {
+		return tm, err
+	}
+	raft := []string{"--no-env", "-D", "metadata.backend.plugin.dir=" + dir,
+		"-D", "coordinator.raft.dir=" + filepath.Join(env.opts.WorkDir, fmt.Sprintf("migrate-rss-raft-%d", n)),
+		"-D", "coordinator.raft.port=" + strconv.Itoa(port)}
+	if tm.ImportPeakRSSBytes, err = peakRSS(ctx, tool, append([]string{"zk-to-raft-import", out}, raft...)...); err != nil {
+		return tm, err
+	}
+	if tm.ValidatePeakRSSBytes, err = peakRSS(ctx, tool, append([]string{"zk-to-raft-validate", out}, raft...)...); err != nil {
+		return tm, err
+	}
+	return tm, nil
+}
+
+// peakRSS runs tool with args and returns its peak resident set.
+func peakRSS(ctx context.Context, tool string, args ...string) (int64, error) {
+	cmd := exec.CommandContext(ctx, tool, args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return 0, fmt.Errorf("%v: %s", err, stderr.String())
+		return 0, fmt.Errorf("%s: %v: %s", args[0], err, stderr.String())
 	}
 	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	if !ok {
-		return 0, fmt.Errorf("no resource usage for the export process")
+		return 0, fmt.Errorf("no resource usage for the %s process", args[0])
 	}
 	return ru.Maxrss << 10, nil
+}
+
+// freeLoopbackPort is a TCP port free on 127.0.0.1 a moment ago.
+func freeLoopbackPort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
 }

@@ -130,8 +130,45 @@ func statProperties() []Property {
 			},
 		},
 		{
+			Name:        "Stat/ChildrenRevision",
+			Description: "where a backend records a node's children revision (core.Stat.ChildrenRevision non-zero), it is at least the create revision, becomes the transaction's revision when a child is created or deleted, and stays on a child's set and on a grandchild's create; a backend that does not record it leaves it 0 everywhere",
+			run: func(e *env) {
+				parent := p("cr")
+				e.create(e.c0, parent, nil, core.Persistent)
+				st := e.stat(e.c0, parent)
+				if st.ChildrenRevision == 0 {
+					child := e.create(e.c0, core.JoinPath(parent, "c"), nil, core.Persistent)
+					if got := e.stat(e.c0, parent).ChildrenRevision; got != 0 {
+						e.t.Fatalf("%s: children revision 0 at creation, %d after a child's create: recorded for some nodes only", parent, got)
+					}
+					if got := e.stat(e.c0, child).ChildrenRevision; got != 0 {
+						e.t.Fatalf("%s: children revision %d while its parent's is 0", child, got)
+					}
+					return
+				}
+				if st.ChildrenRevision < st.CreateRevision {
+					e.t.Fatalf("%s: children revision %d below its create revision %d", parent, st.ChildrenRevision, st.CreateRevision)
+				}
+				child := core.JoinPath(parent, "c")
+				res := e.txn(e.c0, "create a child", core.CreateOp(child, nil, core.Persistent))
+				if got := e.stat(e.c0, parent).ChildrenRevision; got != res.Revision {
+					e.t.Fatalf("%s after a child's create at revision %d: children revision %d", parent, res.Revision, got)
+				}
+				e.txn(e.c0, "set the child", core.SetOp(child, []byte("x"), core.AnyVersion))
+				e.txn(e.c0, "create a grandchild", core.CreateOp(core.JoinPath(child, "g"), nil, core.Persistent))
+				if got := e.stat(e.c0, parent).ChildrenRevision; got != res.Revision {
+					e.t.Fatalf("%s: children revision %d after a child's set and a grandchild's create, want %d (its child's create)", parent, got, res.Revision)
+				}
+				e.txn(e.c0, "delete the grandchild", core.DeleteOp(core.JoinPath(child, "g"), core.AnyVersion))
+				del := e.txn(e.c0, "delete the child", core.DeleteOp(child, core.AnyVersion))
+				if got := e.stat(e.c0, parent).ChildrenRevision; got != del.Revision {
+					e.t.Fatalf("%s after a child's delete at revision %d: children revision %d", parent, del.Revision, got)
+				}
+			},
+		},
+		{
 			Name:        "Stat/ChildChange",
-			Description: "creating and deleting a child changes only its parent's number of children: the parent's version, data length, revisions and times stay",
+			Description: "creating and deleting a child changes only its parent's number of children (and children revision, Stat/ChildrenRevision): the parent's version, data length, create and modify revisions and times stay",
 			run: func(e *env) {
 				parent := p("parent")
 				e.create(e.c0, parent, []byte("data"), core.Persistent)
@@ -140,6 +177,7 @@ func statProperties() []Property {
 					e.t.Helper()
 					want := orig
 					want.NumChildren = children
+					want.ChildrenRevision = st.ChildrenRevision // Stat/ChildrenRevision
 					if st != want {
 						e.t.Fatalf("parent after %s: stat %+v; want %+v", what, st, want)
 					}

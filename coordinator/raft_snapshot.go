@@ -1,7 +1,8 @@
 package coordinator
 
 import (
-	"bytes"
+	"io"
+	"os"
 
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/migrate"
@@ -12,43 +13,57 @@ import (
 const snapshotChunk = 1 << 20
 
 // SaveRaftSnapshot (leader only; a standby answers NOT_LEADER) streams a
-// backup of the tree: migrate.Export of the backend (every persistent
-// node at one revision), with the cluster id and this leadership's epoch
-// in the header, written as a tree file and sent in chunks, each carrying
-// the file's size. The file is built in memory before the first chunk is
-// sent (the tree is the leader's metadata, which its image holds in memory
-// anyway).
+// backup of the tree: migrate.ExportSnapshot of the backend (every
+// persistent node at one revision: one Snapshot, as a serving quorum's
+// revision moves with every session renewal), with the cluster id and
+// this leadership's epoch in the header, written as a tree file to a
+// temporary file and then sent from it in chunks, each carrying the
+// file's size (the snapshot is held while the file is written, the file
+// never). The temporary file is removed when the call ends.
 func (a *adminService) SaveRaftSnapshot(_ *adminv1.SaveRaftSnapshotRequest, stream adminv1.AdminService_SaveRaftSnapshotServer) error {
 	l, err := a.s.serving()
 	if err != nil {
 		return err
 	}
 	ctx := stream.Context()
-	var tree *migrate.Tree
+	f, err := os.CreateTemp("", "metaplane-snapshot-*.jsonl")
+	if err != nil {
+		return adminclient.ToStatus(err)
+	}
+	defer func() { f.Close(); os.Remove(f.Name()) }()
+	o := migrate.ExportOptions{Epoch: l.lead.Epoch()}
+	if st, err := l.b.Status(ctx); err == nil {
+		o.ClusterID = st.ClusterID
+	}
+	var res migrate.ExportResult
 	if err := a.s.metrics.timeCall("SaveSnapshot", func() error {
 		var err error
-		tree, err = migrate.Export(ctx, l.b)
+		res, err = migrate.ExportSnapshot(ctx, l.b, f, o)
 		return err
 	}); err != nil {
 		return a.s.mapErr(err)
 	}
-	if st, err := l.b.Status(ctx); err == nil {
-		tree.Header.ClusterID = st.ClusterID
+	total, err := f.Seek(0, io.SeekEnd)
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
 	}
-	tree.Header.Epoch = l.lead.Epoch()
-	var buf bytes.Buffer
-	if err := tree.Write(&buf); err != nil {
+	if err != nil {
 		return adminclient.ToStatus(err)
 	}
-	b := buf.Bytes()
-	total := int64(len(b))
-	for len(b) > 0 {
-		n := min(len(b), snapshotChunk)
-		if err := stream.Send(&adminv1.SaveRaftSnapshotResponse{Chunk: b[:n], TotalBytes: total,
-			Nodes: int64(len(tree.Nodes)), Revision: tree.Header.Revision}); err != nil {
-			return err
+	buf := make([]byte, snapshotChunk)
+	for {
+		n, err := io.ReadFull(f, buf)
+		if n > 0 {
+			if err := stream.Send(&adminv1.SaveRaftSnapshotResponse{Chunk: buf[:n], TotalBytes: total,
+				Nodes: int64(res.Nodes), Revision: res.Header.Revision}); err != nil {
+				return err
+			}
 		}
-		b = b[n:]
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return nil
+		}
+		if err != nil {
+			return adminclient.ToStatus(err)
+		}
 	}
-	return nil
 }

@@ -29,6 +29,12 @@ type Stat struct {
 	NumChildren int32
 	// DataLength is len(data).
 	DataLength int32
+	// ChildrenRevision is the store revision of the last creation or
+	// deletion of a direct child (ZooKeeper's pzxid), at least
+	// CreateRevision; 0 when the backend does not record it (then only a
+	// listing tells whether the children changed). It does not move for
+	// changes deeper down, nor for a child's data.
+	ChildrenRevision int64
 }
 
 // Node is a node's data and stat.

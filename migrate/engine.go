@@ -28,59 +28,6 @@ type Options struct {
 	BatchBytes int
 }
 
-// Export reads every persistent node of src at one revision
-// (src.Snapshot of "/") into a Tree, leaving out the root (it always
-// exists), the migration marker (catalog.MigrationPath) and ephemeral
-// nodes (their owners recreate them; Tree.Ephemerals counts them). The
-// source is only read. Errors: the backend's.
-func Export(ctx context.Context, src core.MetadataBackend) (*Tree, error) {
-	snap, err := src.Snapshot(ctx, "/")
-	if err != nil {
-		return nil, fmt.Errorf("snapshot of the source: %w", err)
-	}
-	nodes := append([]core.Node(nil), snap.Nodes...)
-	sort.Slice(nodes, func(i, j int) bool { return pathLess(nodes[i].Path, nodes[j].Path) })
-	next := nextSequences(nodes)
-	t := &Tree{Header: Header{Source: src.Capabilities().Name, Revision: snap.Revision, Created: time.Now().UTC()}}
-	for _, n := range nodes {
-		switch {
-		case n.Path == "/" || isMarker(n.Path):
-		case n.Stat.EphemeralOwner != 0:
-			t.Ephemerals++
-		default:
-			t.Nodes = append(t.Nodes, nodeOf(n, next[n.Path]))
-		}
-	}
-	raiseEpoch(t, sourceEpoch(ctx, src))
-	return t, nil
-}
-
-// raiseEpoch makes t's /coordinators/epoch hold at least epoch (adding
-// the node, and /coordinators, when t lacks them): the coordinator epoch
-// of a backend whose epoch is not that node (Raft's is its term) travels
-// as the node's value, so the target's leaders continue above it.
-func raiseEpoch(t *Tree, epoch int64) {
-	if epoch <= 0 {
-		return
-	}
-	data := []byte(strconv.FormatInt(epoch, 10))
-	have := map[string]int{}
-	for i, n := range t.Nodes {
-		have[n.Path] = i
-	}
-	if i, ok := have[catalog.CoordinatorEpochPath]; ok {
-		if v, err := catalog.DecodeEpoch(t.Nodes[i].Data); err != nil || v < epoch {
-			t.Nodes[i].Data = data
-		}
-		return
-	}
-	if _, ok := have[catalog.CoordinatorsPath]; !ok {
-		t.Nodes = append(t.Nodes, Node{Path: catalog.CoordinatorsPath})
-	}
-	t.Nodes = append(t.Nodes, Node{Path: catalog.CoordinatorEpochPath, Data: data})
-	sort.Slice(t.Nodes, func(i, j int) bool { return pathLess(t.Nodes[i].Path, t.Nodes[j].Path) })
-}
-
 func nodeOf(n core.Node, nextSeq int64) Node {
 	return Node{Path: n.Path, Data: n.Data, Version: n.Stat.Version,
 		CreateTime: n.Stat.CreateTime, ModifyTime: n.Stat.ModifyTime, NextSequence: nextSeq}
@@ -176,52 +123,147 @@ type ImportResult struct {
 // (other than the root) when Options.Resume is not set.
 var ErrNotEmpty = errors.New("migrate: target not empty")
 
-// Import writes t into dst, which must be empty but for its root (or,
-// with Options.Resume, hold a prefix of t). It uses dst's core.Importer
-// when dst declares one (batches of up to core.MaxImportBatch nodes and
+// nodeStream gives a tree's nodes in order, one at a time, to fn (from
+// the start at each call): a tree file read again, or a Tree.
+type nodeStream func(fn func(*Node) error) error
+
+func (t *Tree) stream(fn func(*Node) error) error {
+	for i := range t.Nodes {
+		if err := fn(&t.Nodes[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fileStream checks the whole file f from its start (Scan without a
+// callback: nothing is done with a bad file) and returns its info and a stream of its nodes
+// (each call reads f again from the start).
+func fileStream(f io.ReadSeeker) (FileInfo, nodeStream, error) {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return FileInfo{}, nil, err
+	}
+	info, err := Scan(f, nil)
+	if err != nil {
+		return info, nil, err
+	}
+	return info, func(fn func(*Node) error) error {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		_, err := Scan(f, fn)
+		return err
+	}, nil
+}
+
+// chunks gives fn the stream's nodes n at a time (the last chunk
+// shorter); fn must not keep the slice.
+func (s nodeStream) chunks(n int, fn func([]Node) error) error {
+	chunk := make([]Node, 0, n)
+	err := s(func(nd *Node) error {
+		chunk = append(chunk, *nd)
+		if len(chunk) < n {
+			return nil
+		}
+		err := fn(chunk)
+		chunk = chunk[:0]
+		return err
+	})
+	if err == nil && len(chunk) > 0 {
+		err = fn(chunk)
+	}
+	return err
+}
+
+// Import is ImportFile for a tree in memory.
+func Import(ctx context.Context, dst core.MetadataBackend, t *Tree, o Options) (ImportResult, error) {
+	return importNodes(ctx, dst, FileInfo{Header: t.Header, Nodes: len(t.Nodes)}, t.stream, o)
+}
+
+// ImportFile checks the whole tree file f (format, order, count,
+// checksum: a bad file is refused and nothing written), then writes its
+// nodes into dst as it reads them again (constant memory: a batch at a
+// time), dst being empty but for its root (or, with Options.Resume,
+// holding a prefix of the file). It uses dst's core.Importer when dst
+// declares one (batches of up to core.MaxImportBatch nodes and
 // Options.BatchBytes of data, each atomic), and otherwise transactions of
 // plain creates (versions then restart at 0: ImportResult.KeptVersions is
-// false). Batches are applied in path order, so an import that stops half
-// way leaves a prefix of the tree, and Options.Resume completes it.
+// false). Batches are applied in the file's order, so an import that stops
+// half way leaves a prefix of the tree, and Options.Resume completes it.
 // While it runs the target carries the migration fence
 // (catalog.MigrationFencePath), so no coordinator leads a partial tree and
 // a leader running on the target resigns, to be elected again afterwards
 // with an epoch above the imported /coordinators/epoch; an import that
 // stops leaves the fence until a resumed import completes (or
 // `metaplane migrate unfence`).
-// Errors: ErrNotEmpty, a conflict on resume (the first differing node
-// named; nothing written), or the backend's (with the failing node named).
-func Import(ctx context.Context, dst core.MetadataBackend, t *Tree, o Options) (ImportResult, error) {
+// Errors: ErrBadFile, ErrNotEmpty, a conflict on resume (the first
+// differing node named; nothing written), or the backend's (with the
+// failing node named).
+func ImportFile(ctx context.Context, dst core.MetadataBackend, f io.ReadSeeker, o Options) (ImportResult, error) {
+	info, each, err := fileStream(f)
+	if err != nil {
+		return ImportResult{}, err
+	}
+	return importNodes(ctx, dst, info, each, o)
+}
+
+func importNodes(ctx context.Context, dst core.MetadataBackend, info FileInfo, each nodeStream, o Options) (ImportResult, error) {
 	if o.BatchBytes <= 0 {
 		o.BatchBytes = 2 << 20
 	}
 	caps := dst.Capabilities()
 	im, bulk := core.Optional[core.Importer](dst)
 	res := ImportResult{Bulk: bulk, KeptVersions: bulk && caps.ImportKeepsVersions}
-	existing, err := dst.Snapshot(ctx, "/")
+	names, _, err := dst.Children(ctx, "/", core.ReadOptions{})
 	if err != nil {
-		return res, fmt.Errorf("snapshot of the target: %w", err)
+		return res, fmt.Errorf("read the target: %w", err)
 	}
-	have := map[string]core.Node{}
-	for _, n := range existing.Nodes {
-		if n.Path != "/" && !isMarker(n.Path) {
-			have[n.Path] = n
+	occupied := ""
+	for _, n := range names {
+		if p := core.JoinPath("/", n); !isMarker(p) {
+			occupied = p
+			break
 		}
 	}
-	if len(have) > 0 && !o.Resume {
-		return res, fmt.Errorf("%w: it holds %d nodes (for example %s); import into an empty store, or pass --resume to complete an import that stopped", ErrNotEmpty, len(have), anyPath(have))
+	if occupied != "" && !o.Resume {
+		return res, fmt.Errorf("%w: it holds %s (and maybe more); import into an empty store, or pass --resume to complete an import that stopped", ErrNotEmpty, occupied)
+	}
+	// On resume, the nodes present on the target must be the file's:
+	// checked for the whole file before anything is written.
+	present := func(batch []Node) ([]bool, error) {
+		out := make([]bool, len(batch))
+		if occupied == "" {
+			return out, nil
+		}
+		rs, err := readBatches(ctx, dst, len(batch), func(i int) string { return batch[i].Path }, core.ReadOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("read the target: %w", err)
+		}
+		for i, r := range rs {
+			switch {
+			case errors.Is(r.Err, core.ErrNotFound):
+			case r.Err != nil:
+				return nil, fmt.Errorf("read the target's %s: %w", batch[i].Path, r.Err)
+			case string(r.Node.Data) != string(batch[i].Data) || r.Node.Stat.EphemeralOwner != 0:
+				return nil, fmt.Errorf("resume: %s is on the target with other data (or ephemeral): not the import that stopped; nothing written", batch[i].Path)
+			default:
+				out[i] = true
+			}
+		}
+		return out, nil
+	}
+	const chunk = 8192
+	if occupied != "" {
+		if err := each.chunks(chunk, func(batch []Node) error { _, err := present(batch); return err }); err != nil {
+			return res, err
+		}
 	}
 	// The target is fenced while the import runs (and after an import
 	// that stopped, until it is resumed to the end): coordinators on it
 	// do not lead a partial tree, and its leader, when one runs, resigns
 	// and is elected again afterwards, taking an epoch above the
 	// imported one.
-	for _, n := range t.Nodes {
-		if cur, ok := have[n.Path]; ok && (string(cur.Data) != string(n.Data) || cur.Stat.EphemeralOwner != 0) {
-			return res, fmt.Errorf("resume: %s is on the target with other data (or ephemeral): not the import that stopped; nothing written", n.Path)
-		}
-	}
-	if err := fenceTarget(ctx, dst, t.Header.Source); err != nil {
+	if err := fenceTarget(ctx, dst, info.Header.Source); err != nil {
 		return res, err
 	}
 	var batch []Node
@@ -242,35 +284,45 @@ func Import(ctx context.Context, dst core.MetadataBackend, t *Tree, o Options) (
 		res.Nodes += len(batch)
 		res.Batches++
 		if o.Progress != nil {
-			fmt.Fprintf(o.Progress, "imported %d of %d nodes\n", res.Nodes+res.Skipped, len(t.Nodes))
+			fmt.Fprintf(o.Progress, "imported %d of %d nodes\n", res.Nodes+res.Skipped, info.Nodes)
 		}
 		batch, size = batch[:0], 0
 		return nil
 	}
-	for _, n := range t.Nodes {
-		if _, ok := have[n.Path]; ok {
-			res.Skipped++
-			continue
+	// Plain creates do not carry the source's sequential counters: the
+	// parents whose next suffix the file gives are kept (a few).
+	next := map[string]int64{}
+	err = each.chunks(chunk, func(nodes []Node) error {
+		skip, err := present(nodes)
+		if err != nil {
+			return err
 		}
-		if len(batch) == core.MaxImportBatch || (len(batch) > 0 && size+len(n.Data) > o.BatchBytes) {
-			if err := flush(); err != nil {
-				return res, err
+		for i := range nodes {
+			n := nodes[i]
+			if skip[i] {
+				res.Skipped++
+				continue
 			}
+			if !bulk && n.NextSequence > 0 {
+				next[n.Path] = n.NextSequence
+			}
+			if len(batch) == core.MaxImportBatch || (len(batch) > 0 && size+len(n.Data) > o.BatchBytes) {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			batch = append(batch, n)
+			size += len(n.Data)
 		}
-		batch = append(batch, n)
-		size += len(n.Data)
+		return nil
+	})
+	if err == nil {
+		err = flush()
 	}
-	if err := flush(); err != nil {
+	if err != nil {
 		return res, err
 	}
 	if !bulk {
-		// Plain creates do not carry the source's sequential counters.
-		next := map[string]int64{}
-		for _, n := range t.Nodes {
-			if n.NextSequence > 0 {
-				next[n.Path] = n.NextSequence
-			}
-		}
 		if err := continueSequences(ctx, dst, next); err != nil {
 			return res, err
 		}
@@ -301,16 +353,6 @@ func fenceTarget(ctx context.Context, dst core.MetadataBackend, source string) e
 		return fmt.Errorf("fence the target for the import: %w", err)
 	}
 	return nil
-}
-
-func anyPath(m map[string]core.Node) string {
-	first := ""
-	for p := range m {
-		if first == "" || pathLess(p, first) {
-			first = p
-		}
-	}
-	return first
 }
 
 func importBatch(ctx context.Context, im core.Importer, batch []Node) error {
@@ -362,23 +404,31 @@ type ValidateResult struct {
 	More int `json:"more,omitempty"`
 }
 
-// Validate compares dst's persistent nodes with t: every node present with
-// the same data bytes, and, when checkVersions, the same version; no
-// persistent node on dst that t lacks (ephemerals are ignored: their
-// owners recreate them). Errors: the backend's; differences are the
-// result, not an error.
+// Validate is ValidateFile for a tree in memory.
 func Validate(ctx context.Context, dst core.MetadataBackend, t *Tree, checkVersions bool) (ValidateResult, error) {
-	res := ValidateResult{Nodes: len(t.Nodes), CheckedVersion: checkVersions, Differences: []Difference{}}
-	snap, err := dst.Snapshot(ctx, "/")
+	return validateNodes(ctx, dst, t.stream, checkVersions)
+}
+
+// ValidateFile checks the whole tree file f (Scan), then compares dst's
+// persistent nodes with it: every node present with the same data bytes,
+// and, when checkVersions, the same version; no persistent node on dst
+// that the file lacks (ephemerals are ignored: their owners recreate
+// them). It streams: the file is read in chunks, each compared with one
+// batched read of dst, and the number of dst's nodes is checked through
+// its stats (each node's children count): only when dst holds nodes the
+// file lacks (or ephemerals) are the file's paths held (16 bytes each) to
+// name them. Errors: ErrBadFile, the backend's; differences are the
+// result, not an error.
+func ValidateFile(ctx context.Context, dst core.MetadataBackend, f io.ReadSeeker, checkVersions bool) (ValidateResult, error) {
+	_, each, err := fileStream(f)
 	if err != nil {
-		return res, fmt.Errorf("snapshot of the target: %w", err)
+		return ValidateResult{}, err
 	}
-	have := map[string]core.Node{}
-	for _, n := range snap.Nodes {
-		if n.Path != "/" && n.Stat.EphemeralOwner == 0 && !isMarker(n.Path) {
-			have[n.Path] = n
-		}
-	}
+	return validateNodes(ctx, dst, each, checkVersions)
+}
+
+func validateNodes(ctx context.Context, dst core.MetadataBackend, each nodeStream, checkVersions bool) (ValidateResult, error) {
+	res := ValidateResult{CheckedVersion: checkVersions, Differences: []Difference{}}
 	add := func(d Difference) {
 		if len(res.Differences) < 100 {
 			res.Differences = append(res.Differences, d)
@@ -386,25 +436,129 @@ func Validate(ctx context.Context, dst core.MetadataBackend, t *Tree, checkVersi
 			res.More++
 		}
 	}
-	for _, n := range t.Nodes {
-		cur, ok := have[n.Path]
-		delete(have, n.Path)
-		switch {
-		case !ok:
-			add(Difference{Path: n.Path, What: "missing"})
-		case string(cur.Data) != string(n.Data):
-			add(Difference{Path: n.Path, What: "data", Detail: fmt.Sprintf("%d bytes on the target, %d in the tree", len(cur.Data), len(n.Data))})
-		case checkVersions && cur.Stat.Version != n.Version:
-			add(Difference{Path: n.Path, What: "version", Detail: fmt.Sprintf("version %d on the target, %d in the tree", cur.Stat.Version, n.Version)})
+	rs, err := dst.GetMany(ctx, []string{"/", catalog.MigrationPath}, core.ReadOptions{NoData: true})
+	if err != nil {
+		return res, fmt.Errorf("read the target: %w", err)
+	}
+	// children counts every node below a present node (or the root) that
+	// is not a present node of the file: what the target holds that the
+	// file lacks, ephemerals and the marker.
+	children := int64(rs[0].Node.Stat.NumChildren)
+	if rs[1].Err == nil {
+		children--
+	}
+	err = each.chunks(validateChunk, func(nodes []Node) error {
+		rs, err := readBatches(ctx, dst, len(nodes), func(i int) string { return nodes[i].Path }, core.ReadOptions{})
+		if err != nil {
+			return fmt.Errorf("read the target: %w", err)
+		}
+		for i := range nodes {
+			n, r := &nodes[i], &rs[i]
+			res.Nodes++
+			switch {
+			case errors.Is(r.Err, core.ErrNotFound):
+				add(Difference{Path: n.Path, What: "missing"})
+				continue
+			case r.Err != nil:
+				return fmt.Errorf("read the target's %s: %w", n.Path, r.Err)
+			case r.Node.Stat.EphemeralOwner != 0:
+				// Not a persistent node: the owner's, not the tree's.
+				add(Difference{Path: n.Path, What: "missing", Detail: "an ephemeral node on the target"})
+				children--
+				continue
+			case string(r.Node.Data) != string(n.Data):
+				add(Difference{Path: n.Path, What: "data", Detail: fmt.Sprintf("%d bytes on the target, %d in the tree", len(r.Node.Data), len(n.Data))})
+			case checkVersions && r.Node.Stat.Version != n.Version:
+				add(Difference{Path: n.Path, What: "version", Detail: fmt.Sprintf("version %d on the target, %d in the tree", r.Node.Stat.Version, n.Version)})
+			}
+			children += int64(r.Node.Stat.NumChildren) - 1
+		}
+		return nil
+	})
+	if err != nil {
+		return res, err
+	}
+	if children > 0 {
+		extra, err := extras(ctx, dst, each)
+		if err != nil {
+			return res, err
+		}
+		for _, p := range extra {
+			add(Difference{Path: p, What: "extra"})
 		}
 	}
-	extra := make([]string, 0, len(have))
-	for p := range have {
-		extra = append(extra, p)
-	}
-	sort.Slice(extra, func(i, j int) bool { return pathLess(extra[i], extra[j]) })
-	for _, p := range extra {
-		add(Difference{Path: p, What: "extra"})
-	}
 	return res, nil
+}
+
+// validateChunk is how many nodes of a tree validateNodes compares at once.
+const validateChunk = 8192
+
+// extras names the persistent nodes of dst that the tree lacks (path
+// order): the tree's paths are held as a pathSet; the children of every
+// tree node dst has children under are listed, and every child the tree
+// lacks that is not ephemeral is an extra, with what is below it.
+func extras(ctx context.Context, dst core.MetadataBackend, each nodeStream) ([]string, error) {
+	in := pathSet{}
+	in.add("/")
+	parents := []string{"/"}
+	var out []string
+	visit := func(parents []string) error {
+		rs, err := readBatches(ctx, dst, len(parents), func(i int) string { return parents[i] }, core.ReadOptions{NoData: true})
+		if err != nil {
+			return err
+		}
+		var ps []*core.Node
+		for i := range rs {
+			if rs[i].Err == nil && rs[i].Node.Stat.NumChildren > 0 {
+				ps = append(ps, &rs[i].Node)
+			}
+		}
+		kids := make([][]string, len(ps))
+		if err := (&walker{src: dst}).listChildren(ctx, ps, kids); err != nil {
+			return err
+		}
+		var roots []string
+		for i, p := range ps {
+			for _, name := range kids[i] {
+				if cp := core.JoinPath(p.Path, name); !in.has(cp) && !isMarker(cp) {
+					roots = append(roots, cp)
+				}
+			}
+		}
+		if len(roots) == 0 {
+			return nil
+		}
+		nodes, _, err := scan(ctx, dst, roots...)
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			if n.Stat.EphemeralOwner == 0 {
+				out = append(out, n.Path)
+			}
+		}
+		return nil
+	}
+	err := each(func(n *Node) error {
+		in.add(n.Path)
+		return nil
+	})
+	if err == nil {
+		err = each.chunks(validateChunk, func(nodes []Node) error {
+			for i := range nodes {
+				parents = append(parents, nodes[i].Path)
+			}
+			err := visit(parents)
+			parents = parents[:0]
+			return err
+		})
+	}
+	if err == nil && len(parents) > 0 {
+		err = visit(parents)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list the target's nodes the tree lacks: %w", err)
+	}
+	sort.Slice(out, func(i, j int) bool { return pathLess(out[i], out[j]) })
+	return out, nil
 }

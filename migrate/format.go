@@ -7,8 +7,8 @@
 // (coordinators, tablet servers) recreate them in the target.
 //
 // The tree file is JSON lines: a header, one line per node, parents before
-// children (Export and Tree.Write keep path order; ExportFile's streaming
-// walk does not), and a trailer carrying the node count and the
+// children (ExportSnapshot and Tree.Write keep path order; ExportFile's
+// streaming walk does not), and a trailer carrying the node count and the
 // SHA-256 of every line before it, so a truncated or corrupted file is
 // refused before anything is written (see docs/migration.md).
 package migrate
@@ -162,11 +162,39 @@ func (tw *Writer) Close() error {
 // backend accepts (1 MiB), base64-encoded, with its path and stat.
 const maxLine = 4 << 20
 
-// Read reads and checks a whole tree file: the header's format and
-// version, every line, the node order (parents before children, no
-// duplicates), the count and the checksum. Nothing is returned unless all
-// of it holds. Errors wrap ErrBadFile and say what is wrong and where.
+// Read reads and checks a whole tree file into memory (Scan's checks):
+// for small trees and tests; the verbs stream (Scan, ImportFile,
+// ValidateFile). Errors wrap ErrBadFile.
 func Read(r io.Reader) (*Tree, error) {
+	var t Tree
+	info, err := Scan(r, func(n *Node) error {
+		t.Nodes = append(t.Nodes, *n)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	t.Header, t.SHA256 = info.Header, info.SHA256
+	return &t, nil
+}
+
+// FileInfo is what Scan found in a whole, well-formed tree file.
+type FileInfo struct {
+	Header Header
+	Nodes  int
+	SHA256 string
+}
+
+// Scan reads a tree file line by line and checks all of it: the header's
+// format and version, every line, the node order (parents before
+// children, no duplicates), the count and the checksum. It calls fn, when
+// set, with each node as it is read (before the trailer is checked: a
+// caller that must not act on a bad file scans it once without fn
+// first). Its memory is one line and 16 bytes per node (a hash of the
+// path, for the order), never the nodes. Errors wrap ErrBadFile and say
+// what is wrong and where; fn's error is returned as it is.
+func Scan(r io.Reader, fn func(*Node) error) (FileInfo, error) {
+	var info FileInfo
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	h := sha256.New()
@@ -184,56 +212,73 @@ func Read(r io.Reader) (*Tree, error) {
 	b, ok := next()
 	if !ok {
 		if err := sc.Err(); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrBadFile, err)
+			return info, fmt.Errorf("%w: %v", ErrBadFile, err)
 		}
-		return nil, fmt.Errorf("%w: empty file", ErrBadFile)
+		return info, fmt.Errorf("%w: empty file", ErrBadFile)
 	}
-	var t Tree
-	if err := json.Unmarshal(b, &t.Header); err != nil || t.Header.Format != Format {
-		return nil, bad("not a %s file (its first line is not a %s header)", Format, Format)
+	if err := json.Unmarshal(b, &info.Header); err != nil || info.Header.Format != Format {
+		return info, bad("not a %s file (its first line is not a %s header)", Format, Format)
 	}
-	if t.Header.Version != FormatVersion {
-		return nil, bad("format version %d, this metaplane reads version %d", t.Header.Version, FormatVersion)
+	if info.Header.Version != FormatVersion {
+		return info, bad("format version %d, this metaplane reads version %d", info.Header.Version, FormatVersion)
 	}
 	hashLine(h, b)
-	seen := map[string]bool{"/": true}
+	seen := pathSet{}
+	seen.add("/")
 	for {
 		b, ok := next()
 		if !ok {
 			if err := sc.Err(); err != nil {
-				return nil, fmt.Errorf("%w: line %d: %v", ErrBadFile, lineNo+1, err)
+				return info, fmt.Errorf("%w: line %d: %v", ErrBadFile, lineNo+1, err)
 			}
-			return nil, fmt.Errorf("%w: truncated after %d nodes: no trailer line", ErrBadFile, len(t.Nodes))
+			return info, fmt.Errorf("%w: truncated after %d nodes: no trailer line", ErrBadFile, info.Nodes)
 		}
 		var tr trailer
 		if json.Unmarshal(b, &tr) == nil && tr.End {
-			if tr.Nodes != len(t.Nodes) {
-				return nil, bad("the trailer counts %d nodes, the file holds %d", tr.Nodes, len(t.Nodes))
+			if tr.Nodes != info.Nodes {
+				return info, bad("the trailer counts %d nodes, the file holds %d", tr.Nodes, info.Nodes)
 			}
 			if sum := hex.EncodeToString(h.Sum(nil)); sum != tr.SHA256 {
-				return nil, bad("checksum mismatch: the file's lines hash to %s, the trailer says %s (corrupted)", sum, tr.SHA256)
+				return info, bad("checksum mismatch: the file's lines hash to %s, the trailer says %s (corrupted)", sum, tr.SHA256)
 			}
 			if _, more := next(); more {
-				return nil, bad("data after the trailer")
+				return info, bad("data after the trailer")
 			}
-			t.SHA256 = tr.SHA256
-			return &t, nil
+			info.SHA256 = tr.SHA256
+			return info, nil
 		}
 		var n Node
 		if err := json.Unmarshal(b, &n); err != nil || n.Path == "" {
-			return nil, bad("not a node line")
+			return info, bad("not a node line")
 		}
-		if seen[n.Path] {
-			return nil, bad("node %s appears twice", n.Path)
+		if seen.has(n.Path) {
+			return info, bad("node %s appears twice", n.Path)
 		}
-		if !seen[parentOf(n.Path)] {
-			return nil, bad("node %s comes before its parent %s", n.Path, parentOf(n.Path))
+		if !seen.has(parentOf(n.Path)) {
+			return info, bad("node %s comes before its parent %s", n.Path, parentOf(n.Path))
 		}
-		seen[n.Path] = true
+		seen.add(n.Path)
 		hashLine(h, b)
-		t.Nodes = append(t.Nodes, n)
+		info.Nodes++
+		if fn != nil {
+			if err := fn(&n); err != nil {
+				return info, err
+			}
+		}
 	}
 }
+
+// pathSet is a set of paths held as 16-byte hashes (SHA-256, truncated):
+// a file's paths without their bytes.
+type pathSet map[[16]byte]struct{}
+
+func pathKey(p string) [16]byte {
+	sum := sha256.Sum256([]byte(p))
+	return [16]byte(sum[:16])
+}
+
+func (s pathSet) add(p string)      { s[pathKey(p)] = struct{}{} }
+func (s pathSet) has(p string) bool { _, ok := s[pathKey(p)]; return ok }
 
 func hashLine(h hash.Hash, b []byte) {
 	h.Write(b)

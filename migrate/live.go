@@ -27,7 +27,9 @@ type Marker struct {
 	ID string `json:"id"`
 	// Role is "source" or "target".
 	Role string `json:"role"`
-	// Phase is "copying", "fenced", "done" or "failed".
+	// Phase is "copying", "fenced", "done" or "failed" (a source's);
+	// "copying", "validated" or "failed" (a live migration's target), or
+	// "importing" (an import's target).
 	Phase string `json:"phase"`
 	// Peer is the other store's backend name.
 	Peer    string    `json:"peer"`
@@ -52,6 +54,10 @@ type LiveOptions struct {
 	FenceWait time.Duration
 	// BatchBytes bounds the data of one batch; default 2 MiB.
 	BatchBytes int
+	// OwnerWait bounds the wait for the owner of a target's marker (a
+	// run killed just now) to go with its session (default 60 s, above
+	// the backends' default session timeouts; negative: no wait).
+	OwnerWait time.Duration
 	// ID names the migration in the markers; default host:pid:time.
 	ID string
 	// BeforeFinal, when set, runs after the fence and before the final
@@ -103,17 +109,23 @@ type LiveResult struct {
 // copies the rest, and validates dst against src's final state.
 //
 //  1. It claims both stores with a migration marker (catalog.MigrationPath,
-//     a Marker): dst must be empty but for its root; a marker already on
-//     dst is ErrMigrationInProgress, and one on src too unless it was left
-//     by a tool that died (claimSource: its ephemeral owner
-//     MigrationOwnerPath is gone), which is taken over. dst also gets the migration fence
+//     a Marker): dst must be empty but for its root, or hold the partial
+//     copy of a run that ended (claimTarget: emptied and taken over); a
+//     marker on src is ErrMigrationInProgress unless it was left by a tool
+//     that died (claimSource: its ephemeral owner MigrationOwnerPath is
+//     gone), which is taken over. dst also gets the migration fence
 //     (catalog.MigrationFencePath), so a coordinator started on it too
-//     early refuses to lead.
-//  2. Copy rounds: each scans src top-down (batched reads, not one
-//     snapshot: a serving store need not hold still) and applies the
-//     difference from the previous scan to dst, node by node by {path,
-//     create and modify revision} (never a watch), until a round changes
-//     at most QuietNodes nodes or MaxRounds rounds ran.
+//     early refuses to lead, and its own owner.
+//  2. Copy rounds: the first scans src top-down (batched reads, not one
+//     snapshot: a serving store need not hold still); each later one is a
+//     diff round (copier.diff: the stat of every node, the data of what
+//     changed, the children where core.Stat.ChildrenRevision moved). Each
+//     applies the difference from the previous round to dst, node by node
+//     by {path, create and modify revision} (never a watch), until a round
+//     changes at most QuietNodes nodes or MaxRounds rounds ran. One more
+//     diff round is checked (the source's revision did not move during
+//     it: its state at revision R), and dst is validated whole against
+//     what the rounds copied.
 //  3. Fence: one transaction on src creates the fence node (ephemeral, of
 //     this client's session: a dead tool releases it) and, when
 //     src has /coordinators/epoch, bumps it (so every fenced write of
@@ -121,26 +133,24 @@ type LiveResult struct {
 //     fences by that node, as ZooKeeper does). Coordinators refuse to lead
 //     while the fence exists, and a leader that sees it resigns; Live waits
 //     (FenceWait) until src reports no leader.
-//     Before the fence, one more round reads a consistent snapshot of src
-//     (at revision R) and applies it.
-//  4. The final round: when the fence applied at revision R+1 and src is
+//  4. The final scan: when the fence applied at revision R+1 and src is
 //     still at that revision after its leader stepped down, nothing
-//     changed since the consistent round (revisions strictly increase
-//     with every change) and nothing is read: the write pause is then
-//     independent of the tree's size. Otherwise it reads one consistent
-//     snapshot of src (which fails if src still changes) and copies what
-//     changed until the fence; dst
-//     is validated against that final snapshot (versions too where dst keeps
-//     them); dst's /coordinators/epoch is raised to src's highest epoch
-//     when lower; src's fence is made persistent (marker phase "done", in
-//     one transaction checking that /coordinators/epoch did not move since
-//     the fence), and dst's marker is removed: the cut-over.
+//     changed since the checked round (revisions strictly increase with
+//     every change) and nothing is read. Otherwise diff rounds run until
+//     one is a consistent state of src (its revision did not move, or it
+//     found nothing changed), at most finalPasses: the pause grows by a
+//     stat per node, not by a read of the tree. The nodes the final scan
+//     wrote are validated; dst's /coordinators/epoch is raised to src's
+//     highest epoch when lower; dst's marker says "validated"; src's fence
+//     is made persistent (marker phase "done", in one transaction
+//     checking that /coordinators/epoch did not move since the fence), and
+//     dst's marker is removed: the cut-over.
 //
 // Any failure reverts: src's fence and marker are removed (its
 // coordinators lead again; the epoch bump stays, epochs only grow), and
 // dst keeps its marker and fence with phase "failed" and the error: a
-// partial copy that no coordinator leads. Empty dst (a fresh store) before
-// another run. Errors: ErrMigrationInProgress, ErrNotEmpty, validation
+// partial copy that no coordinator leads, which the next run into it
+// empties once this run's session on it ended (claimTarget). Errors: ErrMigrationInProgress, ErrNotEmpty, validation
 // differences, the backends'; each says that the source was reverted.
 func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (res LiveResult, err error) {
 	if o.MaxRounds <= 0 {
@@ -155,6 +165,9 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 	if o.BatchBytes <= 0 {
 		o.BatchBytes = 2 << 20
 	}
+	if o.OwnerWait == 0 {
+		o.OwnerWait = 60 * time.Second
+	}
 	if o.ID == "" {
 		host, _ := os.Hostname()
 		o.ID = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), time.Now().UTC().Format(time.RFC3339))
@@ -165,14 +178,14 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 			fmt.Fprintf(o.Progress, format+"\n", args...)
 		}
 	}
-	c := &copier{dst: dst, batchBytes: o.BatchBytes, prev: map[string]core.Node{}}
+	c := &copier{dst: dst, batchBytes: o.BatchBytes, prev: map[string]core.Node{}, touched: map[string]bool{}}
 	c.im, c.bulk = core.Optional[core.Importer](dst)
 	c.keep = c.bulk && dst.Capabilities().ImportKeepsVersions
 	res.KeptVersions = c.keep
 
 	started := time.Now().UTC()
 	srcName, dstName := src.Capabilities().Name, dst.Capabilities().Name
-	if err := claimTarget(ctx, dst, Marker{ID: o.ID, Role: "target", Phase: "copying", Peer: srcName, Started: started}); err != nil {
+	if err := claimTarget(ctx, src, dst, Marker{ID: o.ID, Role: "target", Phase: "copying", Peer: srcName, Started: started}, o.OwnerWait, say); err != nil {
 		return res, err
 	}
 	srcMarker := Marker{ID: o.ID, Role: "source", Phase: "copying", Peer: dstName, Started: started}
@@ -206,7 +219,11 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 
 	// Copy rounds.
 	for r := 1; r <= o.MaxRounds; r++ {
-		rd, eph, err := c.round(ctx, src, r, false)
+		kind := readDiff
+		if r == 1 {
+			kind = readScan
+		}
+		rd, eph, _, err := c.round(ctx, src, r, kind)
 		if err != nil {
 			return res, err
 		}
@@ -226,19 +243,31 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 	if !res.Quiet {
 		say("the source kept changing for %d rounds: fencing it anyway (the final scan copies the rest)", o.MaxRounds)
 	}
-	// One consistent round before the fence: the target then holds the
-	// source's state at one revision (at), and when the fence is the next
-	// revision and nothing follows it, the final scan has nothing to read.
+	// One more round before the fence, checked consistent: when the
+	// source's revision did not move during it, the target holds the
+	// source's state at that revision (at), and when the fence is the
+	// next revision and nothing follows it, the final scan reads nothing.
 	at := int64(-1)
-	if rd, eph, err := c.round(ctx, src, len(res.Rounds)+1, true); err == nil {
-		res.Rounds = append(res.Rounds, rd)
-		res.Ephemerals, at = eph, rd.Revision
-		say("round %d (consistent): %d nodes changed at revision %d (%d ms)", rd.Round, rd.Changed, rd.Revision, rd.DurationMS)
-	} else if errors.Is(err, core.ErrUnavailable) {
-		say("consistent round: %v; the final scan reads the whole source", err)
-	} else {
+	rd, eph, rr, err := c.round(ctx, src, len(res.Rounds)+1, readDiff)
+	if err != nil {
 		return res, err
 	}
+	res.Rounds = append(res.Rounds, rd)
+	res.Ephemerals, at = eph, rr.at
+	say("round %d (checked): %d nodes changed at revision %d (%d ms)", rd.Round, rd.Changed, rd.Revision, rd.DurationMS)
+	// The whole target is validated against what the rounds copied before
+	// the fence (a difference fails the migration with the source never
+	// fenced); after the final scan only what it wrote is.
+	t1 := time.Now()
+	res.Validate, err = Validate(ctx, dst, c.tree(srcName, rd.Revision), c.keep)
+	if err != nil {
+		return res, fmt.Errorf("validate: %w", err)
+	}
+	if n := len(res.Validate.Differences) + res.Validate.More; n > 0 {
+		return res, fmt.Errorf("validate: %d differences between the target and the copy rounds' state of the source (first: %s %s)", n, res.Validate.Differences[0].Path, res.Validate.Differences[0].What)
+	}
+	clear(c.touched)
+	say("validated the target before the fence: %d nodes (%d ms)", res.Validate.Nodes, time.Since(t1).Milliseconds())
 
 	// Fence.
 	epochOf := func() int64 { return sourceEpoch(ctx, src) }
@@ -278,10 +307,12 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 		}
 	}
 	// The final scan. Revisions strictly increase with every change:
-	// when the fence applied at the revision right after the consistent
+	// when the fence applied at the revision right after the checked
 	// round's and the source is still at the fence's revision, no change
 	// came between that round and now, and the target already holds the
-	// source's final state. Otherwise the whole source is read again.
+	// source's final state. Otherwise diff rounds read the stats of every
+	// node and what changed, until one is a consistent state of the
+	// source (its revision did not move, or it found nothing changed).
 	t0 := time.Now()
 	now, err := currentRevision(ctx, src)
 	if err != nil {
@@ -290,40 +321,68 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 	if at >= 0 && fr.Revision == at+1 && now == fr.Revision {
 		res.Final = Round{Round: len(res.Rounds) + 1, Revision: now, DurationMS: time.Since(t0).Milliseconds()}
 		res.FinalUnchanged = true
-		say("final scan: the source is at the fence's revision %d, right after the consistent round's: nothing changed", now)
+		say("final scan: the source is at the fence's revision %d, right after the checked round's: nothing changed", now)
 	} else {
 		var fin Round
 		var eph int
-		for attempt := 1; ; attempt++ {
-			fin, eph, err = c.round(ctx, src, len(res.Rounds)+1, true)
-			if err == nil || attempt == 3 || !errors.Is(err, core.ErrUnavailable) {
+		var rr roundRead
+		changed := 0
+		kind := readDiff
+		for pass := 1; ; pass++ {
+			fin, eph, rr, err = c.round(ctx, src, len(res.Rounds)+1, kind)
+			if err != nil {
+				return res, fmt.Errorf("final scan: %w", err)
+			}
+			changed += fin.Changed
+			if rr.consistent() {
 				break
 			}
-			say("final scan: %v; trying again", err)
+			if pass == finalPasses {
+				return res, fmt.Errorf("final scan: %w: the source kept changing after the fence during %d read passes (a writer that does not honour %s?)", core.ErrUnavailable, finalPasses, catalog.MigrationFencePath)
+			}
+			if rr.unrecorded {
+				// A source whose stats do not carry the children's
+				// revision cannot show a diff read consistent while its
+				// revision moves (a serving Raft quorum's session
+				// renewals): one snapshot of it.
+				kind = readSnapshot
+				say("final scan, pass %d: %d nodes changed; the source moved during the pass and its stats do not carry the children's revision: reading one snapshot", pass, fin.Changed)
+				continue
+			}
+			say("final scan, pass %d: %d nodes changed; the source moved during the pass: reading again", pass, fin.Changed)
 		}
-		if err != nil {
-			return res, fmt.Errorf("final scan: %w", err)
-		}
+		fin.Changed, fin.DurationMS = changed, time.Since(t0).Milliseconds()
 		res.Final, res.Ephemerals = fin, eph
 		say("final scan (the source changed since revision %d: fence at %d, now %d): %d nodes changed at revision %d (%d ms)", at, fr.Revision, now, fin.Changed, fin.Revision, fin.DurationMS)
 	}
 	if err := continueSequences(ctx, dst, c.next); err != nil {
 		return res, err
 	}
-	tree := c.tree(srcName, res.Final.Revision)
-	res.Validate, err = Validate(ctx, dst, tree, c.keep)
+	// The target was validated whole before the fence; the nodes the final
+	// scan wrote or deleted are validated now (no one else writes the
+	// target: it is marked and fenced).
+	diffs, err := c.validateTouched(ctx)
 	if err != nil {
 		return res, fmt.Errorf("validate: %w", err)
 	}
-	if n := len(res.Validate.Differences) + res.Validate.More; n > 0 {
-		return res, fmt.Errorf("validate: %d differences between the target and the source's final state (first: %s %s)", n, res.Validate.Differences[0].Path, res.Validate.Differences[0].What)
+	if len(diffs) > 0 {
+		res.Validate.Differences = append(res.Validate.Differences, diffs...)
+		return res, fmt.Errorf("validate: %d differences between the target and the source's final state (first: %s %s)", len(diffs), diffs[0].Path, diffs[0].What)
 	}
-	res.Nodes = len(tree.Nodes)
+	res.Nodes = len(c.order)
+	res.Validate.Nodes = res.Nodes
 	if e := epochOf(); e > res.SourceEpoch {
 		res.SourceEpoch = e
 	}
 	if res.TargetEpoch, err = continueEpoch(ctx, dst, res.SourceEpoch); err != nil {
 		return res, err
+	}
+	// The target's marker says the copy is validated: a run killed from
+	// here on leaves a target that a rerun does not empty while the
+	// source is cut over to it (takeOverTarget).
+	validated := Marker{ID: o.ID, Role: "target", Phase: "validated", Peer: srcName, Started: started}
+	if _, err := core.Set(ctx, dst, catalog.MigrationPath, markerData(validated), core.AnyVersion, core.Fence{}); err != nil {
+		return res, fmt.Errorf("mark the target validated: %w", err)
 	}
 	// The cut-over: src's ephemeral fence becomes a persistent one (src
 	// stays fenced after this tool exits), in one transaction that fails
@@ -371,22 +430,32 @@ func describeMarker(ctx context.Context, b core.MetadataBackend) string {
 	return s
 }
 
-// claimTarget checks that dst is empty (no marker either) and creates its
-// marker and fence in one transaction.
-func claimTarget(ctx context.Context, dst core.MetadataBackend, m Marker) error {
+// claimTarget checks that dst is empty and creates its marker, its fence
+// and its owner (an ephemeral node of this tool's session) in one
+// transaction. A dst holding the partial copy of a live migration whose
+// run ended (a target marker in phase "copying" or "failed" without its
+// owner: the marker is the first thing a run writes, into an empty
+// store, so what is below it is that run's copy) is emptied and claimed
+// (said); a dst whose marker's run still holds it, an import's, a
+// source's, or a validated copy whose source was cut over, refuses the
+// run (ErrMigrationInProgress, naming what to do).
+func claimTarget(ctx context.Context, src, dst core.MetadataBackend, m Marker, ownerWait time.Duration, say func(string, ...any)) error {
 	snap, err := dst.Snapshot(ctx, "/")
 	if err != nil {
 		return fmt.Errorf("snapshot of the target: %w", err)
 	}
-	other := ""
+	other, marked := "", false
 	for _, n := range snap.Nodes {
 		switch {
 		case n.Path == "/":
 		case isMarker(n.Path):
-			return fmt.Errorf("%w on the target: %s; a target of a failed or running migration: use an empty store", ErrMigrationInProgress, describeMarker(ctx, dst))
+			marked = true
 		case other == "":
 			other = n.Path
 		}
+	}
+	if marked {
+		return takeOverTarget(ctx, src, dst, m, snap.Nodes, ownerWait, say)
 	}
 	if other != "" {
 		return fmt.Errorf("%w: it holds %s (and maybe more); live-migrate into an empty store", ErrNotEmpty, other)
@@ -394,12 +463,96 @@ func claimTarget(ctx context.Context, dst core.MetadataBackend, m Marker) error 
 	_, err = dst.Txn(ctx, []core.Op{
 		core.CreateOp(catalog.MigrationPath, markerData(m), core.Persistent),
 		core.CreateOp(catalog.MigrationFencePath, markerData(m), core.Persistent),
+		core.CreateOp(MigrationOwnerPath, []byte(m.ID), core.Ephemeral),
 	}, core.TxnOptions{})
 	if errors.Is(err, core.ErrNodeExists) {
 		return fmt.Errorf("%w on the target: %s", ErrMigrationInProgress, describeMarker(ctx, dst))
 	}
 	if err != nil {
 		return fmt.Errorf("mark the target: %w", err)
+	}
+	return nil
+}
+
+// takeOverTarget is claimTarget for a dst carrying a marker: nodes is
+// its snapshot. While the marker's owner lives it waits, at most
+// ownerWait, for its session to end (a run killed just now: its session
+// ends within the target's session timeout).
+func takeOverTarget(ctx context.Context, src, dst core.MetadataBackend, m Marker, nodes []core.Node, ownerWait time.Duration, say func(string, ...any)) error {
+	desc := describeMarker(ctx, dst)
+	claimed := []string{catalog.MigrationPath, MigrationOwnerPath, catalog.MigrationFencePath}
+	rs, err := dst.GetMany(ctx, claimed, core.ReadOptions{})
+	deadline := time.Now().Add(ownerWait)
+	for waited := false; err == nil && rs[1].Err == nil && rs[0].Err == nil && time.Now().Before(deadline); {
+		if !waited {
+			say("the target carries %s, held by its owner %s: waiting up to %s for its run's session to end", desc, MigrationOwnerPath, ownerWait)
+			waited = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+		rs, err = dst.GetMany(ctx, claimed, core.ReadOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("%w on the target: %s (and reading it failed: %v)", ErrMigrationInProgress, desc, err)
+	}
+	var old Marker
+	if rs[0].Err != nil || json.Unmarshal(rs[0].Node.Data, &old) != nil {
+		return fmt.Errorf("%w on the target: %s, not a live migration's target marker: use an empty store", ErrMigrationInProgress, desc)
+	}
+	switch {
+	case old.Role != "target":
+		return fmt.Errorf("%w on the target: %s: this store was the source of a migration, not a target: use an empty store (or `metaplane migrate unfence` on it to roll that migration back)", ErrMigrationInProgress, desc)
+	case old.Phase == "importing":
+		return fmt.Errorf("%w on the target: %s: an import that stopped: complete it with `metaplane migrate import --resume`, or use an empty store", ErrMigrationInProgress, desc)
+	case rs[1].Err == nil:
+		return fmt.Errorf("%w on the target: %s, held by a running tool (its owner %s was alive for %s; a tool killed just now releases it when its session ends, within the target's session timeout)", ErrMigrationInProgress, desc, MigrationOwnerPath, ownerWait)
+	case !errors.Is(rs[1].Err, core.ErrNotFound):
+		return fmt.Errorf("%w on the target: %s (reading its owner failed: %v)", ErrMigrationInProgress, desc, rs[1].Err)
+	case old.Phase == "validated":
+		// Killed around the cut-over: when the source was cut over to
+		// this copy, it is the migration's result.
+		if srs, err := src.GetMany(ctx, []string{catalog.MigrationPath}, core.ReadOptions{}); err != nil || srs[0].Err == nil {
+			var sm Marker
+			if err != nil || json.Unmarshal(srs[0].Node.Data, &sm) != nil || sm.Phase == "done" {
+				return fmt.Errorf("%w on the target: %s: a validated copy, and the source carries %s: the run was killed at the cut-over: finish it with `metaplane migrate unfence` on the target, or roll back with `metaplane migrate unfence` on the source", ErrMigrationInProgress, desc, describeMarker(ctx, src))
+			}
+		}
+	}
+	say("the target holds the partial copy of %s, left by a run that ended (its owner %s is gone): emptying it and taking over", desc, MigrationOwnerPath)
+	claim := []core.Op{
+		core.CheckOp(catalog.MigrationPath, rs[0].Node.Stat.Version),
+		core.SetOp(catalog.MigrationPath, markerData(m), core.AnyVersion),
+		core.CreateOp(MigrationOwnerPath, []byte(m.ID), core.Ephemeral),
+	}
+	if errors.Is(rs[2].Err, core.ErrNotFound) {
+		claim = append(claim, core.CreateOp(catalog.MigrationFencePath, markerData(m), core.Persistent))
+	}
+	if _, err := dst.Txn(ctx, claim, core.TxnOptions{}); err != nil {
+		if errors.Is(err, core.ErrNodeExists) || errors.Is(err, core.ErrBadVersion) {
+			return fmt.Errorf("%w on the target: %s (another run claimed it meanwhile)", ErrMigrationInProgress, describeMarker(ctx, dst))
+		}
+		return fmt.Errorf("claim the target: %w", err)
+	}
+	// Empty it, children first; the marker and its fence stay.
+	var paths []string
+	for _, n := range nodes {
+		if n.Path != "/" && !isMarker(n.Path) {
+			paths = append(paths, n.Path)
+		}
+	}
+	sort.Slice(paths, func(i, j int) bool { return pathLess(paths[i], paths[j]) })
+	for i := len(paths) - 1; i >= 0; i -= 100 {
+		lo := max(0, i-99)
+		ops := make([]core.Op, 0, i-lo+1)
+		for j := i; j >= lo; j-- {
+			ops = append(ops, core.DeleteOp(paths[j], core.AnyVersion))
+		}
+		if _, err := dst.Txn(ctx, ops, core.TxnOptions{}); err != nil {
+			return fmt.Errorf("empty the target's partial copy (the marker stays; a rerun goes on emptying it): %w", err)
+		}
 	}
 	return nil
 }
@@ -577,7 +730,17 @@ type copier struct {
 	prev  map[string]core.Node
 	order []core.Node // prev in path order
 	next  map[string]int64
+	// known is every node of the source the last round read (the root
+	// and ephemerals included, the marker not), in path order: what the
+	// next diff round compares the source's stats with.
+	known []core.Node
+	// touched holds the paths the rounds wrote or deleted on the target
+	// since the last validation.
+	touched map[string]bool
 }
+
+// finalPasses bounds the final scan's diff rounds.
+const finalPasses = 5
 
 // scanBatch is how many paths one read of a scan asks for.
 const scanBatch = 256
@@ -589,10 +752,13 @@ const scanBatch = 256
 // next round's scan sees what changed since. A node deleted between its
 // parent's listing and its read is left out. The revision returned is the
 // highest modify revision seen.
-func scan(ctx context.Context, src core.MetadataBackend) ([]core.Node, int64, error) {
+func scan(ctx context.Context, src core.MetadataBackend, roots ...string) ([]core.Node, int64, error) {
 	var nodes []core.Node
 	var rev int64
-	queue := []string{"/"}
+	queue := append([]string(nil), roots...)
+	if len(queue) == 0 {
+		queue = []string{"/"}
+	}
 	for len(queue) > 0 {
 		batch := queue[:min(len(queue), scanBatch)]
 		queue = queue[len(batch):]
@@ -633,20 +799,71 @@ func scan(ctx context.Context, src core.MetadataBackend) ([]core.Node, int64, er
 	return nodes, rev, nil
 }
 
-// round reads the source (a scan, or with consistent a snapshot at one
-// revision) and applies its difference from the last round to the
-// target; it returns the round and how many ephemerals the source held.
-func (c *copier) round(ctx context.Context, src core.MetadataBackend, r int, consistent bool) (Round, int, error) {
+// readKind is how a round reads the source.
+type readKind int
+
+const (
+	// readScan reads the whole tree (scan).
+	readScan readKind = iota
+	// readDiff reads the stats of the nodes the last round read and, of
+	// those, what changed (diff): proportional to the changes, plus one
+	// stat per node.
+	readDiff
+	// readSnapshot reads one src.Snapshot: one consistent state by the
+	// contract, the whole tree read at once.
+	readSnapshot
+)
+
+// roundRead is what a round's read proved about the source.
+type roundRead struct {
+	// at is the source's revision when the read is its state at that one
+	// revision (the revision did not move during the read), else -1.
+	at int64
+	// quiet says a diff read found no node changed since the last round
+	// and every stat carried its children's revision: the source held
+	// the last round's state throughout, one consistent state.
+	quiet bool
+	// unrecorded says a stat lacked its children's revision: a diff read
+	// of such a source is consistent only when its revision holds still.
+	unrecorded bool
+}
+
+// consistent says the read is one state of the source.
+func (rr roundRead) consistent() bool { return rr.at >= 0 || rr.quiet }
+
+// round reads the source (kind) and applies its difference from the last
+// round to the target; it returns the round, how many ephemerals the
+// source held, and what the read proved.
+func (c *copier) round(ctx context.Context, src core.MetadataBackend, r int, kind readKind) (Round, int, roundRead, error) {
 	t0 := time.Now()
 	var snap core.Snapshot
-	var err error
-	if consistent {
+	rr := roundRead{at: -1}
+	rev0, err := currentRevision(ctx, src)
+	if err != nil {
+		return Round{}, 0, rr, err
+	}
+	switch {
+	case kind == readSnapshot:
 		snap, err = src.Snapshot(ctx, "/")
-	} else {
+		rr.at = snap.Revision
+	case kind == readDiff && c.known != nil:
+		var sound bool
+		snap.Nodes, snap.Revision, rr.quiet, sound, err = c.diff(ctx, src)
+		rr.unrecorded = !sound
+	default:
 		snap.Nodes, snap.Revision, err = scan(ctx, src)
 	}
 	if err != nil {
-		return Round{}, 0, fmt.Errorf("read of the source: %w", err)
+		return Round{}, 0, rr, fmt.Errorf("read of the source: %w", err)
+	}
+	rev1, err := currentRevision(ctx, src)
+	if err != nil {
+		return Round{}, 0, rr, err
+	}
+	if rev0 == rev1 {
+		// Nothing changed on the source during the read: its state at
+		// rev0.
+		rr.at, snap.Revision = rev0, rev0
 	}
 	cur := make([]core.Node, 0, len(snap.Nodes))
 	eph := 0
@@ -698,6 +915,15 @@ func (c *copier) round(ctx context.Context, src core.MetadataBackend, r int, con
 		}
 	}
 	changed += len(creates)
+	for _, p := range deletes {
+		c.touched[p] = true
+	}
+	for _, n := range creates {
+		c.touched[n.Path] = true
+	}
+	for _, op := range sets {
+		c.touched[op.Path] = true
+	}
 	// Deletes children first, creates parents first, then sets.
 	for i := len(deletes) - 1; i >= 0; i -= 100 {
 		lo := max(0, i-99)
@@ -706,11 +932,11 @@ func (c *copier) round(ctx context.Context, src core.MetadataBackend, r int, con
 			ops = append(ops, core.DeleteOp(deletes[j], core.AnyVersion))
 		}
 		if _, err := c.dst.Txn(ctx, ops, core.TxnOptions{}); err != nil {
-			return Round{}, 0, fmt.Errorf("delete on the target: %w", err)
+			return Round{}, 0, rr, fmt.Errorf("delete on the target: %w", err)
 		}
 	}
 	if err := c.create(ctx, creates); err != nil {
-		return Round{}, 0, err
+		return Round{}, 0, rr, err
 	}
 	for len(sets) > 0 {
 		n, size := 0, 0
@@ -719,12 +945,19 @@ func (c *copier) round(ctx context.Context, src core.MetadataBackend, r int, con
 			n++
 		}
 		if _, err := c.dst.Txn(ctx, sets[:n], core.TxnOptions{}); err != nil {
-			return Round{}, 0, fmt.Errorf("update on the target: %w", err)
+			return Round{}, 0, rr, fmt.Errorf("update on the target: %w", err)
 		}
 		sets = sets[n:]
 	}
 	c.prev, c.order, c.next = curMap, cur, next
-	return Round{Round: r, Revision: snap.Revision, Changed: changed, DurationMS: time.Since(t0).Milliseconds()}, eph, nil
+	c.known = make([]core.Node, 0, len(snap.Nodes))
+	for _, n := range snap.Nodes {
+		if !isMarker(n.Path) {
+			c.known = append(c.known, n)
+		}
+	}
+	sort.Slice(c.known, func(i, j int) bool { return pathLess(c.known[i].Path, c.known[j].Path) })
+	return Round{Round: r, Revision: snap.Revision, Changed: changed, DurationMS: time.Since(t0).Milliseconds()}, eph, rr, nil
 }
 
 // create writes nodes (in path order) in batches.
@@ -808,6 +1041,41 @@ func continueSequences(ctx context.Context, dst core.MetadataBackend, next map[s
 		}
 	}
 	return nil
+}
+
+// validateTouched compares the target's nodes at the paths the rounds
+// wrote or deleted since the last validation with the last applied state:
+// present with the same data (and version, where the target keeps them)
+// or absent.
+func (c *copier) validateTouched(ctx context.Context) ([]Difference, error) {
+	paths := make([]string, 0, len(c.touched))
+	for p := range c.touched {
+		paths = append(paths, p)
+	}
+	sort.Slice(paths, func(i, j int) bool { return pathLess(paths[i], paths[j]) })
+	rs, err := readBatches(ctx, c.dst, len(paths), func(i int) string { return paths[i] }, core.ReadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []Difference
+	for i, p := range paths {
+		want, ok := c.prev[p]
+		r := &rs[i]
+		switch {
+		case r.Err != nil && !errors.Is(r.Err, core.ErrNotFound):
+			return nil, fmt.Errorf("read the target's %s: %w", p, r.Err)
+		case !ok && r.Err == nil && r.Node.Stat.EphemeralOwner == 0:
+			out = append(out, Difference{Path: p, What: "extra"})
+		case ok && (r.Err != nil || r.Node.Stat.EphemeralOwner != 0):
+			out = append(out, Difference{Path: p, What: "missing"})
+		case ok && string(r.Node.Data) != string(want.Data):
+			out = append(out, Difference{Path: p, What: "data", Detail: fmt.Sprintf("%d bytes on the target, %d on the source", len(r.Node.Data), len(want.Data))})
+		case ok && c.keep && r.Node.Stat.Version != want.Stat.Version:
+			out = append(out, Difference{Path: p, What: "version", Detail: fmt.Sprintf("version %d on the target, %d on the source", r.Node.Stat.Version, want.Stat.Version)})
+		}
+	}
+	clear(c.touched)
+	return out, nil
 }
 
 // tree is the last applied snapshot as a Tree.

@@ -197,11 +197,14 @@ func TestLiveUnderWrites(t *testing.T) {
 
 // TestLiveRevertsOnFailure: a failure after the fence removes the source's
 // fence and marker (a leader can be elected and write again), and leaves
-// the target marked failed; a run into that target is refused.
+// the target marked failed; a run into that target is refused while the
+// failed run's session lives, and once it ended a rerun empties the
+// partial copy (said) and completes.
 func TestLiveRevertsOnFailure(t *testing.T) {
 	ctx := context.Background()
 	src := source(t)
-	dst := memory.NewStore(memory.StoreOptions{}).NewClient(core.ClientOptions{Name: "dst"})
+	target := memory.NewStore(memory.StoreOptions{})
+	dst := target.NewClient(core.ClientOptions{Name: "dst"})
 	defer dst.Close()
 	boom := errors.New("injected")
 	_, err := Live(ctx, src, dst, LiveOptions{BeforeFinal: func(context.Context) error { return boom }})
@@ -225,12 +228,35 @@ func TestLiveRevertsOnFailure(t *testing.T) {
 	if err != nil || json.Unmarshal(got.Data, &m) != nil || m.Phase != "failed" || !strings.Contains(m.Error, "injected") {
 		t.Errorf("the target's marker %q (%v), want phase failed with the error", got.Data, err)
 	}
-	if _, err := Live(ctx, src, dst, LiveOptions{}); !errors.Is(err, ErrMigrationInProgress) {
-		t.Errorf("a run into the failed target: %v, want ErrMigrationInProgress", err)
+	if _, err := Live(ctx, src, dst, LiveOptions{OwnerWait: 300 * time.Millisecond}); !errors.Is(err, ErrMigrationInProgress) || !strings.Contains(err.Error(), "held by a running tool") {
+		t.Errorf("a run into the failed target while its run's session lives: %v, want ErrMigrationInProgress, held by a running tool", err)
 	}
 	// The refused run did not mark the source.
 	if rs, _ := src.GetMany(ctx, []string{catalog.MigrationPath}, core.ReadOptions{}); !errors.Is(rs[0].Err, core.ErrNotFound) {
 		t.Errorf("a refused run marked the source: %v", rs[0].Err)
+	}
+	// The failed run's session ends; a stray node in its partial copy
+	// goes too, as everything below the marker's run.
+	if _, _, err := core.Create(ctx, dst, "/stray", []byte("x"), core.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dst.Close()
+	rerun := target.NewClient(core.ClientOptions{Name: "rerun"})
+	defer rerun.Close()
+	var progress bytes.Buffer
+	lead.Resign(ctx)
+	res, err := Live(ctx, src, rerun, LiveOptions{Progress: &progress, FenceWait: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("the rerun into the dead run's target: %v\n%s", err, progress.String())
+	}
+	if !strings.Contains(progress.String(), "emptying it and taking over") || len(res.Validate.Differences) != 0 {
+		t.Errorf("the rerun: %+v\n%s", res, progress.String())
+	}
+	if _, err := core.Get(ctx, rerun, "/stray"); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("the partial copy's stray node survived the rerun: %v", err)
+	}
+	if _, err := core.Get(ctx, rerun, "/after"); err != nil {
+		t.Errorf("the rerun did not copy the write after the revert: %v", err)
 	}
 }
 
@@ -239,10 +265,7 @@ func TestLiveRevertsOnFailure(t *testing.T) {
 // resumed import completes and removes the fence.
 func TestImportFencesTheTargetUntilComplete(t *testing.T) {
 	ctx := context.Background()
-	tr, err := Export(ctx, source(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := export(t, source(t))
 	dst := memory.NewStore(memory.StoreOptions{}).NewClient(core.ClientOptions{Name: "dst"})
 	defer dst.Close()
 	broken := &Tree{Header: tr.Header, Nodes: append(append([]Node(nil), tr.Nodes...), Node{Path: "/nowhere/orphan"})}

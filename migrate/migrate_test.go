@@ -63,10 +63,7 @@ func roundTrip(t *testing.T, tr *Tree) *Tree {
 func TestExportImportValidate(t *testing.T) {
 	ctx := context.Background()
 	src := source(t)
-	tr, err := Export(ctx, src)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := export(t, src)
 	tr = roundTrip(t, tr)
 	paths := map[string]Node{}
 	for _, n := range tr.Nodes {
@@ -107,7 +104,7 @@ func TestExportImportValidate(t *testing.T) {
 		t.Errorf("a sequential create on the target got %s (%v): a suffix the source used", got, err)
 	}
 	// The source is untouched: the tree changed nothing there.
-	if again, _ := Export(ctx, src); len(again.Nodes) != len(tr.Nodes) {
+	if again := export(t, src); len(again.Nodes) != len(tr.Nodes) {
 		t.Errorf("the source changed: %d nodes, then %d", len(tr.Nodes), len(again.Nodes))
 	}
 }
@@ -117,10 +114,7 @@ func TestExportImportValidate(t *testing.T) {
 // half way and refuses one whose present nodes differ.
 func TestImportRefusesANonEmptyTargetAndResumes(t *testing.T) {
 	ctx := context.Background()
-	tr, err := Export(ctx, source(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := export(t, source(t))
 	dst := memory.NewStore(memory.StoreOptions{}).NewClient(core.ClientOptions{Name: "dst"})
 	defer dst.Close()
 	// Half an import: the first three nodes.
@@ -168,10 +162,7 @@ func (p plainBackend) Capabilities() core.Capabilities {
 // restart (and Validate with versions says so).
 func TestImportWithoutImporter(t *testing.T) {
 	ctx := context.Background()
-	tr, err := Export(ctx, source(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := export(t, source(t))
 	dst := plainBackend{memory.NewStore(memory.StoreOptions{}).NewClient(core.ClientOptions{Name: "dst"})}
 	defer dst.Close()
 	res, err := Import(ctx, dst, tr, Options{BatchBytes: 1})
@@ -200,7 +191,7 @@ func TestImportWithoutImporter(t *testing.T) {
 // nodes are each reported.
 func TestValidateNamesEveryKindOfDifference(t *testing.T) {
 	ctx := context.Background()
-	tr, _ := Export(ctx, source(t))
+	tr := export(t, source(t))
 	dst := memory.NewStore(memory.StoreOptions{}).NewClient(core.ClientOptions{Name: "dst"})
 	defer dst.Close()
 	if _, err := Import(ctx, dst, tr, Options{}); err != nil {
@@ -228,7 +219,7 @@ func TestValidateNamesEveryKindOfDifference(t *testing.T) {
 // TestReadRefusesBadFiles: a truncated file, a flipped byte, a node
 // before its parent and a foreign file are refused with ErrBadFile.
 func TestReadRefusesBadFiles(t *testing.T) {
-	tr, _ := Export(context.Background(), source(t))
+	tr := export(t, source(t))
 	var buf bytes.Buffer
 	if err := tr.Write(&buf); err != nil {
 		t.Fatal(err)

@@ -68,6 +68,21 @@ func currentRevision(ctx context.Context, src core.MetadataBackend) (int64, erro
 // source's writers stopped, or use live-migrate). progress, when set,
 // receives a line every 10 000 nodes. Errors: the backend's, f's.
 func ExportFile(ctx context.Context, src core.MetadataBackend, f *os.File, progress io.Writer) (ExportResult, error) {
+	return ExportFileWith(ctx, src, f, ExportOptions{Progress: progress})
+}
+
+// ExportOptions tune ExportFileWith.
+type ExportOptions struct {
+	// Progress, when set, receives a line every 10 000 nodes.
+	Progress io.Writer
+	// ClusterID and Epoch go to the header (a Raft snapshot's).
+	ClusterID string
+	Epoch     int64
+}
+
+// ExportFileWith is ExportFile with the header's cluster id and epoch.
+func ExportFileWith(ctx context.Context, src core.MetadataBackend, f *os.File, o ExportOptions) (ExportResult, error) {
+	progress := o.Progress
 	for pass := 1; pass <= ExportPasses; pass++ {
 		if err := f.Truncate(0); err != nil {
 			return ExportResult{}, err
@@ -75,7 +90,7 @@ func ExportFile(ctx context.Context, src core.MetadataBackend, f *os.File, progr
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return ExportResult{}, err
 		}
-		res, err := exportPass(ctx, src, f, progress)
+		res, err := exportPass(ctx, src, f, o)
 		res.Passes = pass
 		if !errors.Is(err, errMoved) {
 			return res, err
@@ -87,13 +102,14 @@ func ExportFile(ctx context.Context, src core.MetadataBackend, f *os.File, progr
 	return ExportResult{Passes: ExportPasses}, fmt.Errorf("%w: export: the source changed during each of %d read passes", core.ErrUnavailable, ExportPasses)
 }
 
-func exportPass(ctx context.Context, src core.MetadataBackend, w io.Writer, progress io.Writer) (ExportResult, error) {
+func exportPass(ctx context.Context, src core.MetadataBackend, w io.Writer, o ExportOptions) (ExportResult, error) {
 	var res ExportResult
+	progress := o.Progress
 	rev0, err := currentRevision(ctx, src)
 	if err != nil {
 		return res, err
 	}
-	res.Header = Header{Source: src.Capabilities().Name, Revision: rev0, Created: time.Now().UTC()}
+	res.Header = Header{Source: src.Capabilities().Name, Revision: rev0, Created: time.Now().UTC(), ClusterID: o.ClusterID, Epoch: o.Epoch}
 	tw, err := NewWriter(w, res.Header)
 	if err != nil {
 		return res, err
@@ -363,4 +379,76 @@ func nextSequence(names []string) int64 {
 		next = max(next, seq+1)
 	}
 	return next
+}
+
+// snapshotTree reads every persistent node of src at one revision
+// (src.Snapshot of "/") into a Tree (path order), leaving out the root (it always
+// exists), the migration marker (catalog.MigrationPath) and ephemeral
+// nodes (their owners recreate them; Tree.Ephemerals counts them). The
+// source is only read. Errors: the backend's.
+func snapshotTree(ctx context.Context, src core.MetadataBackend) (*Tree, error) {
+	snap, err := src.Snapshot(ctx, "/")
+	if err != nil {
+		return nil, fmt.Errorf("snapshot of the source: %w", err)
+	}
+	nodes := append([]core.Node(nil), snap.Nodes...)
+	sort.Slice(nodes, func(i, j int) bool { return pathLess(nodes[i].Path, nodes[j].Path) })
+	next := nextSequences(nodes)
+	t := &Tree{Header: Header{Source: src.Capabilities().Name, Revision: snap.Revision, Created: time.Now().UTC()}}
+	for _, n := range nodes {
+		switch {
+		case n.Path == "/" || isMarker(n.Path):
+		case n.Stat.EphemeralOwner != 0:
+			t.Ephemerals++
+		default:
+			t.Nodes = append(t.Nodes, nodeOf(n, next[n.Path]))
+		}
+	}
+	raiseEpoch(t, sourceEpoch(ctx, src))
+	return t, nil
+}
+
+// raiseEpoch makes t's /coordinators/epoch hold at least epoch (adding
+// the node, and /coordinators, when t lacks them): the coordinator epoch
+// of a backend whose epoch is not that node (Raft's is its term) travels
+// as the node's value, so the target's leaders continue above it.
+func raiseEpoch(t *Tree, epoch int64) {
+	if epoch <= 0 {
+		return
+	}
+	data := []byte(strconv.FormatInt(epoch, 10))
+	have := map[string]int{}
+	for i, n := range t.Nodes {
+		have[n.Path] = i
+	}
+	if i, ok := have[catalog.CoordinatorEpochPath]; ok {
+		if v, err := catalog.DecodeEpoch(t.Nodes[i].Data); err != nil || v < epoch {
+			t.Nodes[i].Data = data
+		}
+		return
+	}
+	if _, ok := have[catalog.CoordinatorsPath]; !ok {
+		t.Nodes = append(t.Nodes, Node{Path: catalog.CoordinatorsPath})
+	}
+	t.Nodes = append(t.Nodes, Node{Path: catalog.CoordinatorEpochPath, Data: data})
+	sort.Slice(t.Nodes, func(i, j int) bool { return pathLess(t.Nodes[i].Path, t.Nodes[j].Path) })
+}
+
+// ExportSnapshot writes src's persistent nodes to w as a tree file from
+// one src.Snapshot of the whole tree (path order): for a source whose
+// revision moves all the time without its tree changing (a serving Raft
+// quorum: every session renewal is an entry) but that reads its whole
+// tree at one revision at once. The snapshot is held in memory while the
+// file is written (the tree's size, once); ExportFile holds none.
+// Errors: the backend's, w's.
+func ExportSnapshot(ctx context.Context, src core.MetadataBackend, w io.Writer, o ExportOptions) (ExportResult, error) {
+	t, err := snapshotTree(ctx, src)
+	if err != nil {
+		return ExportResult{}, err
+	}
+	t.Header.ClusterID, t.Header.Epoch = o.ClusterID, o.Epoch
+	if err := t.Write(w); err != nil {
+		return ExportResult{}, err
+	}
+	return ExportResult{Header: t.Header, Nodes: len(t.Nodes), Ephemerals: t.Ephemerals, Passes: 1}, nil
 }

@@ -16,12 +16,12 @@ import (
 )
 
 // TestExportFileStreamsWhatExportReads: the streaming export writes the
-// nodes Export reads (same paths in the same order, data, versions, next
+// nodes one snapshot of the source reads (snapshotTree) (same paths in the same order, data, versions, next
 // sequences, the epoch raised), and the file reads back whole.
 func TestExportFileStreamsWhatExportReads(t *testing.T) {
 	ctx := context.Background()
 	src := source(t)
-	want, err := Export(ctx, src)
+	want, err := snapshotTree(ctx, src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,5 +111,108 @@ func TestLiveFinalScanReadsOnlyWhenTheSourceMoved(t *testing.T) {
 		if late && rs[0].Err != nil {
 			t.Fatalf("the write after the fence is not on the target: %v", rs[0].Err)
 		}
+	}
+}
+
+// export exports src with ExportFile and reads the file back.
+func export(t *testing.T, src core.MetadataBackend) *Tree {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), "export.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	res, err := ExportFile(context.Background(), src, f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Seek(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Ephemerals = res.Ephemerals
+	return tr
+}
+
+// TestImportAndValidateStreamTheFile: ImportFile and ValidateFile work
+// from the file (read again from its start, whatever its offset): the
+// import is validated equal; an extra subtree, a changed node and a
+// missing one are named; a corrupted file is refused before anything is
+// written.
+func TestImportAndValidateStreamTheFile(t *testing.T) {
+	ctx := context.Background()
+	f, err := os.Create(filepath.Join(t.TempDir(), "tree.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := ExportFile(ctx, source(t), f, nil); err != nil {
+		t.Fatal(err)
+	}
+	dst := memory.NewStore(memory.StoreOptions{}).NewClient(core.ClientOptions{Name: "dst"})
+	defer dst.Close()
+	ir, err := ImportFile(ctx, dst, f, Options{})
+	if err != nil || ir.Nodes == 0 {
+		t.Fatalf("import: %+v, %v", ir, err)
+	}
+	v, err := ValidateFile(ctx, dst, f, true)
+	if err != nil || len(v.Differences) != 0 || v.Nodes != ir.Nodes {
+		t.Fatalf("validate after the import: %+v, %v", v, err)
+	}
+	// An ephemeral on the target is not a difference.
+	if _, _, err := core.Create(ctx, dst, "/metadata/member", nil, core.CreateOptions{Mode: core.Ephemeral}); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := ValidateFile(ctx, dst, f, true); err != nil || len(v.Differences) != 0 {
+		t.Fatalf("validate with an ephemeral on the target: %+v, %v", v, err)
+	}
+	for _, p := range []string{"/extra", "/extra/child", "/metadata/databases/db1/tables/t1/more"} {
+		if _, _, err := core.Create(ctx, dst, p, nil, core.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := core.Set(ctx, dst, "/metadata/databases/db1", []byte("other"), core.AnyVersion, core.Fence{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := core.Delete(ctx, dst, "/changes/acl_0000000001", core.AnyVersion, core.Fence{}); err != nil {
+		t.Fatal(err)
+	}
+	v, err = ValidateFile(ctx, dst, f, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, d := range v.Differences {
+		got[d.Path] = d.What
+	}
+	want := map[string]string{"/changes/acl_0000000001": "missing", "/extra": "extra", "/extra/child": "extra", "/metadata/databases/db1/tables/t1/more": "extra", "/metadata/databases/db1": "data"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("differences %v, want %v", got, want)
+	}
+	// A corrupted copy of the file: refused, nothing written.
+	b, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 1
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	if err := os.WriteFile(bad, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bf, err := os.Open(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bf.Close()
+	empty := memory.NewStore(memory.StoreOptions{}).NewClient(core.ClientOptions{Name: "empty"})
+	defer empty.Close()
+	if _, err := ImportFile(ctx, empty, bf, Options{}); !errors.Is(err, ErrBadFile) {
+		t.Errorf("import of a corrupted file: %v, want ErrBadFile", err)
+	}
+	if s, _ := empty.Snapshot(ctx, "/"); len(s.Nodes) != 1 {
+		t.Errorf("the refused import wrote %d nodes", len(s.Nodes)-1)
 	}
 }

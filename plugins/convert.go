@@ -22,6 +22,7 @@ func fillStatProto(dst *pb.Stat, s core.Stat) {
 	dst.Version, dst.CreateRevision, dst.ModifyRevision = s.Version, s.CreateRevision, s.ModifyRevision
 	dst.CreateTime, dst.ModifyTime = s.CreateTime, s.ModifyTime
 	dst.EphemeralOwner, dst.NumChildren, dst.DataLength = s.EphemeralOwner, s.NumChildren, s.DataLength
+	dst.ChildrenRevision = s.ChildrenRevision
 }
 
 func statFromProto(s *pb.Stat) core.Stat {
@@ -29,14 +30,15 @@ func statFromProto(s *pb.Stat) core.Stat {
 		return core.Stat{}
 	}
 	return core.Stat{
-		Version:        s.Version,
-		CreateRevision: s.CreateRevision,
-		ModifyRevision: s.ModifyRevision,
-		CreateTime:     s.CreateTime,
-		ModifyTime:     s.ModifyTime,
-		EphemeralOwner: s.EphemeralOwner,
-		NumChildren:    s.NumChildren,
-		DataLength:     s.DataLength,
+		Version:          s.Version,
+		CreateRevision:   s.CreateRevision,
+		ModifyRevision:   s.ModifyRevision,
+		CreateTime:       s.CreateTime,
+		ModifyTime:       s.ModifyTime,
+		EphemeralOwner:   s.EphemeralOwner,
+		NumChildren:      s.NumChildren,
+		DataLength:       s.DataLength,
+		ChildrenRevision: s.ChildrenRevision,
 	}
 }
 

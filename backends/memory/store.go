@@ -49,6 +49,7 @@ type node struct {
 	data      []byte
 	version   int64
 	cversion  int64 // counts creates and deletes of children: the sequence
+	childRev  int64 // the revision of the last create or delete of a child
 	createRev int64
 	modRev    int64
 	ctime     int64
@@ -257,6 +258,8 @@ func (s *Store) statLocked(path string, n *node) core.Stat {
 		EphemeralOwner: n.owner,
 		NumChildren:    int32(len(s.children[path])),
 		DataLength:     int32(len(n.data)),
+		// The root's children first changed at a revision above 0.
+		ChildrenRevision: max(n.childRev, n.createRev),
 	}
 }
 

@@ -97,6 +97,7 @@ func (t *txnState) bumpCversion(parent string) int64 {
 	p := t.s.nodes[parent]
 	cp := *p
 	cp.cversion++
+	cp.childRev = t.rev
 	t.putNode(parent, &cp)
 	return p.cversion
 }

@@ -451,6 +451,8 @@ func convStat(s *zk.Stat) core.Stat {
 		EphemeralOwner: s.EphemeralOwner,
 		NumChildren:    s.NumChildren,
 		DataLength:     s.DataLength,
+		// pzxid: the zxid of the last child created or deleted.
+		ChildrenRevision: s.Pzxid,
 	}
 }
 

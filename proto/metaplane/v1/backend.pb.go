@@ -1202,8 +1202,11 @@ type Stat struct {
 	EphemeralOwner int64                  `protobuf:"varint,6,opt,name=ephemeral_owner,json=ephemeralOwner,proto3" json:"ephemeral_owner,omitempty"`
 	NumChildren    int32                  `protobuf:"varint,7,opt,name=num_children,json=numChildren,proto3" json:"num_children,omitempty"`
 	DataLength     int32                  `protobuf:"varint,8,opt,name=data_length,json=dataLength,proto3" json:"data_length,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The revision of the last creation or deletion of a direct child
+	// (ZooKeeper's pzxid); 0 when the backend does not record it.
+	ChildrenRevision int64 `protobuf:"varint,9,opt,name=children_revision,json=childrenRevision,proto3" json:"children_revision,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Stat) Reset() {
@@ -1288,6 +1291,13 @@ func (x *Stat) GetNumChildren() int32 {
 func (x *Stat) GetDataLength() int32 {
 	if x != nil {
 		return x.DataLength
+	}
+	return 0
+}
+
+func (x *Stat) GetChildrenRevision() int64 {
+	if x != nil {
+		return x.ChildrenRevision
 	}
 	return 0
 }
@@ -4714,7 +4724,7 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\asession\x18\x03 \x01(\v2\x19.metaplane.v1.SessionInfoR\asession\"1\n" +
 	"\x12CloseClientRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\"\x15\n" +
-	"\x13CloseClientResponse\"\xa1\x02\n" +
+	"\x13CloseClientResponse\"\xce\x02\n" +
 	"\x04Stat\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12'\n" +
 	"\x0fcreate_revision\x18\x02 \x01(\x03R\x0ecreateRevision\x12'\n" +
@@ -4726,7 +4736,8 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\x0fephemeral_owner\x18\x06 \x01(\x03R\x0eephemeralOwner\x12!\n" +
 	"\fnum_children\x18\a \x01(\x05R\vnumChildren\x12\x1f\n" +
 	"\vdata_length\x18\b \x01(\x05R\n" +
-	"dataLength\"V\n" +
+	"dataLength\x12+\n" +
+	"\x11children_revision\x18\t \x01(\x03R\x10childrenRevision\"V\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12&\n" +

@@ -101,13 +101,15 @@ func newMigrateVerb(verb, want string) *cobra.Command {
 		if versions && nover {
 			return usageError("--versions and --no-versions contradict each other")
 		}
-		var tree *migrate.Tree
+		var tree *os.File
 		if verb != "export" {
-			// Check the whole file before starting anything.
+			// Check the whole file before starting anything (streaming:
+			// the tree is never held in memory).
 			var err error
-			if tree, err = readTree(args[0]); err != nil {
+			if tree, err = checkTree(args[0]); err != nil {
 				return err
 			}
+			defer tree.Close()
 		} else if !overwriteOutFile {
 			if _, err := os.Stat(out); err == nil {
 				return fmt.Errorf("--out %s exists: choose another file, or pass --force to overwrite it", out)
@@ -131,7 +133,7 @@ func newMigrateVerb(verb, want string) *cobra.Command {
 		case "export":
 			return runExport(cmd.Context(), w, cmd.ErrOrStderr(), b, out, asJSON)
 		case "import":
-			res, err := migrate.Import(cmd.Context(), b, tree, migrate.Options{Progress: cmd.ErrOrStderr(), Resume: resume})
+			res, err := migrate.ImportFile(cmd.Context(), b, tree, migrate.Options{Progress: cmd.ErrOrStderr(), Resume: resume})
 			if err != nil {
 				return err
 			}
@@ -151,7 +153,7 @@ func newMigrateVerb(verb, want string) *cobra.Command {
 			return nil
 		default:
 			check := versions || (!nover && b.Capabilities().ImportKeepsVersions)
-			res, err := migrate.Validate(cmd.Context(), b, tree, check)
+			res, err := migrate.ValidateFile(cmd.Context(), b, tree, check)
 			if err != nil {
 				return err
 			}
@@ -225,17 +227,19 @@ func runExport(ctx context.Context, w, progress io.Writer, b core.MetadataBacken
 	return nil
 }
 
-func readTree(path string) (*migrate.Tree, error) {
+// checkTree opens the tree file at path and checks all of it
+// (migrate.Scan: format, order, count, checksum), reading it once without
+// holding it; it returns the file to read again.
+func checkTree(path string) (*os.File, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	t, err := migrate.Read(f)
-	if err != nil {
+	if _, err := migrate.Scan(f, nil); err != nil {
+		f.Close()
 		return nil, fmt.Errorf("%s: %w (nothing was written)", path, err)
 	}
-	return t, nil
+	return f, nil
 }
 
 // openBackend launches the selected backend's plugin and opens one client

@@ -81,8 +81,12 @@ func TestLiveMigrateSurvivesSIGKILL(t *testing.T) {
 	srv, bin, dir := migrationSetup(t)
 	const root = "/kill-test"
 	zkCfg, raftCfg := liveConfigs(t, srv, bin, dir, root) // each run below sets its own coordinator.raft.dir
+	// Each rerun goes into the target the run before it was killed on:
+	// the dead run's partial copy is emptied (its owner goes with its
+	// session, a short one here) and taken over.
 	run := func(n string) []string {
-		return []string{"--from", zkCfg, "--to", raftCfg, "--to-set", "coordinator.raft.dir=" + filepath.Join(dir, "raft-"+n)}
+		return []string{"--from", zkCfg, "--to", raftCfg, "--to-set", "coordinator.raft.dir=" + filepath.Join(dir, "raft-"+n),
+			"--to-set", "coordinator.tablet-server.session-timeout=3s"}
 	}
 	bs, _ := coordinatorProc(t, dir, "--config", zkCfg)
 	mustCLI(t, "admin", "create-database", "shop", bs)
@@ -116,10 +120,10 @@ func TestLiveMigrateSurvivesSIGKILL(t *testing.T) {
 
 	// Killed after the fence, at the final scan: the source is fenced until
 	// the tool's session ends, then its coordinator leads and writes again.
-	cmd, lines, all = liveProc(t, "before-final", run("2")...)
+	cmd, lines, all = liveProc(t, "before-final", run("1")...)
 	killAt(t, cmd, lines, all, "holding")
-	if !strings.Contains(all.String(), "left by a tool that died") {
-		t.Errorf("the second run did not say it took the dead run's marker over:\n%s", all.String())
+	if !strings.Contains(all.String(), "left by a tool that died") || !strings.Contains(all.String(), "emptying it and taking over") {
+		t.Errorf("the second run did not say it took the dead run's markers (source and target) over:\n%s", all.String())
 	}
 	if !strings.Contains(all.String(), "source fenced") {
 		t.Fatalf("the second run was not killed after the fence:\n%s", all.String())
@@ -133,14 +137,14 @@ func TestLiveMigrateSurvivesSIGKILL(t *testing.T) {
 
 	// A rerun completes and validates, and leaves the source fenced for
 	// good (a persistent fence).
-	cmd, lines, all = liveProc(t, "", run("3")...)
+	cmd, lines, all = liveProc(t, "", run("1")...)
 	for l := range lines {
 		all.WriteString(l + "\n")
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("the rerun: %v\n%s", err, all.String())
 	}
-	if !strings.Contains(all.String(), "validated:") || !strings.Contains(all.String(), "left by a tool that died") {
+	if !strings.Contains(all.String(), "validated:") || !strings.Contains(all.String(), "left by a tool that died") || !strings.Contains(all.String(), "emptying it and taking over") {
 		t.Errorf("the rerun's progress:\n%s", all.String())
 	}
 	_, st, err := conn.Get(root + "/metaplane-migration/fence")
@@ -149,7 +153,7 @@ func TestLiveMigrateSurvivesSIGKILL(t *testing.T) {
 	}
 	// A Raft coordinator on the rerun's copy serves what the source took
 	// between the kills.
-	rbs, _ := coordinatorProc(t, dir, "--config", raftCfg, "-D", "coordinator.raft.dir="+filepath.Join(dir, "raft-3"))
+	rbs, _ := coordinatorProc(t, dir, "--config", raftCfg, "-D", "coordinator.raft.dir="+filepath.Join(dir, "raft-1"))
 	dbs := mustCLI(t, "admin", "list-databases", rbs)
 	for _, db := range []string{"shop", "after_kill_1", "after_kill_2"} {
 		if !strings.Contains(dbs, db+"\n") {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -200,16 +201,33 @@ nodes are not copied and are counted in the result.`,
 		defer closeAll()
 		progress := cmd.ErrOrStderr()
 		fmt.Fprintf(progress, "reading the tree of %s ...\n", srcName)
-		tree, err := migrate.Export(cmd.Context(), src)
+		// The tree streams through a temporary tree file (constant
+		// memory), removed at the end.
+		tmp, err := os.CreateTemp("", "metaplane-copy-*.jsonl")
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(progress, "read %d persistent nodes at revision %d (%d ephemeral nodes skipped)\n", len(tree.Nodes), tree.Header.Revision, tree.Ephemerals)
-		imp, err := migrate.Import(cmd.Context(), dst, tree, migrate.Options{Progress: progress, Resume: resume})
+		defer func() { tmp.Close(); os.Remove(tmp.Name()) }()
+		tree, err := migrate.ExportFile(cmd.Context(), src, tmp, progress)
+		if errors.Is(err, core.ErrUnavailable) {
+			// A source whose revision keeps moving (a serving Raft
+			// quorum's session renewals): one snapshot of it instead.
+			fmt.Fprintf(progress, "%v; reading one snapshot of the source instead\n", err)
+			if err = tmp.Truncate(0); err == nil {
+				if _, err = tmp.Seek(0, io.SeekStart); err == nil {
+					tree, err = migrate.ExportSnapshot(cmd.Context(), src, tmp, migrate.ExportOptions{})
+				}
+			}
+		}
 		if err != nil {
 			return err
 		}
-		val, err := migrate.Validate(cmd.Context(), dst, tree, imp.KeptVersions)
+		fmt.Fprintf(progress, "read %d persistent nodes at revision %d (%d ephemeral nodes skipped)\n", tree.Nodes, tree.Header.Revision, tree.Ephemerals)
+		imp, err := migrate.ImportFile(cmd.Context(), dst, tmp, migrate.Options{Progress: progress, Resume: resume})
+		if err != nil {
+			return err
+		}
+		val, err := migrate.ValidateFile(cmd.Context(), dst, tmp, imp.KeptVersions)
 		if err != nil {
 			return err
 		}
@@ -229,7 +247,7 @@ nodes are not copied and are counted in the result.`,
 			}
 		} else {
 			fmt.Fprintf(w, "copied %d nodes of %s (revision %d) into %s; %d ephemeral nodes not copied (their owners recreate them)\n",
-				len(tree.Nodes), srcName, tree.Header.Revision, dstName, tree.Ephemerals)
+				tree.Nodes, srcName, tree.Header.Revision, dstName, tree.Ephemerals)
 			if !imp.KeptVersions {
 				fmt.Fprintf(w, "%s cannot set versions: every node restarts at version 0\n", dstName)
 			}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -42,11 +41,30 @@ type snapshotReport struct {
 	SHA256    string    `json:"sha256"`
 }
 
-func newSnapshotReport(file string, size int64, t *migrate.Tree) snapshotReport {
+func newSnapshotReport(file string, size int64, t migrate.FileInfo) snapshotReport {
 	h := t.Header
 	return snapshotReport{File: file, Bytes: size, Format: migrate.Format, Version: migrate.FormatVersion,
 		Source: h.Source, ClusterID: h.ClusterID, Revision: h.Revision, Epoch: h.Epoch, Created: h.Created,
-		Nodes: len(t.Nodes), SHA256: t.SHA256}
+		Nodes: t.Nodes, SHA256: t.SHA256}
+}
+
+// checkSnapshot checks a whole snapshot file without holding it
+// (migrate.Scan).
+func checkSnapshot(path string) (migrate.FileInfo, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return migrate.FileInfo{}, 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return migrate.FileInfo{}, 0, err
+	}
+	info, err := migrate.Scan(f, nil)
+	if err != nil {
+		return info, 0, &codedErr{code: codeBadFile, error: fmt.Errorf("%s: %w", path, err)}
+	}
+	return info, fi.Size(), nil
 }
 
 func (rep snapshotReport) text(w io.Writer) {
@@ -101,10 +119,24 @@ func raftSnapshotSave(r *raftFlags) *cobra.Command {
 		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), wait)
 		defer cancel()
-		var buf bytes.Buffer
+		// The chunks stream to a file beside out (constant memory),
+		// renamed into place once the whole file checked.
+		tmp, err := os.CreateTemp(filepath.Dir(out), filepath.Base(out)+".part-*")
+		if err != nil {
+			return err
+		}
+		defer func() { tmp.Close(); os.Remove(tmp.Name()) }()
+		var got int64
 		progress := cmd.ErrOrStderr()
-		err := r.callAdmin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
-			buf.Reset() // a retry on another leader starts over
+		err = r.callAdmin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+			// A retry on another leader starts over.
+			if err := tmp.Truncate(0); err != nil {
+				return err
+			}
+			if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+				return err
+			}
+			got = 0
 			stream, err := a.SaveRaftSnapshot(ctx, &adminv1.SaveRaftSnapshotRequest{})
 			if err != nil {
 				return err
@@ -118,11 +150,14 @@ func raftSnapshotSave(r *raftFlags) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				buf.Write(m.Chunk)
+				if _, err := tmp.Write(m.Chunk); err != nil {
+					return fmt.Errorf("write %s: %w", tmp.Name(), err)
+				}
+				got += int64(len(m.Chunk))
 				if m.TotalBytes > 0 {
-					if pct := int(int64(buf.Len()) * 100 / m.TotalBytes); pct/10 != lastPct/10 {
+					if pct := int(got * 100 / m.TotalBytes); pct/10 != lastPct/10 {
 						lastPct = pct
-						fmt.Fprintf(progress, "received %d of %d bytes (%d%%, %d nodes at revision %d)\n", buf.Len(), m.TotalBytes, pct, m.Nodes, m.Revision)
+						fmt.Fprintf(progress, "received %d of %d bytes (%d%%, %d nodes at revision %d)\n", got, m.TotalBytes, pct, m.Nodes, m.Revision)
 					}
 				}
 			}
@@ -132,14 +167,23 @@ func raftSnapshotSave(r *raftFlags) *cobra.Command {
 		}
 		// Check the whole file (count and checksum) before it replaces
 		// anything.
-		tree, err := migrate.Read(bytes.NewReader(buf.Bytes()))
+		if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		tree, err := migrate.Scan(tmp, nil)
 		if err != nil {
 			return &codedErr{code: codeBadFile, error: fmt.Errorf("the snapshot received is not whole: %w (nothing was written)", err)}
 		}
-		if err := writeFileAtomic(out, buf.Bytes()); err != nil {
+		if err := tmp.Sync(); err != nil {
 			return err
 		}
-		rep := newSnapshotReport(out, int64(buf.Len()), tree)
+		if err := tmp.Close(); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp.Name(), out); err != nil {
+			return err
+		}
+		rep := newSnapshotReport(out, got, tree)
 		if r.json {
 			return r.printJSON(cmd.OutOrStdout(), rep)
 		}
@@ -150,37 +194,15 @@ func raftSnapshotSave(r *raftFlags) *cobra.Command {
 	return cmd
 }
 
-// writeFileAtomic writes b beside path and renames it into place, so a
-// failed write never leaves a file that looks whole.
-func writeFileAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".part-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
-
 func raftSnapshotStatus(r *raftFlags) *cobra.Command {
 	return &cobra.Command{Use: "status FILE", Aliases: []string{"inspect"}, Args: exactArgs(1),
 		Short: "check a snapshot file whole (count, checksum) and print its source, revision, epoch and node count",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tree, size, err := readSnapshot(args[0])
+			info, size, err := checkSnapshot(args[0])
 			if err != nil {
 				return err
 			}
-			rep := newSnapshotReport(args[0], size, tree)
+			rep := newSnapshotReport(args[0], size, info)
 			if r.json {
 				return r.printJSON(cmd.OutOrStdout(), rep)
 			}
