@@ -146,6 +146,9 @@ type Server struct {
 	leaderInfo atomic.Pointer[core.LeaderInfo]
 	requests   inflight // request ids being served
 	quorum     atomic.Pointer[quorumNote]
+	// streamApplied is the highest revision the metadata stream this
+	// coordinator serves has seen (FetchMetadata's applied_offset).
+	streamApplied atomic.Int64
 
 	mu      sync.Mutex
 	leases  map[int32]int64 // tablet server id -> lease id (leader only)
