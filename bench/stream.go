@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -388,6 +389,10 @@ func measureStream(ctx context.Context, env *runEnv, followers, tables int, resu
 	for _, mode := range []string{StreamLeaderOnly, StreamAnyVoter} {
 		env.opts.logf("  stream: %s, %d followers, %d tables ...", mode, followers, tables)
 		m, samples, err := measureStreamMode(ctx, cs, admin, addrs, mode, followers, tables)
+		for attempt := 1; errors.Is(err, errLeaderChanged) && attempt < 3; attempt++ {
+			env.opts.logf("    %v: measuring again", err)
+			m, samples, err = measureStreamMode(ctx, cs, admin, addrs, mode, followers, tables)
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", mode, err)
 		}
@@ -401,6 +406,10 @@ func measureStream(ctx context.Context, env *runEnv, followers, tables int, resu
 	}
 	return nil
 }
+
+// errLeaderChanged: a mode's window saw a change of leader, so the CPU
+// of "the leader" means nothing; the mode is measured again.
+var errLeaderChanged = errors.New("leader changed")
 
 // retrySetup runs f until it succeeds, at most a minute (the machine may
 // be slow, not broken).
@@ -622,10 +631,17 @@ func measureStreamMode(ctx context.Context, cs []*streamCoordinator, admin *admi
 			allDelays = append(allDelays, last)
 		}
 	}
+	after := make([]time.Duration, len(cs))
+	for i, c := range cs {
+		after[i] = c.cpu()
+	}
+	if now, err := streamLeader(ctx, cs, admin); err != nil || now != leader {
+		return m, nil, fmt.Errorf("%w: the leader changed during the window (coordinator %d, then %d: %v)", errLeaderChanged, leader+1, now+1, err)
+	}
 	m.Deliveries = len(samples)
 	m.WindowSec = round3(window.Seconds())
-	for i, c := range cs {
-		cores := round3((c.cpu() - before[i]).Seconds() / window.Seconds())
+	for i := range cs {
+		cores := round3((after[i] - before[i]).Seconds() / window.Seconds())
 		if i == leader {
 			m.LeaderCPU = cores
 		} else {

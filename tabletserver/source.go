@@ -19,9 +19,12 @@ import (
 // (tablet-server.metadata-stream.source).
 const (
 	// StreamFromAny spreads the stream over the coordinators: each tablet
-	// server fetches from one of the coordinators it knows (its id modulo
-	// their number, in their listed order), moving to the next one when
-	// that one fails or is behind it. The default.
+	// server fetches from one of the coordinators it knows other than the
+	// leader (which has the writes, registrations and heartbeats to serve),
+	// picked by its id modulo their number in their listed order; it passes
+	// a coordinator that fails or is behind it over for a few seconds, and
+	// fetches from the leader when no other coordinator answers. The
+	// default.
 	StreamFromAny = config.MetadataStreamFromAny
 	// StreamFromLeader fetches from the coordinator leader only, following
 	// its NOT_LEADER redirects (the behaviour before any-voter serving).
@@ -32,9 +35,9 @@ const (
 type SourceOptions struct {
 	// From is StreamFromAny (default when empty) or StreamFromLeader.
 	From string
-	// Spread picks the first coordinator with From = StreamFromAny: the
-	// Spread-th (modulo their number) of the coordinators the client
-	// knows. The tablet server uses its id.
+	// Spread picks the coordinator with From = StreamFromAny: the
+	// Spread-th (modulo their number) of the coordinators it may fetch
+	// from. The tablet server uses its id.
 	Spread int
 	// Logger receives retries at debug level; default slog.Default().
 	Logger *slog.Logger
@@ -55,10 +58,14 @@ type MetadataSource struct {
 	c      *adminclient.Client
 	log    *slog.Logger
 	leader bool
-	spread int
 
 	mu   sync.Mutex
 	turn int // with StreamFromAny, the coordinator tried first: Coordinators()[turn % n]
+	// leaderAddr is the coordinator that last answered as leader.
+	leaderAddr string
+	// failed holds the coordinators that failed, passed over until the
+	// time given.
+	failed map[string]time.Time
 	// seen is the highest offset delivered (a snapshot's, or a fetch's
 	// next offset - 1).
 	seen atomic.Int64
@@ -79,27 +86,68 @@ func NewMetadataSource(c *adminclient.Client, o SourceOptions) (*MetadataSource,
 	if o.Spread < 0 {
 		o.Spread = -o.Spread
 	}
-	return &MetadataSource{c: c, log: o.Logger, leader: o.From == StreamFromLeader, spread: o.Spread, turn: o.Spread}, nil
+	return &MetadataSource{c: c, log: o.Logger, leader: o.From == StreamFromLeader, turn: o.Spread,
+		failed: map[string]time.Time{}}, nil
 }
+
+// failedFor is how long a coordinator that failed is passed over.
+const failedFor = 5 * time.Second
 
 // Offset returns the highest offset the source has delivered.
 func (r *MetadataSource) Offset() int64 { return r.seen.Load() }
 
-// current returns the coordinator address to fetch from next.
+// current returns the coordinator address to fetch from next: the
+// turn's (modulo their number) of the coordinators that neither failed
+// lately nor are the leader; else of those that did not fail lately; else
+// of all.
 func (r *MetadataSource) current() string {
 	addrs := r.c.Coordinators()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	now := time.Now()
+	var up, followers []string
+	for _, a := range addrs {
+		if until, ok := r.failed[a]; ok && now.Before(until) {
+			continue
+		}
+		up = append(up, a)
+		if a != r.leaderAddr {
+			followers = append(followers, a)
+		}
+	}
+	switch {
+	case len(followers) > 0:
+		return followers[r.turn%len(followers)]
+	case len(up) > 0:
+		return up[r.turn%len(up)]
+	}
 	return addrs[r.turn%len(addrs)]
 }
 
-// moveOn makes the next fetch go to the coordinator after addr.
+// moveOn makes the next fetches go to another coordinator than addr,
+// which failed or is behind: it is passed over for a while.
 func (r *MetadataSource) moveOn(addr string) {
 	addrs := r.c.Coordinators()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if addrs[r.turn%len(addrs)] == addr {
+	r.failed[addr] = time.Now().Add(failedFor)
+	if len(r.failed) >= len(addrs) {
+		// Every coordinator failed lately: try them in turn again.
+		clear(r.failed)
 		r.turn++
+	}
+}
+
+// answered notes that addr answered, as leader or not.
+func (r *MetadataSource) answered(addr string, leader bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.failed, addr)
+	switch {
+	case leader:
+		r.leaderAddr = addr
+	case r.leaderAddr == addr:
+		r.leaderAddr = ""
 	}
 }
 
@@ -204,6 +252,9 @@ func (r *MetadataSource) Watch(ctx context.Context, prefix string, from int64) (
 				continue
 			}
 			failures = 0
+			if addr != "" {
+				r.answered(addr, resp.Leader)
+			}
 			if len(resp.Records) == 0 && resp.NextOffset <= from {
 				if addr != "" && resp.AppliedOffset < from-1 {
 					// This coordinator is behind us: fetch elsewhere.
