@@ -93,6 +93,15 @@ func NewMetadataSource(c *adminclient.Client, o SourceOptions) (*MetadataSource,
 // failedFor is how long a coordinator that failed is passed over.
 const failedFor = 5 * time.Second
 
+// Current returns the coordinator the next fetch goes to (with
+// StreamFromLeader: the last known leader, "" before any call).
+func (r *MetadataSource) Current() string {
+	if r.leader {
+		return r.c.Leader()
+	}
+	return r.current()
+}
+
 // Offset returns the highest offset the source has delivered.
 func (r *MetadataSource) Offset() int64 { return r.seen.Load() }
 
