@@ -1,8 +1,9 @@
 // Package coordinator is the coordinator server: it campaigns for
 // leadership on a metadata backend; the leader builds the metadata image and
 // serves the admin gRPC API (and, on backends with leases and exact
-// history, the tablet-server RPCs); a standby answers every call with
-// NOT_LEADER and the leader's address.
+// history, the tablet-server RPCs); a standby serves the metadata stream
+// (FetchMetadata, FetchMetadataSnapshot) from its own backend client and
+// answers every other call with NOT_LEADER and the leader's address.
 package coordinator
 
 import (

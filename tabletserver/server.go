@@ -6,8 +6,10 @@
 // is adopted.
 //
 // On the Raft backend it never joins the quorum: it finds the coordinator
-// leader through the seed coordinators and calls RegisterTabletServer,
-// TabletServerHeartbeat, FetchMetadataSnapshot and FetchMetadata. On the
+// leader through the seed coordinators and calls RegisterTabletServer and
+// TabletServerHeartbeat there, and FetchMetadataSnapshot and FetchMetadata
+// on a coordinator other than the leader (Options.MetadataStream,
+// MetadataSource). On the
 // ZooKeeper backend it has its own ZooKeeper session and ephemeral
 // /tabletservers/ids/<id>, re-created after a session expiry.
 package tabletserver
