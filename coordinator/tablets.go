@@ -205,13 +205,25 @@ func (t *tabletServerService) FetchMetadata(ctx context.Context, r *adminv1.Fetc
 	if max <= 0 {
 		max = 10000
 	}
+	out := &adminv1.FetchMetadataResponse{NextOffset: r.FromOffset, Leader: leader}
+	if f := t.s.feedFor(b, r.FromOffset); f != nil {
+		if a, ok := f.fetch(ctx, r.FromOffset, wait, max); ok {
+			for _, ev := range a.events {
+				out.Records = append(out.Records, &adminv1.MetadataRecord{Type: adminv1.MetadataRecord_Type(ev.Type),
+					Path: ev.Path, Data: ev.Data, Offset: ev.Revision, Version: ev.Stat.Version})
+			}
+			out.NextOffset = max64(a.next, r.FromOffset)
+			out.AppliedOffset = a.applied
+			t.s.noteApplied(a.applied)
+			return out, nil
+		}
+	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	ch, err := b.Watch(wctx, "/", r.FromOffset)
 	if err != nil {
 		return nil, t.s.mapErr(err)
 	}
-	out := &adminv1.FetchMetadataResponse{NextOffset: r.FromOffset, Leader: leader}
 	finish := func() (*adminv1.FetchMetadataResponse, error) {
 		out.AppliedOffset = t.appliedOffset(ctx, b, out.NextOffset-1)
 		return out, nil
@@ -288,4 +300,11 @@ func (t *tabletServerService) FetchMetadataSnapshot(ctx context.Context, r *admi
 			CreateOffset: n.Stat.CreateRevision, ModifyOffset: n.Stat.ModifyRevision, EphemeralOwner: n.Stat.EphemeralOwner})
 	}
 	return out, nil
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
 }
