@@ -37,6 +37,8 @@ const (
 	streamTableEvery = 100 * time.Millisecond
 	// streamGrace bounds the wait for the last deliveries after the writer.
 	streamGrace = 10 * time.Second
+	// streamStartBound bounds the simulated tablet servers' start.
+	streamStartBound = time.Minute
 	streamDB    = "streambench"
 	// streamCoordinators is the cluster's size (always three voters).
 	streamCoordinators = 3
@@ -524,6 +526,10 @@ func (f *streamFollower) has(name string) bool {
 
 func measureStreamMode(ctx context.Context, cs []*streamCoordinator, admin *adminclient.Client, addrs []string, mode string, followers, tables int) (StreamMode, []time.Duration, error) {
 	m := StreamMode{Mode: mode, Followers: followers, Tables: tables}
+	// The whole mode is bounded: the followers' start, the writer (at
+	// most four times its pace), the grace.
+	ctx, cancelMode := context.WithTimeout(ctx, streamStartBound+4*time.Duration(tables)*streamTableEvery+streamGrace+10*time.Second)
+	defer cancelMode()
 	fctx, fcancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	fs := make([]*streamFollower, followers)
@@ -561,13 +567,13 @@ func measureStreamMode(ctx context.Context, cs []*streamCoordinator, admin *admi
 			<-f.ready
 		}
 	}
-	wait := time.NewTimer(2 * time.Minute)
+	wait := time.NewTimer(streamStartBound)
 	defer wait.Stop()
 	for _, f := range fs {
 		select {
 		case <-f.ready:
 		case <-wait.C:
-			return m, nil, fmt.Errorf("the simulated tablet servers did not all start following within 2m (%v)", f.err)
+			return m, nil, fmt.Errorf("the simulated tablet servers did not all start following within %v (%v)", streamStartBound, f.err)
 		}
 	}
 	leader, err := streamLeader(ctx, cs, admin)
@@ -584,7 +590,8 @@ func measureStreamMode(ctx context.Context, cs []*streamCoordinator, admin *admi
 	acked := map[string]time.Time{}
 	var names []string
 	tick := time.NewTicker(streamTableEvery)
-	for i := 0; i < tables && ctx.Err() == nil; i++ {
+	writeUntil := time.Now().Add(4 * time.Duration(tables) * streamTableEvery)
+	for i := 0; i < tables && ctx.Err() == nil && time.Now().Before(writeUntil); i++ {
 		name := nextName("s")
 		err := retrySetup(ctx, func(ctx context.Context) error {
 			return admin.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
@@ -601,6 +608,10 @@ func measureStreamMode(ctx context.Context, cs []*streamCoordinator, admin *admi
 		<-tick.C
 	}
 	tick.Stop()
+	m.Tables = len(names)
+	if len(names) == 0 {
+		return m, nil, fmt.Errorf("no table created")
+	}
 	// The last deliveries.
 	grace := time.Now().Add(streamGrace)
 	for _, f := range fs {
