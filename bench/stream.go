@@ -82,6 +82,10 @@ type StreamMode struct {
 	LeaderCPU float64 `json:"leader_cpu_cores"`
 	// FollowerCPU is each follower coordinator's, likewise.
 	FollowerCPU []float64 `json:"follower_cpu_cores"`
+	// ClientCPU is the bench process's (the simulated tablet servers and
+	// the writer), likewise: on one machine they compete with the
+	// coordinators for the same cores.
+	ClientCPU float64 `json:"client_cpu_cores"`
 }
 
 // Mode returns the measurement of mode, or nil.
@@ -130,8 +134,8 @@ func runStream(ctx context.Context, env *runEnv, specs []rowSpec) ([]Row, *Strea
 			}
 		}
 		if m := fig.Mode(mode); m != nil {
-			row.Note = fmt.Sprintf("%d simulated tablet servers%s, %d tables at one per %v; delay p99 until every follower had a table %s; leader CPU %.2f cores (coordinator + plugin), followers %s; %s",
-				m.Followers, quickNote(env), m.Tables, streamTableEvery, FormatDuration(m.AllP99Micros), m.LeaderCPU, formatCores(m.FollowerCPU), s.note)
+			row.Note = fmt.Sprintf("%d simulated tablet servers%s, %d tables at one per %v; delay p99 until every follower had a table %s; leader CPU %.2f cores (coordinator + plugin), followers %s, the simulated tablet servers %.2f; %s",
+				m.Followers, quickNote(env), m.Tables, streamTableEvery, FormatDuration(m.AllP99Micros), m.LeaderCPU, formatCores(m.FollowerCPU), m.ClientCPU, s.note)
 			if m.Missing > 0 {
 				row.Note += fmt.Sprintf("; %d deliveries missing after %v", m.Missing, streamGrace)
 			}
@@ -404,7 +408,7 @@ func measureStream(ctx context.Context, env *runEnv, followers, tables int, resu
 			res.FirstError = fmt.Sprintf("%d deliveries missing after %v", m.Missing, streamGrace)
 		}
 		results["stream."+mode] = res
-		env.opts.logf("    p50 %s p99 %s, leader CPU %.2f cores, followers %s", FormatDuration(m.P50Micros), FormatDuration(m.P99Micros), m.LeaderCPU, formatCores(m.FollowerCPU))
+		env.opts.logf("    p50 %s p99 %s, leader CPU %.2f cores, followers %s, simulated tablet servers %.2f", FormatDuration(m.P50Micros), FormatDuration(m.P99Micros), m.LeaderCPU, formatCores(m.FollowerCPU), m.ClientCPU)
 	}
 	return nil
 }
@@ -584,6 +588,7 @@ func measureStreamMode(ctx context.Context, cs []*streamCoordinator, admin *admi
 	for i, c := range cs {
 		before[i] = c.cpu()
 	}
+	selfBefore := procCPU(os.Getpid())
 	start := time.Now()
 	// The writer: one createTable per streamTableEvery, its
 	// acknowledgement time recorded.
@@ -646,6 +651,7 @@ func measureStreamMode(ctx context.Context, cs []*streamCoordinator, admin *admi
 	for i, c := range cs {
 		after[i] = c.cpu()
 	}
+	m.ClientCPU = round3((procCPU(os.Getpid()) - selfBefore).Seconds() / window.Seconds())
 	if now, err := streamLeader(ctx, cs, admin); err != nil || now != leader {
 		return m, nil, fmt.Errorf("%w: the leader changed during the window (coordinator %d, then %d: %v)", errLeaderChanged, leader+1, now+1, err)
 	}
