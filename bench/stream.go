@@ -104,8 +104,8 @@ func (s *Stream) Mode(mode string) *StreamMode {
 func streamSpecs() []rowSpec {
 	const note = "measured once per run, after the other rows, on its own cluster of three coordinator processes (Raft)"
 	return []rowSpec{
-		{id: "stream.leader-only", title: "metadata stream: propagation, every tablet server on the leader", group: "metadata stream", metric: MetricP50, note: note, stream: true},
-		{id: "stream.any-voter", title: "metadata stream: propagation, spread over the coordinators", group: "metadata stream", metric: MetricP50, note: note, stream: true},
+		{id: "stream.leader-only", title: "metadata stream: propagation, every tablet server on the leader", group: "metadata stream", metric: MetricP50, note: note, stream: true, backends: []string{Raft}},
+		{id: "stream.any-voter", title: "metadata stream: propagation, spread over the coordinators", group: "metadata stream", metric: MetricP50, note: note, stream: true, backends: []string{Raft}},
 	}
 }
 
