@@ -20,6 +20,7 @@ import (
 	"github.com/metaplane/metaplane/backends/raft"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/catalog"
+	"github.com/metaplane/metaplane/internal/ports"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 	"github.com/metaplane/metaplane/tabletserver"
 )
@@ -39,7 +40,7 @@ const (
 	streamGrace = 10 * time.Second
 	// streamStartBound bounds the simulated tablet servers' start.
 	streamStartBound = time.Minute
-	streamDB    = "streambench"
+	streamDB         = "streambench"
 	// streamCoordinators is the cluster's size (always three voters).
 	streamCoordinators = 3
 	// userHZ is the unit of /proc/<pid>/stat's utime and stime.
@@ -251,11 +252,11 @@ func startStreamCluster(ctx context.Context, env *runEnv, dir string) ([]*stream
 	}
 	var voters, clients []string
 	for i := 0; i < streamCoordinators; i++ {
-		rp, err := loopbackPort()
+		rp, err := ports.Free()
 		if err != nil {
 			return nil, err
 		}
-		cp, err := loopbackPort()
+		cp, err := ports.Free()
 		if err != nil {
 			return nil, err
 		}
