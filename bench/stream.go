@@ -21,6 +21,7 @@ import (
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/catalog"
 	"github.com/metaplane/metaplane/internal/ports"
+	"github.com/metaplane/metaplane/internal/procstat"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 	"github.com/metaplane/metaplane/tabletserver"
 )
@@ -43,8 +44,6 @@ const (
 	streamDB         = "streambench"
 	// streamCoordinators is the cluster's size (always three voters).
 	streamCoordinators = 3
-	// userHZ is the unit of /proc/<pid>/stat's utime and stime.
-	userHZ = 100
 )
 
 // The two modes of the stream. rows.
@@ -186,57 +185,11 @@ func (c *streamCoordinator) stop() {
 // so far.
 func (c *streamCoordinator) cpu() time.Duration {
 	pid := c.cmd.Process.Pid
-	total := procCPU(pid)
-	for _, child := range childProcesses(pid) {
-		total += procCPU(child)
+	total := procstat.CPU(pid)
+	for _, child := range procstat.Children(pid) {
+		total += procstat.CPU(child)
 	}
 	return total
-}
-
-// procCPU is utime+stime of pid (0 when it cannot be read).
-func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	// After the command: state(0) ppid(1) ... utime(11) stime(12).
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+st) * time.Second / userHZ
-}
-
-// childProcesses returns the pids whose parent is pid.
-func childProcesses(pid int) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		if f := strings.Fields(s[i+1:]); len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // startStreamCluster starts three coordinator processes on a new
@@ -589,7 +542,7 @@ func measureStreamMode(ctx context.Context, cs []*streamCoordinator, admin *admi
 	for i, c := range cs {
 		before[i] = c.cpu()
 	}
-	selfBefore := procCPU(os.Getpid())
+	selfBefore := procstat.CPU(os.Getpid())
 	start := time.Now()
 	// The writer: one createTable per streamTableEvery, its
 	// acknowledgement time recorded.
@@ -652,7 +605,7 @@ func measureStreamMode(ctx context.Context, cs []*streamCoordinator, admin *admi
 	for i, c := range cs {
 		after[i] = c.cpu()
 	}
-	m.ClientCPU = round3((procCPU(os.Getpid()) - selfBefore).Seconds() / window.Seconds())
+	m.ClientCPU = round3((procstat.CPU(os.Getpid()) - selfBefore).Seconds() / window.Seconds())
 	if now, err := streamLeader(ctx, cs, admin); err != nil || now != leader {
 		return m, nil, fmt.Errorf("%w: the leader changed during the window (coordinator %d, then %d: %v)", errLeaderChanged, leader+1, now+1, err)
 	}
