@@ -156,8 +156,13 @@ func (f *changeFeed) answerLocked(from int64, max int) feedAnswer {
 	return a
 }
 
+// feedRetry is how long after a feed failed to start polls open their own
+// watches before a feed is tried again.
+const feedRetry = time.Second
+
 // feedFor returns the running feed of b, starting one from revision from
-// when there is none (or it ended, or belongs to an older client). nil
+// (or from what b has applied, when from is beyond it) when there is none
+// (or it ended, or belongs to an older client). nil
 // when feeds are off or the watch cannot start at from (the caller opens
 // its own, which reports why).
 func (s *Server) feedFor(b core.MetadataBackend, from int64) *changeFeed {
@@ -173,11 +178,23 @@ func (s *Server) feedFor(b core.MetadataBackend, from int64) *changeFeed {
 		s.feed.stop()
 		s.feed = nil
 	}
-	if s.feedsStopped {
+	if s.feedsStopped || time.Since(s.feedFailed) < feedRetry {
 		return nil
+	}
+	// Not beyond what the backend has applied: a first poll from far
+	// ahead must not leave every later poll below the feed.
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	st, err := b.Status(sctx)
+	cancel()
+	if err == nil && st.Revision >= 0 && st.Revision+1 < from {
+		from = st.Revision + 1
+	}
+	if from < 1 {
+		from = 1
 	}
 	f, err := startFeed(b, from, s.opts.MetadataStreamFeed)
 	if err != nil {
+		s.feedFailed = time.Now()
 		return nil
 	}
 	s.feed = f

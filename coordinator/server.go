@@ -160,6 +160,7 @@ type Server struct {
 	feedMu       sync.Mutex
 	feed         *changeFeed
 	feedsStopped bool
+	feedFailed   time.Time // when a feed last failed to start
 
 	mu      sync.Mutex
 	leases  map[int32]int64 // tablet server id -> lease id (leader only)
