@@ -594,6 +594,23 @@ func (c *Client) Tablets(ctx context.Context, call func(ctx context.Context, t a
 	})
 }
 
+// TabletsAt runs call with a TabletServerService client against the
+// coordinator at addr (host:port) only: no redirect, no retry elsewhere.
+// It is for the RPCs every coordinator serves (FetchMetadata,
+// FetchMetadataSnapshot), which a tablet server spreads over the
+// coordinators. Errors: call's error converted with FromStatus (a
+// follower that serves only the leader's RPCs answers core.ErrNotLeader).
+func (c *Client) TabletsAt(ctx context.Context, addr string, call func(ctx context.Context, t adminv1.TabletServerServiceClient) error) error {
+	cc, err := c.conn(HostPort(addr))
+	if err != nil {
+		return err
+	}
+	if err := call(ctx, adminv1.NewTabletServerServiceClient(cc)); err != nil {
+		return FromStatus(err)
+	}
+	return nil
+}
+
 // GetLeader asks each coordinator the client knows (see Coordinators) in
 // turn who leads, without redirects. Errors: the last coordinator's error
 // when none answers.

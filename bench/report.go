@@ -51,6 +51,8 @@ type Report struct {
 	Notes   []string        `json:"notes,omitempty"`
 	// Migration is what the migrate. rows measured, when they ran.
 	Migration *Migration `json:"migration,omitempty"`
+	// Stream is what the stream. rows measured, when they ran.
+	Stream *Stream `json:"stream,omitempty"`
 }
 
 // ReportSchema is the current Report.Schema.

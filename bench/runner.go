@@ -127,6 +127,9 @@ type rowSpec struct {
 	// migration marks the migrate. rows: measured once, by runMigration,
 	// not in the rounds (prepare is nil).
 	migration bool
+	// stream marks the stream. rows: measured once, by runStream, not in
+	// the rounds (prepare is nil).
+	stream bool
 }
 
 // System is one backend under test and what the rows need of it. A part
@@ -275,17 +278,23 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		o.WorkDir = d
 	}
 	rows := append(allRows(), migrateSpecs()...)
+	rows = append(rows, streamSpecs()...)
 	if o.Security {
 		rows = append(rows, securityRows()...)
 	}
 	specs := onRunBackends(selectRows(rows, o.Rows), o.Backends)
-	var migSpecs []rowSpec
+	var migSpecs, strSpecs []rowSpec
 	for i := 0; i < len(specs); i++ {
-		if specs[i].migration {
+		switch {
+		case specs[i].migration:
 			migSpecs = append(migSpecs, specs[i])
-			specs = append(specs[:i], specs[i+1:]...)
-			i--
+		case specs[i].stream:
+			strSpecs = append(strSpecs, specs[i])
+		default:
+			continue
 		}
+		specs = append(specs[:i], specs[i+1:]...)
+		i--
 	}
 	env := &runEnv{opts: o, plan: p}
 	o.logf("measuring the machine floors ...")
@@ -458,6 +467,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rows, fig := runMigration(ctx, env, migSpecs, systems[ZooKeeper])
 		rep.Rows = append(rep.Rows, rows...)
 		rep.Migration = fig
+	}
+	if len(strSpecs) > 0 && ctx.Err() == nil {
+		o.logf("metadata stream rows ...")
+		rows, fig := runStream(ctx, env, strSpecs)
+		rep.Rows = append(rep.Rows, rows...)
+		rep.Stream = fig
 	}
 	applyFloors(rep)
 	securityRatios(rep)

@@ -178,7 +178,48 @@ func EvaluateTargets(rep *Report) []TargetResult {
 	if _, ok := rows["migrate.total"]; ok {
 		out = append(out, migrationTargets(rep.Migration)...)
 	}
+	if _, ok := rows["stream.any-voter"]; ok {
+		out = append(out, streamTargets(rep.Stream)...)
+	}
 	return out
+}
+
+// streamTargets are the metadata stream's targets (issue 15, item 6):
+// with 500 simulated tablet servers spread over three coordinators, a
+// propagation p99 under 100 ms, and the leader's CPU under half of what it
+// is when every tablet server fetches from the leader (same run).
+func streamTargets(s *Stream) []TargetResult {
+	delay := TargetResult{Target: "metadata stream: propagation p99 under 100 ms with 500 tablet servers (spread over the coordinators)"}
+	cpu := TargetResult{Target: "metadata stream: leader CPU spread over the coordinators under half of leader-only (same run)"}
+	anyv, lead := s.Mode(StreamAnyVoter), s.Mode(StreamLeaderOnly)
+	if anyv == nil {
+		delay.Status, delay.Detail = TargetNotMeasured, "the stream. rows did not run"
+		cpu.Status, cpu.Detail = TargetNotMeasured, "the stream. rows did not run"
+		return []TargetResult{delay, cpu}
+	}
+	delay.Detail = fmt.Sprintf("p99 %s (p50 %s) over %d deliveries to %d tablet servers", FormatDuration(anyv.P99Micros), FormatDuration(anyv.P50Micros), anyv.Deliveries, anyv.Followers)
+	if lead != nil {
+		delay.Detail += fmt.Sprintf("; leader-only p99 %s", FormatDuration(lead.P99Micros))
+	}
+	switch {
+	case anyv.Missing > 0:
+		delay.Status = TargetNotMet
+		delay.Detail += fmt.Sprintf("; %d deliveries missing", anyv.Missing)
+	case anyv.Followers < streamFollowersFull:
+		delay.Status = TargetNotMeasured
+		delay.Detail += fmt.Sprintf("; %d tablet servers, not %d (--quick)", anyv.Followers, streamFollowersFull)
+	default:
+		delay.Status = status(anyv.P99Micros < 100_000)
+	}
+	if lead == nil || lead.LeaderCPU <= 0 {
+		cpu.Status, cpu.Detail = TargetNotMeasured, "the leader-only mode's leader CPU was not measured"
+		return []TargetResult{delay, cpu}
+	}
+	ratio := anyv.LeaderCPU / lead.LeaderCPU
+	cpu.Detail = fmt.Sprintf("leader %.2f cores spread vs %.2f leader-only (%.2fx); followers %s spread vs %s leader-only",
+		anyv.LeaderCPU, lead.LeaderCPU, ratio, formatCores(anyv.FollowerCPU), formatCores(lead.FollowerCPU))
+	cpu.Status = status(ratio < 0.5)
+	return []TargetResult{delay, cpu}
 }
 
 // migrationTargets are the migration's targets (issue 12): the whole

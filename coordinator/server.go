@@ -1,8 +1,9 @@
 // Package coordinator is the coordinator server: it campaigns for
 // leadership on a metadata backend; the leader builds the metadata image and
 // serves the admin gRPC API (and, on backends with leases and exact
-// history, the tablet-server RPCs); a standby answers every call with
-// NOT_LEADER and the leader's address.
+// history, the tablet-server RPCs); a standby serves the metadata stream
+// (FetchMetadata, FetchMetadataSnapshot) from its own backend client and
+// answers every other call with NOT_LEADER and the leader's address.
 package coordinator
 
 import (
@@ -74,6 +75,12 @@ type Options struct {
 	// MetadataStreamMaxWait bounds a FetchMetadata long poll
 	// (coordinator.metadata-stream.max-wait); default 500ms.
 	MetadataStreamMaxWait time.Duration
+	// MetadataStreamFeed is how many change events the coordinator keeps
+	// in memory, fed by one watch of its backend client, to serve every
+	// FetchMetadata long poll from (a poll from an older offset opens a
+	// watch of its own); default DefaultMetadataStreamFeed; negative: no
+	// feed, every poll opens its own watch.
+	MetadataStreamFeed int
 	// IDBlockSize is coordinator.raft.id-block-size; default 1000.
 	IDBlockSize int64
 	// DefaultReplicationFactor of new tables; default 3 (capped at the
@@ -146,6 +153,14 @@ type Server struct {
 	leaderInfo atomic.Pointer[core.LeaderInfo]
 	requests   inflight // request ids being served
 	quorum     atomic.Pointer[quorumNote]
+	// streamApplied is the highest revision the metadata stream this
+	// coordinator serves has seen (FetchMetadata's applied_offset).
+	streamApplied atomic.Int64
+	// feed is the metadata stream's in-memory change feed (feed.go).
+	feedMu       sync.Mutex
+	feed         *changeFeed
+	feedsStopped bool
+	feedFailed   time.Time // when a feed last failed to start
 
 	mu      sync.Mutex
 	leases  map[int32]int64 // tablet server id -> lease id (leader only)
@@ -198,6 +213,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.RequestCleanupInterval <= 0 {
 		opts.RequestCleanupInterval = min(opts.RequestRetention/10, time.Minute)
+	}
+	if opts.MetadataStreamFeed == 0 {
+		opts.MetadataStreamFeed = DefaultMetadataStreamFeed
 	}
 	if opts.IDBlockSize <= 0 {
 		opts.IDBlockSize = 1000
@@ -314,6 +332,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		<-loopDone
 	}
 	s.backendOpen.Store(false)
+	s.stopFeeds()
 	s.health.shutdown()
 	s.grpc.Stop()
 	for _, g := range s.extra {

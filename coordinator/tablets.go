@@ -134,9 +134,63 @@ func (t *tabletServerService) TabletServerHeartbeat(ctx context.Context, r *admi
 	return &adminv1.TabletServerHeartbeatResponse{CoordinatorEpoch: l.lead.Epoch()}, nil
 }
 
-// FetchMetadata serves the committed changes from an offset, long-polling.
+// streamBackend is the backend the metadata stream is served from: the
+// leader's client, or on a standby its own client, whose replica applies
+// the same log (FETCH_METADATA and FETCH_METADATA_SNAPSHOT are served by
+// every coordinator; registration and heartbeats by the leader only).
+// Without an open client it answers NOT_LEADER with the leader's address.
+func (t *tabletServerService) streamBackend() (b core.MetadataBackend, leader bool, err error) {
+	if l := t.s.leader.Load(); l != nil && !l.lost() {
+		if err := tabletRPCsServed(l.b); err != nil {
+			return nil, false, err
+		}
+		return l.b, true, nil
+	}
+	ref := t.s.backend.Load()
+	if ref == nil || !t.s.backendOpen.Load() {
+		return nil, false, adminclient.ToStatus(t.s.notLeader(t.s.currentLeader()))
+	}
+	if err := tabletRPCsServed(ref.b); err != nil {
+		return nil, false, err
+	}
+	return ref.b, false, nil
+}
+
+// appliedOffset is how far this coordinator's stream has applied: the
+// highest revision a fetch it served has seen, or, when that is below
+// want, the backend's own applied revision (one status call, only when
+// the coordinator may be behind the caller).
+func (t *tabletServerService) appliedOffset(ctx context.Context, b core.MetadataBackend, want int64) int64 {
+	seen := t.s.streamApplied.Load()
+	if seen >= want {
+		return seen
+	}
+	st, err := b.Status(ctx)
+	if err != nil {
+		return seen
+	}
+	t.s.noteApplied(st.Revision)
+	return max(seen, st.Revision)
+}
+
+// noteApplied raises the highest revision the stream has seen to rev.
+func (s *Server) noteApplied(rev int64) {
+	for {
+		cur := s.streamApplied.Load()
+		if rev <= cur || s.streamApplied.CompareAndSwap(cur, rev) {
+			return
+		}
+	}
+}
+
+// FetchMetadata serves the committed changes from an offset, long-polling,
+// from this coordinator's own applied change log (leader or not). It never
+// answers with a next offset below the request's from offset: a
+// coordinator behind the caller waits for its replica to catch up and,
+// when the wait ends first, answers empty with applied_offset telling how
+// far behind it is.
 func (t *tabletServerService) FetchMetadata(ctx context.Context, r *adminv1.FetchMetadataRequest) (*adminv1.FetchMetadataResponse, error) {
-	l, err := t.leader()
+	b, leader, err := t.streamBackend()
 	if err != nil {
 		return nil, err
 	}
@@ -151,66 +205,94 @@ func (t *tabletServerService) FetchMetadata(ctx context.Context, r *adminv1.Fetc
 	if max <= 0 {
 		max = 10000
 	}
+	out := &adminv1.FetchMetadataResponse{NextOffset: r.FromOffset, Leader: leader}
+	if f := t.s.feedFor(b, r.FromOffset); f != nil {
+		if a, ok := f.fetch(ctx, r.FromOffset, wait, max); ok {
+			for _, ev := range a.events {
+				out.Records = append(out.Records, &adminv1.MetadataRecord{Type: adminv1.MetadataRecord_Type(ev.Type),
+					Path: ev.Path, Data: ev.Data, Offset: ev.Revision, Version: ev.Stat.Version})
+			}
+			out.NextOffset = max64(a.next, r.FromOffset)
+			out.AppliedOffset = a.applied
+			t.s.noteApplied(a.applied)
+			return out, nil
+		}
+	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	ch, err := l.b.Watch(wctx, "/", r.FromOffset)
+	ch, err := b.Watch(wctx, "/", r.FromOffset)
 	if err != nil {
 		return nil, t.s.mapErr(err)
 	}
-	out := &adminv1.FetchMetadataResponse{NextOffset: r.FromOffset}
+	finish := func() (*adminv1.FetchMetadataResponse, error) {
+		out.AppliedOffset = t.appliedOffset(ctx, b, out.NextOffset-1)
+		return out, nil
+	}
 	add := func(resp core.WatchResponse) error {
 		if resp.Err != nil {
 			return resp.Err
 		}
 		for _, ev := range resp.Events {
+			if ev.Revision < r.FromOffset {
+				continue // never older than what the caller has
+			}
 			out.Records = append(out.Records, &adminv1.MetadataRecord{Type: adminv1.MetadataRecord_Type(ev.Type),
 				Path: ev.Path, Data: ev.Data, Offset: ev.Revision, Version: ev.Stat.Version})
 		}
 		if resp.Revision+1 > out.NextOffset {
 			out.NextOffset = resp.Revision + 1
 		}
+		t.s.noteApplied(resp.Revision)
 		return nil
 	}
 	// Wait for a first batch, then take what is already there.
 	select {
 	case resp, ok := <-ch:
 		if !ok {
-			return out, nil
+			return finish()
 		}
 		if err := add(resp); err != nil {
 			if wctx.Err() != nil && !errors.Is(err, core.ErrCompacted) {
-				return out, nil
+				return finish()
 			}
 			return nil, t.s.mapErr(err)
 		}
 	case <-wctx.Done():
-		return out, nil
+		return finish()
 	}
 	for len(out.Records) < max {
 		select {
 		case resp, ok := <-ch:
 			if !ok {
-				return out, nil
+				return finish()
 			}
 			if err := add(resp); err != nil {
-				return out, nil
+				return finish()
 			}
 		default:
-			return out, nil
+			return finish()
 		}
 	}
-	return out, nil
+	return finish()
 }
 
-// FetchMetadataSnapshot returns every node and the revision they reflect.
+// FetchMetadataSnapshot returns every node and the revision they reflect,
+// from this coordinator's backend client (leader or not). A snapshot older
+// than the request's min_offset (this coordinator is behind the caller) is
+// not sent: the answer is UNAVAILABLE, to retry here or elsewhere.
 func (t *tabletServerService) FetchMetadataSnapshot(ctx context.Context, r *adminv1.FetchMetadataSnapshotRequest) (*adminv1.FetchMetadataSnapshotResponse, error) {
-	l, err := t.leader()
+	b, _, err := t.streamBackend()
 	if err != nil {
 		return nil, err
 	}
-	snap, err := l.b.Snapshot(ctx, "/")
+	snap, err := b.Snapshot(ctx, "/")
 	if err != nil {
 		return nil, t.s.mapErr(err)
+	}
+	t.s.noteApplied(snap.Revision)
+	if snap.Revision < r.MinOffset {
+		return nil, adminclient.ToStatus(fmt.Errorf("%w: coordinator %s has applied up to offset %d, behind the requested %d: retry, or ask another coordinator",
+			core.ErrUnavailable, t.s.id, snap.Revision, r.MinOffset))
 	}
 	out := &adminv1.FetchMetadataSnapshotResponse{Offset: snap.Revision}
 	for _, n := range snap.Nodes {
@@ -218,4 +300,11 @@ func (t *tabletServerService) FetchMetadataSnapshot(ctx context.Context, r *admi
 			CreateOffset: n.Stat.CreateRevision, ModifyOffset: n.Stat.ModifyRevision, EphemeralOwner: n.Stat.EphemeralOwner})
 	}
 	return out, nil
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
 }

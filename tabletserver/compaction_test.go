@@ -110,8 +110,11 @@ func TestFetchMetadataAfterCompaction(t *testing.T) {
 	var hw *heldWatches
 	opened := make(chan struct{})
 	l := listen(t)
+	// No in-memory feed: every FETCH_METADATA opens its own watch, which
+	// the test holds (a feed would serve the held-back tablet server from
+	// memory, past the compaction).
 	srv, err := coordinator.New(coordinator.Options{Listener: l, Logger: testLogger(t), TabletServerSessionTimeout: 2 * time.Second,
-		MetadataStreamMaxWait: 200 * time.Millisecond,
+		MetadataStreamMaxWait: 200 * time.Millisecond, MetadataStreamFeed: -1,
 		Open: func(ctx context.Context) (core.MetadataBackend, error) {
 			if hw != nil {
 				return nil, errors.New("the test's coordinator opens one client only")

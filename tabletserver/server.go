@@ -6,8 +6,10 @@
 // is adopted.
 //
 // On the Raft backend it never joins the quorum: it finds the coordinator
-// leader through the seed coordinators and calls RegisterTabletServer,
-// TabletServerHeartbeat, FetchMetadataSnapshot and FetchMetadata. On the
+// leader through the seed coordinators and calls RegisterTabletServer and
+// TabletServerHeartbeat there, and FetchMetadataSnapshot and FetchMetadata
+// on a coordinator other than the leader (Options.MetadataStream,
+// MetadataSource). On the
 // ZooKeeper backend it has its own ZooKeeper session and ephemeral
 // /tabletservers/ids/<id>, re-created after a session expiry.
 package tabletserver
@@ -86,6 +88,11 @@ type Options struct {
 	// default 5s.
 	CoordinatorRefresh time.Duration
 
+	// MetadataStream, with Seeds, is where the metadata stream is fetched
+	// from (tablet-server.metadata-stream.source): StreamFromAny (default:
+	// spread over the coordinators) or StreamFromLeader.
+	MetadataStream string
+
 	// HeartbeatInterval is the Raft-mode heartbeat period; default a third
 	// of the session timeout the coordinator grants.
 	HeartbeatInterval time.Duration
@@ -152,6 +159,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if _, err := NewMetadataSource(nil, SourceOptions{From: opts.MetadataStream}); err != nil {
+		return nil, err
 	}
 	if opts.CoordinatorRefresh <= 0 {
 		opts.CoordinatorRefresh = 5 * time.Second
@@ -226,9 +236,10 @@ func (s *Server) Serve(ctx context.Context) error {
 		defer s.client.Store(nil)
 		name := s.opts.BackendName
 		s.backend.Store(&name)
+		src, _ := NewMetadataSource(client, SourceOptions{From: s.opts.MetadataStream, Spread: int(s.opts.ID), Logger: s.log}) // checked by New
 		wg.Add(2)
 		go func() { defer wg.Done(); s.registerLoop(ctx, client) }()
-		go func() { defer wg.Done(); s.img.Run(ctx, &rpcSource{c: client, log: s.log}) }()
+		go func() { defer wg.Done(); s.img.Run(ctx, src) }()
 	} else {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.zkLoop(ctx) }()

@@ -5,30 +5,199 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/config"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
-// rpcSource feeds an image.Image from the coordinator leader's metadata
-// stream: Snapshot is FetchMetadataSnapshot, Watch is a FetchMetadata long
-// poll loop. Only those two methods are used by the image; the embedded
-// nil interface makes every other method panic.
-type rpcSource struct {
-	core.MetadataBackend
-	c   *adminclient.Client
-	log *slog.Logger
+// Where a tablet server fetches the metadata stream from
+// (tablet-server.metadata-stream.source).
+const (
+	// StreamFromAny spreads the stream over the coordinators: each tablet
+	// server fetches from one of the coordinators it knows other than the
+	// leader (which has the writes, registrations and heartbeats to serve),
+	// picked by its id modulo their number in their listed order; it passes
+	// a coordinator that fails or is behind it over for a few seconds, and
+	// fetches from the leader when no other coordinator answers. The
+	// default.
+	StreamFromAny = config.MetadataStreamFromAny
+	// StreamFromLeader fetches from the coordinator leader only, following
+	// its NOT_LEADER redirects (the behaviour before any-voter serving).
+	StreamFromLeader = config.MetadataStreamFromLeader
+)
+
+// SourceOptions configure a MetadataSource.
+type SourceOptions struct {
+	// From is StreamFromAny (default when empty) or StreamFromLeader.
+	From string
+	// Spread picks the coordinator with From = StreamFromAny: the
+	// Spread-th (modulo their number) of the coordinators it may fetch
+	// from. The tablet server uses its id.
+	Spread int
+	// Logger receives retries at debug level; default slog.Default().
+	Logger *slog.Logger
 }
 
-func (r *rpcSource) Snapshot(ctx context.Context, prefix string) (core.Snapshot, error) {
+// MetadataSource feeds an image.Image (image.Run) from the coordinators'
+// metadata stream: Snapshot is FetchMetadataSnapshot, Watch is a
+// FetchMetadata long poll loop. Only those two methods are used by the
+// image; the embedded nil interface makes every other method panic.
+//
+// Whichever coordinator answers, what it delivers never goes backwards:
+// every fetch starts at the offset after the last one delivered, a
+// coordinator never answers with an older next offset, and a snapshot is
+// asked for with the highest offset delivered as its minimum (a
+// coordinator behind it refuses, and the source asks the next one).
+type MetadataSource struct {
+	core.MetadataBackend
+	c      *adminclient.Client
+	log    *slog.Logger
+	leader bool
+
+	mu   sync.Mutex
+	turn int // with StreamFromAny, the coordinator tried first: Coordinators()[turn % n]
+	// leaderAddr is the coordinator that last answered as leader.
+	leaderAddr string
+	// failed holds the coordinators that failed, passed over until the
+	// time given.
+	failed map[string]time.Time
+	// seen is the highest offset delivered (a snapshot's, or a fetch's
+	// next offset - 1).
+	seen atomic.Int64
+}
+
+// NewMetadataSource returns a source of the metadata stream through c.
+// Errors: an unknown From.
+func NewMetadataSource(c *adminclient.Client, o SourceOptions) (*MetadataSource, error) {
+	switch o.From {
+	case "", StreamFromAny, StreamFromLeader:
+	default:
+		return nil, fmt.Errorf("%w: tablet-server.metadata-stream.source %q: must be %q or %q",
+			core.ErrInvalidArgument, o.From, StreamFromAny, StreamFromLeader)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Spread < 0 {
+		o.Spread = -o.Spread
+	}
+	return &MetadataSource{c: c, log: o.Logger, leader: o.From == StreamFromLeader, turn: o.Spread,
+		failed: map[string]time.Time{}}, nil
+}
+
+// failedFor is how long a coordinator that failed is passed over.
+const failedFor = 5 * time.Second
+
+// Current returns the coordinator the next fetch goes to (with
+// StreamFromLeader: the last known leader, "" before any call).
+func (r *MetadataSource) Current() string {
+	if r.leader {
+		return r.c.Leader()
+	}
+	return r.current()
+}
+
+// Offset returns the highest offset the source has delivered.
+func (r *MetadataSource) Offset() int64 { return r.seen.Load() }
+
+// current returns the coordinator address to fetch from next: the
+// turn's (modulo their number) of the coordinators that neither failed
+// lately nor are the leader; else of those that did not fail lately; else
+// of all.
+func (r *MetadataSource) current() string {
+	addrs := r.c.Coordinators()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	var up, followers []string
+	for _, a := range addrs {
+		if until, ok := r.failed[a]; ok && now.Before(until) {
+			continue
+		}
+		up = append(up, a)
+		if a != r.leaderAddr {
+			followers = append(followers, a)
+		}
+	}
+	switch {
+	case len(followers) > 0:
+		return followers[r.turn%len(followers)]
+	case len(up) > 0:
+		return up[r.turn%len(up)]
+	}
+	return addrs[r.turn%len(addrs)]
+}
+
+// moveOn makes the next fetches go to another coordinator than addr,
+// which failed or is behind: it is passed over for a while.
+func (r *MetadataSource) moveOn(addr string) {
+	addrs := r.c.Coordinators()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failed[addr] = time.Now().Add(failedFor)
+	if len(r.failed) >= len(addrs) {
+		// Every coordinator failed lately: try them in turn again.
+		clear(r.failed)
+		r.turn++
+	}
+}
+
+// answered notes that addr answered, as leader or not.
+func (r *MetadataSource) answered(addr string, leader bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.failed, addr)
+	switch {
+	case leader:
+		r.leaderAddr = addr
+	case r.leaderAddr == addr:
+		r.leaderAddr = ""
+	}
+}
+
+// call runs one stream RPC: on the leader (StreamFromLeader), else on the
+// current coordinator; a coordinator that serves the stream only as
+// leader (it answers NOT_LEADER) is passed over for the leader.
+func (r *MetadataSource) call(ctx context.Context, rpc func(ctx context.Context, t adminv1.TabletServerServiceClient) error) (string, error) {
+	if r.leader {
+		return "", r.c.Tablets(ctx, rpc)
+	}
+	addr := r.current()
+	err := r.c.TabletsAt(ctx, addr, rpc)
+	if err != nil && errors.Is(err, core.ErrNotLeader) && ctx.Err() == nil {
+		return "", r.c.Tablets(ctx, rpc)
+	}
+	if err != nil && ctx.Err() == nil {
+		r.moveOn(addr)
+	}
+	return addr, err
+}
+
+// Snapshot is FetchMetadataSnapshot, no older than what was delivered.
+func (r *MetadataSource) Snapshot(ctx context.Context, prefix string) (core.Snapshot, error) {
 	var resp *adminv1.FetchMetadataSnapshotResponse
-	err := r.c.Tablets(ctx, func(ctx context.Context, t adminv1.TabletServerServiceClient) error {
-		var err error
-		resp, err = t.FetchMetadataSnapshot(ctx, &adminv1.FetchMetadataSnapshotRequest{})
-		return err
-	})
+	min := r.seen.Load()
+	var err error
+	for attempt := 0; ; attempt++ {
+		_, err = r.call(ctx, func(ctx context.Context, t adminv1.TabletServerServiceClient) error {
+			var err error
+			resp, err = t.FetchMetadataSnapshot(ctx, &adminv1.FetchMetadataSnapshotRequest{MinOffset: min})
+			return err
+		})
+		if err == nil && resp.Offset < min {
+			err = fmt.Errorf("%w: snapshot at offset %d, behind the %d delivered", core.ErrUnavailable, resp.Offset, min)
+		}
+		if err == nil || r.leader || attempt >= 2*len(r.c.Coordinators()) || ctx.Err() != nil {
+			break
+		}
+		r.log.Debug("metadata snapshot failed; asking the next coordinator", "err", err)
+		sleep(ctx, time.Duration(attempt)*50*time.Millisecond)
+	}
 	if err != nil {
 		return core.Snapshot{}, err
 	}
@@ -40,43 +209,73 @@ func (r *rpcSource) Snapshot(ctx context.Context, prefix string) (core.Snapshot,
 		snap.Nodes = append(snap.Nodes, core.Node{Path: n.Path, Data: n.Data, Stat: core.Stat{Version: n.Version,
 			CreateRevision: n.CreateOffset, ModifyRevision: n.ModifyOffset, EphemeralOwner: n.EphemeralOwner, DataLength: int32(len(n.Data))}})
 	}
+	r.raise(resp.Offset)
 	return snap, nil
 }
 
-func (r *rpcSource) Watch(ctx context.Context, prefix string, from int64) (<-chan core.WatchResponse, error) {
+func (r *MetadataSource) raise(off int64) {
+	for {
+		cur := r.seen.Load()
+		if off <= cur || r.seen.CompareAndSwap(cur, off) {
+			return
+		}
+	}
+}
+
+// Watch follows the stream from offset from, long-polling.
+func (r *MetadataSource) Watch(ctx context.Context, prefix string, from int64) (<-chan core.WatchResponse, error) {
 	ch := make(chan core.WatchResponse, 1)
 	go func() {
 		defer close(ch)
 		failures := 0
 		for ctx.Err() == nil {
 			var resp *adminv1.FetchMetadataResponse
-			err := r.c.Tablets(ctx, func(ctx context.Context, t adminv1.TabletServerServiceClient) error {
+			addr, err := r.call(ctx, func(ctx context.Context, t adminv1.TabletServerServiceClient) error {
 				cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				defer cancel()
 				var err error
 				resp, err = t.FetchMetadata(cctx, &adminv1.FetchMetadataRequest{FromOffset: from})
 				return err
 			})
+			if err == nil && resp.NextOffset < from {
+				// A coordinator must not send us back; pass it over.
+				err = fmt.Errorf("%w: coordinator %s answered next offset %d below %d", core.ErrUnavailable, addr, resp.NextOffset, from)
+				r.moveOn(addr)
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}
 				failures++
-				if errors.Is(err, core.ErrCompacted) || failures > 5 {
+				// Every coordinator gets its chance before the image is told.
+				limit := 5
+				if !r.leader {
+					limit = max(limit, 2*len(r.c.Coordinators()))
+				}
+				if errors.Is(err, core.ErrCompacted) || failures > limit {
 					send(ctx, ch, core.WatchResponse{Err: fmt.Errorf("fetch metadata from %d: %w", from, err)})
 					return
 				}
-				r.log.Debug("fetch metadata failed; retrying", "err", err)
-				sleep(ctx, time.Duration(failures)*200*time.Millisecond)
+				r.log.Debug("fetch metadata failed; retrying", "err", err, "coordinator", addr)
+				sleep(ctx, time.Duration(failures-1)*100*time.Millisecond)
 				continue
 			}
 			failures = 0
+			if addr != "" {
+				r.answered(addr, resp.Leader)
+			}
 			if len(resp.Records) == 0 && resp.NextOffset <= from {
+				if addr != "" && resp.AppliedOffset < from-1 {
+					// This coordinator is behind us: fetch elsewhere.
+					r.log.Debug("coordinator behind the tablet server; moving on", "coordinator", addr,
+						"applied", resp.AppliedOffset, "from", from)
+					r.moveOn(addr)
+				}
 				continue // the long poll ended empty
 			}
 			wr := core.WatchResponse{Revision: resp.NextOffset - 1}
 			for _, rec := range resp.Records {
-				if !core.HasPrefixPath(rec.Path, prefix) {
+				if !core.HasPrefixPath(rec.Path, prefix) || rec.Offset < from {
 					continue
 				}
 				wr.Events = append(wr.Events, core.WatchEvent{Type: core.EventType(rec.Type), Path: rec.Path, Data: rec.Data,
@@ -86,6 +285,7 @@ func (r *rpcSource) Watch(ctx context.Context, prefix string, from int64) (<-cha
 				return
 			}
 			from = resp.NextOffset
+			r.raise(from - 1)
 		}
 	}()
 	return ch, nil

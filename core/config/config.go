@@ -63,6 +63,12 @@ type Config struct {
 	// process's tablet-server id when it runs as a tablet server
 	// (observer); at least 0 when set.
 	TabletServerID int `koanf:"tablet-server.id"`
+	// TabletServerMetadataStream, key
+	// tablet-server.metadata-stream.source, default "any": where a tablet
+	// server (Raft mode) fetches the metadata stream from: "any" spreads
+	// the tablet servers over the coordinators (each serves its own
+	// applied change log), "leader" fetches from the leader only.
+	TabletServerMetadataStream string `koanf:"tablet-server.metadata-stream.source"`
 	// DataDir, key data.dir, default ./data: the directory the process
 	// keeps its state in: coordinator.raft.dir defaults to <data.dir>/raft
 	// (resolved when the configuration is loaded).
@@ -360,13 +366,14 @@ func Default() *Config {
 		Metadata: MetadataConfig{Backend: BackendConfig{Default: BackendRaft}},
 		Security: SecurityConfig{TLS: ListenerTLSConfig{ClientAuth: "none"},
 			SASL: SASLConfig{EnabledMechanisms: []string{MechanismPlain}}},
-		BindListeners:        []string{"CLIENT://127.0.0.1:9123"},
-		MetricsAddress:       "127.0.0.1:9249",
-		TabletServerID:       -1,
-		DataDir:              "./data",
-		InternalListenerName: "FLUSS",
-		Log:                  LogConfig{Level: "info", Format: "text"},
-		MaxBucketNum:         20000,
-		MaxPartitionNum:      1000,
+		BindListeners:              []string{"CLIENT://127.0.0.1:9123"},
+		MetricsAddress:             "127.0.0.1:9249",
+		TabletServerID:             -1,
+		TabletServerMetadataStream: MetadataStreamFromAny,
+		DataDir:                    "./data",
+		InternalListenerName:       "FLUSS",
+		Log:                        LogConfig{Level: "info", Format: "text"},
+		MaxBucketNum:               20000,
+		MaxPartitionNum:            1000,
 	}
 }

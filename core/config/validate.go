@@ -168,6 +168,10 @@ func (c *Config) validate(probs *Problems, observer bool) {
 	if c.TabletServerID < -1 {
 		probs.Add("tablet-server.id", fmt.Sprintf("%d must be at least 0 (or -1: not set)", c.TabletServerID))
 	}
+	if !contains(MetadataStreamSources, c.TabletServerMetadataStream) {
+		probs.Add("tablet-server.metadata-stream.source", fmt.Sprintf("unknown source %q: want one of %s",
+			c.TabletServerMetadataStream, strings.Join(MetadataStreamSources, ", ")))
+	}
 	if c.MaxBucketNum < 1 || c.MaxBucketNum > math.MaxInt32 {
 		probs.Add("max.bucket.num", fmt.Sprintf("%d is out of range: want 1 to %d", c.MaxBucketNum, math.MaxInt32))
 	}
@@ -285,6 +289,15 @@ func checkPort(probs *Problems, key string, p int) {
 		probs.Add(key, fmt.Sprintf("%d is not a port in 1..65535", p))
 	}
 }
+
+// The values of tablet-server.metadata-stream.source.
+const (
+	MetadataStreamFromAny    = "any"
+	MetadataStreamFromLeader = "leader"
+)
+
+// MetadataStreamSources are the values tablet-server.metadata-stream.source takes.
+var MetadataStreamSources = []string{MetadataStreamFromAny, MetadataStreamFromLeader}
 
 func contains(list []string, s string) bool {
 	for _, e := range list {

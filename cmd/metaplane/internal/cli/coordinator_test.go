@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/internal/procstat"
 	"github.com/metaplane/metaplane/internal/testutil"
 )
 
@@ -111,33 +112,6 @@ func TestDemo(t *testing.T) {
 	}
 }
 
-// childPIDs returns the pids whose parent is pid.
-func childPIDs(pid int) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...
-		s := string(stat)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
 // TestCoordinatorSurvivesPluginDeath kills the coordinator's Raft plugin
 // with SIGKILL: the coordinator restarts it, leads again from the same
 // data, and serves the catalog it had.
@@ -169,13 +143,13 @@ func TestCoordinatorSurvivesPluginDeath(t *testing.T) {
 		_, _, code := runCLI(t, "admin", "create-database", "kept", "--if-not-exists", bs, "--timeout=2s")
 		return code == ExitOK
 	})
-	plugins := childPIDs(cmd.Process.Pid)
+	plugins := procstat.Children(cmd.Process.Pid)
 	if len(plugins) != 1 {
 		t.Fatalf("plugin processes: %v", plugins)
 	}
 	syscall.Kill(plugins[0], syscall.SIGKILL)
 	testutil.WaitFor(t, 60*time.Second, "a new plugin process", func() bool {
-		now := childPIDs(cmd.Process.Pid)
+		now := procstat.Children(cmd.Process.Pid)
 		return len(now) == 1 && now[0] != plugins[0]
 	})
 	testutil.WaitFor(t, 60*time.Second, "the coordinator serves its catalog again", func() bool {

@@ -141,6 +141,7 @@ func serveTabletServer(ctx context.Context, out io.Writer, logger *slog.Logger, 
 			seeds = []string{defaultCoordinator}
 		}
 		opts.Seeds, opts.BackendName = seeds, cfg.Selected.Backend
+		opts.MetadataStream = cfg.TabletServerMetadataStream
 		if opts.TLS, err = coordinatorClientTLS(cfg); err != nil {
 			return err
 		}
@@ -154,7 +155,11 @@ func serveTabletServer(ctx context.Context, out io.Writer, logger *slog.Logger, 
 		if opts.Username != "" {
 			over += " as User:" + opts.Username
 		}
-		following = "coordinators " + strings.Join(seeds, ",") + " over " + over + " (" + cfg.Selected.Backend + ": registration and metadata through the coordinator leader)"
+		stream := "the metadata stream from any coordinator"
+		if cfg.TabletServerMetadataStream == config.MetadataStreamFromLeader {
+			stream = "the metadata stream from the leader"
+		}
+		following = "coordinators " + strings.Join(seeds, ",") + " over " + over + " (" + cfg.Selected.Backend + ": registration through the coordinator leader, " + stream + ")"
 	} else {
 		p, err := plugins.Launch(ctx, plugins.LaunchOptions{Path: pluginPath, Name: cfg.Selected.Backend,
 			Dir: cfg.Metadata.Backend.PluginDir, SHA256: cfg.Metadata.Backend.PluginSHA256, Config: cfg.PluginSettings(), Logger: logger})

@@ -4359,8 +4359,17 @@ type FetchMetadataResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Records []*MetadataRecord      `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
 	// next_offset is where the next fetch starts (everything before it has
-	// been delivered).
-	NextOffset    int64 `protobuf:"varint,2,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
+	// been delivered). It is never below the request's from_offset, on any
+	// coordinator: a tablet server that moves to another coordinator is
+	// never served anything older than what it has.
+	NextOffset int64 `protobuf:"varint,2,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
+	// applied_offset is the highest revision the answering coordinator had
+	// applied as far as its stream knows when it answered (how current it
+	// is): below from_offset - 1 it is behind the tablet server, which may
+	// fetch from another coordinator instead.
+	AppliedOffset int64 `protobuf:"varint,3,opt,name=applied_offset,json=appliedOffset,proto3" json:"applied_offset,omitempty"`
+	// leader says whether the answering coordinator was the leader.
+	Leader        bool `protobuf:"varint,4,opt,name=leader,proto3" json:"leader,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4409,8 +4418,27 @@ func (x *FetchMetadataResponse) GetNextOffset() int64 {
 	return 0
 }
 
+func (x *FetchMetadataResponse) GetAppliedOffset() int64 {
+	if x != nil {
+		return x.AppliedOffset
+	}
+	return 0
+}
+
+func (x *FetchMetadataResponse) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
 type FetchMetadataSnapshotRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// min_offset, when positive, is the oldest revision the snapshot may
+	// reflect (the revision the tablet server already has): a coordinator
+	// whose snapshot is older answers UNAVAILABLE (retry, here or on
+	// another coordinator) instead of sending the tablet server back.
+	MinOffset     int64 `protobuf:"varint,1,opt,name=min_offset,json=minOffset,proto3" json:"min_offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4443,6 +4471,13 @@ func (x *FetchMetadataSnapshotRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use FetchMetadataSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*FetchMetadataSnapshotRequest) Descriptor() ([]byte, []int) {
 	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *FetchMetadataSnapshotRequest) GetMinOffset() int64 {
+	if x != nil {
+		return x.MinOffset
+	}
+	return 0
 }
 
 type MetadataNode struct {
@@ -5244,12 +5279,16 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"fromOffset\x12\x1e\n" +
 	"\vmax_wait_ms\x18\x02 \x01(\x03R\tmaxWaitMs\x12\x1f\n" +
 	"\vmax_records\x18\x03 \x01(\x05R\n" +
-	"maxRecords\"v\n" +
+	"maxRecords\"\xb5\x01\n" +
 	"\x15FetchMetadataResponse\x12<\n" +
 	"\arecords\x18\x01 \x03(\v2\".metaplane.admin.v1.MetadataRecordR\arecords\x12\x1f\n" +
 	"\vnext_offset\x18\x02 \x01(\x03R\n" +
-	"nextOffset\"\x1e\n" +
-	"\x1cFetchMetadataSnapshotRequest\"\xc3\x01\n" +
+	"nextOffset\x12%\n" +
+	"\x0eapplied_offset\x18\x03 \x01(\x03R\rappliedOffset\x12\x16\n" +
+	"\x06leader\x18\x04 \x01(\bR\x06leader\"=\n" +
+	"\x1cFetchMetadataSnapshotRequest\x12\x1d\n" +
+	"\n" +
+	"min_offset\x18\x01 \x01(\x03R\tminOffset\"\xc3\x01\n" +
 	"\fMetadataNode\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x18\n" +

@@ -1193,6 +1193,12 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type TabletServerServiceClient interface {
+	// RegisterTabletServer and TabletServerHeartbeat are served by the
+	// leader only (a follower answers NOT_LEADER with the leader's
+	// address); FetchMetadata and FetchMetadataSnapshot by every
+	// coordinator with a backend client open, each from its own applied
+	// change log.
+	//
 	// RegisterTabletServer grants a lease (coordinator.tablet-server.session-
 	// timeout) and creates the ephemeral /tabletservers/ids/<id> on it.
 	RegisterTabletServer(ctx context.Context, in *RegisterTabletServerRequest, opts ...grpc.CallOption) (*RegisterTabletServerResponse, error)
@@ -1204,6 +1210,7 @@ type TabletServerServiceClient interface {
 	// smaller) when there is none yet. OFFSET_COMPACTED means: take a
 	// FetchMetadataSnapshot and fetch on from its offset + 1.
 	FetchMetadata(ctx context.Context, in *FetchMetadataRequest, opts ...grpc.CallOption) (*FetchMetadataResponse, error)
+	// FetchMetadataSnapshot returns every node and the revision they reflect.
 	FetchMetadataSnapshot(ctx context.Context, in *FetchMetadataSnapshotRequest, opts ...grpc.CallOption) (*FetchMetadataSnapshotResponse, error)
 }
 
@@ -1259,6 +1266,12 @@ func (c *tabletServerServiceClient) FetchMetadataSnapshot(ctx context.Context, i
 // All implementations must embed UnimplementedTabletServerServiceServer
 // for forward compatibility.
 type TabletServerServiceServer interface {
+	// RegisterTabletServer and TabletServerHeartbeat are served by the
+	// leader only (a follower answers NOT_LEADER with the leader's
+	// address); FetchMetadata and FetchMetadataSnapshot by every
+	// coordinator with a backend client open, each from its own applied
+	// change log.
+	//
 	// RegisterTabletServer grants a lease (coordinator.tablet-server.session-
 	// timeout) and creates the ephemeral /tabletservers/ids/<id> on it.
 	RegisterTabletServer(context.Context, *RegisterTabletServerRequest) (*RegisterTabletServerResponse, error)
@@ -1270,6 +1283,7 @@ type TabletServerServiceServer interface {
 	// smaller) when there is none yet. OFFSET_COMPACTED means: take a
 	// FetchMetadataSnapshot and fetch on from its offset + 1.
 	FetchMetadata(context.Context, *FetchMetadataRequest) (*FetchMetadataResponse, error)
+	// FetchMetadataSnapshot returns every node and the revision they reflect.
 	FetchMetadataSnapshot(context.Context, *FetchMetadataSnapshotRequest) (*FetchMetadataSnapshotResponse, error)
 	mustEmbedUnimplementedTabletServerServiceServer()
 }
