@@ -92,6 +92,9 @@ func EvaluateTargets(rep *Report) []TargetResult {
 		out = append(out, t)
 	}
 
+	// 2b. The serial write against ZooKeeper and against the floor.
+	out = append(out, serialWriteTarget(rep, rows))
+
 	// 3. createTable at least 4x.
 	out = append(out, ratioTarget(rows, "admin.create-table", "createTable: Raft at least 4x ZooKeeper", 4))
 

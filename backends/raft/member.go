@@ -192,9 +192,10 @@ const nodeHostDir = "nodehost"
 // cid (without event listeners): the same for the running member and for
 // the offline tools that open its directory.
 func nodeHostConfig(o Options, cid uint64, addr string) dbconfig.NodeHostConfig {
+	dir := filepath.Join(o.Dir, nodeHostDir)
 	return dbconfig.NodeHostConfig{
 		DeploymentID:   cid,
-		NodeHostDir:    filepath.Join(o.Dir, nodeHostDir),
+		NodeHostDir:    dir,
 		RTTMillisecond: uint64(TickInterval / time.Millisecond),
 		RaftAddress:    addr,
 		ListenAddress:  o.ListenAddress,
@@ -202,7 +203,7 @@ func nodeHostConfig(o Options, cid uint64, addr string) dbconfig.NodeHostConfig 
 		CAFile:         o.CAFile,
 		CertFile:       o.CertFile,
 		KeyFile:        o.KeyFile,
-		Expert:         dbconfig.ExpertConfig{LogDB: logDBConfig(o.LogDBProfile), FS: o.storage.raft},
+		Expert:         dbconfig.ExpertConfig{LogDB: logDBConfig(o.LogDBProfile), FS: o.storage.raft, LogDBFactory: logDBFactory(o.logDB)},
 	}
 }
 
@@ -293,6 +294,7 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 	m.sm = newFSM(filepath.Join(o.Dir, "state"), o.ChangeLogRetention, m.onApplied)
 	m.sm.fs = o.storage.state
 	m.sm.recovered = m.onRecovered
+	m.sm.observe = o.observeApply
 	compaction := o.SnapshotThreshold / 2
 	rc := dbconfig.Config{
 		ReplicaID: o.NodeID, ShardID: shardID, CheckQuorum: true, PreVote: true,

@@ -125,6 +125,14 @@ type Options struct {
 	// storage is the filesystem both stores write through and the disk
 	// guard measures (tests inject a quota); zero: the operating system's.
 	storage storage
+
+	// logDB selects the LogDB of a new directory: logDBTan, or ""
+	// (Dragonboat's default); see logdb.go. Benchmarks only.
+	logDB string
+
+	// observeApply, when set, is told the span of every state-machine
+	// Update and the indexes it applied (benchmarks).
+	observeApply func(first, last uint64, start, end time.Time)
 }
 
 // withDefaults returns o with zero fields set to their defaults.
