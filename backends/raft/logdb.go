@@ -19,15 +19,16 @@ import (
 // three voters that is two fsyncs per voter per write where one would do:
 // the commit index is recoverable (a restarted member learns it from the
 // leader; an entry is committed because a majority holds it fsynced, not
-// because anyone recorded the index). Dragonboat's tan LogDB fsyncs only
-// updates that carry entries, a snapshot, or a new term or vote;
-// lazyCommitTan below wraps it so that it does. It is not used by any
+// because anyone recorded the index). Dragonboat's tan LogDB means to
+// fsync only updates that carry entries, a snapshot, or a new term or
+// vote, and does so once wrapped in commitState (lazyCommitTan). It is not
+// used by any
 // configured member: BenchmarkSerialWriteBreakdown compares the two
 // LogDBs side by side (docs/benchmarks.md, "The serial write, stage by
-// stage"), and tan is not yet fit to replace the default: with it a voter
-// whose Raft log write failed on a full disk (TestProcessDiskFilledFasterThanTheGuard)
-// did not catch up after its restart, and Dragonboat still calls tan
-// experimental.
+// stage"), and tan is not yet fit to replace the default: with it (and
+// noPrealloc) a voter whose Raft log write failed on a full disk
+// (TestProcessDiskFilledFasterThanTheGuard) did not catch up after its
+// restart, and Dragonboat still calls tan experimental.
 
 // logDBDefault and logDBTan name the two LogDBs.
 const (
