@@ -543,3 +543,24 @@ func TestZooKeeperFailover(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterIDTakesTheWholeRange: coordinator.raft.cluster-id above 2^63
+// (half of all random ids) loads, round-trips through the plugin settings
+// and parses back.
+func TestClusterIDTakesTheWholeRange(t *testing.T) {
+	const id = uint64(17820187087881251998)
+	cfg, err := Load(LoadOptions{Overrides: []string{"coordinator.raft.cluster-id=17820187087881251998"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Coordinator.Raft.ClusterID != id {
+		t.Fatalf("ClusterID = %d, want %d", cfg.Coordinator.Raft.ClusterID, id)
+	}
+	back, err := FromFlat(cfg.PluginSettings())
+	if err != nil || back.Coordinator.Raft.ClusterID != id {
+		t.Fatalf("round trip: %v, %d", err, back.Coordinator.Raft.ClusterID)
+	}
+	if _, err := Load(LoadOptions{Overrides: []string{"coordinator.raft.cluster-id=-3"}}); err == nil || !strings.Contains(err.Error(), "must not be negative") {
+		t.Errorf("a negative cluster id: %v", err)
+	}
+}

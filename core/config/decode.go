@@ -320,14 +320,14 @@ func strictHook(from, to reflect.Type, data any) (any, error) {
 		}
 		return reflect.ValueOf(n).Convert(to).Interface(), nil
 	case reflect.Uint64, reflect.Uint, reflect.Uint32:
-		n, err := toInt64(data)
+		n, err := toUint64(data)
 		if err != nil {
 			return nil, err
 		}
-		if n < 0 {
-			return nil, badValue("invalid value %d: must not be negative", n)
+		if to.Kind() == reflect.Uint32 && n > math.MaxUint32 {
+			return nil, badValue("invalid integer %d: too large (at most %d)", n, uint64(math.MaxUint32))
 		}
-		return reflect.ValueOf(uint64(n)).Convert(to).Interface(), nil
+		return reflect.ValueOf(n).Convert(to).Interface(), nil
 	}
 	return data, nil
 }
@@ -340,6 +340,36 @@ func kindWord(v any) string {
 		return "a map"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// toUint64 is toInt64 for unsigned keys: the whole uint64 range, from a
+// string or a YAML number (a float only where it is exact).
+func toUint64(v any) (uint64, error) {
+	switch x := v.(type) {
+	case uint64:
+		return x, nil
+	case string:
+		n, err := settings.ParseUint(x)
+		if err != nil {
+			return 0, badValue("%v", err)
+		}
+		return n, nil
+	case float64:
+		if x >= 0 && x == math.Trunc(x) && x < 1<<53 {
+			return uint64(x), nil
+		}
+		if x >= 1<<53 {
+			return 0, badValue("invalid integer %v: too large for a number in the file; quote it as a string", x)
+		}
+	}
+	n, err := toInt64(v)
+	if err != nil {
+		return 0, err
+	}
+	if n < 0 {
+		return 0, badValue("invalid value %d: must not be negative", n)
+	}
+	return uint64(n), nil
 }
 
 func toInt64(v any) (int64, error) {

@@ -9,7 +9,9 @@
 package settings
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -84,16 +86,8 @@ func (r *Reader) Int(key string, dst *int) {
 // Int64 reads key with ParseInt.
 func (r *Reader) Int64(key string, dst *int64) { read(r, key, dst, ParseInt) }
 
-// Uint64 reads key with ParseInt, refusing a negative value.
-func (r *Reader) Uint64(key string, dst *uint64) {
-	read(r, key, dst, func(s string) (uint64, error) {
-		n, err := ParseInt(s)
-		if err == nil && n < 0 {
-			err = fmt.Errorf("invalid value %d: must not be negative", n)
-		}
-		return uint64(n), err
-	})
-}
+// Uint64 reads key with ParseUint: any whole number from 0 to 2^64-1.
+func (r *Reader) Uint64(key string, dst *uint64) { read(r, key, dst, ParseUint) }
 
 // Bool reads key with ParseBool.
 func (r *Reader) Bool(key string, dst *bool) { read(r, key, dst, ParseBool) }
@@ -130,6 +124,25 @@ func ParseInt(s string) (int64, error) {
 		return 0, fmt.Errorf("invalid integer %q: want a whole number", s)
 	}
 	return n, nil
+}
+
+// ParseUint parses a whole decimal number from 0 to 2^64-1 (a Raft cluster
+// id takes the whole range).
+func ParseUint(s string) (uint64, error) {
+	t := strings.TrimSpace(s)
+	n, err := strconv.ParseUint(t, 10, 64)
+	if err == nil {
+		return n, nil
+	}
+	if strings.HasPrefix(t, "-") {
+		if _, ierr := strconv.ParseInt(t, 10, 64); ierr == nil {
+			return 0, fmt.Errorf("invalid value %s: must not be negative", t)
+		}
+	}
+	if errors.Is(err, strconv.ErrRange) {
+		return 0, fmt.Errorf("invalid integer %q: too large (at most %d)", s, uint64(math.MaxUint64))
+	}
+	return 0, fmt.Errorf("invalid integer %q: want a whole number", s)
 }
 
 // ParseList parses a comma-separated list. Entries are trimmed; an empty

@@ -87,3 +87,18 @@ func TestParseHostPort(t *testing.T) {
 		t.Errorf("port 0 with allowZero: %v", err)
 	}
 }
+
+// TestParseUintWholeRange: an unsigned key takes every uint64 (a Raft
+// cluster id is a random 64-bit number), and says why it refuses the rest.
+func TestParseUintWholeRange(t *testing.T) {
+	for s, want := range map[string]uint64{"0": 0, " 17820187087881251998 ": 17820187087881251998, "18446744073709551615": 1<<64 - 1} {
+		if got, err := ParseUint(s); err != nil || got != want {
+			t.Errorf("ParseUint(%q) = %d, %v; want %d", s, got, err, want)
+		}
+	}
+	for s, frag := range map[string]string{"-1": "must not be negative", "18446744073709551616": "too large (at most 18446744073709551615)", "1e3": "whole number", "": "whole number"} {
+		if _, err := ParseUint(s); err == nil || !strings.Contains(err.Error(), frag) {
+			t.Errorf("ParseUint(%q): %v, want an error containing %q", s, err, frag)
+		}
+	}
+}
