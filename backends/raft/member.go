@@ -196,7 +196,7 @@ func nodeHostConfig(o Options, cid uint64, addr string) dbconfig.NodeHostConfig 
 	return dbconfig.NodeHostConfig{
 		DeploymentID:   cid,
 		NodeHostDir:    dir,
-		RTTMillisecond: uint64(TickInterval / time.Millisecond),
+		RTTMillisecond: uint64(o.raftTick() / time.Millisecond),
 		RaftAddress:    addr,
 		ListenAddress:  o.ListenAddress,
 		MutualTLS:      o.TLS,
@@ -245,7 +245,7 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 		return nil, err
 	}
 	quietDragonboat()
-	hb, el, _ := electionTicks(o.Heartbeat, o.ElectionTimeout)
+	hb, el, _ := electionTicks(o.Heartbeat, o.ElectionTimeout, o.raftTick())
 	if err := checkFormatted(o); err != nil {
 		return nil, err
 	}

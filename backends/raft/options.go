@@ -133,6 +133,19 @@ type Options struct {
 	// observeApply, when set, is told the span of every state-machine
 	// Update and the indexes it applied (benchmarks).
 	observeApply func(first, last uint64, start, end time.Time)
+
+	// tick is the Raft tick (NodeHostConfig.RTTMillisecond); zero:
+	// TickInterval. No configuration key sets it: the election benchmark
+	// compares ticks at the same timeouts.
+	tick time.Duration
+}
+
+// raftTick is the Raft tick of o: o.tick, or TickInterval when unset.
+func (o Options) raftTick() time.Duration {
+	if o.tick == 0 {
+		return TickInterval
+	}
+	return o.tick
 }
 
 // withDefaults returns o with zero fields set to their defaults.
@@ -230,7 +243,7 @@ func (o Options) Validate() error {
 	} else if !found && !o.Join {
 		bad("coordinator.raft.node.id", "%d is not in coordinator.raft.voters (set coordinator.raft.join to join an existing cluster)", o.NodeID)
 	}
-	if _, _, err := electionTicks(o.Heartbeat, o.ElectionTimeout); err != nil {
+	if _, _, err := electionTicks(o.Heartbeat, o.ElectionTimeout, o.raftTick()); err != nil {
 		errs = append(errs, err)
 	}
 	switch o.LogDBProfile {
@@ -256,11 +269,11 @@ func (o Options) Validate() error {
 }
 
 // electionTicks maps the heartbeat and election timeouts onto Dragonboat's
-// ticks with raftkeys.ComputeTiming (ElectionRTT = ceil(2/5 election/tick),
-// at most election/2/tick; HeartbeatRTT = min(heartbeat/tick, ElectionRTT/4),
-// at least 1).
-func electionTicks(heartbeat, election time.Duration) (hb, el uint64, err error) {
-	r, err := raftkeys.ComputeTiming(heartbeat, election)
+// ticks of length tick with raftkeys.ComputeTimingTick (ElectionRTT =
+// ceil(2/5 election/tick), at most election/2/tick; HeartbeatRTT =
+// min(heartbeat/tick, ElectionRTT/4), at least 1).
+func electionTicks(heartbeat, election, tick time.Duration) (hb, el uint64, err error) {
+	r, err := raftkeys.ComputeTimingTick(heartbeat, election, tick)
 	if err != nil {
 		return 0, 0, err
 	}

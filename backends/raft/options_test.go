@@ -46,14 +46,14 @@ func TestOptionsFromSettings(t *testing.T) {
 	if got, w := fmtOptions(o), fmtOptions(want); got != w {
 		t.Fatalf("options\n got %s\nwant %s", got, w)
 	}
-	hb, el, err := electionTicks(o.Heartbeat, o.ElectionTimeout)
+	hb, el, err := electionTicks(o.Heartbeat, o.ElectionTimeout, TickInterval)
 	if err != nil || el != 16 || hb != 2 {
 		t.Fatalf("ticks: heartbeat %d election %d %v; want 2 and 16", hb, el, err)
 	}
 	// The seeds' defaults: 1s election (ElectionRTT 8: elections after
 	// 400ms to 800ms of silence), heartbeat lowered from 500ms to 100ms
 	// (HeartbeatRTT 2).
-	hb, el, err = electionTicks(500*time.Millisecond, time.Second)
+	hb, el, err = electionTicks(500*time.Millisecond, time.Second, TickInterval)
 	if err != nil || el != 8 || hb != 2 {
 		t.Fatalf("default ticks: heartbeat %d election %d %v; want 2 and 8", hb, el, err)
 	}

@@ -32,7 +32,11 @@ const (
 // Timing is how coordinator.raft.heartbeat.interval and
 // coordinator.raft.election.timeout map onto Dragonboat's settings.
 type Timing struct {
-	// RTTMillisecond is the tick in milliseconds (RTTMillisecond).
+	// Tick is the Raft tick the timing is counted in (Tick unless
+	// ComputeTimingTick was given another).
+	Tick time.Duration
+	// RTTMillisecond is the tick in milliseconds (Dragonboat's
+	// NodeHostConfig.RTTMillisecond).
 	RTTMillisecond uint64
 	// ElectionRTT is Dragonboat's ElectionRTT: 2/5 of election.timeout in
 	// ticks, rounded up, at most election.timeout / 2 / tick (see
@@ -58,7 +62,7 @@ type Timing struct {
 // and logs.
 func (r Timing) Summary() string {
 	return fmt.Sprintf("raft timing: tick %s; heartbeat every %s (HeartbeatRTT %d); election after %s to %s of silence (ElectionRTT %d)",
-		settings.FormatDuration(Tick), settings.FormatDuration(r.Heartbeat), r.HeartbeatRTT,
+		settings.FormatDuration(r.Tick), settings.FormatDuration(r.Heartbeat), r.HeartbeatRTT,
 		settings.FormatDuration(r.ElectionMin), settings.FormatDuration(r.ElectionMax), r.ElectionRTT)
 }
 
@@ -87,30 +91,40 @@ func (r Timing) Summary() string {
 // honoured: heartbeat below one tick, election below 300ms (ElectionRTT
 // below 3), or heartbeat not below election.
 func ComputeTiming(heartbeat, election time.Duration) (Timing, error) {
+	return ComputeTimingTick(heartbeat, election, Tick)
+}
+
+// ComputeTimingTick is ComputeTiming with another tick than Tick, a whole
+// number of milliseconds of at least 1ms (the Raft backend's benchmarks
+// compare ticks with it; the configuration has no key for the tick).
+func ComputeTimingTick(heartbeat, election, tick time.Duration) (Timing, error) {
+	if tick < time.Millisecond || tick%time.Millisecond != 0 {
+		return Timing{}, fmt.Errorf("raft tick %s: want a whole number of milliseconds, at least 1ms", tick)
+	}
 	var probs settings.Problems
-	if heartbeat < Tick {
-		probs.Add(KeyHeartbeat, fmt.Sprintf("%s is below the Raft tick of %s", settings.FormatDuration(heartbeat), settings.FormatDuration(Tick)))
+	if heartbeat < tick {
+		probs.Add(KeyHeartbeat, fmt.Sprintf("%s is below the Raft tick of %s", settings.FormatDuration(heartbeat), settings.FormatDuration(tick)))
 	}
-	if election < 6*Tick {
+	if election < 6*tick {
 		probs.Add(KeyElection, fmt.Sprintf("%s is below the minimum of %s (the election timeout must span at least 6 Raft ticks of %s, so that ElectionRTT is at least 3 and exceeds twice a heartbeat of one tick)",
-			settings.FormatDuration(election), settings.FormatDuration(6*Tick), settings.FormatDuration(Tick)))
+			settings.FormatDuration(election), settings.FormatDuration(6*tick), settings.FormatDuration(tick)))
 	}
-	if heartbeat >= Tick && election >= 6*Tick && heartbeat >= election {
+	if heartbeat >= tick && election >= 6*tick && heartbeat >= election {
 		probs.Add(KeyHeartbeat, fmt.Sprintf("%s is not below %s (%s): a leader must heartbeat more often than followers time out",
 			settings.FormatDuration(heartbeat), KeyElection, settings.FormatDuration(election)))
 	}
 	if err := probs.Err(); err != nil {
 		return Timing{}, err
 	}
-	r := Timing{RTTMillisecond: RTTMillisecond}
-	r.ElectionRTT = min(uint64((2*election+5*Tick-1)/(5*Tick)), uint64(election/2/Tick))
-	hb := uint64(heartbeat / Tick)
+	r := Timing{Tick: tick, RTTMillisecond: uint64(tick / time.Millisecond)}
+	r.ElectionRTT = min(uint64((2*election+5*tick-1)/(5*tick)), uint64(election/2/tick))
+	hb := uint64(heartbeat / tick)
 	r.HeartbeatRTT = min(hb, r.ElectionRTT/4)
 	if r.HeartbeatRTT < 1 {
 		r.HeartbeatRTT = 1
 	}
-	r.Heartbeat = time.Duration(r.HeartbeatRTT) * Tick
-	r.ElectionMin = time.Duration(r.ElectionRTT) * Tick
+	r.Heartbeat = time.Duration(r.HeartbeatRTT) * tick
+	r.ElectionMin = time.Duration(r.ElectionRTT) * tick
 	r.ElectionMax = 2 * r.ElectionMin
 
 	var notes []string
@@ -120,7 +134,7 @@ func ComputeTiming(heartbeat, election time.Duration) (Timing, error) {
 			KeyHeartbeat, settings.FormatDuration(heartbeat), settings.FormatDuration(r.Heartbeat), r.ElectionRTT))
 	case r.Heartbeat != heartbeat:
 		notes = append(notes, fmt.Sprintf("%s %s rounded down to %s (a whole number of ticks of %s)",
-			KeyHeartbeat, settings.FormatDuration(heartbeat), settings.FormatDuration(r.Heartbeat), settings.FormatDuration(Tick)))
+			KeyHeartbeat, settings.FormatDuration(heartbeat), settings.FormatDuration(r.Heartbeat), settings.FormatDuration(tick)))
 	}
 	r.Note = strings.Join(notes, "; ")
 	return r, nil
