@@ -157,31 +157,27 @@ func TestMinorityCannotCommit(t *testing.T) {
 // a test can cut one member off from every inbound message.
 func startProxiedCluster(t *testing.T) (*cluster, []*proxy) {
 	t.Helper()
-	voters := newVoters(t, 3)
-	proxies := make([]*proxy, 3)
-	listen := make([]string, 3)
+	return startProxied(t, 3, 0, nil)
+}
+
+// startProxied starts n members behind proxies (as startProxiedCluster)
+// that delay every message between the members by delay, without waiting
+// for a leader.
+func startProxied(t testing.TB, n int, delay time.Duration, mutate func(i int, o *Options)) (*cluster, []*proxy) {
+	t.Helper()
+	voters := newVoters(t, n)
+	proxies := make([]*proxy, n)
+	listen := make([]string, n)
 	for i := range voters {
 		listen[i] = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-		proxies[i] = newProxy(t, voters[i].Address, listen[i])
+		proxies[i] = newProxy(t, voters[i].Address, listen[i], delay)
 	}
-	c := &cluster{t: t, voters: voters, members: make([]*Provider, 3), mutate: func(i int, o *Options) {
+	c := launchCluster(t, voters, func(i int, o *Options) {
 		o.ListenAddress = listen[i]
-	}}
-	root := t.TempDir()
-	for i := 0; i < 3; i++ {
-		c.dirs = append(c.dirs, filepath.Join(root, fmt.Sprintf("m%d", i+1)))
-	}
-	t.Cleanup(c.stopAll)
-	c.bootstrap()
-	errs := make(chan error, 3)
-	for i := 0; i < 3; i++ {
-		go func(i int) { errs <- c.start(i) }(i)
-	}
-	for i := 0; i < 3; i++ {
-		if err := <-errs; err != nil {
-			t.Fatalf("start member: %v", err)
+		if mutate != nil {
+			mutate(i, o)
 		}
-	}
+	})
 	return c, proxies
 }
 

@@ -46,7 +46,17 @@ func newVoters(t testing.TB, n int) []Voter {
 
 func startCluster(t testing.TB, n int, mutate func(i int, o *Options)) *cluster {
 	t.Helper()
-	c := &cluster{t: t, voters: newVoters(t, n), members: make([]*Provider, n), mutate: mutate}
+	c := launchCluster(t, newVoters(t, n), mutate)
+	c.waitLeader()
+	return c
+}
+
+// launchCluster bootstraps a member per voter and starts them in
+// parallel, without waiting for a leader.
+func launchCluster(t testing.TB, voters []Voter, mutate func(i int, o *Options)) *cluster {
+	t.Helper()
+	n := len(voters)
+	c := &cluster{t: t, voters: voters, members: make([]*Provider, n), mutate: mutate}
 	root := t.TempDir()
 	for i := 0; i < n; i++ {
 		c.dirs = append(c.dirs, filepath.Join(root, fmt.Sprintf("m%d", i+1)))
@@ -62,7 +72,6 @@ func startCluster(t testing.TB, n int, mutate func(i int, o *Options)) *cluster 
 			t.Fatalf("start member: %v", err)
 		}
 	}
-	c.waitLeader()
 	return c
 }
 
