@@ -85,6 +85,9 @@ func benchElectionTicks(b *testing.B, voters int, ticks []time.Duration) {
 			took, step := r.c.stopLeader()
 			r.took = append(r.took, took)
 			r.steps[step]++
+			if took > time.Second {
+				b.Logf("voters=%d tick=%s: an election took %v, %d term(s)", voters, r.tick, took, step)
+			}
 		}
 	}
 	b.StopTimer()
@@ -184,6 +187,9 @@ func (c *cluster) stopLeader() (time.Duration, uint64) {
 	old := c.view(l)
 	start := time.Now()
 	c.stop(l)
+	if closed := time.Since(start); closed > 100*time.Millisecond {
+		c.t.Logf("the stop of member %d took %v", l+1, closed)
+	}
 	var took time.Duration
 	var term uint64
 	c.waitViews("a new leader", func(views map[int]raftView) bool {

@@ -57,6 +57,15 @@ func TestOptionsFromSettings(t *testing.T) {
 	if err != nil || el != 8 || hb != 2 {
 		t.Fatalf("default ticks: heartbeat %d election %d %v; want 2 and 8", hb, el, err)
 	}
+	// The same timeouts at the 10ms tick BenchmarkElectionTick compares
+	// (Options.tick): the same window and heartbeat in milliseconds.
+	hb, el, err = electionTicks(500*time.Millisecond, time.Second, 10*time.Millisecond)
+	if err != nil || el != 40 || hb != 10 {
+		t.Fatalf("default timeouts at a 10ms tick: heartbeat %d election %d %v; want 10 and 40", hb, el, err)
+	}
+	if _, _, err := electionTicks(500*time.Millisecond, time.Second, 1500*time.Microsecond); err == nil {
+		t.Fatal("a tick of 1.5ms was accepted")
+	}
 }
 
 func fmtOptions(o Options) string {
