@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/metaplane/metaplane/core"
@@ -446,19 +445,40 @@ func (env *runEnv) verbsPeakRSS(ctx context.Context, tool, zkAddr, root string, 
 	return tm, nil
 }
 
-// peakRSS runs tool with args and returns its peak resident set.
+// peakRSS runs tool with args and returns its peak resident set: its
+// VmHWM, sampled every 10 ms while it runs (the last sample before it
+// exits). Not the rusage of the waited child: on Linux a child's ru_maxrss
+// starts from the RSS of the process that started it (the exec inherits
+// the parent's high-water mark), so every verb would report the bench's
+// own size.
 func peakRSS(ctx context.Context, tool string, args ...string) (int64, error) {
 	cmd := exec.CommandContext(ctx, tool, args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return 0, fmt.Errorf("%s: %v: %s", args[0], err, stderr.String())
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("%s: %v", args[0], err)
 	}
-	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		return 0, fmt.Errorf("no resource usage for the %s process", args[0])
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var peak int64
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if v, err := PeakRSS(cmd.Process.Pid); err == nil {
+			peak = max(peak, v)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				return 0, fmt.Errorf("%s: %v: %s", args[0], err, stderr.String())
+			}
+			if peak == 0 {
+				return 0, fmt.Errorf("%s exited before its memory could be read", args[0])
+			}
+			return peak, nil
+		case <-tick.C:
+		}
 	}
-	return ru.Maxrss << 10, nil
 }
 
 // freeLoopbackPort is a TCP port free on 127.0.0.1 a moment ago.
