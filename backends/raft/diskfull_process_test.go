@@ -132,8 +132,18 @@ func TestProcessDiskFilledFasterThanTheGuard(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
+	var last string
+	defer func() {
+		if t.Failed() {
+			// What to look at when voter 1 did not come back: whether its
+			// host kept restarting it, and what its last answer was.
+			t.Logf("voter 1's plugin: %d restarts, pid %d, host error %v; last answer: %s; tmpfs free %d bytes",
+				v.plugins[0].Restarts(), v.plugins[0].Pid(), v.plugins[0].Err(), last, testutil.FreeBytes(t, mnt))
+		}
+	}()
 	testutil.WaitFor(t, 90*time.Second, "voter 1 back with everything committed", func() bool {
 		k0, _, err := clients[0].Children(ctx, "/w", core.ReadOptions{})
+		last = fmt.Sprintf("%d children, %v", len(k0), err)
 		return err == nil && len(k0) == n
 	})
 	res, err := clients[0].GetMany(ctx, []string{"/w/00", fmt.Sprintf("/w/%02d", n-1)}, core.ReadOptions{})
