@@ -18,7 +18,8 @@ const DefaultMetadataStreamFeed = 20000
 // memory by one watch, from which every FetchMetadata long poll is served
 // (instead of each opening a watch across the plugin): a poll waits on one
 // channel and copies a slice. It holds every event with a revision above
-// base, up to upTo.
+// base, up to upTo: at least the last max events (whole revisions), at
+// most a quarter more before the oldest are dropped.
 type changeFeed struct {
 	b      core.MetadataBackend
 	max    int
@@ -61,8 +62,8 @@ func (f *changeFeed) run(ch <-chan core.WatchResponse) {
 		if resp.Revision > f.upTo {
 			f.upTo = resp.Revision
 		}
-		if len(f.events) > f.max {
-			f.trimLocked()
+		if len(f.events) > f.max+f.max/4 {
+			f.trimLocked() // in steps of a quarter, not a copy per response
 		}
 		close(f.wake)
 		f.wake = make(chan struct{})

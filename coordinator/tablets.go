@@ -201,18 +201,17 @@ func (t *tabletServerService) FetchMetadata(ctx context.Context, r *adminv1.Fetc
 	if r.MaxWaitMs > 0 && time.Duration(r.MaxWaitMs)*time.Millisecond < wait {
 		wait = time.Duration(r.MaxWaitMs) * time.Millisecond
 	}
-	max := int(r.MaxRecords)
-	if max <= 0 {
-		max = 10000
+	limit := int(r.MaxRecords)
+	if limit <= 0 {
+		limit = 10000
 	}
 	out := &adminv1.FetchMetadataResponse{NextOffset: r.FromOffset, Leader: leader}
 	if f := t.s.feedFor(b, r.FromOffset); f != nil {
-		if a, ok := f.fetch(ctx, r.FromOffset, wait, max); ok {
+		if a, ok := f.fetch(ctx, r.FromOffset, wait, limit); ok {
 			for _, ev := range a.events {
-				out.Records = append(out.Records, &adminv1.MetadataRecord{Type: adminv1.MetadataRecord_Type(ev.Type),
-					Path: ev.Path, Data: ev.Data, Offset: ev.Revision, Version: ev.Stat.Version})
+				out.Records = append(out.Records, metadataRecord(ev))
 			}
-			out.NextOffset = max64(a.next, r.FromOffset)
+			out.NextOffset = max(a.next, r.FromOffset)
 			out.AppliedOffset = a.applied
 			t.s.noteApplied(a.applied)
 			return out, nil
@@ -236,8 +235,7 @@ func (t *tabletServerService) FetchMetadata(ctx context.Context, r *adminv1.Fetc
 			if ev.Revision < r.FromOffset {
 				continue // never older than what the caller has
 			}
-			out.Records = append(out.Records, &adminv1.MetadataRecord{Type: adminv1.MetadataRecord_Type(ev.Type),
-				Path: ev.Path, Data: ev.Data, Offset: ev.Revision, Version: ev.Stat.Version})
+			out.Records = append(out.Records, metadataRecord(ev))
 		}
 		if resp.Revision+1 > out.NextOffset {
 			out.NextOffset = resp.Revision + 1
@@ -260,7 +258,7 @@ func (t *tabletServerService) FetchMetadata(ctx context.Context, r *adminv1.Fetc
 	case <-wctx.Done():
 		return finish()
 	}
-	for len(out.Records) < max {
+	for len(out.Records) < limit {
 		select {
 		case resp, ok := <-ch:
 			if !ok {
@@ -302,9 +300,8 @@ func (t *tabletServerService) FetchMetadataSnapshot(ctx context.Context, r *admi
 	return out, nil
 }
 
-func max64(a, b int64) int64 {
-	if a > b {
-		return a
-	}
-	return b
+// metadataRecord is one change event as the metadata stream sends it.
+func metadataRecord(ev core.WatchEvent) *adminv1.MetadataRecord {
+	return &adminv1.MetadataRecord{Type: adminv1.MetadataRecord_Type(ev.Type),
+		Path: ev.Path, Data: ev.Data, Offset: ev.Revision, Version: ev.Stat.Version}
 }
