@@ -13,7 +13,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/metaplane/metaplane/adminclient"
-	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/catalog"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
@@ -32,12 +31,11 @@ func (s *Server) notifyTablets(ctx context.Context, l *leaderState) {
 		}
 	}()
 	sent := map[int32][32]byte{}
-	dec := notifyDecodes{}
 	retry := time.NewTicker(3 * time.Second)
 	defer retry.Stop()
 	for {
 		changed := l.img.Changed()
-		build := s.notifyOnce(ctx, l, conns, sent, dec)
+		build := s.notifyOnce(ctx, l, conns, sent)
 		select {
 		case <-ctx.Done():
 			return
@@ -69,51 +67,10 @@ const (
 	notifyMaxPause = 2 * time.Second
 )
 
-// notifyDecodes keeps the records notifyOnce decoded, by path, at the
-// modify revision they were decoded at: a DDL changes a few nodes, and
-// the next round decodes only those (not every bucket's LeaderAndIsr
-// again).
-type notifyDecodes map[string]notifyDecode
-
-type notifyDecode struct {
-	rev, version int64
-	val          any
-	seen         bool // in the last round's snapshot
-}
-
-// decode returns n's record decoded with f, from the last round when n
-// is unchanged since.
-func decodeFor[T any](d notifyDecodes, n core.Node, f func([]byte) (T, error)) (T, error) {
-	if e, ok := d[n.Path]; ok && n.Stat.ModifyRevision != 0 && e.rev == n.Stat.ModifyRevision && e.version == n.Stat.Version {
-		if v, ok := e.val.(T); ok {
-			e.seen = true
-			d[n.Path] = e
-			return v, nil
-		}
-	}
-	v, err := f(n.Data)
-	if err == nil {
-		d[n.Path] = notifyDecode{rev: n.Stat.ModifyRevision, version: n.Stat.Version, val: v, seen: true}
-	}
-	return v, err
-}
-
-// sweep forgets the records of nodes that were not in the last round.
-func (d notifyDecodes) sweep() {
-	for p, e := range d {
-		if !e.seen {
-			delete(d, p)
-			continue
-		}
-		e.seen = false
-		d[p] = e
-	}
-}
-
 // notifyOnce runs one round: it builds every registered server's
 // buckets and sends those that changed since the last round. It returns
 // how long the build took (without the sends).
-func (s *Server) notifyOnce(ctx context.Context, l *leaderState, conns map[string]*grpc.ClientConn, sent map[int32][32]byte, dec notifyDecodes) time.Duration {
+func (s *Server) notifyOnce(ctx context.Context, l *leaderState, conns map[string]*grpc.ClientConn, sent map[int32][32]byte) time.Duration {
 	start := time.Now()
 	servers, err := l.cat.ListTabletServers(ctx)
 	if err != nil {
@@ -128,7 +85,7 @@ func (s *Server) notifyOnce(ctx context.Context, l *leaderState, conns map[strin
 	for _, n := range snap.Nodes {
 		if rest, ok := strings.CutPrefix(n.Path, catalog.PartitionAssignsPath+"/"); ok && !strings.Contains(rest, "/") {
 			if pid, err := strconv.ParseInt(rest, 10, 64); err == nil {
-				if a, err := decodeFor(dec, n, catalog.UnmarshalPartitionAssignment); err == nil {
+				if a, err := catalog.Decode(l.cat, n, catalog.UnmarshalPartitionAssignment); err == nil {
 					partitionTable[pid] = a.TableID
 				}
 			}
@@ -139,7 +96,7 @@ func (s *Server) notifyOnce(ctx context.Context, l *leaderState, conns map[strin
 		if !ok {
 			continue
 		}
-		lai, err := decodeFor(dec, n, catalog.UnmarshalLeaderAndIsr)
+		lai, err := catalog.Decode(l.cat, n, catalog.UnmarshalLeaderAndIsr)
 		if err != nil {
 			continue
 		}
@@ -154,7 +111,6 @@ func (s *Server) notifyOnce(ctx context.Context, l *leaderState, conns map[strin
 			per[r] = append(per[r], st)
 		}
 	}
-	dec.sweep()
 	var sending time.Duration // the rounds' RPCs, not part of the build
 	live := map[int32]bool{}
 	for _, ts := range servers {

@@ -51,3 +51,10 @@ func cached[T any](c *decodeCache, n core.Node, dec func([]byte) (T, error)) (T,
 	c.mu.Unlock()
 	return v, nil
 }
+
+// Decode decodes n.Data with dec through c's decode cache (see cached): a
+// reader of the catalog's records from the image (the coordinator's tablet
+// notifier) decodes only the nodes that changed since it last read them.
+func Decode[T any](c *Catalog, n core.Node, dec func([]byte) (T, error)) (T, error) {
+	return cached(&c.cache, n, dec)
+}
