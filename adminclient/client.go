@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/deadline"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
@@ -482,12 +483,12 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 			return ambiguous
 		}
 		if lastErr == nil && unreachable == "" {
-			return ctx.Err()
+			return deadline.Err(ctx)
 		}
-		return &DeadlineError{Err: ctx.Err(), LastAnswer: FromStatus(lastErr), LastAddress: lastAddr, Unreachable: unreachable}
+		return &DeadlineError{Err: deadline.Err(ctx), LastAnswer: FromStatus(lastErr), LastAddress: lastAddr, Unreachable: unreachable}
 	}
 	for {
-		if ctx.Err() != nil {
+		if deadline.Err(ctx) != nil {
 			return timedOut()
 		}
 		addr := c.Leader()
@@ -511,9 +512,9 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 			c.setLeader(addr)
 			return nil
 		}
-		if ctx.Err() != nil {
+		if deadline.Err(ctx) != nil {
 			if write && at.inFlight {
-				ou := &OutcomeUnknownError{Address: addr, Method: at.method, Err: ctx.Err()}
+				ou := &OutcomeUnknownError{Address: addr, Method: at.method, Err: deadline.Err(ctx)}
 				if once {
 					ou.RequestID = id
 				}

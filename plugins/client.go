@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/deadline"
 	"github.com/metaplane/metaplane/internal/fanout"
 	pb "github.com/metaplane/metaplane/proto/metaplane/v1"
 )
@@ -121,7 +122,7 @@ func openRemote(ctx context.Context, cn *conn, opts core.ClientOptions, passThro
 // caller's ctx wins, a call on a dead plugin is core.ErrUnavailable, and
 // everything else goes through the translation table.
 func callError(ctx context.Context, cn *conn, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
+	if cerr := deadline.Err(ctx); cerr != nil {
 		e := FromStatus(err)
 		if errors.Is(e, cerr) {
 			return e
@@ -182,9 +183,19 @@ func (c *Client) lose(r *remote, cause error) {
 	}
 }
 
+// reconnectBackoff caps the pause between a client's attempts to open
+// its new incarnation after a restart.
+const reconnectBackoff = 2 * time.Second
+
 // reconnect opens a new incarnation of the client on cn after a restart.
+// It keeps trying, with a pause doubling up to reconnectBackoff, for as
+// long as cn lives and the client is open: a backend that needs a while
+// before it can open a session (a Raft member catching up after a crash)
+// must not leave the client without a session for good. Calls fail with
+// ErrUnavailable meanwhile.
 func (c *Client) reconnect(cn *conn) {
-	for attempt := 0; attempt < 3; attempt++ {
+	wait := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
 		c.mu.Lock()
 		closed := c.closed
 		c.mu.Unlock()
@@ -195,12 +206,15 @@ func (c *Client) reconnect(cn *conn) {
 		r, resp, stream, err := openRemote(ctx, cn, c.opts, c.passThrough)
 		cancel()
 		if err != nil {
-			c.p.logger.Warn("plugin client could not reconnect", "client", c.opts.Name, "attempt", attempt+1, "error", err)
+			if attempt <= 3 || attempt%10 == 0 {
+				c.p.logger.Warn("plugin client could not reconnect; retrying", "client", c.opts.Name, "attempt", attempt, "error", err)
+			}
 			select {
-			case <-time.After(100 * time.Millisecond << attempt):
+			case <-time.After(wait):
 			case <-cn.ctx.Done():
 				return
 			}
+			wait = min(2*wait, reconnectBackoff)
 			continue
 		}
 		info := sessionInfoFromProto(resp.Session)
@@ -599,7 +613,7 @@ func (l *leadership) Resign(ctx context.Context) error {
 	defer cancel()
 	_, err := l.r.conn.rpc.Resign(bctx, &pb.ResignRequest{ClientId: l.r.id, LeadershipId: l.id})
 	if err != nil {
-		if ctx.Err() == nil && bctx.Err() != nil {
+		if deadline.Err(ctx) == nil && deadline.Err(bctx) != nil {
 			l.markLost()
 			return fmt.Errorf("%w: plugin did not answer Resign within %v; the leadership is given up on the host", core.ErrUnavailable, hostResignTimeout)
 		}
