@@ -45,13 +45,13 @@ func (a *applySpans) take(index uint64) ([2]time.Time, bool) {
 // followers and their fsync, the acknowledgements), apply (the leader's
 // state-machine Update) and return (from the end of the apply until the
 // call returns: the proposal's completion notice). It runs with each LogDB
-// (the default Pebble LogDB, which fsyncs every commit-index change, and
-// the tan LogDB new directories use; see logdb.go) on one and three
+// (the members' Pebble LogDB in lazyCommit, the same LogDB unwrapped,
+// which fsyncs every commit-index change, and tan; see logdb.go) on one and three
 // voters, and reports the p50 of each stage and of the whole write, the
 // p50 of a 512-byte fsync in the same directory measured just before, and
 // the CPU time and context switches of the process per write.
 func BenchmarkSerialWriteBreakdown(b *testing.B) {
-	for _, kind := range []string{logDBDefault, logDBTan} {
+	for _, kind := range []string{logDBDefault, logDBPlain, logDBTan} {
 		for _, voters := range []int{1, 3} {
 			b.Run(fmt.Sprintf("logdb=%s/voters=%d", kind, voters), func(b *testing.B) {
 				spans := make([]*applySpans, voters)

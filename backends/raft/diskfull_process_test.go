@@ -137,8 +137,8 @@ func TestProcessDiskFilledFasterThanTheGuard(t *testing.T) {
 		if t.Failed() {
 			// What to look at when voter 1 did not come back: whether its
 			// host kept restarting it, and what its last answer was.
-			t.Logf("voter 1's plugin: %d restarts, pid %d, host error %v; last answer: %s; tmpfs free %d bytes",
-				v.plugins[0].Restarts(), v.plugins[0].Pid(), v.plugins[0].Err(), last, testutil.FreeBytes(t, mnt))
+			t.Logf("voter 1's plugin: %d restarts, pid %d, host error %v; last answer: %s; tmpfs free %d bytes; its host's log:\n%s",
+				v.plugins[0].Restarts(), v.plugins[0].Pid(), v.plugins[0].Err(), last, testutil.FreeBytes(t, mnt), v.logs[0])
 		}
 	}()
 	testutil.WaitFor(t, 90*time.Second, "voter 1 back with everything committed", func() bool {

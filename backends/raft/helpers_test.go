@@ -63,14 +63,12 @@ func launchCluster(t testing.TB, voters []Voter, mutate func(i int, o *Options))
 	}
 	t.Cleanup(c.stopAll)
 	c.bootstrap()
-	errs := make(chan error, n)
-	for i := 0; i < n; i++ {
-		go func(i int) { errs <- c.start(i) }(i)
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
 	}
-	for i := 0; i < n; i++ {
-		if err := <-errs; err != nil {
-			t.Fatalf("start member: %v", err)
-		}
+	if err := c.startParallel(all...); err != nil {
+		t.Fatalf("start members: %v", err)
 	}
 	return c
 }
@@ -104,10 +102,15 @@ func bootstrapAll(t interface {
 			errs <- err
 		}(o)
 	}
+	// Every Bootstrap is waited for before failing (see launchCluster).
+	var failed []error
 	for range opts {
 		if err := <-errs; err != nil {
-			t.Fatalf("bootstrap member: %v", err)
+			failed = append(failed, err)
 		}
+	}
+	if len(failed) > 0 {
+		t.Fatalf("bootstrap members: %v", errors.Join(failed...))
 	}
 }
 
@@ -126,6 +129,24 @@ func (c *cluster) start(i int) error {
 	}
 	c.members[i] = p
 	return nil
+}
+
+// startParallel starts members is at once and returns when every start
+// returned (their errors joined): a test fails only then, since failing
+// runs the cleanups (stopAll, the temporary directory's removal), which
+// must not race a member still starting in it.
+func (c *cluster) startParallel(is ...int) error {
+	errs := make(chan error, len(is))
+	for _, i := range is {
+		go func(i int) { errs <- c.start(i) }(i)
+	}
+	var failed []error
+	for range is {
+		if err := <-errs; err != nil {
+			failed = append(failed, err)
+		}
+	}
+	return errors.Join(failed...)
 }
 
 func (c *cluster) stop(i int) {
@@ -164,7 +185,11 @@ func (c *cluster) waitLeader() int {
 func (c *cluster) client(i int) *Client {
 	c.t.Helper()
 	// A member that is still catching up (or a cluster still electing)
-	// may time a session grant out: retry for a while.
+	// may time a session grant out: retry for a while. The grant's own
+	// timeout is ErrUnavailable after the proposal timeout, or, when that
+	// is longer than an attempt here (a test's minute), this attempt's
+	// deadline: a read forwarded while restarted members' connections are
+	// set up can be lost, and its retries wait twice as long each time.
 	deadline := time.Now().Add(30 * time.Second)
 	var cl *Client
 	for {
@@ -175,7 +200,7 @@ func (c *cluster) client(i int) *Client {
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, core.ErrUnavailable) || time.Now().After(deadline) {
+		if !(errors.Is(err, core.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)) || time.Now().After(deadline) {
 			c.t.Fatalf("client of member %d: %v", i+1, err)
 		}
 	}

@@ -13,36 +13,45 @@ import (
 // The Raft log store (Dragonboat's LogDB).
 //
 // Every member keeps its Raft log in Dragonboat's default LogDB, a Pebble
-// store, which fsyncs every hard-state change: a write's log entry, and
-// then again the commit index once a majority holds the entry (the leader
-// on the acknowledgement, each follower when the leader tells it). With
-// three voters that is two fsyncs per voter per write where one would do:
-// the commit index is recoverable (a restarted member learns it from the
-// leader; an entry is committed because a majority holds it fsynced, not
-// because anyone recorded the index). Dragonboat's tan LogDB means to
-// fsync only updates that carry entries, a snapshot, or a new term or
-// vote, and does so once wrapped in commitState (lazyCommitTan). It is not
-// used by any
-// configured member: BenchmarkSerialWriteBreakdown compares the two
-// LogDBs side by side (docs/benchmarks.md, "The serial write, stage by
-// stage"), and tan is not yet fit to replace the default: with it (and
-// noPrealloc) a voter whose Raft log write failed on a full disk
-// (TestProcessDiskFilledFasterThanTheGuard) did not catch up after its
-// restart, and Dragonboat still calls tan experimental.
+// store, which writes (fsynced) every hard-state change: a write's log
+// entry, and then again the commit index once a majority holds the entry
+// (the leader on the acknowledgement, each follower when the leader tells
+// it). With three voters that is two fsyncs per voter per write where one
+// does: the commit index is recoverable (a restarted member learns it from
+// the leader; an entry is committed because a majority holds it fsynced,
+// not because anyone recorded the index). So members open that LogDB
+// wrapped in lazyCommit (lazycommit.go), which does not write a hard state
+// whose only change is the commit index; the store, its files and its
+// format are Dragonboat's own, unchanged.
+//
+// Dragonboat's experimental tan LogDB (lazyCommitTan below) is kept for
+// BenchmarkSerialWriteBreakdown only: with it a voter whose Raft log write
+// failed on a full disk (TestProcessDiskFilledFasterThanTheGuard) did not
+// catch up after its restart, and a directory is tied to the LogDB that
+// created it.
 
-// logDBDefault and logDBTan name the two LogDBs.
+// The LogDB kinds (Options.logDB).
 const (
-	logDBDefault = "sharded-pebble"
-	logDBTan     = "tan"
+	logDBDefault = "lazy-commit"    // Dragonboat's Pebble LogDB in lazyCommit
+	logDBPlain   = "sharded-pebble" // the same LogDB unwrapped (benchmarks)
+	logDBTan     = "tan"            // tan in commitState (benchmarks)
+	// logDBUnflushed is logDBDefault without the write of kept commit
+	// indexes at Close: a closed member's log is what a crash leaves (tests).
+	logDBUnflushed = "lazy-commit-unflushed"
 )
 
-// logDBFactory is the NodeHost's LogDB factory for LogDB kind (nil:
-// Dragonboat's default).
+// logDBFactory is the NodeHost's LogDB factory for LogDB kind ("":
+// logDBDefault; nil: Dragonboat's own default).
 func logDBFactory(kind string) dbconfig.LogDBFactory {
-	if kind == logDBTan {
+	switch kind {
+	case logDBTan:
 		return lazyCommitTan{}
+	case logDBPlain:
+		return nil
+	case logDBUnflushed:
+		return lazyCommitPebble{unflushed: true}
 	}
-	return nil
+	return lazyCommitPebble{}
 }
 
 // tanBufferSize is the size of tan's encoding buffers.
@@ -82,7 +91,7 @@ func (lazyCommitTan) Create(cfg dbconfig.NodeHostConfig, cb dbconfig.LogDBCallba
 	if err != nil {
 		return nil, err
 	}
-	return &commitState{ILogDB: db, states: map[raftio.NodeInfo]pb.State{}}, nil
+	return &commitState{newPerReplica[pb.State](db)}, nil
 }
 
 // Name is tan's own: the directory stays readable by an unwrapped tan.
@@ -102,10 +111,7 @@ func (lazyCommitTan) Name() string { return tan.Factory.Name() }
 // term or vote changes are passed on untouched and fsynced by tan as
 // before.
 type commitState struct {
-	raftio.ILogDB
-
-	mu     sync.Mutex
-	states map[raftio.NodeInfo]pb.State // last state saved per replica
+	perReplica[pb.State] // last state saved per replica
 }
 
 // SaveRaftState saves updates. See commitState.
@@ -119,22 +125,35 @@ func (c *commitState) SaveRaftState(updates []pb.Update, shardID uint64) error {
 	return c.ILogDB.SaveRaftState(out, shardID)
 }
 
-// ImportSnapshot replaces a replica's state (offline tools): forget the
-// state kept for it.
-func (c *commitState) ImportSnapshot(ss pb.Snapshot, replicaID uint64) error {
+// perReplica is a LogDB with what a wrapper keeps per replica, forgotten
+// when the replica's state is replaced (an imported snapshot, offline
+// tools) or removed.
+type perReplica[V any] struct {
+	raftio.ILogDB
+
+	mu   sync.Mutex
+	reps map[raftio.NodeInfo]V
+}
+
+func newPerReplica[V any](db raftio.ILogDB) perReplica[V] {
+	return perReplica[V]{ILogDB: db, reps: map[raftio.NodeInfo]V{}}
+}
+
+// ImportSnapshot replaces a replica's state: forget what was kept for it.
+func (c *perReplica[V]) ImportSnapshot(ss pb.Snapshot, replicaID uint64) error {
 	c.forget(ss.ShardID, replicaID)
 	return c.ILogDB.ImportSnapshot(ss, replicaID)
 }
 
-// RemoveNodeData removes a replica's data: forget the state kept for it.
-func (c *commitState) RemoveNodeData(shardID, replicaID uint64) error {
+// RemoveNodeData removes a replica's data: forget what was kept for it.
+func (c *perReplica[V]) RemoveNodeData(shardID, replicaID uint64) error {
 	c.forget(shardID, replicaID)
 	return c.ILogDB.RemoveNodeData(shardID, replicaID)
 }
 
-func (c *commitState) forget(shardID, replicaID uint64) {
+func (c *perReplica[V]) forget(shardID, replicaID uint64) {
 	c.mu.Lock()
-	delete(c.states, raftio.NodeInfo{ShardID: shardID, ReplicaID: replicaID})
+	delete(c.reps, raftio.NodeInfo{ShardID: shardID, ReplicaID: replicaID})
 	c.mu.Unlock()
 }
 
@@ -151,11 +170,11 @@ func (c *commitState) prepare(updates []pb.Update) []pb.Update {
 			// every change): write that again, when known. Unknown (the
 			// first update after a restart), tan's one extra fsync is
 			// harmless.
-			if st, ok := c.states[ni]; ok {
+			if st, ok := c.reps[ni]; ok {
 				ud.State = st
 			}
 		} else {
-			c.states[ni] = ud.State
+			c.reps[ni] = ud.State
 		}
 		out = append(out, ud)
 	}

@@ -3,7 +3,6 @@ package raft
 import (
 	"testing"
 
-	"github.com/lni/dragonboat/v4/raftio"
 	pb "github.com/lni/dragonboat/v4/raftpb"
 )
 
@@ -12,7 +11,7 @@ import (
 // (so that tan sees a commit-only change as one, and does not fsync it);
 // entries, snapshots and new states are passed on as they are.
 func TestCommitStatePrepare(t *testing.T) {
-	c := &commitState{states: map[raftio.NodeInfo]pb.State{}}
+	c := &commitState{newPerReplica[pb.State](nil)}
 	st := pb.State{Term: 3, Vote: 2, Commit: 10}
 	ent := []pb.Entry{{Index: 11, Term: 3}}
 	got := c.prepare([]pb.Update{

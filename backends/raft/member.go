@@ -655,6 +655,9 @@ func (m *member) propose(ctx context.Context, cmd *raftv1.Command) (*raftv1.Comm
 	if cmd.TimeMs == 0 {
 		cmd.TimeMs = time.Now().UnixMilli()
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("raft: propose: %w", err) // before the proposal: not applied
+	}
 	if err := m.disk.refusal(); err != nil {
 		return nil, err
 	}
@@ -768,6 +771,11 @@ func (m *member) proposeBestEffort(ctx context.Context, cmd *raftv1.Command) (*r
 
 // read runs a query: linearizable (ReadIndex, on any member) or stale.
 func (m *member) read(ctx context.Context, q interface{}, stale bool) (interface{}, error) {
+	// An ended context fails before any work: Dragonboat's SyncRead picks
+	// at random between a ready answer and a done context.
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("raft: read: %w", err)
+	}
 	if err := m.disk.refusal(); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"net"
 	"os"
 	"path/filepath"
@@ -177,11 +178,15 @@ type RestoreResult struct {
 // not part of it: add them with add-voter) holding nodes, imported in
 // atomic batches with their versions, times and next sequential suffixes
 // (a /coordinators/epoch node among them makes the new cluster's epochs
-// continue above its value). nodes must be in path order, parents first.
-// progress, when set, is called after each batch.
-// The member listens on an ephemeral loopback port while it restores.
-// Errors: ErrInvalidArgument (a non-empty dir, a bad node), the import's.
-func Restore(ctx context.Context, o Options, nodes []core.ImportNode, progress func(done, total int)) (RestoreResult, error) {
+// continue above its value). nodes yields them in path order, parents
+// first, and is read as the batches are written (a restore holds one
+// batch, never the tree); an error it yields ends the restore with that
+// error, the directory left as an incomplete cluster to remove. total,
+// when known, is for progress, which is called after each batch. The
+// member listens on an ephemeral loopback port while it restores.
+// Errors: ErrInvalidArgument (a non-empty dir, a bad node), the import's,
+// nodes'.
+func Restore(ctx context.Context, o Options, nodes iter.Seq2[core.ImportNode, error], total int, progress func(done, total int)) (RestoreResult, error) {
 	o = o.withDefaults()
 	o.Join = false
 	self, err := selfVoter(o)
@@ -209,23 +214,40 @@ func Restore(ctx context.Context, o Options, nodes []core.ImportNode, progress f
 	}
 	res := RestoreResult{ClusterID: p.m.clusterID, NodeID: o.NodeID, Address: self.Address}
 	const batchBytes = 2 << 20
-	for start := 0; start < len(nodes); {
-		end, size := start, 0
-		for end < len(nodes) && end-start < core.MaxImportBatch && (end == start || size+len(nodes[end].Data) <= batchBytes) {
-			size += len(nodes[end].Data)
-			end++
+	var batch []core.ImportNode
+	size := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
 		}
-		if err := c.Import(ctx, nodes[start:end], core.Fence{}); err != nil {
-			if i := core.FailedOpIndex(err); i >= 0 && start+i < len(nodes) {
-				return res, fmt.Errorf("restore %s: %w", nodes[start+i].Path, err)
+		if err := c.Import(ctx, batch, core.Fence{}); err != nil {
+			if i := core.FailedOpIndex(err); i >= 0 && i < len(batch) {
+				return fmt.Errorf("restore %s: %w", batch[i].Path, err)
 			}
-			return res, err
+			return err
 		}
 		res.Batches++
-		res.Nodes, start = end, end
+		res.Nodes += len(batch)
+		batch, size = batch[:0], 0
 		if progress != nil {
-			progress(res.Nodes, len(nodes))
+			progress(res.Nodes, total)
 		}
+		return nil
+	}
+	for n, err := range nodes {
+		if err != nil {
+			return res, err
+		}
+		if len(batch) == core.MaxImportBatch || (len(batch) > 0 && size+len(n.Data) > batchBytes) {
+			if err := flush(); err != nil {
+				return res, err
+			}
+		}
+		batch = append(batch, n)
+		size += len(n.Data)
+	}
+	if err := flush(); err != nil {
+		return res, err
 	}
 	if err := c.Close(); err != nil {
 		return res, err

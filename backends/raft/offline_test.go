@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"path/filepath"
 	"strings"
@@ -131,11 +132,11 @@ func TestRestoreAndBootstrap(t *testing.T) {
 	}
 	os.MkdirAll(dir, 0o750)
 	os.WriteFile(filepath.Join(dir, "x"), nil, 0o640)
-	if _, err := Restore(ctx, o, nodes, nil); !errors.Is(err, core.ErrInvalidArgument) {
+	if _, err := Restore(ctx, o, importSeq(nodes), len(nodes), nil); !errors.Is(err, core.ErrInvalidArgument) {
 		t.Fatalf("Restore into a non-empty dir: %v", err)
 	}
 	os.Remove(filepath.Join(dir, "x"))
-	res, err := Restore(ctx, o, nodes, nil)
+	res, err := Restore(ctx, o, importSeq(nodes), len(nodes), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,14 +192,8 @@ func TestRestoreAndBootstrap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	errs := make(chan error, 3)
-	for i := 0; i < 3; i++ {
-		go func(i int) { errs <- bc.start(i) }(i)
-	}
-	for i := 0; i < 3; i++ {
-		if err := <-errs; err != nil {
-			t.Fatalf("start a bootstrapped member: %v", err)
-		}
+	if err := bc.startParallel(0, 1, 2); err != nil {
+		t.Fatalf("start the bootstrapped members: %v", err)
 	}
 	bc.waitLeader()
 	if _, _, err := core.Create(ctx, bc.client(bc.waitLeader()), "/booted", nil, core.CreateOptions{}); err != nil {
@@ -275,5 +270,49 @@ func TestUnformattedDirRefused(t *testing.T) {
 	defer p.Close()
 	if _, err := readClusterID(single); err != nil {
 		t.Fatalf("the single voter did not format its dir: %v", err)
+	}
+}
+
+// importSeq yields nodes, in order, without an error.
+func importSeq(nodes []core.ImportNode) iter.Seq2[core.ImportNode, error] {
+	return func(yield func(core.ImportNode, error) bool) {
+		for _, n := range nodes {
+			if !yield(n, nil) {
+				return
+			}
+		}
+	}
+}
+
+// TestRestoreStreamsAndStopsOnItsSourcesError: Restore writes its nodes
+// in batches as it reads them (a source of more nodes than one batch
+// holds) and ends with the error its source yields, naming it, after the
+// batches before it were written.
+func TestRestoreStreamsAndStopsOnItsSourcesError(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	o := testOptions(filepath.Join(t.TempDir(), "restored"), 1, newVoters(t, 1))
+	bad := errors.New("the file changed after it was checked")
+	const n = core.MaxImportBatch + 10
+	read := 0
+	nodes := func(yield func(core.ImportNode, error) bool) {
+		if !yield(core.ImportNode{Path: "/t"}, nil) {
+			return
+		}
+		for i := 0; i < n; i++ {
+			read++
+			if !yield(core.ImportNode{Path: fmt.Sprintf("/t/n%05d", i), Data: []byte("x")}, nil) {
+				return
+			}
+		}
+		yield(core.ImportNode{}, bad)
+	}
+	var progress []int
+	res, err := Restore(ctx, o, nodes, n+1, func(done, _ int) { progress = append(progress, done) })
+	if !errors.Is(err, bad) {
+		t.Fatalf("Restore: %v, want the source's error", err)
+	}
+	if read != n || res.Batches != 1 || res.Nodes != core.MaxImportBatch || len(progress) != 1 || progress[0] != core.MaxImportBatch {
+		t.Fatalf("read %d of %d, result %+v, progress %v: want one full batch written before the error", read, n, res, progress)
 	}
 }

@@ -126,8 +126,8 @@ type Options struct {
 	// guard measures (tests inject a quota); zero: the operating system's.
 	storage storage
 
-	// logDB selects the LogDB of a new directory: logDBTan, or ""
-	// (Dragonboat's default); see logdb.go. Benchmarks only.
+	// logDB selects the LogDB (see logdb.go): "" is logDBDefault;
+	// logDBPlain and logDBTan are for benchmarks only.
 	logDB string
 
 	// observeApply, when set, is told the span of every state-machine

@@ -30,6 +30,43 @@ type voterProcs struct {
 	bin     string
 	cfgs    []map[string]string
 	plugins []*plugins.Plugin
+	// logs keeps the last lines each voter's host logged, the plugin's
+	// own output included: what a failing test shows.
+	logs []*tailLog
+}
+
+// tailLog keeps the last 400 lines written to it.
+type tailLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *tailLog) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		l.lines = append(l.lines, line)
+	}
+	if len(l.lines) > 400 {
+		l.lines = append([]string(nil), l.lines[len(l.lines)-400:]...)
+	}
+	return len(b), nil
+}
+
+func (l *tailLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// logger writes a host's log (info and up) to l, and to stderr as well
+// with METAPLANE_TEST_VERBOSE.
+func (l *tailLog) logger() *slog.Logger {
+	var w io.Writer = l
+	if os.Getenv("METAPLANE_TEST_VERBOSE") != "" {
+		w = io.MultiWriter(l, os.Stderr)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
 func voterConfigs(t testing.TB, n int) []map[string]string {
@@ -67,8 +104,12 @@ func quietLogger() *slog.Logger {
 }
 
 func launch(ctx context.Context, bin string, cfg map[string]string) (*plugins.Plugin, error) {
+	return launchLogged(ctx, bin, cfg, quietLogger())
+}
+
+func launchLogged(ctx context.Context, bin string, cfg map[string]string, log *slog.Logger) (*plugins.Plugin, error) {
 	return plugins.Launch(ctx, plugins.LaunchOptions{
-		Path: bin, Config: cfg, Logger: quietLogger(), StartTimeout: 30 * time.Second,
+		Path: bin, Config: cfg, Logger: log, StartTimeout: 30 * time.Second,
 		MaxFailures: 100, RestartBackoff: 50 * time.Millisecond, MaxRestartBackoff: 200 * time.Millisecond,
 	})
 }
@@ -82,7 +123,10 @@ func startProcs(t testing.TB, n int) *voterProcs {
 func startProcsWith(t testing.TB, cfgs []map[string]string) *voterProcs {
 	t.Helper()
 	n := len(cfgs)
-	v := &voterProcs{t: t, bin: testutil.Binary(t, "metaplane-backend-raft"), cfgs: cfgs, plugins: make([]*plugins.Plugin, n)}
+	v := &voterProcs{t: t, bin: testutil.Binary(t, "metaplane-backend-raft"), cfgs: cfgs, plugins: make([]*plugins.Plugin, n), logs: make([]*tailLog, n)}
+	for i := range v.logs {
+		v.logs[i] = &tailLog{}
+	}
 	t.Cleanup(func() {
 		for _, p := range v.plugins {
 			if p != nil {
@@ -107,7 +151,7 @@ func startProcsWith(t testing.TB, cfgs []map[string]string) *voterProcs {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			v.plugins[i], errs[i] = launch(ctx, v.bin, v.cfgs[i])
+			v.plugins[i], errs[i] = launchLogged(ctx, v.bin, v.cfgs[i], v.logs[i].logger())
 		}(i)
 	}
 	wg.Wait()
