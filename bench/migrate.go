@@ -48,6 +48,13 @@ type Migration struct {
 	// found changed after the fence; FinalUnchanged that it read nothing.
 	FinalChanged   int  `json:"live_final_changed"`
 	FinalUnchanged bool `json:"live_final_unchanged"`
+	// FinalWatched says the final scan read the paths the source's watch
+	// reported (FinalPaths of them), FinalWhy why not.
+	FinalWatched bool   `json:"live_final_watched"`
+	FinalPaths   int    `json:"live_final_paths"`
+	FinalWhy     string `json:"live_final_why,omitempty"`
+	// LiveSec is the whole live migration, rounds included.
+	LiveSec float64 `json:"live_s"`
 	// Tool is the peak resident memory of the export verb, a process of
 	// its own, at two tree sizes.
 	Tool []ToolMemory `json:"tool_memory,omitempty"`
@@ -380,7 +387,9 @@ func measureMigration(ctx context.Context, env *runEnv, zkAddr string, nodes int
 		return fmt.Errorf("live-migrate: %w", err)
 	}
 	env.opts.logf("  migrate: live-migrate (a leader writing on the source until the fence) ...")
+	t0 = time.Now()
 	lr, err := migrate.Live(ctx, src, live, migrate.LiveOptions{FenceWait: 10 * time.Second, Progress: env.opts.Log})
+	fig.LiveSec = round3(time.Since(t0).Seconds())
 	writes, werr := stopLeader()
 	if err == nil && werr != nil {
 		err = fmt.Errorf("the source's leader: %w", werr)
@@ -395,6 +404,7 @@ func measureMigration(ctx context.Context, env *runEnv, zkAddr string, nodes int
 		env.opts.logf("  migrate: unfence the bench's source: %v", err)
 	}
 	fig.PauseMS, fig.LiveRounds, fig.FinalChanged, fig.FinalUnchanged = lr.PauseMS, len(lr.Rounds), lr.Final.Changed, lr.FinalUnchanged
+	fig.FinalWatched, fig.FinalPaths, fig.FinalWhy = lr.FinalWatched, lr.FinalPaths, lr.FinalWhy
 	results["migrate.live-pause"] = fixedResult(Raft, time.Duration(lr.PauseMS)*time.Millisecond, lr.Nodes)
 	return nil
 }

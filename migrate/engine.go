@@ -357,9 +357,8 @@ func fenceTarget(ctx context.Context, dst core.MetadataBackend, source string) e
 
 func importBatch(ctx context.Context, im core.Importer, batch []Node) error {
 	nodes := make([]core.ImportNode, len(batch))
-	for i, n := range batch {
-		nodes[i] = core.ImportNode{Path: n.Path, Data: n.Data, Version: n.Version,
-			CreateTime: n.CreateTime, ModifyTime: n.ModifyTime, NextSequence: n.NextSequence}
+	for i := range batch {
+		nodes[i] = batch[i].ImportNode()
 	}
 	if err := im.Import(ctx, nodes, core.Fence{}); err != nil {
 		return nodeError(err, batch)

@@ -23,6 +23,8 @@ import (
 	"hash"
 	"io"
 	"time"
+
+	"github.com/metaplane/metaplane/core"
 )
 
 // Format and FormatVersion name the tree file's format in its header.
@@ -66,6 +68,12 @@ type Node struct {
 	// the source (one more than the highest 10-digit suffix among its
 	// children), 0 when it has none.
 	NextSequence int64 `json:"next_sequence,omitempty"`
+}
+
+// ImportNode is n as a core.Importer loads it.
+func (n *Node) ImportNode() core.ImportNode {
+	return core.ImportNode{Path: n.Path, Data: n.Data, Version: n.Version,
+		CreateTime: n.CreateTime, ModifyTime: n.ModifyTime, NextSequence: n.NextSequence}
 }
 
 // trailer is the last line of a tree file.

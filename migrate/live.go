@@ -36,6 +36,9 @@ type Marker struct {
 	Started time.Time `json:"started"`
 	// Error is why a failed migration failed.
 	Error string `json:"error,omitempty"`
+	// Barrier is the last token the tool wrote into its fence during the
+	// final scan (see tracker.barrier).
+	Barrier int64 `json:"barrier,omitempty"`
 }
 
 // LiveOptions tune a live migration.
@@ -60,6 +63,12 @@ type LiveOptions struct {
 	OwnerWait time.Duration
 	// ID names the migration in the markers; default host:pid:time.
 	ID string
+	// NoWatch: the final scan reads every node's stat (about 13 s per
+	// 100 000 ZooKeeper nodes) instead of the paths a watch of the source
+	// reported changed (a watch costs the source one more read of the
+	// whole tree, at the start, and on ZooKeeper a copy of it in the
+	// source's backend).
+	NoWatch bool
 	// BeforeFinal, when set, runs after the fence and before the final
 	// scan: a test hook to inject failures.
 	BeforeFinal func(ctx context.Context) error
@@ -89,6 +98,12 @@ type LiveResult struct {
 	// revision showed no change since the consistent round before the
 	// fence (the fence itself aside).
 	FinalUnchanged bool `json:"final_unchanged"`
+	// FinalWatched says the final scan read only the paths a watch of the
+	// source reported changed since the checked round (FinalPaths of
+	// them); false when it read every node's stat (Why says why).
+	FinalWatched bool   `json:"final_watched"`
+	FinalPaths   int    `json:"final_paths"`
+	FinalWhy     string `json:"final_why,omitempty"`
 	// PauseMS is the write pause: from the fence to the end of the
 	// final validation.
 	PauseMS int64 `json:"pause_ms"`
@@ -217,6 +232,17 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 		err = fmt.Errorf("%w; reverted: %s and the source serves as before; the target keeps a partial copy, marked incomplete at %s (no coordinator leads it): empty it before another run", err, what, catalog.MigrationFencePath)
 	}()
 
+	// The watch that tells the final scan what to read: opened now, so
+	// that its first read of the tree (on ZooKeeper) overlaps the copy
+	// rounds.
+	var trk *tracker
+	if o.NoWatch {
+		res.FinalWhy = "not asked for (NoWatch)"
+	} else {
+		trk = startTracker(ctx, src)
+		defer trk.stop()
+	}
+
 	// Copy rounds.
 	for r := 1; r <= o.MaxRounds; r++ {
 		kind := readDiff
@@ -248,6 +274,24 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 	// source's state at that revision (at), and when the fence is the
 	// next revision and nothing follows it, the final scan reads nothing.
 	at := int64(-1)
+	if trk != nil {
+		select {
+		case <-trk.ready:
+		default:
+			say("waiting for the source's watch to open (it reads the tree once) ...")
+		}
+		if err := trk.open(ctx); err != nil {
+			if ctx.Err() != nil {
+				return res, ctx.Err()
+			}
+			res.FinalWhy = err.Error()
+			say("the final scan will read every node's stat: %v", err)
+			trk = nil // its watch ended (stopped by the deferred stop)
+		} else {
+			// What the watch reported so far is read by this round.
+			trk.clear()
+		}
+	}
 	rd, eph, rr, err := c.round(ctx, src, len(res.Rounds)+1, readDiff)
 	if err != nil {
 		return res, err
@@ -322,7 +366,23 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 		res.Final = Round{Round: len(res.Rounds) + 1, Revision: now, DurationMS: time.Since(t0).Milliseconds()}
 		res.FinalUnchanged = true
 		say("final scan: the source is at the fence's revision %d, right after the checked round's: nothing changed", now)
+	} else if ws, why, err := c.watchedFinal(ctx, src, trk, fence, len(res.Rounds)+1, now, say); err != nil {
+		return res, fmt.Errorf("final scan: %w", err)
+	} else if trk != nil && why == nil {
+		ws.fin.DurationMS = time.Since(t0).Milliseconds()
+		res.Final, res.FinalWatched, res.FinalPaths = ws.fin, true, ws.paths
+		if ws.read {
+			res.Ephemerals = ws.eph
+		}
+		say("final scan (the source changed since revision %d: fence at %d, now %d): the watch reported %d paths; %d nodes changed at revision %d (%d ms)", at, fr.Revision, now, ws.paths, ws.fin.Changed, ws.fin.Revision, ws.fin.DurationMS)
 	} else {
+		if why != nil {
+			if ctx.Err() != nil {
+				return res, fmt.Errorf("final scan: %w", ctx.Err())
+			}
+			res.FinalWhy = why.Error()
+			say("final scan: %v: reading every node's stat", why)
+		}
 		var fin Round
 		var eph int
 		var rr roundRead
@@ -737,6 +797,8 @@ type copier struct {
 	// touched holds the paths the rounds wrote or deleted on the target
 	// since the last validation.
 	touched map[string]bool
+	// watched is what a readWatched round reads (copier.watchedFinal).
+	watched []string
 }
 
 // finalPasses bounds the final scan's diff rounds.
@@ -812,6 +874,10 @@ const (
 	// readSnapshot reads one src.Snapshot: one consistent state by the
 	// contract, the whole tree read at once.
 	readSnapshot
+	// readWatched reads the paths in copier.watched (those the source's
+	// watch reported changed) and keeps the rest of the last round's
+	// nodes (copier.patch).
+	readWatched
 )
 
 // roundRead is what a round's read proved about the source.
@@ -838,14 +904,23 @@ func (c *copier) round(ctx context.Context, src core.MetadataBackend, r int, kin
 	t0 := time.Now()
 	var snap core.Snapshot
 	rr := roundRead{at: -1}
-	rev0, err := currentRevision(ctx, src)
-	if err != nil {
-		return Round{}, 0, rr, err
+	// A watched read is proven complete by the tracker's barriers, not by
+	// the source's revision: it reads no revision (two round trips less
+	// per pass, inside the write pause).
+	probe := kind != readWatched
+	var rev0 int64
+	var err error
+	if probe {
+		if rev0, err = currentRevision(ctx, src); err != nil {
+			return Round{}, 0, rr, err
+		}
 	}
 	switch {
 	case kind == readSnapshot:
 		snap, err = src.Snapshot(ctx, "/")
 		rr.at = snap.Revision
+	case kind == readWatched:
+		snap.Nodes, snap.Revision, err = c.patch(ctx, src, c.watched)
 	case kind == readDiff && c.known != nil:
 		var sound bool
 		snap.Nodes, snap.Revision, rr.quiet, sound, err = c.diff(ctx, src)
@@ -856,14 +931,16 @@ func (c *copier) round(ctx context.Context, src core.MetadataBackend, r int, kin
 	if err != nil {
 		return Round{}, 0, rr, fmt.Errorf("read of the source: %w", err)
 	}
-	rev1, err := currentRevision(ctx, src)
-	if err != nil {
-		return Round{}, 0, rr, err
-	}
-	if rev0 == rev1 {
-		// Nothing changed on the source during the read: its state at
-		// rev0.
-		rr.at, snap.Revision = rev0, rev0
+	if probe {
+		rev1, err := currentRevision(ctx, src)
+		if err != nil {
+			return Round{}, 0, rr, err
+		}
+		if rev0 == rev1 {
+			// Nothing changed on the source during the read: its state at
+			// rev0.
+			rr.at, snap.Revision = rev0, rev0
+		}
 	}
 	cur := make([]core.Node, 0, len(snap.Nodes))
 	eph := 0

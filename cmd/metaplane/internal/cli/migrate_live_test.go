@@ -121,12 +121,19 @@ func TestLiveMigrateZooKeeperToRaft(t *testing.T) {
 		Ephemerals  int   `json:"ephemerals_skipped"`
 		SourceEpoch int64 `json:"source_epoch"`
 		TargetEpoch int64 `json:"target_epoch"`
+		Unchanged   bool  `json:"final_unchanged"`
+		Watched     bool  `json:"final_watched"`
 	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
 	if res.Nodes == 0 || len(res.Rounds) == 0 || res.TargetEpoch < res.SourceEpoch || res.SourceEpoch < 1 {
 		t.Errorf("result %s", out)
+	}
+	// The coordinator leader resigns at the fence (a write after it): the
+	// final scan reads what the source's watch reported.
+	if !res.Watched && !res.Unchanged {
+		t.Errorf("the final scan read every stat: %s", out)
 	}
 	if !strings.Contains(errOut, "round 1:") || !strings.Contains(errOut, "final scan") {
 		t.Errorf("no progress on stderr: %q", errOut)
