@@ -81,24 +81,6 @@ func raftSnapshot(r *raftFlags) *cobra.Command {
 	return cmd
 }
 
-// readSnapshot reads and checks a whole snapshot file.
-func readSnapshot(path string) (*migrate.Tree, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, 0, err
-	}
-	t, err := migrate.Read(f)
-	if err != nil {
-		return nil, 0, &codedErr{code: codeBadFile, error: fmt.Errorf("%s: %w", path, err)}
-	}
-	return t, fi.Size(), nil
-}
-
 func raftSnapshotSave(r *raftFlags) *cobra.Command {
 	var force bool
 	var wait time.Duration
@@ -288,8 +270,10 @@ func raftSnapshotRestore(r *raftFlags) *cobra.Command {
 		if of.dataDir == "" {
 			return usageError("give the new member's data directory with --data-dir DIR")
 		}
-		// Check the whole file before anything is written.
-		tree, _, err := readSnapshot(args[0])
+		// Check the whole file before anything is written; then read it
+		// again as the batches are written (one batch held, never the
+		// tree).
+		info, _, err := checkSnapshot(args[0])
 		if err != nil {
 			if ce, ok := errors.AsType[*codedErr](err); ok {
 				return &codedErr{code: ce.code, error: fmt.Errorf("%w (nothing was written)", ce.error)}
@@ -300,25 +284,44 @@ func raftSnapshotRestore(r *raftFlags) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		nodes := make([]core.ImportNode, len(tree.Nodes))
-		for i, n := range tree.Nodes {
-			nodes[i] = core.ImportNode{Path: n.Path, Data: n.Data, Version: n.Version,
-				CreateTime: n.CreateTime, ModifyTime: n.ModifyTime, NextSequence: n.NextSequence}
+		f, err := os.Open(args[0])
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		errStop := errors.New("stop")
+		nodes := func(yield func(core.ImportNode, error) bool) {
+			again, err := migrate.Scan(f, func(n *migrate.Node) error {
+				if !yield(n.ImportNode(), nil) {
+					return errStop
+				}
+				return nil
+			})
+			switch {
+			case errors.Is(err, errStop):
+			case err != nil:
+				yield(core.ImportNode{}, &codedErr{code: codeBadFile, error: fmt.Errorf("%s changed after it was checked: %w", args[0], err)})
+			case again.SHA256 != info.SHA256:
+				yield(core.ImportNode{}, &codedErr{code: codeBadFile, error: fmt.Errorf("%s changed after it was checked (checksum %s, then %s)", args[0], info.SHA256, again.SHA256)})
+			}
 		}
 		progress := cmd.ErrOrStderr()
-		res, err := raft.Restore(cmd.Context(), o, nodes, func(done, total int) {
+		res, err := raft.Restore(cmd.Context(), o, nodes, info.Nodes, func(done, total int) {
 			fmt.Fprintf(progress, "restored %d of %d nodes\n", done, total)
 		})
 		if err != nil {
+			if ce, ok := errors.AsType[*codedErr](err); ok {
+				return &codedErr{code: ce.code, error: fmt.Errorf("%w: the restore stopped; remove %s (an incomplete new cluster) and restore again", ce.error, of.dataDir)}
+			}
 			return offlineErr(err)
 		}
 		rep := restoreReport{File: args[0], DataDir: of.dataDir, ClusterID: fmt.Sprint(res.ClusterID), NodeID: res.NodeID,
-			Address: res.Address, Nodes: res.Nodes, Revision: tree.Header.Revision, Epoch: tree.Header.Epoch, AppliedIndex: res.AppliedIndex}
+			Address: res.Address, Nodes: res.Nodes, Revision: info.Header.Revision, Epoch: info.Header.Epoch, AppliedIndex: res.AppliedIndex}
 		if r.json {
 			return r.printJSON(cmd.OutOrStdout(), rep)
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "restored %d nodes (revision %d of %s cluster %s) into %s: a new cluster %s with member %d at %s as its only voter; its next epoch is above %d. Start its coordinator on %s, then add voters with `metaplane raft add-voter`\n",
-			rep.Nodes, rep.Revision, tree.Header.Source, orNone(tree.Header.ClusterID), of.dataDir, rep.ClusterID, rep.NodeID, rep.Address, rep.Epoch, of.dataDir)
+			rep.Nodes, rep.Revision, info.Header.Source, orNone(info.Header.ClusterID), of.dataDir, rep.ClusterID, rep.NodeID, rep.Address, rep.Epoch, of.dataDir)
 		return nil
 	}
 	return cmd

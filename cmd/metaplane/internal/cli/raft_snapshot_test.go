@@ -305,3 +305,21 @@ func TestRaftSnapshotAndRecover(t *testing.T) {
 	}
 	waitRaftHealthy(t, sbs+","+p4.client, 2)
 }
+
+// readSnapshot reads and checks a whole snapshot file.
+func readSnapshot(path string) (*migrate.Tree, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	t, err := migrate.Read(f)
+	if err != nil {
+		return nil, 0, &codedErr{code: codeBadFile, error: fmt.Errorf("%s: %w", path, err)}
+	}
+	return t, fi.Size(), nil
+}
