@@ -56,14 +56,20 @@ func BaseName(p string) string {
 
 // JoinPath joins a parent path and child names.
 func JoinPath(parent string, names ...string) string {
+	parent = strings.TrimSuffix(parent, "/")
+	size := len(parent)
+	for _, n := range names {
+		size += 1 + len(n)
+	}
+	if size == 0 {
+		return "/"
+	}
 	var b strings.Builder
-	b.WriteString(strings.TrimSuffix(parent, "/"))
+	b.Grow(size) // one allocation: paths are built on every catalog read
+	b.WriteString(parent)
 	for _, n := range names {
 		b.WriteByte('/')
 		b.WriteString(n)
-	}
-	if b.Len() == 0 {
-		return "/"
 	}
 	return b.String()
 }

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"context"
 	"sync"
 
 	"github.com/metaplane/metaplane/core"
@@ -57,4 +58,20 @@ func cached[T any](c *decodeCache, n core.Node, dec func([]byte) (T, error)) (T,
 // notifier) decodes only the nodes that changed since it last read them.
 func Decode[T any](c *Catalog, n core.Node, dec func([]byte) (T, error)) (T, error) {
 	return cached(&c.cache, n, dec)
+}
+
+// sharedReader is a reader that can hand out the data it holds without a
+// copy (image.Image's GetManyShared); the data must not be modified.
+type sharedReader interface {
+	GetManyShared(ctx context.Context, paths []string, opts core.ReadOptions) ([]core.GetResult, error)
+}
+
+// readShared reads paths (with their data), without copying the data
+// when the reader allows it: for reads whose data is only decoded
+// (through the decode cache), never modified or kept.
+func (c *Catalog) readShared(ctx context.Context, paths []string) ([]core.GetResult, error) {
+	if r, ok := c.r.(sharedReader); ok {
+		return r.GetManyShared(ctx, paths, core.ReadOptions{})
+	}
+	return c.r.GetMany(ctx, paths, core.ReadOptions{})
 }

@@ -565,11 +565,12 @@ func (c *Catalog) CreateTable(ctx context.Context, db, table string, spec TableS
 // Errors: *NotFoundError (a table node without data, still being created,
 // does not exist yet), ErrBadRecord, backend errors.
 func (c *Catalog) GetTable(ctx context.Context, db, table string) (TableInfo, error) {
-	name := db + "." + table
 	if ValidateName(KindDatabase, db) != nil || ValidateName(KindTable, table) != nil {
-		return TableInfo{}, notFound(KindTable, name)
+		return TableInfo{}, notFound(KindTable, db+"."+table)
 	}
-	res, err := c.r.GetMany(ctx, []string{TablePath(db, table), SchemaPath(db, table, firstSchemaID)}, core.ReadOptions{})
+	tablePath := TablePath(db, table)
+	schemasPath := core.JoinPath(tablePath, schemasSeg)
+	res, err := c.readShared(ctx, []string{tablePath, core.JoinPath(schemasPath, strconv.Itoa(int(firstSchemaID)))})
 	if err != nil {
 		return TableInfo{}, err
 	}
@@ -577,16 +578,16 @@ func (c *Catalog) GetTable(ctx context.Context, db, table string) (TableInfo, er
 		if res[0].Err != nil && !errors.Is(res[0].Err, core.ErrNotFound) {
 			return TableInfo{}, res[0].Err
 		}
-		return TableInfo{}, notFound(KindTable, name)
+		return TableInfo{}, notFound(KindTable, db+"."+table)
 	}
 	reg, err := cached(&c.cache, res[0].Node, UnmarshalTableRegistration)
 	if err != nil {
-		return TableInfo{}, fmt.Errorf("table %s: %w", name, err)
+		return TableInfo{}, fmt.Errorf("table %s.%s: %w", db, table, err)
 	}
 	info := TableInfo{Database: db, Table: table, Registration: reg, Revision: res[0].Node.Stat.CreateRevision}
 	schemaNode := res[1]
 	// The current schema is the highest child of schemas/.
-	ids, _, err := c.r.Children(ctx, SchemasPath(db, table), core.ReadOptions{})
+	ids, _, err := c.r.Children(ctx, schemasPath, core.ReadOptions{})
 	if err != nil && !errors.Is(err, core.ErrNotFound) {
 		return TableInfo{}, err
 	}
@@ -597,17 +598,17 @@ func (c *Catalog) GetTable(ctx context.Context, db, table string) (TableInfo, er
 		}
 	}
 	if best < 0 {
-		return TableInfo{}, fmt.Errorf("%w: table %s has no schema", ErrBadRecord, name)
+		return TableInfo{}, fmt.Errorf("%w: table %s.%s has no schema", ErrBadRecord, db, table)
 	}
 	if best != firstSchemaID {
 		schemaNode.Node, schemaNode.Err = core.Get(ctx, c.r, SchemaPath(db, table, best))
 	}
 	if schemaNode.Err != nil {
-		return TableInfo{}, fmt.Errorf("table %s schema %d: %w", name, best, schemaNode.Err)
+		return TableInfo{}, fmt.Errorf("table %s.%s schema %d: %w", db, table, best, schemaNode.Err)
 	}
 	schema, err := cached(&c.cache, schemaNode.Node, UnmarshalSchema)
 	if err != nil {
-		return TableInfo{}, fmt.Errorf("table %s schema %d: %w", name, best, err)
+		return TableInfo{}, fmt.Errorf("table %s.%s schema %d: %w", db, table, best, err)
 	}
 	info.SchemaID, info.Schema = best, schema
 	return info, nil

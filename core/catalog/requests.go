@@ -46,6 +46,10 @@ type RequestRecord struct {
 	Count       int64 `json:"count,omitempty"`
 	N           int   `json:"n,omitempty"` // entries added or removed
 
+	// Revision is the revision of the transaction that committed the
+	// record (and the operation's write), as Request read it.
+	Revision int64 `json:"-"`
+
 	committed bool // set when a transaction of this operation committed the record
 }
 
@@ -125,6 +129,7 @@ func (c *Catalog) Request(ctx context.Context, id string) (rec RequestRecord, fo
 		return RequestRecord{}, false, fmt.Errorf("%w: request record %s: %v", ErrBadRecord, id, err)
 	}
 	rec.ID = id
+	rec.Revision = n.Stat.CreateRevision
 	return rec, true, nil
 }
 
