@@ -57,11 +57,17 @@ type Options struct {
 	Meta []byte
 	// Seeds returns the gossip addresses (host:port) to join. It is called
 	// at start and again, every RejoinInterval, while the node knows no
-	// other member. Nil: the node only waits to be joined.
+	// other member, and every HealInterval while it does (see
+	// HealInterval). Nil: the node only waits to be joined.
 	Seeds func(ctx context.Context) []string
 	// RejoinInterval is the pause between join attempts while the node is
 	// alone; default 2s.
 	RejoinInterval time.Duration
+	// HealInterval: while the node knows other members, every HealInterval
+	// it joins the seeds that are not among them, so that groups of
+	// members a partition separated (neither alone) merge again once it
+	// heals; default 30s.
+	HealInterval time.Duration
 	// Logger receives the member list's messages (its debug lines at Debug
 	// level); default slog.Default().
 	Logger *slog.Logger
@@ -118,6 +124,9 @@ func Start(opts Options) (*Node, error) {
 	}
 	if opts.RejoinInterval <= 0 {
 		opts.RejoinInterval = 2 * time.Second
+	}
+	if opts.HealInterval <= 0 {
+		opts.HealInterval = 30 * time.Second
 	}
 	bind := opts.BindAddr
 	if bind == "" {
@@ -194,16 +203,46 @@ func (n *Node) run(ctx context.Context, opts Options) {
 	}
 	t := time.NewTimer(0)
 	defer t.Stop()
+	lastHeal := time.Now() // the first heal comes one HealInterval after the start
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if n.ml.NumMembers() <= 1 {
+			switch {
+			case n.ml.NumMembers() <= 1:
 				n.join(ctx, opts.Seeds(ctx))
+			case time.Since(lastHeal) >= opts.HealInterval:
+				lastHeal = time.Now()
+				n.heal(ctx, opts.Seeds(ctx))
 			}
 			t.Reset(opts.RejoinInterval)
 		}
+	}
+}
+
+// heal joins the seeds that are not live members (by address): a group of
+// members separated from the seeds' group by a partition that healed.
+func (n *Node) heal(ctx context.Context, seeds []string) {
+	known := map[string]bool{}
+	for _, m := range n.Members() {
+		known[m.Address] = true
+	}
+	var missing []string
+	for _, s := range seeds {
+		if !known[s] {
+			missing = append(missing, s)
+		}
+	}
+	if len(missing) == 0 || ctx.Err() != nil {
+		return
+	}
+	before := n.ml.NumMembers()
+	if _, err := n.ml.Join(missing); err != nil {
+		n.log.Debug("gossip: a seed that is not a member did not answer", "seeds", missing, "err", err)
+	}
+	if after := n.ml.NumMembers(); after > before {
+		n.log.Info("gossip: merged with members it did not see (a partition healed)", "through", missing, "members", after)
 	}
 }
 

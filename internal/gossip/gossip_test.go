@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -120,5 +121,50 @@ func TestBindsTCPAndUDP(t *testing.T) {
 	testutil.WaitFor(t, 5*time.Second, "the port released", func() bool { return testutil.PortFree(port) })
 	if _, err := gossip.Start(gossip.Options{Name: "k", BindAddr: "127.0.0.1", Key: []byte("short")}); err == nil {
 		t.Fatal("a 5-byte key was accepted")
+	}
+}
+
+// TestPartitionedGroupsMerge: two groups of two members that never saw
+// each other (as after a partition: neither member is alone, so neither
+// rejoins for being alone) merge once a seed of the other group is
+// reachable: every member heals by joining the seeds it does not see.
+func TestPartitionedGroupsMerge(t *testing.T) {
+	var mu sync.Mutex
+	var all []string
+	startWith := func(name string, first ...string) *gossip.Node {
+		n, err := gossip.Start(gossip.Options{Name: name, BindAddr: "127.0.0.1", Fast: true,
+			RejoinInterval: 50 * time.Millisecond, HealInterval: 200 * time.Millisecond, Logger: testutil.Logger(t),
+			Seeds: func(context.Context) []string {
+				mu.Lock()
+				defer mu.Unlock()
+				if all != nil {
+					return all
+				}
+				return first
+			}})
+		if err != nil {
+			t.Fatalf("start %s: %v", name, err)
+		}
+		t.Cleanup(func() { n.Close(time.Second) })
+		return n
+	}
+	a := startWith("a")
+	b := startWith("b", a.Address())
+	c := startWith("c")
+	d := startWith("d", c.Address())
+	testutil.WaitFor(t, 10*time.Second, "two groups of two", func() bool {
+		return metas(a) == "a=,b=" && metas(b) == "a=,b=" && metas(c) == "c=,d=" && metas(d) == "c=,d="
+	})
+	// The groups stay apart while the seeds name only their own group.
+	for _, n := range []*gossip.Node{a, b, c, d} {
+		if len(n.Members()) != 2 {
+			t.Fatalf("%s sees %s before the seeds name the other group", n.Address(), metas(n))
+		}
+	}
+	mu.Lock()
+	all = []string{a.Address(), c.Address()}
+	mu.Unlock()
+	for _, n := range []*gossip.Node{a, b, c, d} {
+		testutil.WaitFor(t, 10*time.Second, "every member seen by "+n.Address(), func() bool { return metas(n) == "a=,b=,c=,d=" })
 	}
 }
