@@ -121,6 +121,14 @@ func runOnce[Resp any](a *adminService, ctx context.Context, l *leaderState, met
 				Err: fmt.Errorf("%w: request id %q was used for a different request (%s with another body): use a new id for a new request",
 					core.ErrInvalidArgument, id, methodName(rec.Method))})
 		}
+		// The recorded write is in the backend; the image this leader
+		// answers reads from may not have it yet (its commit's answer was
+		// lost, so the write was not applied to the image on return): a
+		// replay answers once it has, so that a read right after sees the
+		// write, as after the original answer.
+		if err := l.img.WaitRevision(ctx, rec.Revision); err != nil {
+			return zero, true, a.s.mapErr(err)
+		}
 		resp, err := replay(ctx, rec)
 		return resp, true, err
 	}
