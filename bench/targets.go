@@ -247,11 +247,14 @@ func migrationTargets(m *Migration) []TargetResult {
 	} else {
 		whole.Status = status(total < 60)
 	}
-	final := fmt.Sprintf("the final scan found %d nodes changed", m.FinalChanged)
-	if m.FinalUnchanged {
+	final := fmt.Sprintf("the final scan read every node's stat (%s) and found %d nodes changed", m.FinalWhy, m.FinalChanged)
+	switch {
+	case m.FinalUnchanged:
 		final = "the final scan read nothing"
+	case m.FinalWatched:
+		final = fmt.Sprintf("the final scan read the %d paths the source's watch reported and found %d nodes changed", m.FinalPaths, m.FinalChanged)
 	}
-	pause.Detail = fmt.Sprintf("%d ms at %d nodes (%d rounds; %s)", m.PauseMS, m.Nodes, m.LiveRounds, final)
+	pause.Detail = fmt.Sprintf("%d ms at %d nodes (%d rounds, %.1f s in all; %s)", m.PauseMS, m.Nodes, m.LiveRounds, m.LiveSec, final)
 	pause.Status = status(m.PauseMS < 2000)
 	if m.LiveRounds == 0 {
 		pause.Status, pause.Detail = TargetNotMeasured, "the live migration did not run"

@@ -11,6 +11,9 @@
 #   RACE_PKGS   packages of the -race pass (default: raft, plugins)
 #   RACE_COUNT  runs of each test in the -race pass (default COUNT)
 #   HOGS        CPU hogs to run beside the tests (default: one per core)
+#   RUN, SKIP   go test -run / -skip patterns for both passes (default:
+#               every test), e.g. SKIP=TestConformance to leave out the
+#               conformance suites (two thirds of the Raft package's time)
 #
 # The hogs run through both passes; the first failing pass ends the run.
 set -euo pipefail
@@ -34,12 +37,15 @@ for _ in $(seq "$HOGS"); do
 	(while :; do :; done) &
 	hogs+=("$!")
 done
-flags=(-count="$COUNT" -timeout 240m -p 1)
+sel=()
+if [ -n "${RUN:-}" ]; then sel+=(-run "$RUN"); fi
+if [ -n "${SKIP:-}" ]; then sel+=(-skip "$SKIP"); fi
+flags=(-count="$COUNT" -timeout 240m -p 1 "${sel[@]}")
 echo "stress: ${HOGS} CPU hogs; go test ${flags[*]} ${PKGS}" >&2
 # shellcheck disable=SC2086
 go test "${flags[@]}" $PKGS
 if [ "$RACE" != 0 ]; then
-	rflags=(-race -count="$RACE_COUNT" -timeout 480m -p 1)
+	rflags=(-race -count="$RACE_COUNT" -timeout 480m -p 1 "${sel[@]}")
 	echo "stress: ${HOGS} CPU hogs; go test ${rflags[*]} ${RACE_PKGS}" >&2
 	# shellcheck disable=SC2086
 	go test "${rflags[@]}" $RACE_PKGS

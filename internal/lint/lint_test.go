@@ -47,6 +47,7 @@ var stdlibOnly = map[string]bool{
 	module + "/core/config/raftkeys": true,
 	module + "/internal/fanout":      true,
 	module + "/internal/tlsutil":     true,
+	module + "/internal/deadline":    true,
 }
 
 // isStdlib reports whether an import path is the standard library's (its
@@ -126,7 +127,7 @@ func moduleRoot(t *testing.T) string {
 // list runs `go list -deps`-style listing of the layered packages.
 func list(t *testing.T) []pkg {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Deps,Error", "./core/...", "./conformance/...", "./migrate/...", "./backends/...", "./coordinator/...", "./tabletserver/...", "./internal/fanout/...", "./internal/tlsutil/...")
+	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Deps,Error", "./core/...", "./conformance/...", "./migrate/...", "./backends/...", "./coordinator/...", "./tabletserver/...", "./internal/fanout/...", "./internal/tlsutil/...", "./internal/deadline/...")
 	cmd.Dir = moduleRoot(t)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -159,7 +160,7 @@ func TestLayering(t *testing.T) {
 	for _, p := range pkgs {
 		seen[p.ImportPath] = true
 	}
-	for _, must := range []string{module + "/core", module + "/conformance", module + "/backends/memory", module + "/coordinator", module + "/tabletserver", module + "/core/settings", module + "/internal/fanout", module + "/internal/tlsutil"} {
+	for _, must := range []string{module + "/core", module + "/conformance", module + "/backends/memory", module + "/coordinator", module + "/tabletserver", module + "/core/settings", module + "/internal/fanout", module + "/internal/tlsutil", module + "/internal/deadline"} {
 		if !seen[must] {
 			t.Fatalf("go list did not report %s: the check would check nothing", must)
 		}
