@@ -15,6 +15,7 @@ var (
 	electionTicksFlag  = flag.String("raft.election-ticks", "50ms,10ms", "BenchmarkElectionTick: the Raft ticks compared, comma-separated")
 	electionVotersFlag = flag.String("raft.election-voters", "3", "BenchmarkElectionTick: the cluster sizes, comma-separated")
 	electionDelayFlag  = flag.Duration("raft.election-delay", 0, "BenchmarkElectionTick: a delay added to every message between the members (loopback proxies)")
+	electionWatchFlag  = flag.String("raft.election-watch", "on", "BenchmarkElectionTick: the leader watch (failover.go) on, off, or both compared (on,off)")
 )
 
 // BenchmarkElectionTick measures how the Raft tick changes the elections
@@ -38,6 +39,8 @@ var (
 // It reports per tick the share of elections that took more than one term
 // (split%) and the time to a new leader (p50, p99, max), and logs the term
 // steps. The stop is a graceful NodeHost close, timed from its start.
+// -raft.election-watch on,off runs each tick with and without the leader
+// watch (failover.go) side by side.
 func BenchmarkElectionTick(b *testing.B) {
 	var ticks []time.Duration
 	for _, s := range strings.Split(*electionTicksFlag, ",") {
@@ -52,33 +55,48 @@ func BenchmarkElectionTick(b *testing.B) {
 		if _, err := fmt.Sscan(strings.TrimSpace(s), &n); err != nil || n < 3 {
 			b.Fatalf("-raft.election-voters %q: want a number of at least 3", s)
 		}
-		b.Run(fmt.Sprintf("voters=%d", n), func(b *testing.B) { benchElectionTicks(b, n, ticks) })
+		var watch []bool
+		for _, s := range strings.Split(*electionWatchFlag, ",") {
+			switch strings.TrimSpace(s) {
+			case "on":
+				watch = append(watch, true)
+			case "off":
+				watch = append(watch, false)
+			default:
+				b.Fatalf("-raft.election-watch %q: want on, off or on,off", s)
+			}
+		}
+		b.Run(fmt.Sprintf("voters=%d", n), func(b *testing.B) { benchElectionTicks(b, n, ticks, watch) })
 	}
 }
 
 // electionRun is one tick's cluster and its measured elections.
 type electionRun struct {
 	tick  time.Duration
+	watch bool
 	c     *cluster
 	took  []time.Duration
 	steps map[uint64]int
 }
 
-func benchElectionTicks(b *testing.B, voters int, ticks []time.Duration) {
-	runs := make([]*electionRun, len(ticks))
-	for i, tick := range ticks {
+func benchElectionTicks(b *testing.B, voters int, ticks []time.Duration, watch []bool) {
+	var runs []*electionRun
+	for _, tick := range ticks {
+		for _, w := range watch {
+			runs = append(runs, &electionRun{tick: tick, watch: w, steps: map[uint64]int{}})
+		}
+	}
+	for _, r := range runs {
 		defaults := func(_ int, o *Options) {
-			o.tick = tick
+			o.tick, o.noFastFailover = r.tick, !r.watch
 			o.Heartbeat, o.ElectionTimeout = 500*time.Millisecond, time.Second
 		}
-		r := &electionRun{tick: tick, steps: map[uint64]int{}}
 		if *electionDelayFlag > 0 {
 			r.c, _ = startProxied(b, voters, *electionDelayFlag, defaults)
 		} else {
 			r.c = launchCluster(b, newVoters(b, voters), defaults)
 		}
 		r.c.settle()
-		runs[i] = r
 	}
 	for b.Loop() {
 		for _, r := range runs {
@@ -86,7 +104,7 @@ func benchElectionTicks(b *testing.B, voters int, ticks []time.Duration) {
 			r.took = append(r.took, took)
 			r.steps[step]++
 			if took > time.Second {
-				b.Logf("voters=%d tick=%s: an election took %v, %d term(s)", voters, r.tick, took, step)
+				b.Logf("voters=%d %s: an election took %v, %d term(s)", voters, r.name(), took, step)
 			}
 		}
 	}
@@ -99,15 +117,24 @@ func benchElectionTicks(b *testing.B, voters int, ticks []time.Duration) {
 				split += n
 			}
 		}
-		name := strings.TrimSuffix(r.tick.String(), "0s")
-		b.ReportMetric(100*float64(split)/float64(len(r.took)), "split%/tick="+name)
-		b.ReportMetric(ms(nearestRank(r.took, 50)), "p50-ms/tick="+name)
-		b.ReportMetric(ms(nearestRank(r.took, 99)), "p99-ms/tick="+name)
-		b.ReportMetric(ms(r.took[len(r.took)-1]), "max-ms/tick="+name)
-		b.Logf("voters=%d tick=%s delay=%s: %d elections, term steps %v, p50 %v p90 %v p99 %v max %v",
-			voters, r.tick, *electionDelayFlag, len(r.took), r.steps, nearestRank(r.took, 50), nearestRank(r.took, 90),
+		name := r.name()
+		b.ReportMetric(100*float64(split)/float64(len(r.took)), "split%/"+name)
+		b.ReportMetric(ms(nearestRank(r.took, 50)), "p50-ms/"+name)
+		b.ReportMetric(ms(nearestRank(r.took, 99)), "p99-ms/"+name)
+		b.ReportMetric(ms(r.took[len(r.took)-1]), "max-ms/"+name)
+		b.Logf("voters=%d %s delay=%s: %d elections, term steps %v, p50 %v p90 %v p99 %v max %v",
+			voters, name, *electionDelayFlag, len(r.took), r.steps, nearestRank(r.took, 50), nearestRank(r.took, 90),
 			nearestRank(r.took, 99), r.took[len(r.took)-1])
 	}
+}
+
+// name names r's tick and watch in the benchmark's metrics.
+func (r *electionRun) name() string {
+	w := "off"
+	if r.watch {
+		w = "on"
+	}
+	return "tick=" + strings.TrimSuffix(r.tick.String(), "0s") + "/watch=" + w
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -51,6 +51,7 @@ type member struct {
 	nh        *dragonboat.NodeHost
 	sm        *fsm
 	noop      *client.Session
+	heard     *heard // the transport's record of peers heard from (failover.go); nil when off
 
 	mu         sync.Mutex
 	closed     bool
@@ -285,6 +286,10 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 	}
 	nhc := nodeHostConfig(o, cid, addr)
 	nhc.RaftEventListener, nhc.SystemEventListener = m, m.contacts
+	if !o.noFastFailover {
+		m.heard = newHeard()
+		nhc.Expert.TransportFactory = m.heard.factory()
+	}
 	nh, err := openNodeHost(ctx, o, nhc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: raft: start node host on %s: %v", core.ErrUnavailable, addr, err)
@@ -343,6 +348,10 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 	go m.disk.loop()
 	go m.expiryLoop()
 	go m.loadInitialState()
+	if m.heard != nil {
+		m.wg.Add(1)
+		go m.failoverLoop(newFailoverTiming(o.raftTick(), el))
+	}
 	if rc.IsNonVoting {
 		m.wg.Add(1)
 		go m.awaitPromotion(marker)

@@ -138,6 +138,10 @@ type Options struct {
 	// TickInterval. No configuration key sets it: the election benchmark
 	// compares ticks at the same timeouts.
 	tick time.Duration
+
+	// noFastFailover turns off the leader watch of failover.go (the
+	// election benchmark measures with and without it).
+	noFastFailover bool
 }
 
 // raftTick is the Raft tick of o: o.tick, or TickInterval when unset.
