@@ -126,6 +126,7 @@ var methodAccess = map[string]access{
 	adminv1.TabletServerService_RegisterTabletServer_FullMethodName:  onCluster(OpWrite),
 	adminv1.TabletServerService_TabletServerHeartbeat_FullMethodName: onCluster(OpWrite),
 	adminv1.TabletServerService_FetchMetadata_FullMethodName:         onCluster(OpRead),
+	adminv1.TabletServerService_FetchMetadataStream_FullMethodName:   onCluster(OpRead),
 	adminv1.TabletServerService_FetchMetadataSnapshot_FullMethodName: onCluster(OpRead),
 }
 

@@ -2,12 +2,15 @@ package coordinator_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
@@ -135,5 +138,76 @@ func TestMetadataStreamFeed(t *testing.T) {
 	}
 	if cw.watches.Load() == base {
 		t.Fatalf("a fetch older than the feed holds opened no watch of its own")
+	}
+}
+
+// TestFetchMetadataStream: fetches over one FetchMetadataStream are
+// answered as FetchMetadata answers them (one response per request, in
+// order, each from the request's offset), and a request FetchMetadata
+// refuses ends the stream with FetchMetadata's status.
+func TestFetchMetadataStream(t *testing.T) {
+	s := memory.NewStore(memory.StoreOptions{})
+	t.Cleanup(func() { s.Close() })
+	a := startCoordinatorWith(t, s, coordinator.Options{})
+	testutil.WaitFor(t, 5*time.Second, "coordinator leads", a.srv.IsLeader)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := newClient(t, a.addr)
+	var st adminv1.TabletServerService_FetchMetadataStreamClient
+	if err := c.TabletsAt(ctx, a.addr, func(_ context.Context, tc adminv1.TabletServerServiceClient) (err error) {
+		st, err = tc.FetchMetadataStream(ctx)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	from := s.Revision() + 1
+	var got []string
+	for i := 0; i < 5; i++ {
+		if err := c.Admin(ctx, func(ctx context.Context, ac adminv1.AdminServiceClient) error {
+			_, err := ac.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: fmt.Sprintf("sdb%d", i)})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		// Fetch until this database has come (a fetch may end empty).
+		want := fmt.Sprintf("/metadata/databases/sdb%d", i)
+		for len(got) == 0 || got[len(got)-1] != want {
+			if err := st.Send(&adminv1.FetchMetadataRequest{FromOffset: from, MaxWaitMs: 200}); err != nil {
+				t.Fatal(err)
+			}
+			r, err := st.Recv()
+			if err != nil {
+				t.Fatalf("fetch %d from %d over the stream: %v", i, from, err)
+			}
+			if r.NextOffset < from {
+				t.Fatalf("next offset %d below the request's %d", r.NextOffset, from)
+			}
+			for _, rec := range r.Records {
+				if rec.Offset < from {
+					t.Fatalf("record at %d, before the request's %d", rec.Offset, from)
+				}
+				if rec.Type == adminv1.MetadataRecord_CREATED && strings.HasPrefix(rec.Path, "/metadata/databases/sdb") {
+					got = append(got, rec.Path)
+				}
+			}
+			from = r.NextOffset
+			if ctx.Err() != nil {
+				t.Fatalf("databases seen: %v, waiting for %s", got, want)
+			}
+		}
+	}
+	if len(got) != 5 {
+		t.Fatalf("databases over the stream: %v, want sdb0..sdb4 once each", got)
+	}
+	// FetchMetadata refuses offset 0 (take a snapshot first): so does the
+	// stream, and it ends.
+	if err := st.Send(&adminv1.FetchMetadataRequest{FromOffset: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); !errors.Is(adminclient.FromStatus(err), core.ErrCompacted) {
+		t.Fatalf("fetch from 0 over the stream: %v, want OFFSET_COMPACTED (core.ErrCompacted)", err)
+	}
+	if _, err := st.Recv(); err == nil {
+		t.Fatal("the stream went on after a refused fetch")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -272,6 +273,28 @@ func (t *tabletServerService) FetchMetadata(ctx context.Context, r *adminv1.Fetc
 		}
 	}
 	return finish()
+}
+
+// FetchMetadataStream serves FetchMetadata requests over one stream: one
+// response per request, in order; the first error ends the stream with
+// its status (as FetchMetadata answers it).
+func (t *tabletServerService) FetchMetadataStream(st adminv1.TabletServerService_FetchMetadataStreamServer) error {
+	for {
+		r, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		resp, err := t.FetchMetadata(st.Context(), r)
+		if err != nil {
+			return err
+		}
+		if err := st.Send(resp); err != nil {
+			return err
+		}
+	}
 }
 
 // FetchMetadataSnapshot returns every node and the revision they reflect,

@@ -13,6 +13,8 @@ import (
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/config"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Where a tablet server fetches the metadata stream from
@@ -228,15 +230,10 @@ func (r *MetadataSource) Watch(ctx context.Context, prefix string, from int64) (
 	go func() {
 		defer close(ch)
 		failures := 0
+		fs := &fetchStream{r: r}
+		defer fs.close()
 		for ctx.Err() == nil {
-			var resp *adminv1.FetchMetadataResponse
-			addr, err := r.call(ctx, func(ctx context.Context, t adminv1.TabletServerServiceClient) error {
-				cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-				defer cancel()
-				var err error
-				resp, err = t.FetchMetadata(cctx, &adminv1.FetchMetadataRequest{FromOffset: from})
-				return err
-			})
+			resp, addr, err := fs.fetch(ctx, from)
 			if err == nil && resp.NextOffset < from {
 				// A coordinator must not send us back; pass it over.
 				err = fmt.Errorf("%w: coordinator %s answered next offset %d below %d", core.ErrUnavailable, addr, resp.NextOffset, from)
@@ -289,6 +286,107 @@ func (r *MetadataSource) Watch(ctx context.Context, prefix string, from int64) (
 		}
 	}()
 	return ch, nil
+}
+
+// fetchTimeout bounds one fetch (the coordinator answers within its
+// coordinator.metadata-stream.max-wait).
+const fetchTimeout = 30 * time.Second
+
+// fetchStream is a Watch's way of fetching: over one FetchMetadataStream
+// to the coordinator it fetches from (one request, one response, in
+// turn), and with a FetchMetadata call (its redirects, and passing a
+// failing coordinator over) whenever the stream cannot serve a fetch:
+// none open yet and it cannot be opened, it failed (closed: the next
+// fetch opens a new one), or the fetch goes to another coordinator.
+type fetchStream struct {
+	r      *MetadataSource
+	st     adminv1.TabletServerService_FetchMetadataStreamClient
+	addr   string
+	cancel context.CancelFunc
+	// unary: a coordinator answered that it has no FetchMetadataStream
+	// (an older version): calls from then on.
+	unary bool
+}
+
+// fetch fetches from offset from, returning the response and the
+// coordinator that answered ("" when found through the leader redirects).
+func (fs *fetchStream) fetch(ctx context.Context, from int64) (*adminv1.FetchMetadataResponse, string, error) {
+	req := &adminv1.FetchMetadataRequest{FromOffset: from}
+	if resp, addr, ok := fs.streamed(ctx, req); ok {
+		return resp, addr, nil
+	}
+	var resp *adminv1.FetchMetadataResponse
+	addr, err := fs.r.call(ctx, func(ctx context.Context, t adminv1.TabletServerServiceClient) error {
+		cctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+		defer cancel()
+		var err error
+		resp, err = t.FetchMetadata(cctx, req)
+		return err
+	})
+	return resp, addr, err
+}
+
+// streamed serves req over the stream, opening it when needed; false when
+// it could not (the caller then makes a call).
+func (fs *fetchStream) streamed(ctx context.Context, req *adminv1.FetchMetadataRequest) (*adminv1.FetchMetadataResponse, string, bool) {
+	if fs.unary {
+		return nil, "", false
+	}
+	addr := ""
+	if fs.r.leader {
+		addr = fs.r.c.Leader()
+	} else {
+		addr = fs.r.current()
+	}
+	if addr == "" {
+		return nil, "", false
+	}
+	if fs.st != nil && fs.addr != addr {
+		fs.close()
+	}
+	if fs.st == nil {
+		sctx, cancel := context.WithCancel(ctx)
+		var st adminv1.TabletServerService_FetchMetadataStreamClient
+		err := fs.r.c.TabletsAt(sctx, addr, func(_ context.Context, t adminv1.TabletServerServiceClient) error {
+			var err error
+			st, err = t.FetchMetadataStream(sctx)
+			return err
+		})
+		if err != nil {
+			cancel()
+			return nil, "", false
+		}
+		fs.st, fs.addr, fs.cancel = st, addr, cancel
+	}
+	timer := time.AfterFunc(fetchTimeout, fs.cancel)
+	err := fs.st.Send(req)
+	var resp *adminv1.FetchMetadataResponse
+	if err == nil {
+		resp, err = fs.st.Recv()
+	}
+	timer.Stop()
+	if err != nil {
+		if status.Code(err) == codes.Unimplemented {
+			fs.unary = true
+			fs.r.log.Debug("coordinator has no FetchMetadataStream; fetching with calls", "coordinator", addr)
+		}
+		fs.close()
+		return nil, "", false
+	}
+	if fs.r.leader {
+		if !resp.Leader {
+			fs.close() // no longer the leader: the next fetch finds it
+		}
+		addr = ""
+	}
+	return resp, addr, true
+}
+
+func (fs *fetchStream) close() {
+	if fs.st != nil {
+		fs.cancel()
+		fs.st, fs.addr, fs.cancel = nil, "", nil
+	}
 }
 
 func send(ctx context.Context, ch chan<- core.WatchResponse, r core.WatchResponse) bool {

@@ -1186,6 +1186,7 @@ const (
 	TabletServerService_RegisterTabletServer_FullMethodName  = "/metaplane.admin.v1.TabletServerService/RegisterTabletServer"
 	TabletServerService_TabletServerHeartbeat_FullMethodName = "/metaplane.admin.v1.TabletServerService/TabletServerHeartbeat"
 	TabletServerService_FetchMetadata_FullMethodName         = "/metaplane.admin.v1.TabletServerService/FetchMetadata"
+	TabletServerService_FetchMetadataStream_FullMethodName   = "/metaplane.admin.v1.TabletServerService/FetchMetadataStream"
 	TabletServerService_FetchMetadataSnapshot_FullMethodName = "/metaplane.admin.v1.TabletServerService/FetchMetadataSnapshot"
 )
 
@@ -1210,6 +1211,14 @@ type TabletServerServiceClient interface {
 	// smaller) when there is none yet. OFFSET_COMPACTED means: take a
 	// FetchMetadataSnapshot and fetch on from its offset + 1.
 	FetchMetadata(ctx context.Context, in *FetchMetadataRequest, opts ...grpc.CallOption) (*FetchMetadataResponse, error)
+	// FetchMetadataStream is FetchMetadata over one long-lived stream: the
+	// caller sends a request, waits for its response, then sends the next
+	// (one response per request, in order, each served exactly as
+	// FetchMetadata serves it). The stream ends with the status
+	// FetchMetadata would have answered an error with. It saves the cost of
+	// a call per fetch (a new HTTP/2 stream, headers, the interceptors and
+	// the authorization check, done once when the stream opens).
+	FetchMetadataStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[FetchMetadataRequest, FetchMetadataResponse], error)
 	// FetchMetadataSnapshot returns every node and the revision they reflect.
 	FetchMetadataSnapshot(ctx context.Context, in *FetchMetadataSnapshotRequest, opts ...grpc.CallOption) (*FetchMetadataSnapshotResponse, error)
 }
@@ -1252,6 +1261,19 @@ func (c *tabletServerServiceClient) FetchMetadata(ctx context.Context, in *Fetch
 	return out, nil
 }
 
+func (c *tabletServerServiceClient) FetchMetadataStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[FetchMetadataRequest, FetchMetadataResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &TabletServerService_ServiceDesc.Streams[0], TabletServerService_FetchMetadataStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[FetchMetadataRequest, FetchMetadataResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TabletServerService_FetchMetadataStreamClient = grpc.BidiStreamingClient[FetchMetadataRequest, FetchMetadataResponse]
+
 func (c *tabletServerServiceClient) FetchMetadataSnapshot(ctx context.Context, in *FetchMetadataSnapshotRequest, opts ...grpc.CallOption) (*FetchMetadataSnapshotResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(FetchMetadataSnapshotResponse)
@@ -1283,6 +1305,14 @@ type TabletServerServiceServer interface {
 	// smaller) when there is none yet. OFFSET_COMPACTED means: take a
 	// FetchMetadataSnapshot and fetch on from its offset + 1.
 	FetchMetadata(context.Context, *FetchMetadataRequest) (*FetchMetadataResponse, error)
+	// FetchMetadataStream is FetchMetadata over one long-lived stream: the
+	// caller sends a request, waits for its response, then sends the next
+	// (one response per request, in order, each served exactly as
+	// FetchMetadata serves it). The stream ends with the status
+	// FetchMetadata would have answered an error with. It saves the cost of
+	// a call per fetch (a new HTTP/2 stream, headers, the interceptors and
+	// the authorization check, done once when the stream opens).
+	FetchMetadataStream(grpc.BidiStreamingServer[FetchMetadataRequest, FetchMetadataResponse]) error
 	// FetchMetadataSnapshot returns every node and the revision they reflect.
 	FetchMetadataSnapshot(context.Context, *FetchMetadataSnapshotRequest) (*FetchMetadataSnapshotResponse, error)
 	mustEmbedUnimplementedTabletServerServiceServer()
@@ -1303,6 +1333,9 @@ func (UnimplementedTabletServerServiceServer) TabletServerHeartbeat(context.Cont
 }
 func (UnimplementedTabletServerServiceServer) FetchMetadata(context.Context, *FetchMetadataRequest) (*FetchMetadataResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method FetchMetadata not implemented")
+}
+func (UnimplementedTabletServerServiceServer) FetchMetadataStream(grpc.BidiStreamingServer[FetchMetadataRequest, FetchMetadataResponse]) error {
+	return status.Error(codes.Unimplemented, "method FetchMetadataStream not implemented")
 }
 func (UnimplementedTabletServerServiceServer) FetchMetadataSnapshot(context.Context, *FetchMetadataSnapshotRequest) (*FetchMetadataSnapshotResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method FetchMetadataSnapshot not implemented")
@@ -1382,6 +1415,13 @@ func _TabletServerService_FetchMetadata_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TabletServerService_FetchMetadataStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(TabletServerServiceServer).FetchMetadataStream(&grpc.GenericServerStream[FetchMetadataRequest, FetchMetadataResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TabletServerService_FetchMetadataStreamServer = grpc.BidiStreamingServer[FetchMetadataRequest, FetchMetadataResponse]
+
 func _TabletServerService_FetchMetadataSnapshot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(FetchMetadataSnapshotRequest)
 	if err := dec(in); err != nil {
@@ -1424,7 +1464,14 @@ var TabletServerService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _TabletServerService_FetchMetadataSnapshot_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "FetchMetadataStream",
+			Handler:       _TabletServerService_FetchMetadataStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "metaplane/admin/v1/admin.proto",
 }
 
