@@ -292,6 +292,9 @@ func (r *MetadataSource) Watch(ctx context.Context, prefix string, from int64) (
 // coordinator.metadata-stream.max-wait).
 const fetchTimeout = 30 * time.Second
 
+// leaderLookup bounds the question, with StreamFromLeader, of who leads.
+const leaderLookup = 2 * time.Second
+
 // fetchStream is a Watch's way of fetching: over one FetchMetadataStream
 // to the coordinator it fetches from (one request, one response, in
 // turn), and with a FetchMetadata call (its redirects, and passing a
@@ -303,6 +306,9 @@ type fetchStream struct {
 	st     adminv1.TabletServerService_FetchMetadataStreamClient
 	addr   string
 	cancel context.CancelFunc
+	// leaderAddr is, with StreamFromLeader, the leader the coordinators
+	// named ("": ask before the next fetch).
+	leaderAddr string
 	// unary: a coordinator answered that it has no FetchMetadataStream
 	// (an older version): calls from then on.
 	unary bool
@@ -332,14 +338,20 @@ func (fs *fetchStream) streamed(ctx context.Context, req *adminv1.FetchMetadataR
 	if fs.unary {
 		return nil, "", false
 	}
-	addr := ""
+	addr := fs.r.current()
 	if fs.r.leader {
-		addr = fs.r.c.Leader()
-	} else {
-		addr = fs.r.current()
-	}
-	if addr == "" {
-		return nil, "", false
+		if fs.leaderAddr == "" {
+			// Every coordinator serves fetches, so an answer does not
+			// say who leads: ask.
+			gctx, cancel := context.WithTimeout(ctx, leaderLookup)
+			gl, err := fs.r.c.GetLeader(gctx)
+			cancel()
+			if err != nil || gl.LeaderAddress == "" {
+				return nil, "", false
+			}
+			fs.leaderAddr = gl.LeaderAddress
+		}
+		addr = fs.leaderAddr
 	}
 	if fs.st != nil && fs.addr != addr {
 		fs.close()
@@ -366,6 +378,7 @@ func (fs *fetchStream) streamed(ctx context.Context, req *adminv1.FetchMetadataR
 	}
 	timer.Stop()
 	if err != nil {
+		fs.leaderAddr = ""
 		if status.Code(err) == codes.Unimplemented {
 			fs.unary = true
 			fs.r.log.Debug("coordinator has no FetchMetadataStream; fetching with calls", "coordinator", addr)
@@ -375,7 +388,8 @@ func (fs *fetchStream) streamed(ctx context.Context, req *adminv1.FetchMetadataR
 	}
 	if fs.r.leader {
 		if !resp.Leader {
-			fs.close() // no longer the leader: the next fetch finds it
+			fs.close() // no longer the leader: the next fetch asks again
+			fs.leaderAddr = ""
 		}
 		addr = ""
 	}
