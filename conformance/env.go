@@ -377,6 +377,32 @@ func (f *follower) loop(ch <-chan core.WatchResponse) {
 	}
 }
 
+// reaches waits (at most e.wait: the property fails) until the follower
+// has applied revision rev.
+func (f *follower) reaches(rev int64, what string) {
+	e := f.e
+	e.t.Helper()
+	deadline := time.Now().Add(e.wait)
+	for {
+		f.mu.Lock()
+		at, err := f.rev, f.err
+		f.mu.Unlock()
+		switch {
+		case at >= rev:
+			return
+		case err != nil:
+			e.t.Fatalf("the watcher that reads failed before %s (revision %d): %v", what, rev, err)
+		case time.Now().After(deadline):
+			e.t.Fatalf("the watcher that reads is at revision %d, %v after %s (revision %d)", at, e.wait, what, rev)
+		}
+		select {
+		case <-f.done:
+			e.t.Fatalf("the watcher that reads ended at revision %d before %s (revision %d)", at, what, rev)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
 // matches reports whether the follower's state equals the snapshot's.
 func (f *follower) matches(snap core.Snapshot) (bool, string) {
 	f.mu.Lock()

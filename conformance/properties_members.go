@@ -36,9 +36,14 @@ func slowConsumerProperties() []Property {
 						ops[k] = core.SetOp(p(fmt.Sprint("k", k)), value, core.AnyVersion)
 					}
 					ctx, cancel := context.WithTimeout(e.ctx, e.wait)
-					_, err := writer.Txn(ctx, ops, core.TxnOptions{})
+					res, err := writer.Txn(ctx, ops, core.TxnOptions{})
 					cancel()
 					e.ok(err, "transaction %d while a watcher reads nothing", i)
+					// Paced by the watcher that reads: each transaction is
+					// written once it has seen the one before, so the one
+					// that reads nothing has been sent its events too
+					// (a store that holds writers back for it then shows).
+					fast.reaches(res.Revision, fmt.Sprintf("transaction %d", i))
 					if time.Since(start) > e.wait {
 						e.t.Fatalf("%d transactions took more than %v while a watcher read nothing: writers are held back", i+1, e.wait)
 					}

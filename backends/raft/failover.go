@@ -88,12 +88,33 @@ func (t resendTransport) GetConnection(ctx context.Context, target string) (raft
 }
 
 type resendConn struct {
-	t      raftio.ITransport
-	target string
-	c      raftio.IConnection
+	t        raftio.ITransport
+	target   string
+	c        raftio.IConnection
+	lastSend time.Time
 }
 
+// idleReconnect: a connection that sent nothing for this long is replaced
+// by a new one before its next batch. Between two followers a connection
+// carries nothing from one election to the next; if the peer restarted
+// meanwhile, a write into the old connection can succeed before the
+// peer's reset comes back (on a network with a round trip), and the batch
+// (a vote request) is lost without an error. Connections to and from the
+// leader carry heartbeats and are never idle that long.
+const idleReconnect = time.Second
+
 func (r *resendConn) SendMessageBatch(b pb.MessageBatch) error {
+	now := time.Now()
+	if !r.lastSend.IsZero() && now.Sub(r.lastSend) > idleReconnect {
+		r.c.Close()
+		c, err := r.t.GetConnection(context.Background(), r.target)
+		if err != nil {
+			r.c = closedConn{}
+			return err
+		}
+		r.c = c
+	}
+	r.lastSend = now
 	err := r.c.SendMessageBatch(b)
 	if err == nil || !(errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
 		return err

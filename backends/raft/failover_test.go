@@ -66,9 +66,11 @@ func TestTimeoutNowMovesLeadership(t *testing.T) {
 }
 
 // TestLeaderWatchElectsTheSuccessor: with Raft's own timers far away (the
-// minimum election timeout 2 s, the watch acting after 1 s of silence), stopping the leader's NodeHost gets a new
-// leader through the watch: the lowest-numbered survivor, one term
-// later, and the watch says why.
+// minimum election timeout 2 s, the watch acting after 1 s of silence),
+// stopping the leader's NodeHost gets a new leader through the watch: one
+// of the two successors, which says it campaigned because the leader
+// refused connections, within two terms (the first successor's log may be
+// behind the other's, which then wins).
 func TestLeaderWatchElectsTheSuccessor(t *testing.T) {
 	var mu sync.Mutex
 	var lines []string
@@ -83,26 +85,22 @@ func TestLeaderWatchElectsTheSuccessor(t *testing.T) {
 	defer c.stopAll()
 	l := c.waitLeader()
 	old := c.view(l)
-	want := 0
-	if l == 0 {
-		want = 1
-	}
 	c.stop(l)
 	testutil.WaitFor(t, 20*time.Second, "a new leader", func() bool { return c.leader() >= 0 })
 	got := c.leader()
 	v := c.view(got)
-	if got != want || v.term != old.term+1 {
-		t.Errorf("member %d leads in term %d; want member %d (the lowest-numbered survivor) in term %d", got+1, v.term, want+1, old.term+1)
+	if v.term <= old.term || v.term > old.term+2 {
+		t.Errorf("member %d leads in term %d; want a term after %d, at most two later", got+1, v.term, old.term)
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	found := false
 	for _, s := range lines {
-		if strings.Contains(s, "refuses connections") && strings.Contains(s, fmt.Sprintf("member %d campaigns now", want+1)) {
+		if strings.Contains(s, "refuses connections") && strings.Contains(s, fmt.Sprintf("member %d campaigns now", got+1)) {
 			found = true
 		}
 	}
 	if !found {
-		t.Errorf("no log line of member %d campaigning after the leader refused connections; lines: %q", want+1, lines)
+		t.Errorf("member %d leads but logged no campaign after the leader refused connections; lines: %q", got+1, lines)
 	}
 }
