@@ -56,6 +56,22 @@ func follow(t *testing.T, ctx context.Context, src *tabletserver.MetadataSource,
 	return got
 }
 
+// newSource is a client of the coordinator at addr (closed with the test)
+// and a metadata source through it.
+func newSource(t *testing.T, addr string) (*adminclient.Client, *tabletserver.MetadataSource) {
+	t.Helper()
+	c, err := adminclient.NewClient([]string{addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	src, err := tabletserver.NewMetadataSource(c, tabletserver.SourceOptions{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, src
+}
+
 // TestSourceFetchesOverOneStream: a tablet server's metadata source makes
 // its fetches over one FetchMetadataStream (the coordinator's gRPC
 // metrics count one stream and no FetchMetadata call) and receives every
@@ -77,15 +93,7 @@ func TestSourceFetchesOverOneStream(t *testing.T) {
 	itest.WaitFor(t, 5*time.Second, "the coordinator leads", srv.IsLeader)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := adminclient.NewClient([]string{l.Addr().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	src, err := tabletserver.NewMetadataSource(c, tabletserver.SourceOptions{Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, src := newSource(t, l.Addr().String())
 	create := func(name string) {
 		if err := c.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
 			_, err := a.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: name})
@@ -202,15 +210,7 @@ func TestSourceFallsBackToCalls(t *testing.T) {
 	defer g.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := adminclient.NewClient([]string{l.Addr().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	src, err := tabletserver.NewMetadataSource(c, tabletserver.SourceOptions{Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, src := newSource(t, l.Addr().String())
 	create := func(name string) {
 		if _, err := b.Txn(ctx, []core.Op{core.CreateOp("/metadata/databases/"+name, nil, core.Persistent).WithParents()}, core.TxnOptions{}); err != nil {
 			t.Fatal(err)
