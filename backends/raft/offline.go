@@ -18,6 +18,7 @@ import (
 	"github.com/lni/dragonboat/v4/tools"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/ports"
 )
 
 // The offline tools below work on a member's coordinator.raft.dir while
@@ -60,14 +61,15 @@ func checkEmptyDir(dir string) error {
 }
 
 // loopbackAddress is a free loopback address for a member that must not
-// be reached while an offline tool runs it.
+// be reached while an offline tool runs it: a port below the kernel's
+// ephemeral range (internal/ports), which no outgoing connection takes
+// between the pick and the member's bind.
 func loopbackAddress() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := ports.Free()
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", core.ErrUnavailable, err)
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
 }
 
 // selfVoter is the member's own entry of o.Voters (o with defaults).

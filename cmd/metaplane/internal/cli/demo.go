@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/backends/raft"
+	"github.com/metaplane/metaplane/internal/ports"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
@@ -52,12 +52,9 @@ type demo struct {
 }
 
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	// Below the kernel's ephemeral range: no outgoing connection takes
+	// the port before the demo's process binds it.
+	return ports.Free()
 }
 
 func (d *demo) step(format string, args ...any) {
