@@ -249,7 +249,7 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 		if r == 1 {
 			kind = readScan
 		}
-		rd, eph, _, err := c.round(ctx, src, r, kind)
+		rd, eph, _, err := c.round(ctx, src, r, kind, nil)
 		if err != nil {
 			return res, err
 		}
@@ -292,7 +292,7 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 			trk.clear()
 		}
 	}
-	rd, eph, rr, err := c.round(ctx, src, len(res.Rounds)+1, readDiff)
+	rd, eph, rr, err := c.round(ctx, src, len(res.Rounds)+1, readDiff, nil)
 	if err != nil {
 		return res, err
 	}
@@ -389,7 +389,7 @@ func Live(ctx context.Context, src, dst core.MetadataBackend, o LiveOptions) (re
 		changed := 0
 		kind := readDiff
 		for pass := 1; ; pass++ {
-			fin, eph, rr, err = c.round(ctx, src, len(res.Rounds)+1, kind)
+			fin, eph, rr, err = c.round(ctx, src, len(res.Rounds)+1, kind, nil)
 			if err != nil {
 				return res, fmt.Errorf("final scan: %w", err)
 			}
@@ -797,8 +797,6 @@ type copier struct {
 	// touched holds the paths the rounds wrote or deleted on the target
 	// since the last validation.
 	touched map[string]bool
-	// watched is what a readWatched round reads (copier.watchedFinal).
-	watched []string
 }
 
 // finalPasses bounds the final scan's diff rounds.
@@ -874,7 +872,7 @@ const (
 	// readSnapshot reads one src.Snapshot: one consistent state by the
 	// contract, the whole tree read at once.
 	readSnapshot
-	// readWatched reads the paths in copier.watched (those the source's
+	// readWatched reads the paths round is given (those the source's
 	// watch reported changed) and keeps the rest of the last round's
 	// nodes (copier.patch).
 	readWatched
@@ -897,10 +895,11 @@ type roundRead struct {
 // consistent says the read is one state of the source.
 func (rr roundRead) consistent() bool { return rr.at >= 0 || rr.quiet }
 
-// round reads the source (kind) and applies its difference from the last
+// round reads the source (kind; with readWatched, the paths watched) and
+// applies its difference from the last
 // round to the target; it returns the round, how many ephemerals the
 // source held, and what the read proved.
-func (c *copier) round(ctx context.Context, src core.MetadataBackend, r int, kind readKind) (Round, int, roundRead, error) {
+func (c *copier) round(ctx context.Context, src core.MetadataBackend, r int, kind readKind, watched []string) (Round, int, roundRead, error) {
 	t0 := time.Now()
 	var snap core.Snapshot
 	rr := roundRead{at: -1}
@@ -920,7 +919,7 @@ func (c *copier) round(ctx context.Context, src core.MetadataBackend, r int, kin
 		snap, err = src.Snapshot(ctx, "/")
 		rr.at = snap.Revision
 	case kind == readWatched:
-		snap.Nodes, snap.Revision, err = c.patch(ctx, src, c.watched)
+		snap.Nodes, snap.Revision, err = c.patch(ctx, src, watched)
 	case kind == readDiff && c.known != nil:
 		var sound bool
 		snap.Nodes, snap.Revision, rr.quiet, sound, err = c.diff(ctx, src)

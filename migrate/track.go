@@ -328,9 +328,7 @@ func (c *copier) watchedFinal(ctx context.Context, src core.MetadataBackend, trk
 			return ws, nil, nil
 		}
 		ws.paths += len(paths)
-		c.watched = paths
-		fin, eph, _, rerr := c.round(ctx, src, r, readWatched)
-		c.watched = nil
+		fin, eph, _, rerr := c.round(ctx, src, r, readWatched, paths)
 		if rerr != nil {
 			return ws, nil, rerr
 		}

@@ -185,7 +185,7 @@ type RestoreResult struct {
 // batch, never the tree); an error it yields ends the restore with that
 // error, the directory left as an incomplete cluster to remove. total,
 // when known, is for progress, which is called after each batch. The
-// member listens on an ephemeral loopback port while it restores.
+// member listens on a temporary loopback port while it restores.
 // Errors: ErrInvalidArgument (a non-empty dir, a bad node), the import's,
 // nodes'.
 func Restore(ctx context.Context, o Options, nodes iter.Seq2[core.ImportNode, error], total int, progress func(done, total int)) (RestoreResult, error) {
