@@ -896,9 +896,9 @@ type roundRead struct {
 func (rr roundRead) consistent() bool { return rr.at >= 0 || rr.quiet }
 
 // round reads the source (kind; with readWatched, the paths watched) and
-// applies its difference from the last
-// round to the target; it returns the round, how many ephemerals the
-// source held, and what the read proved.
+// applies its difference from the last round to the target; it returns
+// the round, how many ephemerals the source held, and what the read
+// proved.
 func (c *copier) round(ctx context.Context, src core.MetadataBackend, r int, kind readKind, watched []string) (Round, int, roundRead, error) {
 	t0 := time.Now()
 	var snap core.Snapshot
