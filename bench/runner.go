@@ -40,6 +40,11 @@ type Options struct {
 	Rows []string
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
+	// LogLevel is the lowest level of the plugins' and coordinators' own
+	// records written to Log: "debug", "info", "warn" (empty) or "error".
+	// At "debug" a Raft plugin also passes on Dragonboat's informational
+	// records (elections, votes, connections).
+	LogLevel string
 	// MigrateNodes is the size of the migrate. rows' tree (at least
 	// MinMigrateNodes, at most MaxMigrateNodes); 0: 100 000, or 10 000
 	// with Quick.
@@ -255,6 +260,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if o.MigrateNodes != 0 && (o.MigrateNodes < MinMigrateNodes || o.MigrateNodes > MaxMigrateNodes) {
 		return nil, fmt.Errorf("migrate nodes: %d: must be %d to %d", o.MigrateNodes, MinMigrateNodes, MaxMigrateNodes)
+	}
+	switch o.LogLevel {
+	case "", "debug", "info", "warn", "error":
+	default:
+		return nil, fmt.Errorf("log level: %q: must be debug, info, warn or error", o.LogLevel)
 	}
 	for _, b := range o.Backends {
 		if _, ok := starters[b]; !ok {

@@ -64,13 +64,18 @@ func (env *runEnv) binDir(name string) (string, error) {
 	return "", fmt.Errorf("plugin %s not found (looked in %s; run make build, or pass --bin-dir)", file, strings.Join(tried, ", "))
 }
 
-// logger is the plugins' logger: warnings and errors to the progress log.
+// logger is the plugins' and coordinators' logger: records at
+// Options.LogLevel and above (warnings by default) to the progress log.
 func (env *runEnv) logger() *slog.Logger {
 	var w io.Writer = io.Discard
 	if env.opts.Log != nil {
 		w = env.opts.Log
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	level := slog.LevelWarn
+	if env.opts.LogLevel != "" {
+		_ = level.UnmarshalText([]byte(env.opts.LogLevel)) // checked by Run
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
 // member is one plugin process: the memory or ZooKeeper plugin, or one

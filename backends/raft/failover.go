@@ -53,12 +53,16 @@ type heard struct {
 	last    map[uint64]time.Time // replica id: when its last message arrived
 	deliver raftio.MessageHandler
 	did     uint64 // the deployment id deliver checks
+	// contacts receives the connections' own reachability reports (the
+	// transport's connections never fail towards Dragonboat, whose
+	// connection events then say nothing; see steadyConn).
+	contacts *contacts
 }
 
-func newHeard() *heard { return &heard{last: map[uint64]time.Time{}} }
+func newHeard(c *contacts) *heard { return &heard{last: map[uint64]time.Time{}, contacts: c} }
 
 // factory is a Dragonboat transport factory: its TCP transport with the
-// receive path observed by h.
+// receive path observed by h and steady connections.
 func (h *heard) factory() dbconfig.TransportFactory { return heardFactory{h} }
 
 type heardFactory struct{ h *heard }
@@ -67,78 +71,155 @@ func (f heardFactory) Create(c dbconfig.NodeHostConfig, handler raftio.MessageHa
 	f.h.mu.Lock()
 	f.h.deliver, f.h.did = handler, c.GetDeploymentID()
 	f.h.mu.Unlock()
-	return resendTransport{newTCPTransport(c, f.h.observe(handler), chunks)}
+	return steadyTransport{ITransport: newTCPTransport(c, f.h.observe(handler), chunks), contacts: f.h.contacts}
 }
 
-// resendTransport is a transport whose connections send a batch again,
-// once, on a new connection when the one they hold turns out to be
-// broken (reset by the peer, or a broken pipe): a connection opened to a
-// peer before it restarted fails on its next write, and without this the
-// batch written then (a vote request, the first message of an election
-// to that peer) is lost and the election waits another timeout. Raft
-// tolerates a message delivered twice.
-type resendTransport struct{ raftio.ITransport }
+// steadyTransport is Dragonboat's TCP transport with connections that
+// never report a failure to Dragonboat (steadyConn).
+//
+// Why: Dragonboat keeps a circuit breaker per peer address in front of
+// its connections. One failed connect or send trips it, and while it is
+// open (half a second, growing to a second while failures go on) every
+// message to that address is dropped before any connection is tried. A
+// peer that was down and came back is therefore cut off from a member
+// that had tried to reach it, for up to a second after its restart: in
+// the election bench a survivor's vote for the restarted member was
+// dropped that way (the vote was cast, its answer never sent), the
+// election waited for Raft's own timers, and the failover took a second
+// instead of a quarter (docs/benchmarks.md).
+type steadyTransport struct {
+	raftio.ITransport
+	contacts *contacts
+}
 
-func (t resendTransport) GetConnection(ctx context.Context, target string) (raftio.IConnection, error) {
+// GetConnection always returns a connection: one that is not open yet
+// connects on its first batch.
+func (t steadyTransport) GetConnection(ctx context.Context, target string) (raftio.IConnection, error) {
+	sc := &steadyConn{t: t.ITransport, target: target, contacts: t.contacts}
 	c, err := t.ITransport.GetConnection(ctx, target)
 	if err != nil {
-		return nil, err
+		sc.failed(time.Now())
+		return sc, nil
 	}
-	return &resendConn{t: t.ITransport, target: target, c: c}, nil
+	sc.opened(c)
+	return sc, nil
 }
 
-type resendConn struct {
+// steadyConn is a connection to one peer that takes every batch: it sends
+// it on the open connection, or opens one (again) first, and drops the
+// batch when the peer cannot be reached, without an error. Raft tolerates
+// lost messages (a heartbeat, an append or a vote is sent again), and the
+// transport's queue to the peer stays: the first batch after the peer is
+// back goes out, whatever happened before.
+//
+//   - A send that fails with a reset or a broken pipe (a connection opened
+//     before the peer restarted fails on its next write) is sent again,
+//     once, on a new connection: without it that batch (a vote request,
+//     the first message of an election to the peer) would be lost.
+//   - A connection that sent nothing for idleReconnect is replaced before
+//     its next batch: between two followers a connection carries nothing
+//     from one election to the next, and if the peer restarted meanwhile a
+//     write into the old connection can succeed before the peer's reset
+//     comes back (on a network with a round trip) and the batch is lost
+//     silently.
+//   - After a connect failed, batches in the next redialPause are dropped
+//     without trying, so a peer that is down costs a connect attempt per
+//     pause and not per message.
+//
+// Reachability goes to contacts (raft status): a connection opened is a
+// contact; a connect or a send that failed is not.
+type steadyConn struct {
 	t        raftio.ITransport
 	target   string
-	c        raftio.IConnection
+	contacts *contacts
+	c        raftio.IConnection // nil: none open
 	lastSend time.Time
+	failedAt time.Time // the last connect that failed (zero: none since one opened)
 }
 
-// idleReconnect: a connection that sent nothing for this long is replaced
-// by a new one before its next batch. Between two followers a connection
-// carries nothing from one election to the next; if the peer restarted
-// meanwhile, a write into the old connection can succeed before the
-// peer's reset comes back (on a network with a round trip), and the batch
-// (a vote request) is lost without an error. Connections to and from the
-// leader carry a heartbeat every HeartbeatRTT (100 ms by default); with a
-// heartbeat interval of a second or more each heartbeat opens a new
-// connection, which costs a connect and nothing else.
+// idleReconnect: see steadyConn. Connections to and from the leader carry
+// a heartbeat every HeartbeatRTT; with a heartbeat interval of a second or
+// more each heartbeat opens a new connection, which costs a connect and
+// nothing else.
 const idleReconnect = time.Second
 
-func (r *resendConn) SendMessageBatch(b pb.MessageBatch) error {
-	now := time.Now()
-	if !r.lastSend.IsZero() && now.Sub(r.lastSend) > idleReconnect {
-		r.c.Close()
-		c, err := r.t.GetConnection(context.Background(), r.target)
-		if err != nil {
-			r.c = closedConn{}
-			return err
-		}
-		r.c = c
+// redialPause: see steadyConn. A fifth of the shortest election timeout a
+// member accepts, so a peer that comes back during an election is
+// reached within the election.
+const redialPause = 50 * time.Millisecond
+
+func (r *steadyConn) opened(c raftio.IConnection) {
+	r.c, r.failedAt = c, time.Time{}
+	if r.contacts != nil {
+		r.contacts.record(r.target, true)
 	}
-	r.lastSend = now
-	err := r.c.SendMessageBatch(b)
-	if err == nil || !(errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
-		return err
-	}
-	r.c.Close()
-	c, gerr := r.t.GetConnection(context.Background(), r.target)
-	if gerr != nil {
-		r.c = closedConn{}
-		return err
-	}
-	r.c = c
-	return r.c.SendMessageBatch(b)
 }
 
-func (r *resendConn) Close() { r.c.Close() }
+func (r *steadyConn) failed(now time.Time) {
+	if r.c != nil {
+		r.c.Close()
+		r.c = nil
+	}
+	r.failedAt = now
+	if r.contacts != nil {
+		r.contacts.record(r.target, false)
+	}
+}
 
-// closedConn stands for a connection that could not be opened again: its
-// sends fail (the transport then opens a new connection itself).
-type closedConn struct{}
+// connect opens a connection unless one is open or the last attempt
+// failed less than redialPause ago; it reports whether one is open.
+func (r *steadyConn) connect(now time.Time) bool {
+	if r.c != nil {
+		return true
+	}
+	if !r.failedAt.IsZero() && now.Sub(r.failedAt) < redialPause {
+		return false
+	}
+	c, err := r.t.GetConnection(context.Background(), r.target)
+	if err != nil {
+		r.failed(now)
+		return false
+	}
+	r.opened(c)
+	return true
+}
 
-func (closedConn) SendMessageBatch(pb.MessageBatch) error { return net.ErrClosed }
-func (closedConn) Close()                                 {}
+// SendMessageBatch sends b or drops it; it never fails (see steadyConn).
+func (r *steadyConn) SendMessageBatch(b pb.MessageBatch) error {
+	now := time.Now()
+	if r.c != nil && !r.lastSend.IsZero() && now.Sub(r.lastSend) > idleReconnect {
+		r.c.Close()
+		r.c = nil
+	}
+	r.lastSend = now
+	if !r.connect(now) {
+		return nil
+	}
+	err := r.c.SendMessageBatch(b)
+	if err == nil {
+		return nil
+	}
+	r.c.Close()
+	r.c = nil
+	if !(errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
+		r.failed(now)
+		return nil
+	}
+	if !r.connect(now) {
+		return nil
+	}
+	if err := r.c.SendMessageBatch(b); err != nil {
+		r.failed(now)
+	}
+	return nil
+}
+
+func (r *steadyConn) Close() {
+	if r.c != nil {
+		r.c.Close()
+		r.c = nil
+	}
+}
 
 // Validate is Dragonboat's own check of a host:port Raft address.
 func (heardFactory) Validate(addr string) bool { return stringutil.IsValidAddress(addr) }

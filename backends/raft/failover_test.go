@@ -1,12 +1,17 @@
 package raft
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	dbconfig "github.com/lni/dragonboat/v4/config"
+	"github.com/lni/dragonboat/v4/raftio"
+	pb "github.com/lni/dragonboat/v4/raftpb"
 
 	"github.com/metaplane/metaplane/internal/testutil"
 )
@@ -103,4 +108,97 @@ func TestLeaderWatchElectsTheSuccessor(t *testing.T) {
 	if !found {
 		t.Errorf("member %d leads but logged no campaign after the leader refused connections; lines: %q", got+1, lines)
 	}
+}
+
+// tcpPeer is a Dragonboat TCP transport listening on addr whose handler
+// counts the batches it received.
+type tcpPeer struct {
+	t  interface{ Close() error }
+	mu sync.Mutex
+	n  int
+}
+
+func (p *tcpPeer) received() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n
+}
+
+func startTCPPeer(t *testing.T, addr string) *tcpPeer {
+	t.Helper()
+	p := &tcpPeer{}
+	tr := newTCPTransport(dbconfig.NodeHostConfig{RaftAddress: addr}, func(pb.MessageBatch) {
+		p.mu.Lock()
+		p.n++
+		p.mu.Unlock()
+	}, func(pb.Chunk) bool { return true })
+	if err := tr.Start(); err != nil {
+		t.Fatalf("start a transport on %s: %v", addr, err)
+	}
+	p.t = tr
+	return p
+}
+
+// TestSteadyConnReachesAPeerThatCameBack: the member's connections never
+// fail towards Dragonboat (whose circuit breaker would then drop every
+// message to the peer for up to a second): a batch to a peer that is down
+// is dropped without an error and reported unreachable, and once the peer
+// listens again (restarted on the same address) batches reach it, on the
+// same connection object, within a few redial pauses.
+func TestSteadyConnReachesAPeerThatCameBack(t *testing.T) {
+	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	cs := newContacts()
+	local := newTCPTransport(dbconfig.NodeHostConfig{RaftAddress: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))},
+		func(pb.MessageBatch) {}, func(pb.Chunk) bool { return true })
+	st := steadyTransport{ITransport: local, contacts: cs}
+	defer st.Close()
+	batch := pb.MessageBatch{BinVer: raftio.TransportBinVersion,
+		Requests: []pb.Message{{Type: pb.Heartbeat, ShardID: shardID, To: 2, From: 1}}}
+
+	// Nothing listens: a connection anyway, sends that do not fail, and
+	// the peer recorded unreachable.
+	conn, err := st.GetConnection(context.Background(), addr)
+	if err != nil {
+		t.Fatalf("GetConnection to a peer that is down: %v, want a connection that connects later", err)
+	}
+	defer conn.Close()
+	if err := conn.SendMessageBatch(batch); err != nil {
+		t.Fatalf("send to a peer that is down: %v, want the batch dropped without an error", err)
+	}
+	if c, ok := cs.get(addr); !ok || c.ok {
+		t.Fatalf("contact with a peer that is down: %+v (recorded %v), want unreachable", c, ok)
+	}
+
+	// sendUntil sends batches until the peer has received one more than
+	// before, bounded; every send must succeed.
+	sendUntil := func(p *tcpPeer, what string) {
+		t.Helper()
+		before := p.received()
+		deadline := time.Now().Add(10 * time.Second)
+		for p.received() == before {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no batch reached the peer within 10s", what)
+			}
+			if err := conn.SendMessageBatch(batch); err != nil {
+				t.Fatalf("%s: send: %v, want no error", what, err)
+			}
+			time.Sleep(redialPause / 5) // pacing of a bounded retry loop, not a synchronisation
+		}
+		if c, ok := cs.get(addr); !ok || !c.ok {
+			t.Fatalf("%s: contact %+v, want reachable", what, c)
+		}
+	}
+	p := startTCPPeer(t, addr)
+	sendUntil(p, "the peer started")
+
+	// The peer goes away and comes back on the same address (a restart).
+	p.t.Close()
+	for i := 0; i < 5; i++ {
+		if err := conn.SendMessageBatch(batch); err != nil {
+			t.Fatalf("send to a peer that stopped: %v, want the batch dropped without an error", err)
+		}
+	}
+	p = startTCPPeer(t, addr)
+	defer p.t.Close()
+	sendUntil(p, "the peer restarted")
 }

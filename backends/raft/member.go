@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -31,12 +32,25 @@ const shardID = 1
 
 var quietOnce sync.Once
 
-// quietDragonboat keeps Dragonboat's and Pebble's chatter to warnings.
+// quietDragonboat sets how much of Dragonboat's and Pebble's own logging
+// (plain lines on stderr) this process lets through, once, from the level
+// of the default slog logger (a plugin's follows its host's, see
+// plugins.EnvLogLevel): errors only, unless that logger is at debug
+// (Dragonboat's informational records: elections, votes, connections,
+// breakers) or below (its debug records as well).
 func quietDragonboat() {
 	quietOnce.Do(func() {
+		level := logger.ERROR
+		ctx := context.Background()
+		switch {
+		case slog.Default().Enabled(ctx, slog.LevelDebug-4):
+			level = logger.DEBUG
+		case slog.Default().Enabled(ctx, slog.LevelDebug):
+			level = logger.INFO
+		}
 		for _, p := range []string{"dragonboat", "raft", "rsm", "transport", "logdb", "config", "settings",
 			"grpc", "registry", "tan", "fileutil", "server", "vfs", "raftpb", "logdb/kv"} {
-			logger.GetLogger(p).SetLevel(logger.ERROR)
+			logger.GetLogger(p).SetLevel(level)
 		}
 	})
 }
@@ -287,7 +301,8 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 	nhc := nodeHostConfig(o, cid, addr)
 	nhc.RaftEventListener, nhc.SystemEventListener = m, m.contacts
 	if !o.noFastFailover {
-		m.heard = newHeard()
+		m.contacts.own = true
+		m.heard = newHeard(m.contacts)
 		nhc.Expert.TransportFactory = m.heard.factory()
 	}
 	nh, err := openNodeHost(ctx, o, nhc)

@@ -21,6 +21,10 @@ import (
 type contacts struct {
 	mu sync.Mutex
 	by map[string]contactEvent
+	// own: the transport's connections report themselves (steadyConn,
+	// which never fails towards Dragonboat): Dragonboat's events for
+	// message connections are then ignored.
+	own bool
 }
 
 type contactEvent struct {
@@ -54,14 +58,14 @@ func (c *contacts) get(addr string) (contactEvent, bool) {
 // (raftio.ISystemEventListener); so are the methods below, of which only
 // the connection events are used.
 func (c *contacts) ConnectionEstablished(i raftio.ConnectionInfo) {
-	if !i.SnapshotConnection {
+	if !i.SnapshotConnection && !c.own {
 		c.record(i.Address, true)
 	}
 }
 
 // ConnectionFailed is a Dragonboat system event.
 func (c *contacts) ConnectionFailed(i raftio.ConnectionInfo) {
-	if !i.SnapshotConnection {
+	if !i.SnapshotConnection && !c.own {
 		c.record(i.Address, false)
 	}
 }

@@ -31,6 +31,7 @@ type benchFlags struct {
 	backends, jsonOut, svgOut, chartFrom, rows, binDir string
 	voters, migrateNodes, elections                    int
 	quick, markdown, verbose, security                 bool
+	logLevel                                           string
 }
 
 func newBenchCmd() *cobra.Command {
@@ -61,6 +62,7 @@ func newBenchCmd() *cobra.Command {
 	f.IntVar(&bf.migrateNodes, "migrate-nodes", 0, fmt.Sprintf("persistent nodes of the migrate. rows' tree, %d to %d (default 100000; 10000 with --quick)", bench.MinMigrateNodes, bench.MaxMigrateNodes))
 	f.BoolVar(&bf.security, "security", false, "also measure admin rows over mutual TLS and over mutual TLS with the authorizer on (the same leader, certificates generated for the run), as ratios to plaintext")
 	f.BoolVarP(&bf.verbose, "verbose", "v", false, "print progress to stderr")
+	f.StringVar(&bf.logLevel, "log-level", "warn", "with --verbose, the lowest level of the plugins' and coordinators' records printed with the progress: debug (with Dragonboat's election and connection records), info, warn, error")
 	for _, name := range []string{"json", "svg", "chart-from"} {
 		cmd.MarkFlagFilename(name)
 	}
@@ -114,6 +116,12 @@ func benchRun(cmd *cobra.Command, bf benchFlags) error {
 		}
 	}
 	opts := bench.Options{Backends: list, Voters: bf.voters, Quick: bf.quick, BinDir: bf.binDir, MigrateNodes: bf.migrateNodes, Security: bf.security, Elections: bf.elections}
+	switch bf.logLevel {
+	case "debug", "info", "warn", "error":
+		opts.LogLevel = bf.logLevel
+	default:
+		return usageError("--log-level %q: must be debug, info, warn or error", bf.logLevel)
+	}
 	if bf.rows != "" {
 		opts.Rows = strings.Split(bf.rows, ",")
 	}

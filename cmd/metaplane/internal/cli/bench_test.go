@@ -140,6 +140,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"--voters", "2"}, "--voters 2: must be 1 or 3"},
 		{[]string{"--elections", "-1"}, "--elections -1: must be 1 to 1000"},
 		{[]string{"--elections", "1001"}, "--elections 1001: must be 1 to 1000"},
+		{[]string{"--log-level", "verbose"}, `--log-level "verbose": must be debug, info, warn or error`},
 		{[]string{"--backends", "etcd"}, `unknown backend "etcd"`},
 		{[]string{"--backends", ","}, "no backend named"},
 		{[]string{"--chart-from", "x.json"}, "--chart-from needs --svg FILE or --markdown"},
