@@ -300,6 +300,18 @@ func successorRank(voters []uint64, leader, self uint64) int {
 	return slices.Index(rest, self)
 }
 
+// leaderSilent says whether leader, another member, has sent this member
+// nothing for longer than the leader watch's silence (as of now): the
+// watch is probing it or a successor is campaigning. A leader never heard
+// from (a member just restarted) is not silent.
+func (m *member) leaderSilent(leader uint64, now time.Time) bool {
+	if m.heard == nil || m.leaderSilence == 0 || leader == 0 || leader == m.replicaID {
+		return false
+	}
+	last := m.heard.lastHeard(leader)
+	return !last.IsZero() && now.Sub(last) > m.leaderSilence
+}
+
 // refused says whether nothing listens at addr: a connection refused
 // (the leader's process is gone). Any other answer, a connection
 // included, says nothing of the kind.

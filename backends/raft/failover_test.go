@@ -202,3 +202,32 @@ func TestSteadyConnReachesAPeerThatCameBack(t *testing.T) {
 	defer p.t.Close()
 	sendUntil(p, "the peer restarted")
 }
+
+// TestLeaderSilent: a follower's status skips the membership read (which
+// waits for the leader) once the leader has sent nothing for the watch's
+// silence; a leader never heard from, the member itself and a member
+// without the watch are never silent.
+func TestLeaderSilent(t *testing.T) {
+	now := time.Now()
+	h := newHeard(newContacts())
+	h.last[1] = now.Add(-time.Second)
+	h.last[2] = now.Add(-50 * time.Millisecond)
+	m := &member{replicaID: 3, heard: h, leaderSilence: 200 * time.Millisecond}
+	for _, c := range []struct {
+		leader uint64
+		want   bool
+	}{
+		{1, true},  // silent for a second
+		{2, false}, // heard 50 ms ago
+		{4, false}, // never heard from
+		{3, false}, // itself
+		{0, false}, // no leader
+	} {
+		if got := m.leaderSilent(c.leader, now); got != c.want {
+			t.Errorf("leaderSilent(%d) = %v, want %v", c.leader, got, c.want)
+		}
+	}
+	if (&member{replicaID: 3}).leaderSilent(1, now) {
+		t.Errorf("a member without the leader watch reported its leader silent")
+	}
+}

@@ -66,6 +66,9 @@ type member struct {
 	sm        *fsm
 	noop      *client.Session
 	heard     *heard // the transport's record of peers heard from (failover.go); nil when off
+	// leaderSilence is how long the leader may send nothing before the
+	// leader watch suspects it (failoverTiming.silence); 0 when off.
+	leaderSilence time.Duration
 
 	mu         sync.Mutex
 	closed     bool
@@ -365,7 +368,9 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 	go m.loadInitialState()
 	if m.heard != nil {
 		m.wg.Add(1)
-		go m.failoverLoop(newFailoverTiming(o.raftTick(), el))
+		ft := newFailoverTiming(o.raftTick(), el)
+		m.leaderSilence = ft.silence
+		go m.failoverLoop(ft)
 	}
 	if rc.IsNonVoting {
 		m.wg.Add(1)

@@ -171,7 +171,10 @@ func (m *member) status(ctx context.Context) core.Status {
 	if st.CommitIndex < st.AppliedIndex {
 		st.CommitIndex = st.AppliedIndex
 	}
-	mv := m.membership(ctx, leader != 0)
+	// A follower whose leader has gone silent does not ask it for the
+	// membership (the read would wait up to an election timeout for a
+	// leader that may be gone): it reports the membership it read last.
+	mv := m.membership(ctx, leader != 0 && !m.leaderSilent(leader, now))
 	type entry struct {
 		id   uint64
 		addr string
