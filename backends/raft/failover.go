@@ -143,9 +143,9 @@ type steadyConn struct {
 // nothing else.
 const idleReconnect = time.Second
 
-// redialPause: see steadyConn. A fifth of the shortest election timeout a
-// member accepts, so a peer that comes back during an election is
-// reached within the election.
+// redialPause: see steadyConn. Well under the shortest election timeout a
+// member accepts (300 ms), so a peer that comes back during an election
+// is reached within the election.
 const redialPause = 50 * time.Millisecond
 
 func (r *steadyConn) opened(c raftio.IConnection) {
