@@ -96,12 +96,7 @@ type steadyTransport struct {
 // connects on its first batch.
 func (t steadyTransport) GetConnection(ctx context.Context, target string) (raftio.IConnection, error) {
 	sc := &steadyConn{t: t.ITransport, target: target, contacts: t.contacts}
-	c, err := t.ITransport.GetConnection(ctx, target)
-	if err != nil {
-		sc.failed(time.Now())
-		return sc, nil
-	}
-	sc.opened(c)
+	sc.connect(ctx, time.Now())
 	return sc, nil
 }
 
@@ -168,14 +163,14 @@ func (r *steadyConn) failed(now time.Time) {
 
 // connect opens a connection unless one is open or the last attempt
 // failed less than redialPause ago; it reports whether one is open.
-func (r *steadyConn) connect(now time.Time) bool {
+func (r *steadyConn) connect(ctx context.Context, now time.Time) bool {
 	if r.c != nil {
 		return true
 	}
 	if !r.failedAt.IsZero() && now.Sub(r.failedAt) < redialPause {
 		return false
 	}
-	c, err := r.t.GetConnection(context.Background(), r.target)
+	c, err := r.t.GetConnection(ctx, r.target)
 	if err != nil {
 		r.failed(now)
 		return false
@@ -192,7 +187,7 @@ func (r *steadyConn) SendMessageBatch(b pb.MessageBatch) error {
 		r.c = nil
 	}
 	r.lastSend = now
-	if !r.connect(now) {
+	if !r.connect(context.Background(), now) {
 		return nil
 	}
 	err := r.c.SendMessageBatch(b)
@@ -205,7 +200,7 @@ func (r *steadyConn) SendMessageBatch(b pb.MessageBatch) error {
 		r.failed(now)
 		return nil
 	}
-	if !r.connect(now) {
+	if !r.connect(context.Background(), now) {
 		return nil
 	}
 	if err := r.c.SendMessageBatch(b); err != nil {
