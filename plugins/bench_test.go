@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/procstat"
 	"github.com/metaplane/metaplane/internal/testutil"
 	"github.com/metaplane/metaplane/plugins"
 )
@@ -155,5 +159,58 @@ func BenchmarkWatchThroughput(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(txns*perTxn)/b.Elapsed().Seconds(), "events/s")
 		})
+	}
+}
+
+// BenchmarkTxnConcurrent: writers (1 or 64) each setting its own 128-byte
+// node through a real memory plugin process, on the connection's TxnStream
+// and with unary Txn calls, side by side. cpu-µs/op is the CPU of both
+// processes (host and plugin) per write; calls/msg how many calls shared a
+// message on the stream.
+func BenchmarkTxnConcurrent(b *testing.B) {
+	for _, writers := range []int{1, 64} {
+		for _, mode := range []string{"stream", "unary"} {
+			b.Run(fmt.Sprintf("writers=%d/txn=%s", writers, mode), func(b *testing.B) {
+				benchTxnConcurrent(b, writers, mode == "stream")
+			})
+		}
+	}
+}
+
+func benchTxnConcurrent(b *testing.B, writers int, stream bool) {
+	defer plugins.SetTxnStream(stream)()
+	c := benchBackend(b, "plugin")
+	pid := plugins.ClientPid(c)
+	ctx := context.Background()
+	paths := benchPaths(writers)
+	fill(b, c, paths)
+	value := make([]byte, 128)
+	var next atomic.Int64
+	m0, n0 := plugins.TxnStreamCounts(c)
+	cpu0 := procstat.CPU(os.Getpid()) + procstat.CPU(pid)
+	b.SetParallelism((writers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	b.ResetTimer()
+	if writers == 1 {
+		for i := 0; i < b.N; i++ {
+			if _, err := core.Set(ctx, c, paths[0], value, core.AnyVersion, core.Fence{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	} else {
+		b.RunParallel(func(pb *testing.PB) {
+			path := paths[int(next.Add(1)-1)%writers]
+			for pb.Next() {
+				if _, err := core.Set(ctx, c, path, value, core.AnyVersion, core.Fence{}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	b.StopTimer()
+	cpu := procstat.CPU(os.Getpid()) + procstat.CPU(pid) - cpu0
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
+	if m1, n1 := plugins.TxnStreamCounts(c); m1 > m0 {
+		b.ReportMetric(float64(n1-n0)/float64(m1-m0), "calls/msg")
 	}
 }

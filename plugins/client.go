@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/deadline"
@@ -276,15 +277,24 @@ const (
 // everything, their error translation included, so that the plugin's
 // answer, not the host's, is what the caller gets.
 func (c *Client) passCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	if !c.passThrough || ctx.Err() == nil {
+	how := endedHow(c.passThrough, ctx)
+	if how == "" {
 		return ctx, func() {}
-	}
-	how := "canceled"
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		how = "deadline"
 	}
 	live, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 	return metadata.AppendToOutgoingContext(live, mdContextEnded, how), cancel
+}
+
+// endedHow is how ctx ended ("canceled" or "deadline") for a pass-through
+// client, "" when it has not ended or the client is not one.
+func endedHow(passThrough bool, ctx context.Context) string {
+	switch {
+	case !passThrough || ctx.Err() == nil:
+		return ""
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return "deadline"
+	}
+	return "canceled"
 }
 
 // ---- session events fan-out ----
@@ -350,14 +360,29 @@ func (c *Client) Snapshot(ctx context.Context, prefix string) (core.Snapshot, er
 
 // Txn applies ops atomically in the plugin. See core.Writer; a failed op's
 // *core.TxnError keeps its index across the boundary.
+//
+// Concurrent calls share a message each way on the connection's TxnStream
+// (see txnMux); a plugin without it gets unary Txn calls.
 func (c *Client) Txn(ctx context.Context, ops []core.Op, opts core.TxnOptions) (core.TxnResult, error) {
+	ended := endedHow(c.passThrough, ctx)
 	ctx, done := c.passCtx(ctx)
 	defer done()
 	r, err := c.current()
 	if err != nil {
 		return core.TxnResult{}, err
 	}
-	resp, err := r.conn.rpc.Txn(ctx, &pb.TxnRequest{ClientId: r.id, Ops: opsToProto(ops), Fence: fenceToProto(opts.Fence)})
+	req := &pb.TxnRequest{ClientId: r.id, Ops: opsToProto(ops), Fence: fenceToProto(opts.Fence)}
+	if err := ctx.Err(); err != nil {
+		// What gRPC answers a call whose context has ended, unsent.
+		return core.TxnResult{}, callError(ctx, r.conn, status.FromContextError(err).Err())
+	}
+	if resp, err, ok := r.conn.txnMux().do(ctx, req, ended); ok {
+		if err != nil {
+			return core.TxnResult{}, callError(ctx, r.conn, err)
+		}
+		return txnResultFromProto(resp), nil
+	}
+	resp, err := r.conn.rpc.Txn(ctx, req)
 	if err != nil {
 		return core.TxnResult{}, callError(ctx, r.conn, err)
 	}

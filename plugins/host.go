@@ -163,6 +163,9 @@ type conn struct {
 	cancel context.CancelFunc
 	pc     *plugin.Client // nil in process
 	pid    int
+
+	txnOnce sync.Once
+	txns    *txnMux // see txnMux
 }
 
 // Launch starts the plugin binary that opts names, checks its checksum

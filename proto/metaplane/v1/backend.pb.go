@@ -2111,6 +2111,258 @@ func (x *TxnResponse) GetResults() []*OpResult {
 	return nil
 }
 
+// TxnCall is one Txn call on a TxnStream.
+type TxnCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is the host's number for the call, unique on its stream.
+	Id      uint64      `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Request *TxnRequest `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	// deadline_unix_nano is the caller's deadline (0: none).
+	DeadlineUnixNano int64 `protobuf:"varint,3,opt,name=deadline_unix_nano,json=deadlineUnixNano,proto3" json:"deadline_unix_nano,omitempty"`
+	// context_ended, for a pass-through client whose caller's context had
+	// already ended: "canceled" or "deadline" (see the unary calls'
+	// metaplane-context-ended metadata).
+	ContextEnded  string `protobuf:"bytes,4,opt,name=context_ended,json=contextEnded,proto3" json:"context_ended,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnCall) Reset() {
+	*x = TxnCall{}
+	mi := &file_metaplane_v1_backend_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnCall) ProtoMessage() {}
+
+func (x *TxnCall) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_v1_backend_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnCall.ProtoReflect.Descriptor instead.
+func (*TxnCall) Descriptor() ([]byte, []int) {
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *TxnCall) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *TxnCall) GetRequest() *TxnRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *TxnCall) GetDeadlineUnixNano() int64 {
+	if x != nil {
+		return x.DeadlineUnixNano
+	}
+	return 0
+}
+
+func (x *TxnCall) GetContextEnded() string {
+	if x != nil {
+		return x.ContextEnded
+	}
+	return ""
+}
+
+type TxnStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Calls []*TxnCall             `protobuf:"bytes,1,rep,name=calls,proto3" json:"calls,omitempty"`
+	// cancel lists calls whose caller stopped waiting: the plugin cancels
+	// their context (a write already proposed may still apply, as with a
+	// cancelled unary call).
+	Cancel        []uint64 `protobuf:"varint,2,rep,packed,name=cancel,proto3" json:"cancel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnStreamRequest) Reset() {
+	*x = TxnStreamRequest{}
+	mi := &file_metaplane_v1_backend_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnStreamRequest) ProtoMessage() {}
+
+func (x *TxnStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_v1_backend_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnStreamRequest.ProtoReflect.Descriptor instead.
+func (*TxnStreamRequest) Descriptor() ([]byte, []int) {
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *TxnStreamRequest) GetCalls() []*TxnCall {
+	if x != nil {
+		return x.Calls
+	}
+	return nil
+}
+
+func (x *TxnStreamRequest) GetCancel() []uint64 {
+	if x != nil {
+		return x.Cancel
+	}
+	return nil
+}
+
+// TxnReply answers the call id: response on success; otherwise code and
+// message are the gRPC status the unary Txn would have returned and error
+// its Error detail.
+type TxnReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Response      *TxnResponse           `protobuf:"bytes,2,opt,name=response,proto3" json:"response,omitempty"`
+	Code          int32                  `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	Error         *Error                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnReply) Reset() {
+	*x = TxnReply{}
+	mi := &file_metaplane_v1_backend_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnReply) ProtoMessage() {}
+
+func (x *TxnReply) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_v1_backend_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnReply.ProtoReflect.Descriptor instead.
+func (*TxnReply) Descriptor() ([]byte, []int) {
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *TxnReply) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *TxnReply) GetResponse() *TxnResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *TxnReply) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *TxnReply) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *TxnReply) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type TxnStreamResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Replies       []*TxnReply            `protobuf:"bytes,1,rep,name=replies,proto3" json:"replies,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnStreamResponse) Reset() {
+	*x = TxnStreamResponse{}
+	mi := &file_metaplane_v1_backend_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnStreamResponse) ProtoMessage() {}
+
+func (x *TxnStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_v1_backend_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnStreamResponse.ProtoReflect.Descriptor instead.
+func (*TxnStreamResponse) Descriptor() ([]byte, []int) {
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *TxnStreamResponse) GetReplies() []*TxnReply {
+	if x != nil {
+		return x.Replies
+	}
+	return nil
+}
+
 type WatchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ClientId      uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
@@ -2122,7 +2374,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[27]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2134,7 +2386,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[27]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2147,7 +2399,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{27}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WatchRequest) GetClientId() uint64 {
@@ -2184,7 +2436,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[28]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2196,7 +2448,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[28]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2209,7 +2461,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{28}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WatchEvent) GetType() EventType {
@@ -2263,7 +2515,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[29]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2275,7 +2527,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[29]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2288,7 +2540,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{29}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WatchResponse) GetStarted() bool {
@@ -2337,7 +2589,7 @@ type SessionInfo struct {
 
 func (x *SessionInfo) Reset() {
 	*x = SessionInfo{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[30]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2349,7 +2601,7 @@ func (x *SessionInfo) String() string {
 func (*SessionInfo) ProtoMessage() {}
 
 func (x *SessionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[30]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2362,7 +2614,7 @@ func (x *SessionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
 func (*SessionInfo) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{30}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SessionInfo) GetId() int64 {
@@ -2395,7 +2647,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[31]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2407,7 +2659,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[31]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2420,7 +2672,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{31}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SessionRequest) GetClientId() uint64 {
@@ -2439,7 +2691,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[32]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2451,7 +2703,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[32]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2464,7 +2716,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{32}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SessionResponse) GetSession() *SessionInfo {
@@ -2483,7 +2735,7 @@ type SessionEventsRequest struct {
 
 func (x *SessionEventsRequest) Reset() {
 	*x = SessionEventsRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[33]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2495,7 +2747,7 @@ func (x *SessionEventsRequest) String() string {
 func (*SessionEventsRequest) ProtoMessage() {}
 
 func (x *SessionEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[33]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2508,7 +2760,7 @@ func (x *SessionEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionEventsRequest.ProtoReflect.Descriptor instead.
 func (*SessionEventsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{33}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SessionEventsRequest) GetClientId() uint64 {
@@ -2533,7 +2785,7 @@ type SessionEventsResponse struct {
 
 func (x *SessionEventsResponse) Reset() {
 	*x = SessionEventsResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[34]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2545,7 +2797,7 @@ func (x *SessionEventsResponse) String() string {
 func (*SessionEventsResponse) ProtoMessage() {}
 
 func (x *SessionEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[34]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2558,7 +2810,7 @@ func (x *SessionEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionEventsResponse.ProtoReflect.Descriptor instead.
 func (*SessionEventsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{34}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SessionEventsResponse) GetStarted() bool {
@@ -2599,7 +2851,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[35]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2611,7 +2863,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[35]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2624,7 +2876,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{35}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Candidate) GetId() string {
@@ -2654,7 +2906,7 @@ type CampaignRequest struct {
 
 func (x *CampaignRequest) Reset() {
 	*x = CampaignRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[36]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2666,7 +2918,7 @@ func (x *CampaignRequest) String() string {
 func (*CampaignRequest) ProtoMessage() {}
 
 func (x *CampaignRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[36]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2679,7 +2931,7 @@ func (x *CampaignRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CampaignRequest.ProtoReflect.Descriptor instead.
 func (*CampaignRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{36}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CampaignRequest) GetClientId() uint64 {
@@ -2717,7 +2969,7 @@ type CampaignResponse struct {
 
 func (x *CampaignResponse) Reset() {
 	*x = CampaignResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[37]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2729,7 +2981,7 @@ func (x *CampaignResponse) String() string {
 func (*CampaignResponse) ProtoMessage() {}
 
 func (x *CampaignResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[37]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2742,7 +2994,7 @@ func (x *CampaignResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CampaignResponse.ProtoReflect.Descriptor instead.
 func (*CampaignResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{37}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CampaignResponse) GetLeadershipId() uint64 {
@@ -2789,7 +3041,7 @@ type ResignRequest struct {
 
 func (x *ResignRequest) Reset() {
 	*x = ResignRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[38]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2801,7 +3053,7 @@ func (x *ResignRequest) String() string {
 func (*ResignRequest) ProtoMessage() {}
 
 func (x *ResignRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[38]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2814,7 +3066,7 @@ func (x *ResignRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResignRequest.ProtoReflect.Descriptor instead.
 func (*ResignRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{38}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ResignRequest) GetClientId() uint64 {
@@ -2846,7 +3098,7 @@ type ResignResponse struct {
 
 func (x *ResignResponse) Reset() {
 	*x = ResignResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[39]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2858,7 +3110,7 @@ func (x *ResignResponse) String() string {
 func (*ResignResponse) ProtoMessage() {}
 
 func (x *ResignResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[39]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2871,7 +3123,7 @@ func (x *ResignResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResignResponse.ProtoReflect.Descriptor instead.
 func (*ResignResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{39}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{43}
 }
 
 type LeaderInfo struct {
@@ -2885,7 +3137,7 @@ type LeaderInfo struct {
 
 func (x *LeaderInfo) Reset() {
 	*x = LeaderInfo{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[40]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2897,7 +3149,7 @@ func (x *LeaderInfo) String() string {
 func (*LeaderInfo) ProtoMessage() {}
 
 func (x *LeaderInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[40]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2910,7 +3162,7 @@ func (x *LeaderInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderInfo.ProtoReflect.Descriptor instead.
 func (*LeaderInfo) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{40}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *LeaderInfo) GetId() string {
@@ -2943,7 +3195,7 @@ type LeaderRequest struct {
 
 func (x *LeaderRequest) Reset() {
 	*x = LeaderRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[41]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2955,7 +3207,7 @@ func (x *LeaderRequest) String() string {
 func (*LeaderRequest) ProtoMessage() {}
 
 func (x *LeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[41]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2968,7 +3220,7 @@ func (x *LeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderRequest.ProtoReflect.Descriptor instead.
 func (*LeaderRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{41}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *LeaderRequest) GetClientId() uint64 {
@@ -2987,7 +3239,7 @@ type LeaderResponse struct {
 
 func (x *LeaderResponse) Reset() {
 	*x = LeaderResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[42]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2999,7 +3251,7 @@ func (x *LeaderResponse) String() string {
 func (*LeaderResponse) ProtoMessage() {}
 
 func (x *LeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[42]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3012,7 +3264,7 @@ func (x *LeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderResponse.ProtoReflect.Descriptor instead.
 func (*LeaderResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{42}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *LeaderResponse) GetLeader() *LeaderInfo {
@@ -3031,7 +3283,7 @@ type ObserveLeaderRequest struct {
 
 func (x *ObserveLeaderRequest) Reset() {
 	*x = ObserveLeaderRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[43]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3043,7 +3295,7 @@ func (x *ObserveLeaderRequest) String() string {
 func (*ObserveLeaderRequest) ProtoMessage() {}
 
 func (x *ObserveLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[43]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3056,7 +3308,7 @@ func (x *ObserveLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveLeaderRequest.ProtoReflect.Descriptor instead.
 func (*ObserveLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{43}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ObserveLeaderRequest) GetClientId() uint64 {
@@ -3077,7 +3329,7 @@ type ObserveLeaderResponse struct {
 
 func (x *ObserveLeaderResponse) Reset() {
 	*x = ObserveLeaderResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[44]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3089,7 +3341,7 @@ func (x *ObserveLeaderResponse) String() string {
 func (*ObserveLeaderResponse) ProtoMessage() {}
 
 func (x *ObserveLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[44]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3102,7 +3354,7 @@ func (x *ObserveLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveLeaderResponse.ProtoReflect.Descriptor instead.
 func (*ObserveLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{44}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ObserveLeaderResponse) GetStarted() bool {
@@ -3139,7 +3391,7 @@ type MemberStatus struct {
 
 func (x *MemberStatus) Reset() {
 	*x = MemberStatus{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[45]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3151,7 +3403,7 @@ func (x *MemberStatus) String() string {
 func (*MemberStatus) ProtoMessage() {}
 
 func (x *MemberStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[45]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3164,7 +3416,7 @@ func (x *MemberStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberStatus.ProtoReflect.Descriptor instead.
 func (*MemberStatus) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{45}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *MemberStatus) GetId() string {
@@ -3239,7 +3491,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[46]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3251,7 +3503,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[46]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3264,7 +3516,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{46}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *StatusRequest) GetClientId() uint64 {
@@ -3297,7 +3549,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[47]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3309,7 +3561,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[47]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3322,7 +3574,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{47}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *StatusResponse) GetBackend() string {
@@ -3435,7 +3687,7 @@ type GrantLeaseRequest struct {
 
 func (x *GrantLeaseRequest) Reset() {
 	*x = GrantLeaseRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[48]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3447,7 +3699,7 @@ func (x *GrantLeaseRequest) String() string {
 func (*GrantLeaseRequest) ProtoMessage() {}
 
 func (x *GrantLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[48]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3460,7 +3712,7 @@ func (x *GrantLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantLeaseRequest.ProtoReflect.Descriptor instead.
 func (*GrantLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{48}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GrantLeaseRequest) GetClientId() uint64 {
@@ -3500,7 +3752,7 @@ type GrantLeaseResponse struct {
 
 func (x *GrantLeaseResponse) Reset() {
 	*x = GrantLeaseResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[49]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3512,7 +3764,7 @@ func (x *GrantLeaseResponse) String() string {
 func (*GrantLeaseResponse) ProtoMessage() {}
 
 func (x *GrantLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[49]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3525,7 +3777,7 @@ func (x *GrantLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantLeaseResponse.ProtoReflect.Descriptor instead.
 func (*GrantLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{49}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GrantLeaseResponse) GetLeaseId() int64 {
@@ -3545,7 +3797,7 @@ type RenewLeaseRequest struct {
 
 func (x *RenewLeaseRequest) Reset() {
 	*x = RenewLeaseRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[50]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3557,7 +3809,7 @@ func (x *RenewLeaseRequest) String() string {
 func (*RenewLeaseRequest) ProtoMessage() {}
 
 func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[50]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3570,7 +3822,7 @@ func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLeaseRequest.ProtoReflect.Descriptor instead.
 func (*RenewLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{50}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RenewLeaseRequest) GetClientId() uint64 {
@@ -3595,7 +3847,7 @@ type RenewLeaseResponse struct {
 
 func (x *RenewLeaseResponse) Reset() {
 	*x = RenewLeaseResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[51]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3607,7 +3859,7 @@ func (x *RenewLeaseResponse) String() string {
 func (*RenewLeaseResponse) ProtoMessage() {}
 
 func (x *RenewLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[51]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3620,7 +3872,7 @@ func (x *RenewLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLeaseResponse.ProtoReflect.Descriptor instead.
 func (*RenewLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{51}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{55}
 }
 
 type RevokeLeaseRequest struct {
@@ -3634,7 +3886,7 @@ type RevokeLeaseRequest struct {
 
 func (x *RevokeLeaseRequest) Reset() {
 	*x = RevokeLeaseRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[52]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3646,7 +3898,7 @@ func (x *RevokeLeaseRequest) String() string {
 func (*RevokeLeaseRequest) ProtoMessage() {}
 
 func (x *RevokeLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[52]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3659,7 +3911,7 @@ func (x *RevokeLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeLeaseRequest.ProtoReflect.Descriptor instead.
 func (*RevokeLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{52}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RevokeLeaseRequest) GetClientId() uint64 {
@@ -3691,7 +3943,7 @@ type RevokeLeaseResponse struct {
 
 func (x *RevokeLeaseResponse) Reset() {
 	*x = RevokeLeaseResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[53]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3703,7 +3955,7 @@ func (x *RevokeLeaseResponse) String() string {
 func (*RevokeLeaseResponse) ProtoMessage() {}
 
 func (x *RevokeLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[53]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3716,7 +3968,7 @@ func (x *RevokeLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeLeaseResponse.ProtoReflect.Descriptor instead.
 func (*RevokeLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{53}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{57}
 }
 
 type AllocateIDsRequest struct {
@@ -3731,7 +3983,7 @@ type AllocateIDsRequest struct {
 
 func (x *AllocateIDsRequest) Reset() {
 	*x = AllocateIDsRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[54]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3743,7 +3995,7 @@ func (x *AllocateIDsRequest) String() string {
 func (*AllocateIDsRequest) ProtoMessage() {}
 
 func (x *AllocateIDsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[54]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3756,7 +4008,7 @@ func (x *AllocateIDsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateIDsRequest.ProtoReflect.Descriptor instead.
 func (*AllocateIDsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{54}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AllocateIDsRequest) GetClientId() uint64 {
@@ -3796,7 +4048,7 @@ type AllocateIDsResponse struct {
 
 func (x *AllocateIDsResponse) Reset() {
 	*x = AllocateIDsResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[55]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3808,7 +4060,7 @@ func (x *AllocateIDsResponse) String() string {
 func (*AllocateIDsResponse) ProtoMessage() {}
 
 func (x *AllocateIDsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[55]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3821,7 +4073,7 @@ func (x *AllocateIDsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateIDsResponse.ProtoReflect.Descriptor instead.
 func (*AllocateIDsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{55}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AllocateIDsResponse) GetFirst() int64 {
@@ -3843,7 +4095,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[56]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3855,7 +4107,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[56]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3868,7 +4120,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{56}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *TransferLeadershipRequest) GetClientId() uint64 {
@@ -3895,7 +4147,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[57]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3907,7 +4159,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[57]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3920,7 +4172,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{57}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *TransferLeadershipResponse) GetMemberId() string {
@@ -3948,7 +4200,7 @@ type AddVoterRequest struct {
 
 func (x *AddVoterRequest) Reset() {
 	*x = AddVoterRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[58]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3960,7 +4212,7 @@ func (x *AddVoterRequest) String() string {
 func (*AddVoterRequest) ProtoMessage() {}
 
 func (x *AddVoterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[58]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3973,7 +4225,7 @@ func (x *AddVoterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddVoterRequest.ProtoReflect.Descriptor instead.
 func (*AddVoterRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{58}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *AddVoterRequest) GetClientId() uint64 {
@@ -4005,7 +4257,7 @@ type AddVoterResponse struct {
 
 func (x *AddVoterResponse) Reset() {
 	*x = AddVoterResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[59]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4017,7 +4269,7 @@ func (x *AddVoterResponse) String() string {
 func (*AddVoterResponse) ProtoMessage() {}
 
 func (x *AddVoterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[59]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4030,7 +4282,7 @@ func (x *AddVoterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddVoterResponse.ProtoReflect.Descriptor instead.
 func (*AddVoterResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{59}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{63}
 }
 
 type RemoveVoterRequest struct {
@@ -4046,7 +4298,7 @@ type RemoveVoterRequest struct {
 
 func (x *RemoveVoterRequest) Reset() {
 	*x = RemoveVoterRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[60]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4058,7 +4310,7 @@ func (x *RemoveVoterRequest) String() string {
 func (*RemoveVoterRequest) ProtoMessage() {}
 
 func (x *RemoveVoterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[60]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4071,7 +4323,7 @@ func (x *RemoveVoterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveVoterRequest.ProtoReflect.Descriptor instead.
 func (*RemoveVoterRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{60}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *RemoveVoterRequest) GetClientId() uint64 {
@@ -4103,7 +4355,7 @@ type RemoveVoterResponse struct {
 
 func (x *RemoveVoterResponse) Reset() {
 	*x = RemoveVoterResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[61]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4115,7 +4367,7 @@ func (x *RemoveVoterResponse) String() string {
 func (*RemoveVoterResponse) ProtoMessage() {}
 
 func (x *RemoveVoterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[61]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4128,7 +4380,7 @@ func (x *RemoveVoterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveVoterResponse.ProtoReflect.Descriptor instead.
 func (*RemoveVoterResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{61}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{65}
 }
 
 type FailNextWriteRequest struct {
@@ -4142,7 +4394,7 @@ type FailNextWriteRequest struct {
 
 func (x *FailNextWriteRequest) Reset() {
 	*x = FailNextWriteRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[62]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4154,7 +4406,7 @@ func (x *FailNextWriteRequest) String() string {
 func (*FailNextWriteRequest) ProtoMessage() {}
 
 func (x *FailNextWriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[62]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4167,7 +4419,7 @@ func (x *FailNextWriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailNextWriteRequest.ProtoReflect.Descriptor instead.
 func (*FailNextWriteRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{62}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *FailNextWriteRequest) GetClientId() uint64 {
@@ -4192,7 +4444,7 @@ type FailNextWriteResponse struct {
 
 func (x *FailNextWriteResponse) Reset() {
 	*x = FailNextWriteResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[63]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4204,7 +4456,7 @@ func (x *FailNextWriteResponse) String() string {
 func (*FailNextWriteResponse) ProtoMessage() {}
 
 func (x *FailNextWriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[63]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4217,7 +4469,7 @@ func (x *FailNextWriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailNextWriteResponse.ProtoReflect.Descriptor instead.
 func (*FailNextWriteResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{63}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{67}
 }
 
 type SetLatencyRequest struct {
@@ -4230,7 +4482,7 @@ type SetLatencyRequest struct {
 
 func (x *SetLatencyRequest) Reset() {
 	*x = SetLatencyRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[64]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4242,7 +4494,7 @@ func (x *SetLatencyRequest) String() string {
 func (*SetLatencyRequest) ProtoMessage() {}
 
 func (x *SetLatencyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[64]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4255,7 +4507,7 @@ func (x *SetLatencyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLatencyRequest.ProtoReflect.Descriptor instead.
 func (*SetLatencyRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{64}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SetLatencyRequest) GetClientId() uint64 {
@@ -4280,7 +4532,7 @@ type SetLatencyResponse struct {
 
 func (x *SetLatencyResponse) Reset() {
 	*x = SetLatencyResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[65]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4292,7 +4544,7 @@ func (x *SetLatencyResponse) String() string {
 func (*SetLatencyResponse) ProtoMessage() {}
 
 func (x *SetLatencyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[65]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4305,7 +4557,7 @@ func (x *SetLatencyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLatencyResponse.ProtoReflect.Descriptor instead.
 func (*SetLatencyResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{65}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{69}
 }
 
 type ExpireSessionRequest struct {
@@ -4317,7 +4569,7 @@ type ExpireSessionRequest struct {
 
 func (x *ExpireSessionRequest) Reset() {
 	*x = ExpireSessionRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[66]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4329,7 +4581,7 @@ func (x *ExpireSessionRequest) String() string {
 func (*ExpireSessionRequest) ProtoMessage() {}
 
 func (x *ExpireSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[66]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4342,7 +4594,7 @@ func (x *ExpireSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSessionRequest.ProtoReflect.Descriptor instead.
 func (*ExpireSessionRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{66}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ExpireSessionRequest) GetClientId() uint64 {
@@ -4360,7 +4612,7 @@ type ExpireSessionResponse struct {
 
 func (x *ExpireSessionResponse) Reset() {
 	*x = ExpireSessionResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[67]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4372,7 +4624,7 @@ func (x *ExpireSessionResponse) String() string {
 func (*ExpireSessionResponse) ProtoMessage() {}
 
 func (x *ExpireSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[67]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4385,7 +4637,7 @@ func (x *ExpireSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSessionResponse.ProtoReflect.Descriptor instead.
 func (*ExpireSessionResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{67}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{71}
 }
 
 type CompactHistoryRequest struct {
@@ -4397,7 +4649,7 @@ type CompactHistoryRequest struct {
 
 func (x *CompactHistoryRequest) Reset() {
 	*x = CompactHistoryRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[68]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4409,7 +4661,7 @@ func (x *CompactHistoryRequest) String() string {
 func (*CompactHistoryRequest) ProtoMessage() {}
 
 func (x *CompactHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[68]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4422,7 +4674,7 @@ func (x *CompactHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactHistoryRequest.ProtoReflect.Descriptor instead.
 func (*CompactHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{68}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *CompactHistoryRequest) GetRevision() int64 {
@@ -4440,7 +4692,7 @@ type CompactHistoryResponse struct {
 
 func (x *CompactHistoryResponse) Reset() {
 	*x = CompactHistoryResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[69]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4452,7 +4704,7 @@ func (x *CompactHistoryResponse) String() string {
 func (*CompactHistoryResponse) ProtoMessage() {}
 
 func (x *CompactHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[69]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4465,7 +4717,7 @@ func (x *CompactHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactHistoryResponse.ProtoReflect.Descriptor instead.
 func (*CompactHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{69}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{73}
 }
 
 // ImportNode is core.ImportNode.
@@ -4483,7 +4735,7 @@ type ImportNode struct {
 
 func (x *ImportNode) Reset() {
 	*x = ImportNode{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[70]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4495,7 +4747,7 @@ func (x *ImportNode) String() string {
 func (*ImportNode) ProtoMessage() {}
 
 func (x *ImportNode) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[70]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4508,7 +4760,7 @@ func (x *ImportNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportNode.ProtoReflect.Descriptor instead.
 func (*ImportNode) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{70}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ImportNode) GetPath() string {
@@ -4564,7 +4816,7 @@ type ImportRequest struct {
 
 func (x *ImportRequest) Reset() {
 	*x = ImportRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[71]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4576,7 +4828,7 @@ func (x *ImportRequest) String() string {
 func (*ImportRequest) ProtoMessage() {}
 
 func (x *ImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[71]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4589,7 +4841,7 @@ func (x *ImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
 func (*ImportRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{71}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ImportRequest) GetClientId() uint64 {
@@ -4621,7 +4873,7 @@ type ImportResponse struct {
 
 func (x *ImportResponse) Reset() {
 	*x = ImportResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[72]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4633,7 +4885,7 @@ func (x *ImportResponse) String() string {
 func (*ImportResponse) ProtoMessage() {}
 
 func (x *ImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[72]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4646,7 +4898,7 @@ func (x *ImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
 func (*ImportResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{72}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{76}
 }
 
 var File_metaplane_v1_backend_proto protoreflect.FileDescriptor
@@ -4790,7 +5042,23 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\x04stat\x18\x03 \x01(\v2\x12.metaplane.v1.StatR\x04stat\"[\n" +
 	"\vTxnResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x120\n" +
-	"\aresults\x18\x02 \x03(\v2\x16.metaplane.v1.OpResultR\aresults\"h\n" +
+	"\aresults\x18\x02 \x03(\v2\x16.metaplane.v1.OpResultR\aresults\"\xa0\x01\n" +
+	"\aTxnCall\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x122\n" +
+	"\arequest\x18\x02 \x01(\v2\x18.metaplane.v1.TxnRequestR\arequest\x12,\n" +
+	"\x12deadline_unix_nano\x18\x03 \x01(\x03R\x10deadlineUnixNano\x12#\n" +
+	"\rcontext_ended\x18\x04 \x01(\tR\fcontextEnded\"W\n" +
+	"\x10TxnStreamRequest\x12+\n" +
+	"\x05calls\x18\x01 \x03(\v2\x15.metaplane.v1.TxnCallR\x05calls\x12\x16\n" +
+	"\x06cancel\x18\x02 \x03(\x04R\x06cancel\"\xaa\x01\n" +
+	"\bTxnReply\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x125\n" +
+	"\bresponse\x18\x02 \x01(\v2\x19.metaplane.v1.TxnResponseR\bresponse\x12\x12\n" +
+	"\x04code\x18\x03 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12)\n" +
+	"\x05error\x18\x05 \x01(\v2\x13.metaplane.v1.ErrorR\x05error\"E\n" +
+	"\x11TxnStreamResponse\x120\n" +
+	"\areplies\x18\x01 \x03(\v2\x16.metaplane.v1.TxnReplyR\areplies\"h\n" +
 	"\fWatchRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x16\n" +
 	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12#\n" +
@@ -5002,7 +5270,7 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\x17SESSION_STATE_CONNECTED\x10\x01\x12\x1b\n" +
 	"\x17SESSION_STATE_SUSPENDED\x10\x02\x12\x19\n" +
 	"\x15SESSION_STATE_EXPIRED\x10\x03\x12\x18\n" +
-	"\x14SESSION_STATE_CLOSED\x10\x042\xab\x11\n" +
+	"\x14SESSION_STATE_CLOSED\x10\x042\xfd\x11\n" +
 	"\aBackend\x12I\n" +
 	"\bDescribe\x12\x1d.metaplane.v1.DescribeRequest\x1a\x1e.metaplane.v1.DescribeResponse\x12@\n" +
 	"\x05Start\x12\x1a.metaplane.v1.StartRequest\x1a\x1b.metaplane.v1.StartResponse\x12L\n" +
@@ -5011,7 +5279,8 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\aGetMany\x12\x1c.metaplane.v1.GetManyRequest\x1a\x1d.metaplane.v1.GetManyResponse\x12I\n" +
 	"\bChildren\x12\x1d.metaplane.v1.ChildrenRequest\x1a\x1e.metaplane.v1.ChildrenResponse\x12I\n" +
 	"\bSnapshot\x12\x1d.metaplane.v1.SnapshotRequest\x1a\x1e.metaplane.v1.SnapshotResponse\x12:\n" +
-	"\x03Txn\x12\x18.metaplane.v1.TxnRequest\x1a\x19.metaplane.v1.TxnResponse\x12B\n" +
+	"\x03Txn\x12\x18.metaplane.v1.TxnRequest\x1a\x19.metaplane.v1.TxnResponse\x12P\n" +
+	"\tTxnStream\x12\x1e.metaplane.v1.TxnStreamRequest\x1a\x1f.metaplane.v1.TxnStreamResponse(\x010\x01\x12B\n" +
 	"\x05Watch\x12\x1a.metaplane.v1.WatchRequest\x1a\x1b.metaplane.v1.WatchResponse0\x01\x12F\n" +
 	"\aSession\x12\x1c.metaplane.v1.SessionRequest\x1a\x1d.metaplane.v1.SessionResponse\x12Z\n" +
 	"\rSessionEvents\x12\".metaplane.v1.SessionEventsRequest\x1a#.metaplane.v1.SessionEventsResponse0\x01\x12K\n" +
@@ -5049,7 +5318,7 @@ func file_metaplane_v1_backend_proto_rawDescGZIP() []byte {
 }
 
 var file_metaplane_v1_backend_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_metaplane_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
+var file_metaplane_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
 var file_metaplane_v1_backend_proto_goTypes = []any{
 	(Sentinel)(0),                      // 0: metaplane.v1.Sentinel
 	(TabletServerMode)(0),              // 1: metaplane.v1.TabletServerMode
@@ -5084,64 +5353,68 @@ var file_metaplane_v1_backend_proto_goTypes = []any{
 	(*TxnRequest)(nil),                 // 30: metaplane.v1.TxnRequest
 	(*OpResult)(nil),                   // 31: metaplane.v1.OpResult
 	(*TxnResponse)(nil),                // 32: metaplane.v1.TxnResponse
-	(*WatchRequest)(nil),               // 33: metaplane.v1.WatchRequest
-	(*WatchEvent)(nil),                 // 34: metaplane.v1.WatchEvent
-	(*WatchResponse)(nil),              // 35: metaplane.v1.WatchResponse
-	(*SessionInfo)(nil),                // 36: metaplane.v1.SessionInfo
-	(*SessionRequest)(nil),             // 37: metaplane.v1.SessionRequest
-	(*SessionResponse)(nil),            // 38: metaplane.v1.SessionResponse
-	(*SessionEventsRequest)(nil),       // 39: metaplane.v1.SessionEventsRequest
-	(*SessionEventsResponse)(nil),      // 40: metaplane.v1.SessionEventsResponse
-	(*Candidate)(nil),                  // 41: metaplane.v1.Candidate
-	(*CampaignRequest)(nil),            // 42: metaplane.v1.CampaignRequest
-	(*CampaignResponse)(nil),           // 43: metaplane.v1.CampaignResponse
-	(*ResignRequest)(nil),              // 44: metaplane.v1.ResignRequest
-	(*ResignResponse)(nil),             // 45: metaplane.v1.ResignResponse
-	(*LeaderInfo)(nil),                 // 46: metaplane.v1.LeaderInfo
-	(*LeaderRequest)(nil),              // 47: metaplane.v1.LeaderRequest
-	(*LeaderResponse)(nil),             // 48: metaplane.v1.LeaderResponse
-	(*ObserveLeaderRequest)(nil),       // 49: metaplane.v1.ObserveLeaderRequest
-	(*ObserveLeaderResponse)(nil),      // 50: metaplane.v1.ObserveLeaderResponse
-	(*MemberStatus)(nil),               // 51: metaplane.v1.MemberStatus
-	(*StatusRequest)(nil),              // 52: metaplane.v1.StatusRequest
-	(*StatusResponse)(nil),             // 53: metaplane.v1.StatusResponse
-	(*GrantLeaseRequest)(nil),          // 54: metaplane.v1.GrantLeaseRequest
-	(*GrantLeaseResponse)(nil),         // 55: metaplane.v1.GrantLeaseResponse
-	(*RenewLeaseRequest)(nil),          // 56: metaplane.v1.RenewLeaseRequest
-	(*RenewLeaseResponse)(nil),         // 57: metaplane.v1.RenewLeaseResponse
-	(*RevokeLeaseRequest)(nil),         // 58: metaplane.v1.RevokeLeaseRequest
-	(*RevokeLeaseResponse)(nil),        // 59: metaplane.v1.RevokeLeaseResponse
-	(*AllocateIDsRequest)(nil),         // 60: metaplane.v1.AllocateIDsRequest
-	(*AllocateIDsResponse)(nil),        // 61: metaplane.v1.AllocateIDsResponse
-	(*TransferLeadershipRequest)(nil),  // 62: metaplane.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 63: metaplane.v1.TransferLeadershipResponse
-	(*AddVoterRequest)(nil),            // 64: metaplane.v1.AddVoterRequest
-	(*AddVoterResponse)(nil),           // 65: metaplane.v1.AddVoterResponse
-	(*RemoveVoterRequest)(nil),         // 66: metaplane.v1.RemoveVoterRequest
-	(*RemoveVoterResponse)(nil),        // 67: metaplane.v1.RemoveVoterResponse
-	(*FailNextWriteRequest)(nil),       // 68: metaplane.v1.FailNextWriteRequest
-	(*FailNextWriteResponse)(nil),      // 69: metaplane.v1.FailNextWriteResponse
-	(*SetLatencyRequest)(nil),          // 70: metaplane.v1.SetLatencyRequest
-	(*SetLatencyResponse)(nil),         // 71: metaplane.v1.SetLatencyResponse
-	(*ExpireSessionRequest)(nil),       // 72: metaplane.v1.ExpireSessionRequest
-	(*ExpireSessionResponse)(nil),      // 73: metaplane.v1.ExpireSessionResponse
-	(*CompactHistoryRequest)(nil),      // 74: metaplane.v1.CompactHistoryRequest
-	(*CompactHistoryResponse)(nil),     // 75: metaplane.v1.CompactHistoryResponse
-	(*ImportNode)(nil),                 // 76: metaplane.v1.ImportNode
-	(*ImportRequest)(nil),              // 77: metaplane.v1.ImportRequest
-	(*ImportResponse)(nil),             // 78: metaplane.v1.ImportResponse
-	nil,                                // 79: metaplane.v1.StartRequest.ConfigEntry
-	nil,                                // 80: metaplane.v1.StatusResponse.DetailsEntry
+	(*TxnCall)(nil),                    // 33: metaplane.v1.TxnCall
+	(*TxnStreamRequest)(nil),           // 34: metaplane.v1.TxnStreamRequest
+	(*TxnReply)(nil),                   // 35: metaplane.v1.TxnReply
+	(*TxnStreamResponse)(nil),          // 36: metaplane.v1.TxnStreamResponse
+	(*WatchRequest)(nil),               // 37: metaplane.v1.WatchRequest
+	(*WatchEvent)(nil),                 // 38: metaplane.v1.WatchEvent
+	(*WatchResponse)(nil),              // 39: metaplane.v1.WatchResponse
+	(*SessionInfo)(nil),                // 40: metaplane.v1.SessionInfo
+	(*SessionRequest)(nil),             // 41: metaplane.v1.SessionRequest
+	(*SessionResponse)(nil),            // 42: metaplane.v1.SessionResponse
+	(*SessionEventsRequest)(nil),       // 43: metaplane.v1.SessionEventsRequest
+	(*SessionEventsResponse)(nil),      // 44: metaplane.v1.SessionEventsResponse
+	(*Candidate)(nil),                  // 45: metaplane.v1.Candidate
+	(*CampaignRequest)(nil),            // 46: metaplane.v1.CampaignRequest
+	(*CampaignResponse)(nil),           // 47: metaplane.v1.CampaignResponse
+	(*ResignRequest)(nil),              // 48: metaplane.v1.ResignRequest
+	(*ResignResponse)(nil),             // 49: metaplane.v1.ResignResponse
+	(*LeaderInfo)(nil),                 // 50: metaplane.v1.LeaderInfo
+	(*LeaderRequest)(nil),              // 51: metaplane.v1.LeaderRequest
+	(*LeaderResponse)(nil),             // 52: metaplane.v1.LeaderResponse
+	(*ObserveLeaderRequest)(nil),       // 53: metaplane.v1.ObserveLeaderRequest
+	(*ObserveLeaderResponse)(nil),      // 54: metaplane.v1.ObserveLeaderResponse
+	(*MemberStatus)(nil),               // 55: metaplane.v1.MemberStatus
+	(*StatusRequest)(nil),              // 56: metaplane.v1.StatusRequest
+	(*StatusResponse)(nil),             // 57: metaplane.v1.StatusResponse
+	(*GrantLeaseRequest)(nil),          // 58: metaplane.v1.GrantLeaseRequest
+	(*GrantLeaseResponse)(nil),         // 59: metaplane.v1.GrantLeaseResponse
+	(*RenewLeaseRequest)(nil),          // 60: metaplane.v1.RenewLeaseRequest
+	(*RenewLeaseResponse)(nil),         // 61: metaplane.v1.RenewLeaseResponse
+	(*RevokeLeaseRequest)(nil),         // 62: metaplane.v1.RevokeLeaseRequest
+	(*RevokeLeaseResponse)(nil),        // 63: metaplane.v1.RevokeLeaseResponse
+	(*AllocateIDsRequest)(nil),         // 64: metaplane.v1.AllocateIDsRequest
+	(*AllocateIDsResponse)(nil),        // 65: metaplane.v1.AllocateIDsResponse
+	(*TransferLeadershipRequest)(nil),  // 66: metaplane.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 67: metaplane.v1.TransferLeadershipResponse
+	(*AddVoterRequest)(nil),            // 68: metaplane.v1.AddVoterRequest
+	(*AddVoterResponse)(nil),           // 69: metaplane.v1.AddVoterResponse
+	(*RemoveVoterRequest)(nil),         // 70: metaplane.v1.RemoveVoterRequest
+	(*RemoveVoterResponse)(nil),        // 71: metaplane.v1.RemoveVoterResponse
+	(*FailNextWriteRequest)(nil),       // 72: metaplane.v1.FailNextWriteRequest
+	(*FailNextWriteResponse)(nil),      // 73: metaplane.v1.FailNextWriteResponse
+	(*SetLatencyRequest)(nil),          // 74: metaplane.v1.SetLatencyRequest
+	(*SetLatencyResponse)(nil),         // 75: metaplane.v1.SetLatencyResponse
+	(*ExpireSessionRequest)(nil),       // 76: metaplane.v1.ExpireSessionRequest
+	(*ExpireSessionResponse)(nil),      // 77: metaplane.v1.ExpireSessionResponse
+	(*CompactHistoryRequest)(nil),      // 78: metaplane.v1.CompactHistoryRequest
+	(*CompactHistoryResponse)(nil),     // 79: metaplane.v1.CompactHistoryResponse
+	(*ImportNode)(nil),                 // 80: metaplane.v1.ImportNode
+	(*ImportRequest)(nil),              // 81: metaplane.v1.ImportRequest
+	(*ImportResponse)(nil),             // 82: metaplane.v1.ImportResponse
+	nil,                                // 83: metaplane.v1.StartRequest.ConfigEntry
+	nil,                                // 84: metaplane.v1.StatusResponse.DetailsEntry
 }
 var file_metaplane_v1_backend_proto_depIdxs = []int32{
 	0,  // 0: metaplane.v1.Error.sentinel:type_name -> metaplane.v1.Sentinel
 	1,  // 1: metaplane.v1.BackendDescriptor.tablet_servers:type_name -> metaplane.v1.TabletServerMode
 	7,  // 2: metaplane.v1.DescribeResponse.descriptor:type_name -> metaplane.v1.BackendDescriptor
-	79, // 3: metaplane.v1.StartRequest.config:type_name -> metaplane.v1.StartRequest.ConfigEntry
+	83, // 3: metaplane.v1.StartRequest.config:type_name -> metaplane.v1.StartRequest.ConfigEntry
 	13, // 4: metaplane.v1.Capabilities.interfaces:type_name -> metaplane.v1.Interfaces
 	1,  // 5: metaplane.v1.Capabilities.tablet_servers:type_name -> metaplane.v1.TabletServerMode
 	14, // 6: metaplane.v1.NewClientResponse.capabilities:type_name -> metaplane.v1.Capabilities
-	36, // 7: metaplane.v1.NewClientResponse.session:type_name -> metaplane.v1.SessionInfo
+	40, // 7: metaplane.v1.NewClientResponse.session:type_name -> metaplane.v1.SessionInfo
 	18, // 8: metaplane.v1.Node.stat:type_name -> metaplane.v1.Stat
 	20, // 9: metaplane.v1.GetManyRequest.options:type_name -> metaplane.v1.ReadOptions
 	19, // 10: metaplane.v1.GetResult.node:type_name -> metaplane.v1.Node
@@ -5157,87 +5430,94 @@ var file_metaplane_v1_backend_proto_depIdxs = []int32{
 	2,  // 20: metaplane.v1.OpResult.type:type_name -> metaplane.v1.OpType
 	18, // 21: metaplane.v1.OpResult.stat:type_name -> metaplane.v1.Stat
 	31, // 22: metaplane.v1.TxnResponse.results:type_name -> metaplane.v1.OpResult
-	4,  // 23: metaplane.v1.WatchEvent.type:type_name -> metaplane.v1.EventType
-	18, // 24: metaplane.v1.WatchEvent.stat:type_name -> metaplane.v1.Stat
-	34, // 25: metaplane.v1.WatchResponse.events:type_name -> metaplane.v1.WatchEvent
-	6,  // 26: metaplane.v1.WatchResponse.error:type_name -> metaplane.v1.Error
-	5,  // 27: metaplane.v1.SessionInfo.state:type_name -> metaplane.v1.SessionState
-	36, // 28: metaplane.v1.SessionResponse.session:type_name -> metaplane.v1.SessionInfo
-	5,  // 29: metaplane.v1.SessionEventsResponse.state:type_name -> metaplane.v1.SessionState
-	36, // 30: metaplane.v1.SessionEventsResponse.session:type_name -> metaplane.v1.SessionInfo
-	41, // 31: metaplane.v1.CampaignRequest.candidate:type_name -> metaplane.v1.Candidate
-	29, // 32: metaplane.v1.CampaignResponse.fence:type_name -> metaplane.v1.Fence
-	46, // 33: metaplane.v1.LeaderResponse.leader:type_name -> metaplane.v1.LeaderInfo
-	46, // 34: metaplane.v1.ObserveLeaderResponse.leader:type_name -> metaplane.v1.LeaderInfo
-	51, // 35: metaplane.v1.StatusResponse.members:type_name -> metaplane.v1.MemberStatus
-	80, // 36: metaplane.v1.StatusResponse.details:type_name -> metaplane.v1.StatusResponse.DetailsEntry
-	29, // 37: metaplane.v1.GrantLeaseRequest.fence:type_name -> metaplane.v1.Fence
-	29, // 38: metaplane.v1.RevokeLeaseRequest.fence:type_name -> metaplane.v1.Fence
-	29, // 39: metaplane.v1.AllocateIDsRequest.fence:type_name -> metaplane.v1.Fence
-	6,  // 40: metaplane.v1.FailNextWriteRequest.error:type_name -> metaplane.v1.Error
-	76, // 41: metaplane.v1.ImportRequest.nodes:type_name -> metaplane.v1.ImportNode
-	29, // 42: metaplane.v1.ImportRequest.fence:type_name -> metaplane.v1.Fence
-	8,  // 43: metaplane.v1.Backend.Describe:input_type -> metaplane.v1.DescribeRequest
-	10, // 44: metaplane.v1.Backend.Start:input_type -> metaplane.v1.StartRequest
-	12, // 45: metaplane.v1.Backend.NewClient:input_type -> metaplane.v1.NewClientRequest
-	16, // 46: metaplane.v1.Backend.CloseClient:input_type -> metaplane.v1.CloseClientRequest
-	21, // 47: metaplane.v1.Backend.GetMany:input_type -> metaplane.v1.GetManyRequest
-	24, // 48: metaplane.v1.Backend.Children:input_type -> metaplane.v1.ChildrenRequest
-	26, // 49: metaplane.v1.Backend.Snapshot:input_type -> metaplane.v1.SnapshotRequest
-	30, // 50: metaplane.v1.Backend.Txn:input_type -> metaplane.v1.TxnRequest
-	33, // 51: metaplane.v1.Backend.Watch:input_type -> metaplane.v1.WatchRequest
-	37, // 52: metaplane.v1.Backend.Session:input_type -> metaplane.v1.SessionRequest
-	39, // 53: metaplane.v1.Backend.SessionEvents:input_type -> metaplane.v1.SessionEventsRequest
-	42, // 54: metaplane.v1.Backend.Campaign:input_type -> metaplane.v1.CampaignRequest
-	44, // 55: metaplane.v1.Backend.Resign:input_type -> metaplane.v1.ResignRequest
-	47, // 56: metaplane.v1.Backend.Leader:input_type -> metaplane.v1.LeaderRequest
-	49, // 57: metaplane.v1.Backend.ObserveLeader:input_type -> metaplane.v1.ObserveLeaderRequest
-	52, // 58: metaplane.v1.Backend.Status:input_type -> metaplane.v1.StatusRequest
-	54, // 59: metaplane.v1.Backend.GrantLease:input_type -> metaplane.v1.GrantLeaseRequest
-	56, // 60: metaplane.v1.Backend.RenewLease:input_type -> metaplane.v1.RenewLeaseRequest
-	58, // 61: metaplane.v1.Backend.RevokeLease:input_type -> metaplane.v1.RevokeLeaseRequest
-	60, // 62: metaplane.v1.Backend.AllocateIDs:input_type -> metaplane.v1.AllocateIDsRequest
-	64, // 63: metaplane.v1.Backend.AddVoter:input_type -> metaplane.v1.AddVoterRequest
-	66, // 64: metaplane.v1.Backend.RemoveVoter:input_type -> metaplane.v1.RemoveVoterRequest
-	62, // 65: metaplane.v1.Backend.TransferLeadership:input_type -> metaplane.v1.TransferLeadershipRequest
-	68, // 66: metaplane.v1.Backend.FailNextWrite:input_type -> metaplane.v1.FailNextWriteRequest
-	70, // 67: metaplane.v1.Backend.SetLatency:input_type -> metaplane.v1.SetLatencyRequest
-	72, // 68: metaplane.v1.Backend.ExpireSession:input_type -> metaplane.v1.ExpireSessionRequest
-	77, // 69: metaplane.v1.Backend.Import:input_type -> metaplane.v1.ImportRequest
-	74, // 70: metaplane.v1.Backend.CompactHistory:input_type -> metaplane.v1.CompactHistoryRequest
-	9,  // 71: metaplane.v1.Backend.Describe:output_type -> metaplane.v1.DescribeResponse
-	11, // 72: metaplane.v1.Backend.Start:output_type -> metaplane.v1.StartResponse
-	15, // 73: metaplane.v1.Backend.NewClient:output_type -> metaplane.v1.NewClientResponse
-	17, // 74: metaplane.v1.Backend.CloseClient:output_type -> metaplane.v1.CloseClientResponse
-	23, // 75: metaplane.v1.Backend.GetMany:output_type -> metaplane.v1.GetManyResponse
-	25, // 76: metaplane.v1.Backend.Children:output_type -> metaplane.v1.ChildrenResponse
-	27, // 77: metaplane.v1.Backend.Snapshot:output_type -> metaplane.v1.SnapshotResponse
-	32, // 78: metaplane.v1.Backend.Txn:output_type -> metaplane.v1.TxnResponse
-	35, // 79: metaplane.v1.Backend.Watch:output_type -> metaplane.v1.WatchResponse
-	38, // 80: metaplane.v1.Backend.Session:output_type -> metaplane.v1.SessionResponse
-	40, // 81: metaplane.v1.Backend.SessionEvents:output_type -> metaplane.v1.SessionEventsResponse
-	43, // 82: metaplane.v1.Backend.Campaign:output_type -> metaplane.v1.CampaignResponse
-	45, // 83: metaplane.v1.Backend.Resign:output_type -> metaplane.v1.ResignResponse
-	48, // 84: metaplane.v1.Backend.Leader:output_type -> metaplane.v1.LeaderResponse
-	50, // 85: metaplane.v1.Backend.ObserveLeader:output_type -> metaplane.v1.ObserveLeaderResponse
-	53, // 86: metaplane.v1.Backend.Status:output_type -> metaplane.v1.StatusResponse
-	55, // 87: metaplane.v1.Backend.GrantLease:output_type -> metaplane.v1.GrantLeaseResponse
-	57, // 88: metaplane.v1.Backend.RenewLease:output_type -> metaplane.v1.RenewLeaseResponse
-	59, // 89: metaplane.v1.Backend.RevokeLease:output_type -> metaplane.v1.RevokeLeaseResponse
-	61, // 90: metaplane.v1.Backend.AllocateIDs:output_type -> metaplane.v1.AllocateIDsResponse
-	65, // 91: metaplane.v1.Backend.AddVoter:output_type -> metaplane.v1.AddVoterResponse
-	67, // 92: metaplane.v1.Backend.RemoveVoter:output_type -> metaplane.v1.RemoveVoterResponse
-	63, // 93: metaplane.v1.Backend.TransferLeadership:output_type -> metaplane.v1.TransferLeadershipResponse
-	69, // 94: metaplane.v1.Backend.FailNextWrite:output_type -> metaplane.v1.FailNextWriteResponse
-	71, // 95: metaplane.v1.Backend.SetLatency:output_type -> metaplane.v1.SetLatencyResponse
-	73, // 96: metaplane.v1.Backend.ExpireSession:output_type -> metaplane.v1.ExpireSessionResponse
-	78, // 97: metaplane.v1.Backend.Import:output_type -> metaplane.v1.ImportResponse
-	75, // 98: metaplane.v1.Backend.CompactHistory:output_type -> metaplane.v1.CompactHistoryResponse
-	71, // [71:99] is the sub-list for method output_type
-	43, // [43:71] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	30, // 23: metaplane.v1.TxnCall.request:type_name -> metaplane.v1.TxnRequest
+	33, // 24: metaplane.v1.TxnStreamRequest.calls:type_name -> metaplane.v1.TxnCall
+	32, // 25: metaplane.v1.TxnReply.response:type_name -> metaplane.v1.TxnResponse
+	6,  // 26: metaplane.v1.TxnReply.error:type_name -> metaplane.v1.Error
+	35, // 27: metaplane.v1.TxnStreamResponse.replies:type_name -> metaplane.v1.TxnReply
+	4,  // 28: metaplane.v1.WatchEvent.type:type_name -> metaplane.v1.EventType
+	18, // 29: metaplane.v1.WatchEvent.stat:type_name -> metaplane.v1.Stat
+	38, // 30: metaplane.v1.WatchResponse.events:type_name -> metaplane.v1.WatchEvent
+	6,  // 31: metaplane.v1.WatchResponse.error:type_name -> metaplane.v1.Error
+	5,  // 32: metaplane.v1.SessionInfo.state:type_name -> metaplane.v1.SessionState
+	40, // 33: metaplane.v1.SessionResponse.session:type_name -> metaplane.v1.SessionInfo
+	5,  // 34: metaplane.v1.SessionEventsResponse.state:type_name -> metaplane.v1.SessionState
+	40, // 35: metaplane.v1.SessionEventsResponse.session:type_name -> metaplane.v1.SessionInfo
+	45, // 36: metaplane.v1.CampaignRequest.candidate:type_name -> metaplane.v1.Candidate
+	29, // 37: metaplane.v1.CampaignResponse.fence:type_name -> metaplane.v1.Fence
+	50, // 38: metaplane.v1.LeaderResponse.leader:type_name -> metaplane.v1.LeaderInfo
+	50, // 39: metaplane.v1.ObserveLeaderResponse.leader:type_name -> metaplane.v1.LeaderInfo
+	55, // 40: metaplane.v1.StatusResponse.members:type_name -> metaplane.v1.MemberStatus
+	84, // 41: metaplane.v1.StatusResponse.details:type_name -> metaplane.v1.StatusResponse.DetailsEntry
+	29, // 42: metaplane.v1.GrantLeaseRequest.fence:type_name -> metaplane.v1.Fence
+	29, // 43: metaplane.v1.RevokeLeaseRequest.fence:type_name -> metaplane.v1.Fence
+	29, // 44: metaplane.v1.AllocateIDsRequest.fence:type_name -> metaplane.v1.Fence
+	6,  // 45: metaplane.v1.FailNextWriteRequest.error:type_name -> metaplane.v1.Error
+	80, // 46: metaplane.v1.ImportRequest.nodes:type_name -> metaplane.v1.ImportNode
+	29, // 47: metaplane.v1.ImportRequest.fence:type_name -> metaplane.v1.Fence
+	8,  // 48: metaplane.v1.Backend.Describe:input_type -> metaplane.v1.DescribeRequest
+	10, // 49: metaplane.v1.Backend.Start:input_type -> metaplane.v1.StartRequest
+	12, // 50: metaplane.v1.Backend.NewClient:input_type -> metaplane.v1.NewClientRequest
+	16, // 51: metaplane.v1.Backend.CloseClient:input_type -> metaplane.v1.CloseClientRequest
+	21, // 52: metaplane.v1.Backend.GetMany:input_type -> metaplane.v1.GetManyRequest
+	24, // 53: metaplane.v1.Backend.Children:input_type -> metaplane.v1.ChildrenRequest
+	26, // 54: metaplane.v1.Backend.Snapshot:input_type -> metaplane.v1.SnapshotRequest
+	30, // 55: metaplane.v1.Backend.Txn:input_type -> metaplane.v1.TxnRequest
+	34, // 56: metaplane.v1.Backend.TxnStream:input_type -> metaplane.v1.TxnStreamRequest
+	37, // 57: metaplane.v1.Backend.Watch:input_type -> metaplane.v1.WatchRequest
+	41, // 58: metaplane.v1.Backend.Session:input_type -> metaplane.v1.SessionRequest
+	43, // 59: metaplane.v1.Backend.SessionEvents:input_type -> metaplane.v1.SessionEventsRequest
+	46, // 60: metaplane.v1.Backend.Campaign:input_type -> metaplane.v1.CampaignRequest
+	48, // 61: metaplane.v1.Backend.Resign:input_type -> metaplane.v1.ResignRequest
+	51, // 62: metaplane.v1.Backend.Leader:input_type -> metaplane.v1.LeaderRequest
+	53, // 63: metaplane.v1.Backend.ObserveLeader:input_type -> metaplane.v1.ObserveLeaderRequest
+	56, // 64: metaplane.v1.Backend.Status:input_type -> metaplane.v1.StatusRequest
+	58, // 65: metaplane.v1.Backend.GrantLease:input_type -> metaplane.v1.GrantLeaseRequest
+	60, // 66: metaplane.v1.Backend.RenewLease:input_type -> metaplane.v1.RenewLeaseRequest
+	62, // 67: metaplane.v1.Backend.RevokeLease:input_type -> metaplane.v1.RevokeLeaseRequest
+	64, // 68: metaplane.v1.Backend.AllocateIDs:input_type -> metaplane.v1.AllocateIDsRequest
+	68, // 69: metaplane.v1.Backend.AddVoter:input_type -> metaplane.v1.AddVoterRequest
+	70, // 70: metaplane.v1.Backend.RemoveVoter:input_type -> metaplane.v1.RemoveVoterRequest
+	66, // 71: metaplane.v1.Backend.TransferLeadership:input_type -> metaplane.v1.TransferLeadershipRequest
+	72, // 72: metaplane.v1.Backend.FailNextWrite:input_type -> metaplane.v1.FailNextWriteRequest
+	74, // 73: metaplane.v1.Backend.SetLatency:input_type -> metaplane.v1.SetLatencyRequest
+	76, // 74: metaplane.v1.Backend.ExpireSession:input_type -> metaplane.v1.ExpireSessionRequest
+	81, // 75: metaplane.v1.Backend.Import:input_type -> metaplane.v1.ImportRequest
+	78, // 76: metaplane.v1.Backend.CompactHistory:input_type -> metaplane.v1.CompactHistoryRequest
+	9,  // 77: metaplane.v1.Backend.Describe:output_type -> metaplane.v1.DescribeResponse
+	11, // 78: metaplane.v1.Backend.Start:output_type -> metaplane.v1.StartResponse
+	15, // 79: metaplane.v1.Backend.NewClient:output_type -> metaplane.v1.NewClientResponse
+	17, // 80: metaplane.v1.Backend.CloseClient:output_type -> metaplane.v1.CloseClientResponse
+	23, // 81: metaplane.v1.Backend.GetMany:output_type -> metaplane.v1.GetManyResponse
+	25, // 82: metaplane.v1.Backend.Children:output_type -> metaplane.v1.ChildrenResponse
+	27, // 83: metaplane.v1.Backend.Snapshot:output_type -> metaplane.v1.SnapshotResponse
+	32, // 84: metaplane.v1.Backend.Txn:output_type -> metaplane.v1.TxnResponse
+	36, // 85: metaplane.v1.Backend.TxnStream:output_type -> metaplane.v1.TxnStreamResponse
+	39, // 86: metaplane.v1.Backend.Watch:output_type -> metaplane.v1.WatchResponse
+	42, // 87: metaplane.v1.Backend.Session:output_type -> metaplane.v1.SessionResponse
+	44, // 88: metaplane.v1.Backend.SessionEvents:output_type -> metaplane.v1.SessionEventsResponse
+	47, // 89: metaplane.v1.Backend.Campaign:output_type -> metaplane.v1.CampaignResponse
+	49, // 90: metaplane.v1.Backend.Resign:output_type -> metaplane.v1.ResignResponse
+	52, // 91: metaplane.v1.Backend.Leader:output_type -> metaplane.v1.LeaderResponse
+	54, // 92: metaplane.v1.Backend.ObserveLeader:output_type -> metaplane.v1.ObserveLeaderResponse
+	57, // 93: metaplane.v1.Backend.Status:output_type -> metaplane.v1.StatusResponse
+	59, // 94: metaplane.v1.Backend.GrantLease:output_type -> metaplane.v1.GrantLeaseResponse
+	61, // 95: metaplane.v1.Backend.RenewLease:output_type -> metaplane.v1.RenewLeaseResponse
+	63, // 96: metaplane.v1.Backend.RevokeLease:output_type -> metaplane.v1.RevokeLeaseResponse
+	65, // 97: metaplane.v1.Backend.AllocateIDs:output_type -> metaplane.v1.AllocateIDsResponse
+	69, // 98: metaplane.v1.Backend.AddVoter:output_type -> metaplane.v1.AddVoterResponse
+	71, // 99: metaplane.v1.Backend.RemoveVoter:output_type -> metaplane.v1.RemoveVoterResponse
+	67, // 100: metaplane.v1.Backend.TransferLeadership:output_type -> metaplane.v1.TransferLeadershipResponse
+	73, // 101: metaplane.v1.Backend.FailNextWrite:output_type -> metaplane.v1.FailNextWriteResponse
+	75, // 102: metaplane.v1.Backend.SetLatency:output_type -> metaplane.v1.SetLatencyResponse
+	77, // 103: metaplane.v1.Backend.ExpireSession:output_type -> metaplane.v1.ExpireSessionResponse
+	82, // 104: metaplane.v1.Backend.Import:output_type -> metaplane.v1.ImportResponse
+	79, // 105: metaplane.v1.Backend.CompactHistory:output_type -> metaplane.v1.CompactHistoryResponse
+	77, // [77:106] is the sub-list for method output_type
+	48, // [48:77] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_metaplane_v1_backend_proto_init() }
@@ -5252,7 +5532,7 @@ func file_metaplane_v1_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metaplane_v1_backend_proto_rawDesc), len(file_metaplane_v1_backend_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   75,
+			NumMessages:   79,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

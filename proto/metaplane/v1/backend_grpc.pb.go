@@ -47,6 +47,7 @@ const (
 	Backend_Children_FullMethodName           = "/metaplane.v1.Backend/Children"
 	Backend_Snapshot_FullMethodName           = "/metaplane.v1.Backend/Snapshot"
 	Backend_Txn_FullMethodName                = "/metaplane.v1.Backend/Txn"
+	Backend_TxnStream_FullMethodName          = "/metaplane.v1.Backend/TxnStream"
 	Backend_Watch_FullMethodName              = "/metaplane.v1.Backend/Watch"
 	Backend_Session_FullMethodName            = "/metaplane.v1.Backend/Session"
 	Backend_SessionEvents_FullMethodName      = "/metaplane.v1.Backend/SessionEvents"
@@ -89,6 +90,13 @@ type BackendClient interface {
 	Children(ctx context.Context, in *ChildrenRequest, opts ...grpc.CallOption) (*ChildrenResponse, error)
 	Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (*SnapshotResponse, error)
 	Txn(ctx context.Context, in *TxnRequest, opts ...grpc.CallOption) (*TxnResponse, error)
+	// TxnStream carries Txn calls on one long-lived stream per plugin
+	// connection: the host sends the calls of concurrent writers together in
+	// one message and the plugin answers each as it completes, several in one
+	// message when they complete together. Each call runs exactly as the
+	// unary Txn would (its own client, deadline and result). A plugin that
+	// does not implement it answers Unimplemented and the host uses Txn.
+	TxnStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[TxnStreamRequest, TxnStreamResponse], error)
 	// Watch streams changes; the stream ends after a response whose error is
 	// set, or when the backend closes the watch.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
@@ -216,9 +224,22 @@ func (c *backendClient) Txn(ctx context.Context, in *TxnRequest, opts ...grpc.Ca
 	return out, nil
 }
 
+func (c *backendClient) TxnStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[TxnStreamRequest, TxnStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[0], Backend_TxnStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[TxnStreamRequest, TxnStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Backend_TxnStreamClient = grpc.BidiStreamingClient[TxnStreamRequest, TxnStreamResponse]
+
 func (c *backendClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[0], Backend_Watch_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[1], Backend_Watch_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +268,7 @@ func (c *backendClient) Session(ctx context.Context, in *SessionRequest, opts ..
 
 func (c *backendClient) SessionEvents(ctx context.Context, in *SessionEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SessionEventsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[1], Backend_SessionEvents_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[2], Backend_SessionEvents_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +287,7 @@ type Backend_SessionEventsClient = grpc.ServerStreamingClient[SessionEventsRespo
 
 func (c *backendClient) Campaign(ctx context.Context, in *CampaignRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CampaignResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[2], Backend_Campaign_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[3], Backend_Campaign_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -305,7 +326,7 @@ func (c *backendClient) Leader(ctx context.Context, in *LeaderRequest, opts ...g
 
 func (c *backendClient) ObserveLeader(ctx context.Context, in *ObserveLeaderRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ObserveLeaderResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[3], Backend_ObserveLeader_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[4], Backend_ObserveLeader_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -472,6 +493,13 @@ type BackendServer interface {
 	Children(context.Context, *ChildrenRequest) (*ChildrenResponse, error)
 	Snapshot(context.Context, *SnapshotRequest) (*SnapshotResponse, error)
 	Txn(context.Context, *TxnRequest) (*TxnResponse, error)
+	// TxnStream carries Txn calls on one long-lived stream per plugin
+	// connection: the host sends the calls of concurrent writers together in
+	// one message and the plugin answers each as it completes, several in one
+	// message when they complete together. Each call runs exactly as the
+	// unary Txn would (its own client, deadline and result). A plugin that
+	// does not implement it answers Unimplemented and the host uses Txn.
+	TxnStream(grpc.BidiStreamingServer[TxnStreamRequest, TxnStreamResponse]) error
 	// Watch streams changes; the stream ends after a response whose error is
 	// set, or when the backend closes the watch.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
@@ -542,6 +570,9 @@ func (UnimplementedBackendServer) Snapshot(context.Context, *SnapshotRequest) (*
 }
 func (UnimplementedBackendServer) Txn(context.Context, *TxnRequest) (*TxnResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Txn not implemented")
+}
+func (UnimplementedBackendServer) TxnStream(grpc.BidiStreamingServer[TxnStreamRequest, TxnStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method TxnStream not implemented")
 }
 func (UnimplementedBackendServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
@@ -767,6 +798,13 @@ func _Backend_Txn_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Backend_TxnStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(BackendServer).TxnStream(&grpc.GenericServerStream[TxnStreamRequest, TxnStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Backend_TxnStreamServer = grpc.BidiStreamingServer[TxnStreamRequest, TxnStreamResponse]
 
 func _Backend_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchRequest)
@@ -1205,6 +1243,12 @@ var Backend_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "TxnStream",
+			Handler:       _Backend_TxnStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
 		{
 			StreamName:    "Watch",
 			Handler:       _Backend_Watch_Handler,

@@ -1,0 +1,169 @@
+package plugins
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/metaplane/metaplane/proto/metaplane/v1"
+)
+
+// txnStreamOff makes TxnStream answer Unimplemented, as a plugin built
+// before it does (tests of the host's fallback to the unary Txn).
+var txnStreamOff atomic.Bool
+
+// TxnStream serves the Txn calls of one host connection (see the proto).
+// Each call runs in a goroutine of its own through the unary handler, with
+// the caller's deadline; replies are sent as they complete, the ones that
+// complete while a send is in progress together in the next message. When
+// the host ends the stream (or its connection breaks), calls still running
+// are cancelled, as unary calls are when their stream is reset.
+func (s *server) TxnStream(stream pb.Backend_TxnStreamServer) error {
+	if txnStreamOff.Load() {
+		return status.Error(codes.Unimplemented, "method TxnStream not implemented")
+	}
+	ctx, cancelAll := context.WithCancel(stream.Context())
+	out := &replyQueue{kick: make(chan struct{}, 1)}
+	sendDone := make(chan error, 1)
+	go func() { sendDone <- out.pump(ctx, stream.Send) }()
+	var sendErr error
+	sent := false // the sender has stopped (sendErr is its error)
+
+	var mu sync.Mutex
+	running := map[uint64]context.CancelFunc{}
+	var wg sync.WaitGroup
+	defer func() {
+		cancelAll()
+		wg.Wait()
+		if !sent {
+			<-sendDone // no Send after the handler returns
+		}
+	}()
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			// The host closed its side or the connection broke: nobody
+			// reads the replies any more.
+			return nil
+		}
+		mu.Lock()
+		for _, call := range m.Calls {
+			cctx, cancel := callContext(ctx, call)
+			running[call.Id] = cancel
+			wg.Add(1)
+			go func(call *pb.TxnCall) {
+				defer wg.Done()
+				r := &pb.TxnReply{Id: call.Id}
+				resp, err := s.Txn(cctx, call.Request)
+				if err != nil {
+					st := status.Convert(err)
+					r.Code, r.Message = int32(st.Code()), st.Message()
+					for _, d := range st.Details() {
+						if e, ok := d.(*pb.Error); ok {
+							r.Error = e
+						}
+					}
+				} else {
+					r.Response = resp
+				}
+				mu.Lock()
+				delete(running, call.Id)
+				mu.Unlock()
+				cancel()
+				out.push(r)
+			}(call)
+		}
+		for _, id := range m.Cancel {
+			if cancel, ok := running[id]; ok {
+				cancel()
+			}
+		}
+		mu.Unlock()
+		select {
+		case sendErr = <-sendDone:
+			sent = true
+			return sendErr
+		default:
+		}
+	}
+}
+
+// callContext is the context call runs with: the stream's, bounded by the
+// caller's deadline, ended before the call when the caller's had ended
+// (pass-through clients; the unary handler reads it from the metadata as
+// it does for a unary call).
+func callContext(ctx context.Context, call *pb.TxnCall) (context.Context, context.CancelFunc) {
+	if call.ContextEnded != "" {
+		ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(mdContextEnded, call.ContextEnded))
+	}
+	if call.DeadlineUnixNano != 0 {
+		return context.WithDeadline(ctx, time.Unix(0, call.DeadlineUnixNano))
+	}
+	return context.WithCancel(ctx)
+}
+
+// maxBatchBytes bounds one TxnStream message (either way) as far as the
+// messages it holds allow: a call or reply larger than this goes alone.
+const maxBatchBytes = 4 << 20
+
+// replyQueue collects the replies of one stream for its sender.
+type replyQueue struct {
+	mu      sync.Mutex
+	pending []*pb.TxnReply
+	kick    chan struct{}
+}
+
+func (q *replyQueue) push(r *pb.TxnReply) {
+	q.mu.Lock()
+	q.pending = append(q.pending, r)
+	q.mu.Unlock()
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+// pump sends the queued replies until ctx ends or a send fails.
+func (q *replyQueue) pump(ctx context.Context, send func(*pb.TxnStreamResponse) error) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-q.kick:
+		}
+		// Let the goroutines that are ready to add theirs do so first.
+		runtime.Gosched()
+		for {
+			q.mu.Lock()
+			batch, rest := takeBatch(q.pending, func(r *pb.TxnReply) int { return proto.Size(r) })
+			q.pending = rest
+			q.mu.Unlock()
+			if len(batch) == 0 {
+				break
+			}
+			if err := send(&pb.TxnStreamResponse{Replies: batch}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// takeBatch splits the head of items that fits maxBatchBytes (at least
+// one) from the rest.
+func takeBatch[T any](items []T, size func(T) int) (batch, rest []T) {
+	total := 0
+	for i, it := range items {
+		total += size(it)
+		if i > 0 && total > maxBatchBytes {
+			return items[:i:i], items[i:]
+		}
+	}
+	return items, nil
+}
