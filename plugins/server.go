@@ -70,6 +70,12 @@ func newServer(p core.Provider) *server {
 const resignTimeout = 5 * time.Second
 
 func (s *server) client(id uint64) (*serverClient, error) {
+	c, err := s.lookup(id)
+	return c, ToStatus(err)
+}
+
+// lookup is client with the backend's error (not yet a status).
+func (s *server) lookup(id uint64) (*serverClient, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, ok := s.clients[id]
@@ -77,7 +83,7 @@ func (s *server) client(id uint64) (*serverClient, error) {
 		c, ok = s.shut[id]
 	}
 	if !ok {
-		return nil, ToStatus(fmt.Errorf("%w: plugin client %d is not open", core.ErrClosed, id))
+		return nil, fmt.Errorf("%w: plugin client %d is not open", core.ErrClosed, id)
 	}
 	return c, nil
 }
@@ -252,7 +258,17 @@ func (s *server) Snapshot(ctx context.Context, req *pb.SnapshotRequest) (*pb.Sna
 }
 
 func (s *server) Txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, error) {
-	c, err := s.client(req.ClientId)
+	resp, err := s.txn(ctx, req)
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	return resp, nil
+}
+
+// txn is Txn (unary and on TxnStream) with the backend's error, not yet
+// a status.
+func (s *server) txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, error) {
+	c, err := s.lookup(req.ClientId)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +276,7 @@ func (s *server) Txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, 
 	defer done()
 	res, err := c.b.Txn(ctx, opsFromProto(req.Ops), core.TxnOptions{Fence: fenceFromProto(req.Fence)})
 	if err != nil {
-		return nil, ToStatus(err)
+		return nil, err
 	}
 	return txnResultToProto(res), nil
 }

@@ -9,9 +9,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
-
-	spb "google.golang.org/genproto/googleapis/rpc/status"
 
 	pb "github.com/metaplane/metaplane/proto/metaplane/v1"
 )
@@ -226,20 +223,17 @@ func (m *txnMux) end(st *txnStreamRun, err error) {
 	st.wake()
 }
 
-// outcomeOf turns a reply into what the unary Txn would have returned.
+// outcomeOf turns a reply into what the unary Txn would have returned:
+// the error from its Error detail as FromStatus makes it (callError leaves
+// an error that is no status as it is), or from the code alone.
 func outcomeOf(r *pb.TxnReply) txnOutcome {
-	if r.Code == int32(codes.OK) {
-		resp := r.Response
-		if resp == nil {
-			resp = &pb.TxnResponse{}
-		}
-		return txnOutcome{resp: resp}
+	switch {
+	case r.Error != nil:
+		return txnOutcome{err: ErrorFromProto(r.Error)}
+	case r.Code != int32(codes.OK):
+		return txnOutcome{err: status.Error(codes.Code(r.Code), r.Message)}
+	case r.Response == nil:
+		return txnOutcome{resp: &pb.TxnResponse{}}
 	}
-	st := &spb.Status{Code: r.Code, Message: r.Message}
-	if r.Error != nil {
-		if d, err := anypb.New(r.Error); err == nil {
-			st.Details = []*anypb.Any{d}
-		}
-	}
-	return txnOutcome{err: status.ErrorProto(st)}
+	return txnOutcome{resp: r.Response}
 }

@@ -20,7 +20,7 @@ import (
 var txnStreamOff atomic.Bool
 
 // TxnStream serves the Txn calls of one host connection (see the proto).
-// Each call runs in a goroutine of its own through the unary handler, with
+// Each call runs in a goroutine of its own through the unary handler's txn, with
 // the caller's deadline; replies are sent as they complete, the ones that
 // complete while a send is in progress together in the next message. When
 // the host ends the stream (or its connection breaks), calls still running
@@ -33,8 +33,7 @@ func (s *server) TxnStream(stream pb.Backend_TxnStreamServer) error {
 	out := &replyQueue{kick: make(chan struct{}, 1)}
 	sendDone := make(chan error, 1)
 	go func() { sendDone <- out.pump(ctx, stream.Send) }()
-	var sendErr error
-	sent := false // the sender has stopped (sendErr is its error)
+	sent := false // the sender has stopped
 
 	var mu sync.Mutex
 	running := map[uint64]context.CancelFunc{}
@@ -61,15 +60,11 @@ func (s *server) TxnStream(stream pb.Backend_TxnStreamServer) error {
 			go func(call *pb.TxnCall) {
 				defer wg.Done()
 				r := &pb.TxnReply{Id: call.Id}
-				resp, err := s.Txn(cctx, call.Request)
+				resp, err := s.txn(cctx, call.Request)
 				if err != nil {
-					st := status.Convert(err)
-					r.Code, r.Message = int32(st.Code()), st.Message()
-					for _, d := range st.Details() {
-						if e, ok := d.(*pb.Error); ok {
-							r.Error = e
-						}
-					}
+					// What ToStatus puts in the unary call's status.
+					r.Error = ErrorToProto(err)
+					r.Code, r.Message = int32(codeOf(r.Error.Sentinel)), err.Error()
 				} else {
 					r.Response = resp
 				}
@@ -87,9 +82,9 @@ func (s *server) TxnStream(stream pb.Backend_TxnStreamServer) error {
 		}
 		mu.Unlock()
 		select {
-		case sendErr = <-sendDone:
+		case err := <-sendDone:
 			sent = true
-			return sendErr
+			return err
 		default:
 		}
 	}

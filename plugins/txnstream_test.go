@@ -32,6 +32,28 @@ func launchMemory(t *testing.T) *plugins.Plugin {
 	return p
 }
 
+// concurrently runs write(w) for writers w = 0..n-1 at once and fails
+// the test with the first error.
+func concurrently(t *testing.T, n int, write func(w int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for w := 0; w < n; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			if err := write(w); err != nil {
+				errs <- err
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
 // Concurrent writers' Txn calls cross a real plugin process on the
 // connection's TxnStream, several calls per message, and each caller gets
 // its own outcome: its own result, or its own op's error with the op's
@@ -46,39 +68,26 @@ func TestTxnStreamConcurrentCallsShareMessages(t *testing.T) {
 	}
 	m0, n0 := plugins.TxnStreamCounts(c)
 	const writers, each = 64, 30
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for w := 0; w < writers; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := 0; i < each; i++ {
-				path := fmt.Sprintf("/w%02d/n%02d", w, i)
-				res, err := c.Txn(ctx, []core.Op{core.CreateOp(path, []byte(path), core.Persistent).WithParents()}, core.TxnOptions{})
-				if err != nil {
-					errs <- fmt.Errorf("create %s: %w", path, err)
-					return
-				}
-				if len(res.Results) != 1 || res.Results[0].Path != path {
-					errs <- fmt.Errorf("create %s: got results %+v", path, res.Results)
-					return
-				}
-				if i%10 == 0 {
-					// A refused call in the same messages as the others.
-					_, err := c.Txn(ctx, []core.Op{core.CheckOp("/", core.AnyVersion), core.CreateOp("/taken", nil, core.Persistent)}, core.TxnOptions{})
-					if !errors.Is(err, core.ErrNodeExists) || core.FailedOpIndex(err) != 1 {
-						errs <- fmt.Errorf("create /taken again: got %v (op index %d), want ErrNodeExists at op 1", err, core.FailedOpIndex(err))
-						return
-					}
+	concurrently(t, writers, func(w int) error {
+		for i := 0; i < each; i++ {
+			path := fmt.Sprintf("/w%02d/n%02d", w, i)
+			res, err := c.Txn(ctx, []core.Op{core.CreateOp(path, []byte(path), core.Persistent).WithParents()}, core.TxnOptions{})
+			if err != nil {
+				return fmt.Errorf("create %s: %w", path, err)
+			}
+			if len(res.Results) != 1 || res.Results[0].Path != path {
+				return fmt.Errorf("create %s: got results %+v", path, res.Results)
+			}
+			if i%10 == 0 {
+				// A refused call in the same messages as the others.
+				_, err := c.Txn(ctx, []core.Op{core.CheckOp("/", core.AnyVersion), core.CreateOp("/taken", nil, core.Persistent)}, core.TxnOptions{})
+				if !errors.Is(err, core.ErrNodeExists) || core.FailedOpIndex(err) != 1 {
+					return fmt.Errorf("create /taken again: got %v (op index %d), want ErrNodeExists at op 1", err, core.FailedOpIndex(err))
 				}
 			}
-		}(w)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		}
+		return nil
+	})
 	for w := 0; w < writers; w++ {
 		for i := 0; i < each; i++ {
 			path := fmt.Sprintf("/w%02d/n%02d", w, i)
@@ -145,26 +154,15 @@ func TestTxnStreamFallsBackToUnary(t *testing.T) {
 	c := client(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := 0; i < 10; i++ {
-				path := fmt.Sprintf("/u%d/n%d", w, i)
-				if _, err := c.Txn(ctx, []core.Op{core.CreateOp(path, nil, core.Persistent).WithParents()}, core.TxnOptions{}); err != nil {
-					errs <- fmt.Errorf("create %s: %w", path, err)
-					return
-				}
+	concurrently(t, 8, func(w int) error {
+		for i := 0; i < 10; i++ {
+			path := fmt.Sprintf("/u%d/n%d", w, i)
+			if _, err := c.Txn(ctx, []core.Op{core.CreateOp(path, nil, core.Persistent).WithParents()}, core.TxnOptions{}); err != nil {
+				return fmt.Errorf("create %s: %w", path, err)
 			}
-		}(w)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		}
+		return nil
+	})
 	if _, _, err := core.Create(ctx, c, "/u0/n0", nil, core.CreateOptions{}); !errors.Is(err, core.ErrNodeExists) {
 		t.Fatalf("create an existing node: %v, want ErrNodeExists", err)
 	}
