@@ -7,15 +7,51 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 var (
 	mu     sync.Mutex
 	issued = map[int]bool{}
 )
+
+// The ports this process has handed out are also claimed against other
+// processes on the machine: each is a one-byte record lock (fcntl F_SETLK),
+// at the port's offset, on one shared file in the temporary directory. Test
+// packages run as parallel processes, each with its own issued set; without
+// the claim two of them could probe the same port free and both hand it out
+// (seen as "bind: address already in use" when the second server starts).
+// Record locks belong to the process and go with it when it exits, however
+// it exits, so no claim outlives its holder and nothing needs cleaning up.
+var (
+	claimOnce sync.Once
+	claimFile *os.File // kept open for the process's life: closing any descriptor of it drops every lock
+)
+
+// claimName is the shared file's name in os.TempDir().
+const claimName = "metaplane-ports.lock"
+
+// claim takes port for this process against other processes that use this
+// package. It reports false when another live process holds it. Where the
+// shared file cannot be opened (a read-only temporary directory), every
+// claim succeeds and only the in-process set and the bind probe guard.
+func claim(port int) bool {
+	claimOnce.Do(func() {
+		f, err := os.OpenFile(filepath.Join(os.TempDir(), claimName), os.O_RDWR|os.O_CREATE, 0o666)
+		if err == nil {
+			claimFile = f
+		}
+	})
+	if claimFile == nil {
+		return true
+	}
+	lk := syscall.Flock_t{Type: syscall.F_WRLCK, Whence: 0, Start: int64(port), Len: 1}
+	return syscall.FcntlFlock(claimFile.Fd(), syscall.F_SETLK, &lk) == nil
+}
 
 // lowest is the lowest port handed out: below it are the well-known and
 // commonly configured ports.
@@ -31,16 +67,17 @@ const lowest = 10000
 // binds it (seen as "address already in use" when test packages run in
 // parallel). Where the range leaves no room it asks the kernel for port 0.
 // Ports already issued are skipped, since two callers asking at once can
-// otherwise get the same port. Another process may still take the port
-// before it is used; callers that start real servers may retry on
-// "address in use".
+// otherwise get the same port, and so are ports another process using this
+// package has handed out (see claim). A process that does not use this
+// package may still take the port before it is used; callers that start
+// real servers may retry on "address in use".
 func Free() (int, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	if hi := ephemeralLow() - 1; hi-lowest >= 1000 {
 		for attempt := 0; attempt < 1000; attempt++ {
 			port := lowest + rand.IntN(hi-lowest+1)
-			if issued[port] || !bindable(port) {
+			if issued[port] || !bindable(port) || !claim(port) {
 				continue
 			}
 			issued[port] = true
@@ -54,7 +91,7 @@ func Free() (int, error) {
 		}
 		port := l.Addr().(*net.TCPAddr).Port
 		l.Close()
-		if !issued[port] {
+		if !issued[port] && claim(port) {
 			issued[port] = true
 			return port, nil
 		}
