@@ -248,7 +248,10 @@ func (f *fsm) Update(entries []sm.Entry) ([]sm.Entry, error) {
 // trimChangeLog drops change-log records older than the retention window
 // ending at applied, and returns the floor the store holds once b is
 // committed. The floor is a function of the applied index alone, so every
-// member keeps the same history.
+// member keeps the same history. It moves in steps (logTrimStep), not with
+// every batch: each move is a Pebble range deletion, and a memtable holding
+// one per batch made every read of the apply slower (Pebble fragments a
+// memtable's range deletions again when one is added).
 //
 // The floor the last committed Update left is kept in f.logFloor (0: not
 // known, read from the store): reading it back from Pebble with every
@@ -267,6 +270,9 @@ func (f *fsm) trimChangeLog(b *pebble.Batch, applied int64) (int64, error) {
 		floor = 1
 	}
 	newFloor := applied - f.retention + 1
+	if step := logTrimStep(f.retention); newFloor > 0 {
+		newFloor -= newFloor % step
+	}
 	if newFloor <= floor {
 		if recorded {
 			return floor, nil // unchanged: not rewritten with every batch
@@ -277,6 +283,13 @@ func (f *fsm) trimChangeLog(b *pebble.Batch, applied int64) (int64, error) {
 		return 0, err
 	}
 	return newFloor, b.Set(keyLogFloor, u64(uint64(newFloor)), nil)
+}
+
+// logTrimStep is how far the change log's floor moves at once: an eighth
+// of the retention, at least 1 and at most 1024 indexes, so the log holds
+// between retention and retention + step - 1 indexes of history.
+func logTrimStep(retention int64) int64 {
+	return min(max(retention/8, 1), 1024)
 }
 
 // forget drops what Update keeps of the store's content (the node cache,
