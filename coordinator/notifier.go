@@ -13,7 +13,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/metaplane/metaplane/adminclient"
-	"github.com/metaplane/metaplane/core/catalog"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
@@ -34,18 +33,19 @@ func (s *Server) notifyTablets(ctx context.Context, l *leaderState) {
 	retry := time.NewTicker(3 * time.Second)
 	defer retry.Stop()
 	for {
-		changed := l.img.Changed()
 		build := s.notifyOnce(ctx, l, conns, sent)
 		select {
 		case <-ctx.Done():
 			return
-		case <-changed:
-			// Debounce: a DDL is many events. A round reads every
-			// bucket's LeaderAndIsr from the image, so under a stream
-			// of DDLs on a large catalog the rounds are spaced by
-			// notifyPacing times what the last one took to build:
-			// the notifier's share of the leader's CPU stays bounded
-			// instead of taking it from the DDLs themselves.
+		case <-l.buckets.wake:
+			// Only a change under /tabletservers wakes it (see
+			// bucketStates). Debounce: a DDL is many events. A round
+			// decodes the bucket records that changed and regroups
+			// every bucket by server, so under a stream of DDLs on a
+			// large catalog the rounds are spaced by notifyPacing
+			// times what the last one took to build: the notifier's
+			// share of the leader's CPU stays bounded instead of
+			// taking it from the DDLs themselves.
 			t := time.NewTimer(min(max(notifyDebounce, notifyPacing*build), notifyMaxPause))
 			select {
 			case <-ctx.Done():
@@ -67,8 +67,9 @@ const (
 	notifyMaxPause = 2 * time.Second
 )
 
-// notifyOnce runs one round: it builds every registered server's
-// buckets and sends those that changed since the last round. It returns
+// notifyOnce runs one round: it brings the bucket states up to date,
+// groups them by server and sends each registered server its buckets when
+// they changed since the last round. It returns
 // how long the build took (without the sends).
 func (s *Server) notifyOnce(ctx context.Context, l *leaderState, conns map[string]*grpc.ClientConn, sent map[int32][32]byte) time.Duration {
 	start := time.Now()
@@ -76,41 +77,10 @@ func (s *Server) notifyOnce(ctx context.Context, l *leaderState, conns map[strin
 	if err != nil {
 		return time.Since(start)
 	}
-	snap, err := l.img.Snapshot(ctx, catalog.TabletServersRoot)
-	if err != nil {
+	if err := l.buckets.refresh(ctx, l.cat, l.img); err != nil {
 		return time.Since(start)
 	}
-	per := map[int32][]*adminv1.NotifyLeaderAndIsrRequest_BucketState{}
-	partitionTable := map[int64]int64{}
-	for _, n := range snap.Nodes {
-		if rest, ok := strings.CutPrefix(n.Path, catalog.PartitionAssignsPath+"/"); ok && !strings.Contains(rest, "/") {
-			if pid, err := strconv.ParseInt(rest, 10, 64); err == nil {
-				if a, err := catalog.Decode(l.cat, n, catalog.UnmarshalPartitionAssignment); err == nil {
-					partitionTable[pid] = a.TableID
-				}
-			}
-		}
-	}
-	for _, n := range snap.Nodes {
-		tableID, partitionID, bucket, ok := parseLeaderIsrPath(n.Path)
-		if !ok {
-			continue
-		}
-		lai, err := catalog.Decode(l.cat, n, catalog.UnmarshalLeaderAndIsr)
-		if err != nil {
-			continue
-		}
-		if partitionID >= 0 {
-			if t, ok := partitionTable[partitionID]; ok {
-				tableID = t
-			}
-		}
-		st := &adminv1.NotifyLeaderAndIsrRequest_BucketState{TableId: tableID, PartitionId: partitionID, Bucket: bucket,
-			Leader: lai.Leader, LeaderEpoch: lai.LeaderEpoch, Isr: lai.ISR, BucketEpoch: lai.BucketEpoch}
-		for _, r := range lai.ISR {
-			per[r] = append(per[r], st)
-		}
-	}
+	per := l.buckets.perServer()
 	var sending time.Duration // the rounds' RPCs, not part of the build
 	live := map[int32]bool{}
 	for _, ts := range servers {

@@ -176,6 +176,7 @@ type leaderState struct {
 	b       core.MetadataBackend
 	cat     *catalog.Catalog
 	img     *image.Image
+	buckets *bucketStates // the notifier's (see notifyTablets)
 	started time.Time
 }
 
@@ -451,7 +452,9 @@ func (s *Server) lead(ctx context.Context, b core.MetadataBackend, lead core.Lea
 	s.log.Info("elected leader", "epoch", lead.Epoch())
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	img := image.New(image.Options{Prefix: "/", Logf: func(f string, a ...any) { s.log.Warn(fmt.Sprintf(f, a...)) }})
+	buckets := newBucketStates()
+	img := image.New(image.Options{Prefix: "/", Logf: func(f string, a ...any) { s.log.Warn(fmt.Sprintf(f, a...)) },
+		OnChange: buckets.onChange})
 	imgDone := make(chan struct{})
 	go func() { defer close(imgDone); img.Run(lctx, b) }()
 	defer func() { cancel(); <-imgDone }()
@@ -488,7 +491,7 @@ func (s *Server) lead(ctx context.Context, b core.MetadataBackend, lead core.Lea
 		IDBlockSize: s.opts.IDBlockSize, DefaultReplicationFactor: s.opts.DefaultReplicationFactor,
 		MaxBucketNum: s.opts.MaxBucketNum, MaxPartitionNum: s.opts.MaxPartitionNum,
 	})
-	st := &leaderState{lead: lead, b: b, cat: cat, img: img, started: time.Now()}
+	st := &leaderState{lead: lead, b: b, cat: cat, img: img, buckets: buckets, started: time.Now()}
 	s.setLeader(st)
 	s.leaderInfo.Store(&core.LeaderInfo{ID: s.id, Address: s.addr, Epoch: lead.Epoch()})
 	s.log.Info("serving as leader", "epoch", lead.Epoch(), "address", s.addr)

@@ -1,0 +1,307 @@
+package coordinator
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/catalog"
+	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
+)
+
+// bucketStates is the notifier's view of every bucket's LeaderAndIsr,
+// kept up to date from the paths the leader's image reports changed
+// (image.Options.OnChange), so that a round decodes only the records that
+// changed since the last one instead of copying and decoding the whole
+// /tabletservers subtree. Changes outside /tabletservers do not wake the
+// notifier at all.
+//
+// onChange runs on the image's goroutines; the rest (refresh, perServer)
+// only on the notifier's.
+type bucketStates struct {
+	mu    sync.Mutex
+	dirty map[string]struct{} // paths under /tabletservers changed since the last refresh
+	all   bool                // rebuild from the whole subtree (first round, a resync, too many dirty paths)
+	wake  chan struct{}       // one pending wake-up
+
+	// The notifier's own state.
+	buckets   map[string]*bucketState // by leader_isr path; a partition's TableId is -1 here (see resolve)
+	partTable map[int64]int64         // partition id -> table id, from the partition assignments
+	// lists holds every replica's buckets, resolved and in (table,
+	// partition, bucket) order, kept in step with each bucket's change
+	// (listed: the entry of each path in them) unless regroup is set, when
+	// perServer rebuilds them all (after a rebuild from the subtree).
+	lists   map[int32][]*bucketState
+	listed  map[string]*bucketState
+	regroup bool
+}
+
+type bucketState = adminv1.NotifyLeaderAndIsrRequest_BucketState
+
+// bucketStatesMaxDirty is how many changed paths a round takes one by one;
+// past it, the round rebuilds from the whole subtree (as cheap then, and
+// bounded in memory).
+const bucketStatesMaxDirty = 4096
+
+func newBucketStates() *bucketStates {
+	return &bucketStates{dirty: map[string]struct{}{}, all: true, wake: make(chan struct{}, 1),
+		buckets: map[string]*bucketState{}, partTable: map[int64]int64{}, regroup: true}
+}
+
+// onChange records the paths an applied batch of the image touched and
+// wakes the notifier when one is under /tabletservers (or above it: the
+// image was reloaded).
+func (s *bucketStates) onChange(paths []string) {
+	relevant := false
+	s.mu.Lock()
+	for _, p := range paths {
+		switch {
+		case core.HasPrefixPath(p, catalog.TabletServersRoot) && p != catalog.TabletServersRoot:
+			relevant = true
+			if !s.all {
+				s.dirty[p] = struct{}{}
+				if len(s.dirty) > bucketStatesMaxDirty {
+					s.all, s.dirty = true, map[string]struct{}{}
+				}
+			}
+		case core.HasPrefixPath(catalog.TabletServersRoot, p):
+			relevant = true
+			s.all, s.dirty = true, map[string]struct{}{}
+		}
+	}
+	s.mu.Unlock()
+	if relevant {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// refresh brings the states up to date with img: the changed paths, or
+// everything when a rebuild is due. On a read failure the changes stay
+// pending for the next round.
+func (s *bucketStates) refresh(ctx context.Context, cat *catalog.Catalog, img core.Reader) error {
+	s.mu.Lock()
+	all, dirty := s.all, s.dirty
+	s.all, s.dirty = false, map[string]struct{}{}
+	s.mu.Unlock()
+	if !all {
+		// A path that is not a record itself (a table's assignment node
+		// deleted with its buckets, say) drops what was kept below it:
+		// one pass over the kept states each, so only a few go one by one.
+		inner := 0
+		for p := range dirty {
+			if !isBucketRecordPath(p) {
+				inner++
+			}
+		}
+		all = inner > 64
+	}
+	if all {
+		snap, err := img.Snapshot(ctx, catalog.TabletServersRoot)
+		if err != nil {
+			s.mu.Lock()
+			s.all = true
+			s.mu.Unlock()
+			return err
+		}
+		clear(s.buckets)
+		clear(s.partTable)
+		s.regroup = true
+		for _, n := range snap.Nodes {
+			s.put(cat, n)
+		}
+		return nil
+	}
+	for p := range dirty {
+		snap, err := img.Snapshot(ctx, p)
+		if err != nil {
+			s.mu.Lock()
+			for q := range dirty {
+				s.dirty[q] = struct{}{}
+			}
+			s.mu.Unlock()
+			return err
+		}
+		s.drop(p)
+		for _, n := range snap.Nodes {
+			s.put(cat, n)
+		}
+	}
+	return nil
+}
+
+// isBucketRecordPath reports whether p is a path whose node is one record
+// the states hold (a bucket's leader_isr or a partition's assignment), or
+// one below /tabletservers/ids or /tabletservers/server_tags, which hold
+// none: a change to it needs no pass over the kept states.
+func isBucketRecordPath(p string) bool {
+	if _, _, _, ok := parseLeaderIsrPath(p); ok {
+		return true
+	}
+	if _, ok := partitionAssignmentID(p); ok {
+		return true
+	}
+	return core.HasPrefixPath(p, catalog.TabletServerIDsPath) || core.HasPrefixPath(p, catalog.ServerTagsPath)
+}
+
+// partitionAssignmentID is the id of /tabletservers/partitions/<id>.
+func partitionAssignmentID(p string) (int64, bool) {
+	rest, ok := strings.CutPrefix(p, catalog.PartitionAssignsPath+"/")
+	if !ok || strings.Contains(rest, "/") {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(rest, 10, 64)
+	return id, err == nil
+}
+
+// drop forgets every record at or below p.
+func (s *bucketStates) drop(p string) {
+	if _, _, _, ok := parseLeaderIsrPath(p); ok {
+		s.setBucket(p, nil)
+		return
+	}
+	if id, ok := partitionAssignmentID(p); ok {
+		s.setPartition(id, 0, false)
+	}
+	if core.HasPrefixPath(p, catalog.TabletServerIDsPath) || core.HasPrefixPath(p, catalog.ServerTagsPath) {
+		return
+	}
+	for q := range s.buckets {
+		if core.HasPrefixPath(q, p) {
+			s.setBucket(q, nil)
+		}
+	}
+	if core.HasPrefixPath(catalog.PartitionAssignsPath, p) {
+		clear(s.partTable)
+	}
+}
+
+// setPartition records (ok) or forgets partition id's table. Its
+// buckets, listed with the table id they had, need no pass here: they are
+// below its path, so the refresh that takes this change puts them again
+// (refresh reads each changed path's whole subtree, parent first).
+func (s *bucketStates) setPartition(id, table int64, ok bool) {
+	if ok {
+		s.partTable[id] = table
+	} else {
+		delete(s.partTable, id)
+	}
+}
+
+// setBucket records (b nil: forgets) the bucket at path p and keeps lists
+// in step.
+func (s *bucketStates) setBucket(p string, b *bucketState) {
+	if b == nil {
+		delete(s.buckets, p)
+	} else {
+		s.buckets[p] = b
+	}
+	if s.regroup {
+		return
+	}
+	if old, ok := s.listed[p]; ok {
+		for _, r := range old.Isr {
+			s.unlist(r, old)
+		}
+		delete(s.listed, p)
+	}
+	if b != nil {
+		e := s.resolve(b)
+		s.listed[p] = e
+		for _, r := range e.Isr {
+			l := s.lists[r]
+			i, _ := slices.BinarySearchFunc(l, e, cmpBucket)
+			s.lists[r] = slices.Insert(l, i, e)
+		}
+	}
+}
+
+// unlist removes entry e from replica r's list. Each path has its own
+// key (a table's bucket, or a partition's), so the key finds it; a replica
+// named twice in an ISR was listed twice, and is unlisted twice.
+func (s *bucketStates) unlist(r int32, e *bucketState) {
+	l := s.lists[r]
+	if i, found := slices.BinarySearchFunc(l, e, cmpBucket); found {
+		l = slices.Delete(l, i, i+1)
+	}
+	if len(l) == 0 {
+		delete(s.lists, r)
+	} else {
+		s.lists[r] = l
+	}
+}
+
+// resolve is b with its partition's table id, when it is a partition's
+// bucket whose assignment names one.
+func (s *bucketStates) resolve(b *bucketState) *bucketState {
+	if b.PartitionId < 0 {
+		return b
+	}
+	t, ok := s.partTable[b.PartitionId]
+	if !ok || t == b.TableId {
+		return b
+	}
+	return &bucketState{TableId: t, PartitionId: b.PartitionId, Bucket: b.Bucket,
+		Leader: b.Leader, LeaderEpoch: b.LeaderEpoch, Isr: b.Isr, BucketEpoch: b.BucketEpoch}
+}
+
+// cmpBucket orders buckets by table, partition and bucket.
+func cmpBucket(a, b *bucketState) int {
+	if c := cmp.Compare(a.TableId, b.TableId); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.PartitionId, b.PartitionId); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Bucket, b.Bucket)
+}
+
+// put records n when it is a bucket's leader_isr or a partition's
+// assignment; an undecodable record is left out, as before.
+func (s *bucketStates) put(cat *catalog.Catalog, n core.Node) {
+	if id, ok := partitionAssignmentID(n.Path); ok {
+		a, err := catalog.Decode(cat, n, catalog.UnmarshalPartitionAssignment)
+		s.setPartition(id, a.TableID, err == nil)
+		return
+	}
+	tableID, partitionID, bucket, ok := parseLeaderIsrPath(n.Path)
+	if !ok {
+		return
+	}
+	lai, err := catalog.Decode(cat, n, catalog.UnmarshalLeaderAndIsr)
+	if err != nil {
+		s.setBucket(n.Path, nil)
+		return
+	}
+	s.setBucket(n.Path, &bucketState{TableId: tableID, PartitionId: partitionID, Bucket: bucket,
+		Leader: lai.Leader, LeaderEpoch: lai.LeaderEpoch, Isr: lai.ISR, BucketEpoch: lai.BucketEpoch})
+}
+
+// perServer is every replica's buckets, each list in (table, partition,
+// bucket) order, so that an unchanged set makes the same request. The
+// lists are the states' own: read them before the next refresh, and do not
+// change them.
+func (s *bucketStates) perServer() map[int32][]*bucketState {
+	if !s.regroup {
+		return s.lists
+	}
+	s.lists, s.listed = map[int32][]*bucketState{}, make(map[string]*bucketState, len(s.buckets))
+	for p, b := range s.buckets {
+		e := s.resolve(b)
+		s.listed[p] = e
+		for _, r := range e.Isr {
+			s.lists[r] = append(s.lists[r], e)
+		}
+	}
+	for _, l := range s.lists {
+		slices.SortStableFunc(l, cmpBucket)
+	}
+	s.regroup = false
+	return s.lists
+}
