@@ -91,16 +91,17 @@ func (s *bucketStates) refresh(ctx context.Context, cat *catalog.Catalog, img co
 	s.all, s.dirty = false, map[string]struct{}{}
 	s.mu.Unlock()
 	if !all {
-		// A path that is not a record itself (a table's assignment node
-		// deleted with its buckets, say) drops what was kept below it:
-		// one pass over the kept states each, so only a few go one by one.
-		inner := 0
+		// A path that holds buckets below it (a table's assignment node
+		// deleted with its buckets, a partition's assignment) drops what
+		// was kept below it: one pass over the kept states each, so only
+		// a few go one by one.
+		passes := 0
 		for p := range dirty {
-			if !isBucketRecordPath(p) {
-				inner++
+			if k, _ := classifyPath(p); k == pathPartition || k == pathInner {
+				passes++
 			}
 		}
-		all = inner > 64
+		all = passes > 64
 	}
 	if all {
 		snap, err := img.Snapshot(ctx, catalog.TabletServersRoot)
@@ -136,41 +137,42 @@ func (s *bucketStates) refresh(ctx context.Context, cat *catalog.Catalog, img co
 	return nil
 }
 
-// isBucketRecordPath reports whether p is a path whose node is one record
-// the states hold (a bucket's leader_isr or a partition's assignment), or
-// one below /tabletservers/ids or /tabletservers/server_tags, which hold
-// none: a change to it needs no pass over the kept states.
-func isBucketRecordPath(p string) bool {
-	if _, _, _, ok := parseLeaderIsrPath(p); ok {
-		return true
-	}
-	if _, ok := partitionAssignmentID(p); ok {
-		return true
-	}
-	return core.HasPrefixPath(p, catalog.TabletServerIDsPath) || core.HasPrefixPath(p, catalog.ServerTagsPath)
-}
+// pathKind is what a path under /tabletservers is to the states.
+type pathKind int
 
-// partitionAssignmentID is the id of /tabletservers/partitions/<id>.
-func partitionAssignmentID(p string) (int64, bool) {
-	rest, ok := strings.CutPrefix(p, catalog.PartitionAssignsPath+"/")
-	if !ok || strings.Contains(rest, "/") {
-		return 0, false
+const (
+	pathBucket    pathKind = iota // a bucket's leader_isr: one state
+	pathPartition                 // a partition's assignment: its table id, its buckets below
+	pathNoBuckets                 // below /tabletservers/ids or server_tags: nothing kept
+	pathInner                     // anything else: the states kept below it
+)
+
+// classifyPath is p's kind, with the partition id of a pathPartition.
+func classifyPath(p string) (pathKind, int64) {
+	if _, _, _, ok := parseLeaderIsrPath(p); ok {
+		return pathBucket, 0
 	}
-	id, err := strconv.ParseInt(rest, 10, 64)
-	return id, err == nil
+	if rest, ok := strings.CutPrefix(p, catalog.PartitionAssignsPath+"/"); ok && !strings.Contains(rest, "/") {
+		if id, err := strconv.ParseInt(rest, 10, 64); err == nil {
+			return pathPartition, id
+		}
+	}
+	if core.HasPrefixPath(p, catalog.TabletServerIDsPath) || core.HasPrefixPath(p, catalog.ServerTagsPath) {
+		return pathNoBuckets, 0
+	}
+	return pathInner, 0
 }
 
 // drop forgets every record at or below p.
 func (s *bucketStates) drop(p string) {
-	if _, _, _, ok := parseLeaderIsrPath(p); ok {
+	switch k, id := classifyPath(p); k {
+	case pathBucket:
 		s.setBucket(p, nil)
 		return
-	}
-	if id, ok := partitionAssignmentID(p); ok {
-		s.setPartition(id, 0, false)
-	}
-	if core.HasPrefixPath(p, catalog.TabletServerIDsPath) || core.HasPrefixPath(p, catalog.ServerTagsPath) {
+	case pathNoBuckets:
 		return
+	case pathPartition:
+		s.setPartition(id, 0, false)
 	}
 	for q := range s.buckets {
 		if core.HasPrefixPath(q, p) {
@@ -265,13 +267,12 @@ func cmpBucket(a, b *bucketState) int {
 // put records n when it is a bucket's leader_isr or a partition's
 // assignment; an undecodable record is left out, as before.
 func (s *bucketStates) put(cat *catalog.Catalog, n core.Node) {
-	if id, ok := partitionAssignmentID(n.Path); ok {
-		a, err := catalog.Decode(cat, n, catalog.UnmarshalPartitionAssignment)
-		s.setPartition(id, a.TableID, err == nil)
-		return
-	}
 	tableID, partitionID, bucket, ok := parseLeaderIsrPath(n.Path)
 	if !ok {
+		if k, id := classifyPath(n.Path); k == pathPartition {
+			a, err := catalog.Decode(cat, n, catalog.UnmarshalPartitionAssignment)
+			s.setPartition(id, a.TableID, err == nil)
+		}
 		return
 	}
 	lai, err := catalog.Decode(cat, n, catalog.UnmarshalLeaderAndIsr)

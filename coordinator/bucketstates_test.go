@@ -29,7 +29,7 @@ func fullBuild(t *testing.T, ctx context.Context, cat *catalog.Catalog, img *ima
 	}
 	partitionTable := map[int64]int64{}
 	for _, n := range snap.Nodes {
-		if pid, ok := partitionAssignmentID(n.Path); ok {
+		if k, pid := classifyPath(n.Path); k == pathPartition {
 			if a, err := catalog.UnmarshalPartitionAssignment(n.Data); err == nil {
 				partitionTable[pid] = a.TableID
 			}

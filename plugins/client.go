@@ -277,7 +277,11 @@ const (
 // everything, their error translation included, so that the plugin's
 // answer, not the host's, is what the caller gets.
 func (c *Client) passCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	how := endedHow(c.passThrough, ctx)
+	return passEnded(ctx, endedHow(c.passThrough, ctx))
+}
+
+// passEnded is passCtx for a ctx that ended as how says (see endedHow).
+func passEnded(ctx context.Context, how string) (context.Context, context.CancelFunc) {
 	if how == "" {
 		return ctx, func() {}
 	}
@@ -364,8 +368,8 @@ func (c *Client) Snapshot(ctx context.Context, prefix string) (core.Snapshot, er
 // Concurrent calls share a message each way on the connection's TxnStream
 // (see txnMux); a plugin without it gets unary Txn calls.
 func (c *Client) Txn(ctx context.Context, ops []core.Op, opts core.TxnOptions) (core.TxnResult, error) {
-	ended := endedHow(c.passThrough, ctx)
-	ctx, done := c.passCtx(ctx)
+	ended := endedHow(c.passThrough, ctx) // TxnStream carries it in the call
+	ctx, done := passEnded(ctx, ended)
 	defer done()
 	r, err := c.current()
 	if err != nil {

@@ -2,7 +2,7 @@ package plugins
 
 import (
 	"context"
-	"runtime"
+	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -148,36 +148,31 @@ func (st *txnStreamRun) wake() {
 // maxBatchBytes allows, until st ends. A failed send ends the stream,
 // which receive reports to the calls.
 func (m *txnMux) send(ctx context.Context, st *txnStreamRun) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-st.kick:
-		}
-		// Let the goroutines that are ready to add theirs do so first.
-		runtime.Gosched()
-		for {
-			m.mu.Lock()
-			if st.done {
-				m.mu.Unlock()
-				return
-			}
-			batch, rest := takeBatch(st.queue, func(c *pb.TxnCall) int { return proto.Size(c) })
-			st.queue = rest
-			cancels := st.cancels
-			st.cancels = nil
+	_ = pumpBatches(ctx, st.kick, func() (bool, error) {
+		m.mu.Lock()
+		if st.done {
 			m.mu.Unlock()
-			if len(batch) == 0 && len(cancels) == 0 {
-				break
-			}
-			if err := st.s.Send(&pb.TxnStreamRequest{Calls: batch, Cancel: cancels}); err != nil {
-				return // the stream is over; receive sees why
-			}
-			m.sent.Add(1)
-			m.calls.Add(int64(len(batch)))
+			return false, errStreamEnded
 		}
-	}
+		batch, rest := takeBatch(st.queue, func(c *pb.TxnCall) int { return proto.Size(c) })
+		st.queue = rest
+		cancels := st.cancels
+		st.cancels = nil
+		m.mu.Unlock()
+		if len(batch) == 0 && len(cancels) == 0 {
+			return false, nil
+		}
+		if err := st.s.Send(&pb.TxnStreamRequest{Calls: batch, Cancel: cancels}); err != nil {
+			return false, err // the stream is over; receive sees why
+		}
+		m.sent.Add(1)
+		m.calls.Add(int64(len(batch)))
+		return true, nil
+	})
 }
+
+// errStreamEnded stops a sender whose stream end has closed.
+var errStreamEnded = errors.New("txn stream ended")
 
 // receive hands the replies to their calls until st ends, then fails the
 // calls still waiting with the stream's error.

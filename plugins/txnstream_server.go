@@ -127,24 +127,38 @@ func (q *replyQueue) push(r *pb.TxnReply) {
 
 // pump sends the queued replies until ctx ends or a send fails.
 func (q *replyQueue) pump(ctx context.Context, send func(*pb.TxnStreamResponse) error) error {
+	return pumpBatches(ctx, q.kick, func() (bool, error) {
+		q.mu.Lock()
+		batch, rest := takeBatch(q.pending, func(r *pb.TxnReply) int { return proto.Size(r) })
+		q.pending = rest
+		q.mu.Unlock()
+		if len(batch) == 0 {
+			return false, nil
+		}
+		return true, send(&pb.TxnStreamResponse{Replies: batch})
+	})
+}
+
+// pumpBatches is the sending loop of both ends of TxnStream: each time
+// kick fires it lets the goroutines ready to queue theirs do so, then
+// calls sendOne (which sends one message of what is queued and reports
+// whether there was anything) until the queue is empty. It returns nil
+// when ctx ends, or sendOne's error.
+func pumpBatches(ctx context.Context, kick <-chan struct{}, sendOne func() (sent bool, err error)) error {
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-q.kick:
+		case <-kick:
 		}
-		// Let the goroutines that are ready to add theirs do so first.
 		runtime.Gosched()
 		for {
-			q.mu.Lock()
-			batch, rest := takeBatch(q.pending, func(r *pb.TxnReply) int { return proto.Size(r) })
-			q.pending = rest
-			q.mu.Unlock()
-			if len(batch) == 0 {
-				break
-			}
-			if err := send(&pb.TxnStreamResponse{Replies: batch}); err != nil {
+			sent, err := sendOne()
+			if err != nil {
 				return err
+			}
+			if !sent {
+				break
 			}
 		}
 	}
