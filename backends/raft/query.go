@@ -1,7 +1,6 @@
 package raft
 
 import (
-	"bytes"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -256,5 +255,3 @@ func be64(b []byte) uint64 {
 	}
 	return v
 }
-
-var _ = bytes.Equal
