@@ -20,9 +20,10 @@ import (
 var txnStreamOff atomic.Bool
 
 // TxnStream serves the Txn calls of one host connection (see the proto).
-// Each call runs in a goroutine of its own through the unary handler's txn, with
-// the caller's deadline; replies are sent as they complete, the ones that
-// complete while a send is in progress together in the next message. When
+// Each call runs on a goroutine of the stream's callWorkers through the
+// unary handler's txn, with the caller's deadline; replies are sent as
+// they complete, the ones that complete while a send is in progress
+// together in the next message. When
 // the host ends the stream (or its connection breaks), calls still running
 // are cancelled, as unary calls are when their stream is reset.
 func (s *server) TxnStream(stream pb.Backend_TxnStreamServer) error {
@@ -37,10 +38,10 @@ func (s *server) TxnStream(stream pb.Backend_TxnStreamServer) error {
 
 	var mu sync.Mutex
 	running := map[uint64]context.CancelFunc{}
-	var wg sync.WaitGroup
+	workers := newCallWorkers(ctx.Done())
 	defer func() {
 		cancelAll()
-		wg.Wait()
+		workers.wait()
 		if !sent {
 			<-sendDone // no Send after the handler returns
 		}
@@ -56,9 +57,7 @@ func (s *server) TxnStream(stream pb.Backend_TxnStreamServer) error {
 		for _, call := range m.Calls {
 			cctx, cancel := callContext(ctx, call)
 			running[call.Id] = cancel
-			wg.Add(1)
-			go func(call *pb.TxnCall) {
-				defer wg.Done()
+			workers.run(func() {
 				r := &pb.TxnReply{Id: call.Id}
 				resp, err := s.txn(cctx, call.Request)
 				if err != nil {
@@ -73,7 +72,7 @@ func (s *server) TxnStream(stream pb.Backend_TxnStreamServer) error {
 				mu.Unlock()
 				cancel()
 				out.push(r)
-			}(call)
+			})
 		}
 		for _, id := range m.Cancel {
 			if cancel, ok := running[id]; ok {

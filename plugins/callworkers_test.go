@@ -1,0 +1,82 @@
+package plugins
+
+import (
+	"runtime"
+	"sync"
+	"testing"
+)
+
+// Calls that follow each other run on the goroutine the first one started,
+// a burst starts a goroutine for each call that finds no worker parked,
+// and every worker ends once done is closed.
+func TestCallWorkersReuseTheirGoroutines(t *testing.T) {
+	done := make(chan struct{})
+	w := newCallWorkers(done)
+
+	ran := make(chan struct{})
+	for i := 0; i < 100; i++ {
+		w.run(func() { ran <- struct{}{} })
+		<-ran
+		waitParked(t, w, 1) // the worker is back before the next call
+	}
+	if got := w.started.Load(); got != 1 {
+		t.Fatalf("100 calls one after the other started %d goroutines, want 1", got)
+	}
+
+	release := make(chan struct{})
+	var inCall sync.WaitGroup
+	inCall.Add(10)
+	for i := 0; i < 10; i++ {
+		w.run(func() { inCall.Done(); <-release })
+	}
+	inCall.Wait()
+	if got := w.started.Load(); got != 10 {
+		t.Fatalf("10 calls held at once with one worker parked: %d goroutines started in all, want 10", got)
+	}
+	close(release)
+	waitParked(t, w, 10)
+	close(done)
+	w.wait() // returns only when every worker has ended
+	if got := w.idle.Load(); got != 10 {
+		t.Fatalf("parked count after the end: %d, want 10 (none took a call)", got)
+	}
+}
+
+// More calls held at once than maxIdleCallWorkers leave at most that many
+// goroutines parked when they return.
+func TestCallWorkersParkAtMostTheirBound(t *testing.T) {
+	done := make(chan struct{})
+	defer close(done)
+	w := newCallWorkers(done)
+	n := maxIdleCallWorkers + 50
+	release := make(chan struct{})
+	var inCall, returned sync.WaitGroup
+	inCall.Add(n)
+	returned.Add(n)
+	for i := 0; i < n; i++ {
+		w.run(func() { inCall.Done(); <-release; returned.Done() })
+	}
+	inCall.Wait()
+	close(release)
+	returned.Wait()
+	waitParked(t, w, maxIdleCallWorkers)
+	for i := 0; int(w.started.Load())-w.ended() > maxIdleCallWorkers; i++ {
+		if i > 10_000_000 {
+			t.Fatalf("%d workers still running after %d calls returned, want at most %d", int(w.started.Load())-w.ended(), n, maxIdleCallWorkers)
+		}
+		runtime.Gosched()
+	}
+	if got := w.idle.Load(); got > maxIdleCallWorkers {
+		t.Fatalf("%d workers parked, want at most %d", got, maxIdleCallWorkers)
+	}
+}
+
+func waitParked(t *testing.T, w *callWorkers, n int32) {
+	t.Helper()
+	for i := 0; w.idle.Load() < n; i++ {
+		if i > 10_000_000 {
+			t.Fatalf("workers parked: %d, want %d", w.idle.Load(), n)
+		}
+		runtime.Gosched()
+	}
+}
