@@ -60,6 +60,3 @@ func (w *callWorkers) loop(f func()) {
 // wait returns when every worker has ended (after done is closed and the
 // calls they run have returned).
 func (w *callWorkers) wait() { w.wg.Wait() }
-
-// ended is the number of workers that have ended.
-func (w *callWorkers) ended() int { return int(w.exited.Load()) }

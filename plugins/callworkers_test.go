@@ -60,9 +60,10 @@ func TestCallWorkersParkAtMostTheirBound(t *testing.T) {
 	close(release)
 	returned.Wait()
 	waitParked(t, w, maxIdleCallWorkers)
-	for i := 0; int(w.started.Load())-w.ended() > maxIdleCallWorkers; i++ {
+	running := func() int32 { return w.started.Load() - w.exited.Load() }
+	for i := 0; running() > maxIdleCallWorkers; i++ {
 		if i > 10_000_000 {
-			t.Fatalf("%d workers still running after %d calls returned, want at most %d", int(w.started.Load())-w.ended(), n, maxIdleCallWorkers)
+			t.Fatalf("%d workers still running after %d calls returned, want at most %d", running(), n, maxIdleCallWorkers)
 		}
 		runtime.Gosched()
 	}

@@ -23,9 +23,9 @@ var txnStreamOff atomic.Bool
 // Each call runs on a goroutine of the stream's callWorkers through the
 // unary handler's txn, with the caller's deadline; replies are sent as
 // they complete, the ones that complete while a send is in progress
-// together in the next message. When
-// the host ends the stream (or its connection breaks), calls still running
-// are cancelled, as unary calls are when their stream is reset.
+// together in the next message. When the host ends the stream (or its
+// connection breaks), calls still running are cancelled, as unary calls
+// are when their stream is reset.
 func (s *server) TxnStream(stream pb.Backend_TxnStreamServer) error {
 	if txnStreamOff.Load() {
 		return status.Error(codes.Unimplemented, "method TxnStream not implemented")
