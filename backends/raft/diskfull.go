@@ -2,6 +2,7 @@ package raft
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -114,6 +115,10 @@ type diskGuard struct {
 	initial map[uint64]dragonboat.Target
 	join    bool
 
+	// fatal ends the process (a panic, as Dragonboat's own on a failed log
+	// write); tests replace it.
+	fatal func(msg string)
+
 	mu       sync.Mutex
 	paused   bool
 	lastFree uint64
@@ -122,7 +127,8 @@ type diskGuard struct {
 }
 
 func newDiskGuard(m *member, rc dbconfig.Config, factory func(uint64, uint64) sm.IOnDiskStateMachine) *diskGuard {
-	return &diskGuard{m: m, rc: rc, factory: factory, reserve: uint64(m.opts.DiskMinFree), free: m.opts.storage.free}
+	return &diskGuard{m: m, rc: rc, factory: factory, reserve: uint64(m.opts.DiskMinFree), free: m.opts.storage.free,
+		fatal: func(msg string) { panic(msg) }}
 }
 
 // start starts the replica unless the disk is already below the reserve
@@ -317,6 +323,13 @@ func (g *diskGuard) resume() {
 	_, err := os.Stat(filepath.Join(m.opts.Dir, nonVotingFile))
 	rc.IsNonVoting = err == nil
 	if err := m.nh.StartOnDiskReplica(g.initial, g.join, g.factory, rc); err != nil {
+		if errors.Is(err, dragonboat.ErrShardAlreadyExist) {
+			if msg := g.stuckWrite(time.Now()); msg != "" {
+				m.opts.Logf("%s", msg)
+				g.fatal(msg)
+				return
+			}
+		}
 		// The stopped replica may not be fully released yet: next check.
 		m.opts.Logf("raft: resume replica %d: %v", m.replicaID, err)
 		return
@@ -330,6 +343,34 @@ func (g *diskGuard) resume() {
 	m.mu.Lock()
 	m.broadcastChangeLocked()
 	m.mu.Unlock()
+}
+
+// stuckWriteAfter is how long a Raft log write begun before the pause may
+// still be in flight when space is back before the member gives up on it.
+const stuckWriteAfter = 5 * time.Second
+
+// stuckWrite is, when the replica cannot be started again because its step
+// worker is inside a Raft log write that began before the pause and has
+// not returned for stuckWriteAfter, the message the member ends its
+// process with; "" otherwise. Such a write never returns (see
+// lazyCommit.writingSince), the stopped replica stays loaded in
+// Dragonboat's engine until it does, and only a new process, which reopens
+// the log from disk, brings the member back; a plugin's host restarts it.
+func (g *diskGuard) stuckWrite(now time.Time) string {
+	c := g.m.logdb.Load()
+	if c == nil {
+		return ""
+	}
+	began, ok := c.writingSince()
+	g.mu.Lock()
+	paused := g.since
+	g.mu.Unlock()
+	if !ok || !began.Before(paused) || now.Sub(began) < stuckWriteAfter {
+		return ""
+	}
+	return fmt.Sprintf("raft: member %d cannot resume its replica: a Raft log write begun %s ago, before the disk filled, has not returned "+
+		"(the log store cannot complete it after a failed write, freed space or not); ending the process so that it restarts from disk",
+		g.m.replicaID, now.Sub(began).Round(time.Millisecond))
 }
 
 // closeNodeHost closes the NodeHost once no pause or resume is running.

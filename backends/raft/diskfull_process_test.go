@@ -101,8 +101,11 @@ func TestProcessDiskFullTmpfs(t *testing.T) {
 // one byte, so the guard does not pause it first: its Raft log write fails
 // with ENOSPC and Dragonboat panics (the plugin process exits), and the
 // restarted plugin cannot open its log on the full disk and waits for
-// space. The other two keep serving; once the filler is removed voter 1
-// starts by itself and holds exactly what the quorum committed.
+// space (or, when it opened it and filled the disk again before its guard
+// paused it, is left with a log write that never returns and ends its
+// process once space is back: diskGuard.stuckWrite). The other two keep
+// serving; once the filler is removed voter 1 starts by itself and holds
+// exactly what the quorum committed.
 func TestProcessDiskFilledFasterThanTheGuard(t *testing.T) {
 	mnt, v, clients := tmpfsVoters(t, 64<<20, "1b")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

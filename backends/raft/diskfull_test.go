@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lni/dragonboat/v4/raftio"
+	pb "github.com/lni/dragonboat/v4/raftpb"
+
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/testutil"
 )
@@ -177,5 +180,105 @@ func TestDiskFullAtStart(t *testing.T) {
 	noENOSPC(t, "voter", q)
 	if used, _ := q.usage(); used == 0 {
 		t.Fatal("nothing was written through the quota filesystem")
+	}
+}
+
+// blockingLogDB is a LogDB whose SaveRaftState waits for release.
+type blockingLogDB struct {
+	raftio.ILogDB
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b blockingLogDB) SaveRaftState([]pb.Update, uint64) error {
+	close(b.entered)
+	<-b.release
+	return nil
+}
+
+// TestLazyCommitWritingSince: a hard-state write in flight is seen, from
+// when it began, until it returns.
+func TestLazyCommitWritingSince(t *testing.T) {
+	b := blockingLogDB{entered: make(chan struct{}), release: make(chan struct{})}
+	c := newLazyCommit(b)
+	if _, ok := c.writingSince(); ok {
+		t.Fatal("a write in flight before any write")
+	}
+	before := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		done <- c.SaveRaftState([]pb.Update{{ShardID: shardID, ReplicaID: 1, EntriesToSave: []pb.Entry{{Index: 1, Term: 1}}}}, 1)
+	}()
+	<-b.entered
+	began, ok := c.writingSince()
+	if !ok || began.Before(before) || began.After(time.Now()) {
+		t.Fatalf("write in flight: %v, %v; want one begun after %v", began, ok, before)
+	}
+	close(b.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.writingSince(); ok {
+		t.Fatal("a write still in flight after it returned")
+	}
+}
+
+// TestResumeEndsAStuckLogWrite: a running member's guard asked to resume
+// (Dragonboat refuses: the replica is loaded) ends the process only when a
+// Raft log write begun before the pause has been in flight for
+// stuckWriteAfter; otherwise it logs and waits for the next check.
+func TestResumeEndsAStuckLogWrite(t *testing.T) {
+	dir := t.TempDir()
+	p := NewProvider(testOptions(dir, 1, newVoters(t, 1)))
+	if err := p.Start(ctxT(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	testutil.WaitFor(t, 20*time.Second, "the voter leading", func() bool {
+		st, err := p.Status()
+		return err == nil && st.Role == core.RoleLeader
+	})
+	m := p.m
+	c := m.logdb.Load()
+	if c == nil {
+		t.Fatal("the member did not keep its LogDB")
+	}
+	// Hold the LogDB's lock: no real write sets or clears c.writing meanwhile.
+	c.mu.Lock()
+	g := m.disk
+	var ended []string
+	g.fatal = func(msg string) { ended = append(ended, msg) }
+	pausedAt := time.Now()
+	g.mu.Lock()
+	g.since = pausedAt
+	g.mu.Unlock()
+	for _, tc := range []struct {
+		name  string
+		began time.Time // zero: no write in flight
+		ends  bool
+	}{
+		{"no write in flight", time.Time{}, false},
+		{"a write begun after the pause", pausedAt.Add(time.Millisecond), false},
+		{"a write begun before the pause, in flight less than the bound", pausedAt.Add(-time.Second), false},
+		{"a write begun before the pause, in flight past the bound", pausedAt.Add(-stuckWriteAfter - time.Second), true},
+	} {
+		ended = nil
+		if tc.began.IsZero() {
+			c.writing.Store(0)
+		} else {
+			c.writing.Store(tc.began.UnixNano())
+		}
+		g.resume()
+		if got := len(ended) == 1; got != tc.ends {
+			t.Fatalf("%s: process ended: %v (%q), want %v", tc.name, got, ended, tc.ends)
+		}
+		if tc.ends && !strings.Contains(ended[0], "member 1 cannot resume its replica: a Raft log write begun") {
+			t.Fatalf("%s: message %q", tc.name, ended[0])
+		}
+	}
+	c.writing.Store(0)
+	c.mu.Unlock()
+	if st, err := p.Status(); err != nil || st.Role != core.RoleLeader {
+		t.Fatalf("the member after the refused resumes: %+v, %v", st, err)
 	}
 }

@@ -3,6 +3,7 @@ package raft
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 	_ "unsafe" // go:linkname: Dragonboat's Pebble LogDB constructor
 
@@ -29,6 +30,9 @@ var errLogDBSelfCheck = errors.New("raft: the Raft log store failed Dragonboat's
 // store, readable by an unwrapped LogDB and by every earlier metaplane.
 type lazyCommitPebble struct {
 	unflushed bool // logDBUnflushed: see lazyCommit.unflushed
+	// made, when set, is handed each LogDB created (the member keeps it to
+	// see a write that never returns, diskfull.go).
+	made func(*lazyCommit)
 }
 
 func (f lazyCommitPebble) Create(cfg dbconfig.NodeHostConfig, cb dbconfig.LogDBCallback, dirs, wals []string) (raftio.ILogDB, error) {
@@ -48,6 +52,9 @@ func (f lazyCommitPebble) Create(cfg dbconfig.NodeHostConfig, cb dbconfig.LogDBC
 	}
 	c := newLazyCommit(db)
 	c.unflushed = f.unflushed
+	if f.made != nil {
+		f.made(c)
+	}
 	return c, nil
 }
 
@@ -100,6 +107,11 @@ type lazyCommit struct {
 	// before snapshot records, never on their own (a closed member's log is
 	// what a crash right after its last write leaves; tests).
 	unflushed bool
+
+	// writing is when the hard-state write in flight began (Unix
+	// nanoseconds), 0 when none is: read without c.mu, which the write
+	// holds. See writingSince.
+	writing atomic.Int64
 }
 
 // keptFlushDelay is how long a kept commit index waits for an update to
@@ -147,7 +159,7 @@ func (c *lazyCommit) SaveRaftState(updates []pb.Update, worker uint64) error {
 	if len(out) == 0 {
 		return nil
 	}
-	if err := c.ILogDB.SaveRaftState(out, worker); err != nil {
+	if err := c.save(out, worker); err != nil {
 		return err
 	}
 	for _, ud := range out {
@@ -156,6 +168,28 @@ func (c *lazyCommit) SaveRaftState(updates []pb.Update, worker uint64) error {
 		}
 	}
 	return nil
+}
+
+// save writes updates through the wrapped LogDB, recording when the write
+// began while it is in flight; c.mu is held.
+func (c *lazyCommit) save(updates []pb.Update, worker uint64) error {
+	c.writing.Store(time.Now().UnixNano())
+	defer c.writing.Store(0)
+	return c.ILogDB.SaveRaftState(updates, worker)
+}
+
+// writingSince reports when the write in flight began, and whether one is.
+// Dragonboat's Pebble LogDB can leave a write that never returns: after
+// its log file failed a write with ENOSPC, a later write may wait forever
+// for a buffer the failed one never gave back, freed space or not (the
+// step worker that made it is then stuck, and its replica cannot be
+// started again in this process; diskGuard.resume).
+func (c *lazyCommit) writingSince() (time.Time, bool) {
+	n := c.writing.Load()
+	if n == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, n), true
 }
 
 // saved records st as the replica's last written hard state; c.mu is held.
@@ -202,7 +236,7 @@ func (c *lazyCommit) writeKept() error {
 		st := pb.State{Term: r.saved.Term, Vote: r.saved.Vote, Commit: r.commit}
 		// The first step worker's buffers: every write through c holds
 		// c.mu, so no step worker is using them now.
-		if err := c.ILogDB.SaveRaftState([]pb.Update{{ShardID: ni.ShardID, ReplicaID: ni.ReplicaID, State: st}}, 1); err != nil {
+		if err := c.save([]pb.Update{{ShardID: ni.ShardID, ReplicaID: ni.ReplicaID, State: st}}, 1); err != nil {
 			errs = append(errs, fmt.Errorf("raft: saving the commit index of replica %d: %w", ni.ReplicaID, err))
 			continue
 		}

@@ -105,6 +105,8 @@ type member struct {
 	wg        sync.WaitGroup
 	// disk pauses the replica while Dir is short of space (diskfull.go).
 	disk *diskGuard
+	// logdb is the NodeHost's LogDB when it is lazyCommit (the default).
+	logdb atomic.Pointer[lazyCommit]
 }
 
 // leaseClock is a session's deadline as this member sees it. Only the Raft
@@ -307,6 +309,10 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 		m.contacts.own = true
 		m.heard = newHeard(m.contacts)
 		nhc.Expert.TransportFactory = m.heard.factory()
+	}
+	if f, ok := nhc.Expert.LogDBFactory.(lazyCommitPebble); ok {
+		f.made = m.logdb.Store
+		nhc.Expert.LogDBFactory = f
 	}
 	nh, err := openNodeHost(ctx, o, nhc)
 	if err != nil {
