@@ -123,7 +123,8 @@ type diskGuard struct {
 	paused   bool
 	lastFree uint64
 	since    time.Time
-	errLog   bool // a measuring error was logged
+	stopped  time.Time // when the pause's StopReplica returned
+	errLog   bool      // a measuring error was logged
 }
 
 func newDiskGuard(m *member, rc dbconfig.Config, factory func(uint64, uint64) sm.IOnDiskStateMachine) *diskGuard {
@@ -254,6 +255,9 @@ func (g *diskGuard) pause() {
 	if err := m.nh.StopReplica(shardID, m.replicaID); err != nil {
 		m.opts.Logf("raft: pause replica %d: %v", m.replicaID, err)
 	}
+	g.mu.Lock()
+	g.stopped = time.Now()
+	g.mu.Unlock()
 	m.mu.Lock()
 	if m.holder != nil {
 		m.dropHolderLocked()
@@ -350,9 +354,9 @@ func (g *diskGuard) resume() {
 const stuckWriteAfter = 5 * time.Second
 
 // stuckWrite is, when the replica cannot be started again because its step
-// worker is inside a Raft log write that began before the pause and has
-// not returned for stuckWriteAfter, the message the member ends its
-// process with; "" otherwise. Such a write never returns (see
+// worker is inside a Raft log write that began before the pause stopped
+// the replica and has not returned for stuckWriteAfter, the message the
+// member ends its process with; "" otherwise. Such a write never returns (see
 // lazyCommit.writingSince), the stopped replica stays loaded in
 // Dragonboat's engine until it does, and only a new process, which reopens
 // the log from disk, brings the member back; a plugin's host restarts it.
@@ -363,9 +367,11 @@ func (g *diskGuard) stuckWrite(now time.Time) string {
 	}
 	began, ok := c.writingSince()
 	g.mu.Lock()
-	paused := g.since
+	stopped := g.stopped
 	g.mu.Unlock()
-	if !ok || !began.Before(paused) || now.Sub(began) < stuckWriteAfter {
+	// A write begun before the replica was stopped is one the stop could
+	// not end; the bound leaves a slow disk its time.
+	if !ok || !began.Before(stopped) || now.Sub(began) < stuckWriteAfter {
 		return ""
 	}
 	return fmt.Sprintf("raft: member %d cannot resume its replica: a Raft log write begun %s ago, before the disk filled, has not returned "+

@@ -250,7 +250,7 @@ func TestResumeEndsAStuckLogWrite(t *testing.T) {
 	g.fatal = func(msg string) { ended = append(ended, msg) }
 	pausedAt := time.Now()
 	g.mu.Lock()
-	g.since = pausedAt
+	g.stopped = pausedAt
 	g.mu.Unlock()
 	for _, tc := range []struct {
 		name  string
