@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -74,10 +75,26 @@ func TestCallWorkersParkAtMostTheirBound(t *testing.T) {
 
 func waitParked(t *testing.T, w *callWorkers, n int32) {
 	t.Helper()
-	for i := 0; w.idle.Load() < n; i++ {
-		if i > 10_000_000 {
-			t.Fatalf("workers parked: %d, want %d", w.idle.Load(), n)
+	// A worker counts itself idle just before it blocks in its select: it
+	// is parked once its goroutine is seen blocked there too (a call handed
+	// over in between would start a new goroutine).
+	for i := 0; w.idle.Load() < n || blockedWorkers() < int(n); i++ {
+		if i > 100_000 {
+			t.Fatalf("workers parked: %d counted, %d blocked; want %d", w.idle.Load(), blockedWorkers(), n)
 		}
 		runtime.Gosched()
 	}
+}
+
+// blockedWorkers counts the goroutines blocked in callWorkers.loop's select.
+func blockedWorkers() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, " [select]:") && strings.Contains(g, "(*callWorkers).loop(") {
+			n++
+		}
+	}
+	return n
 }
