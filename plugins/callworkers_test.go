@@ -1,6 +1,7 @@
 package plugins
 
 import (
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -78,21 +79,23 @@ func waitParked(t *testing.T, w *callWorkers, n int32) {
 	// A worker counts itself idle just before it blocks in its select: it
 	// is parked once its goroutine is seen blocked there too (a call handed
 	// over in between would start a new goroutine).
-	for i := 0; w.idle.Load() < n || blockedWorkers() < int(n); i++ {
+	for i := 0; w.idle.Load() < n || blockedWorkers(w) < int(n); i++ {
 		if i > 100_000 {
-			t.Fatalf("workers parked: %d counted, %d blocked; want %d", w.idle.Load(), blockedWorkers(), n)
+			t.Fatalf("workers parked: %d counted, %d blocked; want %d", w.idle.Load(), blockedWorkers(w), n)
 		}
 		runtime.Gosched()
 	}
 }
 
-// blockedWorkers counts the goroutines blocked in callWorkers.loop's select.
-func blockedWorkers() int {
+// blockedWorkers counts the goroutines of w blocked in its loop's select
+// (a goroutine's trace names its receiver's address).
+func blockedWorkers(w *callWorkers) int {
+	frame := fmt.Sprintf("(*callWorkers).loop(%p", w)
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	n := 0
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, " [select]:") && strings.Contains(g, "(*callWorkers).loop(") {
+		if strings.Contains(g, " [select]:") && strings.Contains(g, frame) {
 			n++
 		}
 	}

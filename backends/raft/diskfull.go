@@ -374,7 +374,7 @@ func (g *diskGuard) stuckWrite(now time.Time) string {
 	if !ok || !began.Before(stopped) || now.Sub(began) < stuckWriteAfter {
 		return ""
 	}
-	return fmt.Sprintf("raft: member %d cannot resume its replica: a Raft log write begun %s ago, before the disk filled, has not returned "+
+	return fmt.Sprintf("raft: member %d cannot resume its replica: a Raft log write begun %s ago, before the replica was paused, has not returned "+
 		"(the log store cannot complete it after a failed write, freed space or not); ending the process so that it restarts from disk",
 		g.m.replicaID, now.Sub(began).Round(time.Millisecond))
 }

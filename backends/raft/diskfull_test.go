@@ -225,8 +225,9 @@ func TestLazyCommitWritingSince(t *testing.T) {
 
 // TestResumeEndsAStuckLogWrite: a running member's guard asked to resume
 // (Dragonboat refuses: the replica is loaded) ends the process only when a
-// Raft log write begun before the pause has been in flight for
-// stuckWriteAfter; otherwise it logs and waits for the next check.
+// Raft log write begun before the pause stopped the replica has been in
+// flight for stuckWriteAfter; otherwise it logs and waits for the next
+// check.
 func TestResumeEndsAStuckLogWrite(t *testing.T) {
 	dir := t.TempDir()
 	p := NewProvider(testOptions(dir, 1, newVoters(t, 1)))
@@ -248,9 +249,9 @@ func TestResumeEndsAStuckLogWrite(t *testing.T) {
 	g := m.disk
 	var ended []string
 	g.fatal = func(msg string) { ended = append(ended, msg) }
-	pausedAt := time.Now()
+	stoppedAt := time.Now()
 	g.mu.Lock()
-	g.stopped = pausedAt
+	g.stopped = stoppedAt
 	g.mu.Unlock()
 	for _, tc := range []struct {
 		name  string
@@ -258,9 +259,9 @@ func TestResumeEndsAStuckLogWrite(t *testing.T) {
 		ends  bool
 	}{
 		{"no write in flight", time.Time{}, false},
-		{"a write begun after the pause", pausedAt.Add(time.Millisecond), false},
-		{"a write begun before the pause, in flight less than the bound", pausedAt.Add(-time.Second), false},
-		{"a write begun before the pause, in flight past the bound", pausedAt.Add(-stuckWriteAfter - time.Second), true},
+		{"a write begun after the stop", stoppedAt.Add(time.Millisecond), false},
+		{"a write begun before the stop, in flight less than the bound", stoppedAt.Add(-time.Second), false},
+		{"a write begun before the stop, in flight past the bound", stoppedAt.Add(-stuckWriteAfter - time.Second), true},
 	} {
 		ended = nil
 		if tc.began.IsZero() {
