@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/protocodec"
 	pb "github.com/metaplane/metaplane/proto/metaplane/v1"
 )
 
@@ -71,18 +72,24 @@ func (p *GRPCPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, conn *g
 // once gRPC starts a goroutine per call as before.
 const streamWorkers = 64
 
-// grpcServerOptions are the plugin's gRPC server options.
+// grpcServerOptions are the plugin's gRPC server options. Both sides
+// encode the Backend service's messages with their generated methods
+// (protocodec): the protobuf runtime's reflection was most of the
+// encoding's CPU on both sides of a write (docs/plugins.md, "Wire
+// encoding"). The wire format is the same, so a host or plugin built
+// without it speaks to one built with it.
 func grpcServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(maxMessageSize),
 		grpc.MaxSendMsgSize(maxMessageSize),
 		grpc.NumStreamWorkers(streamWorkers),
+		grpc.ForceServerCodecV2(protocodec.Codec()),
 	}
 }
 
 // grpcDialOptions are the host's gRPC dial options.
 func grpcDialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize), grpc.MaxCallSendMsgSize(maxMessageSize)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize), grpc.MaxCallSendMsgSize(maxMessageSize), grpc.ForceCodecV2(protocodec.Codec())),
 	}
 }

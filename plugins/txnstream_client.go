@@ -8,8 +8,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/metaplane/metaplane/internal/protocodec"
 	pb "github.com/metaplane/metaplane/proto/metaplane/v1"
 )
 
@@ -154,7 +154,7 @@ func (m *txnMux) send(ctx context.Context, st *txnStreamRun) {
 			m.mu.Unlock()
 			return false, errStreamEnded
 		}
-		batch, rest := takeBatch(st.queue, func(c *pb.TxnCall) int { return proto.Size(c) })
+		batch, rest := takeBatch(st.queue, func(c *pb.TxnCall) int { return protocodec.Size(c) })
 		st.queue = rest
 		cancels := st.cancels
 		st.cancels = nil

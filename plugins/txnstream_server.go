@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/metaplane/metaplane/internal/protocodec"
 	pb "github.com/metaplane/metaplane/proto/metaplane/v1"
 )
 
@@ -128,7 +128,7 @@ func (q *replyQueue) push(r *pb.TxnReply) {
 func (q *replyQueue) pump(ctx context.Context, send func(*pb.TxnStreamResponse) error) error {
 	return pumpBatches(ctx, q.kick, func() (bool, error) {
 		q.mu.Lock()
-		batch, rest := takeBatch(q.pending, func(r *pb.TxnReply) int { return proto.Size(r) })
+		batch, rest := takeBatch(q.pending, func(r *pb.TxnReply) int { return protocodec.Size(r) })
 		q.pending = rest
 		q.mu.Unlock()
 		if len(batch) == 0 {

@@ -4,13 +4,18 @@
 # committed code differs (`make proto-check`, run by CI).
 #
 # The generators are pinned and installed when missing: protoc from Debian's
-# protobuf-compiler package, protoc-gen-go and protoc-gen-go-grpc from the Go
-# module proxy into $(go env GOPATH)/bin.
+# protobuf-compiler package, protoc-gen-go, protoc-gen-go-grpc and
+# protoc-gen-go-vtproto from the Go module proxy into $(go env GOPATH)/bin.
+# protoc-gen-go-vtproto writes each message's reflection-free Marshal,
+# Unmarshal and Size (*_vtproto.pb.go); its version is the one of the
+# vtprotobuf module go.mod requires, whose runtime helpers that code imports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PROTOC_GEN_GO_VERSION=v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION=v1.6.1
+VTPROTO_MODULE=github.com/planetscale/vtprotobuf
+VTPROTO_VERSION=$(go list -m -f '{{.Version}}' "$VTPROTO_MODULE")
 
 GOBIN_DIR="$(go env GOPATH)/bin"
 export PATH="$GOBIN_DIR:$PATH"
@@ -36,9 +41,26 @@ ensure_gen() {
 	GOFLAGS= GOBIN="$GOBIN_DIR" go install "$module@$version"
 }
 
+# ensure_vtproto installs protoc-gen-go-vtproto unless the installed one
+# was built from VTPROTO_VERSION (it has no --version flag; the binary's
+# build information names its module's version).
+ensure_vtproto() {
+	local bin="$GOBIN_DIR/protoc-gen-go-vtproto"
+	if [ -x "$bin" ] && go version -m "$bin" 2>/dev/null | grep -q "mod[[:space:]]*$VTPROTO_MODULE[[:space:]]*$VTPROTO_VERSION"; then
+		return
+	fi
+	echo "installing $VTPROTO_MODULE/cmd/protoc-gen-go-vtproto@$VTPROTO_VERSION into $GOBIN_DIR" >&2
+	GOFLAGS= GOBIN="$GOBIN_DIR" go install "$VTPROTO_MODULE/cmd/protoc-gen-go-vtproto@$VTPROTO_VERSION"
+}
+
 ensure_protoc
 ensure_gen protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go "$PROTOC_GEN_GO_VERSION"
 ensure_gen protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc "$PROTOC_GEN_GO_GRPC_VERSION"
+ensure_vtproto
+
+# VTPROTO_OPTS: the vtproto generator's options (no object pools, no Equal
+# or Clone: only the codec's three methods).
+VTPROTO_OPTS="--go-vtproto_opt=paths=source_relative --go-vtproto_opt=features=marshal+unmarshal+size"
 
 # The include root of a .proto file is proto/ (it is registered as
 # metaplane/v1/backend.proto), the convention for new files. A file whose
@@ -72,12 +94,14 @@ generate() {
 		(cd "$root/proto" && protoc -I . \
 			--go_out=. --go_opt=paths=source_relative \
 			--go-grpc_out=. --go-grpc_opt=paths=source_relative \
+			--go-vtproto_out=. $VTPROTO_OPTS \
 			"${under_proto[@]}")
 	fi
 	if [ ${#under_repo[@]} -gt 0 ]; then
 		(cd "$root" && protoc -I . \
 			--go_out=. --go_opt=paths=source_relative \
 			--go-grpc_out=. --go-grpc_opt=paths=source_relative \
+			--go-vtproto_out=. $VTPROTO_OPTS \
 			"${under_repo[@]}")
 	fi
 }

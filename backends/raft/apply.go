@@ -7,9 +7,9 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/protocodec"
 	raftv1 "github.com/metaplane/metaplane/proto/metaplane/raft/v1"
 )
 
@@ -57,7 +57,7 @@ func (a *applier) applyEntry(cmd []byte) *raftv1.CommandResult {
 		return &raftv1.CommandResult{}
 	}
 	var c raftv1.Command
-	if err := proto.Unmarshal(cmd, &c); err != nil {
+	if err := protocodec.Unmarshal(cmd, &c); err != nil {
 		return fail(raftv1.Code_CODE_INVALID_ARGUMENT, -1, "undecodable command: %v", err).result(a.index)
 	}
 	a.timeMs = c.GetTimeMs()

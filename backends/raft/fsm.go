@@ -15,6 +15,7 @@ import (
 	sm "github.com/lni/dragonboat/v4/statemachine"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/metaplane/metaplane/internal/protocodec"
 	raftv1 "github.com/metaplane/metaplane/proto/metaplane/raft/v1"
 )
 
@@ -171,14 +172,14 @@ func readProto(r reader, key []byte, m proto.Message) (bool, error) {
 		return false, err
 	}
 	defer c.Close()
-	if err := proto.Unmarshal(v, m); err != nil {
+	if err := protocodec.Unmarshal(v, m); err != nil {
 		return false, fmt.Errorf("raft state machine: decode %q: %w", key, err)
 	}
 	return true, nil
 }
 
 func mustMarshal(m proto.Message) []byte {
-	b, err := proto.Marshal(m)
+	b, err := protocodec.Marshal(m)
 	if err != nil {
 		panic(fmt.Sprintf("raft: marshal %T: %v", m, err))
 	}
@@ -428,7 +429,7 @@ func (f *fsm) Close() error {
 }
 
 func unmarshal(b []byte, m proto.Message) error {
-	if err := proto.Unmarshal(b, m); err != nil {
+	if err := protocodec.Unmarshal(b, m); err != nil {
 		return fmt.Errorf("raft state machine: decode %T: %w", m, err)
 	}
 	return nil

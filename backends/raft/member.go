@@ -21,9 +21,9 @@ import (
 	"github.com/lni/dragonboat/v4/logger"
 	"github.com/lni/dragonboat/v4/raftio"
 	sm "github.com/lni/dragonboat/v4/statemachine"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/protocodec"
 	raftv1 "github.com/metaplane/metaplane/proto/metaplane/raft/v1"
 )
 
@@ -715,7 +715,7 @@ func (m *member) propose(ctx context.Context, cmd *raftv1.Command) (*raftv1.Comm
 		res, err := m.nh.SyncPropose(pctx, m.noop, data)
 		if err == nil {
 			var r raftv1.CommandResult
-			if err := proto.Unmarshal(res.Data, &r); err != nil {
+			if err := protocodec.Unmarshal(res.Data, &r); err != nil {
 				return nil, fmt.Errorf("%w: raft: undecodable result: %v", core.ErrUnavailable, err)
 			}
 			return &r, nil

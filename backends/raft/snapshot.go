@@ -12,8 +12,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	sm "github.com/lni/dragonboat/v4/statemachine"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/metaplane/metaplane/internal/protocodec"
 	raftv1 "github.com/metaplane/metaplane/proto/metaplane/raft/v1"
 )
 
@@ -125,7 +125,7 @@ func readHeader(r *bufio.Reader) (*raftv1.SnapshotHeader, error) {
 		return nil, fmt.Errorf("%w: short header", ErrSnapshotCorrupt)
 	}
 	var hdr raftv1.SnapshotHeader
-	if err := proto.Unmarshal(b, &hdr); err != nil {
+	if err := protocodec.Unmarshal(b, &hdr); err != nil {
 		return nil, fmt.Errorf("%w: header: %v", ErrSnapshotCorrupt, err)
 	}
 	if hdr.GetFormat() != snapshotFormat {
