@@ -705,7 +705,7 @@ func (m *member) propose(ctx context.Context, cmd *raftv1.Command) (*raftv1.Comm
 	data := mustMarshal(cmd)
 	m.proposing.Add(1)
 	defer m.proposing.Add(-1)
-	pctx, cancel := context.WithTimeout(ctx, m.opts.ProposalTimeout)
+	pctx, cancel := proposalCtx(ctx, m.opts.ProposalTimeout)
 	defer cancel()
 	if err := m.awaitReady(ctx, pctx); err != nil {
 		return nil, err
@@ -774,6 +774,17 @@ func (m *member) awaitReady(ctx, pctx context.Context) error {
 // proposal then cannot commit before a new leader is elected (Dragonboat
 // does not fail it early), and waiting would only hold up the caller,
 // typically a shutdown.
+// proposalCtx bounds a proposal by timeout: ctx itself when its own
+// deadline comes first (a caller's deadline, as on every call through the
+// plugin), so that a write does not pay for a second timer and cancel
+// context it cannot need; otherwise ctx with that timeout.
+func proposalCtx(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= timeout {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, timeout)
+}
+
 func (m *member) proposeBestEffort(ctx context.Context, cmd *raftv1.Command) (*raftv1.CommandResult, error) {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
