@@ -75,10 +75,15 @@ type fsm struct {
 	mu     sync.RWMutex // guards db against Close/Recover swapping it
 	db     *pebble.DB
 	closed bool
-	// cache and logFloor are Update's (see nodeCache and trimChangeLog),
-	// forgotten when db's content is replaced other than by Update.
+	// cache, logFloor and leader are Update's (see nodeCache,
+	// trimChangeLog and leaderSlot), forgotten when db's content is
+	// replaced other than by Update.
 	cache    *nodeCache
 	logFloor int64
+	leader   leaderSlot
+	// noLeaderSlot makes every read of the leader record go to the store
+	// (tests compare the two).
+	noLeaderSlot bool
 }
 
 var _ sm.IOnDiskStateMachine = (*fsm)(nil)
@@ -202,9 +207,13 @@ func (f *fsm) Update(entries []sm.Entry) ([]sm.Entry, error) {
 	var notes []applyNote
 	var last uint64
 	written := map[string]*raftv1.NodeRecord{}
+	leader := f.leader
 	for i := range entries {
 		e := &entries[i]
 		a := &applier{b: b, index: int64(e.Index), written: written, cache: f.cache}
+		if !f.noLeaderSlot {
+			a.lead = &leader
+		}
 		res := a.applyEntry(e.Cmd)
 		if len(a.events) > 0 {
 			if err := b.Set(logKey(int64(e.Index)), mustMarshal(&raftv1.ChangeLogEntry{Events: a.events}), nil); err != nil {
@@ -237,6 +246,7 @@ func (f *fsm) Update(entries []sm.Entry) ([]sm.Entry, error) {
 		return nil, fmt.Errorf("raft state machine: commit: %w", err)
 	}
 	f.logFloor = floor
+	f.leader = leader
 	if f.cache != nil {
 		for p, n := range written {
 			f.cache.put(p, n)
@@ -306,6 +316,7 @@ func (f *fsm) forget() {
 		f.cache.reset()
 	}
 	f.logFloor = 0
+	f.leader = leaderSlot{}
 }
 
 // Lookup answers a query (see query.go) from the store.
