@@ -81,31 +81,16 @@ func TestLeaderSlotIsExact(t *testing.T) {
 	var term uint64
 	index, fenced, epochs := uint64(0), 0, map[int64]bool{}
 	for round := 0; round < 300; round++ {
-		var a, b []smEntry
+		var cmds [][]byte
+		epoch := storedLeader(t, plain).GetEpoch()
 		for n := 1 + r.IntN(6); n > 0; n-- {
-			index++
-			cmd := randomLeadershipCommand(r, index, &term, storedLeader(t, plain).GetEpoch(), &sessions)
+			cmd := randomLeadershipCommand(r, index+uint64(len(cmds))+1, &term, epoch, &sessions)
 			if x := cmd.GetTxn(); x != nil && x.GetFence().GetValid() {
 				fenced++
 			}
-			raw := mustMarshal(cmd)
-			a = append(a, smEntry{Index: index, Cmd: raw})
-			b = append(b, smEntry{Index: index, Cmd: raw})
+			cmds = append(cmds, mustMarshal(cmd))
 		}
-		outA, err := slot.Update(a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		outB, err := plain.Update(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range outA {
-			if outA[i].Result.Value != outB[i].Result.Value || !bytes.Equal(outA[i].Result.Data, outB[i].Result.Data) {
-				t.Fatalf("entry %d: with the slot code %d %x, without %d %x", outA[i].Index,
-					outA[i].Result.Value, outA[i].Result.Data, outB[i].Result.Value, outB[i].Result.Data)
-			}
-		}
+		updateBoth(t, slot, plain, &index, cmds, "the slot")
 		la, lb := storedLeader(t, slot), storedLeader(t, plain)
 		if !proto.Equal(la, lb) {
 			t.Fatalf("after index %d: leader record %v with the slot, %v without", index, la, lb)

@@ -103,6 +103,34 @@ func randomCommand(r *rand.Rand, index uint64, sessions *[]int64) *raftv1.Comman
 	return &raftv1.Command{TimeMs: int64(index), Body: &raftv1.Command_Txn{Txn: x}}
 }
 
+// updateBoth applies cmds, at the indexes after *index, to x and to y
+// (the same state machine without what x has: a cache, a slot), fails
+// unless every entry has the same result on both, and returns x's.
+func updateBoth(t *testing.T, x, y *fsm, index *uint64, cmds [][]byte, what string) []smEntry {
+	t.Helper()
+	var a, b []smEntry
+	for _, c := range cmds {
+		*index++
+		a = append(a, smEntry{Index: *index, Cmd: c})
+		b = append(b, smEntry{Index: *index, Cmd: c})
+	}
+	outA, err := x.Update(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outB, err := y.Update(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range outA {
+		if outA[i].Result.Value != outB[i].Result.Value || !bytes.Equal(outA[i].Result.Data, outB[i].Result.Data) {
+			t.Fatalf("entry %d: with %s code %d %x, without %d %x", outA[i].Index, what,
+				outA[i].Result.Value, outA[i].Result.Data, outB[i].Result.Value, outB[i].Result.Data)
+		}
+	}
+	return outA
+}
+
 // checkCacheExact fails unless every record in f's cache is the one its
 // store holds.
 func checkCacheExact(t *testing.T, f *fsm, stored map[string]*raftv1.NodeRecord) {
@@ -126,27 +154,12 @@ func TestNodeCacheIsExact(t *testing.T) {
 	var sessions []int64
 	index, refused := uint64(0), 0
 	for round := 0; round < 400; round++ {
-		var a, b []smEntry
+		var cmds [][]byte
 		for n := 1 + r.IntN(8); n > 0; n-- {
-			index++
-			cmd := mustMarshal(randomCommand(r, index, &sessions))
-			a = append(a, smEntry{Index: index, Cmd: cmd})
-			b = append(b, smEntry{Index: index, Cmd: cmd})
+			cmds = append(cmds, mustMarshal(randomCommand(r, index+uint64(len(cmds))+1, &sessions)))
 		}
-		outA, err := cached.Update(a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		outB, err := plain.Update(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range outA {
-			if outA[i].Result.Value != outB[i].Result.Value || !bytes.Equal(outA[i].Result.Data, outB[i].Result.Data) {
-				t.Fatalf("entry %d: with the cache code %d %x, without %d %x", outA[i].Index,
-					outA[i].Result.Value, outA[i].Result.Data, outB[i].Result.Value, outB[i].Result.Data)
-			}
-			if outA[i].Result.Value != 0 {
+		for _, e := range updateBoth(t, cached, plain, &index, cmds, "the cache") {
+			if e.Result.Value != 0 {
 				refused++
 			}
 		}
