@@ -21,7 +21,6 @@ import (
 
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/deadline"
-	"github.com/metaplane/metaplane/internal/protocodec"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
@@ -194,7 +193,7 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	if cc, ok := c.conns[addr]; ok {
 		return cc, nil
 	}
-	dopts := []grpc.DialOption{grpc.WithTransportCredentials(c.creds), grpc.WithDefaultCallOptions(grpc.ForceCodecV2(protocodec.Codec()))}
+	dopts := []grpc.DialOption{grpc.WithTransportCredentials(c.creds)}
 	if c.perRPC != nil {
 		dopts = append(dopts, grpc.WithPerRPCCredentials(c.perRPC))
 	}

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/metaplane/metaplane/adminclient"
-	"github.com/metaplane/metaplane/internal/protocodec"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
@@ -127,11 +126,10 @@ func (s *Server) notifyOnce(ctx context.Context, l *leaderState, conns map[strin
 // tabletDialOptions are how the leader dials a tablet service: over TLS
 // with Options.TabletTLS and its password when given, else plaintext.
 func (s *Server) tabletDialOptions() []grpc.DialOption {
-	codec := grpc.WithDefaultCallOptions(grpc.ForceCodecV2(protocodec.Codec()))
 	if s.opts.TabletTLS == nil {
-		return []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), codec}
+		return []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(s.opts.TabletTLS)), codec}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(s.opts.TabletTLS))}
 	if s.opts.TabletUsername != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(adminclient.PasswordCredentials(s.opts.TabletUsername, s.opts.TabletPassword)))
 	}

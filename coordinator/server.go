@@ -27,7 +27,6 @@ import (
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/catalog"
 	"github.com/metaplane/metaplane/core/image"
-	"github.com/metaplane/metaplane/internal/protocodec"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
@@ -252,8 +251,7 @@ func (s *Server) newGRPC(creds credentials.TransportCredentials, sec *Security) 
 	if creds != nil {
 		sopts = append(sopts, grpc.Creds(creds))
 	}
-	sopts = append(sopts, grpc.ChainUnaryInterceptor(s.unaryAuth(sec)), grpc.ChainStreamInterceptor(s.streamAuth(sec)),
-		grpc.ForceServerCodecV2(protocodec.Codec()))
+	sopts = append(sopts, grpc.ChainUnaryInterceptor(s.unaryAuth(sec)), grpc.ChainStreamInterceptor(s.streamAuth(sec)))
 	g := grpc.NewServer(sopts...)
 	adminv1.RegisterAdminServiceServer(g, &adminService{s: s})
 	adminv1.RegisterTabletServerServiceServer(g, &tabletServerService{s: s})

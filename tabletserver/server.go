@@ -36,7 +36,6 @@ import (
 	"github.com/metaplane/metaplane/core/config"
 	"github.com/metaplane/metaplane/core/image"
 	"github.com/metaplane/metaplane/internal/authn"
-	"github.com/metaplane/metaplane/internal/protocodec"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
@@ -176,7 +175,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Credentials != nil {
 		sopts = append(sopts, grpc.Creds(opts.Credentials))
 	}
-	sopts = append(sopts, grpc.ChainUnaryInterceptor(s.unaryAuth), grpc.ForceServerCodecV2(protocodec.Codec()))
+	sopts = append(sopts, grpc.ChainUnaryInterceptor(s.unaryAuth))
 	s.grpc = grpc.NewServer(sopts...)
 	adminv1.RegisterTabletServiceServer(s.grpc, &tabletService{s: s})
 	return s, nil

@@ -6,7 +6,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 	raftv1 "github.com/metaplane/metaplane/proto/metaplane/raft/v1"
 	pb "github.com/metaplane/metaplane/proto/metaplane/v1"
 )
@@ -15,8 +14,9 @@ import (
 // runtime with the generated methods on the messages every write
 // encodes and decodes: the host's batch of 16 calls on the plugin's
 // TxnStream, the Raft command of one Set, and its change-log record; and
-// a FETCH_METADATA answer of 12 records, what a coordinator sends each
-// tablet server after a createTable (docs/plugins.md, "Wire encoding").
+// a watch message of 12 events, what the coordinator's image receives
+// across the plugin after a createTable (docs/plugins.md, "Wire
+// encoding").
 func BenchmarkEncoding(b *testing.B) {
 	value := make([]byte, 128)
 	batch := &pb.TxnStreamRequest{}
@@ -30,15 +30,16 @@ func BenchmarkEncoding(b *testing.B) {
 	}}}
 	record := &raftv1.ChangeLogEntry{Events: []*raftv1.Event{{Type: 2, Path: "/bench/write-64/c7", Data: value,
 		Stat: &raftv1.Stat{Version: 44, CreateRevision: 1000, ModifyRevision: 20000, CreateTime: 1796000000000, ModifyTime: 1796000000000, DataLength: 128}}}}
-	fetch := &adminv1.FetchMetadataResponse{NextOffset: 20001, AppliedOffset: 20000, Leader: true}
+	watch := &pb.WatchResponse{Revision: 20000}
 	for i := range 12 {
-		fetch.Records = append(fetch.Records, &adminv1.MetadataRecord{Type: adminv1.MetadataRecord_CREATED,
-			Path: fmt.Sprintf("/metadata/databases/db/tables/t-1234/buckets/%d/leader_isr", i), Data: make([]byte, 600), Offset: 20000, Version: 1})
+		watch.Events = append(watch.Events, &pb.WatchEvent{Type: pb.EventType_EVENT_TYPE_CREATED,
+			Path: fmt.Sprintf("/metadata/databases/db/tables/t-1234/buckets/%d/leader_isr", i), Data: make([]byte, 600),
+			Stat: &pb.Stat{Version: 0, CreateRevision: 20000, ModifyRevision: 20000, CreateTime: 1796000000000, ModifyTime: 1796000000000, DataLength: 600}, Revision: 20000})
 	}
 	for _, c := range []struct {
 		name string
 		msg  proto.Message
-	}{{"txn-stream-16", batch}, {"raft-command", command}, {"change-record", record}, {"fetch-metadata-12", fetch}} {
+	}{{"txn-stream-16", batch}, {"raft-command", command}, {"change-record", record}, {"watch-12", watch}} {
 		raw, err := proto.Marshal(c.msg)
 		if err != nil {
 			b.Fatal(err)
