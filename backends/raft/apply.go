@@ -106,15 +106,14 @@ func (a *applier) applyEntry(cmd []byte) *raftv1.CommandResult {
 // records every leader record it writes (setLeader, the only writer of
 // keyLeader); the copy replaces the kept slot only once the batch is
 // committed, and what replaces the store without Update forgets it.
-type leaderSlot struct {
-	ls    *raftv1.LeaderState
-	known bool
-}
+//
+// A slot holds the record, or nil while it is not known.
+type leaderSlot = *raftv1.LeaderState
 
 // leaderState is the current leader record: a copy the caller may change.
 func (a *applier) leaderState() *raftv1.LeaderState {
-	if a.lead != nil && a.lead.known {
-		return cloneLeader(a.lead.ls)
+	if a.lead != nil && *a.lead != nil {
+		return cloneLeader(*a.lead)
 	}
 	var ls raftv1.LeaderState
 	if _, err := readProto(a.b, keyLeader, &ls); err != nil {
@@ -122,7 +121,7 @@ func (a *applier) leaderState() *raftv1.LeaderState {
 		return &ls
 	}
 	if a.lead != nil {
-		a.lead.ls, a.lead.known = cloneLeader(&ls), true
+		*a.lead = cloneLeader(&ls)
 	}
 	return &ls
 }
@@ -131,7 +130,7 @@ func (a *applier) leaderState() *raftv1.LeaderState {
 func (a *applier) setLeader(ls *raftv1.LeaderState) {
 	a.set(keyLeader, mustMarshal(ls))
 	if a.lead != nil {
-		a.lead.ls, a.lead.known = cloneLeader(ls), true
+		*a.lead = cloneLeader(ls)
 	}
 }
 

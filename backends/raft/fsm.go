@@ -316,7 +316,7 @@ func (f *fsm) forget() {
 		f.cache.reset()
 	}
 	f.logFloor = 0
-	f.leader = leaderSlot{}
+	f.leader = nil
 }
 
 // Lookup answers a query (see query.go) from the store.

@@ -95,8 +95,8 @@ func TestLeaderSlotIsExact(t *testing.T) {
 		if !proto.Equal(la, lb) {
 			t.Fatalf("after index %d: leader record %v with the slot, %v without", index, la, lb)
 		}
-		if slot.leader.known && !proto.Equal(slot.leader.ls, la) {
-			t.Fatalf("after index %d: the slot holds %v, the store %v", index, slot.leader.ls, la)
+		if slot.leader != nil && !proto.Equal(slot.leader, la) {
+			t.Fatalf("after index %d: the slot holds %v, the store %v", index, slot.leader, la)
 		}
 		epochs[la.GetEpoch()] = true
 	}
@@ -121,14 +121,14 @@ func TestLeaderSlotIsExact(t *testing.T) {
 	srcEpoch := lead(src, 1, 2)
 	snap := snapshotOf(t, src)
 	dstEpoch := lead(dst, 1, 7)
-	if !dst.leader.known || dst.leader.ls.GetEpoch() != dstEpoch {
+	if dst.leader == nil || dst.leader.GetEpoch() != dstEpoch {
 		t.Fatalf("dst's slot %+v after its leader record of epoch %d", dst.leader, dstEpoch)
 	}
 	if err := dst.RecoverFromSnapshot(bytes.NewReader(snap), nil); err != nil {
 		t.Fatal(err)
 	}
-	if dst.leader.known {
-		t.Fatalf("the slot survived the snapshot's recovery: %v", dst.leader.ls)
+	if dst.leader != nil {
+		t.Fatalf("the slot survived the snapshot's recovery: %v", dst.leader)
 	}
 	write := func(epoch int64) uint64 {
 		out, err := dst.Update([]smEntry{{Index: 2, Cmd: mustMarshal(&raftv1.Command{TimeMs: 1, Body: &raftv1.Command_Txn{Txn: &raftv1.Txn{
