@@ -53,6 +53,10 @@ type Report struct {
 	Migration *Migration `json:"migration,omitempty"`
 	// Stream is what the stream. rows measured, when they ran.
 	Stream *Stream `json:"stream,omitempty"`
+	// Settle is what waiting for the other backends to go quiet before
+	// each batch cost; nil when the run did not wait (one backend, or
+	// --no-settle).
+	Settle *SettleSummary `json:"settle,omitempty"`
 }
 
 // ReportSchema is the current Report.Schema.
@@ -326,6 +330,9 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	if len(rep.Options.Settings) > 0 {
 		fmt.Fprintf(w, "settings: %s\n", strings.Join(rep.Options.Settings, ", "))
 	}
+	if rep.Settle != nil {
+		fmt.Fprintf(w, "settling: %s\n", rep.Settle)
+	}
 	if len(rep.Floors) > 0 {
 		fmt.Fprintln(w, "\nmachine floors (measured in this run):")
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
@@ -424,6 +431,9 @@ func formatBytes(b int64) string {
 func (rep *Report) WriteMarkdown(w io.Writer) error {
 	bw := &strings.Builder{}
 	backends := rep.backendOrder()
+	if rep.Settle != nil {
+		fmt.Fprintf(bw, "Settling: %s.\n\n", rep.Settle)
+	}
 	if len(rep.Floors) > 0 {
 		fmt.Fprintln(bw, "| machine floor | p50 | p99 |")
 		fmt.Fprintln(bw, "|---|---:|---:|")

@@ -54,6 +54,9 @@ type Options struct {
 	// mutual-TLS listener with the authorizer on, each noted with its
 	// ratio to the plaintext row.
 	Security bool
+	// NoSettle starts every batch at once, without waiting for the other
+	// backends' processes to go quiet (see settle.go).
+	NoSettle bool
 }
 
 // plan holds the sizes a run uses, derived from Options.
@@ -387,6 +390,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	// The rounds.
 	var memProcs []ProcessMemory
+	if !o.NoSettle && len(systems) > 1 {
+		rep.Settle = newSettleSummary(defaultSettle)
+	}
 	for round := 0; round < p.rounds && ctx.Err() == nil; round++ {
 		o.logf("round %d/%d", round+1, p.rounds)
 		last := round == p.rounds-1
@@ -401,6 +407,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				c := cells[i][name]
 				if c == nil || c.w == nil || ctx.Err() != nil {
 					continue
+				}
+				if rep.Settle != nil {
+					waited, quiet := settle(ctx, othersThan(systems, o.Backends, name), defaultSettle)
+					rep.Settle.add(waited, quiet)
+					if !quiet && ctx.Err() == nil {
+						o.logf("  %s on %s: the other backends were still busy after %v; the batch starts anyway", spec.id, name, waited.Round(time.Millisecond))
+					}
 				}
 				if last && c.w.memory {
 					resetPeaks(systems[name])

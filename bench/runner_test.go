@@ -101,6 +101,11 @@ func TestRunInterleavesAndReportsUnavailable(t *testing.T) {
 			}
 		}
 	}
+	// Two backends: every batch first waited for the other to go quiet
+	// (at once here: the fakes have no processes).
+	if rep.Settle == nil || rep.Settle.Batches == 0 || rep.Settle.Unsettled != 0 {
+		t.Errorf("settling: %+v, want every batch counted and none unsettled", rep.Settle)
+	}
 	if rep.Machine.Cores < 1 || rep.Options.Rounds != 3 {
 		t.Errorf("report header: machine %+v, options %+v", rep.Machine, rep.Options)
 	}

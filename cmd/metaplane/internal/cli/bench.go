@@ -30,7 +30,7 @@ usage error. docs/benchmarks.md explains the rows.`
 type benchFlags struct {
 	backends, jsonOut, svgOut, chartFrom, rows, binDir string
 	voters, migrateNodes, elections                    int
-	quick, markdown, verbose, security                 bool
+	quick, markdown, verbose, security, noSettle       bool
 	logLevel                                           string
 }
 
@@ -61,6 +61,7 @@ func newBenchCmd() *cobra.Command {
 	f.StringVar(&bf.binDir, "bin-dir", "", "directory holding the metaplane-backend-<name> plugins (default: beside this binary, then ./bin)")
 	f.IntVar(&bf.migrateNodes, "migrate-nodes", 0, fmt.Sprintf("persistent nodes of the migrate. rows' tree, %d to %d (default 100000; 10000 with --quick)", bench.MinMigrateNodes, bench.MaxMigrateNodes))
 	f.BoolVar(&bf.security, "security", false, "also measure admin rows over mutual TLS and over mutual TLS with the authorizer on (the same leader, certificates generated for the run), as ratios to plaintext")
+	f.BoolVar(&bf.noSettle, "no-settle", false, "start every batch at once, without first waiting (at most 15 s) for the other backends' processes to go quiet after their own batch")
 	f.BoolVarP(&bf.verbose, "verbose", "v", false, "print progress to stderr")
 	f.StringVar(&bf.logLevel, "log-level", "warn", "with --verbose, the lowest level of the plugins' and coordinators' records printed with the progress: debug (with Dragonboat's election and connection records), info, warn, error")
 	for _, name := range []string{"json", "svg", "chart-from"} {
@@ -115,7 +116,7 @@ func benchRun(cmd *cobra.Command, bf benchFlags) error {
 			return usageError("--backends: unknown backend %q (known: %s)", b, strings.Join(bench.KnownBackends(), ", "))
 		}
 	}
-	opts := bench.Options{Backends: list, Voters: bf.voters, Quick: bf.quick, BinDir: bf.binDir, MigrateNodes: bf.migrateNodes, Security: bf.security, Elections: bf.elections}
+	opts := bench.Options{Backends: list, Voters: bf.voters, Quick: bf.quick, BinDir: bf.binDir, MigrateNodes: bf.migrateNodes, Security: bf.security, Elections: bf.elections, NoSettle: bf.noSettle}
 	switch bf.logLevel {
 	case "debug", "info", "warn", "error":
 		opts.LogLevel = bf.logLevel
