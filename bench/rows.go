@@ -544,7 +544,11 @@ func prepareCreatePartition(ctx context.Context, s *System, p plan) (*workload, 
 const electionNote = "from the SIGKILL of the leader coordinator's member (its plugin process) until another coordinator's admin API answered as leader; the result lists every kill and the phases"
 
 // prepareElection starts n candidate coordinators on n members of their
-// own; each call kills the leader's member and times the election.
+// own; each call kills the leader's member and times the election. The
+// members live for one batch: new ones are started before each batch and
+// stopped after it (prepare starts and stops a first set, to find out
+// whether the row can run), so the other rows never run beside the idle
+// members and their coordinators.
 func prepareElection(n int) func(ctx context.Context, s *System, p plan) (*workload, error) {
 	return func(ctx context.Context, s *System, p plan) (*workload, error) {
 		if s.Election == nil {
@@ -556,7 +560,25 @@ func prepareElection(n int) func(ctx context.Context, s *System, p plan) (*workl
 		}
 		var mu sync.Mutex
 		var kills []ElectionKill
+		stop := func() {
+			if e != nil {
+				e.Close()
+				e = nil
+			}
+		}
+		stop()
 		return &workload{
+			begin: func(ctx context.Context) error {
+				if e != nil {
+					return nil
+				}
+				var err error
+				if e, err = s.Election(ctx, n); err != nil {
+					return fmt.Errorf("start the candidates: %w", err)
+				}
+				return nil
+			},
+			end: stop,
 			timed: func(ctx context.Context, _ int) (time.Duration, error) {
 				k, err := e.KillLeaderAndWait(ctx)
 				if err != nil {
@@ -574,7 +596,7 @@ func prepareElection(n int) func(ctx context.Context, s *System, p plan) (*workl
 				defer mu.Unlock()
 				res.Election = summarizeElections(n, append([]ElectionKill(nil), kills...))
 			},
-			close: func() { e.Close() },
+			close: stop,
 		}, nil
 	}
 }

@@ -116,7 +116,13 @@ type workload struct {
 	// detail, when set, adds the row's own figures to its result once
 	// every round ran (the election rows' phases).
 	detail func(res *Result)
-	close  func()
+	// begin, when set, runs before each batch (untimed) and end after
+	// it: the election rows start their members for their batch and stop
+	// them after it, so that no other row shares the machine with them.
+	// A begin that fails counts as the batch's error and skips it.
+	begin func(ctx context.Context) error
+	end   func()
+	close func()
 }
 
 // rowSpec is one row of the table.
@@ -408,6 +414,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				if c == nil || c.w == nil || ctx.Err() != nil {
 					continue
 				}
+				if c.w.begin != nil {
+					if err := c.w.begin(ctx); err != nil {
+						c.errs++
+						if c.firstErr == nil {
+							c.firstErr = err
+						}
+						o.logf("  %s on %s: %v", spec.id, name, err)
+						continue
+					}
+				}
 				if rep.Settle != nil {
 					waited, quiet := settle(ctx, othersThan(systems, o.Backends, name), defaultSettle)
 					rep.Settle.add(waited, quiet)
@@ -423,6 +439,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 					cpu0, c.cpuErr = systemCPU(systems[name])
 				}
 				samples, ops, wall, errs, firstErr := runBatch(ctx, c.w, p)
+				if c.w.end != nil {
+					c.w.end()
+				}
 				if c.w.memory && c.cpuErr == nil {
 					var cpu1 time.Duration
 					cpu1, c.cpuErr = systemCPU(systems[name])

@@ -211,3 +211,93 @@ func TestWriteMarkdown(t *testing.T) {
 		}
 	}
 }
+
+// fakeRigs counts the election rigs a fake system started and how many
+// are open.
+type fakeRigs struct {
+	mu            sync.Mutex
+	started, open int
+	// openDuringReads counts store.get calls made while a rig was open.
+	openDuringReads int
+}
+
+type fakeRig struct {
+	r      *fakeRigs
+	closed bool
+}
+
+func (g *fakeRig) KillLeaderAndWait(context.Context) (ElectionKill, error) {
+	return ElectionKill{CampaignMicros: 100, ServingMicros: 200, TotalMicros: 300, EpochStep: 1}, nil
+}
+
+func (g *fakeRig) Close() error {
+	g.r.mu.Lock()
+	defer g.r.mu.Unlock()
+	if !g.closed {
+		g.closed = true
+		g.r.open--
+	}
+	return nil
+}
+
+type rigCheckingClient struct {
+	core.MetadataBackend
+	r *fakeRigs
+}
+
+func (c *rigCheckingClient) GetMany(ctx context.Context, paths []string, opts core.ReadOptions) ([]core.GetResult, error) {
+	c.r.mu.Lock()
+	if c.r.open > 0 {
+		c.r.openDuringReads++
+	}
+	c.r.mu.Unlock()
+	return c.MetadataBackend.GetMany(ctx, paths, opts)
+}
+
+// TestElectionMembersLiveForTheirBatch: an election row's members are
+// started for each of its batches and stopped after it, so the other
+// rows' batches run with none of them.
+func TestElectionMembersLiveForTheirBatch(t *testing.T) {
+	rigs := &fakeRigs{}
+	starters["fake-e"] = func(ctx context.Context, env *runEnv) (*System, error) {
+		st := memory.NewStore(memory.StoreOptions{})
+		s := &System{
+			Name: "fake-e",
+			NewClient: func(ctx context.Context, n string) (core.MetadataBackend, error) {
+				return &rigCheckingClient{MetadataBackend: st.NewClient(core.ClientOptions{Name: n}), r: rigs}, nil
+			},
+			Election: func(ctx context.Context, n int) (ElectionRig, error) {
+				rigs.mu.Lock()
+				defer rigs.mu.Unlock()
+				rigs.started++
+				rigs.open++
+				return &fakeRig{r: rigs}, nil
+			},
+		}
+		s.onClose(func() error { st.Close(); return nil })
+		return s, nil
+	}
+	t.Cleanup(func() { delete(starters, "fake-e") })
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Options{Backends: []string{"fake-e"}, Quick: true, Rows: []string{"store.get", "election.sigkill"}, WorkDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rigs.mu.Lock()
+	defer rigs.mu.Unlock()
+	// The prefix selects both election rows: for each, one rig in
+	// prepare and one per round, none left open.
+	if want := 2 * (1 + rep.Options.Rounds); rigs.started != want || rigs.open != 0 {
+		t.Errorf("election rigs: %d started, %d open at the end; want %d (prepare and one per round, two rows), none open", rigs.started, rigs.open, want)
+	}
+	if rigs.openDuringReads != 0 {
+		t.Errorf("%d store.get calls ran while an election rig was open, want none", rigs.openDuringReads)
+	}
+	for _, row := range rep.Rows {
+		if strings.HasPrefix(row.ID, "election.sigkill") && (len(row.Results) != 1 || !row.Results[0].Available() || row.Results[0].Errors != 0) {
+			t.Errorf("election row: %+v, want measured without errors", row.Results)
+		}
+	}
+}

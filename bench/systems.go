@@ -357,11 +357,14 @@ func startRaft(ctx context.Context, env *runEnv) (*System, error) {
 		return leader.client(ctx, core.ClientOptions{Name: name})
 	}
 	s.Processes = func() []ProcessMemory { return memberProcesses(Raft, ms) }
+	rigs := 0
 	s.Election = func(ctx context.Context, n int) (ElectionRig, error) {
 		// Voters the host does not restart: the rig restarts a killed voter
 		// itself, after measuring (a voter restarted by the host during
-		// the election would rejoin in the middle of it).
-		ems, err := startRaftMembers(ctx, env, filepath.Join(env.opts.WorkDir, fmt.Sprintf("raft-election-%d", n)), n, false)
+		// the election would rejoin in the middle of it). Each rig is a
+		// new cluster, in a directory of its own.
+		rigs++
+		ems, err := startRaftMembers(ctx, env, filepath.Join(env.opts.WorkDir, fmt.Sprintf("raft-election-%d-%d", n, rigs)), n, false)
 		if err != nil {
 			return nil, err
 		}
