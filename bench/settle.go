@@ -21,9 +21,9 @@ import (
 // settleRule is when the other systems count as quiet.
 type settleRule struct {
 	// cores is the most CPU, in cores, the other systems' processes may
-	// use over one window and count as quiet. Their idle use is well
-	// under it (three idle Raft voters use about 0.06 cores, three idle
-	// ZooKeeper servers and their plugin about 0.01).
+	// use over one window and count as quiet. Their idle use is under
+	// it (three idle Raft voters used 0.05 to 0.11 cores, three idle
+	// ZooKeeper servers and their plugin 0.01 to 0.02).
 	cores float64
 	// window is the span one reading covers (the CPU times read from
 	// /proc have a 10 ms resolution).
