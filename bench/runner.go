@@ -634,27 +634,32 @@ func contains(list []string, s string) bool {
 // resetPeaks resets the peak RSS of the system's processes (writing 5 to
 // /proc/<pid>/clear_refs), so that the next reading covers what follows.
 func resetPeaks(s *System) {
-	if s == nil || s.Processes == nil {
-		return
-	}
-	for _, p := range s.Processes() {
-		if p.PID > 0 {
-			_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", p.PID), []byte("5"), 0)
-		}
+	for _, pid := range systemPIDs(s) {
+		_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
 	}
 }
 
-// systemCPU is the CPU time used so far by the system's processes and by
-// the bench process (the clients, the coordinator rigs).
-func systemCPU(s *System) (time.Duration, error) {
-	pids := []int{os.Getpid()}
-	if s != nil && s.Processes != nil {
+// systemPIDs lists the known process ids of the systems' processes (none
+// for a system without processes: an in-process test double).
+func systemPIDs(systems ...*System) []int {
+	var pids []int
+	for _, s := range systems {
+		if s == nil || s.Processes == nil {
+			continue
+		}
 		for _, p := range s.Processes() {
 			if p.PID > 0 {
 				pids = append(pids, p.PID)
 			}
 		}
 	}
+	return pids
+}
+
+// systemCPU is the CPU time used so far by the system's processes and by
+// the bench process (the clients, the coordinator rigs).
+func systemCPU(s *System) (time.Duration, error) {
+	pids := append([]int{os.Getpid()}, systemPIDs(s)...)
 	var total time.Duration
 	for _, pid := range pids {
 		d, err := ProcessCPU(pid)

@@ -41,17 +41,7 @@ var defaultSettle = settleRule{cores: 0.15, window: 400 * time.Millisecond, limi
 // test doubles) are quiet at once; a process that cannot be read (it
 // exited) is left out.
 func settle(ctx context.Context, systems []*System, rule settleRule) (time.Duration, bool) {
-	var pids []int
-	for _, s := range systems {
-		if s == nil || s.Processes == nil {
-			continue
-		}
-		for _, p := range s.Processes() {
-			if p.PID > 0 {
-				pids = append(pids, p.PID)
-			}
-		}
-	}
+	pids := systemPIDs(systems...)
 	if len(pids) == 0 {
 		return 0, true
 	}
