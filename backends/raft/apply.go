@@ -21,10 +21,15 @@ type applier struct {
 	index  int64
 	timeMs int64
 	// written holds the node records earlier commands of this Update wrote
-	// to b (nil: deleted), cache those of committed Updates (see
-	// nodeCache); both nil outside Update.
+	// to b (nil: deleted), read those this Update read from the store
+	// (present ones only), cache those of committed Updates (see
+	// nodeCache); all nil outside Update.
 	written map[string]*raftv1.NodeRecord
+	read    map[string]*raftv1.NodeRecord
 	cache   *nodeCache
+	// freshParents lets txnState answer a lookup under a node the same
+	// command created without the store (see txnState.get).
+	freshParents bool
 	// lead carries the leader record through the Update (see
 	// leaderSlot); nil outside Update: read from b.
 	lead *leaderSlot
@@ -404,6 +409,7 @@ func (a *applier) del(k []byte) {
 type txnState struct {
 	a           *applier
 	nodes       map[string]*raftv1.NodeRecord // nil: deleted
+	created     map[string]bool               // nodes this command created
 	order       []string                      // paths in first-touch order
 	childAdd    [][2]string
 	childDel    [][2]string
@@ -425,6 +431,14 @@ func (t *txnState) get(p string) *raftv1.NodeRecord {
 	if n, ok := t.nodes[p]; ok {
 		return n
 	}
+	// A node this command created had no children before it: every child
+	// it has is in t.nodes, so a path under it that is not there does not
+	// exist, and the store need not be asked (createTable creates a dozen
+	// nodes, most under one it created; each such lookup was a Pebble Get
+	// of an absent key, half of the transaction's apply).
+	if t.a.freshParents && p != "/" && t.created[core.ParentPath(p)] {
+		return nil
+	}
 	if n, ok := t.a.written[p]; ok {
 		return n
 	}
@@ -444,6 +458,9 @@ func (t *txnState) get(p string) *raftv1.NodeRecord {
 			return &raftv1.NodeRecord{}
 		}
 		return nil
+	}
+	if t.a.read != nil {
+		t.a.read[p] = &n
 	}
 	return &n
 }
@@ -550,6 +567,10 @@ func (t *txnState) addChild(parent string, pn *raftv1.NodeRecord, p string, n *r
 	pn.Cversion++
 	t.put(parent, pn)
 	t.put(p, n)
+	if t.created == nil {
+		t.created = map[string]bool{}
+	}
+	t.created[p] = true
 	t.childAdd = append(t.childAdd, [2]string{parent, core.BaseName(p)})
 	t.event(core.EventCreated, p, n)
 }

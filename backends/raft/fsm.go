@@ -84,6 +84,9 @@ type fsm struct {
 	// noLeaderSlot makes every read of the leader record go to the store
 	// (tests compare the two).
 	noLeaderSlot bool
+	// noFreshParents makes txnState look up the children of a node the
+	// same command created in the store too (tests compare the two).
+	noFreshParents bool
 }
 
 var _ sm.IOnDiskStateMachine = (*fsm)(nil)
@@ -207,10 +210,15 @@ func (f *fsm) Update(entries []sm.Entry) ([]sm.Entry, error) {
 	var notes []applyNote
 	var last uint64
 	written := map[string]*raftv1.NodeRecord{}
+	var read map[string]*raftv1.NodeRecord
+	if f.cache != nil {
+		read = map[string]*raftv1.NodeRecord{}
+	}
 	leader := f.leader
 	for i := range entries {
 		e := &entries[i]
-		a := &applier{b: b, index: int64(e.Index), written: written, cache: f.cache}
+		a := &applier{b: b, index: int64(e.Index), written: written, read: read, cache: f.cache,
+			freshParents: !f.noFreshParents}
 		if !f.noLeaderSlot {
 			a.lead = &leader
 		}
@@ -248,6 +256,13 @@ func (f *fsm) Update(entries []sm.Entry) ([]sm.Entry, error) {
 	f.logFloor = floor
 	f.leader = leader
 	if f.cache != nil {
+		// Records read before those written: a node read and then written
+		// by this batch is kept as written.
+		for p, n := range read {
+			if _, ok := written[p]; !ok {
+				f.cache.put(p, n)
+			}
+		}
 		for p, n := range written {
 			f.cache.put(p, n)
 		}

@@ -143,12 +143,14 @@ func checkCacheExact(t *testing.T, f *fsm, stored map[string]*raftv1.NodeRecord)
 }
 
 // TestNodeCacheIsExact: a state machine with the node cache (bounded to a
-// few records, so that it also evicts) and one without it, fed the same
-// random batches, give the same result for every entry and hold the same
-// nodes after every batch; the cache holds only what the store holds.
+// few records, so that it also evicts) and the lookups under nodes a
+// command created answered without the store, and one that reads every
+// record from its store, fed the same random batches, give the same result
+// for every entry and hold the same nodes after every batch; the cache
+// holds only what the store holds.
 func TestNodeCacheIsExact(t *testing.T) {
 	cached, plain := openTestFSM(t, "cached", 1000), openTestFSM(t, "plain", 1000)
-	plain.cache = nil
+	plain.cache, plain.noFreshParents = nil, true
 	cached.cache.maxNodes, cached.cache.maxBytes, cached.cache.maxData = 4, 60, 30
 	r := rand.New(rand.NewPCG(1, 2))
 	var sessions []int64
