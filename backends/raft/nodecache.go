@@ -2,16 +2,17 @@ package raft
 
 import raftv1 "github.com/metaplane/metaplane/proto/metaplane/raft/v1"
 
-// nodeCache holds the stored record of recently written nodes, so that the
-// next command touching one does not read it back from Pebble (an indexed
-// batch Get and a decode: under many writers, the largest share of an
-// entry's apply). It is exact: it holds a record only as the store holds
+// nodeCache holds the stored record of recently written or read nodes, so
+// that the next command touching one does not read it back from Pebble (an
+// indexed batch Get and a decode: under many writers, the largest share of
+// an entry's apply). It is exact: it holds a record only as the store holds
 // it after the last committed Update.
 //
 //   - Update reads through it (txnState.get: the command's own overlay,
 //     then the batch's written records, then the cache, then Pebble) and,
-//     only once its batch is committed, puts every record the batch wrote
-//     and drops every node it deleted.
+//     only once its batch is committed, puts every record the batch read
+//     from Pebble and did not write, then every record it wrote, and drops
+//     every node it deleted.
 //   - A refused command writes nothing, so it changes nothing here.
 //   - Open (a reopened store) and a snapshot's recovery, which replace what
 //     the store holds without Update, empty it.
