@@ -436,7 +436,7 @@ func (t *txnState) get(p string) *raftv1.NodeRecord {
 	// exist, and the store need not be asked (createTable creates a dozen
 	// nodes, most under one it created; each such lookup was a Pebble Get
 	// of an absent key, half of the transaction's apply).
-	if t.a.freshParents && p != "/" && t.created[core.ParentPath(p)] {
+	if t.a.freshParents && len(t.created) > 0 && p != "/" && t.created[core.ParentPath(p)] {
 		return nil
 	}
 	if n, ok := t.a.written[p]; ok {

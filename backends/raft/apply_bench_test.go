@@ -2,7 +2,6 @@ package raft
 
 import (
 	"fmt"
-	"path/filepath"
 	"testing"
 
 	"github.com/metaplane/metaplane/core"
@@ -27,11 +26,7 @@ func BenchmarkApply(b *testing.B) {
 
 func benchmarkApply(b *testing.B, keys int) {
 	const batch = 8
-	f := newFSM(filepath.Join(b.TempDir(), "sm"), 100000, nil)
-	if _, err := f.Open(nil); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = f.Close() })
+	f := openTestFSM(b, "sm", 100000)
 	index := uint64(0)
 	apply := func(cmds [][]byte) {
 		es := make([]smEntry, len(cmds))
@@ -89,11 +84,7 @@ func BenchmarkApplyCreateTable(b *testing.B) {
 }
 
 func benchmarkApplyCreateTable(b *testing.B, tables int) {
-	f := newFSM(filepath.Join(b.TempDir(), "sm"), 100000, nil)
-	if _, err := f.Open(nil); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = f.Close() })
+	f := openTestFSM(b, "sm", 100000)
 	index := uint64(0)
 	apply := func(cmd []byte) {
 		index++

@@ -16,7 +16,7 @@ import (
 
 // openTestFSM opens a state machine in a new directory, keeping retention
 // indexes of change log.
-func openTestFSM(t *testing.T, name string, retention int64) *fsm {
+func openTestFSM(t testing.TB, name string, retention int64) *fsm {
 	t.Helper()
 	f := newFSM(filepath.Join(t.TempDir(), name), retention, nil)
 	if _, err := f.Open(nil); err != nil {
