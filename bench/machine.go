@@ -19,6 +19,11 @@ type Machine struct {
 	OS          string `json:"os"`
 	Arch        string `json:"arch"`
 	GoVersion   string `json:"go_version"`
+	// GoMaxProcs is the bench process's GOMAXPROCS; the plugin processes
+	// it starts inherit its environment, so a GOMAXPROCS set there applies
+	// to them too (docs/benchmarks.md). 0 in reports from before it was
+	// recorded.
+	GoMaxProcs int `json:"go_maxprocs,omitempty"`
 	// Date is when the run started, UTC, RFC 3339.
 	Date string `json:"date"`
 	// LoadAverage is /proc/loadavg's 1-minute figure at the start: the
@@ -34,11 +39,12 @@ type Machine struct {
 // runtime. Facts it cannot read are left empty.
 func DescribeMachine(now time.Time) Machine {
 	m := Machine{
-		Cores:     runtime.NumCPU(),
-		OS:        runtime.GOOS,
-		Arch:      runtime.GOARCH,
-		GoVersion: runtime.Version(),
-		Date:      now.UTC().Format(time.RFC3339),
+		Cores:      runtime.NumCPU(),
+		OS:         runtime.GOOS,
+		Arch:       runtime.GOARCH,
+		GoVersion:  runtime.Version(),
+		GoMaxProcs: runtime.GOMAXPROCS(0),
+		Date:       now.UTC().Format(time.RFC3339),
 	}
 	if v, ok := procField("/proc/cpuinfo", "model name"); ok {
 		m.CPUModel = v

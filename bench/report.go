@@ -323,8 +323,12 @@ func FormatRate(v float64) string {
 // WriteTable writes the report as a plain-text table.
 func (rep *Report) WriteTable(w io.Writer) error {
 	m := rep.Machine
+	goVersion := m.GoVersion
+	if m.GoMaxProcs > 0 {
+		goVersion += fmt.Sprintf(" (GOMAXPROCS %d)", m.GoMaxProcs)
+	}
 	fmt.Fprintf(w, "machine: %s, %d cores, %s memory, Linux %s, %s, %s\n",
-		m.CPUModel, m.Cores, formatBytes(m.MemoryBytes), m.Kernel, m.GoVersion, m.Date)
+		m.CPUModel, m.Cores, formatBytes(m.MemoryBytes), m.Kernel, goVersion, m.Date)
 	fmt.Fprintf(w, "run: backends %s, %d voter(s), quick=%v, %d rounds interleaved, %.0fs; load average %.2f at the start, %.2f at the end\n",
 		strings.Join(rep.Options.Backends, ","), rep.Options.Voters, rep.Options.Quick, rep.Options.Rounds, rep.DurationSeconds, m.LoadAverage, m.LoadAverageEnd)
 	if len(rep.Options.Settings) > 0 {

@@ -17,7 +17,7 @@ func sampleReport() *Report {
 	slow := 0.5
 	return &Report{
 		Schema:  ReportSchema,
-		Machine: Machine{CPUModel: "Test CPU <x&y>", Cores: 2, MemoryBytes: 8 << 30, Kernel: "6.1.0", GoVersion: "go1.26", Date: "2026-11-29T18:00:00Z"},
+		Machine: Machine{CPUModel: "Test CPU <x&y>", Cores: 2, MemoryBytes: 8 << 30, Kernel: "6.1.0", GoVersion: "go1.26", GoMaxProcs: 1, Date: "2026-11-29T18:00:00Z"},
 		Options: RunConfig{Backends: []string{ZooKeeper, Raft}, Voters: 3, Rounds: 5},
 		Started: time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC),
 		Rows: []Row{
@@ -52,7 +52,7 @@ func TestReportJSONRoundTrip(t *testing.T) {
 		t.Errorf("round trip changed the report:\n got %+v\nwant %+v", got, rep)
 	}
 	b, _ := os.ReadFile(path)
-	for _, key := range []string{`"cpu_model"`, `"cores"`, `"memory_bytes"`, `"kernel"`, `"go_version"`, `"date"`,
+	for _, key := range []string{`"cpu_model"`, `"cores"`, `"memory_bytes"`, `"kernel"`, `"go_version"`, `"go_maxprocs"`, `"date"`,
 		`"p50_us"`, `"p99_us"`, `"ops_per_sec"`, `"ratio_zk_over_raft"`, `"peak_rss_bytes"`, `"unavailable"`} {
 		if !bytes.Contains(b, []byte(key)) {
 			t.Errorf("JSON lacks %s", key)
@@ -167,7 +167,7 @@ func TestWriteTable(t *testing.T) {
 	// The CPU cost per write of the Raft throughput row, and the ceiling
 	// it allows on the machine's 2 cores (2 s of CPU / 125 µs).
 	for _, want := range []string{"createTable (admin API)", "20.00ms", "4.00x", "not available: coordinator not built yet", "50.0 MiB",
-		"125µs/write", "ceiling 16.0k/s"} {
+		"125µs/write", "ceiling 16.0k/s", "go1.26 (GOMAXPROCS 1)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
