@@ -38,6 +38,8 @@ type bucketStates struct {
 	lists   map[int32][]*bucketState
 	listed  map[string]*bucketState
 	regroup bool
+	// rebuilds counts the refreshes that read the whole subtree (tests).
+	rebuilds int
 }
 
 type bucketState = adminv1.NotifyLeaderAndIsrRequest_BucketState
@@ -91,6 +93,19 @@ func (s *bucketStates) refresh(ctx context.Context, cat *catalog.Catalog, img co
 	s.all, s.dirty = false, map[string]struct{}{}
 	s.mu.Unlock()
 	if !all {
+		// A path below another changed path needs no pass of its own:
+		// the other's pass reads its whole subtree again. A createTable
+		// changes its assignment node and four nodes below it that each
+		// hold buckets; counted apart, a dozen createTables in one round
+		// made the round rebuild from the whole subtree.
+		for p := range dirty {
+			for q := core.ParentPath(p); q != "/"; q = core.ParentPath(q) {
+				if _, ok := dirty[q]; ok {
+					delete(dirty, p)
+					break
+				}
+			}
+		}
 		// A path that holds buckets below it (a table's assignment node
 		// deleted with its buckets, a partition's assignment) drops what
 		// was kept below it: one pass over the kept states each, so only
@@ -104,6 +119,7 @@ func (s *bucketStates) refresh(ctx context.Context, cat *catalog.Catalog, img co
 		all = passes > 64
 	}
 	if all {
+		s.rebuilds++
 		snap, err := img.Snapshot(ctx, catalog.TabletServersRoot)
 		if err != nil {
 			s.mu.Lock()

@@ -80,6 +80,65 @@ func samePerServer(a, b map[int32][]*adminv1.NotifyLeaderAndIsrRequest_BucketSta
 	return nil
 }
 
+// memoryBackend is a client of a new memory store, both closed when tb
+// ends.
+func memoryBackend(tb testing.TB) core.MetadataBackend {
+	st := memory.NewStore(memory.StoreOptions{})
+	tb.Cleanup(func() { st.Close() })
+	c := st.NewClient(core.ClientOptions{})
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// followedStates starts an image of b whose applied batches feed a new
+// bucketStates and are then reported on the returned channel, and waits
+// until the image is ready.
+func followedStates(tb testing.TB, ctx context.Context, b core.MetadataBackend) (*bucketStates, *image.Image, <-chan []string) {
+	tb.Helper()
+	states := newBucketStates()
+	// OnChange runs after the image's revision moved: a write's paths
+	// reported here are the sign that the states have seen it.
+	reported := make(chan []string, 4096)
+	img := image.New(image.Options{Prefix: "/", OnChange: func(paths []string) {
+		states.onChange(paths)
+		reported <- paths
+	}})
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); img.Run(ctx, b) }()
+	tb.Cleanup(func() { cancel(); <-done })
+	if err := img.WaitReady(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	return states, img, reported
+}
+
+// awaitReported takes the reports until one holds path.
+func awaitReported(tb testing.TB, ctx context.Context, reported <-chan []string, path string) {
+	tb.Helper()
+	for {
+		select {
+		case paths := <-reported:
+			if slices.Contains(paths, path) {
+				return
+			}
+		case <-ctx.Done():
+			tb.Fatalf("the image never reported %s", path)
+		}
+	}
+}
+
+// markerSeen writes marker outside /tabletservers and waits for its
+// report: the image applies and reports its batches in order, so the
+// states have then seen every earlier write.
+func markerSeen(tb testing.TB, ctx context.Context, b core.MetadataBackend, reported <-chan []string, marker string) {
+	tb.Helper()
+	if _, _, err := core.Create(ctx, b, marker, nil, core.CreateOptions{MakeParents: true}); err != nil {
+		tb.Fatal(err)
+	}
+	awaitReported(tb, ctx, reported, marker)
+}
+
 // TestBucketStatesFollowTheImage: bucket states kept from the image's
 // changed paths equal a full build from the image's snapshot after every
 // step of random writes (leader records set, created and deleted, whole
@@ -89,24 +148,8 @@ func samePerServer(a, b map[int32][]*adminv1.NotifyLeaderAndIsrRequest_BucketSta
 func TestBucketStatesFollowTheImage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	st := memory.NewStore(memory.StoreOptions{})
-	defer st.Close()
-	b := st.NewClient(core.ClientOptions{})
-	defer b.Close()
-	states := newBucketStates()
-	// reported gets every batch's paths once the states have seen them
-	// (OnChange runs after the image's revision moved).
-	reported := make(chan []string, 1024)
-	img := image.New(image.Options{Prefix: "/", OnChange: func(paths []string) {
-		states.onChange(paths)
-		reported <- paths
-	}})
-	done := make(chan struct{})
-	go func() { defer close(done); img.Run(ctx, b) }()
-	defer func() { cancel(); <-done }()
-	if err := img.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	b := memoryBackend(t)
+	states, img, reported := followedStates(t, ctx, b)
 	cat := catalog.New(b, catalog.Options{})
 
 	r := rand.New(rand.NewPCG(3, 4))
@@ -121,15 +164,7 @@ func TestBucketStatesFollowTheImage(t *testing.T) {
 		if err == nil {
 			applied = true
 			// Wait until the states were told of this write's last op.
-			last := res.Results[len(res.Results)-1].Path
-			for seen := false; !seen; {
-				select {
-				case paths := <-reported:
-					seen = slices.Contains(paths, last)
-				case <-ctx.Done():
-					t.Fatalf("the image never reported %s", last)
-				}
-			}
+			awaitReported(t, ctx, reported, res.Results[len(res.Results)-1].Path)
 		}
 	}
 	upsert := func(p string, data []byte) {
@@ -228,10 +263,7 @@ func TestBucketStatesFollowTheImage(t *testing.T) {
 // bucket below it and keep the others.
 func TestBucketStatesDropBelowAChangedPath(t *testing.T) {
 	ctx := context.Background()
-	st := memory.NewStore(memory.StoreOptions{})
-	defer st.Close()
-	b := st.NewClient(core.ClientOptions{})
-	defer b.Close()
+	b := memoryBackend(t)
 	cat := catalog.New(b, catalog.Options{})
 	rec := catalog.LeaderAndIsr{Leader: 1, ISR: []int32{1, 2}}.Marshal()
 	for _, tid := range []int64{1, 2} {
@@ -275,6 +307,79 @@ func TestBucketStatesDropBelowAChangedPath(t *testing.T) {
 	}
 }
 
+// TestBucketStatesCreateTablesInOneRound: the tables and partitions that
+// catalog DDL creates between two rounds are taken one by one (one pass
+// each, not one per node below them) and the states then equal a full
+// build; past 64 of them the round rebuilds from the whole subtree.
+func TestBucketStatesCreateTablesInOneRound(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b := memoryBackend(t)
+	states, img, reported := followedStates(t, ctx, b)
+	cat := catalog.New(b, catalog.Options{})
+	for id := int32(1); id <= 3; id++ {
+		reg := catalog.TabletServerRegistration{Listeners: "CLIENT://127.0.0.1:1", RegisterTimestamp: 1}
+		if _, _, err := core.Create(ctx, b, catalog.TabletServerPath(id), reg.Marshal(), core.CreateOptions{MakeParents: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cat.CreateDatabase(ctx, "db", catalog.DatabaseRegistration{}, false); err != nil {
+		t.Fatal(err)
+	}
+	spec := func(partitioned bool) catalog.TableSpec {
+		s := catalog.TableSpec{Schema: catalog.Schema{Columns: []catalog.Column{
+			{Name: "d", Type: catalog.DataType{Type: "STRING"}}, {Name: "k", Type: catalog.DataType{Type: "BIGINT", Nullable: true}}}},
+			BucketCount: 3, ReplicationFactor: 2}
+		if partitioned {
+			s.PartitionKeys = []string{"d"}
+		}
+		return s
+	}
+	if _, err := cat.CreateTable(ctx, "db", "parted", spec(true), false); err != nil {
+		t.Fatal(err)
+	}
+	markers := 0
+	waitSeen := func() {
+		t.Helper()
+		markers++
+		markerSeen(t, ctx, b, reported, fmt.Sprintf("/marker/%d", markers))
+	}
+	rounds := 0
+	round := func(tables, partitions int) {
+		t.Helper()
+		rounds++
+		for i := 0; i < tables; i++ {
+			if _, err := cat.CreateTable(ctx, "db", fmt.Sprintf("t%d_%d", rounds, i), spec(false), false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := 0; i < partitions; i++ {
+			if _, _, err := cat.CreatePartition(ctx, "db", "parted", fmt.Sprintf("p%d_%d", rounds, i), false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitSeen()
+		if err := states.refresh(ctx, cat, img); err != nil {
+			t.Fatal(err)
+		}
+		if err := samePerServer(states.perServer(), fullBuild(t, ctx, cat, img)); err != nil {
+			t.Fatalf("after %d tables and %d partitions: kept states differ from a full build: %v", tables, partitions, err)
+		}
+	}
+	round(0, 0) // the first round builds from the whole subtree
+	if states.rebuilds != 1 {
+		t.Fatalf("%d rebuilds after the first round, want 1", states.rebuilds)
+	}
+	round(40, 20)
+	if states.rebuilds != 1 {
+		t.Fatalf("40 createTables and 20 createPartitions in one round rebuilt from the whole subtree (%d rebuilds): each should be one pass", states.rebuilds)
+	}
+	round(50, 20)
+	if states.rebuilds != 2 {
+		t.Fatalf("70 tables and partitions in one round: %d rebuilds, want the round to rebuild (past 64 passes)", states.rebuilds)
+	}
+}
+
 // BenchmarkNotifierRound times one notifier round's build (refresh and
 // grouping by server) on a catalog of 1000 tables of 3 buckets after one
 // bucket's leader record changed: mode=changed takes the changed path,
@@ -283,10 +388,7 @@ func TestBucketStatesDropBelowAChangedPath(t *testing.T) {
 func BenchmarkNotifierRound(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st := memory.NewStore(memory.StoreOptions{})
-	defer st.Close()
-	c := st.NewClient(core.ClientOptions{})
-	defer c.Close()
+	c := memoryBackend(b)
 	rec := func(epoch int) []byte {
 		return catalog.LeaderAndIsr{Leader: 1, LeaderEpoch: int32(epoch), ISR: []int32{1, 2, 3}}.Marshal()
 	}
@@ -343,4 +445,60 @@ func BenchmarkNotifierRound(b *testing.B) {
 			b.ReportMetric(float64(build.Microseconds())/float64(b.N), "µs/round")
 		})
 	}
+}
+
+// BenchmarkNotifierRoundAfterDDL times the round that follows 30
+// createTables (each its assignment node, buckets node, three buckets and
+// their leader records, as the catalog writes them) on a catalog of 1000
+// such tables and more: each table is one pass, not a rebuild of the whole
+// subtree.
+func BenchmarkNotifierRoundAfterDDL(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := memoryBackend(b)
+	rec := catalog.LeaderAndIsr{Leader: 1, ISR: []int32{1, 2, 3}}.Marshal()
+	tables := 0
+	createTable := func() {
+		tables++
+		id := int64(tables)
+		ops := []core.Op{core.CreateOp(catalog.TableAssignmentPath(id), []byte("{}"), core.Persistent).WithParents(),
+			core.CreateOp(catalog.BucketsPath(id, -1), nil, core.Persistent)}
+		for bucket := int32(0); bucket < 3; bucket++ {
+			ops = append(ops, core.CreateOp(catalog.BucketPath(id, -1, bucket), nil, core.Persistent),
+				core.CreateOp(catalog.LeaderAndIsrPath(id, -1, bucket), rec, core.Persistent))
+		}
+		if _, err := c.Txn(ctx, ops, core.TxnOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range 1000 {
+		createTable()
+	}
+	states, img, reported := followedStates(b, ctx, c)
+	markers := 0
+	seen := func() {
+		markers++
+		markerSeen(b, ctx, c, reported, fmt.Sprintf("/marker/%d", markers))
+	}
+	seen()
+	cat := catalog.New(c, catalog.Options{})
+	if err := states.refresh(ctx, cat, img); err != nil {
+		b.Fatal(err)
+	}
+	var build time.Duration
+	for b.Loop() {
+		for range 30 {
+			createTable()
+		}
+		seen()
+		start := time.Now()
+		if err := states.refresh(ctx, cat, img); err != nil {
+			b.Fatal(err)
+		}
+		if n := len(states.perServer()[1]); n != 3*tables {
+			b.Fatalf("server 1 has %d buckets, want %d", n, 3*tables)
+		}
+		build += time.Since(start)
+	}
+	b.ReportMetric(float64(build.Microseconds())/float64(b.N), "µs/round")
 }
