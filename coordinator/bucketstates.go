@@ -29,8 +29,13 @@ type bucketStates struct {
 	wake  chan struct{}       // one pending wake-up
 
 	// The notifier's own state.
-	buckets   map[string]*bucketState // by leader_isr path; a partition's TableId is -1 here (see resolve)
-	partTable map[int64]int64         // partition id -> table id, from the partition assignments
+	buckets map[string]*bucketState // by leader_isr path; a partition's TableId is -1 here (see resolve)
+	// owned indexes buckets' paths by their owner, the table's or the
+	// partition's assignment node they are below (ownerOf), so that a
+	// changed node below an owner drops what was kept below it without a
+	// pass over every bucket.
+	owned     map[string]map[string]struct{}
+	partTable map[int64]int64 // partition id -> table id, from the partition assignments
 	// lists holds every replica's buckets, resolved and in (table,
 	// partition, bucket) order, kept in step with each bucket's change
 	// (listed: the entry of each path in them) unless regroup is set, when
@@ -51,7 +56,7 @@ const bucketStatesMaxDirty = 4096
 
 func newBucketStates() *bucketStates {
 	return &bucketStates{dirty: map[string]struct{}{}, all: true, wake: make(chan struct{}, 1),
-		buckets: map[string]*bucketState{}, partTable: map[int64]int64{}, regroup: true}
+		buckets: map[string]*bucketState{}, owned: map[string]map[string]struct{}{}, partTable: map[int64]int64{}, regroup: true}
 }
 
 // onChange records the paths an applied batch of the image touched and
@@ -128,6 +133,7 @@ func (s *bucketStates) refresh(ctx context.Context, cat *catalog.Catalog, img co
 			return err
 		}
 		clear(s.buckets)
+		clear(s.owned)
 		clear(s.partTable)
 		s.regroup = true
 		for _, n := range snap.Nodes {
@@ -190,14 +196,40 @@ func (s *bucketStates) drop(p string) {
 	case pathPartition:
 		s.setPartition(id, 0, false)
 	}
-	for q := range s.buckets {
-		if core.HasPrefixPath(q, p) {
-			s.setBucket(q, nil)
+	if o, ok := ownerOf(p); ok {
+		for q := range s.owned[o] {
+			if core.HasPrefixPath(q, p) {
+				s.setBucket(q, nil)
+			}
+		}
+	} else {
+		for q := range s.buckets {
+			if core.HasPrefixPath(q, p) {
+				s.setBucket(q, nil)
+			}
 		}
 	}
 	if core.HasPrefixPath(catalog.PartitionAssignsPath, p) {
 		clear(s.partTable)
 	}
+}
+
+// ownerOf is the table's or the partition's assignment node at or above
+// p (/tabletservers/tables/<t> or /tabletservers/partitions/<p>), which
+// every bucket's leader_isr path is below; false for a path above them or
+// elsewhere.
+func ownerOf(p string) (string, bool) {
+	for _, root := range [...]string{catalog.TableAssignmentsPath, catalog.PartitionAssignsPath} {
+		rest, ok := strings.CutPrefix(p, root+"/")
+		if !ok || rest == "" {
+			continue
+		}
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			return p[:len(root)+1+i], true
+		}
+		return p, true
+	}
+	return "", false
 }
 
 // setPartition records (ok) or forgets partition id's table. Its
@@ -215,10 +247,23 @@ func (s *bucketStates) setPartition(id, table int64, ok bool) {
 // setBucket records (b nil: forgets) the bucket at path p and keeps lists
 // in step.
 func (s *bucketStates) setBucket(p string, b *bucketState) {
+	o, _ := ownerOf(p)
 	if b == nil {
 		delete(s.buckets, p)
+		if set := s.owned[o]; set != nil {
+			delete(set, p)
+			if len(set) == 0 {
+				delete(s.owned, o)
+			}
+		}
 	} else {
 		s.buckets[p] = b
+		set := s.owned[o]
+		if set == nil {
+			set = map[string]struct{}{}
+			s.owned[o] = set
+		}
+		set[p] = struct{}{}
 	}
 	if s.regroup {
 		return

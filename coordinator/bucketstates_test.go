@@ -380,6 +380,25 @@ func TestBucketStatesCreateTablesInOneRound(t *testing.T) {
 	}
 }
 
+func TestOwnerOf(t *testing.T) {
+	for p, want := range map[string]string{
+		"/tabletservers/tables/7":                           "/tabletservers/tables/7",
+		"/tabletservers/tables/7/buckets/2/leader_isr":      "/tabletservers/tables/7",
+		"/tabletservers/partitions/12/buckets":              "/tabletservers/partitions/12",
+		"/tabletservers/partitions/12/buckets/0/leader_isr": "/tabletservers/partitions/12",
+		"/tabletservers/tables":                             "",
+		"/tabletservers/tablesx/7":                          "",
+		"/tabletservers/ids/1":                              "",
+		"/tabletservers":                                    "",
+		"/metadata/databases/db":                            "",
+	} {
+		got, ok := ownerOf(p)
+		if got != want || ok != (want != "") {
+			t.Errorf("ownerOf(%q) = %q, %v; want %q", p, got, ok, want)
+		}
+	}
+}
+
 // BenchmarkNotifierRound times one notifier round's build (refresh and
 // grouping by server) on a catalog of 1000 tables of 3 buckets after one
 // bucket's leader record changed: mode=changed takes the changed path,
