@@ -101,8 +101,8 @@ func (s *bucketStates) refresh(ctx context.Context, cat *catalog.Catalog, img co
 		// A path below another changed path needs no pass of its own:
 		// the other's pass reads its whole subtree again. A createTable
 		// changes its assignment node and four nodes below it that each
-		// hold buckets; counted apart, a dozen createTables in one round
-		// made the round rebuild from the whole subtree.
+		// hold buckets; counted apart, thirteen createTables in one
+		// round made the round rebuild from the whole subtree.
 		for p := range dirty {
 			for q := core.ParentPath(p); q != "/"; q = core.ParentPath(q) {
 				if _, ok := dirty[q]; ok {
@@ -196,17 +196,18 @@ func (s *bucketStates) drop(p string) {
 	case pathPartition:
 		s.setPartition(id, 0, false)
 	}
+	forget := func(q string) {
+		if core.HasPrefixPath(q, p) {
+			s.setBucket(q, nil)
+		}
+	}
 	if o, ok := ownerOf(p); ok {
 		for q := range s.owned[o] {
-			if core.HasPrefixPath(q, p) {
-				s.setBucket(q, nil)
-			}
+			forget(q)
 		}
 	} else {
 		for q := range s.buckets {
-			if core.HasPrefixPath(q, p) {
-				s.setBucket(q, nil)
-			}
+			forget(q)
 		}
 	}
 	if core.HasPrefixPath(catalog.PartitionAssignsPath, p) {

@@ -49,8 +49,8 @@ func (w *jw) val() { w.first = w.first[:len(w.first)-1] }
 // str writes s as a JSON string. Every key and almost every value is
 // printable ASCII with no quote or backslash, which JSON writes as it is;
 // any other string goes through encoding/json, whose escaping is the one
-// kept (a new encoder per string was a tenth of a createTable's CPU in the
-// coordinator: BenchmarkCreateTable).
+// kept (a new encoder per string was nearly a tenth of a createTable's
+// CPU in the coordinator: BenchmarkCreateTable).
 func (w *jw) str(s string) {
 	if plainJSON(s) {
 		w.buf.WriteByte('"')
