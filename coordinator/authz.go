@@ -123,11 +123,12 @@ var methodAccess = map[string]access{
 	// already gives the metadata stream.
 	adminv1.AdminService_SaveRaftSnapshot_FullMethodName: onCluster(OpRead),
 
-	adminv1.TabletServerService_RegisterTabletServer_FullMethodName:  onCluster(OpWrite),
-	adminv1.TabletServerService_TabletServerHeartbeat_FullMethodName: onCluster(OpWrite),
-	adminv1.TabletServerService_FetchMetadata_FullMethodName:         onCluster(OpRead),
-	adminv1.TabletServerService_FetchMetadataStream_FullMethodName:   onCluster(OpRead),
-	adminv1.TabletServerService_FetchMetadataSnapshot_FullMethodName: onCluster(OpRead),
+	adminv1.TabletServerService_RegisterTabletServer_FullMethodName:        onCluster(OpWrite),
+	adminv1.TabletServerService_TabletServerHeartbeat_FullMethodName:       onCluster(OpWrite),
+	adminv1.TabletServerService_FetchMetadata_FullMethodName:               onCluster(OpRead),
+	adminv1.TabletServerService_FetchMetadataStream_FullMethodName:         onCluster(OpRead),
+	adminv1.TabletServerService_FetchMetadataSnapshot_FullMethodName:       onCluster(OpRead),
+	adminv1.TabletServerService_FetchMetadataSnapshotStream_FullMethodName: onCluster(OpRead),
 }
 
 func filterDatabases(decide func(string, catalog.ResourceKey) (bool, error), _, resp any) error {

@@ -298,29 +298,71 @@ func (t *tabletServerService) FetchMetadataStream(st adminv1.TabletServerService
 }
 
 // FetchMetadataSnapshot returns every node and the revision they reflect,
-// from this coordinator's backend client (leader or not). A snapshot older
-// than the request's min_offset (this coordinator is behind the caller) is
-// not sent: the answer is UNAVAILABLE, to retry here or elsewhere.
+// from this coordinator's backend client (leader or not), in one message
+// (see FetchMetadataSnapshotStream). A snapshot older than the request's
+// min_offset (this coordinator is behind the caller) is not sent: the
+// answer is UNAVAILABLE, to retry here or elsewhere.
 func (t *tabletServerService) FetchMetadataSnapshot(ctx context.Context, r *adminv1.FetchMetadataSnapshotRequest) (*adminv1.FetchMetadataSnapshotResponse, error) {
-	b, _, err := t.streamBackend()
+	snap, err := t.metadataSnapshot(ctx, r)
 	if err != nil {
 		return nil, err
 	}
+	out := &adminv1.FetchMetadataSnapshotResponse{Offset: snap.Revision, Nodes: make([]*adminv1.MetadataNode, 0, len(snap.Nodes))}
+	for _, n := range snap.Nodes {
+		out.Nodes = append(out.Nodes, metadataNode(n))
+	}
+	return out, nil
+}
+
+// snapshotPartBytes is about the most node bytes (paths and data) one
+// message of FetchMetadataSnapshotStream holds; a larger node goes alone.
+const snapshotPartBytes = 1 << 20
+
+// FetchMetadataSnapshotStream sends the snapshot FetchMetadataSnapshot
+// answers with in parts of about snapshotPartBytes, each with its offset,
+// so that no message grows with the tree.
+func (t *tabletServerService) FetchMetadataSnapshotStream(r *adminv1.FetchMetadataSnapshotRequest, st adminv1.TabletServerService_FetchMetadataSnapshotStreamServer) error {
+	snap, err := t.metadataSnapshot(st.Context(), r)
+	if err != nil {
+		return err
+	}
+	part := &adminv1.FetchMetadataSnapshotResponse{Offset: snap.Revision}
+	size := 0
+	for _, n := range snap.Nodes {
+		if len(part.Nodes) > 0 && size+len(n.Path)+len(n.Data) > snapshotPartBytes {
+			if err := st.Send(part); err != nil {
+				return err
+			}
+			part, size = &adminv1.FetchMetadataSnapshotResponse{Offset: snap.Revision}, 0
+		}
+		part.Nodes = append(part.Nodes, metadataNode(n))
+		size += len(n.Path) + len(n.Data)
+	}
+	return st.Send(part)
+}
+
+// metadataSnapshot is the whole tree from this coordinator's backend
+// client, refused with UNAVAILABLE when older than r's min_offset.
+func (t *tabletServerService) metadataSnapshot(ctx context.Context, r *adminv1.FetchMetadataSnapshotRequest) (core.Snapshot, error) {
+	b, _, err := t.streamBackend()
+	if err != nil {
+		return core.Snapshot{}, err
+	}
 	snap, err := b.Snapshot(ctx, "/")
 	if err != nil {
-		return nil, t.s.mapErr(err)
+		return core.Snapshot{}, t.s.mapErr(err)
 	}
 	t.s.noteApplied(snap.Revision)
 	if snap.Revision < r.MinOffset {
-		return nil, adminclient.ToStatus(fmt.Errorf("%w: coordinator %s has applied up to offset %d, behind the requested %d: retry, or ask another coordinator",
+		return core.Snapshot{}, adminclient.ToStatus(fmt.Errorf("%w: coordinator %s has applied up to offset %d, behind the requested %d: retry, or ask another coordinator",
 			core.ErrUnavailable, t.s.id, snap.Revision, r.MinOffset))
 	}
-	out := &adminv1.FetchMetadataSnapshotResponse{Offset: snap.Revision}
-	for _, n := range snap.Nodes {
-		out.Nodes = append(out.Nodes, &adminv1.MetadataNode{Path: n.Path, Data: n.Data, Version: n.Stat.Version,
-			CreateOffset: n.Stat.CreateRevision, ModifyOffset: n.Stat.ModifyRevision, EphemeralOwner: n.Stat.EphemeralOwner})
-	}
-	return out, nil
+	return snap, nil
+}
+
+func metadataNode(n core.Node) *adminv1.MetadataNode {
+	return &adminv1.MetadataNode{Path: n.Path, Data: n.Data, Version: n.Stat.Version,
+		CreateOffset: n.Stat.CreateRevision, ModifyOffset: n.Stat.ModifyRevision, EphemeralOwner: n.Stat.EphemeralOwner}
 }
 
 // metadataRecord is one change event as the metadata stream sends it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -180,7 +181,8 @@ func (r *MetadataSource) call(ctx context.Context, rpc func(ctx context.Context,
 	return addr, err
 }
 
-// Snapshot is FetchMetadataSnapshot, no older than what was delivered.
+// Snapshot is FetchMetadataSnapshotStream (FetchMetadataSnapshot from a
+// coordinator that does not serve it), no older than what was delivered.
 func (r *MetadataSource) Snapshot(ctx context.Context, prefix string) (core.Snapshot, error) {
 	var resp *adminv1.FetchMetadataSnapshotResponse
 	min := r.seen.Load()
@@ -188,7 +190,7 @@ func (r *MetadataSource) Snapshot(ctx context.Context, prefix string) (core.Snap
 	for attempt := 0; ; attempt++ {
 		_, err = r.call(ctx, func(ctx context.Context, t adminv1.TabletServerServiceClient) error {
 			var err error
-			resp, err = t.FetchMetadataSnapshot(ctx, &adminv1.FetchMetadataSnapshotRequest{MinOffset: min})
+			resp, err = fetchSnapshot(ctx, t, min)
 			return err
 		})
 		if err == nil && resp.Offset < min {
@@ -213,6 +215,40 @@ func (r *MetadataSource) Snapshot(ctx context.Context, prefix string) (core.Snap
 	}
 	r.raise(resp.Offset)
 	return snap, nil
+}
+
+// fetchSnapshot takes the snapshot in parts over
+// FetchMetadataSnapshotStream, so that no message grows with the tree,
+// and asks FetchMetadataSnapshot in one message when the coordinator does
+// not serve the stream. The parts are one snapshot: a part with another
+// offset, or a stream that does not end cleanly, fails the whole.
+func fetchSnapshot(ctx context.Context, t adminv1.TabletServerServiceClient, min int64) (*adminv1.FetchMetadataSnapshotResponse, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := t.FetchMetadataSnapshotStream(ctx, &adminv1.FetchMetadataSnapshotRequest{MinOffset: min})
+	var whole *adminv1.FetchMetadataSnapshotResponse
+	for err == nil {
+		var part *adminv1.FetchMetadataSnapshotResponse
+		part, err = st.Recv()
+		switch {
+		case errors.Is(err, io.EOF):
+			if whole == nil {
+				return nil, fmt.Errorf("%w: the metadata snapshot stream ended without a part", core.ErrUnavailable)
+			}
+			return whole, nil
+		case err != nil:
+		case whole == nil:
+			whole = part
+		case part.Offset != whole.Offset:
+			return nil, fmt.Errorf("%w: the metadata snapshot stream changed offset from %d to %d", core.ErrUnavailable, whole.Offset, part.Offset)
+		default:
+			whole.Nodes = append(whole.Nodes, part.Nodes...)
+		}
+	}
+	if status.Code(err) == codes.Unimplemented {
+		return t.FetchMetadataSnapshot(ctx, &adminv1.FetchMetadataSnapshotRequest{MinOffset: min})
+	}
+	return nil, err
 }
 
 func (r *MetadataSource) raise(off int64) {

@@ -1,10 +1,12 @@
 package tabletserver_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,6 +58,25 @@ func follow(t *testing.T, ctx context.Context, src *tabletserver.MetadataSource,
 	return got
 }
 
+// leadingCoordinator starts a coordinator on s, its metrics in reg and
+// its long polls bounded by maxWait (0: the default), waits until it
+// leads and returns its address.
+func leadingCoordinator(t *testing.T, s *memory.Store, reg prometheus.Registerer, maxWait time.Duration) string {
+	t.Helper()
+	l := listen(t)
+	srv, err := coordinator.New(coordinator.Options{Listener: l, Logger: testLogger(t), Registerer: reg,
+		MetadataStreamMaxWait: maxWait,
+		Open: func(ctx context.Context) (core.MetadataBackend, error) {
+			return s.NewClient(core.ClientOptions{SessionTimeout: 2 * time.Second}), nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, srv.Serve)
+	itest.WaitFor(t, 5*time.Second, "the coordinator leads", srv.IsLeader)
+	return l.Addr().String()
+}
+
 // newSource is a client of the coordinator at addr (closed with the test)
 // and a metadata source through it.
 func newSource(t *testing.T, addr string) (*adminclient.Client, *tabletserver.MetadataSource) {
@@ -80,20 +101,10 @@ func TestSourceFetchesOverOneStream(t *testing.T) {
 	s := memory.NewStore(memory.StoreOptions{})
 	t.Cleanup(func() { s.Close() })
 	reg := prometheus.NewRegistry()
-	l := listen(t)
-	srv, err := coordinator.New(coordinator.Options{Listener: l, Logger: testLogger(t), Registerer: reg,
-		MetadataStreamMaxWait: 100 * time.Millisecond,
-		Open: func(ctx context.Context) (core.MetadataBackend, error) {
-			return s.NewClient(core.ClientOptions{SessionTimeout: 2 * time.Second}), nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, srv.Serve)
-	itest.WaitFor(t, 5*time.Second, "the coordinator leads", srv.IsLeader)
+	addr := leadingCoordinator(t, s, reg, 100*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, src := newSource(t, l.Addr().String())
+	c, src := newSource(t, addr)
 	create := func(name string) {
 		if err := c.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
 			_, err := a.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: name})
@@ -154,11 +165,13 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels ma
 // memory client, counting the calls.
 type oldCoordinator struct {
 	adminv1.UnimplementedTabletServerServiceServer
-	b     core.MetadataBackend
-	calls chan struct{}
+	b         core.MetadataBackend
+	calls     chan struct{}
+	snapshots atomic.Int32
 }
 
 func (o *oldCoordinator) FetchMetadataSnapshot(ctx context.Context, _ *adminv1.FetchMetadataSnapshotRequest) (*adminv1.FetchMetadataSnapshotResponse, error) {
+	o.snapshots.Add(1)
 	snap, err := o.b.Snapshot(ctx, "/")
 	if err != nil {
 		return nil, err
@@ -192,8 +205,9 @@ func (o *oldCoordinator) FetchMetadata(ctx context.Context, r *adminv1.FetchMeta
 }
 
 // TestSourceFallsBackToCalls: against a coordinator without
-// FetchMetadataStream (it answers UNIMPLEMENTED) the source fetches with
-// FetchMetadata calls and still receives every change.
+// FetchMetadataStream and FetchMetadataSnapshotStream (it answers
+// UNIMPLEMENTED) the source takes its snapshot with FetchMetadataSnapshot,
+// fetches with FetchMetadata calls and still receives every change.
 func TestSourceFallsBackToCalls(t *testing.T) {
 	s := memory.NewStore(memory.StoreOptions{})
 	t.Cleanup(func() { s.Close() })
@@ -224,5 +238,58 @@ func TestSourceFallsBackToCalls(t *testing.T) {
 	case <-old.calls:
 	default:
 		t.Fatal("no FetchMetadata call reached the older coordinator")
+	}
+	if old.snapshots.Load() == 0 {
+		t.Fatal("no FetchMetadataSnapshot call reached the older coordinator")
+	}
+}
+
+// TestSourceSnapshotInParts: a tree larger than gRPC's default 4 MiB
+// message reaches the tablet server whole, in parts of about 1 MiB
+// (FetchMetadataSnapshotStream), at one offset.
+func TestSourceSnapshotInParts(t *testing.T) {
+	s := memory.NewStore(memory.StoreOptions{})
+	t.Cleanup(func() { s.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fill := s.NewClient(core.ClientOptions{})
+	defer fill.Close()
+	for i := range 60 {
+		data := bytes.Repeat([]byte{byte(i)}, 100<<10)
+		if _, _, err := core.Create(ctx, fill, fmt.Sprintf("/big/n%02d", i), data, core.CreateOptions{MakeParents: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := fill.Snapshot(ctx, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	_, src := newSource(t, leadingCoordinator(t, s, reg, 0))
+	got, err := src.Snapshot(ctx, "/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Revision < want.Revision {
+		t.Fatalf("snapshot at offset %d, older than the %d written", got.Revision, want.Revision)
+	}
+	var wantBig []core.Node
+	for _, n := range want.Nodes {
+		if core.HasPrefixPath(n.Path, "/big") {
+			wantBig = append(wantBig, n)
+		}
+	}
+	if len(got.Nodes) != len(wantBig) || len(got.Nodes) != 61 {
+		t.Fatalf("%d nodes under /big, want %d (the 60 written and /big)", len(got.Nodes), len(wantBig))
+	}
+	for i, n := range got.Nodes {
+		if n.Path != wantBig[i].Path || !bytes.Equal(n.Data, wantBig[i].Data) || n.Stat.Version != wantBig[i].Stat.Version {
+			t.Fatalf("node %d is %s (%d bytes), want %s (%d bytes)", i, n.Path, len(n.Data), wantBig[i].Path, len(wantBig[i].Data))
+		}
+	}
+	sent := counterValue(t, reg, "grpc_server_msg_sent_total", map[string]string{
+		"grpc_method": "FetchMetadataSnapshotStream", "grpc_service": "metaplane.admin.v1.TabletServerService"})
+	if sent < 6 {
+		t.Fatalf("the 6 MB snapshot went in %v messages, want at least 6 of about 1 MiB", sent)
 	}
 }

@@ -5363,13 +5363,14 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\x16TransferRaftLeadership\x121.metaplane.admin.v1.TransferRaftLeadershipRequest\x1a2.metaplane.admin.v1.TransferRaftLeadershipResponse\x12a\n" +
 	"\fAddRaftVoter\x12'.metaplane.admin.v1.AddRaftVoterRequest\x1a(.metaplane.admin.v1.AddRaftVoterResponse\x12j\n" +
 	"\x0fRemoveRaftVoter\x12*.metaplane.admin.v1.RemoveRaftVoterRequest\x1a+.metaplane.admin.v1.RemoveRaftVoterResponse\x12o\n" +
-	"\x10SaveRaftSnapshot\x12+.metaplane.admin.v1.SaveRaftSnapshotRequest\x1a,.metaplane.admin.v1.SaveRaftSnapshotResponse0\x012\xe2\x04\n" +
+	"\x10SaveRaftSnapshot\x12+.metaplane.admin.v1.SaveRaftSnapshotRequest\x1a,.metaplane.admin.v1.SaveRaftSnapshotResponse0\x012\xe9\x05\n" +
 	"\x13TabletServerService\x12y\n" +
 	"\x14RegisterTabletServer\x12/.metaplane.admin.v1.RegisterTabletServerRequest\x1a0.metaplane.admin.v1.RegisterTabletServerResponse\x12|\n" +
 	"\x15TabletServerHeartbeat\x120.metaplane.admin.v1.TabletServerHeartbeatRequest\x1a1.metaplane.admin.v1.TabletServerHeartbeatResponse\x12d\n" +
 	"\rFetchMetadata\x12(.metaplane.admin.v1.FetchMetadataRequest\x1a).metaplane.admin.v1.FetchMetadataResponse\x12n\n" +
 	"\x13FetchMetadataStream\x12(.metaplane.admin.v1.FetchMetadataRequest\x1a).metaplane.admin.v1.FetchMetadataResponse(\x010\x01\x12|\n" +
-	"\x15FetchMetadataSnapshot\x120.metaplane.admin.v1.FetchMetadataSnapshotRequest\x1a1.metaplane.admin.v1.FetchMetadataSnapshotResponse2\xff\x01\n" +
+	"\x15FetchMetadataSnapshot\x120.metaplane.admin.v1.FetchMetadataSnapshotRequest\x1a1.metaplane.admin.v1.FetchMetadataSnapshotResponse\x12\x84\x01\n" +
+	"\x1bFetchMetadataSnapshotStream\x120.metaplane.admin.v1.FetchMetadataSnapshotRequest\x1a1.metaplane.admin.v1.FetchMetadataSnapshotResponse0\x012\xff\x01\n" +
 	"\rTabletService\x12s\n" +
 	"\x12NotifyLeaderAndIsr\x12-.metaplane.admin.v1.NotifyLeaderAndIsrRequest\x1a..metaplane.admin.v1.NotifyLeaderAndIsrResponse\x12y\n" +
 	"\x14GetTabletServerState\x12/.metaplane.admin.v1.GetTabletServerStateRequest\x1a0.metaplane.admin.v1.GetTabletServerStateResponseBAZ?github.com/metaplane/metaplane/proto/metaplane/admin/v1;adminv1b\x06proto3"
@@ -5538,43 +5539,45 @@ var file_metaplane_admin_v1_admin_proto_depIdxs = []int32{
 	71, // 56: metaplane.admin.v1.TabletServerService.FetchMetadata:input_type -> metaplane.admin.v1.FetchMetadataRequest
 	71, // 57: metaplane.admin.v1.TabletServerService.FetchMetadataStream:input_type -> metaplane.admin.v1.FetchMetadataRequest
 	73, // 58: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:input_type -> metaplane.admin.v1.FetchMetadataSnapshotRequest
-	76, // 59: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:input_type -> metaplane.admin.v1.NotifyLeaderAndIsrRequest
-	78, // 60: metaplane.admin.v1.TabletService.GetTabletServerState:input_type -> metaplane.admin.v1.GetTabletServerStateRequest
-	16, // 61: metaplane.admin.v1.AdminService.CreateDatabase:output_type -> metaplane.admin.v1.CreateDatabaseResponse
-	18, // 62: metaplane.admin.v1.AdminService.DropDatabase:output_type -> metaplane.admin.v1.DropDatabaseResponse
-	20, // 63: metaplane.admin.v1.AdminService.ListDatabases:output_type -> metaplane.admin.v1.ListDatabasesResponse
-	22, // 64: metaplane.admin.v1.AdminService.GetDatabase:output_type -> metaplane.admin.v1.GetDatabaseResponse
-	28, // 65: metaplane.admin.v1.AdminService.CreateTable:output_type -> metaplane.admin.v1.CreateTableResponse
-	30, // 66: metaplane.admin.v1.AdminService.DropTable:output_type -> metaplane.admin.v1.DropTableResponse
-	32, // 67: metaplane.admin.v1.AdminService.GetTableInfo:output_type -> metaplane.admin.v1.GetTableInfoResponse
-	34, // 68: metaplane.admin.v1.AdminService.ListTables:output_type -> metaplane.admin.v1.ListTablesResponse
-	37, // 69: metaplane.admin.v1.AdminService.CreatePartition:output_type -> metaplane.admin.v1.CreatePartitionResponse
-	39, // 70: metaplane.admin.v1.AdminService.DropPartition:output_type -> metaplane.admin.v1.DropPartitionResponse
-	41, // 71: metaplane.admin.v1.AdminService.ListPartitions:output_type -> metaplane.admin.v1.ListPartitionsResponse
-	44, // 72: metaplane.admin.v1.AdminService.ListTabletServers:output_type -> metaplane.admin.v1.ListTabletServersResponse
-	46, // 73: metaplane.admin.v1.AdminService.AllocateIDs:output_type -> metaplane.admin.v1.AllocateIDsResponse
-	50, // 74: metaplane.admin.v1.AdminService.AddACLs:output_type -> metaplane.admin.v1.AddACLsResponse
-	52, // 75: metaplane.admin.v1.AdminService.RemoveACLs:output_type -> metaplane.admin.v1.RemoveACLsResponse
-	54, // 76: metaplane.admin.v1.AdminService.ListACLs:output_type -> metaplane.admin.v1.ListACLsResponse
-	56, // 77: metaplane.admin.v1.AdminService.AlterConfigs:output_type -> metaplane.admin.v1.AlterConfigsResponse
-	58, // 78: metaplane.admin.v1.AdminService.DescribeConfigs:output_type -> metaplane.admin.v1.DescribeConfigsResponse
-	60, // 79: metaplane.admin.v1.AdminService.SetServerTags:output_type -> metaplane.admin.v1.SetServerTagsResponse
-	62, // 80: metaplane.admin.v1.AdminService.GetServerTags:output_type -> metaplane.admin.v1.GetServerTagsResponse
-	64, // 81: metaplane.admin.v1.AdminService.GetLeader:output_type -> metaplane.admin.v1.GetLeaderResponse
-	14, // 82: metaplane.admin.v1.AdminService.GetCoordinatorRaftStatus:output_type -> metaplane.admin.v1.GetCoordinatorRaftStatusResponse
-	5,  // 83: metaplane.admin.v1.AdminService.TransferRaftLeadership:output_type -> metaplane.admin.v1.TransferRaftLeadershipResponse
-	7,  // 84: metaplane.admin.v1.AdminService.AddRaftVoter:output_type -> metaplane.admin.v1.AddRaftVoterResponse
-	9,  // 85: metaplane.admin.v1.AdminService.RemoveRaftVoter:output_type -> metaplane.admin.v1.RemoveRaftVoterResponse
-	11, // 86: metaplane.admin.v1.AdminService.SaveRaftSnapshot:output_type -> metaplane.admin.v1.SaveRaftSnapshotResponse
-	67, // 87: metaplane.admin.v1.TabletServerService.RegisterTabletServer:output_type -> metaplane.admin.v1.RegisterTabletServerResponse
-	69, // 88: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:output_type -> metaplane.admin.v1.TabletServerHeartbeatResponse
-	72, // 89: metaplane.admin.v1.TabletServerService.FetchMetadata:output_type -> metaplane.admin.v1.FetchMetadataResponse
-	72, // 90: metaplane.admin.v1.TabletServerService.FetchMetadataStream:output_type -> metaplane.admin.v1.FetchMetadataResponse
-	75, // 91: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:output_type -> metaplane.admin.v1.FetchMetadataSnapshotResponse
-	77, // 92: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:output_type -> metaplane.admin.v1.NotifyLeaderAndIsrResponse
-	79, // 93: metaplane.admin.v1.TabletService.GetTabletServerState:output_type -> metaplane.admin.v1.GetTabletServerStateResponse
-	61, // [61:94] is the sub-list for method output_type
-	28, // [28:61] is the sub-list for method input_type
+	73, // 59: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshotStream:input_type -> metaplane.admin.v1.FetchMetadataSnapshotRequest
+	76, // 60: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:input_type -> metaplane.admin.v1.NotifyLeaderAndIsrRequest
+	78, // 61: metaplane.admin.v1.TabletService.GetTabletServerState:input_type -> metaplane.admin.v1.GetTabletServerStateRequest
+	16, // 62: metaplane.admin.v1.AdminService.CreateDatabase:output_type -> metaplane.admin.v1.CreateDatabaseResponse
+	18, // 63: metaplane.admin.v1.AdminService.DropDatabase:output_type -> metaplane.admin.v1.DropDatabaseResponse
+	20, // 64: metaplane.admin.v1.AdminService.ListDatabases:output_type -> metaplane.admin.v1.ListDatabasesResponse
+	22, // 65: metaplane.admin.v1.AdminService.GetDatabase:output_type -> metaplane.admin.v1.GetDatabaseResponse
+	28, // 66: metaplane.admin.v1.AdminService.CreateTable:output_type -> metaplane.admin.v1.CreateTableResponse
+	30, // 67: metaplane.admin.v1.AdminService.DropTable:output_type -> metaplane.admin.v1.DropTableResponse
+	32, // 68: metaplane.admin.v1.AdminService.GetTableInfo:output_type -> metaplane.admin.v1.GetTableInfoResponse
+	34, // 69: metaplane.admin.v1.AdminService.ListTables:output_type -> metaplane.admin.v1.ListTablesResponse
+	37, // 70: metaplane.admin.v1.AdminService.CreatePartition:output_type -> metaplane.admin.v1.CreatePartitionResponse
+	39, // 71: metaplane.admin.v1.AdminService.DropPartition:output_type -> metaplane.admin.v1.DropPartitionResponse
+	41, // 72: metaplane.admin.v1.AdminService.ListPartitions:output_type -> metaplane.admin.v1.ListPartitionsResponse
+	44, // 73: metaplane.admin.v1.AdminService.ListTabletServers:output_type -> metaplane.admin.v1.ListTabletServersResponse
+	46, // 74: metaplane.admin.v1.AdminService.AllocateIDs:output_type -> metaplane.admin.v1.AllocateIDsResponse
+	50, // 75: metaplane.admin.v1.AdminService.AddACLs:output_type -> metaplane.admin.v1.AddACLsResponse
+	52, // 76: metaplane.admin.v1.AdminService.RemoveACLs:output_type -> metaplane.admin.v1.RemoveACLsResponse
+	54, // 77: metaplane.admin.v1.AdminService.ListACLs:output_type -> metaplane.admin.v1.ListACLsResponse
+	56, // 78: metaplane.admin.v1.AdminService.AlterConfigs:output_type -> metaplane.admin.v1.AlterConfigsResponse
+	58, // 79: metaplane.admin.v1.AdminService.DescribeConfigs:output_type -> metaplane.admin.v1.DescribeConfigsResponse
+	60, // 80: metaplane.admin.v1.AdminService.SetServerTags:output_type -> metaplane.admin.v1.SetServerTagsResponse
+	62, // 81: metaplane.admin.v1.AdminService.GetServerTags:output_type -> metaplane.admin.v1.GetServerTagsResponse
+	64, // 82: metaplane.admin.v1.AdminService.GetLeader:output_type -> metaplane.admin.v1.GetLeaderResponse
+	14, // 83: metaplane.admin.v1.AdminService.GetCoordinatorRaftStatus:output_type -> metaplane.admin.v1.GetCoordinatorRaftStatusResponse
+	5,  // 84: metaplane.admin.v1.AdminService.TransferRaftLeadership:output_type -> metaplane.admin.v1.TransferRaftLeadershipResponse
+	7,  // 85: metaplane.admin.v1.AdminService.AddRaftVoter:output_type -> metaplane.admin.v1.AddRaftVoterResponse
+	9,  // 86: metaplane.admin.v1.AdminService.RemoveRaftVoter:output_type -> metaplane.admin.v1.RemoveRaftVoterResponse
+	11, // 87: metaplane.admin.v1.AdminService.SaveRaftSnapshot:output_type -> metaplane.admin.v1.SaveRaftSnapshotResponse
+	67, // 88: metaplane.admin.v1.TabletServerService.RegisterTabletServer:output_type -> metaplane.admin.v1.RegisterTabletServerResponse
+	69, // 89: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:output_type -> metaplane.admin.v1.TabletServerHeartbeatResponse
+	72, // 90: metaplane.admin.v1.TabletServerService.FetchMetadata:output_type -> metaplane.admin.v1.FetchMetadataResponse
+	72, // 91: metaplane.admin.v1.TabletServerService.FetchMetadataStream:output_type -> metaplane.admin.v1.FetchMetadataResponse
+	75, // 92: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:output_type -> metaplane.admin.v1.FetchMetadataSnapshotResponse
+	75, // 93: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshotStream:output_type -> metaplane.admin.v1.FetchMetadataSnapshotResponse
+	77, // 94: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:output_type -> metaplane.admin.v1.NotifyLeaderAndIsrResponse
+	79, // 95: metaplane.admin.v1.TabletService.GetTabletServerState:output_type -> metaplane.admin.v1.GetTabletServerStateResponse
+	62, // [62:96] is the sub-list for method output_type
+	28, // [28:62] is the sub-list for method input_type
 	28, // [28:28] is the sub-list for extension type_name
 	28, // [28:28] is the sub-list for extension extendee
 	0,  // [0:28] is the sub-list for field type_name

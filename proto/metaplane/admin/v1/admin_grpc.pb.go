@@ -1183,11 +1183,12 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	TabletServerService_RegisterTabletServer_FullMethodName  = "/metaplane.admin.v1.TabletServerService/RegisterTabletServer"
-	TabletServerService_TabletServerHeartbeat_FullMethodName = "/metaplane.admin.v1.TabletServerService/TabletServerHeartbeat"
-	TabletServerService_FetchMetadata_FullMethodName         = "/metaplane.admin.v1.TabletServerService/FetchMetadata"
-	TabletServerService_FetchMetadataStream_FullMethodName   = "/metaplane.admin.v1.TabletServerService/FetchMetadataStream"
-	TabletServerService_FetchMetadataSnapshot_FullMethodName = "/metaplane.admin.v1.TabletServerService/FetchMetadataSnapshot"
+	TabletServerService_RegisterTabletServer_FullMethodName        = "/metaplane.admin.v1.TabletServerService/RegisterTabletServer"
+	TabletServerService_TabletServerHeartbeat_FullMethodName       = "/metaplane.admin.v1.TabletServerService/TabletServerHeartbeat"
+	TabletServerService_FetchMetadata_FullMethodName               = "/metaplane.admin.v1.TabletServerService/FetchMetadata"
+	TabletServerService_FetchMetadataStream_FullMethodName         = "/metaplane.admin.v1.TabletServerService/FetchMetadataStream"
+	TabletServerService_FetchMetadataSnapshot_FullMethodName       = "/metaplane.admin.v1.TabletServerService/FetchMetadataSnapshot"
+	TabletServerService_FetchMetadataSnapshotStream_FullMethodName = "/metaplane.admin.v1.TabletServerService/FetchMetadataSnapshotStream"
 )
 
 // TabletServerServiceClient is the client API for TabletServerService service.
@@ -1220,7 +1221,18 @@ type TabletServerServiceClient interface {
 	// the authorization check, done once when the stream opens).
 	FetchMetadataStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[FetchMetadataRequest, FetchMetadataResponse], error)
 	// FetchMetadataSnapshot returns every node and the revision they reflect.
+	// The answer is one message, so a client bounded to gRPC's default 4 MiB
+	// per message cannot take a larger tree this way: tablet servers use
+	// FetchMetadataSnapshotStream, and this call only with a coordinator
+	// that does not serve it.
 	FetchMetadataSnapshot(ctx context.Context, in *FetchMetadataSnapshotRequest, opts ...grpc.CallOption) (*FetchMetadataSnapshotResponse, error)
+	// FetchMetadataSnapshotStream is FetchMetadataSnapshot in parts: one
+	// snapshot, sent in its order as messages of at most about 1 MiB of
+	// nodes each (a larger node goes alone), every message with the
+	// snapshot's offset. The stream ends cleanly after the last part; the
+	// snapshot is whole only then. An empty tree is one message with no
+	// nodes.
+	FetchMetadataSnapshotStream(ctx context.Context, in *FetchMetadataSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FetchMetadataSnapshotResponse], error)
 }
 
 type tabletServerServiceClient struct {
@@ -1284,6 +1296,25 @@ func (c *tabletServerServiceClient) FetchMetadataSnapshot(ctx context.Context, i
 	return out, nil
 }
 
+func (c *tabletServerServiceClient) FetchMetadataSnapshotStream(ctx context.Context, in *FetchMetadataSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FetchMetadataSnapshotResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &TabletServerService_ServiceDesc.Streams[1], TabletServerService_FetchMetadataSnapshotStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[FetchMetadataSnapshotRequest, FetchMetadataSnapshotResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TabletServerService_FetchMetadataSnapshotStreamClient = grpc.ServerStreamingClient[FetchMetadataSnapshotResponse]
+
 // TabletServerServiceServer is the server API for TabletServerService service.
 // All implementations must embed UnimplementedTabletServerServiceServer
 // for forward compatibility.
@@ -1314,7 +1345,18 @@ type TabletServerServiceServer interface {
 	// the authorization check, done once when the stream opens).
 	FetchMetadataStream(grpc.BidiStreamingServer[FetchMetadataRequest, FetchMetadataResponse]) error
 	// FetchMetadataSnapshot returns every node and the revision they reflect.
+	// The answer is one message, so a client bounded to gRPC's default 4 MiB
+	// per message cannot take a larger tree this way: tablet servers use
+	// FetchMetadataSnapshotStream, and this call only with a coordinator
+	// that does not serve it.
 	FetchMetadataSnapshot(context.Context, *FetchMetadataSnapshotRequest) (*FetchMetadataSnapshotResponse, error)
+	// FetchMetadataSnapshotStream is FetchMetadataSnapshot in parts: one
+	// snapshot, sent in its order as messages of at most about 1 MiB of
+	// nodes each (a larger node goes alone), every message with the
+	// snapshot's offset. The stream ends cleanly after the last part; the
+	// snapshot is whole only then. An empty tree is one message with no
+	// nodes.
+	FetchMetadataSnapshotStream(*FetchMetadataSnapshotRequest, grpc.ServerStreamingServer[FetchMetadataSnapshotResponse]) error
 	mustEmbedUnimplementedTabletServerServiceServer()
 }
 
@@ -1339,6 +1381,9 @@ func (UnimplementedTabletServerServiceServer) FetchMetadataStream(grpc.BidiStrea
 }
 func (UnimplementedTabletServerServiceServer) FetchMetadataSnapshot(context.Context, *FetchMetadataSnapshotRequest) (*FetchMetadataSnapshotResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method FetchMetadataSnapshot not implemented")
+}
+func (UnimplementedTabletServerServiceServer) FetchMetadataSnapshotStream(*FetchMetadataSnapshotRequest, grpc.ServerStreamingServer[FetchMetadataSnapshotResponse]) error {
+	return status.Error(codes.Unimplemented, "method FetchMetadataSnapshotStream not implemented")
 }
 func (UnimplementedTabletServerServiceServer) mustEmbedUnimplementedTabletServerServiceServer() {}
 func (UnimplementedTabletServerServiceServer) testEmbeddedByValue()                             {}
@@ -1440,6 +1485,17 @@ func _TabletServerService_FetchMetadataSnapshot_Handler(srv interface{}, ctx con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TabletServerService_FetchMetadataSnapshotStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(FetchMetadataSnapshotRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(TabletServerServiceServer).FetchMetadataSnapshotStream(m, &grpc.GenericServerStream[FetchMetadataSnapshotRequest, FetchMetadataSnapshotResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TabletServerService_FetchMetadataSnapshotStreamServer = grpc.ServerStreamingServer[FetchMetadataSnapshotResponse]
+
 // TabletServerService_ServiceDesc is the grpc.ServiceDesc for TabletServerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1470,6 +1526,11 @@ var TabletServerService_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _TabletServerService_FetchMetadataStream_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "FetchMetadataSnapshotStream",
+			Handler:       _TabletServerService_FetchMetadataSnapshotStream_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "metaplane/admin/v1/admin.proto",
