@@ -9,3 +9,11 @@ func AccessTable() map[string]string {
 	}
 	return out
 }
+
+// HoldSnapshotSlot takes one of the server's metadata snapshot slots
+// (Options.MaxConcurrentSnapshots), waiting for it, and returns its
+// release.
+func (s *Server) HoldSnapshotSlot() func() {
+	s.snapshotSlots <- struct{}{}
+	return func() { <-s.snapshotSlots }
+}

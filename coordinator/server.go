@@ -75,6 +75,12 @@ type Options struct {
 	// MetadataStreamMaxWait bounds a FetchMetadata long poll
 	// (coordinator.metadata-stream.max-wait); default 500ms.
 	MetadataStreamMaxWait time.Duration
+	// MaxConcurrentSnapshots is how many metadata snapshots
+	// (FetchMetadataSnapshot, FetchMetadataSnapshotStream) the coordinator
+	// serves at once, each holding a copy of the whole tree until it is
+	// sent; the others wait their turn, within their deadline
+	// (coordinator.metadata-stream.max-concurrent-snapshots); default 4.
+	MaxConcurrentSnapshots int
 	// MetadataStreamFeed is how many change events the coordinator keeps
 	// in memory, fed by one watch of its backend client, to serve every
 	// FetchMetadata long poll from (a poll from an older offset opens a
@@ -147,6 +153,9 @@ type Server struct {
 	health *healthState
 	// backendOpen: a backend client is open (the overall health).
 	backendOpen atomic.Bool
+	// snapshotSlots holds one token per metadata snapshot being served
+	// (Options.MaxConcurrentSnapshots).
+	snapshotSlots chan struct{}
 
 	leader     atomic.Pointer[leaderState]
 	backend    atomic.Pointer[backendRef]
@@ -206,6 +215,9 @@ func New(opts Options) (*Server, error) {
 	if opts.MetadataStreamMaxWait <= 0 {
 		opts.MetadataStreamMaxWait = 500 * time.Millisecond
 	}
+	if opts.MaxConcurrentSnapshots <= 0 {
+		opts.MaxConcurrentSnapshots = 4
+	}
 	if opts.RequestRetention <= 0 {
 		opts.RequestRetention = DefaultRequestRetention
 	}
@@ -232,6 +244,8 @@ func New(opts Options) (*Server, error) {
 		log:     opts.Logger.With("coordinator", opts.ID),
 		leases:  map[int32]int64{},
 		changed: make(chan struct{}),
+
+		snapshotSlots: make(chan struct{}, opts.MaxConcurrentSnapshots),
 	}
 	s.metrics = newMetrics(s, opts.Registerer)
 	s.health = newHealth()

@@ -3,6 +3,7 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"reflect"
 	"sort"
@@ -396,5 +397,47 @@ func TestStandbyRefusesEveryAdminMethod(t *testing.T) {
 				t.Fatalf("NOT_LEADER names %q, want the leader %s", d.LeaderAddress, a.addr)
 			}
 		})
+	}
+}
+
+// TestSnapshotsWaitForASlot: with coordinator.metadata-stream.max-
+// concurrent-snapshots = 1 and that slot taken, a metadata snapshot (in
+// parts or in one message) waits for it and fails at its deadline without
+// reading the tree; once the slot is free, it is served.
+func TestSnapshotsWaitForASlot(t *testing.T) {
+	s := memory.NewStore(memory.StoreOptions{})
+	t.Cleanup(func() { s.Close() })
+	n := startCoordinatorWith(t, s, coordinator.Options{MaxConcurrentSnapshots: 1})
+	testutil.WaitFor(t, 5*time.Second, "the coordinator leads", n.srv.IsLeader)
+	c := newClient(t, n.addr)
+	inParts := func(ctx context.Context, tc adminv1.TabletServerServiceClient) error {
+		st, err := tc.FetchMetadataSnapshotStream(ctx, &adminv1.FetchMetadataSnapshotRequest{})
+		for err == nil {
+			if _, err = st.Recv(); errors.Is(err, io.EOF) {
+				return nil
+			}
+		}
+		return err
+	}
+	whole := func(ctx context.Context, tc adminv1.TabletServerServiceClient) error {
+		_, err := tc.FetchMetadataSnapshot(ctx, &adminv1.FetchMetadataSnapshotRequest{})
+		return err
+	}
+	fetch := func(timeout time.Duration, call func(context.Context, adminv1.TabletServerServiceClient) error) error {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		return c.TabletsAt(ctx, n.addr, call)
+	}
+	release := n.srv.HoldSnapshotSlot()
+	for name, call := range map[string]func(context.Context, adminv1.TabletServerServiceClient) error{"in parts": inParts, "whole": whole} {
+		if err := fetch(300*time.Millisecond, call); status.Code(err) != codes.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("snapshot %s with the only slot taken: %v, want the deadline exceeded", name, err)
+		}
+	}
+	release()
+	for name, call := range map[string]func(context.Context, adminv1.TabletServerServiceClient) error{"in parts": inParts, "whole": whole} {
+		if err := fetch(10*time.Second, call); err != nil {
+			t.Fatalf("snapshot %s with the slot free: %v", name, err)
+		}
 	}
 }

@@ -303,6 +303,11 @@ func (t *tabletServerService) FetchMetadataStream(st adminv1.TabletServerService
 // min_offset (this coordinator is behind the caller) is not sent: the
 // answer is UNAVAILABLE, to retry here or elsewhere.
 func (t *tabletServerService) FetchMetadataSnapshot(ctx context.Context, r *adminv1.FetchMetadataSnapshotRequest) (*adminv1.FetchMetadataSnapshotResponse, error) {
+	release, err := t.snapshotSlot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	snap, err := t.metadataSnapshot(ctx, r)
 	if err != nil {
 		return nil, err
@@ -322,6 +327,11 @@ const snapshotPartBytes = 1 << 20
 // answers with in parts of about snapshotPartBytes, each with its offset,
 // so that no message grows with the tree.
 func (t *tabletServerService) FetchMetadataSnapshotStream(r *adminv1.FetchMetadataSnapshotRequest, st adminv1.TabletServerService_FetchMetadataSnapshotStreamServer) error {
+	release, err := t.snapshotSlot(st.Context())
+	if err != nil {
+		return err
+	}
+	defer release()
 	snap, err := t.metadataSnapshot(st.Context(), r)
 	if err != nil {
 		return err
@@ -339,6 +349,19 @@ func (t *tabletServerService) FetchMetadataSnapshotStream(r *adminv1.FetchMetada
 		size += len(n.Path) + len(n.Data)
 	}
 	return st.Send(part)
+}
+
+// snapshotSlot waits, within ctx, until fewer than
+// Options.MaxConcurrentSnapshots snapshots are being served (each holds a
+// copy of the whole tree until it is sent), and returns the release of
+// the slot it took. Waiting callers take the slots in turn.
+func (t *tabletServerService) snapshotSlot(ctx context.Context) (func(), error) {
+	select {
+	case t.s.snapshotSlots <- struct{}{}:
+		return func() { <-t.s.snapshotSlots }, nil
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
 }
 
 // metadataSnapshot is the whole tree from this coordinator's backend

@@ -134,6 +134,12 @@ type CoordinatorConfig struct {
 	// default 500ms: how long a metadata-stream fetch waits for new
 	// changes before answering empty (long poll).
 	MetadataStreamMaxWait time.Duration `koanf:"metadata-stream.max-wait"`
+	// MetadataStreamMaxSnapshots, key
+	// coordinator.metadata-stream.max-concurrent-snapshots, default 4: how
+	// many metadata snapshots (FETCH_METADATA_SNAPSHOT) a coordinator
+	// serves at once, each holding a copy of the whole tree; the others
+	// wait their turn.
+	MetadataStreamMaxSnapshots int `koanf:"metadata-stream.max-concurrent-snapshots"`
 	// RequestRetention, key coordinator.request-records.retention, default
 	// 24h: how long the leader keeps the record of an exactly-once admin
 	// write's request id (a retry within it is answered with the original
@@ -348,6 +354,7 @@ func Default() *Config {
 			},
 			TabletServerSessionTimeout: 30 * time.Second,
 			MetadataStreamMaxWait:      500 * time.Millisecond,
+			MetadataStreamMaxSnapshots: 4,
 			RequestRetention:           24 * time.Hour,
 			MaxRequestRecords:          100000,
 			Gossip:                     GossipConfig{Port: 9125},

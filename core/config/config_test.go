@@ -74,6 +74,7 @@ func TestDefaultConfigIsValidAndSelectsRaft(t *testing.T) {
 		{"coordinator.raft.logdb.profile", r.LogDBProfile, "small"},
 		{"coordinator.tablet-server.session-timeout", cfg.Coordinator.TabletServerSessionTimeout, 30 * time.Second},
 		{"coordinator.metadata-stream.max-wait", cfg.Coordinator.MetadataStreamMaxWait, 500 * time.Millisecond},
+		{"coordinator.metadata-stream.max-concurrent-snapshots", cfg.Coordinator.MetadataStreamMaxSnapshots, 4},
 		{"coordinator.gossip.enabled", cfg.Coordinator.Gossip.Enabled, false},
 		{"coordinator.gossip.port", cfg.Coordinator.Gossip.Port, 9125},
 		{"zookeeper.path.root", cfg.ZooKeeper.PathRoot, "/fluss"},
@@ -421,6 +422,7 @@ func TestValueRules(t *testing.T) {
 		{"metrics.address=nowhere", "metrics.address", "want host:port"},
 		{"tablet-server.id=-2", "tablet-server.id", "at least 0"},
 		{"zookeeper.client.max-inflight-requests=0", "zookeeper.client.max-inflight-requests", "at least 1"},
+		{"coordinator.metadata-stream.max-concurrent-snapshots=0", "coordinator.metadata-stream.max-concurrent-snapshots", "at least 1"},
 		{"coordinator.raft.election.timeout=200ms", "coordinator.raft.election.timeout", "below the minimum of 300ms"},
 		{"coordinator.raft.heartbeat.interval=2s", "coordinator.raft.heartbeat.interval", "is not below coordinator.raft.election.timeout"},
 	}

@@ -91,6 +91,9 @@ func (c *Config) validate(probs *Problems, observer bool) {
 	}
 	positive("coordinator.tablet-server.session-timeout", c.Coordinator.TabletServerSessionTimeout)
 	positive("coordinator.metadata-stream.max-wait", c.Coordinator.MetadataStreamMaxWait)
+	if c.Coordinator.MetadataStreamMaxSnapshots < 1 {
+		probs.Add("coordinator.metadata-stream.max-concurrent-snapshots", fmt.Sprintf("%d must be at least 1", c.Coordinator.MetadataStreamMaxSnapshots))
+	}
 	positive("coordinator.request-records.retention", c.Coordinator.RequestRetention)
 	if c.Coordinator.MaxRequestRecords < 1 {
 		probs.Add("coordinator.request-records.max", fmt.Sprintf("%d must be at least 1", c.Coordinator.MaxRequestRecords))
