@@ -296,22 +296,21 @@ func methodName(full string) string {
 // heartbeat renews the same lease). Every other RPC is a write that is
 // repeated only when it is known not to have been applied.
 var retrySafe = map[string]bool{
-	adminv1.AdminService_ListDatabases_FullMethodName:                      true,
-	adminv1.AdminService_GetDatabase_FullMethodName:                        true,
-	adminv1.AdminService_GetTableInfo_FullMethodName:                       true,
-	adminv1.AdminService_ListTables_FullMethodName:                         true,
-	adminv1.AdminService_ListPartitions_FullMethodName:                     true,
-	adminv1.AdminService_ListTabletServers_FullMethodName:                  true,
-	adminv1.AdminService_ListACLs_FullMethodName:                           true,
-	adminv1.AdminService_DescribeConfigs_FullMethodName:                    true,
-	adminv1.AdminService_GetServerTags_FullMethodName:                      true,
-	adminv1.AdminService_GetLeader_FullMethodName:                          true,
-	adminv1.AdminService_GetCoordinatorRaftStatus_FullMethodName:           true,
-	adminv1.TabletServerService_RegisterTabletServer_FullMethodName:        true,
-	adminv1.TabletServerService_TabletServerHeartbeat_FullMethodName:       true,
-	adminv1.TabletServerService_FetchMetadata_FullMethodName:               true,
-	adminv1.TabletServerService_FetchMetadataSnapshot_FullMethodName:       true,
-	adminv1.TabletServerService_FetchMetadataSnapshotStream_FullMethodName: true,
+	adminv1.AdminService_ListDatabases_FullMethodName:                true,
+	adminv1.AdminService_GetDatabase_FullMethodName:                  true,
+	adminv1.AdminService_GetTableInfo_FullMethodName:                 true,
+	adminv1.AdminService_ListTables_FullMethodName:                   true,
+	adminv1.AdminService_ListPartitions_FullMethodName:               true,
+	adminv1.AdminService_ListTabletServers_FullMethodName:            true,
+	adminv1.AdminService_ListACLs_FullMethodName:                     true,
+	adminv1.AdminService_DescribeConfigs_FullMethodName:              true,
+	adminv1.AdminService_GetServerTags_FullMethodName:                true,
+	adminv1.AdminService_GetLeader_FullMethodName:                    true,
+	adminv1.AdminService_GetCoordinatorRaftStatus_FullMethodName:     true,
+	adminv1.TabletServerService_RegisterTabletServer_FullMethodName:  true,
+	adminv1.TabletServerService_TabletServerHeartbeat_FullMethodName: true,
+	adminv1.TabletServerService_FetchMetadata_FullMethodName:         true,
+	adminv1.TabletServerService_FetchMetadataSnapshot_FullMethodName: true,
 }
 
 // RequestIDHeader is the gRPC metadata key carrying a write's request id.

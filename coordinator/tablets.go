@@ -303,15 +303,11 @@ func (t *tabletServerService) FetchMetadataStream(st adminv1.TabletServerService
 // min_offset (this coordinator is behind the caller) is not sent: the
 // answer is UNAVAILABLE, to retry here or elsewhere.
 func (t *tabletServerService) FetchMetadataSnapshot(ctx context.Context, r *adminv1.FetchMetadataSnapshotRequest) (*adminv1.FetchMetadataSnapshotResponse, error) {
-	release, err := t.snapshotSlot(ctx)
+	snap, release, err := t.metadataSnapshot(ctx, r)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	snap, err := t.metadataSnapshot(ctx, r)
-	if err != nil {
-		return nil, err
-	}
 	out := &adminv1.FetchMetadataSnapshotResponse{Offset: snap.Revision, Nodes: make([]*adminv1.MetadataNode, 0, len(snap.Nodes))}
 	for _, n := range snap.Nodes {
 		out.Nodes = append(out.Nodes, metadataNode(n))
@@ -327,15 +323,11 @@ const snapshotPartBytes = 1 << 20
 // answers with in parts of about snapshotPartBytes, each with its offset,
 // so that no message grows with the tree.
 func (t *tabletServerService) FetchMetadataSnapshotStream(r *adminv1.FetchMetadataSnapshotRequest, st adminv1.TabletServerService_FetchMetadataSnapshotStreamServer) error {
-	release, err := t.snapshotSlot(st.Context())
+	snap, release, err := t.metadataSnapshot(st.Context(), r)
 	if err != nil {
 		return err
 	}
 	defer release()
-	snap, err := t.metadataSnapshot(st.Context(), r)
-	if err != nil {
-		return err
-	}
 	part := &adminv1.FetchMetadataSnapshotResponse{Offset: snap.Revision}
 	size := 0
 	for _, n := range snap.Nodes {
@@ -351,36 +343,34 @@ func (t *tabletServerService) FetchMetadataSnapshotStream(r *adminv1.FetchMetada
 	return st.Send(part)
 }
 
-// snapshotSlot waits, within ctx, until fewer than
-// Options.MaxConcurrentSnapshots snapshots are being served (each holds a
-// copy of the whole tree until it is sent), and returns the release of
-// the slot it took. Waiting callers take the slots in turn.
-func (t *tabletServerService) snapshotSlot(ctx context.Context) (func(), error) {
-	select {
-	case t.s.snapshotSlots <- struct{}{}:
-		return func() { <-t.s.snapshotSlots }, nil
-	case <-ctx.Done():
-		return nil, status.FromContextError(ctx.Err()).Err()
-	}
-}
-
 // metadataSnapshot is the whole tree from this coordinator's backend
-// client, refused with UNAVAILABLE when older than r's min_offset.
-func (t *tabletServerService) metadataSnapshot(ctx context.Context, r *adminv1.FetchMetadataSnapshotRequest) (core.Snapshot, error) {
+// client, refused with UNAVAILABLE when older than r's min_offset. It is
+// taken only once fewer than Options.MaxConcurrentSnapshots snapshots are
+// being served (waiting within ctx; waiting callers take the slots in
+// turn); the caller calls release once it has sent it, which it holds
+// until then.
+func (t *tabletServerService) metadataSnapshot(ctx context.Context, r *adminv1.FetchMetadataSnapshotRequest) (snap core.Snapshot, release func(), err error) {
 	b, _, err := t.streamBackend()
 	if err != nil {
-		return core.Snapshot{}, err
+		return core.Snapshot{}, nil, err
 	}
-	snap, err := b.Snapshot(ctx, "/")
-	if err != nil {
-		return core.Snapshot{}, t.s.mapErr(err)
+	select {
+	case t.s.snapshotSlots <- struct{}{}:
+	case <-ctx.Done():
+		return core.Snapshot{}, nil, status.FromContextError(ctx.Err()).Err()
+	}
+	release = func() { <-t.s.snapshotSlots }
+	if snap, err = b.Snapshot(ctx, "/"); err != nil {
+		release()
+		return core.Snapshot{}, nil, t.s.mapErr(err)
 	}
 	t.s.noteApplied(snap.Revision)
 	if snap.Revision < r.MinOffset {
-		return core.Snapshot{}, adminclient.ToStatus(fmt.Errorf("%w: coordinator %s has applied up to offset %d, behind the requested %d: retry, or ask another coordinator",
+		release()
+		return core.Snapshot{}, nil, adminclient.ToStatus(fmt.Errorf("%w: coordinator %s has applied up to offset %d, behind the requested %d: retry, or ask another coordinator",
 			core.ErrUnavailable, t.s.id, snap.Revision, r.MinOffset))
 	}
-	return snap, nil
+	return snap, release, nil
 }
 
 func metadataNode(n core.Node) *adminv1.MetadataNode {

@@ -409,7 +409,6 @@ func (a *applier) del(k []byte) {
 type txnState struct {
 	a           *applier
 	nodes       map[string]*raftv1.NodeRecord // nil: deleted
-	created     map[string]bool               // nodes this command created
 	order       []string                      // paths in first-touch order
 	childAdd    [][2]string
 	childDel    [][2]string
@@ -431,13 +430,16 @@ func (t *txnState) get(p string) *raftv1.NodeRecord {
 	if n, ok := t.nodes[p]; ok {
 		return n
 	}
-	// A node this command created had no children before it: every child
-	// it has is in t.nodes, so a path under it that is not there does not
-	// exist, and the store need not be asked (createTable creates a dozen
-	// nodes, most under one it created; each such lookup was a Pebble Get
-	// of an absent key, half of the transaction's apply).
-	if t.a.freshParents && len(t.created) > 0 && p != "/" && t.created[core.ParentPath(p)] {
-		return nil
+	// A node this command created (its create revision is this entry's
+	// index) had no children before it: every child it has is in t.nodes,
+	// so a path under it that is not there does not exist, and the store
+	// need not be asked (createTable creates a dozen nodes, most under one
+	// it created; each such lookup was a Pebble Get of an absent key, half
+	// of the transaction's apply).
+	if t.a.freshParents && len(t.nodes) > 0 && p != "/" {
+		if pn := t.nodes[core.ParentPath(p)]; pn != nil && pn.GetCreateRevision() == t.a.index {
+			return nil
+		}
 	}
 	if n, ok := t.a.written[p]; ok {
 		return n
@@ -567,10 +569,6 @@ func (t *txnState) addChild(parent string, pn *raftv1.NodeRecord, p string, n *r
 	pn.Cversion++
 	t.put(parent, pn)
 	t.put(p, n)
-	if t.created == nil {
-		t.created = map[string]bool{}
-	}
-	t.created[p] = true
 	t.childAdd = append(t.childAdd, [2]string{parent, core.BaseName(p)})
 	t.event(core.EventCreated, p, n)
 }
