@@ -38,7 +38,12 @@ type Options struct {
 	// Rows, when set, runs only the rows whose id has one of these
 	// prefixes.
 	Rows []string
-	// Log receives progress lines; nil discards them.
+	// Progress receives the run's progress lines: the floors, each
+	// system started, each row of each round, the migration and stream
+	// rows. Nil: they go to Log.
+	Progress io.Writer
+	// Log receives the plugins' and coordinators' own records, and the
+	// live migration's rounds; nil discards them.
 	Log io.Writer
 	// LogLevel is the lowest level of the plugins' and coordinators' own
 	// records written to Log: "debug", "info", "warn" (empty) or "error".
@@ -244,8 +249,12 @@ type ElectionRig interface {
 
 // logf writes a progress line.
 func (o Options) logf(format string, args ...any) {
-	if o.Log != nil {
-		fmt.Fprintf(o.Log, format+"\n", args...)
+	w := o.Progress
+	if w == nil {
+		w = o.Log
+	}
+	if w != nil {
+		fmt.Fprintf(w, format+"\n", args...)
 	}
 }
 
@@ -400,9 +409,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.Settle = newSettleSummary(defaultSettle)
 	}
 	for round := 0; round < p.rounds && ctx.Err() == nil; round++ {
-		o.logf("round %d/%d", round+1, p.rounds)
+		o.logf("round %d/%d (%s)", round+1, p.rounds, time.Since(start).Round(time.Second))
 		last := round == p.rounds-1
 		for i, spec := range specs {
+			o.logf("  round %d/%d, row %d/%d: %s", round+1, p.rounds, i+1, len(specs), spec.id)
 			order := append([]string(nil), o.Backends...)
 			if (round+i)%2 == 1 {
 				for l, r := 0, len(order)-1; l < r; l, r = l+1, r-1 {
@@ -505,13 +515,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.Rows = append(rep.Rows, row)
 	}
 	if len(migSpecs) > 0 && ctx.Err() == nil {
-		o.logf("migration rows ...")
+		o.logf("migration rows ... (%s)", time.Since(start).Round(time.Second))
 		rows, fig := runMigration(ctx, env, migSpecs, systems[ZooKeeper])
 		rep.Rows = append(rep.Rows, rows...)
 		rep.Migration = fig
 	}
 	if len(strSpecs) > 0 && ctx.Err() == nil {
-		o.logf("metadata stream rows ...")
+		o.logf("metadata stream rows ... (%s)", time.Since(start).Round(time.Second))
 		rows, fig := runStream(ctx, env, strSpecs)
 		rep.Rows = append(rep.Rows, rows...)
 		rep.Stream = fig

@@ -17,7 +17,9 @@ processes with data in a temporary directory, coordinators), runs the rows
 of the seeds' table on every backend interleaved, and prints p50, p99,
 ops/s per row and backend, the ZooKeeper/Raft ratio (above 1: Raft better),
 peak memory, the CPU per write of the throughput rows and the targets.
---quick finishes in under two minutes.
+--quick finishes in under two minutes. Progress (each system started,
+each row of each round) goes to stderr; --quiet drops it, --verbose adds
+the plugins' and coordinators' own records.
 
   metaplane bench --chart-from FILE.json [--svg FILE.svg] [--markdown]
 
@@ -28,10 +30,10 @@ usage error. docs/benchmarks.md explains the rows.`
 
 // benchFlags are the flags of `metaplane bench`.
 type benchFlags struct {
-	backends, jsonOut, svgOut, chartFrom, rows, binDir string
-	voters, migrateNodes, elections                    int
-	quick, markdown, verbose, security, noSettle       bool
-	logLevel                                           string
+	backends, jsonOut, svgOut, chartFrom, rows, binDir  string
+	voters, migrateNodes, elections                     int
+	quick, markdown, verbose, quiet, security, noSettle bool
+	logLevel                                            string
 }
 
 func newBenchCmd() *cobra.Command {
@@ -62,7 +64,8 @@ func newBenchCmd() *cobra.Command {
 	f.IntVar(&bf.migrateNodes, "migrate-nodes", 0, fmt.Sprintf("persistent nodes of the migrate. rows' tree, %d to %d (default 100000; 10000 with --quick)", bench.MinMigrateNodes, bench.MaxMigrateNodes))
 	f.BoolVar(&bf.security, "security", false, "also measure admin rows over mutual TLS and over mutual TLS with the authorizer on (the same leader, certificates generated for the run), as ratios to plaintext")
 	f.BoolVar(&bf.noSettle, "no-settle", false, "start every batch at once, without first waiting (at most 15 s) for the other backends' processes to go quiet after their own batch")
-	f.BoolVarP(&bf.verbose, "verbose", "v", false, "print progress to stderr")
+	f.BoolVarP(&bf.verbose, "verbose", "v", false, "also print the plugins' and coordinators' records (see --log-level) and the live migration's rounds to stderr")
+	f.BoolVarP(&bf.quiet, "quiet", "q", false, "print no progress to stderr (errors still)")
 	f.StringVar(&bf.logLevel, "log-level", "warn", "with --verbose, the lowest level of the plugins' and coordinators' records printed with the progress: debug (with Dragonboat's election and connection records), info, warn, error")
 	for _, name := range []string{"json", "svg", "chart-from"} {
 		cmd.MarkFlagFilename(name)
@@ -125,6 +128,12 @@ func benchRun(cmd *cobra.Command, bf benchFlags) error {
 	}
 	if bf.rows != "" {
 		opts.Rows = strings.Split(bf.rows, ",")
+	}
+	if bf.quiet && bf.verbose {
+		return usageError("--quiet and --verbose: choose one")
+	}
+	if !bf.quiet {
+		opts.Progress = cmd.ErrOrStderr()
 	}
 	if bf.verbose {
 		opts.Log = cmd.ErrOrStderr()

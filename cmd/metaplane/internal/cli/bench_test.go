@@ -42,6 +42,13 @@ func TestBenchQuickMemory(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
 	}
+	// Progress goes to stderr without --verbose: the systems started and
+	// every row of every round.
+	for _, want := range []string{"starting memory ...", "round 1/3 (", "round 3/3, row 1/", ": store.write-64\n"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("progress on stderr lacks %q:\n%s", want, errOut)
+		}
+	}
 
 	rep, err := bench.ReadJSONFile(jsonPath)
 	if err != nil {
@@ -117,6 +124,25 @@ func TestBenchQuickMemory(t *testing.T) {
 	}
 }
 
+// TestBenchQuiet runs one row with --quiet: the table on stdout, nothing
+// on stderr.
+func TestBenchQuiet(t *testing.T) {
+	plugin := testutil.Binary(t, "metaplane-backend-memory")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	code, out, errOut := runBenchCmd(t, ctx, "--backends", "memory", "--quick", "--rows", "store.get", "--quiet",
+		"--bin-dir", filepath.Dir(plugin))
+	if code != ExitOK {
+		t.Fatalf("bench exited %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "store get (through the plugin)") {
+		t.Errorf("table lacks the row:\n%s", out)
+	}
+	if errOut != "" {
+		t.Errorf("--quiet wrote to stderr:\n%s", errOut)
+	}
+}
+
 func wellFormed(t *testing.T, b []byte) {
 	t.Helper()
 	dec := xml.NewDecoder(bytes.NewReader(b))
@@ -141,6 +167,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"--elections", "-1"}, "--elections -1: must be 1 to 1000"},
 		{[]string{"--elections", "1001"}, "--elections 1001: must be 1 to 1000"},
 		{[]string{"--log-level", "verbose"}, `--log-level "verbose": must be debug, info, warn or error`},
+		{[]string{"--quiet", "--verbose"}, "--quiet and --verbose: choose one"},
 		{[]string{"--backends", "etcd"}, `unknown backend "etcd"`},
 		{[]string{"--backends", ","}, "no backend named"},
 		{[]string{"--chart-from", "x.json"}, "--chart-from needs --svg FILE or --markdown"},
