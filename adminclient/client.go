@@ -311,6 +311,13 @@ var retrySafe = map[string]bool{
 	adminv1.TabletServerService_TabletServerHeartbeat_FullMethodName: true,
 	adminv1.TabletServerService_FetchMetadata_FullMethodName:         true,
 	adminv1.TabletServerService_FetchMetadataSnapshot_FullMethodName: true,
+	// An AdjustIsr repeated is answered with the record it made; a
+	// controlled shutdown repeated moves what is left; a deregistration
+	// repeated finds the lease gone.
+	adminv1.TabletServerService_AdjustIsr_FullMethodName:              true,
+	adminv1.TabletServerService_ControlledShutdown_FullMethodName:     true,
+	adminv1.TabletServerService_DeregisterTabletServer_FullMethodName: true,
+	adminv1.AdminService_ListBuckets_FullMethodName:                   true,
 }
 
 // RequestIDHeader is the gRPC metadata key carrying a write's request id.

@@ -36,6 +36,28 @@ const (
 	CodePermissionDenied   = "PERMISSION_DENIED"
 )
 
+// The per-bucket error codes of an AdjustIsr answer
+// (adminv1.AdjustIsrResponse_Result.ErrorCode), after the original's
+// meanings; UNAVAILABLE (CodeUnavailable) there means the change was not
+// written and may be asked for again.
+const (
+	// IsrFencedLeaderEpoch: the request's leader epoch is not the
+	// bucket's (the original's FENCED_LEADER_EPOCH): leadership moved.
+	IsrFencedLeaderEpoch = "FENCED_LEADER_EPOCH"
+	// IsrInvalidUpdateVersion: the request's bucket epoch is not the
+	// bucket's (the original's INVALID_UPDATE_VERSION): the record changed
+	// since the leader read it.
+	IsrInvalidUpdateVersion = "INVALID_UPDATE_VERSION"
+	// IsrNotLeader: the calling server does not lead the bucket.
+	IsrNotLeader = "NOT_LEADER_OR_FOLLOWER"
+	// IsrIneligibleReplica: the new ISR leaves out the leader, names a
+	// replica twice or one that is not assigned, or adds one that is not
+	// registered or is shutting down.
+	IsrIneligibleReplica = "INELIGIBLE_REPLICA"
+	// IsrUnknownBucket: no such bucket.
+	IsrUnknownBucket = "UNKNOWN_BUCKET"
+)
+
 // The original system's error codes for the two errors operators know by
 // number.
 const (

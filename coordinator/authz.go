@@ -113,6 +113,8 @@ var methodAccess = map[string]access{
 	adminv1.AdminService_DescribeConfigs_FullMethodName:   onCluster(OpDescribe),
 	adminv1.AdminService_SetServerTags_FullMethodName:     onCluster(OpAlter),
 	adminv1.AdminService_GetServerTags_FullMethodName:     onCluster(OpDescribe),
+	adminv1.AdminService_ListBuckets_FullMethodName:       {op: OpDescribe, resource: tableOf},
+	adminv1.AdminService_ElectLeaders_FullMethodName:      onCluster(OpAlter),
 	adminv1.AdminService_GetLeader_FullMethodName:         onCluster(OpDescribe),
 
 	adminv1.AdminService_GetCoordinatorRaftStatus_FullMethodName: onCluster(OpDescribe),
@@ -126,6 +128,9 @@ var methodAccess = map[string]access{
 	adminv1.TabletServerService_RegisterTabletServer_FullMethodName:        onCluster(OpWrite),
 	adminv1.TabletServerService_TabletServerHeartbeat_FullMethodName:       onCluster(OpWrite),
 	adminv1.TabletServerService_FetchMetadata_FullMethodName:               onCluster(OpRead),
+	adminv1.TabletServerService_AdjustIsr_FullMethodName:                   onCluster(OpWrite),
+	adminv1.TabletServerService_ControlledShutdown_FullMethodName:          onCluster(OpWrite),
+	adminv1.TabletServerService_DeregisterTabletServer_FullMethodName:      onCluster(OpWrite),
 	adminv1.TabletServerService_FetchMetadataStream_FullMethodName:         onCluster(OpRead),
 	adminv1.TabletServerService_FetchMetadataSnapshot_FullMethodName:       onCluster(OpRead),
 	adminv1.TabletServerService_FetchMetadataSnapshotStream_FullMethodName: onCluster(OpRead),

@@ -43,6 +43,10 @@ type bucketStates struct {
 	lists   map[int32][]*bucketState
 	listed  map[string]*bucketState
 	regroup bool
+	// offline holds the buckets without a leader (leader -1), by path,
+	// kept in step with every change: the controller gives them a leader
+	// as soon as a member of their ISR is alive.
+	offline map[string]*bucketState
 	// rebuilds counts the refreshes that read the whole subtree (tests).
 	rebuilds int
 }
@@ -56,7 +60,8 @@ const bucketStatesMaxDirty = 4096
 
 func newBucketStates() *bucketStates {
 	return &bucketStates{dirty: map[string]struct{}{}, all: true, wake: make(chan struct{}, 1),
-		buckets: map[string]*bucketState{}, owned: map[string]map[string]struct{}{}, partTable: map[int64]int64{}, regroup: true}
+		buckets: map[string]*bucketState{}, owned: map[string]map[string]struct{}{}, partTable: map[int64]int64{}, regroup: true,
+		offline: map[string]*bucketState{}}
 }
 
 // onChange records the paths an applied batch of the image touched and
@@ -134,6 +139,7 @@ func (s *bucketStates) refresh(ctx context.Context, cat *catalog.Catalog, img co
 		}
 		clear(s.buckets)
 		clear(s.owned)
+		clear(s.offline)
 		clear(s.partTable)
 		s.regroup = true
 		for _, n := range snap.Nodes {
@@ -249,6 +255,11 @@ func (s *bucketStates) setPartition(id, table int64, ok bool) {
 // in step.
 func (s *bucketStates) setBucket(p string, b *bucketState) {
 	o, _ := ownerOf(p)
+	if b != nil && b.Leader < 0 {
+		s.offline[p] = b
+	} else {
+		delete(s.offline, p)
+	}
 	if b == nil {
 		delete(s.buckets, p)
 		if set := s.owned[o]; set != nil {

@@ -30,6 +30,10 @@ type Metrics struct {
 	// observed (a new leader id or epoch).
 	leaderChanges prometheus.Counter
 	buildInfo     prometheus.Gauge
+	// leaderAndIsrWrites counts the LeaderAndIsr records the controller
+	// wrote (elections, ISR changes).
+	leaderAndIsrWrites prometheus.Counter
+	offlineBuckets     prometheus.GaugeFunc
 	// grpc are the gRPC server's request metrics (go-grpc-middleware's
 	// Prometheus provider, conventional names grpc_server_*).
 	grpc *grpcprom.ServerMetrics
@@ -52,6 +56,16 @@ func newMetrics(s *Server, reg prometheus.Registerer) *Metrics {
 	m.epoch.Set(-1)
 	m.grpc = grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
 		grpcprom.WithHistogramBuckets([]float64{.0001, .0005, .001, .005, .01, .05, .1, .5, 1, 5, 30})))
+	m.leaderAndIsrWrites = prometheus.NewCounter(prometheus.CounterOpts{Name: "metaplane_bucket_leader_and_isr_writes_total",
+		Help: "LeaderAndIsr records this coordinator wrote as leader (elections after tablet servers went or came, AdjustIsr, controlled shutdowns, elect-leaders)."})
+	m.offlineBuckets = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "metaplane_buckets_offline",
+		Help: "Buckets without a leader (leader -1) as the leader's last controller round saw them (0 on a standby)."},
+		func() float64 {
+			if l := s.leader.Load(); l != nil {
+				return float64(l.ctl.offlineCount())
+			}
+			return 0
+		})
 	m.leaderChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "metaplane_coordinator_leader_changes_total",
 		Help: "Changes of leader (a new leader id or epoch) this coordinator has observed since it started."})
 	version, commit, goversion := buildInfo(debug.ReadBuildInfo)
@@ -82,6 +96,7 @@ func newMetrics(s *Server, reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.leader, m.epoch, m.observedEpoch, m.calls, m.tablets, m.imageRevision, m.leaderChanges, m.buildInfo,
+			m.leaderAndIsrWrites, m.offlineBuckets,
 			newStatusCollector(s), m.grpc)
 	}
 	return m

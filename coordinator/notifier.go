@@ -13,87 +13,47 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/core/catalog"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
-// notifyTablets sends every registered tablet server the LeaderAndIsr of
-// the buckets it replicates, carrying the leader's epoch
-// (NotifyLeaderAndIsr), when it leads and whenever those change. A server
-// that refuses (a newer coordinator told it a higher epoch) makes this
-// leader stop notifying it. Best effort: failures are retried on the next
-// change or after a few seconds.
-func (s *Server) notifyTablets(ctx context.Context, l *leaderState) {
-	conns := map[string]*grpc.ClientConn{}
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	sent := map[int32][32]byte{}
-	retry := time.NewTicker(3 * time.Second)
-	defer retry.Stop()
-	for {
-		build := s.notifyOnce(ctx, l, conns, sent)
-		select {
-		case <-ctx.Done():
-			return
-		case <-l.buckets.wake:
-			// Only a change under /tabletservers wakes it (see
-			// bucketStates). Debounce: a DDL is many events. A round
-			// decodes the bucket records that changed and regroups
-			// every bucket by server, so under a stream of DDLs on a
-			// large catalog the rounds are spaced by notifyPacing
-			// times what the last one took to build: the notifier's
-			// share of the leader's CPU stays bounded instead of
-			// taking it from the DDLs themselves.
-			t := time.NewTimer(min(max(notifyDebounce, notifyPacing*build), notifyMaxPause))
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-		case <-retry.C:
-		}
-	}
-}
-
 // The notifier's rounds follow a change after notifyDebounce, or
 // notifyPacing times the last round's build time when that is longer, but
-// never more than notifyMaxPause.
+// never more than notifyMaxPause (see controlLoop).
 const (
 	notifyDebounce = 100 * time.Millisecond
 	notifyPacing   = 20
 	notifyMaxPause = 2 * time.Second
 )
 
-// notifyOnce runs one round: it brings the bucket states up to date,
-// groups them by server and sends each registered server its buckets when
-// they changed since the last round. It returns
-// how long the build took (without the sends).
-func (s *Server) notifyOnce(ctx context.Context, l *leaderState, conns map[string]*grpc.ClientConn, sent map[int32][32]byte) time.Duration {
-	start := time.Now()
-	servers, err := l.cat.ListTabletServers(ctx)
-	if err != nil {
-		return time.Since(start)
-	}
-	if err := l.buckets.refresh(ctx, l.cat, l.img); err != nil {
-		return time.Since(start)
-	}
+// notifyServers is the notifier's part of a controller round: it sends
+// every registered tablet server the LeaderAndIsr of every bucket whose
+// ISR names it (NotifyLeaderAndIsr, carrying the leader's epoch), when
+// that list changed since it was last sent; a server whose list lost a
+// bucket learns it no longer leads or follows it. A server that refuses
+// (a newer coordinator told it a higher epoch) makes this leader stop
+// notifying it. Best effort: failures are retried in the next round. The
+// bucket states must be current (refreshed by the round). It returns how
+// long the sends took.
+func (s *Server) notifyServers(ctx context.Context, l *leaderState, servers []catalog.TabletServerInfo,
+	conns map[string]*grpc.ClientConn, sent map[int32][32]byte) time.Duration {
 	per := l.buckets.perServer()
-	var sending time.Duration // the rounds' RPCs, not part of the build
+	var sending time.Duration
 	live := map[int32]bool{}
 	for _, ts := range servers {
 		live[ts.ID] = true
 		req := &adminv1.NotifyLeaderAndIsrRequest{CoordinatorEpoch: l.lead.Epoch(), CoordinatorId: s.id, Buckets: per[ts.ID]}
 		b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(req)
-		sum := sha256.Sum256(append(b, []byte(ts.Registration.Listeners)...))
+		// A new registration (a restarted server, another owner) is told
+		// its buckets again, even when they are the same.
+		sum := sha256.Sum256(append(b, []byte(ts.Registration.Listeners+"@"+strconv.FormatInt(ts.Owner, 10))...))
 		if prev, ok := sent[ts.ID]; ok && prev == sum {
 			continue
 		}
 		addr := adminclient.HostPort(ts.Registration.Listeners)
 		cc, ok := conns[addr]
 		if !ok {
+			var err error
 			cc, err = grpc.NewClient(addr, s.tabletDialOptions()...)
 			if err != nil {
 				continue
@@ -120,7 +80,7 @@ func (s *Server) notifyOnce(ctx context.Context, l *leaderState, conns map[strin
 			delete(sent, id)
 		}
 	}
-	return time.Since(start) - sending
+	return sending
 }
 
 // tabletDialOptions are how the leader dials a tablet service: over TLS

@@ -185,7 +185,8 @@ type leaderState struct {
 	b       core.MetadataBackend
 	cat     *catalog.Catalog
 	img     *image.Image
-	buckets *bucketStates // the notifier's (see notifyTablets)
+	buckets *bucketStates // the controller's (see controlLoop)
+	ctl     *controller
 	started time.Time
 }
 
@@ -505,12 +506,12 @@ func (s *Server) lead(ctx context.Context, b core.MetadataBackend, lead core.Lea
 		IDBlockSize: s.opts.IDBlockSize, DefaultReplicationFactor: s.opts.DefaultReplicationFactor,
 		MaxBucketNum: s.opts.MaxBucketNum, MaxPartitionNum: s.opts.MaxPartitionNum,
 	})
-	st := &leaderState{lead: lead, b: b, cat: cat, img: img, buckets: buckets, started: time.Now()}
+	st := &leaderState{lead: lead, b: b, cat: cat, img: img, buckets: buckets, ctl: newController(), started: time.Now()}
 	s.setLeader(st)
 	s.leaderInfo.Store(&core.LeaderInfo{ID: s.id, Address: s.addr, Epoch: lead.Epoch()})
 	s.log.Info("serving as leader", "epoch", lead.Epoch(), "address", s.addr)
 	notifyDone := make(chan struct{})
-	go func() { defer close(notifyDone); s.notifyTablets(lctx, st) }()
+	go func() { defer close(notifyDone); s.controlLoop(lctx, st) }()
 	defer func() { cancel(); <-notifyDone }()
 	cleanDone := make(chan struct{})
 	go func() { defer close(cleanDone); s.cleanRequests(lctx, st) }()

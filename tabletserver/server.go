@@ -93,6 +93,11 @@ type Options struct {
 	// spread over the coordinators) or StreamFromLeader.
 	MetadataStream string
 
+	// ShutdownTimeout bounds what a stopping server does before it goes:
+	// the controlled shutdown (its leaderships move to other ISR members)
+	// and its deregistration; default 15s.
+	ShutdownTimeout time.Duration
+
 	// HeartbeatInterval is the Raft-mode heartbeat period; default a third
 	// of the session timeout the coordinator grants.
 	HeartbeatInterval time.Duration
@@ -133,8 +138,17 @@ type Server struct {
 
 	mu      sync.Mutex
 	buckets map[bucketKey]*adminv1.NotifyLeaderAndIsrRequest_BucketState
+	lagging map[int32]bool // replicas SetReplicaLag marked lagging
+	isrWake chan struct{}
 	backend atomic.Pointer[string]
 	client  atomic.Pointer[adminclient.Client] // with Seeds, while serving
+	// direct is the backend client with Open, while open.
+	direct atomic.Pointer[core.MetadataBackend]
+	// leaderClient reaches the coordinator leader with Open (see
+	// callCoordinator).
+	leaderMu     sync.Mutex
+	leaderClient *adminclient.Client
+	leaderAddr   string
 }
 
 type bucketKey struct {
@@ -166,8 +180,12 @@ func New(opts Options) (*Server, error) {
 	if opts.CoordinatorRefresh <= 0 {
 		opts.CoordinatorRefresh = 5 * time.Second
 	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = 15 * time.Second
+	}
 	s := &Server{opts: opts, log: opts.Logger.With("tablet-server", opts.ID),
-		buckets: map[bucketKey]*adminv1.NotifyLeaderAndIsrRequest_BucketState{}}
+		buckets: map[bucketKey]*adminv1.NotifyLeaderAndIsrRequest_BucketState{}, lagging: map[int32]bool{},
+		isrWake: make(chan struct{}, 1)}
 	s.epoch.Store(-1)
 	s.notified.Store(-1)
 	s.img = image.New(image.Options{Prefix: "/", Logf: func(f string, a ...any) { s.log.Debug(fmt.Sprintf(f, a...)) }})
@@ -224,6 +242,8 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 	}()
 	var wg sync.WaitGroup
+	isrCtx, isrCancel := context.WithCancel(ctx)
+	defer isrCancel()
 	if len(s.opts.Seeds) > 0 {
 		client, err := adminclient.NewClientWithOptions(s.opts.Seeds, adminclient.Options{TLS: s.opts.TLS, RefreshInterval: s.opts.CoordinatorRefresh,
 			Username: s.opts.Username, Password: s.opts.Password})
@@ -244,14 +264,25 @@ func (s *Server) Serve(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.zkLoop(ctx) }()
 	}
+	isrDone := make(chan struct{})
+	go func() { defer close(isrDone); s.isrLoop(isrCtx) }()
 	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
+	isrCancel()
+	<-isrDone
+	if len(s.opts.Seeds) > 0 && err == nil && s.lease.Load() != 0 {
+		// Stopping (SIGTERM): hand the leaderships over and deregister
+		// while the lease still holds (heartbeats have stopped: the
+		// lease lasts its session timeout from the last one).
+		s.stopGracefully(ctx)
+	}
 	cancel()
 	s.grpc.Stop()
 	wg.Wait()
+	s.closeLeaderClient()
 	return err
 }
 
@@ -355,12 +386,19 @@ func (s *Server) zkLoop(ctx context.Context) {
 		}
 		name := b.Capabilities().Name
 		s.backend.Store(&name)
+		s.direct.Store(&b)
 		cctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() { defer close(done); s.img.Run(cctx, b) }()
 		s.keepRegistered(cctx, b)
+		if ctx.Err() != nil && s.registered.Load() {
+			// Stopping: hand the leaderships over while the session (and
+			// the registration) holds; closing it then deregisters.
+			s.stopGracefully(ctx)
+		}
 		cancel()
 		<-done
+		s.direct.Store(nil)
 		b.Close()
 		sleep(ctx, backoff)
 	}
@@ -489,21 +527,24 @@ func (t *tabletService) NotifyLeaderAndIsr(ctx context.Context, r *adminv1.Notif
 		s.log.Warn("refused a request from a stale coordinator", "epoch", r.CoordinatorEpoch, "highest", highest, "coordinator", r.CoordinatorId)
 		return nil, adminclient.ToStatus(&adminclient.InvalidCoordinatorError{Got: r.CoordinatorEpoch, Highest: highest})
 	}
-	s.mu.Lock()
-	for _, b := range r.Buckets {
-		s.buckets[bucketKey{b.TableId, b.PartitionId, b.Bucket}] = b
-	}
-	s.mu.Unlock()
+	s.setBuckets(r.Buckets)
 	s.notified.Store(r.CoordinatorEpoch)
 	return &adminv1.NotifyLeaderAndIsrResponse{CoordinatorEpoch: s.epoch.Load()}, nil
 }
 
 func (t *tabletService) GetTabletServerState(ctx context.Context, r *adminv1.GetTabletServerStateRequest) (*adminv1.GetTabletServerStateResponse, error) {
 	s := t.s
+	leading, following := s.bucketLists()
 	return &adminv1.GetTabletServerStateResponse{ServerId: s.opts.ID, CoordinatorEpoch: s.epoch.Load(),
 		Registered: s.registered.Load(), MetadataOffset: s.img.Revision(), Tables: s.Tables(ctx),
 		BucketsLed: s.bucketsLed(ctx), Backend: s.backendName(), Coordinators: s.Coordinators(),
-		NotifiedEpoch: s.notified.Load()}, nil
+		NotifiedEpoch: s.notified.Load(), Leading: leading, Following: following}, nil
+}
+
+func (t *tabletService) SetReplicaLag(ctx context.Context, r *adminv1.SetReplicaLagRequest) (*adminv1.SetReplicaLagResponse, error) {
+	t.s.SetReplicaLag(r.ReplicaId, r.Lagging)
+	t.s.log.Info("replica lag set (test knob)", "replica", r.ReplicaId, "lagging", r.Lagging)
+	return &adminv1.SetReplicaLagResponse{}, nil
 }
 
 // Coordinators returns the coordinator addresses the server knows (with

@@ -45,6 +45,7 @@ var adminVerbs = []func(a *admin) *cobra.Command{
 	adminListTabletServers, adminAllocateIDs,
 	adminAddACL, adminRemoveACL, adminListACLs,
 	adminAlterConfig, adminDescribeConfigs, adminSetServerTag, adminLeader,
+	adminListBuckets, adminElectLeaders,
 }
 
 func newAdminCmd() *cobra.Command {

@@ -151,6 +151,59 @@ func (RaftStatusView) EnumDescriptor() ([]byte, []int) {
 	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{1}
 }
 
+type ElectionType int32
+
+const (
+	ElectionType_ELECTION_TYPE_UNSPECIFIED ElectionType = 0
+	// ELECTION_TYPE_PREFERRED: the first assigned replica, when alive and in
+	// the ISR.
+	ElectionType_ELECTION_TYPE_PREFERRED ElectionType = 1
+	// ELECTION_TYPE_UNCLEAN: for offline buckets only, the first assigned
+	// replica that is alive, in the ISR or not (data may be lost).
+	ElectionType_ELECTION_TYPE_UNCLEAN ElectionType = 2
+)
+
+// Enum value maps for ElectionType.
+var (
+	ElectionType_name = map[int32]string{
+		0: "ELECTION_TYPE_UNSPECIFIED",
+		1: "ELECTION_TYPE_PREFERRED",
+		2: "ELECTION_TYPE_UNCLEAN",
+	}
+	ElectionType_value = map[string]int32{
+		"ELECTION_TYPE_UNSPECIFIED": 0,
+		"ELECTION_TYPE_PREFERRED":   1,
+		"ELECTION_TYPE_UNCLEAN":     2,
+	}
+)
+
+func (x ElectionType) Enum() *ElectionType {
+	p := new(ElectionType)
+	*p = x
+	return p
+}
+
+func (x ElectionType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ElectionType) Descriptor() protoreflect.EnumDescriptor {
+	return file_metaplane_admin_v1_admin_proto_enumTypes[2].Descriptor()
+}
+
+func (ElectionType) Type() protoreflect.EnumType {
+	return &file_metaplane_admin_v1_admin_proto_enumTypes[2]
+}
+
+func (x ElectionType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ElectionType.Descriptor instead.
+func (ElectionType) EnumDescriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
 type MetadataRecord_Type int32
 
 const (
@@ -187,11 +240,11 @@ func (x MetadataRecord_Type) String() string {
 }
 
 func (MetadataRecord_Type) Descriptor() protoreflect.EnumDescriptor {
-	return file_metaplane_admin_v1_admin_proto_enumTypes[2].Descriptor()
+	return file_metaplane_admin_v1_admin_proto_enumTypes[3].Descriptor()
 }
 
 func (MetadataRecord_Type) Type() protoreflect.EnumType {
-	return &file_metaplane_admin_v1_admin_proto_enumTypes[2]
+	return &file_metaplane_admin_v1_admin_proto_enumTypes[3]
 }
 
 func (x MetadataRecord_Type) Number() protoreflect.EnumNumber {
@@ -200,7 +253,7 @@ func (x MetadataRecord_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MetadataRecord_Type.Descriptor instead.
 func (MetadataRecord_Type) EnumDescriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{67, 0}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{80, 0}
 }
 
 // ErrorDetail is attached to every failed call's status. The codes, their
@@ -3760,6 +3813,435 @@ func (x *GetServerTagsResponse) GetTags() map[int32]int32 {
 	return nil
 }
 
+type ListBucketsRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Database string                 `protobuf:"bytes,1,opt,name=database,proto3" json:"database,omitempty"`
+	Table    string                 `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	// partition, when set, lists that partition's buckets only.
+	Partition     string `protobuf:"bytes,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	PageSize      int32  `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBucketsRequest) Reset() {
+	*x = ListBucketsRequest{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBucketsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBucketsRequest) ProtoMessage() {}
+
+func (x *ListBucketsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBucketsRequest.ProtoReflect.Descriptor instead.
+func (*ListBucketsRequest) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *ListBucketsRequest) GetDatabase() string {
+	if x != nil {
+		return x.Database
+	}
+	return ""
+}
+
+func (x *ListBucketsRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *ListBucketsRequest) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *ListBucketsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListBucketsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListedBucket is one bucket of ListBuckets.
+type ListedBucket struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	TableId int64                  `protobuf:"varint,1,opt,name=table_id,json=tableId,proto3" json:"table_id,omitempty"`
+	// partition_id is -1 for a table without partitions.
+	PartitionId int64   `protobuf:"varint,2,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	Partition   string  `protobuf:"bytes,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	Bucket      *Bucket `protobuf:"bytes,4,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	// offline: no leader (leader -1), no replica of the ISR is alive.
+	Offline       bool `protobuf:"varint,5,opt,name=offline,proto3" json:"offline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListedBucket) Reset() {
+	*x = ListedBucket{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListedBucket) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListedBucket) ProtoMessage() {}
+
+func (x *ListedBucket) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListedBucket.ProtoReflect.Descriptor instead.
+func (*ListedBucket) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *ListedBucket) GetTableId() int64 {
+	if x != nil {
+		return x.TableId
+	}
+	return 0
+}
+
+func (x *ListedBucket) GetPartitionId() int64 {
+	if x != nil {
+		return x.PartitionId
+	}
+	return 0
+}
+
+func (x *ListedBucket) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *ListedBucket) GetBucket() *Bucket {
+	if x != nil {
+		return x.Bucket
+	}
+	return nil
+}
+
+func (x *ListedBucket) GetOffline() bool {
+	if x != nil {
+		return x.Offline
+	}
+	return false
+}
+
+type ListBucketsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Buckets       []*ListedBucket        `protobuf:"bytes,1,rep,name=buckets,proto3" json:"buckets,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBucketsResponse) Reset() {
+	*x = ListBucketsResponse{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBucketsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBucketsResponse) ProtoMessage() {}
+
+func (x *ListBucketsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBucketsResponse.ProtoReflect.Descriptor instead.
+func (*ListBucketsResponse) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *ListBucketsResponse) GetBuckets() []*ListedBucket {
+	if x != nil {
+		return x.Buckets
+	}
+	return nil
+}
+
+func (x *ListBucketsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+type ElectLeadersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// database and table name the table; both empty: every table.
+	Database      string       `protobuf:"bytes,1,opt,name=database,proto3" json:"database,omitempty"`
+	Table         string       `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	Type          ElectionType `protobuf:"varint,3,opt,name=type,proto3,enum=metaplane.admin.v1.ElectionType" json:"type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersRequest) Reset() {
+	*x = ElectLeadersRequest{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersRequest) ProtoMessage() {}
+
+func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
+func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *ElectLeadersRequest) GetDatabase() string {
+	if x != nil {
+		return x.Database
+	}
+	return ""
+}
+
+func (x *ElectLeadersRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *ElectLeadersRequest) GetType() ElectionType {
+	if x != nil {
+		return x.Type
+	}
+	return ElectionType_ELECTION_TYPE_UNSPECIFIED
+}
+
+type ElectedBucket struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	TableId int64                  `protobuf:"varint,1,opt,name=table_id,json=tableId,proto3" json:"table_id,omitempty"`
+	// partition_id is -1 for a table without partitions.
+	PartitionId    int64 `protobuf:"varint,2,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	Bucket         int32 `protobuf:"varint,3,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	PreviousLeader int32 `protobuf:"varint,4,opt,name=previous_leader,json=previousLeader,proto3" json:"previous_leader,omitempty"`
+	Leader         int32 `protobuf:"varint,5,opt,name=leader,proto3" json:"leader,omitempty"`
+	LeaderEpoch    int32 `protobuf:"varint,6,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ElectedBucket) Reset() {
+	*x = ElectedBucket{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectedBucket) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectedBucket) ProtoMessage() {}
+
+func (x *ElectedBucket) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectedBucket.ProtoReflect.Descriptor instead.
+func (*ElectedBucket) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *ElectedBucket) GetTableId() int64 {
+	if x != nil {
+		return x.TableId
+	}
+	return 0
+}
+
+func (x *ElectedBucket) GetPartitionId() int64 {
+	if x != nil {
+		return x.PartitionId
+	}
+	return 0
+}
+
+func (x *ElectedBucket) GetBucket() int32 {
+	if x != nil {
+		return x.Bucket
+	}
+	return 0
+}
+
+func (x *ElectedBucket) GetPreviousLeader() int32 {
+	if x != nil {
+		return x.PreviousLeader
+	}
+	return 0
+}
+
+func (x *ElectedBucket) GetLeader() int32 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *ElectedBucket) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+type ElectLeadersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// elected are the buckets whose leader changed (at most 1000 listed;
+	// elected_count counts them all).
+	Elected      []*ElectedBucket `protobuf:"bytes,1,rep,name=elected,proto3" json:"elected,omitempty"`
+	ElectedCount int32            `protobuf:"varint,2,opt,name=elected_count,json=electedCount,proto3" json:"elected_count,omitempty"`
+	// not_eligible counts the buckets the election left as they were
+	// because no replica qualified (PREFERRED: the first replica is down or
+	// out of the ISR; UNCLEAN: no assigned replica is alive).
+	NotEligible int32 `protobuf:"varint,3,opt,name=not_eligible,json=notEligible,proto3" json:"not_eligible,omitempty"`
+	// already counts the buckets that needed nothing (PREFERRED: led by
+	// their first replica; UNCLEAN: not offline).
+	Already       int32 `protobuf:"varint,4,opt,name=already,proto3" json:"already,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersResponse) Reset() {
+	*x = ElectLeadersResponse{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersResponse) ProtoMessage() {}
+
+func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
+func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *ElectLeadersResponse) GetElected() []*ElectedBucket {
+	if x != nil {
+		return x.Elected
+	}
+	return nil
+}
+
+func (x *ElectLeadersResponse) GetElectedCount() int32 {
+	if x != nil {
+		return x.ElectedCount
+	}
+	return 0
+}
+
+func (x *ElectLeadersResponse) GetNotEligible() int32 {
+	if x != nil {
+		return x.NotEligible
+	}
+	return 0
+}
+
+func (x *ElectLeadersResponse) GetAlready() int32 {
+	if x != nil {
+		return x.Already
+	}
+	return 0
+}
+
 type GetLeaderRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -3768,7 +4250,7 @@ type GetLeaderRequest struct {
 
 func (x *GetLeaderRequest) Reset() {
 	*x = GetLeaderRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[60]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3780,7 +4262,7 @@ func (x *GetLeaderRequest) String() string {
 func (*GetLeaderRequest) ProtoMessage() {}
 
 func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[60]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3793,7 +4275,7 @@ func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderRequest.ProtoReflect.Descriptor instead.
 func (*GetLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{60}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{66}
 }
 
 type GetLeaderResponse struct {
@@ -3819,7 +4301,7 @@ type GetLeaderResponse struct {
 
 func (x *GetLeaderResponse) Reset() {
 	*x = GetLeaderResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[61]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3831,7 +4313,7 @@ func (x *GetLeaderResponse) String() string {
 func (*GetLeaderResponse) ProtoMessage() {}
 
 func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[61]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3844,7 +4326,7 @@ func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderResponse.ProtoReflect.Descriptor instead.
 func (*GetLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{61}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetLeaderResponse) GetLeaderId() string {
@@ -3923,7 +4405,7 @@ type CoordinatorInfo struct {
 
 func (x *CoordinatorInfo) Reset() {
 	*x = CoordinatorInfo{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[62]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3935,7 +4417,7 @@ func (x *CoordinatorInfo) String() string {
 func (*CoordinatorInfo) ProtoMessage() {}
 
 func (x *CoordinatorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[62]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3948,7 +4430,7 @@ func (x *CoordinatorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorInfo.ProtoReflect.Descriptor instead.
 func (*CoordinatorInfo) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{62}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CoordinatorInfo) GetId() string {
@@ -3986,6 +4468,365 @@ func (x *CoordinatorInfo) GetGossipAddress() string {
 	return ""
 }
 
+type BucketRef struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	TableId int64                  `protobuf:"varint,1,opt,name=table_id,json=tableId,proto3" json:"table_id,omitempty"`
+	// partition_id is -1 for a table without partitions.
+	PartitionId   int64 `protobuf:"varint,2,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	Bucket        int32 `protobuf:"varint,3,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BucketRef) Reset() {
+	*x = BucketRef{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BucketRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BucketRef) ProtoMessage() {}
+
+func (x *BucketRef) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BucketRef.ProtoReflect.Descriptor instead.
+func (*BucketRef) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *BucketRef) GetTableId() int64 {
+	if x != nil {
+		return x.TableId
+	}
+	return 0
+}
+
+func (x *BucketRef) GetPartitionId() int64 {
+	if x != nil {
+		return x.PartitionId
+	}
+	return 0
+}
+
+func (x *BucketRef) GetBucket() int32 {
+	if x != nil {
+		return x.Bucket
+	}
+	return 0
+}
+
+type AdjustIsrRequest struct {
+	state         protoimpl.MessageState     `protogen:"open.v1"`
+	ServerId      int32                      `protobuf:"varint,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	Buckets       []*AdjustIsrRequest_Bucket `protobuf:"bytes,2,rep,name=buckets,proto3" json:"buckets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdjustIsrRequest) Reset() {
+	*x = AdjustIsrRequest{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdjustIsrRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdjustIsrRequest) ProtoMessage() {}
+
+func (x *AdjustIsrRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdjustIsrRequest.ProtoReflect.Descriptor instead.
+func (*AdjustIsrRequest) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *AdjustIsrRequest) GetServerId() int32 {
+	if x != nil {
+		return x.ServerId
+	}
+	return 0
+}
+
+func (x *AdjustIsrRequest) GetBuckets() []*AdjustIsrRequest_Bucket {
+	if x != nil {
+		return x.Buckets
+	}
+	return nil
+}
+
+type AdjustIsrResponse struct {
+	state            protoimpl.MessageState      `protogen:"open.v1"`
+	CoordinatorEpoch int64                       `protobuf:"varint,1,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	Results          []*AdjustIsrResponse_Result `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *AdjustIsrResponse) Reset() {
+	*x = AdjustIsrResponse{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdjustIsrResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdjustIsrResponse) ProtoMessage() {}
+
+func (x *AdjustIsrResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdjustIsrResponse.ProtoReflect.Descriptor instead.
+func (*AdjustIsrResponse) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *AdjustIsrResponse) GetCoordinatorEpoch() int64 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
+func (x *AdjustIsrResponse) GetResults() []*AdjustIsrResponse_Result {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type ControlledShutdownRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ServerId      int32                  `protobuf:"varint,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ControlledShutdownRequest) Reset() {
+	*x = ControlledShutdownRequest{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ControlledShutdownRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ControlledShutdownRequest) ProtoMessage() {}
+
+func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ControlledShutdownRequest.ProtoReflect.Descriptor instead.
+func (*ControlledShutdownRequest) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *ControlledShutdownRequest) GetServerId() int32 {
+	if x != nil {
+		return x.ServerId
+	}
+	return 0
+}
+
+type ControlledShutdownResponse struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	CoordinatorEpoch int64                  `protobuf:"varint,1,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	// moved counts the leaderships moved away by this call.
+	Moved int32 `protobuf:"varint,2,opt,name=moved,proto3" json:"moved,omitempty"`
+	// remaining are the buckets the server still leads.
+	Remaining     []*BucketRef `protobuf:"bytes,3,rep,name=remaining,proto3" json:"remaining,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ControlledShutdownResponse) Reset() {
+	*x = ControlledShutdownResponse{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ControlledShutdownResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ControlledShutdownResponse) ProtoMessage() {}
+
+func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ControlledShutdownResponse.ProtoReflect.Descriptor instead.
+func (*ControlledShutdownResponse) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *ControlledShutdownResponse) GetCoordinatorEpoch() int64 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
+func (x *ControlledShutdownResponse) GetMoved() int32 {
+	if x != nil {
+		return x.Moved
+	}
+	return 0
+}
+
+func (x *ControlledShutdownResponse) GetRemaining() []*BucketRef {
+	if x != nil {
+		return x.Remaining
+	}
+	return nil
+}
+
+type DeregisterTabletServerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ServerId      int32                  `protobuf:"varint,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	LeaseId       int64                  `protobuf:"varint,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeregisterTabletServerRequest) Reset() {
+	*x = DeregisterTabletServerRequest{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeregisterTabletServerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeregisterTabletServerRequest) ProtoMessage() {}
+
+func (x *DeregisterTabletServerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeregisterTabletServerRequest.ProtoReflect.Descriptor instead.
+func (*DeregisterTabletServerRequest) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *DeregisterTabletServerRequest) GetServerId() int32 {
+	if x != nil {
+		return x.ServerId
+	}
+	return 0
+}
+
+func (x *DeregisterTabletServerRequest) GetLeaseId() int64 {
+	if x != nil {
+		return x.LeaseId
+	}
+	return 0
+}
+
+type DeregisterTabletServerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeregisterTabletServerResponse) Reset() {
+	*x = DeregisterTabletServerResponse{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeregisterTabletServerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeregisterTabletServerResponse) ProtoMessage() {}
+
+func (x *DeregisterTabletServerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeregisterTabletServerResponse.ProtoReflect.Descriptor instead.
+func (*DeregisterTabletServerResponse) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{75}
+}
+
 type RegisterTabletServerRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ServerId      int32                  `protobuf:"varint,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
@@ -3999,7 +4840,7 @@ type RegisterTabletServerRequest struct {
 
 func (x *RegisterTabletServerRequest) Reset() {
 	*x = RegisterTabletServerRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[63]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4011,7 +4852,7 @@ func (x *RegisterTabletServerRequest) String() string {
 func (*RegisterTabletServerRequest) ProtoMessage() {}
 
 func (x *RegisterTabletServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[63]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4024,7 +4865,7 @@ func (x *RegisterTabletServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterTabletServerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterTabletServerRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{63}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *RegisterTabletServerRequest) GetServerId() int32 {
@@ -4073,7 +4914,7 @@ type RegisterTabletServerResponse struct {
 
 func (x *RegisterTabletServerResponse) Reset() {
 	*x = RegisterTabletServerResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[64]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4085,7 +4926,7 @@ func (x *RegisterTabletServerResponse) String() string {
 func (*RegisterTabletServerResponse) ProtoMessage() {}
 
 func (x *RegisterTabletServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[64]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4098,7 +4939,7 @@ func (x *RegisterTabletServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterTabletServerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterTabletServerResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{64}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *RegisterTabletServerResponse) GetLeaseId() int64 {
@@ -4132,7 +4973,7 @@ type TabletServerHeartbeatRequest struct {
 
 func (x *TabletServerHeartbeatRequest) Reset() {
 	*x = TabletServerHeartbeatRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[65]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4144,7 +4985,7 @@ func (x *TabletServerHeartbeatRequest) String() string {
 func (*TabletServerHeartbeatRequest) ProtoMessage() {}
 
 func (x *TabletServerHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[65]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4157,7 +4998,7 @@ func (x *TabletServerHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TabletServerHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*TabletServerHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{65}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *TabletServerHeartbeatRequest) GetServerId() int32 {
@@ -4183,7 +5024,7 @@ type TabletServerHeartbeatResponse struct {
 
 func (x *TabletServerHeartbeatResponse) Reset() {
 	*x = TabletServerHeartbeatResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[66]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4195,7 +5036,7 @@ func (x *TabletServerHeartbeatResponse) String() string {
 func (*TabletServerHeartbeatResponse) ProtoMessage() {}
 
 func (x *TabletServerHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[66]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4208,7 +5049,7 @@ func (x *TabletServerHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TabletServerHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*TabletServerHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{66}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *TabletServerHeartbeatResponse) GetCoordinatorEpoch() int64 {
@@ -4232,7 +5073,7 @@ type MetadataRecord struct {
 
 func (x *MetadataRecord) Reset() {
 	*x = MetadataRecord{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[67]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4244,7 +5085,7 @@ func (x *MetadataRecord) String() string {
 func (*MetadataRecord) ProtoMessage() {}
 
 func (x *MetadataRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[67]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4257,7 +5098,7 @@ func (x *MetadataRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataRecord.ProtoReflect.Descriptor instead.
 func (*MetadataRecord) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{67}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *MetadataRecord) GetType() MetadataRecord_Type {
@@ -4306,7 +5147,7 @@ type FetchMetadataRequest struct {
 
 func (x *FetchMetadataRequest) Reset() {
 	*x = FetchMetadataRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[68]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4318,7 +5159,7 @@ func (x *FetchMetadataRequest) String() string {
 func (*FetchMetadataRequest) ProtoMessage() {}
 
 func (x *FetchMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[68]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4331,7 +5172,7 @@ func (x *FetchMetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchMetadataRequest.ProtoReflect.Descriptor instead.
 func (*FetchMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{68}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *FetchMetadataRequest) GetFromOffset() int64 {
@@ -4376,7 +5217,7 @@ type FetchMetadataResponse struct {
 
 func (x *FetchMetadataResponse) Reset() {
 	*x = FetchMetadataResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[69]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4388,7 +5229,7 @@ func (x *FetchMetadataResponse) String() string {
 func (*FetchMetadataResponse) ProtoMessage() {}
 
 func (x *FetchMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[69]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4401,7 +5242,7 @@ func (x *FetchMetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchMetadataResponse.ProtoReflect.Descriptor instead.
 func (*FetchMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{69}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *FetchMetadataResponse) GetRecords() []*MetadataRecord {
@@ -4445,7 +5286,7 @@ type FetchMetadataSnapshotRequest struct {
 
 func (x *FetchMetadataSnapshotRequest) Reset() {
 	*x = FetchMetadataSnapshotRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[70]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4457,7 +5298,7 @@ func (x *FetchMetadataSnapshotRequest) String() string {
 func (*FetchMetadataSnapshotRequest) ProtoMessage() {}
 
 func (x *FetchMetadataSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[70]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4470,7 +5311,7 @@ func (x *FetchMetadataSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchMetadataSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*FetchMetadataSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{70}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *FetchMetadataSnapshotRequest) GetMinOffset() int64 {
@@ -4494,7 +5335,7 @@ type MetadataNode struct {
 
 func (x *MetadataNode) Reset() {
 	*x = MetadataNode{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[71]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4506,7 +5347,7 @@ func (x *MetadataNode) String() string {
 func (*MetadataNode) ProtoMessage() {}
 
 func (x *MetadataNode) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[71]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4519,7 +5360,7 @@ func (x *MetadataNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataNode.ProtoReflect.Descriptor instead.
 func (*MetadataNode) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{71}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *MetadataNode) GetPath() string {
@@ -4575,7 +5416,7 @@ type FetchMetadataSnapshotResponse struct {
 
 func (x *FetchMetadataSnapshotResponse) Reset() {
 	*x = FetchMetadataSnapshotResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[72]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4587,7 +5428,7 @@ func (x *FetchMetadataSnapshotResponse) String() string {
 func (*FetchMetadataSnapshotResponse) ProtoMessage() {}
 
 func (x *FetchMetadataSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[72]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4600,7 +5441,7 @@ func (x *FetchMetadataSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchMetadataSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*FetchMetadataSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{72}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *FetchMetadataSnapshotResponse) GetNodes() []*MetadataNode {
@@ -4617,6 +5458,94 @@ func (x *FetchMetadataSnapshotResponse) GetOffset() int64 {
 	return 0
 }
 
+type SetReplicaLagRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ReplicaId     int32                  `protobuf:"varint,1,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	Lagging       bool                   `protobuf:"varint,2,opt,name=lagging,proto3" json:"lagging,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetReplicaLagRequest) Reset() {
+	*x = SetReplicaLagRequest{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetReplicaLagRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetReplicaLagRequest) ProtoMessage() {}
+
+func (x *SetReplicaLagRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetReplicaLagRequest.ProtoReflect.Descriptor instead.
+func (*SetReplicaLagRequest) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *SetReplicaLagRequest) GetReplicaId() int32 {
+	if x != nil {
+		return x.ReplicaId
+	}
+	return 0
+}
+
+func (x *SetReplicaLagRequest) GetLagging() bool {
+	if x != nil {
+		return x.Lagging
+	}
+	return false
+}
+
+type SetReplicaLagResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetReplicaLagResponse) Reset() {
+	*x = SetReplicaLagResponse{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetReplicaLagResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetReplicaLagResponse) ProtoMessage() {}
+
+func (x *SetReplicaLagResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetReplicaLagResponse.ProtoReflect.Descriptor instead.
+func (*SetReplicaLagResponse) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{87}
+}
+
 type NotifyLeaderAndIsrRequest struct {
 	state            protoimpl.MessageState                   `protogen:"open.v1"`
 	CoordinatorEpoch int64                                    `protobuf:"varint,1,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
@@ -4628,7 +5557,7 @@ type NotifyLeaderAndIsrRequest struct {
 
 func (x *NotifyLeaderAndIsrRequest) Reset() {
 	*x = NotifyLeaderAndIsrRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[73]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4640,7 +5569,7 @@ func (x *NotifyLeaderAndIsrRequest) String() string {
 func (*NotifyLeaderAndIsrRequest) ProtoMessage() {}
 
 func (x *NotifyLeaderAndIsrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[73]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4653,7 +5582,7 @@ func (x *NotifyLeaderAndIsrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyLeaderAndIsrRequest.ProtoReflect.Descriptor instead.
 func (*NotifyLeaderAndIsrRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{73}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *NotifyLeaderAndIsrRequest) GetCoordinatorEpoch() int64 {
@@ -4686,7 +5615,7 @@ type NotifyLeaderAndIsrResponse struct {
 
 func (x *NotifyLeaderAndIsrResponse) Reset() {
 	*x = NotifyLeaderAndIsrResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[74]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4698,7 +5627,7 @@ func (x *NotifyLeaderAndIsrResponse) String() string {
 func (*NotifyLeaderAndIsrResponse) ProtoMessage() {}
 
 func (x *NotifyLeaderAndIsrResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[74]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4711,7 +5640,7 @@ func (x *NotifyLeaderAndIsrResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyLeaderAndIsrResponse.ProtoReflect.Descriptor instead.
 func (*NotifyLeaderAndIsrResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{74}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *NotifyLeaderAndIsrResponse) GetCoordinatorEpoch() int64 {
@@ -4729,7 +5658,7 @@ type GetTabletServerStateRequest struct {
 
 func (x *GetTabletServerStateRequest) Reset() {
 	*x = GetTabletServerStateRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[75]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4741,7 +5670,7 @@ func (x *GetTabletServerStateRequest) String() string {
 func (*GetTabletServerStateRequest) ProtoMessage() {}
 
 func (x *GetTabletServerStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[75]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4754,7 +5683,7 @@ func (x *GetTabletServerStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTabletServerStateRequest.ProtoReflect.Descriptor instead.
 func (*GetTabletServerStateRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{75}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{90}
 }
 
 type GetTabletServerStateResponse struct {
@@ -4774,13 +5703,18 @@ type GetTabletServerStateResponse struct {
 	// notified_epoch is the coordinator epoch of the last NotifyLeaderAndIsr
 	// the server accepted, -1 before any.
 	NotifiedEpoch int64 `protobuf:"varint,9,opt,name=notified_epoch,json=notifiedEpoch,proto3" json:"notified_epoch,omitempty"`
+	// leading and following are the buckets the last accepted
+	// NotifyLeaderAndIsr named this server the leader, or an ISR member
+	// other than the leader, of.
+	Leading       []*NotifyLeaderAndIsrRequest_BucketState `protobuf:"bytes,10,rep,name=leading,proto3" json:"leading,omitempty"`
+	Following     []*NotifyLeaderAndIsrRequest_BucketState `protobuf:"bytes,11,rep,name=following,proto3" json:"following,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetTabletServerStateResponse) Reset() {
 	*x = GetTabletServerStateResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[76]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4792,7 +5726,7 @@ func (x *GetTabletServerStateResponse) String() string {
 func (*GetTabletServerStateResponse) ProtoMessage() {}
 
 func (x *GetTabletServerStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[76]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4805,7 +5739,7 @@ func (x *GetTabletServerStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTabletServerStateResponse.ProtoReflect.Descriptor instead.
 func (*GetTabletServerStateResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{76}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *GetTabletServerStateResponse) GetServerId() int32 {
@@ -4871,6 +5805,212 @@ func (x *GetTabletServerStateResponse) GetNotifiedEpoch() int64 {
 	return 0
 }
 
+func (x *GetTabletServerStateResponse) GetLeading() []*NotifyLeaderAndIsrRequest_BucketState {
+	if x != nil {
+		return x.Leading
+	}
+	return nil
+}
+
+func (x *GetTabletServerStateResponse) GetFollowing() []*NotifyLeaderAndIsrRequest_BucketState {
+	if x != nil {
+		return x.Following
+	}
+	return nil
+}
+
+type AdjustIsrRequest_Bucket struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	TableId     int64                  `protobuf:"varint,1,opt,name=table_id,json=tableId,proto3" json:"table_id,omitempty"`
+	PartitionId int64                  `protobuf:"varint,2,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	Bucket      int32                  `protobuf:"varint,3,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	// leader_epoch and bucket_epoch are those of the record the leader
+	// acts on.
+	LeaderEpoch   int32   `protobuf:"varint,4,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	BucketEpoch   int32   `protobuf:"varint,5,opt,name=bucket_epoch,json=bucketEpoch,proto3" json:"bucket_epoch,omitempty"`
+	NewIsr        []int32 `protobuf:"varint,6,rep,packed,name=new_isr,json=newIsr,proto3" json:"new_isr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdjustIsrRequest_Bucket) Reset() {
+	*x = AdjustIsrRequest_Bucket{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[99]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdjustIsrRequest_Bucket) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdjustIsrRequest_Bucket) ProtoMessage() {}
+
+func (x *AdjustIsrRequest_Bucket) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[99]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdjustIsrRequest_Bucket.ProtoReflect.Descriptor instead.
+func (*AdjustIsrRequest_Bucket) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{70, 0}
+}
+
+func (x *AdjustIsrRequest_Bucket) GetTableId() int64 {
+	if x != nil {
+		return x.TableId
+	}
+	return 0
+}
+
+func (x *AdjustIsrRequest_Bucket) GetPartitionId() int64 {
+	if x != nil {
+		return x.PartitionId
+	}
+	return 0
+}
+
+func (x *AdjustIsrRequest_Bucket) GetBucket() int32 {
+	if x != nil {
+		return x.Bucket
+	}
+	return 0
+}
+
+func (x *AdjustIsrRequest_Bucket) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *AdjustIsrRequest_Bucket) GetBucketEpoch() int32 {
+	if x != nil {
+		return x.BucketEpoch
+	}
+	return 0
+}
+
+func (x *AdjustIsrRequest_Bucket) GetNewIsr() []int32 {
+	if x != nil {
+		return x.NewIsr
+	}
+	return nil
+}
+
+type AdjustIsrResponse_Result struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Bucket *BucketRef             `protobuf:"bytes,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	// error_code is empty on success, else FENCED_LEADER_EPOCH,
+	// INVALID_UPDATE_VERSION, NOT_LEADER_OR_FOLLOWER (the server does not
+	// lead the bucket), INELIGIBLE_REPLICA (a new ISR member is not an
+	// assigned, registered replica, or the leader is left out),
+	// UNKNOWN_BUCKET.
+	ErrorCode    string `protobuf:"bytes,2,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorMessage string `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// The bucket's record after the call (also when refused, when known).
+	Leader           int32   `protobuf:"varint,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	LeaderEpoch      int32   `protobuf:"varint,5,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	Isr              []int32 `protobuf:"varint,6,rep,packed,name=isr,proto3" json:"isr,omitempty"`
+	BucketEpoch      int32   `protobuf:"varint,7,opt,name=bucket_epoch,json=bucketEpoch,proto3" json:"bucket_epoch,omitempty"`
+	CoordinatorEpoch int32   `protobuf:"varint,8,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *AdjustIsrResponse_Result) Reset() {
+	*x = AdjustIsrResponse_Result{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[100]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdjustIsrResponse_Result) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdjustIsrResponse_Result) ProtoMessage() {}
+
+func (x *AdjustIsrResponse_Result) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[100]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdjustIsrResponse_Result.ProtoReflect.Descriptor instead.
+func (*AdjustIsrResponse_Result) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{71, 0}
+}
+
+func (x *AdjustIsrResponse_Result) GetBucket() *BucketRef {
+	if x != nil {
+		return x.Bucket
+	}
+	return nil
+}
+
+func (x *AdjustIsrResponse_Result) GetErrorCode() string {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ""
+}
+
+func (x *AdjustIsrResponse_Result) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *AdjustIsrResponse_Result) GetLeader() int32 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *AdjustIsrResponse_Result) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *AdjustIsrResponse_Result) GetIsr() []int32 {
+	if x != nil {
+		return x.Isr
+	}
+	return nil
+}
+
+func (x *AdjustIsrResponse_Result) GetBucketEpoch() int32 {
+	if x != nil {
+		return x.BucketEpoch
+	}
+	return 0
+}
+
+func (x *AdjustIsrResponse_Result) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
 type NotifyLeaderAndIsrRequest_BucketState struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TableId       int64                  `protobuf:"varint,1,opt,name=table_id,json=tableId,proto3" json:"table_id,omitempty"`
@@ -4886,7 +6026,7 @@ type NotifyLeaderAndIsrRequest_BucketState struct {
 
 func (x *NotifyLeaderAndIsrRequest_BucketState) Reset() {
 	*x = NotifyLeaderAndIsrRequest_BucketState{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[84]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4898,7 +6038,7 @@ func (x *NotifyLeaderAndIsrRequest_BucketState) String() string {
 func (*NotifyLeaderAndIsrRequest_BucketState) ProtoMessage() {}
 
 func (x *NotifyLeaderAndIsrRequest_BucketState) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[84]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4911,7 +6051,7 @@ func (x *NotifyLeaderAndIsrRequest_BucketState) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use NotifyLeaderAndIsrRequest_BucketState.ProtoReflect.Descriptor instead.
 func (*NotifyLeaderAndIsrRequest_BucketState) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{73, 0}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{88, 0}
 }
 
 func (x *NotifyLeaderAndIsrRequest_BucketState) GetTableId() int64 {
@@ -5231,7 +6371,39 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\x04tags\x18\x01 \x03(\v23.metaplane.admin.v1.GetServerTagsResponse.TagsEntryR\x04tags\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\x12\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\xa0\x01\n" +
+	"\x12ListBucketsRequest\x12\x1a\n" +
+	"\bdatabase\x18\x01 \x01(\tR\bdatabase\x12\x14\n" +
+	"\x05table\x18\x02 \x01(\tR\x05table\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\tR\tpartition\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"\xb8\x01\n" +
+	"\fListedBucket\x12\x19\n" +
+	"\btable_id\x18\x01 \x01(\x03R\atableId\x12!\n" +
+	"\fpartition_id\x18\x02 \x01(\x03R\vpartitionId\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\tR\tpartition\x122\n" +
+	"\x06bucket\x18\x04 \x01(\v2\x1a.metaplane.admin.v1.BucketR\x06bucket\x12\x18\n" +
+	"\aoffline\x18\x05 \x01(\bR\aoffline\"y\n" +
+	"\x13ListBucketsResponse\x12:\n" +
+	"\abuckets\x18\x01 \x03(\v2 .metaplane.admin.v1.ListedBucketR\abuckets\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"}\n" +
+	"\x13ElectLeadersRequest\x12\x1a\n" +
+	"\bdatabase\x18\x01 \x01(\tR\bdatabase\x12\x14\n" +
+	"\x05table\x18\x02 \x01(\tR\x05table\x124\n" +
+	"\x04type\x18\x03 \x01(\x0e2 .metaplane.admin.v1.ElectionTypeR\x04type\"\xc9\x01\n" +
+	"\rElectedBucket\x12\x19\n" +
+	"\btable_id\x18\x01 \x01(\x03R\atableId\x12!\n" +
+	"\fpartition_id\x18\x02 \x01(\x03R\vpartitionId\x12\x16\n" +
+	"\x06bucket\x18\x03 \x01(\x05R\x06bucket\x12'\n" +
+	"\x0fprevious_leader\x18\x04 \x01(\x05R\x0epreviousLeader\x12\x16\n" +
+	"\x06leader\x18\x05 \x01(\x05R\x06leader\x12!\n" +
+	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch\"\xb5\x01\n" +
+	"\x14ElectLeadersResponse\x12;\n" +
+	"\aelected\x18\x01 \x03(\v2!.metaplane.admin.v1.ElectedBucketR\aelected\x12#\n" +
+	"\relected_count\x18\x02 \x01(\x05R\felectedCount\x12!\n" +
+	"\fnot_eligible\x18\x03 \x01(\x05R\vnotEligible\x12\x18\n" +
+	"\aalready\x18\x04 \x01(\x05R\aalready\"\x12\n" +
 	"\x10GetLeaderRequest\"\xa9\x02\n" +
 	"\x11GetLeaderResponse\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\x12%\n" +
@@ -5247,7 +6419,44 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04role\x18\x03 \x01(\tR\x04role\x12\x14\n" +
 	"\x05epoch\x18\x04 \x01(\x03R\x05epoch\x12%\n" +
-	"\x0egossip_address\x18\x05 \x01(\tR\rgossipAddress\"\xac\x01\n" +
+	"\x0egossip_address\x18\x05 \x01(\tR\rgossipAddress\"a\n" +
+	"\tBucketRef\x12\x19\n" +
+	"\btable_id\x18\x01 \x01(\x03R\atableId\x12!\n" +
+	"\fpartition_id\x18\x02 \x01(\x03R\vpartitionId\x12\x16\n" +
+	"\x06bucket\x18\x03 \x01(\x05R\x06bucket\"\xb6\x02\n" +
+	"\x10AdjustIsrRequest\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\x05R\bserverId\x12E\n" +
+	"\abuckets\x18\x02 \x03(\v2+.metaplane.admin.v1.AdjustIsrRequest.BucketR\abuckets\x1a\xbd\x01\n" +
+	"\x06Bucket\x12\x19\n" +
+	"\btable_id\x18\x01 \x01(\x03R\atableId\x12!\n" +
+	"\fpartition_id\x18\x02 \x01(\x03R\vpartitionId\x12\x16\n" +
+	"\x06bucket\x18\x03 \x01(\x05R\x06bucket\x12!\n" +
+	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x12!\n" +
+	"\fbucket_epoch\x18\x05 \x01(\x05R\vbucketEpoch\x12\x17\n" +
+	"\anew_isr\x18\x06 \x03(\x05R\x06newIsr\"\xab\x03\n" +
+	"\x11AdjustIsrResponse\x12+\n" +
+	"\x11coordinator_epoch\x18\x01 \x01(\x03R\x10coordinatorEpoch\x12F\n" +
+	"\aresults\x18\x02 \x03(\v2,.metaplane.admin.v1.AdjustIsrResponse.ResultR\aresults\x1a\xa0\x02\n" +
+	"\x06Result\x125\n" +
+	"\x06bucket\x18\x01 \x01(\v2\x1d.metaplane.admin.v1.BucketRefR\x06bucket\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x02 \x01(\tR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\x12\x16\n" +
+	"\x06leader\x18\x04 \x01(\x05R\x06leader\x12!\n" +
+	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\x12\x10\n" +
+	"\x03isr\x18\x06 \x03(\x05R\x03isr\x12!\n" +
+	"\fbucket_epoch\x18\a \x01(\x05R\vbucketEpoch\x12+\n" +
+	"\x11coordinator_epoch\x18\b \x01(\x05R\x10coordinatorEpoch\"8\n" +
+	"\x19ControlledShutdownRequest\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\x05R\bserverId\"\x9c\x01\n" +
+	"\x1aControlledShutdownResponse\x12+\n" +
+	"\x11coordinator_epoch\x18\x01 \x01(\x03R\x10coordinatorEpoch\x12\x14\n" +
+	"\x05moved\x18\x02 \x01(\x05R\x05moved\x12;\n" +
+	"\tremaining\x18\x03 \x03(\v2\x1d.metaplane.admin.v1.BucketRefR\tremaining\"W\n" +
+	"\x1dDeregisterTabletServerRequest\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\x05R\bserverId\x12\x19\n" +
+	"\blease_id\x18\x02 \x01(\x03R\aleaseId\" \n" +
+	"\x1eDeregisterTabletServerResponse\"\xac\x01\n" +
 	"\x1bRegisterTabletServerRequest\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\x05R\bserverId\x12\x1c\n" +
 	"\tlisteners\x18\x02 \x01(\tR\tlisteners\x12\x12\n" +
@@ -5298,7 +6507,12 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\x0fephemeral_owner\x18\x06 \x01(\x03R\x0eephemeralOwner\"o\n" +
 	"\x1dFetchMetadataSnapshotResponse\x126\n" +
 	"\x05nodes\x18\x01 \x03(\v2 .metaplane.admin.v1.MetadataNodeR\x05nodes\x12\x16\n" +
-	"\x06offset\x18\x02 \x01(\x03R\x06offset\"\x9a\x03\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\"O\n" +
+	"\x14SetReplicaLagRequest\x12\x1d\n" +
+	"\n" +
+	"replica_id\x18\x01 \x01(\x05R\treplicaId\x12\x18\n" +
+	"\alagging\x18\x02 \x01(\bR\alagging\"\x17\n" +
+	"\x15SetReplicaLagResponse\"\x9a\x03\n" +
 	"\x19NotifyLeaderAndIsrRequest\x12+\n" +
 	"\x11coordinator_epoch\x18\x01 \x01(\x03R\x10coordinatorEpoch\x12%\n" +
 	"\x0ecoordinator_id\x18\x02 \x01(\tR\rcoordinatorId\x12S\n" +
@@ -5313,7 +6527,7 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\fbucket_epoch\x18\a \x01(\x05R\vbucketEpoch\"I\n" +
 	"\x1aNotifyLeaderAndIsrResponse\x12+\n" +
 	"\x11coordinator_epoch\x18\x01 \x01(\x03R\x10coordinatorEpoch\"\x1d\n" +
-	"\x1bGetTabletServerStateRequest\"\xcf\x02\n" +
+	"\x1bGetTabletServerStateRequest\"\xfd\x03\n" +
 	"\x1cGetTabletServerStateResponse\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\x05R\bserverId\x12+\n" +
 	"\x11coordinator_epoch\x18\x02 \x01(\x03R\x10coordinatorEpoch\x12\x1e\n" +
@@ -5326,7 +6540,10 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"bucketsLed\x12\x18\n" +
 	"\abackend\x18\a \x01(\tR\abackend\x12\"\n" +
 	"\fcoordinators\x18\b \x03(\tR\fcoordinators\x12%\n" +
-	"\x0enotified_epoch\x18\t \x01(\x03R\rnotifiedEpoch*P\n" +
+	"\x0enotified_epoch\x18\t \x01(\x03R\rnotifiedEpoch\x12S\n" +
+	"\aleading\x18\n" +
+	" \x03(\v29.metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketStateR\aleading\x12W\n" +
+	"\tfollowing\x18\v \x03(\v29.metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketStateR\tfollowing*P\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13OUTCOME_NOT_APPLIED\x10\x01\x12\x13\n" +
@@ -5334,7 +6551,11 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\x0eRaftStatusView\x12 \n" +
 	"\x1cRAFT_STATUS_VIEW_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17RAFT_STATUS_VIEW_LEADER\x10\x01\x12\x1a\n" +
-	"\x16RAFT_STATUS_VIEW_LOCAL\x10\x022\xed\x14\n" +
+	"\x16RAFT_STATUS_VIEW_LOCAL\x10\x02*e\n" +
+	"\fElectionType\x12\x1d\n" +
+	"\x19ELECTION_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17ELECTION_TYPE_PREFERRED\x10\x01\x12\x19\n" +
+	"\x15ELECTION_TYPE_UNCLEAN\x10\x022\xb0\x16\n" +
 	"\fAdminService\x12g\n" +
 	"\x0eCreateDatabase\x12).metaplane.admin.v1.CreateDatabaseRequest\x1a*.metaplane.admin.v1.CreateDatabaseResponse\x12a\n" +
 	"\fDropDatabase\x12'.metaplane.admin.v1.DropDatabaseRequest\x1a(.metaplane.admin.v1.DropDatabaseResponse\x12d\n" +
@@ -5357,23 +6578,29 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\fAlterConfigs\x12'.metaplane.admin.v1.AlterConfigsRequest\x1a(.metaplane.admin.v1.AlterConfigsResponse\x12j\n" +
 	"\x0fDescribeConfigs\x12*.metaplane.admin.v1.DescribeConfigsRequest\x1a+.metaplane.admin.v1.DescribeConfigsResponse\x12d\n" +
 	"\rSetServerTags\x12(.metaplane.admin.v1.SetServerTagsRequest\x1a).metaplane.admin.v1.SetServerTagsResponse\x12d\n" +
-	"\rGetServerTags\x12(.metaplane.admin.v1.GetServerTagsRequest\x1a).metaplane.admin.v1.GetServerTagsResponse\x12X\n" +
+	"\rGetServerTags\x12(.metaplane.admin.v1.GetServerTagsRequest\x1a).metaplane.admin.v1.GetServerTagsResponse\x12^\n" +
+	"\vListBuckets\x12&.metaplane.admin.v1.ListBucketsRequest\x1a'.metaplane.admin.v1.ListBucketsResponse\x12a\n" +
+	"\fElectLeaders\x12'.metaplane.admin.v1.ElectLeadersRequest\x1a(.metaplane.admin.v1.ElectLeadersResponse\x12X\n" +
 	"\tGetLeader\x12$.metaplane.admin.v1.GetLeaderRequest\x1a%.metaplane.admin.v1.GetLeaderResponse\x12\x85\x01\n" +
 	"\x18GetCoordinatorRaftStatus\x123.metaplane.admin.v1.GetCoordinatorRaftStatusRequest\x1a4.metaplane.admin.v1.GetCoordinatorRaftStatusResponse\x12\x7f\n" +
 	"\x16TransferRaftLeadership\x121.metaplane.admin.v1.TransferRaftLeadershipRequest\x1a2.metaplane.admin.v1.TransferRaftLeadershipResponse\x12a\n" +
 	"\fAddRaftVoter\x12'.metaplane.admin.v1.AddRaftVoterRequest\x1a(.metaplane.admin.v1.AddRaftVoterResponse\x12j\n" +
 	"\x0fRemoveRaftVoter\x12*.metaplane.admin.v1.RemoveRaftVoterRequest\x1a+.metaplane.admin.v1.RemoveRaftVoterResponse\x12o\n" +
-	"\x10SaveRaftSnapshot\x12+.metaplane.admin.v1.SaveRaftSnapshotRequest\x1a,.metaplane.admin.v1.SaveRaftSnapshotResponse0\x012\xe9\x05\n" +
+	"\x10SaveRaftSnapshot\x12+.metaplane.admin.v1.SaveRaftSnapshotRequest\x1a,.metaplane.admin.v1.SaveRaftSnapshotResponse0\x012\xb9\b\n" +
 	"\x13TabletServerService\x12y\n" +
 	"\x14RegisterTabletServer\x12/.metaplane.admin.v1.RegisterTabletServerRequest\x1a0.metaplane.admin.v1.RegisterTabletServerResponse\x12|\n" +
 	"\x15TabletServerHeartbeat\x120.metaplane.admin.v1.TabletServerHeartbeatRequest\x1a1.metaplane.admin.v1.TabletServerHeartbeatResponse\x12d\n" +
 	"\rFetchMetadata\x12(.metaplane.admin.v1.FetchMetadataRequest\x1a).metaplane.admin.v1.FetchMetadataResponse\x12n\n" +
 	"\x13FetchMetadataStream\x12(.metaplane.admin.v1.FetchMetadataRequest\x1a).metaplane.admin.v1.FetchMetadataResponse(\x010\x01\x12|\n" +
 	"\x15FetchMetadataSnapshot\x120.metaplane.admin.v1.FetchMetadataSnapshotRequest\x1a1.metaplane.admin.v1.FetchMetadataSnapshotResponse\x12\x84\x01\n" +
-	"\x1bFetchMetadataSnapshotStream\x120.metaplane.admin.v1.FetchMetadataSnapshotRequest\x1a1.metaplane.admin.v1.FetchMetadataSnapshotResponse0\x012\xff\x01\n" +
+	"\x1bFetchMetadataSnapshotStream\x120.metaplane.admin.v1.FetchMetadataSnapshotRequest\x1a1.metaplane.admin.v1.FetchMetadataSnapshotResponse0\x01\x12X\n" +
+	"\tAdjustIsr\x12$.metaplane.admin.v1.AdjustIsrRequest\x1a%.metaplane.admin.v1.AdjustIsrResponse\x12s\n" +
+	"\x12ControlledShutdown\x12-.metaplane.admin.v1.ControlledShutdownRequest\x1a..metaplane.admin.v1.ControlledShutdownResponse\x12\x7f\n" +
+	"\x16DeregisterTabletServer\x121.metaplane.admin.v1.DeregisterTabletServerRequest\x1a2.metaplane.admin.v1.DeregisterTabletServerResponse2\xe5\x02\n" +
 	"\rTabletService\x12s\n" +
 	"\x12NotifyLeaderAndIsr\x12-.metaplane.admin.v1.NotifyLeaderAndIsrRequest\x1a..metaplane.admin.v1.NotifyLeaderAndIsrResponse\x12y\n" +
-	"\x14GetTabletServerState\x12/.metaplane.admin.v1.GetTabletServerStateRequest\x1a0.metaplane.admin.v1.GetTabletServerStateResponseBAZ?github.com/metaplane/metaplane/proto/metaplane/admin/v1;adminv1b\x06proto3"
+	"\x14GetTabletServerState\x12/.metaplane.admin.v1.GetTabletServerStateRequest\x1a0.metaplane.admin.v1.GetTabletServerStateResponse\x12d\n" +
+	"\rSetReplicaLag\x12(.metaplane.admin.v1.SetReplicaLagRequest\x1a).metaplane.admin.v1.SetReplicaLagResponseBAZ?github.com/metaplane/metaplane/proto/metaplane/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_metaplane_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -5387,200 +6614,240 @@ func file_metaplane_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_metaplane_admin_v1_admin_proto_rawDescData
 }
 
-var file_metaplane_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_metaplane_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
+var file_metaplane_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_metaplane_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 102)
 var file_metaplane_admin_v1_admin_proto_goTypes = []any{
 	(Outcome)(0),                                  // 0: metaplane.admin.v1.Outcome
 	(RaftStatusView)(0),                           // 1: metaplane.admin.v1.RaftStatusView
-	(MetadataRecord_Type)(0),                      // 2: metaplane.admin.v1.MetadataRecord.Type
-	(*ErrorDetail)(nil),                           // 3: metaplane.admin.v1.ErrorDetail
-	(*TransferRaftLeadershipRequest)(nil),         // 4: metaplane.admin.v1.TransferRaftLeadershipRequest
-	(*TransferRaftLeadershipResponse)(nil),        // 5: metaplane.admin.v1.TransferRaftLeadershipResponse
-	(*AddRaftVoterRequest)(nil),                   // 6: metaplane.admin.v1.AddRaftVoterRequest
-	(*AddRaftVoterResponse)(nil),                  // 7: metaplane.admin.v1.AddRaftVoterResponse
-	(*RemoveRaftVoterRequest)(nil),                // 8: metaplane.admin.v1.RemoveRaftVoterRequest
-	(*RemoveRaftVoterResponse)(nil),               // 9: metaplane.admin.v1.RemoveRaftVoterResponse
-	(*SaveRaftSnapshotRequest)(nil),               // 10: metaplane.admin.v1.SaveRaftSnapshotRequest
-	(*SaveRaftSnapshotResponse)(nil),              // 11: metaplane.admin.v1.SaveRaftSnapshotResponse
-	(*GetCoordinatorRaftStatusRequest)(nil),       // 12: metaplane.admin.v1.GetCoordinatorRaftStatusRequest
-	(*RaftMember)(nil),                            // 13: metaplane.admin.v1.RaftMember
-	(*GetCoordinatorRaftStatusResponse)(nil),      // 14: metaplane.admin.v1.GetCoordinatorRaftStatusResponse
-	(*CreateDatabaseRequest)(nil),                 // 15: metaplane.admin.v1.CreateDatabaseRequest
-	(*CreateDatabaseResponse)(nil),                // 16: metaplane.admin.v1.CreateDatabaseResponse
-	(*DropDatabaseRequest)(nil),                   // 17: metaplane.admin.v1.DropDatabaseRequest
-	(*DropDatabaseResponse)(nil),                  // 18: metaplane.admin.v1.DropDatabaseResponse
-	(*ListDatabasesRequest)(nil),                  // 19: metaplane.admin.v1.ListDatabasesRequest
-	(*ListDatabasesResponse)(nil),                 // 20: metaplane.admin.v1.ListDatabasesResponse
-	(*GetDatabaseRequest)(nil),                    // 21: metaplane.admin.v1.GetDatabaseRequest
-	(*GetDatabaseResponse)(nil),                   // 22: metaplane.admin.v1.GetDatabaseResponse
-	(*Column)(nil),                                // 23: metaplane.admin.v1.Column
-	(*TableDescriptor)(nil),                       // 24: metaplane.admin.v1.TableDescriptor
-	(*Bucket)(nil),                                // 25: metaplane.admin.v1.Bucket
-	(*TableInfo)(nil),                             // 26: metaplane.admin.v1.TableInfo
-	(*CreateTableRequest)(nil),                    // 27: metaplane.admin.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),                   // 28: metaplane.admin.v1.CreateTableResponse
-	(*DropTableRequest)(nil),                      // 29: metaplane.admin.v1.DropTableRequest
-	(*DropTableResponse)(nil),                     // 30: metaplane.admin.v1.DropTableResponse
-	(*GetTableInfoRequest)(nil),                   // 31: metaplane.admin.v1.GetTableInfoRequest
-	(*GetTableInfoResponse)(nil),                  // 32: metaplane.admin.v1.GetTableInfoResponse
-	(*ListTablesRequest)(nil),                     // 33: metaplane.admin.v1.ListTablesRequest
-	(*ListTablesResponse)(nil),                    // 34: metaplane.admin.v1.ListTablesResponse
-	(*PartitionInfo)(nil),                         // 35: metaplane.admin.v1.PartitionInfo
-	(*CreatePartitionRequest)(nil),                // 36: metaplane.admin.v1.CreatePartitionRequest
-	(*CreatePartitionResponse)(nil),               // 37: metaplane.admin.v1.CreatePartitionResponse
-	(*DropPartitionRequest)(nil),                  // 38: metaplane.admin.v1.DropPartitionRequest
-	(*DropPartitionResponse)(nil),                 // 39: metaplane.admin.v1.DropPartitionResponse
-	(*ListPartitionsRequest)(nil),                 // 40: metaplane.admin.v1.ListPartitionsRequest
-	(*ListPartitionsResponse)(nil),                // 41: metaplane.admin.v1.ListPartitionsResponse
-	(*TabletServer)(nil),                          // 42: metaplane.admin.v1.TabletServer
-	(*ListTabletServersRequest)(nil),              // 43: metaplane.admin.v1.ListTabletServersRequest
-	(*ListTabletServersResponse)(nil),             // 44: metaplane.admin.v1.ListTabletServersResponse
-	(*AllocateIDsRequest)(nil),                    // 45: metaplane.admin.v1.AllocateIDsRequest
-	(*AllocateIDsResponse)(nil),                   // 46: metaplane.admin.v1.AllocateIDsResponse
-	(*ACLEntry)(nil),                              // 47: metaplane.admin.v1.ACLEntry
-	(*ResourceACLs)(nil),                          // 48: metaplane.admin.v1.ResourceACLs
-	(*AddACLsRequest)(nil),                        // 49: metaplane.admin.v1.AddACLsRequest
-	(*AddACLsResponse)(nil),                       // 50: metaplane.admin.v1.AddACLsResponse
-	(*RemoveACLsRequest)(nil),                     // 51: metaplane.admin.v1.RemoveACLsRequest
-	(*RemoveACLsResponse)(nil),                    // 52: metaplane.admin.v1.RemoveACLsResponse
-	(*ListACLsRequest)(nil),                       // 53: metaplane.admin.v1.ListACLsRequest
-	(*ListACLsResponse)(nil),                      // 54: metaplane.admin.v1.ListACLsResponse
-	(*AlterConfigsRequest)(nil),                   // 55: metaplane.admin.v1.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),                  // 56: metaplane.admin.v1.AlterConfigsResponse
-	(*DescribeConfigsRequest)(nil),                // 57: metaplane.admin.v1.DescribeConfigsRequest
-	(*DescribeConfigsResponse)(nil),               // 58: metaplane.admin.v1.DescribeConfigsResponse
-	(*SetServerTagsRequest)(nil),                  // 59: metaplane.admin.v1.SetServerTagsRequest
-	(*SetServerTagsResponse)(nil),                 // 60: metaplane.admin.v1.SetServerTagsResponse
-	(*GetServerTagsRequest)(nil),                  // 61: metaplane.admin.v1.GetServerTagsRequest
-	(*GetServerTagsResponse)(nil),                 // 62: metaplane.admin.v1.GetServerTagsResponse
-	(*GetLeaderRequest)(nil),                      // 63: metaplane.admin.v1.GetLeaderRequest
-	(*GetLeaderResponse)(nil),                     // 64: metaplane.admin.v1.GetLeaderResponse
-	(*CoordinatorInfo)(nil),                       // 65: metaplane.admin.v1.CoordinatorInfo
-	(*RegisterTabletServerRequest)(nil),           // 66: metaplane.admin.v1.RegisterTabletServerRequest
-	(*RegisterTabletServerResponse)(nil),          // 67: metaplane.admin.v1.RegisterTabletServerResponse
-	(*TabletServerHeartbeatRequest)(nil),          // 68: metaplane.admin.v1.TabletServerHeartbeatRequest
-	(*TabletServerHeartbeatResponse)(nil),         // 69: metaplane.admin.v1.TabletServerHeartbeatResponse
-	(*MetadataRecord)(nil),                        // 70: metaplane.admin.v1.MetadataRecord
-	(*FetchMetadataRequest)(nil),                  // 71: metaplane.admin.v1.FetchMetadataRequest
-	(*FetchMetadataResponse)(nil),                 // 72: metaplane.admin.v1.FetchMetadataResponse
-	(*FetchMetadataSnapshotRequest)(nil),          // 73: metaplane.admin.v1.FetchMetadataSnapshotRequest
-	(*MetadataNode)(nil),                          // 74: metaplane.admin.v1.MetadataNode
-	(*FetchMetadataSnapshotResponse)(nil),         // 75: metaplane.admin.v1.FetchMetadataSnapshotResponse
-	(*NotifyLeaderAndIsrRequest)(nil),             // 76: metaplane.admin.v1.NotifyLeaderAndIsrRequest
-	(*NotifyLeaderAndIsrResponse)(nil),            // 77: metaplane.admin.v1.NotifyLeaderAndIsrResponse
-	(*GetTabletServerStateRequest)(nil),           // 78: metaplane.admin.v1.GetTabletServerStateRequest
-	(*GetTabletServerStateResponse)(nil),          // 79: metaplane.admin.v1.GetTabletServerStateResponse
-	nil,                                           // 80: metaplane.admin.v1.CreateDatabaseRequest.CustomPropertiesEntry
-	nil,                                           // 81: metaplane.admin.v1.GetDatabaseResponse.CustomPropertiesEntry
-	nil,                                           // 82: metaplane.admin.v1.TableDescriptor.PropertiesEntry
-	nil,                                           // 83: metaplane.admin.v1.TableDescriptor.CustomPropertiesEntry
-	nil,                                           // 84: metaplane.admin.v1.AlterConfigsRequest.SetEntry
-	nil,                                           // 85: metaplane.admin.v1.DescribeConfigsResponse.ConfigsEntry
-	nil,                                           // 86: metaplane.admin.v1.GetServerTagsResponse.TagsEntry
-	(*NotifyLeaderAndIsrRequest_BucketState)(nil), // 87: metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
+	(ElectionType)(0),                             // 2: metaplane.admin.v1.ElectionType
+	(MetadataRecord_Type)(0),                      // 3: metaplane.admin.v1.MetadataRecord.Type
+	(*ErrorDetail)(nil),                           // 4: metaplane.admin.v1.ErrorDetail
+	(*TransferRaftLeadershipRequest)(nil),         // 5: metaplane.admin.v1.TransferRaftLeadershipRequest
+	(*TransferRaftLeadershipResponse)(nil),        // 6: metaplane.admin.v1.TransferRaftLeadershipResponse
+	(*AddRaftVoterRequest)(nil),                   // 7: metaplane.admin.v1.AddRaftVoterRequest
+	(*AddRaftVoterResponse)(nil),                  // 8: metaplane.admin.v1.AddRaftVoterResponse
+	(*RemoveRaftVoterRequest)(nil),                // 9: metaplane.admin.v1.RemoveRaftVoterRequest
+	(*RemoveRaftVoterResponse)(nil),               // 10: metaplane.admin.v1.RemoveRaftVoterResponse
+	(*SaveRaftSnapshotRequest)(nil),               // 11: metaplane.admin.v1.SaveRaftSnapshotRequest
+	(*SaveRaftSnapshotResponse)(nil),              // 12: metaplane.admin.v1.SaveRaftSnapshotResponse
+	(*GetCoordinatorRaftStatusRequest)(nil),       // 13: metaplane.admin.v1.GetCoordinatorRaftStatusRequest
+	(*RaftMember)(nil),                            // 14: metaplane.admin.v1.RaftMember
+	(*GetCoordinatorRaftStatusResponse)(nil),      // 15: metaplane.admin.v1.GetCoordinatorRaftStatusResponse
+	(*CreateDatabaseRequest)(nil),                 // 16: metaplane.admin.v1.CreateDatabaseRequest
+	(*CreateDatabaseResponse)(nil),                // 17: metaplane.admin.v1.CreateDatabaseResponse
+	(*DropDatabaseRequest)(nil),                   // 18: metaplane.admin.v1.DropDatabaseRequest
+	(*DropDatabaseResponse)(nil),                  // 19: metaplane.admin.v1.DropDatabaseResponse
+	(*ListDatabasesRequest)(nil),                  // 20: metaplane.admin.v1.ListDatabasesRequest
+	(*ListDatabasesResponse)(nil),                 // 21: metaplane.admin.v1.ListDatabasesResponse
+	(*GetDatabaseRequest)(nil),                    // 22: metaplane.admin.v1.GetDatabaseRequest
+	(*GetDatabaseResponse)(nil),                   // 23: metaplane.admin.v1.GetDatabaseResponse
+	(*Column)(nil),                                // 24: metaplane.admin.v1.Column
+	(*TableDescriptor)(nil),                       // 25: metaplane.admin.v1.TableDescriptor
+	(*Bucket)(nil),                                // 26: metaplane.admin.v1.Bucket
+	(*TableInfo)(nil),                             // 27: metaplane.admin.v1.TableInfo
+	(*CreateTableRequest)(nil),                    // 28: metaplane.admin.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),                   // 29: metaplane.admin.v1.CreateTableResponse
+	(*DropTableRequest)(nil),                      // 30: metaplane.admin.v1.DropTableRequest
+	(*DropTableResponse)(nil),                     // 31: metaplane.admin.v1.DropTableResponse
+	(*GetTableInfoRequest)(nil),                   // 32: metaplane.admin.v1.GetTableInfoRequest
+	(*GetTableInfoResponse)(nil),                  // 33: metaplane.admin.v1.GetTableInfoResponse
+	(*ListTablesRequest)(nil),                     // 34: metaplane.admin.v1.ListTablesRequest
+	(*ListTablesResponse)(nil),                    // 35: metaplane.admin.v1.ListTablesResponse
+	(*PartitionInfo)(nil),                         // 36: metaplane.admin.v1.PartitionInfo
+	(*CreatePartitionRequest)(nil),                // 37: metaplane.admin.v1.CreatePartitionRequest
+	(*CreatePartitionResponse)(nil),               // 38: metaplane.admin.v1.CreatePartitionResponse
+	(*DropPartitionRequest)(nil),                  // 39: metaplane.admin.v1.DropPartitionRequest
+	(*DropPartitionResponse)(nil),                 // 40: metaplane.admin.v1.DropPartitionResponse
+	(*ListPartitionsRequest)(nil),                 // 41: metaplane.admin.v1.ListPartitionsRequest
+	(*ListPartitionsResponse)(nil),                // 42: metaplane.admin.v1.ListPartitionsResponse
+	(*TabletServer)(nil),                          // 43: metaplane.admin.v1.TabletServer
+	(*ListTabletServersRequest)(nil),              // 44: metaplane.admin.v1.ListTabletServersRequest
+	(*ListTabletServersResponse)(nil),             // 45: metaplane.admin.v1.ListTabletServersResponse
+	(*AllocateIDsRequest)(nil),                    // 46: metaplane.admin.v1.AllocateIDsRequest
+	(*AllocateIDsResponse)(nil),                   // 47: metaplane.admin.v1.AllocateIDsResponse
+	(*ACLEntry)(nil),                              // 48: metaplane.admin.v1.ACLEntry
+	(*ResourceACLs)(nil),                          // 49: metaplane.admin.v1.ResourceACLs
+	(*AddACLsRequest)(nil),                        // 50: metaplane.admin.v1.AddACLsRequest
+	(*AddACLsResponse)(nil),                       // 51: metaplane.admin.v1.AddACLsResponse
+	(*RemoveACLsRequest)(nil),                     // 52: metaplane.admin.v1.RemoveACLsRequest
+	(*RemoveACLsResponse)(nil),                    // 53: metaplane.admin.v1.RemoveACLsResponse
+	(*ListACLsRequest)(nil),                       // 54: metaplane.admin.v1.ListACLsRequest
+	(*ListACLsResponse)(nil),                      // 55: metaplane.admin.v1.ListACLsResponse
+	(*AlterConfigsRequest)(nil),                   // 56: metaplane.admin.v1.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                  // 57: metaplane.admin.v1.AlterConfigsResponse
+	(*DescribeConfigsRequest)(nil),                // 58: metaplane.admin.v1.DescribeConfigsRequest
+	(*DescribeConfigsResponse)(nil),               // 59: metaplane.admin.v1.DescribeConfigsResponse
+	(*SetServerTagsRequest)(nil),                  // 60: metaplane.admin.v1.SetServerTagsRequest
+	(*SetServerTagsResponse)(nil),                 // 61: metaplane.admin.v1.SetServerTagsResponse
+	(*GetServerTagsRequest)(nil),                  // 62: metaplane.admin.v1.GetServerTagsRequest
+	(*GetServerTagsResponse)(nil),                 // 63: metaplane.admin.v1.GetServerTagsResponse
+	(*ListBucketsRequest)(nil),                    // 64: metaplane.admin.v1.ListBucketsRequest
+	(*ListedBucket)(nil),                          // 65: metaplane.admin.v1.ListedBucket
+	(*ListBucketsResponse)(nil),                   // 66: metaplane.admin.v1.ListBucketsResponse
+	(*ElectLeadersRequest)(nil),                   // 67: metaplane.admin.v1.ElectLeadersRequest
+	(*ElectedBucket)(nil),                         // 68: metaplane.admin.v1.ElectedBucket
+	(*ElectLeadersResponse)(nil),                  // 69: metaplane.admin.v1.ElectLeadersResponse
+	(*GetLeaderRequest)(nil),                      // 70: metaplane.admin.v1.GetLeaderRequest
+	(*GetLeaderResponse)(nil),                     // 71: metaplane.admin.v1.GetLeaderResponse
+	(*CoordinatorInfo)(nil),                       // 72: metaplane.admin.v1.CoordinatorInfo
+	(*BucketRef)(nil),                             // 73: metaplane.admin.v1.BucketRef
+	(*AdjustIsrRequest)(nil),                      // 74: metaplane.admin.v1.AdjustIsrRequest
+	(*AdjustIsrResponse)(nil),                     // 75: metaplane.admin.v1.AdjustIsrResponse
+	(*ControlledShutdownRequest)(nil),             // 76: metaplane.admin.v1.ControlledShutdownRequest
+	(*ControlledShutdownResponse)(nil),            // 77: metaplane.admin.v1.ControlledShutdownResponse
+	(*DeregisterTabletServerRequest)(nil),         // 78: metaplane.admin.v1.DeregisterTabletServerRequest
+	(*DeregisterTabletServerResponse)(nil),        // 79: metaplane.admin.v1.DeregisterTabletServerResponse
+	(*RegisterTabletServerRequest)(nil),           // 80: metaplane.admin.v1.RegisterTabletServerRequest
+	(*RegisterTabletServerResponse)(nil),          // 81: metaplane.admin.v1.RegisterTabletServerResponse
+	(*TabletServerHeartbeatRequest)(nil),          // 82: metaplane.admin.v1.TabletServerHeartbeatRequest
+	(*TabletServerHeartbeatResponse)(nil),         // 83: metaplane.admin.v1.TabletServerHeartbeatResponse
+	(*MetadataRecord)(nil),                        // 84: metaplane.admin.v1.MetadataRecord
+	(*FetchMetadataRequest)(nil),                  // 85: metaplane.admin.v1.FetchMetadataRequest
+	(*FetchMetadataResponse)(nil),                 // 86: metaplane.admin.v1.FetchMetadataResponse
+	(*FetchMetadataSnapshotRequest)(nil),          // 87: metaplane.admin.v1.FetchMetadataSnapshotRequest
+	(*MetadataNode)(nil),                          // 88: metaplane.admin.v1.MetadataNode
+	(*FetchMetadataSnapshotResponse)(nil),         // 89: metaplane.admin.v1.FetchMetadataSnapshotResponse
+	(*SetReplicaLagRequest)(nil),                  // 90: metaplane.admin.v1.SetReplicaLagRequest
+	(*SetReplicaLagResponse)(nil),                 // 91: metaplane.admin.v1.SetReplicaLagResponse
+	(*NotifyLeaderAndIsrRequest)(nil),             // 92: metaplane.admin.v1.NotifyLeaderAndIsrRequest
+	(*NotifyLeaderAndIsrResponse)(nil),            // 93: metaplane.admin.v1.NotifyLeaderAndIsrResponse
+	(*GetTabletServerStateRequest)(nil),           // 94: metaplane.admin.v1.GetTabletServerStateRequest
+	(*GetTabletServerStateResponse)(nil),          // 95: metaplane.admin.v1.GetTabletServerStateResponse
+	nil,                                           // 96: metaplane.admin.v1.CreateDatabaseRequest.CustomPropertiesEntry
+	nil,                                           // 97: metaplane.admin.v1.GetDatabaseResponse.CustomPropertiesEntry
+	nil,                                           // 98: metaplane.admin.v1.TableDescriptor.PropertiesEntry
+	nil,                                           // 99: metaplane.admin.v1.TableDescriptor.CustomPropertiesEntry
+	nil,                                           // 100: metaplane.admin.v1.AlterConfigsRequest.SetEntry
+	nil,                                           // 101: metaplane.admin.v1.DescribeConfigsResponse.ConfigsEntry
+	nil,                                           // 102: metaplane.admin.v1.GetServerTagsResponse.TagsEntry
+	(*AdjustIsrRequest_Bucket)(nil),               // 103: metaplane.admin.v1.AdjustIsrRequest.Bucket
+	(*AdjustIsrResponse_Result)(nil),              // 104: metaplane.admin.v1.AdjustIsrResponse.Result
+	(*NotifyLeaderAndIsrRequest_BucketState)(nil), // 105: metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
 }
 var file_metaplane_admin_v1_admin_proto_depIdxs = []int32{
-	0,  // 0: metaplane.admin.v1.ErrorDetail.outcome:type_name -> metaplane.admin.v1.Outcome
-	1,  // 1: metaplane.admin.v1.GetCoordinatorRaftStatusResponse.view:type_name -> metaplane.admin.v1.RaftStatusView
-	13, // 2: metaplane.admin.v1.GetCoordinatorRaftStatusResponse.members:type_name -> metaplane.admin.v1.RaftMember
-	80, // 3: metaplane.admin.v1.CreateDatabaseRequest.custom_properties:type_name -> metaplane.admin.v1.CreateDatabaseRequest.CustomPropertiesEntry
-	81, // 4: metaplane.admin.v1.GetDatabaseResponse.custom_properties:type_name -> metaplane.admin.v1.GetDatabaseResponse.CustomPropertiesEntry
-	23, // 5: metaplane.admin.v1.TableDescriptor.columns:type_name -> metaplane.admin.v1.Column
-	82, // 6: metaplane.admin.v1.TableDescriptor.properties:type_name -> metaplane.admin.v1.TableDescriptor.PropertiesEntry
-	83, // 7: metaplane.admin.v1.TableDescriptor.custom_properties:type_name -> metaplane.admin.v1.TableDescriptor.CustomPropertiesEntry
-	24, // 8: metaplane.admin.v1.TableInfo.descriptor:type_name -> metaplane.admin.v1.TableDescriptor
-	25, // 9: metaplane.admin.v1.TableInfo.buckets:type_name -> metaplane.admin.v1.Bucket
-	24, // 10: metaplane.admin.v1.CreateTableRequest.descriptor:type_name -> metaplane.admin.v1.TableDescriptor
-	26, // 11: metaplane.admin.v1.CreateTableResponse.table:type_name -> metaplane.admin.v1.TableInfo
-	26, // 12: metaplane.admin.v1.GetTableInfoResponse.table:type_name -> metaplane.admin.v1.TableInfo
-	35, // 13: metaplane.admin.v1.CreatePartitionResponse.partition:type_name -> metaplane.admin.v1.PartitionInfo
-	35, // 14: metaplane.admin.v1.ListPartitionsResponse.partitions:type_name -> metaplane.admin.v1.PartitionInfo
-	42, // 15: metaplane.admin.v1.ListTabletServersResponse.servers:type_name -> metaplane.admin.v1.TabletServer
-	47, // 16: metaplane.admin.v1.ResourceACLs.acls:type_name -> metaplane.admin.v1.ACLEntry
-	47, // 17: metaplane.admin.v1.AddACLsRequest.acls:type_name -> metaplane.admin.v1.ACLEntry
-	47, // 18: metaplane.admin.v1.RemoveACLsRequest.filter:type_name -> metaplane.admin.v1.ACLEntry
-	48, // 19: metaplane.admin.v1.ListACLsResponse.resources:type_name -> metaplane.admin.v1.ResourceACLs
-	84, // 20: metaplane.admin.v1.AlterConfigsRequest.set:type_name -> metaplane.admin.v1.AlterConfigsRequest.SetEntry
-	85, // 21: metaplane.admin.v1.DescribeConfigsResponse.configs:type_name -> metaplane.admin.v1.DescribeConfigsResponse.ConfigsEntry
-	86, // 22: metaplane.admin.v1.GetServerTagsResponse.tags:type_name -> metaplane.admin.v1.GetServerTagsResponse.TagsEntry
-	65, // 23: metaplane.admin.v1.GetLeaderResponse.coordinators:type_name -> metaplane.admin.v1.CoordinatorInfo
-	2,  // 24: metaplane.admin.v1.MetadataRecord.type:type_name -> metaplane.admin.v1.MetadataRecord.Type
-	70, // 25: metaplane.admin.v1.FetchMetadataResponse.records:type_name -> metaplane.admin.v1.MetadataRecord
-	74, // 26: metaplane.admin.v1.FetchMetadataSnapshotResponse.nodes:type_name -> metaplane.admin.v1.MetadataNode
-	87, // 27: metaplane.admin.v1.NotifyLeaderAndIsrRequest.buckets:type_name -> metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
-	15, // 28: metaplane.admin.v1.AdminService.CreateDatabase:input_type -> metaplane.admin.v1.CreateDatabaseRequest
-	17, // 29: metaplane.admin.v1.AdminService.DropDatabase:input_type -> metaplane.admin.v1.DropDatabaseRequest
-	19, // 30: metaplane.admin.v1.AdminService.ListDatabases:input_type -> metaplane.admin.v1.ListDatabasesRequest
-	21, // 31: metaplane.admin.v1.AdminService.GetDatabase:input_type -> metaplane.admin.v1.GetDatabaseRequest
-	27, // 32: metaplane.admin.v1.AdminService.CreateTable:input_type -> metaplane.admin.v1.CreateTableRequest
-	29, // 33: metaplane.admin.v1.AdminService.DropTable:input_type -> metaplane.admin.v1.DropTableRequest
-	31, // 34: metaplane.admin.v1.AdminService.GetTableInfo:input_type -> metaplane.admin.v1.GetTableInfoRequest
-	33, // 35: metaplane.admin.v1.AdminService.ListTables:input_type -> metaplane.admin.v1.ListTablesRequest
-	36, // 36: metaplane.admin.v1.AdminService.CreatePartition:input_type -> metaplane.admin.v1.CreatePartitionRequest
-	38, // 37: metaplane.admin.v1.AdminService.DropPartition:input_type -> metaplane.admin.v1.DropPartitionRequest
-	40, // 38: metaplane.admin.v1.AdminService.ListPartitions:input_type -> metaplane.admin.v1.ListPartitionsRequest
-	43, // 39: metaplane.admin.v1.AdminService.ListTabletServers:input_type -> metaplane.admin.v1.ListTabletServersRequest
-	45, // 40: metaplane.admin.v1.AdminService.AllocateIDs:input_type -> metaplane.admin.v1.AllocateIDsRequest
-	49, // 41: metaplane.admin.v1.AdminService.AddACLs:input_type -> metaplane.admin.v1.AddACLsRequest
-	51, // 42: metaplane.admin.v1.AdminService.RemoveACLs:input_type -> metaplane.admin.v1.RemoveACLsRequest
-	53, // 43: metaplane.admin.v1.AdminService.ListACLs:input_type -> metaplane.admin.v1.ListACLsRequest
-	55, // 44: metaplane.admin.v1.AdminService.AlterConfigs:input_type -> metaplane.admin.v1.AlterConfigsRequest
-	57, // 45: metaplane.admin.v1.AdminService.DescribeConfigs:input_type -> metaplane.admin.v1.DescribeConfigsRequest
-	59, // 46: metaplane.admin.v1.AdminService.SetServerTags:input_type -> metaplane.admin.v1.SetServerTagsRequest
-	61, // 47: metaplane.admin.v1.AdminService.GetServerTags:input_type -> metaplane.admin.v1.GetServerTagsRequest
-	63, // 48: metaplane.admin.v1.AdminService.GetLeader:input_type -> metaplane.admin.v1.GetLeaderRequest
-	12, // 49: metaplane.admin.v1.AdminService.GetCoordinatorRaftStatus:input_type -> metaplane.admin.v1.GetCoordinatorRaftStatusRequest
-	4,  // 50: metaplane.admin.v1.AdminService.TransferRaftLeadership:input_type -> metaplane.admin.v1.TransferRaftLeadershipRequest
-	6,  // 51: metaplane.admin.v1.AdminService.AddRaftVoter:input_type -> metaplane.admin.v1.AddRaftVoterRequest
-	8,  // 52: metaplane.admin.v1.AdminService.RemoveRaftVoter:input_type -> metaplane.admin.v1.RemoveRaftVoterRequest
-	10, // 53: metaplane.admin.v1.AdminService.SaveRaftSnapshot:input_type -> metaplane.admin.v1.SaveRaftSnapshotRequest
-	66, // 54: metaplane.admin.v1.TabletServerService.RegisterTabletServer:input_type -> metaplane.admin.v1.RegisterTabletServerRequest
-	68, // 55: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:input_type -> metaplane.admin.v1.TabletServerHeartbeatRequest
-	71, // 56: metaplane.admin.v1.TabletServerService.FetchMetadata:input_type -> metaplane.admin.v1.FetchMetadataRequest
-	71, // 57: metaplane.admin.v1.TabletServerService.FetchMetadataStream:input_type -> metaplane.admin.v1.FetchMetadataRequest
-	73, // 58: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:input_type -> metaplane.admin.v1.FetchMetadataSnapshotRequest
-	73, // 59: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshotStream:input_type -> metaplane.admin.v1.FetchMetadataSnapshotRequest
-	76, // 60: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:input_type -> metaplane.admin.v1.NotifyLeaderAndIsrRequest
-	78, // 61: metaplane.admin.v1.TabletService.GetTabletServerState:input_type -> metaplane.admin.v1.GetTabletServerStateRequest
-	16, // 62: metaplane.admin.v1.AdminService.CreateDatabase:output_type -> metaplane.admin.v1.CreateDatabaseResponse
-	18, // 63: metaplane.admin.v1.AdminService.DropDatabase:output_type -> metaplane.admin.v1.DropDatabaseResponse
-	20, // 64: metaplane.admin.v1.AdminService.ListDatabases:output_type -> metaplane.admin.v1.ListDatabasesResponse
-	22, // 65: metaplane.admin.v1.AdminService.GetDatabase:output_type -> metaplane.admin.v1.GetDatabaseResponse
-	28, // 66: metaplane.admin.v1.AdminService.CreateTable:output_type -> metaplane.admin.v1.CreateTableResponse
-	30, // 67: metaplane.admin.v1.AdminService.DropTable:output_type -> metaplane.admin.v1.DropTableResponse
-	32, // 68: metaplane.admin.v1.AdminService.GetTableInfo:output_type -> metaplane.admin.v1.GetTableInfoResponse
-	34, // 69: metaplane.admin.v1.AdminService.ListTables:output_type -> metaplane.admin.v1.ListTablesResponse
-	37, // 70: metaplane.admin.v1.AdminService.CreatePartition:output_type -> metaplane.admin.v1.CreatePartitionResponse
-	39, // 71: metaplane.admin.v1.AdminService.DropPartition:output_type -> metaplane.admin.v1.DropPartitionResponse
-	41, // 72: metaplane.admin.v1.AdminService.ListPartitions:output_type -> metaplane.admin.v1.ListPartitionsResponse
-	44, // 73: metaplane.admin.v1.AdminService.ListTabletServers:output_type -> metaplane.admin.v1.ListTabletServersResponse
-	46, // 74: metaplane.admin.v1.AdminService.AllocateIDs:output_type -> metaplane.admin.v1.AllocateIDsResponse
-	50, // 75: metaplane.admin.v1.AdminService.AddACLs:output_type -> metaplane.admin.v1.AddACLsResponse
-	52, // 76: metaplane.admin.v1.AdminService.RemoveACLs:output_type -> metaplane.admin.v1.RemoveACLsResponse
-	54, // 77: metaplane.admin.v1.AdminService.ListACLs:output_type -> metaplane.admin.v1.ListACLsResponse
-	56, // 78: metaplane.admin.v1.AdminService.AlterConfigs:output_type -> metaplane.admin.v1.AlterConfigsResponse
-	58, // 79: metaplane.admin.v1.AdminService.DescribeConfigs:output_type -> metaplane.admin.v1.DescribeConfigsResponse
-	60, // 80: metaplane.admin.v1.AdminService.SetServerTags:output_type -> metaplane.admin.v1.SetServerTagsResponse
-	62, // 81: metaplane.admin.v1.AdminService.GetServerTags:output_type -> metaplane.admin.v1.GetServerTagsResponse
-	64, // 82: metaplane.admin.v1.AdminService.GetLeader:output_type -> metaplane.admin.v1.GetLeaderResponse
-	14, // 83: metaplane.admin.v1.AdminService.GetCoordinatorRaftStatus:output_type -> metaplane.admin.v1.GetCoordinatorRaftStatusResponse
-	5,  // 84: metaplane.admin.v1.AdminService.TransferRaftLeadership:output_type -> metaplane.admin.v1.TransferRaftLeadershipResponse
-	7,  // 85: metaplane.admin.v1.AdminService.AddRaftVoter:output_type -> metaplane.admin.v1.AddRaftVoterResponse
-	9,  // 86: metaplane.admin.v1.AdminService.RemoveRaftVoter:output_type -> metaplane.admin.v1.RemoveRaftVoterResponse
-	11, // 87: metaplane.admin.v1.AdminService.SaveRaftSnapshot:output_type -> metaplane.admin.v1.SaveRaftSnapshotResponse
-	67, // 88: metaplane.admin.v1.TabletServerService.RegisterTabletServer:output_type -> metaplane.admin.v1.RegisterTabletServerResponse
-	69, // 89: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:output_type -> metaplane.admin.v1.TabletServerHeartbeatResponse
-	72, // 90: metaplane.admin.v1.TabletServerService.FetchMetadata:output_type -> metaplane.admin.v1.FetchMetadataResponse
-	72, // 91: metaplane.admin.v1.TabletServerService.FetchMetadataStream:output_type -> metaplane.admin.v1.FetchMetadataResponse
-	75, // 92: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:output_type -> metaplane.admin.v1.FetchMetadataSnapshotResponse
-	75, // 93: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshotStream:output_type -> metaplane.admin.v1.FetchMetadataSnapshotResponse
-	77, // 94: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:output_type -> metaplane.admin.v1.NotifyLeaderAndIsrResponse
-	79, // 95: metaplane.admin.v1.TabletService.GetTabletServerState:output_type -> metaplane.admin.v1.GetTabletServerStateResponse
-	62, // [62:96] is the sub-list for method output_type
-	28, // [28:62] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	0,   // 0: metaplane.admin.v1.ErrorDetail.outcome:type_name -> metaplane.admin.v1.Outcome
+	1,   // 1: metaplane.admin.v1.GetCoordinatorRaftStatusResponse.view:type_name -> metaplane.admin.v1.RaftStatusView
+	14,  // 2: metaplane.admin.v1.GetCoordinatorRaftStatusResponse.members:type_name -> metaplane.admin.v1.RaftMember
+	96,  // 3: metaplane.admin.v1.CreateDatabaseRequest.custom_properties:type_name -> metaplane.admin.v1.CreateDatabaseRequest.CustomPropertiesEntry
+	97,  // 4: metaplane.admin.v1.GetDatabaseResponse.custom_properties:type_name -> metaplane.admin.v1.GetDatabaseResponse.CustomPropertiesEntry
+	24,  // 5: metaplane.admin.v1.TableDescriptor.columns:type_name -> metaplane.admin.v1.Column
+	98,  // 6: metaplane.admin.v1.TableDescriptor.properties:type_name -> metaplane.admin.v1.TableDescriptor.PropertiesEntry
+	99,  // 7: metaplane.admin.v1.TableDescriptor.custom_properties:type_name -> metaplane.admin.v1.TableDescriptor.CustomPropertiesEntry
+	25,  // 8: metaplane.admin.v1.TableInfo.descriptor:type_name -> metaplane.admin.v1.TableDescriptor
+	26,  // 9: metaplane.admin.v1.TableInfo.buckets:type_name -> metaplane.admin.v1.Bucket
+	25,  // 10: metaplane.admin.v1.CreateTableRequest.descriptor:type_name -> metaplane.admin.v1.TableDescriptor
+	27,  // 11: metaplane.admin.v1.CreateTableResponse.table:type_name -> metaplane.admin.v1.TableInfo
+	27,  // 12: metaplane.admin.v1.GetTableInfoResponse.table:type_name -> metaplane.admin.v1.TableInfo
+	36,  // 13: metaplane.admin.v1.CreatePartitionResponse.partition:type_name -> metaplane.admin.v1.PartitionInfo
+	36,  // 14: metaplane.admin.v1.ListPartitionsResponse.partitions:type_name -> metaplane.admin.v1.PartitionInfo
+	43,  // 15: metaplane.admin.v1.ListTabletServersResponse.servers:type_name -> metaplane.admin.v1.TabletServer
+	48,  // 16: metaplane.admin.v1.ResourceACLs.acls:type_name -> metaplane.admin.v1.ACLEntry
+	48,  // 17: metaplane.admin.v1.AddACLsRequest.acls:type_name -> metaplane.admin.v1.ACLEntry
+	48,  // 18: metaplane.admin.v1.RemoveACLsRequest.filter:type_name -> metaplane.admin.v1.ACLEntry
+	49,  // 19: metaplane.admin.v1.ListACLsResponse.resources:type_name -> metaplane.admin.v1.ResourceACLs
+	100, // 20: metaplane.admin.v1.AlterConfigsRequest.set:type_name -> metaplane.admin.v1.AlterConfigsRequest.SetEntry
+	101, // 21: metaplane.admin.v1.DescribeConfigsResponse.configs:type_name -> metaplane.admin.v1.DescribeConfigsResponse.ConfigsEntry
+	102, // 22: metaplane.admin.v1.GetServerTagsResponse.tags:type_name -> metaplane.admin.v1.GetServerTagsResponse.TagsEntry
+	26,  // 23: metaplane.admin.v1.ListedBucket.bucket:type_name -> metaplane.admin.v1.Bucket
+	65,  // 24: metaplane.admin.v1.ListBucketsResponse.buckets:type_name -> metaplane.admin.v1.ListedBucket
+	2,   // 25: metaplane.admin.v1.ElectLeadersRequest.type:type_name -> metaplane.admin.v1.ElectionType
+	68,  // 26: metaplane.admin.v1.ElectLeadersResponse.elected:type_name -> metaplane.admin.v1.ElectedBucket
+	72,  // 27: metaplane.admin.v1.GetLeaderResponse.coordinators:type_name -> metaplane.admin.v1.CoordinatorInfo
+	103, // 28: metaplane.admin.v1.AdjustIsrRequest.buckets:type_name -> metaplane.admin.v1.AdjustIsrRequest.Bucket
+	104, // 29: metaplane.admin.v1.AdjustIsrResponse.results:type_name -> metaplane.admin.v1.AdjustIsrResponse.Result
+	73,  // 30: metaplane.admin.v1.ControlledShutdownResponse.remaining:type_name -> metaplane.admin.v1.BucketRef
+	3,   // 31: metaplane.admin.v1.MetadataRecord.type:type_name -> metaplane.admin.v1.MetadataRecord.Type
+	84,  // 32: metaplane.admin.v1.FetchMetadataResponse.records:type_name -> metaplane.admin.v1.MetadataRecord
+	88,  // 33: metaplane.admin.v1.FetchMetadataSnapshotResponse.nodes:type_name -> metaplane.admin.v1.MetadataNode
+	105, // 34: metaplane.admin.v1.NotifyLeaderAndIsrRequest.buckets:type_name -> metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
+	105, // 35: metaplane.admin.v1.GetTabletServerStateResponse.leading:type_name -> metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
+	105, // 36: metaplane.admin.v1.GetTabletServerStateResponse.following:type_name -> metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
+	73,  // 37: metaplane.admin.v1.AdjustIsrResponse.Result.bucket:type_name -> metaplane.admin.v1.BucketRef
+	16,  // 38: metaplane.admin.v1.AdminService.CreateDatabase:input_type -> metaplane.admin.v1.CreateDatabaseRequest
+	18,  // 39: metaplane.admin.v1.AdminService.DropDatabase:input_type -> metaplane.admin.v1.DropDatabaseRequest
+	20,  // 40: metaplane.admin.v1.AdminService.ListDatabases:input_type -> metaplane.admin.v1.ListDatabasesRequest
+	22,  // 41: metaplane.admin.v1.AdminService.GetDatabase:input_type -> metaplane.admin.v1.GetDatabaseRequest
+	28,  // 42: metaplane.admin.v1.AdminService.CreateTable:input_type -> metaplane.admin.v1.CreateTableRequest
+	30,  // 43: metaplane.admin.v1.AdminService.DropTable:input_type -> metaplane.admin.v1.DropTableRequest
+	32,  // 44: metaplane.admin.v1.AdminService.GetTableInfo:input_type -> metaplane.admin.v1.GetTableInfoRequest
+	34,  // 45: metaplane.admin.v1.AdminService.ListTables:input_type -> metaplane.admin.v1.ListTablesRequest
+	37,  // 46: metaplane.admin.v1.AdminService.CreatePartition:input_type -> metaplane.admin.v1.CreatePartitionRequest
+	39,  // 47: metaplane.admin.v1.AdminService.DropPartition:input_type -> metaplane.admin.v1.DropPartitionRequest
+	41,  // 48: metaplane.admin.v1.AdminService.ListPartitions:input_type -> metaplane.admin.v1.ListPartitionsRequest
+	44,  // 49: metaplane.admin.v1.AdminService.ListTabletServers:input_type -> metaplane.admin.v1.ListTabletServersRequest
+	46,  // 50: metaplane.admin.v1.AdminService.AllocateIDs:input_type -> metaplane.admin.v1.AllocateIDsRequest
+	50,  // 51: metaplane.admin.v1.AdminService.AddACLs:input_type -> metaplane.admin.v1.AddACLsRequest
+	52,  // 52: metaplane.admin.v1.AdminService.RemoveACLs:input_type -> metaplane.admin.v1.RemoveACLsRequest
+	54,  // 53: metaplane.admin.v1.AdminService.ListACLs:input_type -> metaplane.admin.v1.ListACLsRequest
+	56,  // 54: metaplane.admin.v1.AdminService.AlterConfigs:input_type -> metaplane.admin.v1.AlterConfigsRequest
+	58,  // 55: metaplane.admin.v1.AdminService.DescribeConfigs:input_type -> metaplane.admin.v1.DescribeConfigsRequest
+	60,  // 56: metaplane.admin.v1.AdminService.SetServerTags:input_type -> metaplane.admin.v1.SetServerTagsRequest
+	62,  // 57: metaplane.admin.v1.AdminService.GetServerTags:input_type -> metaplane.admin.v1.GetServerTagsRequest
+	64,  // 58: metaplane.admin.v1.AdminService.ListBuckets:input_type -> metaplane.admin.v1.ListBucketsRequest
+	67,  // 59: metaplane.admin.v1.AdminService.ElectLeaders:input_type -> metaplane.admin.v1.ElectLeadersRequest
+	70,  // 60: metaplane.admin.v1.AdminService.GetLeader:input_type -> metaplane.admin.v1.GetLeaderRequest
+	13,  // 61: metaplane.admin.v1.AdminService.GetCoordinatorRaftStatus:input_type -> metaplane.admin.v1.GetCoordinatorRaftStatusRequest
+	5,   // 62: metaplane.admin.v1.AdminService.TransferRaftLeadership:input_type -> metaplane.admin.v1.TransferRaftLeadershipRequest
+	7,   // 63: metaplane.admin.v1.AdminService.AddRaftVoter:input_type -> metaplane.admin.v1.AddRaftVoterRequest
+	9,   // 64: metaplane.admin.v1.AdminService.RemoveRaftVoter:input_type -> metaplane.admin.v1.RemoveRaftVoterRequest
+	11,  // 65: metaplane.admin.v1.AdminService.SaveRaftSnapshot:input_type -> metaplane.admin.v1.SaveRaftSnapshotRequest
+	80,  // 66: metaplane.admin.v1.TabletServerService.RegisterTabletServer:input_type -> metaplane.admin.v1.RegisterTabletServerRequest
+	82,  // 67: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:input_type -> metaplane.admin.v1.TabletServerHeartbeatRequest
+	85,  // 68: metaplane.admin.v1.TabletServerService.FetchMetadata:input_type -> metaplane.admin.v1.FetchMetadataRequest
+	85,  // 69: metaplane.admin.v1.TabletServerService.FetchMetadataStream:input_type -> metaplane.admin.v1.FetchMetadataRequest
+	87,  // 70: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:input_type -> metaplane.admin.v1.FetchMetadataSnapshotRequest
+	87,  // 71: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshotStream:input_type -> metaplane.admin.v1.FetchMetadataSnapshotRequest
+	74,  // 72: metaplane.admin.v1.TabletServerService.AdjustIsr:input_type -> metaplane.admin.v1.AdjustIsrRequest
+	76,  // 73: metaplane.admin.v1.TabletServerService.ControlledShutdown:input_type -> metaplane.admin.v1.ControlledShutdownRequest
+	78,  // 74: metaplane.admin.v1.TabletServerService.DeregisterTabletServer:input_type -> metaplane.admin.v1.DeregisterTabletServerRequest
+	92,  // 75: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:input_type -> metaplane.admin.v1.NotifyLeaderAndIsrRequest
+	94,  // 76: metaplane.admin.v1.TabletService.GetTabletServerState:input_type -> metaplane.admin.v1.GetTabletServerStateRequest
+	90,  // 77: metaplane.admin.v1.TabletService.SetReplicaLag:input_type -> metaplane.admin.v1.SetReplicaLagRequest
+	17,  // 78: metaplane.admin.v1.AdminService.CreateDatabase:output_type -> metaplane.admin.v1.CreateDatabaseResponse
+	19,  // 79: metaplane.admin.v1.AdminService.DropDatabase:output_type -> metaplane.admin.v1.DropDatabaseResponse
+	21,  // 80: metaplane.admin.v1.AdminService.ListDatabases:output_type -> metaplane.admin.v1.ListDatabasesResponse
+	23,  // 81: metaplane.admin.v1.AdminService.GetDatabase:output_type -> metaplane.admin.v1.GetDatabaseResponse
+	29,  // 82: metaplane.admin.v1.AdminService.CreateTable:output_type -> metaplane.admin.v1.CreateTableResponse
+	31,  // 83: metaplane.admin.v1.AdminService.DropTable:output_type -> metaplane.admin.v1.DropTableResponse
+	33,  // 84: metaplane.admin.v1.AdminService.GetTableInfo:output_type -> metaplane.admin.v1.GetTableInfoResponse
+	35,  // 85: metaplane.admin.v1.AdminService.ListTables:output_type -> metaplane.admin.v1.ListTablesResponse
+	38,  // 86: metaplane.admin.v1.AdminService.CreatePartition:output_type -> metaplane.admin.v1.CreatePartitionResponse
+	40,  // 87: metaplane.admin.v1.AdminService.DropPartition:output_type -> metaplane.admin.v1.DropPartitionResponse
+	42,  // 88: metaplane.admin.v1.AdminService.ListPartitions:output_type -> metaplane.admin.v1.ListPartitionsResponse
+	45,  // 89: metaplane.admin.v1.AdminService.ListTabletServers:output_type -> metaplane.admin.v1.ListTabletServersResponse
+	47,  // 90: metaplane.admin.v1.AdminService.AllocateIDs:output_type -> metaplane.admin.v1.AllocateIDsResponse
+	51,  // 91: metaplane.admin.v1.AdminService.AddACLs:output_type -> metaplane.admin.v1.AddACLsResponse
+	53,  // 92: metaplane.admin.v1.AdminService.RemoveACLs:output_type -> metaplane.admin.v1.RemoveACLsResponse
+	55,  // 93: metaplane.admin.v1.AdminService.ListACLs:output_type -> metaplane.admin.v1.ListACLsResponse
+	57,  // 94: metaplane.admin.v1.AdminService.AlterConfigs:output_type -> metaplane.admin.v1.AlterConfigsResponse
+	59,  // 95: metaplane.admin.v1.AdminService.DescribeConfigs:output_type -> metaplane.admin.v1.DescribeConfigsResponse
+	61,  // 96: metaplane.admin.v1.AdminService.SetServerTags:output_type -> metaplane.admin.v1.SetServerTagsResponse
+	63,  // 97: metaplane.admin.v1.AdminService.GetServerTags:output_type -> metaplane.admin.v1.GetServerTagsResponse
+	66,  // 98: metaplane.admin.v1.AdminService.ListBuckets:output_type -> metaplane.admin.v1.ListBucketsResponse
+	69,  // 99: metaplane.admin.v1.AdminService.ElectLeaders:output_type -> metaplane.admin.v1.ElectLeadersResponse
+	71,  // 100: metaplane.admin.v1.AdminService.GetLeader:output_type -> metaplane.admin.v1.GetLeaderResponse
+	15,  // 101: metaplane.admin.v1.AdminService.GetCoordinatorRaftStatus:output_type -> metaplane.admin.v1.GetCoordinatorRaftStatusResponse
+	6,   // 102: metaplane.admin.v1.AdminService.TransferRaftLeadership:output_type -> metaplane.admin.v1.TransferRaftLeadershipResponse
+	8,   // 103: metaplane.admin.v1.AdminService.AddRaftVoter:output_type -> metaplane.admin.v1.AddRaftVoterResponse
+	10,  // 104: metaplane.admin.v1.AdminService.RemoveRaftVoter:output_type -> metaplane.admin.v1.RemoveRaftVoterResponse
+	12,  // 105: metaplane.admin.v1.AdminService.SaveRaftSnapshot:output_type -> metaplane.admin.v1.SaveRaftSnapshotResponse
+	81,  // 106: metaplane.admin.v1.TabletServerService.RegisterTabletServer:output_type -> metaplane.admin.v1.RegisterTabletServerResponse
+	83,  // 107: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:output_type -> metaplane.admin.v1.TabletServerHeartbeatResponse
+	86,  // 108: metaplane.admin.v1.TabletServerService.FetchMetadata:output_type -> metaplane.admin.v1.FetchMetadataResponse
+	86,  // 109: metaplane.admin.v1.TabletServerService.FetchMetadataStream:output_type -> metaplane.admin.v1.FetchMetadataResponse
+	89,  // 110: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:output_type -> metaplane.admin.v1.FetchMetadataSnapshotResponse
+	89,  // 111: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshotStream:output_type -> metaplane.admin.v1.FetchMetadataSnapshotResponse
+	75,  // 112: metaplane.admin.v1.TabletServerService.AdjustIsr:output_type -> metaplane.admin.v1.AdjustIsrResponse
+	77,  // 113: metaplane.admin.v1.TabletServerService.ControlledShutdown:output_type -> metaplane.admin.v1.ControlledShutdownResponse
+	79,  // 114: metaplane.admin.v1.TabletServerService.DeregisterTabletServer:output_type -> metaplane.admin.v1.DeregisterTabletServerResponse
+	93,  // 115: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:output_type -> metaplane.admin.v1.NotifyLeaderAndIsrResponse
+	95,  // 116: metaplane.admin.v1.TabletService.GetTabletServerState:output_type -> metaplane.admin.v1.GetTabletServerStateResponse
+	91,  // 117: metaplane.admin.v1.TabletService.SetReplicaLag:output_type -> metaplane.admin.v1.SetReplicaLagResponse
+	78,  // [78:118] is the sub-list for method output_type
+	38,  // [38:78] is the sub-list for method input_type
+	38,  // [38:38] is the sub-list for extension type_name
+	38,  // [38:38] is the sub-list for extension extendee
+	0,   // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_metaplane_admin_v1_admin_proto_init() }
@@ -5593,8 +6860,8 @@ func file_metaplane_admin_v1_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metaplane_admin_v1_admin_proto_rawDesc), len(file_metaplane_admin_v1_admin_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   85,
+			NumEnums:      4,
+			NumMessages:   102,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -61,6 +61,8 @@ const (
 	AdminService_DescribeConfigs_FullMethodName          = "/metaplane.admin.v1.AdminService/DescribeConfigs"
 	AdminService_SetServerTags_FullMethodName            = "/metaplane.admin.v1.AdminService/SetServerTags"
 	AdminService_GetServerTags_FullMethodName            = "/metaplane.admin.v1.AdminService/GetServerTags"
+	AdminService_ListBuckets_FullMethodName              = "/metaplane.admin.v1.AdminService/ListBuckets"
+	AdminService_ElectLeaders_FullMethodName             = "/metaplane.admin.v1.AdminService/ElectLeaders"
 	AdminService_GetLeader_FullMethodName                = "/metaplane.admin.v1.AdminService/GetLeader"
 	AdminService_GetCoordinatorRaftStatus_FullMethodName = "/metaplane.admin.v1.AdminService/GetCoordinatorRaftStatus"
 	AdminService_TransferRaftLeadership_FullMethodName   = "/metaplane.admin.v1.AdminService/TransferRaftLeadership"
@@ -95,6 +97,17 @@ type AdminServiceClient interface {
 	DescribeConfigs(ctx context.Context, in *DescribeConfigsRequest, opts ...grpc.CallOption) (*DescribeConfigsResponse, error)
 	SetServerTags(ctx context.Context, in *SetServerTagsRequest, opts ...grpc.CallOption) (*SetServerTagsResponse, error)
 	GetServerTags(ctx context.Context, in *GetServerTagsRequest, opts ...grpc.CallOption) (*GetServerTagsResponse, error)
+	// ListBuckets lists the buckets of a table (or of one partition, or of
+	// every partition of a partitioned table) with their replicas and
+	// LeaderAndIsr, in pages of at most page_size buckets (default 1000,
+	// at most 10000); next_page_token, when not empty, asks for the next.
+	ListBuckets(ctx context.Context, in *ListBucketsRequest, opts ...grpc.CallOption) (*ListBucketsResponse, error)
+	// ElectLeaders elects leaders for the buckets of one table (or of every
+	// table): PREFERRED moves leadership to the first assigned replica where
+	// it is alive and in the ISR; UNCLEAN gives an offline bucket a live
+	// replica outside the ISR as leader (the records it had not replicated
+	// are lost). Each change is a fenced write, notified to the servers.
+	ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error)
 	// GetLeader is answered by every coordinator, leader or standby.
 	GetLeader(ctx context.Context, in *GetLeaderRequest, opts ...grpc.CallOption) (*GetLeaderResponse, error)
 	// GetCoordinatorRaftStatus is GET_COORDINATOR_RAFT_STATUS: the consensus
@@ -352,6 +365,26 @@ func (c *adminServiceClient) GetServerTags(ctx context.Context, in *GetServerTag
 	return out, nil
 }
 
+func (c *adminServiceClient) ListBuckets(ctx context.Context, in *ListBucketsRequest, opts ...grpc.CallOption) (*ListBucketsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListBucketsResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListBuckets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ElectLeadersResponse)
+	err := c.cc.Invoke(ctx, AdminService_ElectLeaders_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminServiceClient) GetLeader(ctx context.Context, in *GetLeaderRequest, opts ...grpc.CallOption) (*GetLeaderResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetLeaderResponse)
@@ -447,6 +480,17 @@ type AdminServiceServer interface {
 	DescribeConfigs(context.Context, *DescribeConfigsRequest) (*DescribeConfigsResponse, error)
 	SetServerTags(context.Context, *SetServerTagsRequest) (*SetServerTagsResponse, error)
 	GetServerTags(context.Context, *GetServerTagsRequest) (*GetServerTagsResponse, error)
+	// ListBuckets lists the buckets of a table (or of one partition, or of
+	// every partition of a partitioned table) with their replicas and
+	// LeaderAndIsr, in pages of at most page_size buckets (default 1000,
+	// at most 10000); next_page_token, when not empty, asks for the next.
+	ListBuckets(context.Context, *ListBucketsRequest) (*ListBucketsResponse, error)
+	// ElectLeaders elects leaders for the buckets of one table (or of every
+	// table): PREFERRED moves leadership to the first assigned replica where
+	// it is alive and in the ISR; UNCLEAN gives an offline bucket a live
+	// replica outside the ISR as leader (the records it had not replicated
+	// are lost). Each change is a fenced write, notified to the servers.
+	ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error)
 	// GetLeader is answered by every coordinator, leader or standby.
 	GetLeader(context.Context, *GetLeaderRequest) (*GetLeaderResponse, error)
 	// GetCoordinatorRaftStatus is GET_COORDINATOR_RAFT_STATUS: the consensus
@@ -563,6 +607,12 @@ func (UnimplementedAdminServiceServer) SetServerTags(context.Context, *SetServer
 }
 func (UnimplementedAdminServiceServer) GetServerTags(context.Context, *GetServerTagsRequest) (*GetServerTagsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetServerTags not implemented")
+}
+func (UnimplementedAdminServiceServer) ListBuckets(context.Context, *ListBucketsRequest) (*ListBucketsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListBuckets not implemented")
+}
+func (UnimplementedAdminServiceServer) ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ElectLeaders not implemented")
 }
 func (UnimplementedAdminServiceServer) GetLeader(context.Context, *GetLeaderRequest) (*GetLeaderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetLeader not implemented")
@@ -963,6 +1013,42 @@ func _AdminService_GetServerTags_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListBuckets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListBucketsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListBuckets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListBuckets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListBuckets(ctx, req.(*ListBucketsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ElectLeaders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ElectLeadersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ElectLeaders(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ElectLeaders_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ElectLeaders(ctx, req.(*ElectLeadersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AdminService_GetLeader_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetLeaderRequest)
 	if err := dec(in); err != nil {
@@ -1152,6 +1238,14 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _AdminService_GetServerTags_Handler,
 		},
 		{
+			MethodName: "ListBuckets",
+			Handler:    _AdminService_ListBuckets_Handler,
+		},
+		{
+			MethodName: "ElectLeaders",
+			Handler:    _AdminService_ElectLeaders_Handler,
+		},
+		{
 			MethodName: "GetLeader",
 			Handler:    _AdminService_GetLeader_Handler,
 		},
@@ -1189,6 +1283,9 @@ const (
 	TabletServerService_FetchMetadataStream_FullMethodName         = "/metaplane.admin.v1.TabletServerService/FetchMetadataStream"
 	TabletServerService_FetchMetadataSnapshot_FullMethodName       = "/metaplane.admin.v1.TabletServerService/FetchMetadataSnapshot"
 	TabletServerService_FetchMetadataSnapshotStream_FullMethodName = "/metaplane.admin.v1.TabletServerService/FetchMetadataSnapshotStream"
+	TabletServerService_AdjustIsr_FullMethodName                   = "/metaplane.admin.v1.TabletServerService/AdjustIsr"
+	TabletServerService_ControlledShutdown_FullMethodName          = "/metaplane.admin.v1.TabletServerService/ControlledShutdown"
+	TabletServerService_DeregisterTabletServer_FullMethodName      = "/metaplane.admin.v1.TabletServerService/DeregisterTabletServer"
 )
 
 // TabletServerServiceClient is the client API for TabletServerService service.
@@ -1233,6 +1330,25 @@ type TabletServerServiceClient interface {
 	// snapshot is whole only then. An empty tree is one message with no
 	// nodes.
 	FetchMetadataSnapshotStream(ctx context.Context, in *FetchMetadataSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FetchMetadataSnapshotResponse], error)
+	// AdjustIsr (the original's ADJUST_ISR) is a bucket leader's request to
+	// shrink or expand the ISR of buckets it leads, many buckets per
+	// request. Served by the leader coordinator on every backend. Each
+	// bucket is answered on its own: a leader_epoch other than the
+	// bucket's is FENCED_LEADER_EPOCH, a bucket_epoch other than the
+	// bucket's INVALID_UPDATE_VERSION (a retry of a change already made is
+	// answered with the current record, not applied twice).
+	AdjustIsr(ctx context.Context, in *AdjustIsrRequest, opts ...grpc.CallOption) (*AdjustIsrResponse, error)
+	// ControlledShutdown (the original's CONTROLLED_SHUTDOWN) moves every
+	// bucket leadership of a tablet server that is stopping to another
+	// live ISR member and takes it out of the ISRs, before it
+	// deregisters. remaining lists the buckets it still leads (no other
+	// live ISR member): the server may ask again. Served by the leader
+	// coordinator on every backend.
+	ControlledShutdown(ctx context.Context, in *ControlledShutdownRequest, opts ...grpc.CallOption) (*ControlledShutdownResponse, error)
+	// DeregisterTabletServer ends a tablet server's lease, removing its
+	// registration at once (the server is stopping). Raft backend only, as
+	// RegisterTabletServer.
+	DeregisterTabletServer(ctx context.Context, in *DeregisterTabletServerRequest, opts ...grpc.CallOption) (*DeregisterTabletServerResponse, error)
 }
 
 type tabletServerServiceClient struct {
@@ -1315,6 +1431,36 @@ func (c *tabletServerServiceClient) FetchMetadataSnapshotStream(ctx context.Cont
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type TabletServerService_FetchMetadataSnapshotStreamClient = grpc.ServerStreamingClient[FetchMetadataSnapshotResponse]
 
+func (c *tabletServerServiceClient) AdjustIsr(ctx context.Context, in *AdjustIsrRequest, opts ...grpc.CallOption) (*AdjustIsrResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AdjustIsrResponse)
+	err := c.cc.Invoke(ctx, TabletServerService_AdjustIsr_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *tabletServerServiceClient) ControlledShutdown(ctx context.Context, in *ControlledShutdownRequest, opts ...grpc.CallOption) (*ControlledShutdownResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ControlledShutdownResponse)
+	err := c.cc.Invoke(ctx, TabletServerService_ControlledShutdown_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *tabletServerServiceClient) DeregisterTabletServer(ctx context.Context, in *DeregisterTabletServerRequest, opts ...grpc.CallOption) (*DeregisterTabletServerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeregisterTabletServerResponse)
+	err := c.cc.Invoke(ctx, TabletServerService_DeregisterTabletServer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TabletServerServiceServer is the server API for TabletServerService service.
 // All implementations must embed UnimplementedTabletServerServiceServer
 // for forward compatibility.
@@ -1357,6 +1503,25 @@ type TabletServerServiceServer interface {
 	// snapshot is whole only then. An empty tree is one message with no
 	// nodes.
 	FetchMetadataSnapshotStream(*FetchMetadataSnapshotRequest, grpc.ServerStreamingServer[FetchMetadataSnapshotResponse]) error
+	// AdjustIsr (the original's ADJUST_ISR) is a bucket leader's request to
+	// shrink or expand the ISR of buckets it leads, many buckets per
+	// request. Served by the leader coordinator on every backend. Each
+	// bucket is answered on its own: a leader_epoch other than the
+	// bucket's is FENCED_LEADER_EPOCH, a bucket_epoch other than the
+	// bucket's INVALID_UPDATE_VERSION (a retry of a change already made is
+	// answered with the current record, not applied twice).
+	AdjustIsr(context.Context, *AdjustIsrRequest) (*AdjustIsrResponse, error)
+	// ControlledShutdown (the original's CONTROLLED_SHUTDOWN) moves every
+	// bucket leadership of a tablet server that is stopping to another
+	// live ISR member and takes it out of the ISRs, before it
+	// deregisters. remaining lists the buckets it still leads (no other
+	// live ISR member): the server may ask again. Served by the leader
+	// coordinator on every backend.
+	ControlledShutdown(context.Context, *ControlledShutdownRequest) (*ControlledShutdownResponse, error)
+	// DeregisterTabletServer ends a tablet server's lease, removing its
+	// registration at once (the server is stopping). Raft backend only, as
+	// RegisterTabletServer.
+	DeregisterTabletServer(context.Context, *DeregisterTabletServerRequest) (*DeregisterTabletServerResponse, error)
 	mustEmbedUnimplementedTabletServerServiceServer()
 }
 
@@ -1384,6 +1549,15 @@ func (UnimplementedTabletServerServiceServer) FetchMetadataSnapshot(context.Cont
 }
 func (UnimplementedTabletServerServiceServer) FetchMetadataSnapshotStream(*FetchMetadataSnapshotRequest, grpc.ServerStreamingServer[FetchMetadataSnapshotResponse]) error {
 	return status.Error(codes.Unimplemented, "method FetchMetadataSnapshotStream not implemented")
+}
+func (UnimplementedTabletServerServiceServer) AdjustIsr(context.Context, *AdjustIsrRequest) (*AdjustIsrResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AdjustIsr not implemented")
+}
+func (UnimplementedTabletServerServiceServer) ControlledShutdown(context.Context, *ControlledShutdownRequest) (*ControlledShutdownResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ControlledShutdown not implemented")
+}
+func (UnimplementedTabletServerServiceServer) DeregisterTabletServer(context.Context, *DeregisterTabletServerRequest) (*DeregisterTabletServerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeregisterTabletServer not implemented")
 }
 func (UnimplementedTabletServerServiceServer) mustEmbedUnimplementedTabletServerServiceServer() {}
 func (UnimplementedTabletServerServiceServer) testEmbeddedByValue()                             {}
@@ -1496,6 +1670,60 @@ func _TabletServerService_FetchMetadataSnapshotStream_Handler(srv interface{}, s
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type TabletServerService_FetchMetadataSnapshotStreamServer = grpc.ServerStreamingServer[FetchMetadataSnapshotResponse]
 
+func _TabletServerService_AdjustIsr_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AdjustIsrRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TabletServerServiceServer).AdjustIsr(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TabletServerService_AdjustIsr_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TabletServerServiceServer).AdjustIsr(ctx, req.(*AdjustIsrRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TabletServerService_ControlledShutdown_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ControlledShutdownRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TabletServerServiceServer).ControlledShutdown(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TabletServerService_ControlledShutdown_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TabletServerServiceServer).ControlledShutdown(ctx, req.(*ControlledShutdownRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TabletServerService_DeregisterTabletServer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeregisterTabletServerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TabletServerServiceServer).DeregisterTabletServer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TabletServerService_DeregisterTabletServer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TabletServerServiceServer).DeregisterTabletServer(ctx, req.(*DeregisterTabletServerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TabletServerService_ServiceDesc is the grpc.ServiceDesc for TabletServerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1519,6 +1747,18 @@ var TabletServerService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "FetchMetadataSnapshot",
 			Handler:    _TabletServerService_FetchMetadataSnapshot_Handler,
 		},
+		{
+			MethodName: "AdjustIsr",
+			Handler:    _TabletServerService_AdjustIsr_Handler,
+		},
+		{
+			MethodName: "ControlledShutdown",
+			Handler:    _TabletServerService_ControlledShutdown_Handler,
+		},
+		{
+			MethodName: "DeregisterTabletServer",
+			Handler:    _TabletServerService_DeregisterTabletServer_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -1539,6 +1779,7 @@ var TabletServerService_ServiceDesc = grpc.ServiceDesc{
 const (
 	TabletService_NotifyLeaderAndIsr_FullMethodName   = "/metaplane.admin.v1.TabletService/NotifyLeaderAndIsr"
 	TabletService_GetTabletServerState_FullMethodName = "/metaplane.admin.v1.TabletService/GetTabletServerState"
+	TabletService_SetReplicaLag_FullMethodName        = "/metaplane.admin.v1.TabletService/SetReplicaLag"
 )
 
 // TabletServiceClient is the client API for TabletService service.
@@ -1547,13 +1788,18 @@ const (
 //
 // TabletService is served by tablet servers.
 type TabletServiceClient interface {
-	// NotifyLeaderAndIsr tells the tablet server the buckets it leads or
-	// follows. A coordinator_epoch lower than the highest it has seen is
+	// NotifyLeaderAndIsr tells the tablet server every bucket it leads or
+	// follows (an ISR member); a bucket left out is no longer its own. A coordinator_epoch lower than the highest it has seen is
 	// refused with INVALID_COORDINATOR; a higher one is adopted.
 	NotifyLeaderAndIsr(ctx context.Context, in *NotifyLeaderAndIsrRequest, opts ...grpc.CallOption) (*NotifyLeaderAndIsrResponse, error)
 	// GetTabletServerState reports the server's view (for operators and
 	// tests).
 	GetTabletServerState(ctx context.Context, in *GetTabletServerStateRequest, opts ...grpc.CallOption) (*GetTabletServerStateResponse, error)
+	// SetReplicaLag is the reference tablet server's test knob: it makes
+	// this server, as a bucket leader, treat replica_id as fallen behind
+	// (lagging: it asks the coordinator to take it out of the ISRs) or
+	// caught up again (it asks to take it back in once it is registered).
+	SetReplicaLag(ctx context.Context, in *SetReplicaLagRequest, opts ...grpc.CallOption) (*SetReplicaLagResponse, error)
 }
 
 type tabletServiceClient struct {
@@ -1584,19 +1830,34 @@ func (c *tabletServiceClient) GetTabletServerState(ctx context.Context, in *GetT
 	return out, nil
 }
 
+func (c *tabletServiceClient) SetReplicaLag(ctx context.Context, in *SetReplicaLagRequest, opts ...grpc.CallOption) (*SetReplicaLagResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetReplicaLagResponse)
+	err := c.cc.Invoke(ctx, TabletService_SetReplicaLag_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TabletServiceServer is the server API for TabletService service.
 // All implementations must embed UnimplementedTabletServiceServer
 // for forward compatibility.
 //
 // TabletService is served by tablet servers.
 type TabletServiceServer interface {
-	// NotifyLeaderAndIsr tells the tablet server the buckets it leads or
-	// follows. A coordinator_epoch lower than the highest it has seen is
+	// NotifyLeaderAndIsr tells the tablet server every bucket it leads or
+	// follows (an ISR member); a bucket left out is no longer its own. A coordinator_epoch lower than the highest it has seen is
 	// refused with INVALID_COORDINATOR; a higher one is adopted.
 	NotifyLeaderAndIsr(context.Context, *NotifyLeaderAndIsrRequest) (*NotifyLeaderAndIsrResponse, error)
 	// GetTabletServerState reports the server's view (for operators and
 	// tests).
 	GetTabletServerState(context.Context, *GetTabletServerStateRequest) (*GetTabletServerStateResponse, error)
+	// SetReplicaLag is the reference tablet server's test knob: it makes
+	// this server, as a bucket leader, treat replica_id as fallen behind
+	// (lagging: it asks the coordinator to take it out of the ISRs) or
+	// caught up again (it asks to take it back in once it is registered).
+	SetReplicaLag(context.Context, *SetReplicaLagRequest) (*SetReplicaLagResponse, error)
 	mustEmbedUnimplementedTabletServiceServer()
 }
 
@@ -1612,6 +1873,9 @@ func (UnimplementedTabletServiceServer) NotifyLeaderAndIsr(context.Context, *Not
 }
 func (UnimplementedTabletServiceServer) GetTabletServerState(context.Context, *GetTabletServerStateRequest) (*GetTabletServerStateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetTabletServerState not implemented")
+}
+func (UnimplementedTabletServiceServer) SetReplicaLag(context.Context, *SetReplicaLagRequest) (*SetReplicaLagResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetReplicaLag not implemented")
 }
 func (UnimplementedTabletServiceServer) mustEmbedUnimplementedTabletServiceServer() {}
 func (UnimplementedTabletServiceServer) testEmbeddedByValue()                       {}
@@ -1670,6 +1934,24 @@ func _TabletService_GetTabletServerState_Handler(srv interface{}, ctx context.Co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TabletService_SetReplicaLag_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetReplicaLagRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TabletServiceServer).SetReplicaLag(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TabletService_SetReplicaLag_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TabletServiceServer).SetReplicaLag(ctx, req.(*SetReplicaLagRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TabletService_ServiceDesc is the grpc.ServiceDesc for TabletService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1684,6 +1966,10 @@ var TabletService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetTabletServerState",
 			Handler:    _TabletService_GetTabletServerState_Handler,
+		},
+		{
+			MethodName: "SetReplicaLag",
+			Handler:    _TabletService_SetReplicaLag_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
