@@ -1,0 +1,403 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/backends/memory"
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/catalog"
+	"github.com/metaplane/metaplane/internal/testutil"
+	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
+)
+
+// fakeTablet is a tablet server reduced to what the coordinator sees of
+// one: a lease kept alive by heartbeats while beating, and a tablet
+// service that records the last NotifyLeaderAndIsr.
+type fakeTablet struct {
+	adminv1.UnimplementedTabletServiceServer
+	id    int32
+	addr  string
+	lease int64
+
+	mu       sync.Mutex
+	notified *adminv1.NotifyLeaderAndIsrRequest
+	stopBeat context.CancelFunc
+}
+
+func (f *fakeTablet) NotifyLeaderAndIsr(ctx context.Context, r *adminv1.NotifyLeaderAndIsrRequest) (*adminv1.NotifyLeaderAndIsrResponse, error) {
+	f.mu.Lock()
+	f.notified = r
+	f.mu.Unlock()
+	return &adminv1.NotifyLeaderAndIsrResponse{CoordinatorEpoch: r.CoordinatorEpoch}, nil
+}
+
+func (f *fakeTablet) lastNotified() *adminv1.NotifyLeaderAndIsrRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.notified
+}
+
+func startFakeTablet(t *testing.T, id int32) *fakeTablet {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeTablet{id: id, addr: l.Addr().String()}
+	g := grpc.NewServer()
+	adminv1.RegisterTabletServiceServer(g, f)
+	go g.Serve(l)
+	t.Cleanup(g.Stop)
+	return f
+}
+
+// register registers f and heartbeats its lease until stopped.
+func (f *fakeTablet) register(t *testing.T, ctx context.Context, c *adminclient.Client) {
+	t.Helper()
+	if err := c.Tablets(ctx, func(ctx context.Context, tc adminv1.TabletServerServiceClient) error {
+		r, err := tc.RegisterTabletServer(ctx, &adminv1.RegisterTabletServerRequest{ServerId: f.id, Listeners: "CLIENT://" + f.addr})
+		if err == nil {
+			f.lease = r.LeaseId
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("register tablet server %d: %v", f.id, err)
+	}
+	bctx, cancel := context.WithCancel(ctx)
+	f.stopBeat = cancel
+	lease := f.lease
+	go func() {
+		tick := time.NewTicker(200 * time.Millisecond) // the lease is 1s: the heartbeat cadence
+		defer tick.Stop()
+		for {
+			select {
+			case <-bctx.Done():
+				return
+			case <-tick.C:
+			}
+			c.Tablets(bctx, func(ctx context.Context, tc adminv1.TabletServerServiceClient) error {
+				_, err := tc.TabletServerHeartbeat(ctx, &adminv1.TabletServerHeartbeatRequest{ServerId: f.id, LeaseId: lease})
+				return err
+			})
+		}
+	}()
+	t.Cleanup(cancel)
+}
+
+func listBuckets(t *testing.T, ctx context.Context, c *adminclient.Client, db, table string) []*adminv1.ListedBucket {
+	t.Helper()
+	var out []*adminv1.ListedBucket
+	req := &adminv1.ListBucketsRequest{Database: db, Table: table, PageSize: 5}
+	for {
+		var page *adminv1.ListBucketsResponse
+		if err := c.Admin(ctx, func(ctx context.Context, ac adminv1.AdminServiceClient) (err error) {
+			page, err = ac.ListBuckets(ctx, req)
+			return err
+		}); err != nil {
+			t.Fatalf("list buckets: %v", err)
+		}
+		out = append(out, page.Buckets...)
+		if page.NextPageToken == "" {
+			return out
+		}
+		req.PageToken = page.NextPageToken
+	}
+}
+
+func adjustIsr(t *testing.T, ctx context.Context, c *adminclient.Client, server int32, b *adminv1.ListedBucket, leaderEpoch, bucketEpoch int32, isr ...int32) *adminv1.AdjustIsrResponse_Result {
+	t.Helper()
+	var resp *adminv1.AdjustIsrResponse
+	if err := c.Tablets(ctx, func(ctx context.Context, tc adminv1.TabletServerServiceClient) (err error) {
+		resp, err = tc.AdjustIsr(ctx, &adminv1.AdjustIsrRequest{ServerId: server, Buckets: []*adminv1.AdjustIsrRequest_Bucket{{
+			TableId: b.TableId, PartitionId: b.PartitionId, Bucket: b.Bucket.Bucket, LeaderEpoch: leaderEpoch, BucketEpoch: bucketEpoch, NewIsr: isr}}})
+		return err
+	}); err != nil {
+		t.Fatalf("AdjustIsr: %v", err)
+	}
+	return resp.Results[0]
+}
+
+// TestBucketLeadership runs the controller on the memory backend with
+// fake tablet servers: a server whose lease expires loses its leaderships
+// and ISR places (the original's election rule and epochs), the others
+// are notified; AdjustIsr's refusals; a server back in the ISRs gets its
+// leaderships back by a preferred election; a controlled shutdown moves
+// leaderships first; buckets with no live ISR member go offline and come
+// back online with the first ISR member that registers, or by an unclean
+// election.
+func TestBucketLeadership(t *testing.T) {
+	s := memory.NewStore(memory.StoreOptions{})
+	t.Cleanup(func() { s.Close() })
+	a := startCoordinator(t, s)
+	testutil.WaitFor(t, 5*time.Second, "coordinator leads", a.srv.IsLeader)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := newClient(t, a.addr)
+	tablets := map[int32]*fakeTablet{}
+	for id := int32(1); id <= 3; id++ {
+		tablets[id] = startFakeTablet(t, id)
+		tablets[id].register(t, ctx, c)
+	}
+	if err := c.Admin(ctx, func(ctx context.Context, ac adminv1.AdminServiceClient) error {
+		if _, err := ac.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "db"}); err != nil {
+			return err
+		}
+		_, err := ac.CreateTable(ctx, &adminv1.CreateTableRequest{Database: "db", Table: "t", Descriptor_: &adminv1.TableDescriptor{
+			Columns: []*adminv1.Column{{Name: "k", Type: "BIGINT"}}, BucketCount: 12, ReplicationFactor: 3}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before := listBuckets(t, ctx, c, "db", "t")
+	if len(before) != 12 {
+		t.Fatalf("%d buckets listed (pages of 5), want 12", len(before))
+	}
+	led2 := 0
+	for _, b := range before {
+		if b.Bucket.Leader == 2 {
+			led2++
+		}
+		if b.Offline || b.Bucket.Leader != b.Bucket.Replicas[0] || len(b.Bucket.Isr) != 3 {
+			t.Fatalf("new bucket %v: want led by its first replica, ISR of 3, online", b)
+		}
+	}
+	if led2 == 0 {
+		t.Fatal("server 2 leads no bucket: the assignment does not spread leaders")
+	}
+
+	// Server 2 stops heartbeating: its lease expires.
+	tablets[2].stopBeat()
+	epoch := a.srv.Epoch()
+	var after []*adminv1.ListedBucket
+	testutil.WaitFor(t, 15*time.Second, "no bucket names server 2 as leader or ISR member", func() bool {
+		after = listBuckets(t, ctx, c, "db", "t")
+		for _, b := range after {
+			if b.Bucket.Leader == 2 || slices.Contains(b.Bucket.Isr, 2) {
+				return false
+			}
+		}
+		return true
+	})
+	for i, b := range after {
+		old := before[i].Bucket
+		nb := b.Bucket
+		want := old.Replicas[0]
+		if want == 2 {
+			want = old.Replicas[1]
+		}
+		if nb.Leader != want {
+			t.Errorf("bucket %d: leader %d, want %d (the first live replica of %v in the ISR)", nb.Bucket, nb.Leader, want, old.Replicas)
+		}
+		if old.Leader == 2 && nb.LeaderEpoch != old.LeaderEpoch+1 {
+			t.Errorf("bucket %d: leader epoch %d after its leader went, want %d", nb.Bucket, nb.LeaderEpoch, old.LeaderEpoch+1)
+		}
+		if old.Leader != 2 && nb.LeaderEpoch != old.LeaderEpoch {
+			t.Errorf("bucket %d: leader epoch %d moved though its leader stayed", nb.Bucket, nb.LeaderEpoch)
+		}
+		if nb.BucketEpoch != old.BucketEpoch+1 || int64(nb.CoordinatorEpoch) != epoch || b.Offline {
+			t.Errorf("bucket %d: bucket epoch %d (want %d), coordinator epoch %d (want %d), offline %v", nb.Bucket,
+				nb.BucketEpoch, old.BucketEpoch+1, nb.CoordinatorEpoch, epoch, b.Offline)
+		}
+	}
+	// The survivors are told what they lead and follow now.
+	for _, id := range []int32{1, 3} {
+		testutil.WaitFor(t, 10*time.Second, "a survivor is notified of the new records", func() bool {
+			n := tablets[id].lastNotified()
+			if n == nil || n.CoordinatorEpoch != epoch || len(n.Buckets) != 12 {
+				return false
+			}
+			for _, nb := range n.Buckets {
+				if nb.Leader == 2 || slices.Contains(nb.Isr, 2) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+
+	// AdjustIsr: a leader shrinks its ISR; a repetition is answered with
+	// the record, not applied twice; stale epochs and wrong callers are
+	// refused with their codes.
+	b0 := after[0]
+	leader := b0.Bucket.Leader
+	var follower int32 = -1
+	for _, r := range b0.Bucket.Isr {
+		if r != leader {
+			follower = r
+		}
+	}
+	le, be := b0.Bucket.LeaderEpoch, b0.Bucket.BucketEpoch
+	res := adjustIsr(t, ctx, c, leader, b0, le, be, leader)
+	if res.ErrorCode != "" || res.BucketEpoch != be+1 || !slices.Equal(res.Isr, []int32{leader}) {
+		t.Fatalf("shrink: %v, want ISR [%d] at bucket epoch %d", res, leader, be+1)
+	}
+	if res := adjustIsr(t, ctx, c, leader, b0, le, be, leader); res.ErrorCode != "" || res.BucketEpoch != be+1 {
+		t.Fatalf("repeated shrink: %v, want the record at bucket epoch %d, unchanged", res, be+1)
+	}
+	for _, tc := range []struct {
+		name   string
+		server int32
+		le, be int32
+		isr    []int32
+		code   string
+	}{
+		{"stale bucket epoch", leader, le, be, []int32{leader, follower}, adminclient.IsrInvalidUpdateVersion},
+		{"stale leader epoch", leader, le - 1, be + 1, []int32{leader, follower}, adminclient.IsrFencedLeaderEpoch},
+		{"not the leader", follower, le, be + 1, []int32{leader, follower}, adminclient.IsrNotLeader},
+		{"leader left out", leader, le, be + 1, []int32{follower}, adminclient.IsrIneligibleReplica},
+		{"a server gone", leader, le, be + 1, []int32{leader, 2}, adminclient.IsrIneligibleReplica},
+	} {
+		if res := adjustIsr(t, ctx, c, tc.server, b0, tc.le, tc.be, tc.isr...); res.ErrorCode != tc.code {
+			t.Errorf("%s: code %q (%s), want %s", tc.name, res.ErrorCode, res.ErrorMessage, tc.code)
+		}
+	}
+	if res := adjustIsr(t, ctx, c, leader, b0, le, be+1, leader, follower); res.ErrorCode != "" || res.BucketEpoch != be+2 {
+		t.Fatalf("expand: %v, want bucket epoch %d", res, be+2)
+	}
+
+	// Server 2 registers again; its leaders take it back into their ISRs;
+	// a preferred election gives it back the buckets it leads first.
+	tablets[2].register(t, ctx, c)
+	for _, b := range listBuckets(t, ctx, c, "db", "t") {
+		if slices.Contains(b.Bucket.Replicas, 2) {
+			isr := append(slices.Clone(b.Bucket.Isr), 2)
+			if res := adjustIsr(t, ctx, c, b.Bucket.Leader, b, b.Bucket.LeaderEpoch, b.Bucket.BucketEpoch, isr...); res.ErrorCode != "" {
+				t.Fatalf("expand bucket %d with server 2: %v", b.Bucket.Bucket, res)
+			}
+		}
+	}
+	var elected *adminv1.ElectLeadersResponse
+	if err := c.Admin(ctx, func(ctx context.Context, ac adminv1.AdminServiceClient) (err error) {
+		elected, err = ac.ElectLeaders(ctx, &adminv1.ElectLeadersRequest{Database: "db", Table: "t", Type: adminv1.ElectionType_ELECTION_TYPE_PREFERRED})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if int(elected.ElectedCount) != led2 || elected.NotEligible != 0 {
+		t.Fatalf("preferred election: %v, want %d elected", elected, led2)
+	}
+	for _, b := range listBuckets(t, ctx, c, "db", "t") {
+		if b.Bucket.Leader != b.Bucket.Replicas[0] {
+			t.Errorf("bucket %d led by %d after the preferred election, want %d", b.Bucket.Bucket, b.Bucket.Leader, b.Bucket.Replicas[0])
+		}
+	}
+
+	// A controlled shutdown of server 1 moves its leaderships first; it
+	// cannot join an ISR again until it registers anew.
+	var shut *adminv1.ControlledShutdownResponse
+	if err := c.Tablets(ctx, func(ctx context.Context, tc adminv1.TabletServerServiceClient) (err error) {
+		shut, err = tc.ControlledShutdown(ctx, &adminv1.ControlledShutdownRequest{ServerId: 1})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if shut.Moved == 0 || len(shut.Remaining) != 0 {
+		t.Fatalf("controlled shutdown: %v, want leaderships moved and none remaining", shut)
+	}
+	for _, b := range listBuckets(t, ctx, c, "db", "t") {
+		if b.Bucket.Leader == 1 || slices.Contains(b.Bucket.Isr, 1) || b.Offline {
+			t.Fatalf("after server 1's controlled shutdown: %v", b)
+		}
+	}
+	some := listBuckets(t, ctx, c, "db", "t")[0]
+	if res := adjustIsr(t, ctx, c, some.Bucket.Leader, some, some.Bucket.LeaderEpoch, some.Bucket.BucketEpoch,
+		append(slices.Clone(some.Bucket.Isr), 1)...); res.ErrorCode != adminclient.IsrIneligibleReplica {
+		t.Fatalf("server 1 taken back into an ISR while shutting down: %v", res)
+	}
+
+	// Every server goes: every bucket is offline, keeping its last ISR.
+	for _, id := range []int32{1, 2, 3} {
+		tablets[id].stopBeat()
+	}
+	var gone []*adminv1.ListedBucket
+	testutil.WaitFor(t, 15*time.Second, "every bucket offline", func() bool {
+		gone = listBuckets(t, ctx, c, "db", "t")
+		for _, b := range gone {
+			if b.Bucket.Leader != catalog.NoLeader || !b.Offline || len(b.Bucket.Isr) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	// Server 3 comes back: the buckets with 3 in their ISR are led by it.
+	tablets[3].register(t, ctx, c)
+	testutil.WaitFor(t, 15*time.Second, "server 3 leads the buckets of its ISRs", func() bool {
+		for i, b := range listBuckets(t, ctx, c, "db", "t") {
+			if slices.Contains(gone[i].Bucket.Isr, 3) != (b.Bucket.Leader == 3) {
+				return false
+			}
+		}
+		return true
+	})
+	// An unclean election gives it the others.
+	if err := c.Admin(ctx, func(ctx context.Context, ac adminv1.AdminServiceClient) (err error) {
+		elected, err = ac.ElectLeaders(ctx, &adminv1.ElectLeadersRequest{Type: adminv1.ElectionType_ELECTION_TYPE_UNCLEAN})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if elected.ElectedCount == 0 {
+		t.Fatalf("unclean election elected nothing: %v", elected)
+	}
+	for _, b := range listBuckets(t, ctx, c, "db", "t") {
+		if b.Bucket.Leader != 3 || b.Offline {
+			t.Errorf("bucket %d after the unclean election: leader %d, offline %v; want 3", b.Bucket.Bucket, b.Bucket.Leader, b.Offline)
+		}
+	}
+}
+
+// TestStaleCoordinatorWritesNoLeaderAndIsr: a catalog with the fence of a
+// leadership that was lost writes no LeaderAndIsr record.
+func TestStaleCoordinatorWritesNoLeaderAndIsr(t *testing.T) {
+	s := memory.NewStore(memory.StoreOptions{})
+	t.Cleanup(func() { s.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b1 := s.NewClient(core.ClientOptions{SessionTimeout: 2 * time.Second})
+	b2 := s.NewClient(core.ClientOptions{SessionTimeout: 2 * time.Second})
+	defer b1.Close()
+	defer b2.Close()
+	old, err := b1.Campaign(ctx, core.Candidate{ID: "old"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldCat := catalog.New(b1, catalog.Options{Fence: old.Fence(), Epoch: old.Epoch()})
+	key := catalog.BucketKey{TableID: 1, PartitionID: -1, Bucket: 0}
+	rec := catalog.LeaderAndIsr{Leader: 1, ISR: []int32{1, 2}}
+	if _, _, err := core.Create(ctx, b1, key.Path(), rec.Marshal(), core.CreateOptions{MakeParents: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next, err := b2.Campaign(ctx, core.Candidate{ID: "new"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := rec
+	moved.Leader, moved.ISR, moved.LeaderEpoch = 2, []int32{2}, 1
+	if n, err := oldCat.UpdateLeaderAndIsr(ctx, []catalog.LeaderAndIsrUpdate{{Key: key, Version: 0, Record: moved}}); !errors.Is(err, core.ErrFenced) || n != 0 {
+		t.Fatalf("stale coordinator's LeaderAndIsr write: %d written, %v; want none, ErrFenced", n, err)
+	}
+	newCat := catalog.New(b2, catalog.Options{Fence: next.Fence(), Epoch: next.Epoch()})
+	if _, err := newCat.UpdateLeaderAndIsr(ctx, []catalog.LeaderAndIsrUpdate{{Key: key, Version: 0, Record: moved}}); err != nil {
+		t.Fatalf("current coordinator's write: %v", err)
+	}
+	n, err := core.Get(ctx, b2, key.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := catalog.UnmarshalLeaderAndIsr(n.Data)
+	if got.Leader != 2 || int64(got.CoordinatorEpoch) != next.Epoch() {
+		t.Fatalf("record %+v: want leader 2 at coordinator epoch %d", got, next.Epoch())
+	}
+}
