@@ -1,0 +1,441 @@
+package coordinator_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/internal/testutil"
+	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
+)
+
+// TestBucketLeadershipProcesses runs the coordinator's bucket leadership
+// on real processes, on each backend: three coordinators and three
+// reference tablet servers, a table of 12 buckets with three replicas.
+// A SIGKILLed tablet server's buckets move to other ISR members with
+// higher leader epochs within its session timeout plus 2 s; it comes
+// back, its leaders take it back into their ISRs, and `admin
+// elect-leaders --preferred` gives it its leaderships back; a SIGTERMed
+// tablet server hands its leaderships over before it leaves, no bucket
+// ever without a leader. Meanwhile a recorder checks the history: no
+// leader epoch goes backwards, and no two tablet servers lead a bucket in
+// one leader epoch.
+func TestBucketLeadershipProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real coordinator and tablet server processes")
+	}
+	bin := testutil.Binary(t, "metaplane")
+	pluginDir := filepath.Dir(testutil.Binary(t, "metaplane-backend-raft"))
+	if zk := testutil.Binary(t, "metaplane-backend-zookeeper"); filepath.Dir(zk) != pluginDir {
+		t.Fatalf("plugins built into different directories: %s, %s", pluginDir, zk)
+	}
+	common := []string{"--no-env", "-D", "metadata.backend.plugin.dir=" + pluginDir, "-D", "metrics.address=127.0.0.1:0"}
+	const raftSession = 6 * time.Second
+	raft := haBackend{name: "raft",
+		coordinatorArgs: func(t *testing.T, i int, clients []string) []string {
+			return []string{"-D", "coordinator.seed.nodes=" + strings.Join(clients, ","),
+				"-D", "coordinator.raft.voters=" + raftVoters(t, len(clients)),
+				"-D", "coordinator.raft.node.id=" + strconv.Itoa(i+1),
+				"-D", "coordinator.raft.port=" + strconv.Itoa(raftPort(t, i)),
+				"-D", "coordinator.raft.dir=" + filepath.Join(t.TempDir(), "raft"),
+				"-D", "coordinator.tablet-server.session-timeout=" + raftSession.String()}
+		},
+		tabletArgs: func(t *testing.T, clients []string) []string {
+			return []string{"-D", "coordinator.seed.nodes=" + strings.Join(clients, ",")}
+		},
+	}
+	const zkSession = 4 * time.Second
+	zookeeper := haBackend{name: "zookeeper",
+		coordinatorArgs: func(t *testing.T, i int, clients []string) []string {
+			return []string{"-D", "zookeeper.address=" + zkAddr(t), "-D", "zookeeper.client.session-timeout=3s"}
+		},
+		tabletArgs: func(t *testing.T, clients []string) []string {
+			return []string{"-D", "zookeeper.address=" + zkAddr(t), "-D", "zookeeper.client.session-timeout=" + zkSession.String()}
+		},
+	}
+	for _, tc := range []struct {
+		b       haBackend
+		session time.Duration
+	}{{raft, raftSession}, {zookeeper, zkSession}} {
+		t.Run(tc.b.name, func(t *testing.T) {
+			resetPorts()
+			if tc.b.name == "zookeeper" {
+				portsMu.Lock()
+				zkCluster = nil
+				portsMu.Unlock()
+				t.Cleanup(func() {
+					portsMu.Lock()
+					zkCluster = nil
+					portsMu.Unlock()
+				})
+			}
+			bucketScenario(t, bin, common, tc.b, tc.session)
+		})
+	}
+}
+
+// bucketHistory records what a poller saw of every bucket's leadership,
+// and the first violation of its invariants.
+type bucketHistory struct {
+	mu         sync.Mutex
+	epoch      map[int32]int32             // bucket -> highest leader epoch seen
+	leaderAt   map[[2]int32]int32          // (bucket, leader epoch) -> leader
+	tabletAt   map[[2]int32]map[int32]bool // (bucket, leader epoch) -> tablet servers that said they lead it
+	leaderless []string
+	bad        []string
+	polls      int
+}
+
+func newBucketHistory() *bucketHistory {
+	return &bucketHistory{epoch: map[int32]int32{}, leaderAt: map[[2]int32]int32{}, tabletAt: map[[2]int32]map[int32]bool{}}
+}
+
+func (h *bucketHistory) record(buckets []*adminv1.ListedBucket) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.polls++
+	for _, lb := range buckets {
+		b := lb.Bucket
+		if prev, ok := h.epoch[b.Bucket]; ok && b.LeaderEpoch < prev {
+			h.bad = append(h.bad, fmt.Sprintf("bucket %d: leader epoch went back from %d to %d", b.Bucket, prev, b.LeaderEpoch))
+		}
+		h.epoch[b.Bucket] = max(h.epoch[b.Bucket], b.LeaderEpoch)
+		k := [2]int32{b.Bucket, b.LeaderEpoch}
+		if l, ok := h.leaderAt[k]; ok && l != b.Leader {
+			h.bad = append(h.bad, fmt.Sprintf("bucket %d leader epoch %d: leader %d, earlier %d", b.Bucket, b.LeaderEpoch, b.Leader, l))
+		}
+		h.leaderAt[k] = b.Leader
+		if b.Leader < 0 {
+			h.leaderless = append(h.leaderless, fmt.Sprintf("bucket %d at leader epoch %d", b.Bucket, b.LeaderEpoch))
+		}
+	}
+}
+
+// recordTablet records that tablet server id says it leads these buckets.
+func (h *bucketHistory) recordTablet(id int32, leading []*adminv1.NotifyLeaderAndIsrRequest_BucketState) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, b := range leading {
+		k := [2]int32{b.Bucket, b.LeaderEpoch}
+		if h.tabletAt[k] == nil {
+			h.tabletAt[k] = map[int32]bool{}
+		}
+		h.tabletAt[k][id] = true
+		if len(h.tabletAt[k]) > 1 {
+			h.bad = append(h.bad, fmt.Sprintf("bucket %d leader epoch %d: led by tablet servers %v", b.Bucket, b.LeaderEpoch, h.tabletAt[k]))
+		}
+	}
+}
+
+func (h *bucketHistory) check(t *testing.T, allowLeaderless bool) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.bad) > 0 {
+		t.Fatalf("bucket history violations (%d polls): %s", h.polls, strings.Join(h.bad[:min(len(h.bad), 10)], "; "))
+	}
+	if !allowLeaderless && len(h.leaderless) > 0 {
+		t.Fatalf("buckets without a leader during the scenario: %s", strings.Join(h.leaderless[:min(len(h.leaderless), 10)], "; "))
+	}
+	t.Logf("bucket history: %d polls, %d (bucket, leader epoch) pairs, no violation", h.polls, len(h.leaderAt))
+}
+
+func bucketScenario(t *testing.T, bin string, common []string, b haBackend, session time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const n = 3
+	clients := make([]string, n)
+	for i := range clients {
+		clients[i] = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	}
+	argv := make([][]string, n)
+	for i := 0; i < n; i++ {
+		args := append([]string{"coordinator"}, common...)
+		args = append(args, "-D", "bind.listeners=CLIENT://"+clients[i])
+		argv[i] = append(args, b.coordinatorArgs(t, i, clients)...)
+	}
+	if b.name == "raft" {
+		testutil.RaftBootstrap(t, bin, argv...)
+	}
+	for i, args := range argv {
+		startProc(t, fmt.Sprintf("coordinator-%d", i+1), bin, args...)
+	}
+	client, err := adminclient.NewClientWithOptions(clients, haClientOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	waitServingLeader(t, ctx, client, "")
+	tablets := map[int32]*proc{}
+	tabletArgs := func(id int32) []string {
+		args := append([]string{"tablet-server", "--id", strconv.Itoa(int(id))}, common...)
+		return append(args, b.tabletArgs(t, clients)...)
+	}
+	for id := int32(1); id <= 3; id++ {
+		tablets[id] = startProc(t, fmt.Sprintf("tablet-server-%d", id), bin, tabletArgs(id)...)
+	}
+	waitTablets(t, ctx, client, 3)
+	if err := client.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+		if _, err := a.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "ha"}); err != nil {
+			return err
+		}
+		_, err := a.CreateTable(ctx, &adminv1.CreateTableRequest{Database: "ha", Table: "t", Descriptor_: &adminv1.TableDescriptor{
+			Columns: []*adminv1.Column{{Name: "k", Type: "BIGINT"}}, BucketCount: 12, ReplicationFactor: 3}})
+		return err
+	}); err != nil {
+		t.Fatalf("create table: %v", err)
+	}
+	list := func() []*adminv1.ListedBucket {
+		var out []*adminv1.ListedBucket
+		client.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+			r, err := a.ListBuckets(ctx, &adminv1.ListBucketsRequest{Database: "ha", Table: "t"})
+			if err == nil {
+				out = r.Buckets
+			}
+			return err
+		})
+		return out
+	}
+	addrs := map[int32]string{}
+	for _, ts := range listTablets(ctx, client) {
+		addrs[ts.Id] = adminclient.HostPort(ts.Listeners)
+	}
+	// Pollers record the history until the scenario ends: one reads the
+	// records from the coordinators, one per tablet server what it says it
+	// leads (at the address it has now).
+	hist := newBucketHistory()
+	var addrMu sync.Mutex
+	setAddrs := func() {
+		addrMu.Lock()
+		defer addrMu.Unlock()
+		for _, ts := range listTablets(ctx, client) {
+			addrs[ts.Id] = adminclient.HostPort(ts.Listeners)
+		}
+	}
+	pctx, pcancel := context.WithCancel(ctx)
+	var pwg sync.WaitGroup
+	poll := func(every time.Duration, f func()) {
+		pwg.Add(1)
+		go func() {
+			defer pwg.Done()
+			tick := time.NewTicker(every) // the poller's cadence
+			defer tick.Stop()
+			for pctx.Err() == nil {
+				f()
+				select {
+				case <-pctx.Done():
+				case <-tick.C:
+				}
+			}
+		}()
+	}
+	poll(50*time.Millisecond, func() {
+		if l := list(); len(l) == 12 {
+			hist.record(l)
+		}
+	})
+	for id := int32(1); id <= 3; id++ {
+		conns := map[string]adminv1.TabletServiceClient{}
+		poll(50*time.Millisecond, func() {
+			addrMu.Lock()
+			addr := addrs[id]
+			addrMu.Unlock()
+			tc, ok := conns[addr]
+			if !ok {
+				tc = dialTablet(t, addr)
+				conns[addr] = tc
+			}
+			cctx, cc := context.WithTimeout(pctx, 300*time.Millisecond)
+			st, err := tc.GetTabletServerState(cctx, &adminv1.GetTabletServerStateRequest{})
+			cc()
+			if err == nil {
+				hist.recordTablet(id, st.Leading)
+			}
+		})
+	}
+	stopPoller := func() { pcancel(); pwg.Wait() }
+	defer stopPoller()
+
+	// Every tablet server is told what it leads.
+	waitLeading := func(what string, want func(id int32, b *adminv1.ListedBucket) bool) {
+		t.Helper()
+		testutil.WaitFor(t, 30*time.Second, what, func() bool {
+			buckets := list()
+			if len(buckets) != 12 {
+				return false
+			}
+			addrMu.Lock()
+			cur := maps.Clone(addrs)
+			addrMu.Unlock()
+			for id, addr := range cur {
+				if tablets[id] == nil {
+					continue
+				}
+				cctx, cc := context.WithTimeout(ctx, time.Second)
+				st, err := dialTablet(t, addr).GetTabletServerState(cctx, &adminv1.GetTabletServerStateRequest{})
+				cc()
+				if err != nil {
+					return false
+				}
+				led := map[int32]int32{}
+				for _, lb := range st.Leading {
+					led[lb.Bucket] = lb.LeaderEpoch
+				}
+				for _, lb := range buckets {
+					if want != nil && !want(id, lb) {
+						return false
+					}
+					e, ok := led[lb.Bucket.Bucket]
+					if (lb.Bucket.Leader == id) != ok || (ok && e != lb.Bucket.LeaderEpoch) {
+						return false
+					}
+				}
+			}
+			return true
+		})
+	}
+	waitLeading("every tablet server told the buckets it leads", nil)
+	before := list()
+	led2 := 0
+	for _, lb := range before {
+		if lb.Bucket.Leader == 2 {
+			led2++
+		}
+	}
+
+	// SIGKILL tablet server 2: within its session timeout plus 2 s, every
+	// bucket it led has another ISR member as leader, at a higher epoch.
+	killed := time.Now()
+	tablets[2].group(syscall.SIGKILL)
+	<-tablets[2].done
+	tablets[2] = nil
+	var moved time.Duration
+	testutil.WaitFor(t, session+30*time.Second, "no bucket led by the killed tablet server", func() bool {
+		for _, lb := range list() {
+			if lb.Bucket.Leader == 2 || slices.Contains(lb.Bucket.Isr, 2) || lb.Offline {
+				return false
+			}
+		}
+		moved = time.Since(killed)
+		return true
+	})
+	t.Logf("%s: buckets of the SIGKILLed tablet server re-led %v after the kill (session timeout %v)", b.name, moved.Round(time.Millisecond), session)
+	if limit := session + 2*time.Second; moved > limit {
+		t.Errorf("%s: re-led %v after the kill, want within the session timeout plus 2 s (%v)", b.name, moved, limit)
+	}
+	after := list()
+	for i, lb := range after {
+		if before[i].Bucket.Leader == 2 && lb.Bucket.LeaderEpoch <= before[i].Bucket.LeaderEpoch {
+			t.Errorf("bucket %d: leader epoch %d after its leader died, was %d", lb.Bucket.Bucket, lb.Bucket.LeaderEpoch, before[i].Bucket.LeaderEpoch)
+		}
+	}
+	// `admin list-buckets --json` shows it.
+	var listed struct {
+		Buckets []struct {
+			Offline bool `json:"offline"`
+			Bucket  struct {
+				Leader int32   `json:"leader"`
+				Isr    []int32 `json:"isr"`
+			} `json:"bucket"`
+		} `json:"buckets"`
+	}
+	out := runCLI(t, ctx, bin, 0, "admin", "list-buckets", "ha.t", "--json", "--page-size", "5", "--bootstrap-servers", strings.Join(clients, ","), "--timeout", "20s")
+	if err := json.Unmarshal(out, &listed); err != nil || len(listed.Buckets) != 12 {
+		t.Fatalf("list-buckets --json: %v\n%s", err, out)
+	}
+	for _, lb := range listed.Buckets {
+		if lb.Bucket.Leader == 2 || slices.Contains(lb.Bucket.Isr, 2) || lb.Offline {
+			t.Fatalf("list-buckets --json after the kill: %s", out)
+		}
+	}
+	waitLeading("survivors told the buckets they lead now", nil)
+
+	// Server 2 comes back: its buckets' leaders take it back into their
+	// ISRs (AdjustIsr); a preferred election gives it its leaderships.
+	tablets[2] = startProc(t, "tablet-server-2-restarted", bin, tabletArgs(2)...)
+	waitTablets(t, ctx, client, 3)
+	testutil.WaitFor(t, 60*time.Second, "server 2 back in the ISR of every bucket it replicates", func() bool {
+		for _, lb := range list() {
+			if !slices.Contains(lb.Bucket.Isr, 2) {
+				return false
+			}
+		}
+		return true
+	})
+	setAddrs()
+	out = runCLI(t, ctx, bin, 0, "admin", "elect-leaders", "ha.t", "--preferred", "--json", "--bootstrap-servers", strings.Join(clients, ","), "--timeout", "20s")
+	var elected struct {
+		ElectedCount int32 `json:"elected_count"`
+	}
+	if err := json.Unmarshal(out, &elected); err != nil || int(elected.ElectedCount) != led2 {
+		t.Fatalf("elect-leaders --preferred: %v; want %d elected\n%s", err, led2, out)
+	}
+	for _, lb := range list() {
+		if lb.Bucket.Leader != lb.Bucket.Replicas[0] {
+			t.Fatalf("bucket %d led by %d after the preferred election, want %d", lb.Bucket.Bucket, lb.Bucket.Leader, lb.Bucket.Replicas[0])
+		}
+	}
+	waitLeading("every tablet server told its preferred leaderships", nil)
+	hist.check(t, false)
+
+	// SIGTERM tablet server 1: it hands its leaderships over, then leaves;
+	// no bucket is without a leader meanwhile.
+	led1 := 0
+	for _, lb := range list() {
+		if lb.Bucket.Leader == 1 {
+			led1++
+		}
+	}
+	tablets[1].group(syscall.SIGTERM)
+	select {
+	case <-tablets[1].done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("tablet server 1 did not stop within 30 s of SIGTERM")
+	}
+	if logs := tablets[1].out.String(); !strings.Contains(logs, fmt.Sprintf("moved=%d still_led=0", led1)) {
+		t.Fatalf("tablet server 1 did not report its %d leaderships moved by its controlled shutdown:\n%s", led1, tail(logs, 20))
+	}
+	tablets[1] = nil
+	testutil.WaitFor(t, 30*time.Second, "server 1 out of every ISR and gone", func() bool {
+		for _, lb := range list() {
+			if lb.Bucket.Leader == 1 || slices.Contains(lb.Bucket.Isr, 1) {
+				return false
+			}
+		}
+		return len(listTablets(ctx, client)) == 2
+	})
+	stopPoller()
+	hist.check(t, false)
+}
+
+// runCLI runs the metaplane binary and returns its stdout, failing the
+// test unless it exits with want.
+func runCLI(t *testing.T, ctx context.Context, bin string, want int, args ...string) []byte {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	if code != want {
+		t.Fatalf("metaplane %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, want, stdout.String(), stderr.String())
+	}
+	return stdout.Bytes()
+}
