@@ -42,10 +42,9 @@ var adminVerbs = []func(a *admin) *cobra.Command{
 	adminCreateDatabase, adminListDatabases, adminDropDatabase,
 	adminCreateTable, adminDescribeTable, adminListTables, adminDropTable,
 	adminCreatePartition, adminListPartitions, adminDropPartition,
-	adminListTabletServers, adminAllocateIDs,
+	adminListTabletServers, adminListBuckets, adminElectLeaders, adminAllocateIDs,
 	adminAddACL, adminRemoveACL, adminListACLs,
 	adminAlterConfig, adminDescribeConfigs, adminSetServerTag, adminLeader,
-	adminListBuckets, adminElectLeaders,
 }
 
 func newAdminCmd() *cobra.Command {

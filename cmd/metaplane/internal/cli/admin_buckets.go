@@ -88,7 +88,12 @@ func printBuckets(w io.Writer, table string, buckets []*adminv1.ListedBucket) {
 
 func adminElectLeaders(a *admin) *cobra.Command {
 	var preferred, unclean bool
-	cmd := &cobra.Command{Use: "elect-leaders [<db>.<table>]", Args: cobra.MaximumNArgs(1),
+	cmd := &cobra.Command{Use: "elect-leaders [<db>.<table>]", Args: func(cmd *cobra.Command, args []string) error {
+		if len(args) > 1 {
+			return usageError("want at most 1 argument [<db>.<table>], got %d", len(args))
+		}
+		return nil
+	},
 		Short: "elect bucket leaders: --preferred (back to the first assigned replica) or --unclean (offline buckets, data may be lost)",
 		Long: `Elects bucket leaders, for one table or (without an argument) every table.
 

@@ -7,8 +7,9 @@
 //
 // TabletServerService is the private surface tablet servers use on the Raft
 // backend (FIP-52: REGISTER_TABLET_SERVER, TABLET_SERVER_HEARTBEAT,
-// FETCH_METADATA, FETCH_METADATA_SNAPSHOT). On the ZooKeeper backend it
-// answers UNIMPLEMENTED: tablet servers register in ZooKeeper there.
+// FETCH_METADATA, FETCH_METADATA_SNAPSHOT). On the ZooKeeper backend those
+// answer UNIMPLEMENTED: tablet servers register in ZooKeeper there.
+// AdjustIsr and ControlledShutdown are served on every backend.
 //
 // TabletService is served by tablet servers: the coordinator-to-tablet
 // requests, each carrying the coordinator epoch (FIP-9 fencing).
