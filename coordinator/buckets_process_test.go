@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/core/catalog"
 	"github.com/metaplane/metaplane/internal/testutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
@@ -152,51 +153,103 @@ func (h *bucketHistory) check(t *testing.T, allowLeaderless bool) {
 	t.Logf("bucket history: %d polls, %d (bucket, leader epoch) pairs, no violation", h.polls, len(h.leaderAt))
 }
 
-func bucketScenario(t *testing.T, bin string, common []string, b haBackend, session time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+// bucketCluster is three coordinator processes and three reference
+// tablet servers on one backend.
+type bucketCluster struct {
+	bin, backend string
+	clients      []string
+	coords       map[string]*proc // by client address
+	client       *adminclient.Client
+	tablets      map[int32]*proc
+	tabletArgs   func(id int32) []string
+}
+
+func startBucketCluster(t *testing.T, ctx context.Context, bin string, common []string, b haBackend) *bucketCluster {
+	t.Helper()
 	const n = 3
-	clients := make([]string, n)
-	for i := range clients {
-		clients[i] = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	c := &bucketCluster{bin: bin, backend: b.name, coords: map[string]*proc{}, tablets: map[int32]*proc{}}
+	c.clients = make([]string, n)
+	for i := range c.clients {
+		c.clients[i] = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	}
 	argv := make([][]string, n)
 	for i := 0; i < n; i++ {
 		args := append([]string{"coordinator"}, common...)
-		args = append(args, "-D", "bind.listeners=CLIENT://"+clients[i])
-		argv[i] = append(args, b.coordinatorArgs(t, i, clients)...)
+		args = append(args, "-D", "bind.listeners=CLIENT://"+c.clients[i])
+		argv[i] = append(args, b.coordinatorArgs(t, i, c.clients)...)
 	}
 	if b.name == "raft" {
 		testutil.RaftBootstrap(t, bin, argv...)
 	}
 	for i, args := range argv {
-		startProc(t, fmt.Sprintf("coordinator-%d", i+1), bin, args...)
+		c.coords[c.clients[i]] = startProc(t, fmt.Sprintf("coordinator-%d", i+1), bin, args...)
 	}
-	client, err := adminclient.NewClientWithOptions(clients, haClientOptions)
+	var err error
+	c.client, err = adminclient.NewClientWithOptions(c.clients, haClientOptions)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
-	waitServingLeader(t, ctx, client, "")
-	tablets := map[int32]*proc{}
-	tabletArgs := func(id int32) []string {
+	t.Cleanup(func() { c.client.Close() })
+	waitServingLeader(t, ctx, c.client, "")
+	c.tabletArgs = func(id int32) []string {
 		args := append([]string{"tablet-server", "--id", strconv.Itoa(int(id))}, common...)
-		return append(args, b.tabletArgs(t, clients)...)
+		return append(args, b.tabletArgs(t, c.clients)...)
 	}
 	for id := int32(1); id <= 3; id++ {
-		tablets[id] = startProc(t, fmt.Sprintf("tablet-server-%d", id), bin, tabletArgs(id)...)
+		c.tablets[id] = startProc(t, fmt.Sprintf("tablet-server-%d", id), bin, c.tabletArgs(id)...)
 	}
-	waitTablets(t, ctx, client, 3)
-	if err := client.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
-		if _, err := a.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "ha"}); err != nil {
+	waitTablets(t, ctx, c.client, 3)
+	return c
+}
+
+// createTable creates ha.<table> (and the database ha when missing) with
+// buckets buckets of rf replicas.
+func (c *bucketCluster) createTable(t *testing.T, ctx context.Context, table string, buckets, rf int32) {
+	t.Helper()
+	if err := c.client.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+		if _, err := a.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "ha", IgnoreIfExists: true}); err != nil {
 			return err
 		}
-		_, err := a.CreateTable(ctx, &adminv1.CreateTableRequest{Database: "ha", Table: "t", Descriptor_: &adminv1.TableDescriptor{
-			Columns: []*adminv1.Column{{Name: "k", Type: "BIGINT"}}, BucketCount: 12, ReplicationFactor: 3}})
+		_, err := a.CreateTable(ctx, &adminv1.CreateTableRequest{Database: "ha", Table: table, Descriptor_: &adminv1.TableDescriptor{
+			Columns: []*adminv1.Column{{Name: "k", Type: "BIGINT"}}, BucketCount: buckets, ReplicationFactor: rf}})
 		return err
 	}); err != nil {
 		t.Fatalf("create table: %v", err)
 	}
+}
+
+// tabletLeads reports whether the tablet server at addr says it leads
+// exactly the buckets of want that name id as leader, at their epochs.
+func tabletLeads(ctx context.Context, tc adminv1.TabletServiceClient, id int32, want []*adminv1.ListedBucket) bool {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := tc.GetTabletServerState(cctx, &adminv1.GetTabletServerStateRequest{})
+	if err != nil {
+		return false
+	}
+	led := map[int32]int32{}
+	for _, lb := range st.Leading {
+		led[lb.Bucket] = lb.LeaderEpoch
+	}
+	n := 0
+	for _, lb := range want {
+		e, ok := led[lb.Bucket.Bucket]
+		if (lb.Bucket.Leader == id) != ok || (ok && e != lb.Bucket.LeaderEpoch) {
+			return false
+		}
+		if ok {
+			n++
+		}
+	}
+	return n == len(led)
+}
+
+func bucketScenario(t *testing.T, bin string, common []string, b haBackend, session time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c := startBucketCluster(t, ctx, bin, common, b)
+	clients, client, tablets, tabletArgs := c.clients, c.client, c.tablets, c.tabletArgs
+	c.createTable(t, ctx, "t", 12, 3)
 	list := func() []*adminv1.ListedBucket {
 		var out []*adminv1.ListedBucket
 		client.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
@@ -269,7 +322,7 @@ func bucketScenario(t *testing.T, bin string, common []string, b haBackend, sess
 	defer stopPoller()
 
 	// Every tablet server is told what it leads.
-	waitLeading := func(what string, want func(id int32, b *adminv1.ListedBucket) bool) {
+	waitLeading := func(what string) {
 		t.Helper()
 		testutil.WaitFor(t, 30*time.Second, what, func() bool {
 			buckets := list()
@@ -280,33 +333,14 @@ func bucketScenario(t *testing.T, bin string, common []string, b haBackend, sess
 			cur := maps.Clone(addrs)
 			addrMu.Unlock()
 			for id, addr := range cur {
-				if tablets[id] == nil {
-					continue
-				}
-				cctx, cc := context.WithTimeout(ctx, time.Second)
-				st, err := dialTablet(t, addr).GetTabletServerState(cctx, &adminv1.GetTabletServerStateRequest{})
-				cc()
-				if err != nil {
+				if tablets[id] != nil && !tabletLeads(ctx, dialTablet(t, addr), id, buckets) {
 					return false
-				}
-				led := map[int32]int32{}
-				for _, lb := range st.Leading {
-					led[lb.Bucket] = lb.LeaderEpoch
-				}
-				for _, lb := range buckets {
-					if want != nil && !want(id, lb) {
-						return false
-					}
-					e, ok := led[lb.Bucket.Bucket]
-					if (lb.Bucket.Leader == id) != ok || (ok && e != lb.Bucket.LeaderEpoch) {
-						return false
-					}
 				}
 			}
 			return true
 		})
 	}
-	waitLeading("every tablet server told the buckets it leads", nil)
+	waitLeading("every tablet server told the buckets it leads")
 	before := list()
 	led2 := 0
 	for _, lb := range before {
@@ -360,7 +394,7 @@ func bucketScenario(t *testing.T, bin string, common []string, b haBackend, sess
 			t.Fatalf("list-buckets --json after the kill: %s", out)
 		}
 	}
-	waitLeading("survivors told the buckets they lead now", nil)
+	waitLeading("survivors told the buckets they lead now")
 
 	// Server 2 comes back: its buckets' leaders take it back into their
 	// ISRs (AdjustIsr); a preferred election gives it its leaderships.
@@ -387,7 +421,7 @@ func bucketScenario(t *testing.T, bin string, common []string, b haBackend, sess
 			t.Fatalf("bucket %d led by %d after the preferred election, want %d", lb.Bucket.Bucket, lb.Bucket.Leader, lb.Bucket.Replicas[0])
 		}
 	}
-	waitLeading("every tablet server told its preferred leaderships", nil)
+	waitLeading("every tablet server told its preferred leaderships")
 	hist.check(t, false)
 
 	// SIGTERM tablet server 1: it hands its leaderships over, then leaves;
@@ -438,4 +472,181 @@ func runCLI(t *testing.T, ctx context.Context, bin string, want int, args ...str
 		t.Fatalf("metaplane %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, want, stdout.String(), stderr.String())
 	}
 	return stdout.Bytes()
+}
+
+// tryListBuckets lists every bucket of ha.<table> in pages of 1000, or
+// fails.
+func tryListBuckets(ctx context.Context, c *adminclient.Client, table string) ([]*adminv1.ListedBucket, error) {
+	var out []*adminv1.ListedBucket
+	req := &adminv1.ListBucketsRequest{Database: "ha", Table: table, PageSize: 1000}
+	for {
+		var page *adminv1.ListBucketsResponse
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := c.Admin(cctx, func(ctx context.Context, a adminv1.AdminServiceClient) (err error) {
+			page, err = a.ListBuckets(ctx, req)
+			return err
+		})
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Buckets...)
+		if page.NextPageToken == "" {
+			return out, nil
+		}
+		req.PageToken = page.NextPageToken
+	}
+}
+
+// TestBucketLeadershipFailoverAndFlap: on each backend, with a table of
+// 3000 buckets over three reference tablet servers, a tablet server
+// killed and started again at once (a flap) ends with every bucket led
+// and every server told what it leads; then a tablet server is killed and
+// the coordinator leader is killed the moment it starts re-electing that
+// server's buckets: once the new leader settles, no bucket names the dead
+// server, none is offline, and the survivors are told.
+func TestBucketLeadershipFailoverAndFlap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real coordinator and tablet server processes")
+	}
+	bin := testutil.Binary(t, "metaplane")
+	pluginDir := filepath.Dir(testutil.Binary(t, "metaplane-backend-raft"))
+	if zk := testutil.Binary(t, "metaplane-backend-zookeeper"); filepath.Dir(zk) != pluginDir {
+		t.Fatalf("plugins built into different directories: %s, %s", pluginDir, zk)
+	}
+	common := []string{"--no-env", "-D", "metadata.backend.plugin.dir=" + pluginDir, "-D", "metrics.address=127.0.0.1:0"}
+	raft := haBackend{name: "raft",
+		coordinatorArgs: func(t *testing.T, i int, clients []string) []string {
+			return []string{"-D", "coordinator.seed.nodes=" + strings.Join(clients, ","),
+				"-D", "coordinator.raft.voters=" + raftVoters(t, len(clients)),
+				"-D", "coordinator.raft.node.id=" + strconv.Itoa(i+1),
+				"-D", "coordinator.raft.port=" + strconv.Itoa(raftPort(t, i)),
+				"-D", "coordinator.raft.dir=" + filepath.Join(t.TempDir(), "raft"),
+				"-D", "coordinator.tablet-server.session-timeout=4s"}
+		},
+		tabletArgs: func(t *testing.T, clients []string) []string {
+			return []string{"-D", "coordinator.seed.nodes=" + strings.Join(clients, ",")}
+		},
+	}
+	zookeeper := haBackend{name: "zookeeper",
+		coordinatorArgs: func(t *testing.T, i int, clients []string) []string {
+			return []string{"-D", "zookeeper.address=" + zkAddr(t), "-D", "zookeeper.client.session-timeout=3s"}
+		},
+		tabletArgs: func(t *testing.T, clients []string) []string {
+			return []string{"-D", "zookeeper.address=" + zkAddr(t), "-D", "zookeeper.client.session-timeout=4s"}
+		},
+	}
+	for _, b := range []haBackend{raft, zookeeper} {
+		t.Run(b.name, func(t *testing.T) {
+			resetPorts()
+			if b.name == "zookeeper" {
+				portsMu.Lock()
+				zkCluster = nil
+				portsMu.Unlock()
+				t.Cleanup(func() {
+					portsMu.Lock()
+					zkCluster = nil
+					portsMu.Unlock()
+				})
+			}
+			failoverScenario(t, bin, common, b)
+		})
+	}
+}
+
+func failoverScenario(t *testing.T, bin string, common []string, b haBackend) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c := startBucketCluster(t, ctx, bin, common, b)
+	const buckets = 3000
+	c.createTable(t, ctx, "big", buckets, 2)
+	// settled: every bucket online, none names a server of gone, and
+	// every running tablet server says it leads exactly its buckets.
+	var why string // what the last settled check found unsettled
+	defer func() {
+		if t.Failed() {
+			t.Logf("last unsettled: %s", why)
+		}
+	}()
+	settled := func(client *adminclient.Client, gone int32) func() bool {
+		return func() bool {
+			all, err := tryListBuckets(ctx, client, "big")
+			if err != nil || len(all) != buckets {
+				why = fmt.Sprintf("list: %d buckets, %v", len(all), err)
+				return false
+			}
+			for _, lb := range all {
+				if lb.Offline || lb.Bucket.Leader == gone || slices.Contains(lb.Bucket.Isr, gone) {
+					why = fmt.Sprintf("bucket %v", lb)
+					return false
+				}
+			}
+			for _, ts := range listTablets(ctx, client) {
+				if !tabletLeads(ctx, dialTablet(t, adminclient.HostPort(ts.Listeners)), ts.Id, all) {
+					why = fmt.Sprintf("tablet server %d does not say it leads its buckets", ts.Id)
+					return false
+				}
+			}
+			return true
+		}
+	}
+	testutil.WaitFor(t, 60*time.Second, "every tablet server told what it leads", settled(c.client, -1))
+
+	// A flap: tablet server 1 killed and started again at once. On Raft
+	// its new registration replaces the old one in one transaction: the
+	// leader never sees it gone.
+	first, err := c.client.GetLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.tablets[1].group(syscall.SIGKILL)
+	<-c.tablets[1].done
+	c.tablets[1] = startProc(t, "tablet-server-1-restarted", bin, c.tabletArgs(1)...)
+	waitTablets(t, ctx, c.client, 3)
+	testutil.WaitFor(t, 60*time.Second, "after the flap: every bucket led and every server told", settled(c.client, -1))
+	if logs := c.coords[first.LeaderAddress].out.String(); b.name == "raft" && strings.Contains(logs, "tablet server is gone") {
+		t.Fatalf("raft: the leader took a tablet server that registered again at once for gone:\n%s", tail(logs, 10))
+	}
+	testutil.WaitFor(t, 60*time.Second, "after the flap: every ISR whole again", func() bool {
+		all, err := tryListBuckets(ctx, c.client, "big")
+		if err != nil {
+			return false
+		}
+		for _, lb := range all {
+			if !catalog.SameReplicas(lb.Bucket.Isr, lb.Bucket.Replicas) {
+				why = fmt.Sprintf("bucket %v", lb)
+				return false
+			}
+		}
+		return true
+	})
+
+	// Kill tablet server 3, and the coordinator leader as it starts
+	// re-electing its buckets.
+	leader, err := c.client.GetLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp := c.coords[leader.LeaderAddress]
+	c.tablets[3].group(syscall.SIGKILL)
+	<-c.tablets[3].done
+	testutil.WaitFor(t, 60*time.Second, "the leader notices tablet server 3 gone", func() bool {
+		return strings.Contains(lp.out.String(), `tablet server is gone`) && strings.Contains(lp.out.String(), "tablet_server=3")
+	})
+	lp.group(syscall.SIGKILL)
+	<-lp.done
+	var rest []string
+	for _, a := range c.clients {
+		if a != leader.LeaderAddress {
+			rest = append(rest, a)
+		}
+	}
+	client2, err := adminclient.NewClientWithOptions(rest, haClientOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client2.Close()
+	second := waitServingLeader(t, ctx, client2, leader.LeaderId)
+	t.Logf("%s: leader %s killed while re-electing; new leader %s at epoch %d", b.name, leader.LeaderId, second.LeaderId, second.Epoch)
+	testutil.WaitFor(t, 60*time.Second, "the new leader settles: no bucket names the dead server", settled(client2, 3))
 }

@@ -93,10 +93,17 @@ func (f *fakeTablet) register(t *testing.T, ctx context.Context, c *adminclient.
 	t.Cleanup(cancel)
 }
 
+// listBuckets lists every bucket of db.table, in pages of 5 (so that a
+// dozen buckets cross page boundaries).
 func listBuckets(t *testing.T, ctx context.Context, c *adminclient.Client, db, table string) []*adminv1.ListedBucket {
 	t.Helper()
+	return listBucketPages(t, ctx, c, db, table, 5)
+}
+
+func listBucketPages(t *testing.T, ctx context.Context, c *adminclient.Client, db, table string, size int32) []*adminv1.ListedBucket {
+	t.Helper()
 	var out []*adminv1.ListedBucket
-	req := &adminv1.ListBucketsRequest{Database: db, Table: table, PageSize: 5}
+	req := &adminv1.ListBucketsRequest{Database: db, Table: table, PageSize: size}
 	for {
 		var page *adminv1.ListBucketsResponse
 		if err := c.Admin(ctx, func(ctx context.Context, ac adminv1.AdminServiceClient) (err error) {

@@ -234,7 +234,11 @@ func (im *Image) applyEvents(events []core.WatchEvent, rev int64) {
 		if e, ok := im.nodes[ev.Path]; ok && e.rev >= ev.Revision && ev.Type != core.EventDeleted {
 			continue // an own write already applied a newer state
 		}
-		if t, ok := im.tombstones[ev.Path]; ok && t >= ev.Revision {
+		// A delete at a later revision than the event wins. One at the
+		// event's own revision does not: it is an earlier op of the same
+		// transaction (a delete then a create of the path), and the
+		// later event is the path's state after it.
+		if t, ok := im.tombstones[ev.Path]; ok && t > ev.Revision {
 			continue
 		}
 		switch ev.Type {

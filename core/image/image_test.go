@@ -311,3 +311,39 @@ func BenchmarkListTables(b *testing.B) {
 		}
 	}
 }
+
+// TestDeleteAndCreateInOneTransaction: a transaction that deletes a node
+// and creates it again (a tablet server's registration replaced under a
+// new lease) leaves the node in the image, whether the image learns it
+// from the stream or from its own write first.
+func TestDeleteAndCreateInOneTransaction(t *testing.T) {
+	for _, own := range []bool{false, true} {
+		t.Run(fmt.Sprintf("own=%v", own), func(t *testing.T) {
+			s := newStore(t)
+			ctx := context.Background()
+			w := s.NewClient(core.ClientOptions{})
+			const p = "/tabletservers/ids/1"
+			_, st, err := core.Create(ctx, w, p, []byte("old"), core.CreateOptions{MakeParents: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			im := startImage(t, s.NewClient(core.ClientOptions{}))
+			ops := []core.Op{core.DeleteOp(p, st.Version), core.CreateOp(p, []byte("new"), core.Persistent)}
+			res, err := w.Txn(ctx, ops, core.TxnOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if own {
+				im.ApplyWrite(ops, res)
+			}
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			if err := im.WaitRevision(wctx, res.Revision); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := core.Get(ctx, im, p); err != nil || string(n.Data) != "new" {
+				t.Fatalf("after delete and create in one transaction: %q, %v; want the new node", n.Data, err)
+			}
+		})
+	}
+}
