@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -185,9 +186,10 @@ type raftRow struct {
 type raftReport struct {
 	// View is LEADER when the table is the leader's view, LOCAL when no
 	// member answered as leader and the table joins the members' own views.
-	View            string    `json:"view"`
-	Healthy         bool      `json:"healthy"`
-	Problem         string    `json:"problem,omitempty"`
+	View    string `json:"view"`
+	Healthy bool   `json:"healthy"`
+	// Problem says why the quorum is not healthy; empty when it is.
+	Problem         string    `json:"problem"`
 	ClusterID       string    `json:"cluster_id"`
 	LeaderID        string    `json:"leader_id"`
 	LeaderAddress   string    `json:"leader_address"`
@@ -388,7 +390,8 @@ func raftStatus(r *raftFlags) *cobra.Command {
 		Short: "show the quorum: every member, its role, term, indexes, lag and last contact; exit 1 without a leader or a quorum"}
 	f := cmd.Flags()
 	f.BoolVar(&watch, "watch", false, "repeat every --interval until interrupted (or --count rounds)")
-	f.DurationVar(&interval, "interval", 2*time.Second, "the pause between rounds of --watch")
+	interval = 2 * time.Second
+	f.Var((*millisDuration)(&interval), "interval", "the pause between rounds of --watch, `D`: a duration (2s, 500ms) or a bare number of milliseconds (500)")
 	f.IntVar(&count, "count", 0, "with --watch, stop after this many rounds (0: until interrupted)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if interval <= 0 {
@@ -416,6 +419,30 @@ func raftStatus(r *raftFlags) *cobra.Command {
 		}
 	}
 	return cmd
+}
+
+// millisDuration is a duration flag that also takes a bare number as
+// milliseconds ("500" is 500ms), as the design documents write intervals.
+type millisDuration time.Duration
+
+func (d *millisDuration) String() string { return time.Duration(*d).String() }
+func (d *millisDuration) Type() string   { return "duration" }
+
+func (d *millisDuration) Set(s string) error {
+	s = strings.TrimSpace(s)
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if ms > int64(math.MaxInt64/time.Millisecond) || ms < int64(math.MinInt64/time.Millisecond) {
+			return fmt.Errorf("%s milliseconds is out of range", s)
+		}
+		*d = millisDuration(time.Duration(ms) * time.Millisecond)
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is neither a duration (2s, 500ms) nor a number of milliseconds", s)
+	}
+	*d = millisDuration(v)
+	return nil
 }
 
 func (r *raftFlags) statusOnce(cmd *cobra.Command) error {

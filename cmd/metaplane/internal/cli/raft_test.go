@@ -31,6 +31,8 @@ func TestRaftGolden(t *testing.T) {
 		{"no-raft-verb", []string{"raft"}, ExitUsage},
 		{"raft-count-without-watch", []string{"raft", "status", "--count", "2", bs}, ExitUsage},
 		{"json-raft-bad-interval", []string{"raft", "status", "--watch", "--interval", "0s", "--json", bs}, ExitUsage},
+		{"json-raft-zero-interval-ms", []string{"raft", "status", "--watch", "--interval", "0", "--json", bs}, ExitUsage},
+		{"raft-bad-interval-word", []string{"raft", "status", "--watch", "--interval", "soon", bs}, ExitUsage},
 		{"raft-leader-extra", []string{"raft", "leader", "extra", bs}, ExitUsage},
 		{"raft-add-voter-no-address", []string{"raft", "add-voter", "--id", "4", bs}, ExitUsage},
 		{"raft-remove-voter-bad-id", []string{"raft", "remove-voter", "--id", "x", bs}, ExitUsage},

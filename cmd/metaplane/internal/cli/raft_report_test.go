@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
+)
+
+// leaderAnswerOf is a leader's status answer naming members, member 1
+// the leader, at commit index commit.
+func leaderAnswerOf(commit int64, members ...*adminv1.RaftMember) []raftAnswer {
+	leader := &adminv1.GetCoordinatorRaftStatusResponse{View: adminv1.RaftStatusView_RAFT_STATUS_VIEW_LEADER,
+		ClusterId: "7", MemberId: "1", Role: "leader", Term: 2, LeaderId: "1", CommitIndex: commit, AppliedIndex: commit,
+		Members: members}
+	return []raftAnswer{{addr: "c1:9123", resp: leader}}
+}
+
+func member(id, kind string, reachable bool, match, lag int64) *adminv1.RaftMember {
+	return &adminv1.RaftMember{Id: id, Address: "c" + id + ":9124", Role: "follower", Kind: kind, Reachable: reachable,
+		MatchIndex: match, Lag: lag, LastContactAgeMs: 10}
+}
+
+// TestRaftStatusJSONHasProblem: `raft status --json` always has the
+// problem key, empty when the quorum is healthy, as docs/raft.md lists
+// it.
+func TestRaftStatusJSONHasProblem(t *testing.T) {
+	healthy := buildReport(leaderAnswerOf(100, member("1", "voter", true, 100, 0), member("2", "voter", true, 100, 0),
+		member("3", "voter", true, 100, 0)))
+	sick := buildReport(leaderAnswerOf(100, member("1", "voter", true, 100, 0), member("2", "voter", false, 0, 0),
+		member("3", "voter", false, 0, 0)))
+	for _, tt := range []struct {
+		name    string
+		rep     *raftReport
+		healthy bool
+	}{{"healthy", healthy, true}, {"no quorum", sick, false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := json.Marshal(tt.rep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatal(err)
+			}
+			p, ok := m["problem"].(string)
+			if !ok {
+				t.Fatalf("no problem string in %s", b)
+			}
+			if tt.healthy != (p == "") || m["healthy"] != tt.healthy {
+				t.Errorf("healthy %v, problem %q; want healthy %v with a problem only when unhealthy", m["healthy"], p, tt.healthy)
+			}
+		})
+	}
+}
+
+// TestMillisDuration: --interval takes a Go duration or a bare number of
+// milliseconds.
+func TestMillisDuration(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"500", 500 * time.Millisecond, true},
+		{" 2000 ", 2 * time.Second, true},
+		{"2s", 2 * time.Second, true},
+		{"1m30s", 90 * time.Second, true},
+		{"0", 0, true},
+		{"soon", 0, false},
+		{"99999999999999999", 0, false},
+	} {
+		var d millisDuration
+		err := d.Set(tt.in)
+		if (err == nil) != tt.ok || (tt.ok && time.Duration(d) != tt.want) {
+			t.Errorf("Set(%q) = %v, %v; want %v (ok %v)", tt.in, time.Duration(d), err, tt.want, tt.ok)
+		}
+	}
+}
