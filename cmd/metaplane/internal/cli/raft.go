@@ -550,7 +550,7 @@ func raftTransferLeader(r *raftFlags) *cobra.Command {
 		Short: "hand the Raft leadership to --to N (default: the most caught-up voter) and report the new leader and epoch"}
 	f := cmd.Flags()
 	f.StringVar(&to, "to", "", "the `id` of the voter to lead (default: the most caught-up other voter)")
-	f.DurationVar(&wait, "wait", 30*time.Second, "how long to wait for the transfer and for the new leader to answer as leader")
+	f.DurationVar(&wait, "wait", 30*time.Second, "how long to wait for the target to catch up, for the transfer and for the new leader to answer as leader")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if to != "" {
 			if n, err := strconv.ParseUint(to, 10, 64); err != nil || n == 0 {
@@ -560,25 +560,19 @@ func raftTransferLeader(r *raftFlags) *cobra.Command {
 		if wait <= 0 {
 			return usageError("--wait: want a positive duration, got %v", wait)
 		}
-		client, err := r.tls.adminClient(r.bootstrap)
-		if err != nil {
-			return err
-		}
-		defer client.Close()
 		ctx, cancel := context.WithTimeout(cmd.Context(), wait)
 		defer cancel()
+		// A voter that has not reported its progress to the leader yet
+		// (a cluster or a leader of a moment ago) is waited for.
 		var resp *adminv1.TransferRaftLeadershipResponse
-		var detail *adminv1.ErrorDetail
-		err = client.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
-			var err error
-			resp, err = a.TransferRaftLeadership(ctx, &adminv1.TransferRaftLeadershipRequest{ToId: to})
-			detail = adminclient.DetailOf(err)
-			return err
-		})
+		err := r.retryWhileCatchingUp(ctx, cmd.ErrOrStderr(), wait, func() error {
+			return r.callAdmin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+				var err error
+				resp, err = a.TransferRaftLeadership(ctx, &adminv1.TransferRaftLeadershipRequest{ToId: to})
+				return err
+			})
+		}, func(st *adminv1.GetCoordinatorRaftStatusResponse) string { return transferBehind(st, to) })
 		if err != nil {
-			if detail != nil && ctx.Err() == nil {
-				return &codedErr{error: err, code: detail.Code}
-			}
 			return err
 		}
 		// Verify: the new leader answers as leader at (at least) the term

@@ -78,3 +78,59 @@ func TestMillisDuration(t *testing.T) {
 		}
 	}
 }
+
+// TestCatchingUpIsWaitedFor: the transfer and removal verbs wait while
+// the leader's view shows members catching up (no progress report yet,
+// too far behind, not heard from yet) and give up at once on what
+// waiting cannot change.
+func TestCatchingUpIsWaitedFor(t *testing.T) {
+	fresh := member("2", "voter", true, 0, 0)  // reachable, no progress report yet
+	never := member("3", "voter", false, 0, 0) // not heard from since this leader began
+	never.LastContactAgeMs = -1
+	gone := member("3", "voter", false, 0, 0)        // unreachable after a contact
+	behind := member("2", "voter", true, 50, 5000)   // reported, far behind
+	ready := member("2", "voter", true, 100, 0)      // caught up
+	learner := member("4", "non-voting", true, 0, 0) // not a voter
+	leader := member("1", "voter", true, 100, 0)
+	view := func(ms ...*adminv1.RaftMember) *adminv1.GetCoordinatorRaftStatusResponse {
+		return leaderAnswerOf(100, append([]*adminv1.RaftMember{leader}, ms...)...)[0].resp
+	}
+	transfers := []struct {
+		name, to string
+		st       *adminv1.GetCoordinatorRaftStatusResponse
+		wait     bool
+	}{
+		{"to a voter without a progress report", "2", view(fresh, gone), true},
+		{"to a voter not heard from yet", "3", view(ready, never), true},
+		{"to a voter far behind", "2", view(behind, gone), true},
+		{"to a caught-up voter", "2", view(ready, gone), false},
+		{"to an unreachable voter", "3", view(ready, gone), false},
+		{"to the leader", "1", view(ready, gone), false},
+		{"to a non-voting member", "4", view(ready, learner), false},
+		{"to no member", "9", view(ready, gone), false},
+		{"to any, none caught up yet", "", view(fresh, never), true},
+		{"to any, one caught up", "", view(ready, never), false},
+		{"to any, the others gone", "", view(gone), false},
+	}
+	for _, tt := range transfers {
+		if got := transferBehind(tt.st, tt.to); (got != "") != tt.wait {
+			t.Errorf("transfer %s: %q, want a wait %v", tt.name, got, tt.wait)
+		}
+	}
+	removals := []struct {
+		name, id string
+		st       *adminv1.GetCoordinatorRaftStatusResponse
+		wait     bool
+	}{
+		{"the others without progress reports", "4", view(fresh, member("3", "voter", true, 0, 0), member("4", "voter", true, 100, 0)), true},
+		{"the others caught up", "4", view(ready, member("3", "voter", true, 100, 0), member("4", "voter", true, 0, 0)), false},
+		{"too few reachable", "2", view(ready, gone), false},
+		{"the leader", "1", view(fresh, gone), false},
+		{"a non-voting member", "4", view(fresh, learner), false},
+	}
+	for _, tt := range removals {
+		if got := removalBehind(tt.st, tt.id); (got != "") != tt.wait {
+			t.Errorf("removal of %s: %q, want a wait %v", tt.name, got, tt.wait)
+		}
+	}
+}
