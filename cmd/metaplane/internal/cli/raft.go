@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/backends/raft"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
@@ -30,6 +31,9 @@ func init() { Register(newRaftCmd) }
 const (
 	codeNoQuorum = "NO_QUORUM" // fewer than a majority of the voters are reachable
 	codeNoLeader = "NO_LEADER" // no member answers as leader
+	// codeCannotStop: stopping the member now would leave no caught-up
+	// majority (raft can-stop).
+	codeCannotStop = "CANNOT_STOP"
 )
 
 // raftFlags are what every `metaplane raft` verb shares.
@@ -62,7 +66,7 @@ does. See docs/raft.md, Operations.`,
 	pf.BoolVar(&r.json, "json", false, "print the answer as JSON (and an error as JSON on stderr)")
 	pf.DurationVar(&r.timeout, "timeout", 5*time.Second, "how long to wait for each coordinator's answer")
 	r.tls = addTLSFlags(pf)
-	cmd.AddCommand(raftStatus(r), raftLeader(r), raftTransferLeader(r), raftAddVoter(r), raftRemoveVoter(r),
+	cmd.AddCommand(raftStatus(r), raftLeader(r), raftCanStop(r), raftTransferLeader(r), raftAddVoter(r), raftRemoveVoter(r),
 		raftSnapshot(r), raftUnsafeRecover(r), raftBootstrap(r))
 	return cmd
 }
@@ -180,6 +184,14 @@ type raftRow struct {
 	// LastContactAgeMs is how long ago the viewer last had contact, -1 for
 	// never.
 	LastContactAgeMs int64 `json:"last_contact_age_ms"`
+	// CaughtUp: in the leader's view, the member is the leader, or
+	// reachable with a recent progress report at most raft.MaxRemovalLag
+	// entries behind (a reachable witness too); false without a leader's
+	// view.
+	CaughtUp bool `json:"caught_up"`
+	// behind says, in the leader's view, how a member not caught up falls
+	// short ("no progress report yet").
+	behind string
 }
 
 // raftReport is `raft status`'s answer.
@@ -189,14 +201,20 @@ type raftReport struct {
 	View    string `json:"view"`
 	Healthy bool   `json:"healthy"`
 	// Problem says why the quorum is not healthy; empty when it is.
-	Problem         string    `json:"problem"`
-	ClusterID       string    `json:"cluster_id"`
-	LeaderID        string    `json:"leader_id"`
-	LeaderAddress   string    `json:"leader_address"`
-	Term            int64     `json:"term"`
-	Voters          int       `json:"voters"`
-	VotersReachable int       `json:"voters_reachable"`
-	Members         []raftRow `json:"members"`
+	Problem         string `json:"problem"`
+	ClusterID       string `json:"cluster_id"`
+	LeaderID        string `json:"leader_id"`
+	LeaderAddress   string `json:"leader_address"`
+	Term            int64  `json:"term"`
+	Voters          int    `json:"voters"`
+	VotersReachable int    `json:"voters_reachable"`
+	// VotersCaughtUp counts the voters (and witnesses) caught up in the
+	// leader's view (0 without one); FailureTolerance is how many of them
+	// may fail, or be stopped, with a caught-up majority of the voters
+	// left: VotersCaughtUp minus the majority, at least 0.
+	VotersCaughtUp   int       `json:"voters_caught_up"`
+	FailureTolerance int       `json:"failure_tolerance"`
+	Members          []raftRow `json:"members"`
 	// Answers are the coordinators' answers as the API gives them (or the
 	// error of each that did not answer).
 	Answers []json.RawMessage `json:"answers"`
@@ -241,7 +259,11 @@ func buildReport(answers []raftAnswer) *raftReport {
 		rep.View, rep.ClusterID, rep.LeaderID, rep.LeaderAddress, rep.Term = "LEADER", l.ClusterId, l.MemberId, la.addr, l.Term
 		for _, m := range l.Members {
 			row := raftRow{ID: m.Id, Address: m.Address, Role: m.Role, Kind: m.Kind, Leader: m.Id == l.MemberId,
-				Reachable: m.Reachable, Applied: m.MatchIndex, Lag: m.Lag, LastContactAgeMs: m.LastContactAgeMs}
+				Reachable: m.Reachable, Applied: m.MatchIndex, Lag: m.Lag, LastContactAgeMs: m.LastContactAgeMs,
+				CaughtUp: caughtUp(l, m, raft.MaxRemovalLag)}
+			if !row.CaughtUp {
+				row.behind = behindText(m, raft.MaxRemovalLag)
+			}
 			fill(&row)
 			if m.Id == l.MemberId {
 				row.LastContactAgeMs = 0
@@ -291,9 +313,13 @@ func buildReport(answers []raftAnswer) *raftReport {
 			if m.Reachable {
 				rep.VotersReachable++
 			}
+			if m.CaughtUp {
+				rep.VotersCaughtUp++
+			}
 		}
 	}
 	quorum := rep.Voters/2 + 1
+	rep.FailureTolerance = max(rep.VotersCaughtUp-quorum, 0)
 	switch {
 	case rep.Voters > 0 && rep.VotersReachable < quorum:
 		rep.Problem = fmt.Sprintf("%d of %d voters unreachable: no quorum", rep.Voters-rep.VotersReachable, rep.Voters)
@@ -337,8 +363,21 @@ func (rep *raftReport) text(w io.Writer) {
 	}
 	tw.Flush()
 	if rep.Healthy {
-		fmt.Fprintf(w, "%d of %d voters reachable: quorum held\n", rep.VotersReachable, rep.Voters)
+		fmt.Fprintf(w, "%d of %d voters reachable: quorum held; %d caught up, %d needed: %s\n", rep.VotersReachable, rep.Voters,
+			rep.VotersCaughtUp, rep.Voters/2+1, toleranceText(rep.FailureTolerance))
 	}
+}
+
+// toleranceText says how many voters may fail with a caught-up majority
+// left.
+func toleranceText(n int) string {
+	switch n {
+	case 0:
+		return "no voter may fail (or be stopped) without losing a caught-up majority"
+	case 1:
+		return "1 voter may fail (or be stopped) with a caught-up majority left"
+	}
+	return fmt.Sprintf("%d voters may fail (or be stopped) with a caught-up majority left", n)
 }
 
 func orNone(s string) string {

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,5 +134,57 @@ func TestCatchingUpIsWaitedFor(t *testing.T) {
 		if got := removalBehind(tt.st, tt.id); (got != "") != tt.wait {
 			t.Errorf("removal of %s: %q, want a wait %v", tt.name, got, tt.wait)
 		}
+	}
+}
+
+// TestFailureToleranceAndCanStop: raft status counts the caught-up voters
+// and how many may fail with a caught-up majority left; raft can-stop
+// allows a stop that keeps one and refuses, saying who is behind, one
+// that does not.
+func TestFailureToleranceAndCanStop(t *testing.T) {
+	up := func(id string) *adminv1.RaftMember { return member(id, "voter", true, 100, 0) }
+	fresh := member("3", "voter", true, 0, 0)
+	three := buildReport(leaderAnswerOf(100, up("1"), up("2"), up("3")))
+	five := buildReport(leaderAnswerOf(100, up("1"), up("2"), up("3"), up("4"), up("5")))
+	lagging := buildReport(leaderAnswerOf(100, up("1"), up("2"), fresh, member("4", "non-voting", true, 0, 0)))
+	for _, tt := range []struct {
+		name                string
+		rep                 *raftReport
+		caughtUp, tolerance int
+	}{{"three caught up", three, 3, 1}, {"five caught up", five, 5, 2}, {"one of three behind", lagging, 2, 0}} {
+		if tt.rep.VotersCaughtUp != tt.caughtUp || tt.rep.FailureTolerance != tt.tolerance {
+			t.Errorf("%s: %d caught up, tolerance %d; want %d, %d", tt.name, tt.rep.VotersCaughtUp, tt.rep.FailureTolerance, tt.caughtUp, tt.tolerance)
+		}
+	}
+	var text bytes.Buffer
+	three.text(&text)
+	if !strings.Contains(text.String(), "3 caught up, 2 needed: 1 voter may fail") {
+		t.Errorf("raft status text does not give the failure tolerance:\n%s", text.String())
+	}
+	for _, tt := range []struct {
+		name, id string
+		rep      *raftReport
+		ok       bool
+		says     string
+	}{
+		{"a follower of three caught up", "2", three, true, "2 of the 3 voters stay caught up (2 needed)"},
+		{"the leader", "1", three, true, "transfer-leader"},
+		{"a follower with another behind", "2", lagging, false, "3: no progress report yet"},
+		{"the member behind", "3", lagging, true, "2 of the 3 voters stay caught up"},
+		{"a non-voting member", "4", lagging, true, "the quorum does not count it"},
+		{"two of five", "5", five, true, "then 1 voter may fail"},
+	} {
+		got, err := canStop(tt.rep, tt.id)
+		if err != nil || got.CanStop != tt.ok || !strings.Contains(got.Reason, tt.says) {
+			t.Errorf("can-stop %s (%s): %+v, %v; want can_stop %v saying %q", tt.id, tt.name, got, err, tt.ok, tt.says)
+		}
+	}
+	if _, err := canStop(three, "9"); errorCode(err) != "NOT_FOUND" {
+		t.Errorf("can-stop of no member: %v (code %s), want NOT_FOUND", err, errorCode(err))
+	}
+	local := buildReport([]raftAnswer{{addr: "c2:9123", resp: &adminv1.GetCoordinatorRaftStatusResponse{View: adminv1.RaftStatusView_RAFT_STATUS_VIEW_LOCAL,
+		MemberId: "2", Role: "follower", Members: []*adminv1.RaftMember{up("1"), up("2"), up("3")}}}})
+	if _, err := canStop(local, "2"); errorCode(err) != codeNoLeader {
+		t.Errorf("can-stop without a leader: %v (code %s), want %s", err, errorCode(err), codeNoLeader)
 	}
 }
