@@ -265,20 +265,29 @@ func VerifyChecksum(path, want string) error {
 	if b, err := hex.DecodeString(want); err != nil || len(b) != sha256.Size {
 		return fmt.Errorf("%w: %s: %q is not a hex SHA-256 digest (64 hex digits)", core.ErrInvalidArgument, KeyPluginSHA256, want)
 	}
-	f, err := os.Open(path)
+	got, err := FileSHA256(path)
 	if err != nil {
 		return fmt.Errorf("%w: plugin %s: %v", core.ErrInvalidArgument, path, err)
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return fmt.Errorf("%w: plugin %s: %v", core.ErrInvalidArgument, path, err)
-	}
-	got := hex.EncodeToString(h.Sum(nil))
 	if got != want {
 		return fmt.Errorf("%w: plugin %s refused: its SHA-256 is %s but %s is %s", core.ErrInvalidArgument, path, got, KeyPluginSHA256, want)
 	}
 	return nil
+}
+
+// FileSHA256 returns the hex SHA-256 (lower case) of the file at path.
+// Errors: the file's, from opening or reading it.
+func FileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // startProcess starts one incarnation of the plugin process.

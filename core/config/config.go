@@ -198,15 +198,18 @@ type RaftConfig struct {
 	// the upper bound of the randomized election timeout (see RaftTiming).
 	ElectionTimeout time.Duration `koanf:"election.timeout"`
 	// FirstElectionTimeout, key coordinator.raft.first-election.timeout,
-	// default 300ms: how soon a freshly started voter may start its first
-	// election.
+	// default 300ms: how long a starting voter waits for a first leader
+	// (this value plus one election timeout) before it goes on without
+	// one. Dragonboat has no separate first election timeout, so it does
+	// not make the first election sooner.
 	FirstElectionTimeout time.Duration `koanf:"first-election.timeout"`
 	// CatchupTimeout, key coordinator.raft.catchup.timeout, default 30s:
 	// how long a new leader may take to apply its leader record before it
 	// gives leadership up.
 	CatchupTimeout time.Duration `koanf:"catchup.timeout"`
 	// LogSegmentSize, key coordinator.raft.log.segment-size, default 8mb:
-	// the size of one Raft log segment.
+	// Dragonboat keeps no log segments; the unapplied Raft log held in
+	// memory is bounded by four times this size.
 	LogSegmentSize Size `koanf:"log.segment-size"`
 	// SnapshotTriggerThreshold, key
 	// coordinator.raft.snapshot.trigger.threshold, default 10000: the

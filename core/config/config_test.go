@@ -463,19 +463,111 @@ func TestMissingFileIsAProblem(t *testing.T) {
 	wantProblem(t, err, "", "absent.yaml")
 }
 
-// TestDocsListEveryKey keeps docs/configuration.md complete: every key the
-// loader knows appears in it, with its environment variable derivable.
+// TestDocsListEveryKey keeps docs/configuration.md in step with the key
+// registry: every key the loader knows has a row in a key/default table
+// whose default cell names the key's default, and every key the tables
+// name is one the loader knows.
 func TestDocsListEveryKey(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "configuration.md"))
 	if err != nil {
 		t.Fatalf("reading the configuration reference: %v", err)
 	}
-	doc := string(b)
+	rows := docKeyRows(string(b))
+	defaults := Default().Flatten()
 	for _, key := range Keys() {
-		if !strings.Contains(doc, "| `"+key+"` |") {
-			t.Errorf("docs/configuration.md has no table row for %s", key)
+		cell, ok := rows[key]
+		if !ok {
+			t.Errorf("docs/configuration.md has no key/default row for %s", key)
+			continue
+		}
+		want, set := defaults[key]
+		if unset, ok := unsetSentinel[key]; ok && want == unset {
+			set = false
+		}
+		if !set {
+			if docValues(cell) != nil && !strings.HasPrefix(cell, "(none") {
+				t.Errorf("docs/configuration.md gives %s the default %q; the loader has none", key, cell)
+			}
+			continue
+		}
+		if !docNamesDefault(key, cell, want) {
+			t.Errorf("docs/configuration.md gives %s the default %q; the loader's is %q", key, cell, want)
 		}
 	}
+	for key := range rows {
+		if !isKnownKey(key) {
+			t.Errorf("docs/configuration.md documents %s, which the loader does not know", key)
+		}
+	}
+}
+
+// unsetSentinel are the keys whose default is a number that means "not
+// set" (the docs say "(none)" or "not set" for them).
+var unsetSentinel = map[string]string{
+	"coordinator.raft.node.id":    "0",
+	"coordinator.raft.cluster-id": "0",
+	"tablet-server.id":            "-1",
+}
+
+// docKeyRows returns, for every row of a table of docs/configuration.md
+// whose header starts "| key | default |", the first cell's key and the
+// second cell's text.
+func docKeyRows(doc string) map[string]string {
+	rows := map[string]string{}
+	inTable := false
+	for _, line := range strings.Split(doc, "\n") {
+		if !strings.HasPrefix(line, "|") {
+			inTable = false
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		if len(cells) >= 2 && cells[0] == "key" && cells[1] == "default" {
+			inTable = true
+			continue
+		}
+		if !inTable || len(cells) < 2 || strings.HasPrefix(cells[0], "---") {
+			continue
+		}
+		if vs := docValues(cells[0]); len(vs) == 1 && cells[0] == "`"+vs[0]+"`" {
+			rows[vs[0]] = cells[1]
+		}
+	}
+	return rows
+}
+
+// docValues returns the backquoted spans of a table cell.
+func docValues(cell string) []string {
+	var out []string
+	for {
+		_, rest, ok := strings.Cut(cell, "`")
+		if !ok {
+			return out
+		}
+		v, after, ok := strings.Cut(rest, "`")
+		if !ok {
+			return out
+		}
+		out = append(out, v)
+		cell = after
+	}
+}
+
+// docNamesDefault reports whether one of the backquoted values of cell
+// decodes, as key's value, to the default want (so "60s" names "1m").
+func docNamesDefault(key, cell, want string) bool {
+	for _, v := range docValues(cell) {
+		if v == want {
+			return true
+		}
+		cfg, err := FromFlat(map[string]string{key: v})
+		if err == nil && cfg.Flatten()[key] == want {
+			return true
+		}
+	}
+	return false
 }
 
 func TestReservedEnvNamesNoKey(t *testing.T) {

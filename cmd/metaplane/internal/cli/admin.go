@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/core/catalog"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
@@ -373,7 +374,7 @@ func adminAllocateIDs(a *admin) *cobra.Command {
 	cmd := &cobra.Command{Use: "allocate-ids <table|partition|writer>", Short: "reserve a contiguous range of ids from a sequence counter",
 		Args: exactArgs(1), ValidArgs: []string{"table", "partition", "writer"}}
 	req.Count = 1
-	intFlag(cmd.Flags(), &req.Count, "count", 1, math.MaxInt64, "how many ids (at most 1000000)")
+	intFlag(cmd.Flags(), &req.Count, "count", 1, catalog.MaxAllocateIDs, fmt.Sprintf("how many ids, 1 to %d", catalog.MaxAllocateIDs))
 	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
 		req.Counter = pos[0]
 		return call(cmd, a, adminv1.AdminServiceClient.AllocateIDs, req, func(w io.Writer, r *adminv1.AllocateIDsResponse) {

@@ -91,7 +91,11 @@ streaming store: the coordinator daemon, the reference tablet server, and
 the tools to administer, configure, test and measure them.
 
 Flags may come anywhere after the command that defines them, before or
-after the verb and its arguments (metaplane admin --json list-databases). Exit status: 0 success, 1 failure, 2 usage error.`,
+after the verb and its arguments (metaplane admin --json list-databases).
+
+Exit status: 0 success, 1 failure, 2 usage error, 3 outcome unknown (a
+write was sent and its outcome is still unknown at --timeout; see
+docs/cli.md).`,
 		Version:       versionOf(readBuildInfo).Text(),
 		SilenceErrors: true,
 		SilenceUsage:  true,

@@ -9,7 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/config"
+	"github.com/metaplane/metaplane/plugins"
 )
 
 func init() { Register(newConfigCmd) }
@@ -40,20 +42,22 @@ type validateReport struct {
 
 func newConfigValidateCmd(cf *ConfigFlags) *cobra.Command {
 	var asJSON, observer bool
+	var pluginPath string
 	cmd := &cobra.Command{
 		Use:   "validate",
 		Short: "load the configuration, print the backend it selects and why, or every problem",
 		Long: `Loads the configuration as the daemon would (the defaults, then FILE, then
 METAPLANE_* environment variables, then each -D in order), checks every key
 and prints the backend it selects and what selected it, with warnings and
-notes (the effective Raft timing). Exit status: 0 valid, 1 problems found
-(one line each, "key: message"), 2 usage error. docs/configuration.md
-lists every key.`,
+notes (the effective Raft timing). With metadata.backend.plugin.sha256
+set, it checks the digest against the plugin binary the daemon would run.
+Exit status: 0 valid, 1 problems found (one line each, "key: message"),
+2 usage error. docs/configuration.md lists every key.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts := cf.LoadOptions()
 			opts.Observer = observer
-			rep := validate(opts)
+			rep := validate(opts, pluginPath)
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -72,20 +76,30 @@ lists every key.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as a JSON object")
 	cmd.Flags().BoolVar(&observer, "observer", false, "check as a tablet server (observer) would: skip the rules that only concern a Raft voter")
+	cmd.Flags().StringVar(&pluginPath, "plugin", "", "check metadata.backend.plugin.sha256 against the plugin binary at `PATH` (the daemon's --plugin) instead of metaplane-backend-<backend>")
 	return cmd
 }
 
-// validate loads the configuration and gathers what the verb prints.
-func validate(opts config.LoadOptions) validateReport {
+// validate loads the configuration and gathers what the verb prints;
+// pluginPath is the plugin binary the daemon would be told to run
+// (--plugin), empty for the selected backend's.
+func validate(opts config.LoadOptions, pluginPath string) validateReport {
 	rep := validateReport{Warnings: []string{}, Notes: []string{}, Problems: []config.Problem{}}
 	cfg, err := config.Load(opts)
 	if err != nil {
 		var ce *config.Error
 		if errors.As(err, &ce) {
-			rep.Problems = ce.Problems
+			for _, p := range ce.Problems {
+				p.Message = sentinelWording.Replace(p.Message)
+				rep.Problems = append(rep.Problems, p)
+			}
 		} else {
-			rep.Problems = []config.Problem{{Message: err.Error()}}
+			rep.Problems = []config.Problem{{Message: operatorMessage(err)}}
 		}
+		return rep
+	}
+	if p := checkPluginSHA256(cfg, pluginPath, opts.Observer); p != nil {
+		rep.Problems = append(rep.Problems, *p)
 		return rep
 	}
 	rep.Valid = true
@@ -113,6 +127,31 @@ func validate(opts config.LoadOptions) validateReport {
 		}
 	}
 	return rep
+}
+
+// checkPluginSHA256 checks metadata.backend.plugin.sha256, when set,
+// against the plugin binary the daemon would run (pluginPath, else the
+// selected backend's in metadata.backend.plugin.dir), as the coordinator
+// does before it starts the plugin; nil when it matches or is not set, or
+// when an observer runs no plugin (a tablet server of a backend whose
+// tablet servers go through the coordinators).
+func checkPluginSHA256(cfg *config.Config, pluginPath string, observer bool) *config.Problem {
+	want := strings.ToLower(strings.TrimSpace(cfg.Metadata.Backend.PluginSHA256))
+	if want == "" || (observer && cfg.Selected.Descriptor.TabletServers == core.TabletServersThroughCoordinator) {
+		return nil
+	}
+	path, err := plugins.LaunchOptions{Path: pluginPath, Name: cfg.Selected.Backend, Dir: cfg.Metadata.Backend.PluginDir}.ResolvePath()
+	if err != nil {
+		return &config.Problem{Key: plugins.KeyPluginSHA256, Message: "cannot find the plugin binary to check: " + operatorMessage(err)}
+	}
+	got, err := plugins.FileSHA256(path)
+	switch {
+	case err != nil:
+		return &config.Problem{Key: plugins.KeyPluginSHA256, Message: fmt.Sprintf("cannot check the plugin binary %s: %v (the coordinator would not start it)", path, err)}
+	case got != want:
+		return &config.Problem{Key: plugins.KeyPluginSHA256, Message: fmt.Sprintf("the plugin binary %s has SHA-256 %s, not %s: the coordinator would refuse to start it (set the key to the binary's digest, `sha256sum %s`, or install the binary it names)", path, got, want, path)}
+	}
+	return nil
 }
 
 func raftNotes(cfg *config.Config) []string {

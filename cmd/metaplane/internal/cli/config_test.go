@@ -3,8 +3,11 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -154,5 +157,60 @@ func TestConfigValidateUsage(t *testing.T) {
 	stdout, _, code := runCLI(t, "config", "help", "validate")
 	if code != ExitOK || !strings.Contains(stdout, "usage: metaplane config validate") {
 		t.Errorf("config help: exit %d, %q", code, stdout)
+	}
+}
+
+// TestConfigValidatePluginSHA256: config validate checks
+// metadata.backend.plugin.sha256 against the plugin binary the
+// coordinator would run, and reports a mismatch as a problem naming the
+// key, the binary and both digests.
+func TestConfigValidatePluginSHA256(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "metaplane-backend-raft")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("#!/bin/sh\nexit 1\n"))
+	good := hex.EncodeToString(sum[:])
+	wrong := strings.Repeat("ab", 32)
+	args := func(digest string, more ...string) []string {
+		return append([]string{"config", "validate", "--no-env", "-D", "metadata.backend.plugin.dir=" + dir,
+			"-D", "metadata.backend.plugin.sha256=" + digest}, more...)
+	}
+	if out, _, code := runCLI(t, args(good)...); code != ExitOK || !strings.HasPrefix(out, "valid: backend raft") {
+		t.Errorf("the binary's own digest: exit %d, %q", code, out)
+	}
+	out, _, code := runCLI(t, args(wrong)...)
+	if code != ExitFailure {
+		t.Errorf("a wrong digest: exit %d, want %d: %q", code, ExitFailure, out)
+	}
+	for _, want := range []string{"metadata.backend.plugin.sha256: ", bin, good, wrong} {
+		if !strings.Contains(out, want) {
+			t.Errorf("a wrong digest: the report %q does not name %s", out, want)
+		}
+	}
+	out, _, code = runCLI(t, args(wrong, "--json")...)
+	var rep validateReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != ExitFailure || rep.Valid || len(rep.Problems) != 1 ||
+		rep.Problems[0].Key != "metadata.backend.plugin.sha256" || !strings.Contains(rep.Problems[0].Message, good) {
+		t.Errorf("--json with a wrong digest: exit %d, %+v (%v)", code, rep, err)
+	}
+	// --plugin names the binary to check, as it names the one to run.
+	other := filepath.Join(dir, "other")
+	if err := os.WriteFile(other, []byte("other"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, code := runCLI(t, args(good, "--plugin", other)...); code != ExitFailure || !strings.Contains(out, other) {
+		t.Errorf("--plugin %s with the default binary's digest: exit %d, %q", other, code, out)
+	}
+	// A missing binary cannot match.
+	empty := t.TempDir()
+	if out, _, code := runCLI(t, "config", "validate", "--no-env", "-D", "metadata.backend.plugin.dir="+empty,
+		"-D", "metadata.backend.plugin.sha256="+good); code != ExitFailure || !strings.Contains(out, "cannot check the plugin binary "+filepath.Join(empty, "metaplane-backend-raft")) {
+		t.Errorf("a missing binary: exit %d, %q", code, out)
+	}
+	// A tablet server on Raft runs no plugin: nothing to check.
+	if out, _, code := runCLI(t, args(wrong, "--observer", "-D", "coordinator.seed.nodes=127.0.0.1:9123")...); code != ExitOK {
+		t.Errorf("--observer on Raft with a wrong digest: exit %d, %q", code, out)
 	}
 }

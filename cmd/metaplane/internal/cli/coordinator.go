@@ -129,7 +129,7 @@ func newCoordinatorCmd() *cobra.Command {
 // the log format) and exits with the error's status.
 func daemonExit(ctx context.Context, logger *slog.Logger, what string, err error) error {
 	if err != nil {
-		logger.Error(what+" exiting", "reason", err.Error())
+		logger.Error(what+" exiting", "reason", operatorMessage(err))
 		return exitWith(exitCode(err))
 	}
 	reason := "the server stopped"

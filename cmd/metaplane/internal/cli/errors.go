@@ -5,10 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/conformance"
+	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/core/catalog"
+	"github.com/metaplane/metaplane/migrate"
 )
 
 // usageErr is a mistake on the command line: an unknown verb or flag, a
@@ -126,14 +131,14 @@ func reportError(w io.Writer, cmd *cobra.Command, err error, asJSON bool) {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false)
-		je := jsonError{Error: err.Error(), Code: errorCode(err), Command: path}
+		je := jsonError{Error: operatorMessage(err), Code: errorCode(err), Command: path}
 		if fe, ok := errors.AsType[*adminclient.FieldError](err); ok {
 			je.Field = fe.Field
 		}
 		enc.Encode(je)
 		return
 	}
-	fmt.Fprintf(w, "%s: %v\n", path, err)
+	fmt.Fprintf(w, "%s: %s\n", path, operatorMessage(err))
 	var ue *usageErr
 	if errors.As(err, &ue) {
 		fmt.Fprintf(w, "Run `%s --help` for usage.\n", path)
@@ -162,4 +167,33 @@ func jsonRequested(cmd *cobra.Command, args []string) bool {
 		}
 	}
 	return false
+}
+
+// sentinelWording is how a message shows a sentinel error's text: the
+// sentinel's words without its package prefix ("metadata: ", "admin: ",
+// "migrate: ", ...),
+// or nothing for a sentinel whose words only classify the sentence that
+// follows them ("metadata: invalid argument: member 3 is the leader" is
+// "member 3 is the leader"; the --json error's code keeps the class).
+var sentinelWording = func() *strings.Replacer {
+	var pairs []string
+	// A pattern earlier in the list wins where two match at one place, so
+	// each sentinel's "text: " comes before its bare text.
+	pairs = append(pairs, core.ErrInvalidArgument.Error()+": ", "", "metadata: transaction op", "transaction op")
+	for _, err := range append(append([]error(nil), core.Sentinels...), adminclient.ErrInvalidCoordinator,
+		adminclient.ErrUnimplemented, adminclient.ErrUnauthenticated, adminclient.ErrPermissionDenied,
+		adminclient.ErrOutcomeUnknown, catalog.ErrBadRecord, catalog.ErrDuplicateRequest,
+		migrate.ErrBadFile, migrate.ErrNotEmpty, migrate.ErrMigrationInProgress,
+		conformance.ErrInterrupted, conformance.ErrNotLinearizable) {
+		_, words, _ := strings.Cut(err.Error(), ": ")
+		pairs = append(pairs, err.Error(), words)
+	}
+	return strings.NewReplacer(pairs...)
+}()
+
+// operatorMessage is err's message as an operator reads it: the internal
+// prefixes of the sentinel errors it carries, at any depth of the text
+// (the server's message is the text of its error chain), are left out.
+func operatorMessage(err error) string {
+	return sentinelWording.Replace(err.Error())
 }

@@ -62,3 +62,55 @@ func (d *daemonFlags) apply(opts config.LoadOptions) config.LoadOptions {
 	}
 	return opts
 }
+
+// toolFlags are the flags of the verbs that start a backend themselves
+// and report their progress on stderr (migrate, zk-to-raft-*, the offline
+// raft verbs): --log-level, which overrides log.level for the verb's own
+// records and its plugin's (a plugin's INFO records among the progress:
+// `--log-level warn` drops them), and --quiet, which drops the progress
+// lines and every record below WARN (unless --log-level says otherwise).
+// The result on stdout stays.
+type toolFlags struct {
+	level string
+	quiet bool
+}
+
+// addToolFlags registers --log-level and, with quiet, --quiet on fs
+// (migrate live has a --quiet of its own, a number of nodes).
+func addToolFlags(fs *pflag.FlagSet, quiet bool) *toolFlags {
+	t := &toolFlags{}
+	if !quiet {
+		fs.StringVar(&t.level, "log-level", "", "the lowest level logged on stderr, `LEVEL` "+strings.Join(config.LogLevels, ", ")+" (overrides log.level; default info; warn drops the plugin's INFO records)")
+		return t
+	}
+	fs.StringVar(&t.level, "log-level", "", "the lowest level logged on stderr, `LEVEL` "+strings.Join(config.LogLevels, ", ")+" (overrides log.level; default info, warn with --quiet)")
+	fs.BoolVar(&t.quiet, "quiet", false, "print no progress on stderr, and log warnings and errors only")
+	return t
+}
+
+// overrides are the configuration overrides the flags make, to add last
+// (they win over the file, the environment and -D).
+func (t *toolFlags) overrides() []string {
+	switch {
+	case t.level != "":
+		return []string{"log.level=" + t.level}
+	case t.quiet:
+		return []string{"log.level=warn"}
+	}
+	return nil
+}
+
+// apply adds the flags' overrides to opts.
+func (t *toolFlags) apply(opts config.LoadOptions) config.LoadOptions {
+	opts.Overrides = append(opts.Overrides, t.overrides()...)
+	return opts
+}
+
+// progress is where the verb writes its progress lines: w, or nowhere
+// under --quiet.
+func (t *toolFlags) progress(w io.Writer) io.Writer {
+	if t.quiet {
+		return io.Discard
+	}
+	return w
+}

@@ -79,6 +79,7 @@ func newMigrateVerb(verb, want string) *cobra.Command {
 	cmd := &cobra.Command{}
 	cf := AddConfigFlags(cmd.Flags())
 	f := cmd.Flags()
+	tf := addToolFlags(f, true)
 	f.BoolVar(&asJSON, "json", false, "print the result as a JSON object")
 	f.StringVar(&pluginPath, "plugin", "", "run this backend plugin binary instead of metaplane-backend-<backend>")
 	switch verb {
@@ -115,7 +116,7 @@ func newMigrateVerb(verb, want string) *cobra.Command {
 				return fmt.Errorf("--out %s exists: choose another file, or pass --force to overwrite it", out)
 			}
 		}
-		cfg, err := loadDaemonConfig(cf.LoadOptions())
+		cfg, err := loadDaemonConfig(tf.apply(cf.LoadOptions()))
 		if err != nil {
 			return err
 		}
@@ -131,9 +132,9 @@ func newMigrateVerb(verb, want string) *cobra.Command {
 		w := cmd.OutOrStdout()
 		switch verb {
 		case "export":
-			return runExport(cmd.Context(), w, cmd.ErrOrStderr(), b, out, asJSON)
+			return runExport(cmd.Context(), w, tf.progress(cmd.ErrOrStderr()), b, out, asJSON)
 		case "import":
-			res, err := migrate.ImportFile(cmd.Context(), b, tree, migrate.Options{Progress: cmd.ErrOrStderr(), Resume: resume})
+			res, err := migrate.ImportFile(cmd.Context(), b, tree, migrate.Options{Progress: tf.progress(cmd.ErrOrStderr()), Resume: resume})
 			if err != nil {
 				return err
 			}

@@ -31,11 +31,15 @@ type storeFlags struct {
 	fromSet, toSet   []string
 	noEnv            bool
 	fromPlug, toPlug string
+	tool             *toolFlags
 }
 
-func addStoreFlags(cmd *cobra.Command) *storeFlags {
+// addStoreFlags registers the flags of the two stores and the output
+// flags (--quiet too with quiet).
+func addStoreFlags(cmd *cobra.Command, quiet bool) *storeFlags {
 	s := &storeFlags{}
 	f := cmd.Flags()
+	s.tool = addToolFlags(f, quiet)
 	f.StringVar(&s.from, "from", "", "the source's YAML configuration `FILE` (required)")
 	f.StringVar(&s.to, "to", "", "the target's YAML configuration `FILE` (required)")
 	f.StringArrayVar(&s.fromSet, "from-set", nil, "set a key of the source's configuration, `key=value` (repeatable)")
@@ -61,7 +65,7 @@ func (s *storeFlags) open(ctx context.Context, stderr io.Writer, verb, wantFrom,
 		}
 	}
 	load := func(file string, set []string, want, role string) (*config.Config, error) {
-		opts := config.LoadOptions{File: file, Overrides: set, DiscoverBackends: discoverThirdParty}
+		opts := s.tool.apply(config.LoadOptions{File: file, Overrides: set, DiscoverBackends: discoverThirdParty})
 		if !s.noEnv {
 			opts.Env = os.Environ()
 		}
@@ -136,7 +140,7 @@ func newLiveMigrateCmd(wantFrom, wantTo string) *cobra.Command {
 		Long:  liveLong,
 		Args:  noArgs,
 	}
-	sf := addStoreFlags(cmd)
+	sf := addStoreFlags(cmd, false)
 	f := cmd.Flags()
 	f.BoolVar(&asJSON, "json", false, "print the result as a JSON object")
 	f.IntVar(&maxRounds, "max-rounds", 10, "the most copy rounds before the fence (1 to 100)")
@@ -194,7 +198,7 @@ source's coordinators first (or use live for a serving source). Ephemeral
 nodes are not copied and are counted in the result.`,
 		Args: noArgs,
 	}
-	sf := addStoreFlags(cmd)
+	sf := addStoreFlags(cmd, true)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as a JSON object")
 	cmd.Flags().BoolVar(&resume, "resume", false, "complete a copy that stopped: skip the nodes present with the same data")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -203,7 +207,7 @@ nodes are not copied and are counted in the result.`,
 			return err
 		}
 		defer closeAll()
-		progress := cmd.ErrOrStderr()
+		progress := sf.tool.progress(cmd.ErrOrStderr())
 		fmt.Fprintf(progress, "reading the tree of %s ...\n", srcName)
 		// The tree streams through a temporary tree file (constant
 		// memory), removed at the end.
@@ -285,10 +289,11 @@ interrupted run left. It prints the marker it removed.`,
 		Args: noArgs,
 	}
 	cf := AddConfigFlags(cmd.Flags())
+	tf := addToolFlags(cmd.Flags(), true)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as a JSON object")
 	cmd.Flags().StringVar(&pluginPath, "plugin", "", "run this backend plugin binary instead of metaplane-backend-<backend>")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := loadDaemonConfig(cf.LoadOptions())
+		cfg, err := loadDaemonConfig(tf.apply(cf.LoadOptions()))
 		if err != nil {
 			return err
 		}

@@ -178,3 +178,47 @@ func TestMigrateZooKeeperToRaft(t *testing.T) {
 		t.Errorf("list-tables after the rollback to ZooKeeper: %q", got)
 	}
 }
+
+// TestMigrateOutputFlags: a migration verb's stderr carries its progress
+// and its plugin's INFO records; --log-level warn drops the records and
+// keeps the progress, --quiet drops both; the result on stdout stays.
+func TestMigrateOutputFlags(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Raft plugin")
+	}
+	bin := filepath.Dir(testutil.Binary(t, "metaplane-backend-raft"))
+	dir := t.TempDir()
+	raft := []string{"--no-env", "-D", "metadata.backend.plugin.dir=" + bin, "-D", "coordinator.raft.dir=" + filepath.Join(dir, "raft"),
+		"-D", "coordinator.raft.port=" + strconv.Itoa(testutil.FreePort(t))}
+	tests := []struct {
+		name                string
+		flags               []string
+		records, progressed bool
+	}{
+		{"default", nil, true, true},
+		{"log-level warn", []string{"--log-level", "warn"}, false, true},
+		{"quiet", []string{"--quiet"}, false, false},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			file := filepath.Join(dir, strconv.Itoa(i)+".jsonl")
+			stdout, stderr, code := runCLI(t, append(append([]string{"migrate", "export", "--out", file}, raft...), tt.flags...)...)
+			if code != ExitOK || !strings.Contains(stdout, "exported") {
+				t.Fatalf("exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+			}
+			if got := strings.Contains(stderr, "level=INFO"); got != tt.records {
+				t.Errorf("INFO records on stderr: %v, want %v:\n%s", got, tt.records, stderr)
+			}
+			if got := strings.Contains(stderr, "reading the tree of raft"); got != tt.progressed {
+				t.Errorf("progress on stderr: %v, want %v:\n%s", got, tt.progressed, stderr)
+			}
+			if !tt.records && !tt.progressed && stderr != "" {
+				t.Errorf("--quiet left stderr %q", stderr)
+			}
+		})
+	}
+	// The offline verbs take the flags too.
+	if _, stderr, code := runCLI(t, "raft", "bootstrap", "--data-dir", filepath.Join(dir, "boot"), "--quiet", "--no-env"); code != ExitOK || stderr != "" {
+		t.Errorf("raft bootstrap --quiet: exit %d, stderr %q", code, stderr)
+	}
+}

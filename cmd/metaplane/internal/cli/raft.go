@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/backends/raft"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
@@ -29,6 +31,9 @@ func init() { Register(newRaftCmd) }
 const (
 	codeNoQuorum = "NO_QUORUM" // fewer than a majority of the voters are reachable
 	codeNoLeader = "NO_LEADER" // no member answers as leader
+	// codeCannotStop: stopping the member now would leave no caught-up
+	// majority (raft can-stop).
+	codeCannotStop = "CANNOT_STOP"
 )
 
 // raftFlags are what every `metaplane raft` verb shares.
@@ -61,7 +66,7 @@ does. See docs/raft.md, Operations.`,
 	pf.BoolVar(&r.json, "json", false, "print the answer as JSON (and an error as JSON on stderr)")
 	pf.DurationVar(&r.timeout, "timeout", 5*time.Second, "how long to wait for each coordinator's answer")
 	r.tls = addTLSFlags(pf)
-	cmd.AddCommand(raftStatus(r), raftLeader(r), raftTransferLeader(r), raftAddVoter(r), raftRemoveVoter(r),
+	cmd.AddCommand(raftStatus(r), raftLeader(r), raftCanStop(r), raftTransferLeader(r), raftAddVoter(r), raftRemoveVoter(r),
 		raftSnapshot(r), raftUnsafeRecover(r), raftBootstrap(r))
 	return cmd
 }
@@ -179,22 +184,37 @@ type raftRow struct {
 	// LastContactAgeMs is how long ago the viewer last had contact, -1 for
 	// never.
 	LastContactAgeMs int64 `json:"last_contact_age_ms"`
+	// CaughtUp: in the leader's view, the member is the leader, or
+	// reachable with a recent progress report at most raft.MaxRemovalLag
+	// entries behind (a reachable witness too); false without a leader's
+	// view.
+	CaughtUp bool `json:"caught_up"`
+	// behind says, in the leader's view, how a member not caught up falls
+	// short ("no progress report yet").
+	behind string
 }
 
 // raftReport is `raft status`'s answer.
 type raftReport struct {
 	// View is LEADER when the table is the leader's view, LOCAL when no
 	// member answered as leader and the table joins the members' own views.
-	View            string    `json:"view"`
-	Healthy         bool      `json:"healthy"`
-	Problem         string    `json:"problem,omitempty"`
-	ClusterID       string    `json:"cluster_id"`
-	LeaderID        string    `json:"leader_id"`
-	LeaderAddress   string    `json:"leader_address"`
-	Term            int64     `json:"term"`
-	Voters          int       `json:"voters"`
-	VotersReachable int       `json:"voters_reachable"`
-	Members         []raftRow `json:"members"`
+	View    string `json:"view"`
+	Healthy bool   `json:"healthy"`
+	// Problem says why the quorum is not healthy; empty when it is.
+	Problem         string `json:"problem"`
+	ClusterID       string `json:"cluster_id"`
+	LeaderID        string `json:"leader_id"`
+	LeaderAddress   string `json:"leader_address"`
+	Term            int64  `json:"term"`
+	Voters          int    `json:"voters"`
+	VotersReachable int    `json:"voters_reachable"`
+	// VotersCaughtUp counts the voters (and witnesses) caught up in the
+	// leader's view (0 without one); FailureTolerance is how many of them
+	// may fail, or be stopped, with a caught-up majority of the voters
+	// left: VotersCaughtUp minus the majority, at least 0.
+	VotersCaughtUp   int       `json:"voters_caught_up"`
+	FailureTolerance int       `json:"failure_tolerance"`
+	Members          []raftRow `json:"members"`
 	// Answers are the coordinators' answers as the API gives them (or the
 	// error of each that did not answer).
 	Answers []json.RawMessage `json:"answers"`
@@ -239,7 +259,11 @@ func buildReport(answers []raftAnswer) *raftReport {
 		rep.View, rep.ClusterID, rep.LeaderID, rep.LeaderAddress, rep.Term = "LEADER", l.ClusterId, l.MemberId, la.addr, l.Term
 		for _, m := range l.Members {
 			row := raftRow{ID: m.Id, Address: m.Address, Role: m.Role, Kind: m.Kind, Leader: m.Id == l.MemberId,
-				Reachable: m.Reachable, Applied: m.MatchIndex, Lag: m.Lag, LastContactAgeMs: m.LastContactAgeMs}
+				Reachable: m.Reachable, Applied: m.MatchIndex, Lag: m.Lag, LastContactAgeMs: m.LastContactAgeMs,
+				CaughtUp: caughtUp(l, m, raft.MaxRemovalLag)}
+			if !row.CaughtUp {
+				row.behind = behindText(m, raft.MaxRemovalLag)
+			}
 			fill(&row)
 			if m.Id == l.MemberId {
 				row.LastContactAgeMs = 0
@@ -289,9 +313,13 @@ func buildReport(answers []raftAnswer) *raftReport {
 			if m.Reachable {
 				rep.VotersReachable++
 			}
+			if m.CaughtUp {
+				rep.VotersCaughtUp++
+			}
 		}
 	}
 	quorum := rep.Voters/2 + 1
+	rep.FailureTolerance = max(rep.VotersCaughtUp-quorum, 0)
 	switch {
 	case rep.Voters > 0 && rep.VotersReachable < quorum:
 		rep.Problem = fmt.Sprintf("%d of %d voters unreachable: no quorum", rep.Voters-rep.VotersReachable, rep.Voters)
@@ -335,8 +363,21 @@ func (rep *raftReport) text(w io.Writer) {
 	}
 	tw.Flush()
 	if rep.Healthy {
-		fmt.Fprintf(w, "%d of %d voters reachable: quorum held\n", rep.VotersReachable, rep.Voters)
+		fmt.Fprintf(w, "%d of %d voters reachable: quorum held; %d caught up, %d needed: %s\n", rep.VotersReachable, rep.Voters,
+			rep.VotersCaughtUp, rep.Voters/2+1, toleranceText(rep.FailureTolerance))
 	}
+}
+
+// toleranceText says how many voters may fail with a caught-up majority
+// left.
+func toleranceText(n int) string {
+	switch n {
+	case 0:
+		return "no voter may fail (or be stopped) without losing a caught-up majority"
+	case 1:
+		return "1 voter may fail (or be stopped) with a caught-up majority left"
+	}
+	return fmt.Sprintf("%d voters may fail (or be stopped) with a caught-up majority left", n)
 }
 
 func orNone(s string) string {
@@ -388,7 +429,8 @@ func raftStatus(r *raftFlags) *cobra.Command {
 		Short: "show the quorum: every member, its role, term, indexes, lag and last contact; exit 1 without a leader or a quorum"}
 	f := cmd.Flags()
 	f.BoolVar(&watch, "watch", false, "repeat every --interval until interrupted (or --count rounds)")
-	f.DurationVar(&interval, "interval", 2*time.Second, "the pause between rounds of --watch")
+	interval = 2 * time.Second
+	f.Var((*millisDuration)(&interval), "interval", "the pause between rounds of --watch, `D`: a duration (2s, 500ms) or a bare number of milliseconds (500)")
 	f.IntVar(&count, "count", 0, "with --watch, stop after this many rounds (0: until interrupted)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if interval <= 0 {
@@ -416,6 +458,30 @@ func raftStatus(r *raftFlags) *cobra.Command {
 		}
 	}
 	return cmd
+}
+
+// millisDuration is a duration flag that also takes a bare number as
+// milliseconds ("500" is 500ms), as the design documents write intervals.
+type millisDuration time.Duration
+
+func (d *millisDuration) String() string { return time.Duration(*d).String() }
+func (d *millisDuration) Type() string   { return "duration" }
+
+func (d *millisDuration) Set(s string) error {
+	s = strings.TrimSpace(s)
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if ms > int64(math.MaxInt64/time.Millisecond) || ms < int64(math.MinInt64/time.Millisecond) {
+			return fmt.Errorf("%s milliseconds is out of range", s)
+		}
+		*d = millisDuration(time.Duration(ms) * time.Millisecond)
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is neither a duration (2s, 500ms) nor a number of milliseconds", s)
+	}
+	*d = millisDuration(v)
+	return nil
 }
 
 func (r *raftFlags) statusOnce(cmd *cobra.Command) error {
@@ -523,7 +589,7 @@ func raftTransferLeader(r *raftFlags) *cobra.Command {
 		Short: "hand the Raft leadership to --to N (default: the most caught-up voter) and report the new leader and epoch"}
 	f := cmd.Flags()
 	f.StringVar(&to, "to", "", "the `id` of the voter to lead (default: the most caught-up other voter)")
-	f.DurationVar(&wait, "wait", 30*time.Second, "how long to wait for the transfer and for the new leader to answer as leader")
+	f.DurationVar(&wait, "wait", 30*time.Second, "how long to wait for the target to catch up, for the transfer and for the new leader to answer as leader")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if to != "" {
 			if n, err := strconv.ParseUint(to, 10, 64); err != nil || n == 0 {
@@ -533,25 +599,19 @@ func raftTransferLeader(r *raftFlags) *cobra.Command {
 		if wait <= 0 {
 			return usageError("--wait: want a positive duration, got %v", wait)
 		}
-		client, err := r.tls.adminClient(r.bootstrap)
-		if err != nil {
-			return err
-		}
-		defer client.Close()
 		ctx, cancel := context.WithTimeout(cmd.Context(), wait)
 		defer cancel()
+		// A voter that has not reported its progress to the leader yet
+		// (a cluster or a leader of a moment ago) is waited for.
 		var resp *adminv1.TransferRaftLeadershipResponse
-		var detail *adminv1.ErrorDetail
-		err = client.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
-			var err error
-			resp, err = a.TransferRaftLeadership(ctx, &adminv1.TransferRaftLeadershipRequest{ToId: to})
-			detail = adminclient.DetailOf(err)
-			return err
-		})
+		err := r.retryWhileCatchingUp(ctx, cmd.ErrOrStderr(), wait, func() error {
+			return r.callAdmin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+				var err error
+				resp, err = a.TransferRaftLeadership(ctx, &adminv1.TransferRaftLeadershipRequest{ToId: to})
+				return err
+			})
+		}, func(st *adminv1.GetCoordinatorRaftStatusResponse) string { return transferBehind(st, to) })
 		if err != nil {
-			if detail != nil && ctx.Err() == nil {
-				return &codedErr{error: err, code: detail.Code}
-			}
 			return err
 		}
 		// Verify: the new leader answers as leader at (at least) the term

@@ -191,7 +191,7 @@ func raftRemoveVoter(r *raftFlags) *cobra.Command {
 	f.StringVar(&id, "id", "", "the `id` of the member to remove")
 	f.BoolVar(&force, "force", false, "remove a member gone for good even when the other voters are not caught up (still refused when too few are reachable for a quorum)")
 	f.BoolVar(&transfer, "transfer", false, "when the member leads, transfer the leadership to the most caught-up other voter first")
-	f.DurationVar(&wait, "wait", 30*time.Second, "how long to wait for a transfer, the removal, and the leader's view to show it")
+	f.DurationVar(&wait, "wait", 30*time.Second, "how long to wait for the voters to catch up, a transfer, the removal, and the leader's view to show it")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := validID("--id", id); err != nil {
 			return err
@@ -211,11 +211,13 @@ func raftRemoveVoter(r *raftFlags) *cobra.Command {
 			// refused as such.
 			if st.MemberId == id && len(votersOf(st)) > 1 {
 				var tr *adminv1.TransferRaftLeadershipResponse
-				if err := r.callAdmin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
-					var err error
-					tr, err = a.TransferRaftLeadership(ctx, &adminv1.TransferRaftLeadershipRequest{})
-					return err
-				}); err != nil {
+				if err := r.retryWhileCatchingUp(ctx, cmd.ErrOrStderr(), wait, func() error {
+					return r.callAdmin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+						var err error
+						tr, err = a.TransferRaftLeadership(ctx, &adminv1.TransferRaftLeadershipRequest{})
+						return err
+					})
+				}, func(st *adminv1.GetCoordinatorRaftStatusResponse) string { return transferBehind(st, "") }); err != nil {
 					return err
 				}
 				rep.TransferredTo = tr.LeaderId
@@ -226,22 +228,32 @@ func raftRemoveVoter(r *raftFlags) *cobra.Command {
 		}
 		// After a transfer the coordinator leadership follows the Raft
 		// leadership a moment later: retry while the answer is NOT_LEADER.
-		for {
-			err := r.callAdmin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
-				_, err := a.RemoveRaftVoter(ctx, &adminv1.RemoveRaftVoterRequest{Id: id, Force: force})
-				return err
-			})
-			if err == nil {
-				break
+		// A new leader has no progress reports from its followers yet, so
+		// a refusal for too few caught-up voters is waited out too.
+		remove := func() error {
+			for {
+				err := r.callAdmin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+					_, err := a.RemoveRaftVoter(ctx, &adminv1.RemoveRaftVoterRequest{Id: id, Force: force})
+					return err
+				})
+				if err == nil || rep.TransferredTo == "" || !errors.Is(err, core.ErrNotLeader) || ctx.Err() != nil {
+					return err
+				}
+				select {
+				case <-ctx.Done():
+					return err
+				case <-time.After(200 * time.Millisecond):
+				}
 			}
-			if rep.TransferredTo == "" || !errors.Is(err, core.ErrNotLeader) || ctx.Err() != nil {
-				return err
-			}
-			select {
-			case <-ctx.Done():
-				return err
-			case <-time.After(200 * time.Millisecond):
-			}
+		}
+		if err := r.retryWhileCatchingUp(ctx, cmd.ErrOrStderr(), wait, remove,
+			func(st *adminv1.GetCoordinatorRaftStatusResponse) string {
+				if force {
+					return "" // --force waives the caught-up check: a refusal is about something else
+				}
+				return removalBehind(st, id)
+			}); err != nil {
+			return err
 		}
 		st, err := r.leaderView(ctx, func(st *adminv1.GetCoordinatorRaftStatusResponse) bool { return memberOf(st, id) == nil })
 		if err != nil {

@@ -147,13 +147,9 @@ func TestRaftMembership(t *testing.T) {
 
 	// The new member leads: every acknowledged write is there.
 	bs4 := bs + "," + p4.client
-	testutil.WaitFor(t, 60*time.Second, "a transfer to member 4", func() bool {
-		_, stderr, code := runCLI(t, "raft", "transfer-leader", "--to", "4", bs4)
-		if code != ExitOK && !strings.Contains(stderr, "has not reported its progress recently") {
-			t.Fatalf("transfer-leader --to 4: exit %d %s", code, stderr)
-		}
-		return code == ExitOK
-	})
+	if _, stderr, code := runCLI(t, "raft", "transfer-leader", "--to", "4", "--wait", "60s", bs4); code != ExitOK {
+		t.Fatalf("transfer-leader --to 4: exit %d %s", code, stderr)
+	}
 	cc4, err := grpc.NewClient(p4.client, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -245,4 +241,50 @@ func TestRaftMembership(t *testing.T) {
 	}
 	refused(t, bs, "is the last voter", "remove-voter", "--id", st.LeaderID)
 	refused(t, bs, "last voter", "remove-voter", "--id", st.LeaderID, "--transfer")
+}
+
+// TestRaftTransferRightAfterStart: on a three-voter cluster of real
+// coordinator processes, a transfer asked as soon as a leader answers (its
+// followers have not reported their progress to it yet) waits within
+// --wait instead of being refused, and `remove-voter --transfer` of the
+// leader, twice in a row (each time a leader of a moment ago), exits 0.
+func TestRaftTransferRightAfterStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real coordinator processes")
+	}
+	ps := startRaftCoordinators(t, 3)
+	bs := bootstrapOf(ps)
+	var lr leaderReport
+	testutil.WaitFor(t, 60*time.Second, "a member answering as leader", func() bool {
+		stdout, _, code := runCLI(t, "raft", "leader", "--json", bs)
+		lr = leaderReport{}
+		return code == ExitOK && json.Unmarshal([]byte(stdout), &lr) == nil
+	})
+	to := "1"
+	if lr.LeaderID == "1" {
+		to = "2"
+	}
+	stdout, stderr, code := runCLI(t, "raft", "transfer-leader", "--to", to, "--wait", "30s", "--json", bs)
+	var tr transferReport
+	if code != ExitOK || json.Unmarshal([]byte(stdout), &tr) != nil || tr.LeaderID != to {
+		t.Fatalf("transfer-leader --to %s right after the start: exit %d\n%s%s", to, code, stdout, stderr)
+	}
+	byID := map[string]*raftProc{}
+	for _, p := range ps {
+		byID[p.id] = p
+	}
+	leader := to
+	for round := 1; round <= 2; round++ {
+		stdout, stderr, code := runCLI(t, "raft", "remove-voter", "--id", leader, "--transfer", "--wait", "30s", "--json", bs)
+		var rep membershipReport
+		if code != ExitOK || json.Unmarshal([]byte(stdout), &rep) != nil || rep.TransferredTo == "" || rep.TransferredTo == leader ||
+			len(rep.Voters) != 3-round {
+			t.Fatalf("round %d: remove-voter --id %s --transfer: exit %d\n%s%s", round, leader, code, stdout, stderr)
+		}
+		byID[leader].kill()
+		leader = rep.TransferredTo
+	}
+	if got := raftVoters(t, bs); fmt.Sprint(got) != "["+leader+"]" {
+		t.Errorf("voters after two removals: %v, want [%s]", got, leader)
+	}
 }

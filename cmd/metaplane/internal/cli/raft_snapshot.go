@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -198,12 +199,13 @@ func raftSnapshotStatus(r *raftFlags) *cobra.Command {
 // coordinator) and --data-dir.
 type offlineFlags struct {
 	cf              *ConfigFlags
+	tool            *toolFlags
 	dataDir, voters string
 	nodeID          uint64
 }
 
 func addOfflineFlags(cmd *cobra.Command) *offlineFlags {
-	o := &offlineFlags{cf: AddConfigFlags(cmd.Flags())}
+	o := &offlineFlags{cf: AddConfigFlags(cmd.Flags()), tool: addToolFlags(cmd.Flags(), true)}
 	f := cmd.Flags()
 	f.StringVar(&o.dataDir, "data-dir", "", "the member's coordinator.raft.`DIR` (required; overrides the configuration's)")
 	f.Uint64Var(&o.nodeID, "node-id", 0, "the member's `id` (overrides coordinator.raft.node.id)")
@@ -212,13 +214,14 @@ func addOfflineFlags(cmd *cobra.Command) *offlineFlags {
 }
 
 // options are the member's Raft options from the configuration, with
-// --data-dir as its directory. The member's log lines go nowhere: the
-// verbs say what they do.
+// --data-dir as its directory. The member's log lines go nowhere (the
+// verbs say what they do) unless --log-level asks for info or debug:
+// then they are INFO records on stderr.
 func (of *offlineFlags) options(cmd *cobra.Command) (raft.Options, error) {
 	if of.dataDir == "" {
 		return raft.Options{}, usageError("give the member's data directory with --data-dir DIR")
 	}
-	cfg, err := loadDaemonConfig(of.cf.LoadOptions())
+	cfg, err := loadDaemonConfig(of.tool.apply(of.cf.LoadOptions()))
 	if err != nil {
 		return raft.Options{}, err
 	}
@@ -238,6 +241,9 @@ func (of *offlineFlags) options(cmd *cobra.Command) (raft.Options, error) {
 		return raft.Options{}, err
 	}
 	o.Logf = func(string, ...any) {}
+	if logger := newLogger(cmd.ErrOrStderr(), "raft-offline", cfg.Log); of.tool.level != "" && logger.Enabled(context.Background(), slog.LevelInfo) {
+		o.Logf = func(format string, args ...any) { logger.Info(fmt.Sprintf(format, args...)) }
+	}
 	return o, nil
 }
 
@@ -305,7 +311,7 @@ func raftSnapshotRestore(r *raftFlags) *cobra.Command {
 				yield(core.ImportNode{}, &codedErr{code: codeBadFile, error: fmt.Errorf("%s changed after it was checked (checksum %s, then %s)", args[0], info.SHA256, again.SHA256)})
 			}
 		}
-		progress := cmd.ErrOrStderr()
+		progress := of.tool.progress(cmd.ErrOrStderr())
 		res, err := raft.Restore(cmd.Context(), o, nodes, info.Nodes, func(done, total int) {
 			fmt.Fprintf(progress, "restored %d of %d nodes\n", done, total)
 		})

@@ -31,7 +31,10 @@ func TestRaftGolden(t *testing.T) {
 		{"no-raft-verb", []string{"raft"}, ExitUsage},
 		{"raft-count-without-watch", []string{"raft", "status", "--count", "2", bs}, ExitUsage},
 		{"json-raft-bad-interval", []string{"raft", "status", "--watch", "--interval", "0s", "--json", bs}, ExitUsage},
+		{"json-raft-zero-interval-ms", []string{"raft", "status", "--watch", "--interval", "0", "--json", bs}, ExitUsage},
+		{"raft-bad-interval-word", []string{"raft", "status", "--watch", "--interval", "soon", bs}, ExitUsage},
 		{"raft-leader-extra", []string{"raft", "leader", "extra", bs}, ExitUsage},
+		{"raft-can-stop-no-id", []string{"raft", "can-stop", bs}, ExitUsage},
 		{"raft-add-voter-no-address", []string{"raft", "add-voter", "--id", "4", bs}, ExitUsage},
 		{"raft-remove-voter-bad-id", []string{"raft", "remove-voter", "--id", "x", bs}, ExitUsage},
 		{"help-raft-snapshot", []string{"raft", "snapshot", "--help"}, ExitOK},
@@ -249,18 +252,11 @@ func TestRaftVerbs(t *testing.T) {
 	var tr transferReport
 	// A follower counts as caught up once it has reported its progress
 	// (with its coordinator's first session renewal); until then the
-	// transfer is refused, saying so.
-	testutil.WaitFor(t, 60*time.Second, "a transfer to member "+target, func() bool {
-		stdout, stderr, code := runCLI(t, "raft", "transfer-leader", "--to", target, "--json", bs)
-		if code != ExitOK {
-			if !strings.Contains(stderr, "has not reported its progress recently") {
-				t.Fatalf("transfer-leader --to %s: exit %d %s", target, code, stderr)
-			}
-			return false
-		}
-		tr = transferReport{}
-		return json.Unmarshal([]byte(stdout), &tr) == nil
-	})
+	// verb waits, within --wait.
+	stdout, stderr, code = runCLI(t, "raft", "transfer-leader", "--to", target, "--wait", "60s", "--json", bs)
+	if code != ExitOK || json.Unmarshal([]byte(stdout), &tr) != nil {
+		t.Fatalf("transfer-leader --to %s: exit %d\n%s%s", target, code, stdout, stderr)
+	}
 	if tr.LeaderID != target || tr.PreviousLeaderID != st.LeaderID || tr.Term <= st.Term || tr.Address == "" {
 		t.Fatalf("transfer to %s: %+v (was leader %s at term %d)", target, tr, st.LeaderID, st.Term)
 	}
@@ -269,17 +265,12 @@ func TestRaftVerbs(t *testing.T) {
 		return code == ExitOK && strings.Contains(stdout, `"leader_address": "`+tr.Address+`"`)
 	})
 	prev := tr
-	testutil.WaitFor(t, 60*time.Second, "a transfer to the most caught-up voter", func() bool {
-		stdout, stderr, code := runCLI(t, "raft", "transfer-leader", "--json", bs)
-		if code != ExitOK {
-			if !strings.Contains(stderr, "no other voter is reachable and caught up") {
-				t.Fatalf("transfer-leader: exit %d %s", code, stderr)
-			}
-			return false
-		}
-		tr = transferReport{}
-		return json.Unmarshal([]byte(stdout), &tr) == nil
-	})
+	// The new leader has no progress reports yet: the verb waits for one.
+	tr = transferReport{}
+	stdout, stderr, code = runCLI(t, "raft", "transfer-leader", "--wait", "60s", "--json", bs)
+	if code != ExitOK || json.Unmarshal([]byte(stdout), &tr) != nil {
+		t.Fatalf("transfer-leader: exit %d\n%s%s", code, stdout, stderr)
+	}
 	if tr.LeaderID == prev.LeaderID || tr.PreviousLeaderID != prev.LeaderID || tr.Term <= prev.Term {
 		t.Fatalf("transfer to the most caught-up voter: %+v (after %+v)", tr, prev)
 	}
@@ -288,6 +279,23 @@ func TestRaftVerbs(t *testing.T) {
 		st = raftReport{}
 		return code == ExitOK && json.Unmarshal([]byte(stdout), &st) == nil && st.LeaderID == tr.LeaderID && st.VotersReachable == 3
 	})
+
+	// Every voter caught up: one may fail, so any one may stop.
+	testutil.WaitFor(t, 30*time.Second, "raft status with every voter caught up", func() bool {
+		stdout, _, code := runCLI(t, "raft", "status", "--json", bs)
+		st = raftReport{}
+		return code == ExitOK && json.Unmarshal([]byte(stdout), &st) == nil && st.VotersCaughtUp == 3
+	})
+	if st.FailureTolerance != 1 {
+		t.Errorf("failure tolerance of three caught-up voters: %d, want 1", st.FailureTolerance)
+	}
+	for _, p := range ps {
+		var cs canStopReport
+		stdout, stderr, code := runCLI(t, "raft", "can-stop", "--id", p.id, "--json", bs)
+		if code != ExitOK || json.Unmarshal([]byte(stdout), &cs) != nil || !cs.CanStop || cs.CaughtUpAfter != 2 || cs.Leader != (p.id == st.LeaderID) {
+			t.Errorf("can-stop --id %s of three caught-up voters: exit %d\n%s%s", p.id, code, stdout, stderr)
+		}
+	}
 
 	// SIGKILL the leader. Every answer of `raft leader` from now on names a
 	// live member or says unknown; never the dead one.
@@ -333,6 +341,25 @@ func TestRaftVerbs(t *testing.T) {
 	})
 	if st.LeaderID != lr.LeaderID || st.VotersReachable != 2 || !st.Healthy {
 		t.Errorf("status after the leader's death: %+v (leader verb said %s)", st, lr.LeaderID)
+	}
+	// With one voter down none more may fail: a live member may not stop,
+	// the dead one "may" (nothing changes).
+	if st.FailureTolerance != 0 {
+		t.Errorf("failure tolerance with one of three voters down: %d, want 0", st.FailureTolerance)
+	}
+	for _, p := range alive {
+		stdout, stderr, code := runCLI(t, "raft", "can-stop", "--id", p.id, bs)
+		if code != ExitFailure || !strings.Contains(stdout, "member "+p.id+" cannot stop now") || !strings.Contains(stdout, "not caught up: ") || !strings.Contains(stdout, dead.id+": ") {
+			t.Errorf("can-stop --id %s with member %s down: exit %d\n%s%s", p.id, dead.id, code, stdout, stderr)
+		}
+		_, stderr, code = runCLI(t, "raft", "can-stop", "--id", p.id, "--json", bs)
+		var je jsonError
+		if code != ExitFailure || json.Unmarshal([]byte(stderr), &je) != nil || je.Code != codeCannotStop {
+			t.Errorf("can-stop --id %s --json with member %s down: exit %d, stderr %q", p.id, dead.id, code, stderr)
+		}
+	}
+	if stdout, stderr, code := runCLI(t, "raft", "can-stop", "--id", dead.id, bs); code != ExitOK {
+		t.Errorf("can-stop --id %s (down already): exit %d\n%s%s", dead.id, code, stdout, stderr)
 	}
 
 	// A second SIGKILL: no quorum. status exits 1 and says so; leader says

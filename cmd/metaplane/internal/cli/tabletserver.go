@@ -51,7 +51,7 @@ func newTabletServerCmd() *cobra.Command {
 	cf := AddConfigFlags(cmd.Flags())
 	df := addDaemonFlags(cmd.Flags())
 	f := cmd.Flags()
-	f.IntVar(&id, "id", -1, "the tablet server id `N` (default: tablet-server.id)")
+	f.IntVar(&id, "id", 0, "the tablet server id `N` (default: tablet-server.id)")
 	f.StringVar(&listen, "listen", "", "where the tablet service listens, `host:port`, in place of the client listener of bind.listeners (port 0: any free port; default: bind.listeners when set, else 127.0.0.1:0)")
 	f.StringVar(&rack, "rack", "", "the rack to register")
 	f.StringVar(&pluginPath, "plugin", "", "on ZooKeeper: run this backend plugin binary instead of metaplane-backend-zookeeper")
@@ -63,7 +63,7 @@ func newTabletServerCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if id < 0 {
+		if !cmd.Flags().Changed("id") {
 			id = cfg.TabletServerID
 		}
 		if id < 0 {
