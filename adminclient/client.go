@@ -318,6 +318,8 @@ var retrySafe = map[string]bool{
 	adminv1.TabletServerService_ControlledShutdown_FullMethodName:     true,
 	adminv1.TabletServerService_DeregisterTabletServer_FullMethodName: true,
 	adminv1.AdminService_ListBuckets_FullMethodName:                   true,
+	// An election repeated finds the buckets led as the first left them.
+	adminv1.AdminService_ElectLeaders_FullMethodName: true,
 }
 
 // RequestIDHeader is the gRPC metadata key carrying a write's request id.

@@ -258,24 +258,39 @@ func (s *Server) closeLeaderClient() {
 }
 
 // controlledShutdown asks the coordinator leader to move every leadership
-// of this server elsewhere, asking again (with a short pause) while some
-// remain, until it leads nothing or ctx ends. It returns how many
+// of this server elsewhere, asking again (after a short pause) while some
+// remain, until it leads nothing or ctx ends. Each call has
+// shutdownCallTimeout; after shutdownMaxFailures calls that got no answer
+// (no coordinator leader reachable) it gives up. It returns how many
 // leaderships remained at the end.
 func (s *Server) controlledShutdown(ctx context.Context) (remaining int, err error) {
 	start := time.Now()
+	failures, stuck := 0, 0
 	for attempt := 1; ; attempt++ {
 		var resp *adminv1.ControlledShutdownResponse
-		err = s.callCoordinator(ctx, func(ctx context.Context, t adminv1.TabletServerServiceClient) error {
+		cctx, cancel := context.WithTimeout(ctx, shutdownCallTimeout)
+		err = s.callCoordinator(cctx, func(ctx context.Context, t adminv1.TabletServerServiceClient) error {
 			var err error
 			resp, err = t.ControlledShutdown(ctx, &adminv1.ControlledShutdownRequest{ServerId: s.opts.ID})
 			return err
 		})
+		cancel()
 		if err == nil {
 			remaining = len(resp.Remaining)
 			s.log.Info("controlled shutdown", "attempt", attempt, "moved", resp.Moved, "still_led", remaining, "took", time.Since(start).Round(time.Millisecond))
 			if remaining == 0 {
 				return 0, nil
 			}
+			// The buckets left have no other live ISR member; one may
+			// come (a follower catching up), so ask a few more times, not
+			// until the timeout.
+			if resp.Moved == 0 {
+				if stuck++; stuck >= shutdownMaxFailures {
+					return remaining, fmt.Errorf("%w: %d buckets still led by this server: no other live ISR member to take them", core.ErrUnavailable, remaining)
+				}
+			}
+		} else if failures++; failures >= shutdownMaxFailures {
+			return remaining, fmt.Errorf("no coordinator leader answered %d controlled shutdown requests: %w", failures, err)
 		}
 		t := time.NewTimer(500 * time.Millisecond)
 		select {
@@ -289,6 +304,14 @@ func (s *Server) controlledShutdown(ctx context.Context) (remaining int, err err
 		}
 	}
 }
+
+// A controlled shutdown's calls: each bounded, and given up after a few
+// without an answer (no coordinator to hand over to) or a few that moved
+// nothing.
+const (
+	shutdownCallTimeout = 2 * time.Second
+	shutdownMaxFailures = 3
+)
 
 // stopGracefully is what a stopping server does before it goes, within
 // Options.ShutdownTimeout: a controlled shutdown, then (through the

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,11 +27,12 @@ import (
 
 func init() { Register(newDemoCmd) }
 
-const demoLong = `Starts three coordinators (a 3-voter Raft quorum) and two tablet servers as
-local processes on free loopback ports, creates a database and a table,
+const demoLong = `Starts three coordinators (a 3-voter Raft quorum) and three tablet servers
+as local processes on free loopback ports, creates a database and a table,
 kills the leader coordinator, and shows the new leader, the table intact and
-the tablet servers following. Every process it started is stopped at the
-end, also on Ctrl-C. Data and logs live in a temporary directory (removed
+the tablet servers following. Then it kills a tablet server and shows its
+buckets re-led by the others: what moved where, and how long it took. Every
+process it started is stopped at the end, also on Ctrl-C. Data and logs live in a temporary directory (removed
 unless --keep). Exit status: 0 the demo completed, 1 it failed or was
 interrupted, 2 usage error.`
 
@@ -88,11 +90,26 @@ func (d *demo) start(name string, args ...string) (*demoProc, error) {
 	return p, nil
 }
 
-// stopAll stops every process: SIGTERM, then SIGKILL after a grace period.
+// stopAll stops every process: SIGTERM, then SIGKILL after a grace
+// period; the tablet servers first, so that their controlled shutdown
+// finds a coordinator leader to hand their buckets to.
 func (d *demo) stopAll() {
 	d.mu.Lock()
 	procs := append([]*demoProc(nil), d.procs...)
 	d.mu.Unlock()
+	var tablets []*demoProc
+	for _, p := range procs {
+		if strings.HasPrefix(p.name, "tablet-server") {
+			tablets = append(tablets, p)
+		}
+	}
+	start := time.Now()
+	d.signalAndWait(tablets)
+	d.signalAndWait(procs)
+	fmt.Fprintf(d.w, "    (stopping took %v)\n", time.Since(start).Round(time.Millisecond))
+}
+
+func (d *demo) signalAndWait(procs []*demoProc) {
 	for _, p := range procs {
 		select {
 		case <-p.done:
@@ -101,8 +118,6 @@ func (d *demo) stopAll() {
 		}
 	}
 	deadline := time.After(10 * time.Second)
-	start := time.Now()
-	defer func() { fmt.Fprintf(d.w, "    (stopping took %v)\n", time.Since(start).Round(time.Millisecond)) }()
 	for _, p := range procs {
 		select {
 		case <-p.done:
@@ -121,7 +136,7 @@ func newDemoCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "run three Raft coordinators and two tablet servers locally, then kill the leader",
+		Short: "run three Raft coordinators and three tablet servers locally, kill the leader, then a tablet server",
 		Long:  demoLong,
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -225,14 +240,17 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	fmt.Fprintf(d.w, "    leader %s at %s, epoch %d (after %v)\n", short(leader.LeaderId), leader.LeaderAddress, leader.Epoch, time.Since(start).Round(time.Millisecond))
 
-	d.step("starting 2 tablet servers")
-	for i := 1; i <= 2; i++ {
-		if _, err := d.start(fmt.Sprintf("tablet-server-%d", i), "tablet-server", "--no-env", "--id", strconv.Itoa(i),
-			"-D", "coordinator.seed.nodes="+strings.Join(seeds, ",")); err != nil {
+	d.step("starting 3 tablet servers")
+	tablets := map[int32]*demoProc{}
+	for i := 1; i <= 3; i++ {
+		p, err := d.start(fmt.Sprintf("tablet-server-%d", i), "tablet-server", "--no-env", "--id", strconv.Itoa(i),
+			"-D", "coordinator.seed.nodes="+strings.Join(seeds, ","))
+		if err != nil {
 			return err
 		}
+		tablets[int32(i)] = p
 	}
-	servers, err := d.waitTablets(ctx, client, 2)
+	servers, err := d.waitTablets(ctx, client, 3)
 	if err != nil {
 		return err
 	}
@@ -240,7 +258,7 @@ func (d *demo) run(ctx context.Context) error {
 		fmt.Fprintf(d.w, "    tablet server %d registered at %s\n", s.Id, s.Listeners)
 	}
 
-	d.step("creating database demo and table demo.orders (3 buckets, 2 replicas each)")
+	d.step("creating database demo and table demo.orders (6 buckets, 2 replicas each)")
 	var created *adminv1.TableInfo
 	if err := client.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
 		if _, err := a.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "demo"}); err != nil {
@@ -248,7 +266,7 @@ func (d *demo) run(ctx context.Context) error {
 		}
 		r, err := a.CreateTable(ctx, &adminv1.CreateTableRequest{Database: "demo", Table: "orders", Descriptor_: &adminv1.TableDescriptor{
 			Columns:    []*adminv1.Column{{Name: "id", Type: "BIGINT"}, {Name: "customer", Type: "STRING"}, {Name: "amount", Type: "DECIMAL(10, 2)"}},
-			PrimaryKey: []string{"id"}, BucketCount: 3, ReplicationFactor: 2}})
+			PrimaryKey: []string{"id"}, BucketCount: 6, ReplicationFactor: 2}})
 		if err == nil {
 			created = r.Table
 		}
@@ -304,10 +322,77 @@ func (d *demo) run(ctx context.Context) error {
 	fmt.Fprintln(d.w, "    intact: same table id, same schema bytes")
 
 	d.step("the tablet servers follow the new leader")
-	if _, err := d.waitTablets(ctx, client2, 2); err != nil {
+	if _, err := d.waitTablets(ctx, client2, 3); err != nil {
 		return err
 	}
-	return d.showTablets(ctx, servers, created.TableId, nl.Epoch)
+	if err := d.showTablets(ctx, servers, created.TableId, nl.Epoch); err != nil {
+		return err
+	}
+	return d.killTablet(ctx, client2, tablets)
+}
+
+// killTablet kills the tablet server that leads the most buckets of
+// demo.orders and shows its buckets re-led by the others.
+func (d *demo) killTablet(ctx context.Context, c *adminclient.Client, tablets map[int32]*demoProc) error {
+	list := func() ([]*adminv1.ListedBucket, error) {
+		var out []*adminv1.ListedBucket
+		err := c.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+			r, err := a.ListBuckets(ctx, &adminv1.ListBucketsRequest{Database: "demo", Table: "orders"})
+			if err == nil {
+				out = r.Buckets
+			}
+			return err
+		})
+		return out, err
+	}
+	before, err := list()
+	if err != nil {
+		return err
+	}
+	led := map[int32]int{}
+	victim := int32(-1)
+	for _, b := range before {
+		led[b.Bucket.Leader]++
+		if victim < 0 || led[b.Bucket.Leader] > led[victim] {
+			victim = b.Bucket.Leader
+		}
+	}
+	p := tablets[victim]
+	if p == nil {
+		return fmt.Errorf("no tablet server of this demo leads a bucket of demo.orders")
+	}
+	d.step("the buckets of demo.orders before")
+	printBuckets(d.w, "demo.orders", before)
+	d.step("killing tablet server %d (pid %d, leads %d buckets) with SIGKILL", victim, p.cmd.Process.Pid, led[victim])
+	p.cmd.Process.Kill()
+	<-p.done
+	killed := time.Now()
+	fmt.Fprintln(d.w, "    its lease expires after coordinator.tablet-server.session-timeout (6s here); the leader then re-elects its buckets")
+	var after []*adminv1.ListedBucket
+	for {
+		after, err = list()
+		if err == nil && len(after) == len(before) && !slices.ContainsFunc(after, func(b *adminv1.ListedBucket) bool {
+			return b.Bucket.Leader == victim || slices.Contains(b.Bucket.Isr, victim) || b.Offline
+		}) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the buckets of tablet server %d were not re-led: %w (see the logs)", victim, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	took := time.Since(killed)
+	d.step("its buckets re-led %v after the kill", took.Round(time.Millisecond))
+	for i, b := range after {
+		if before[i].Bucket.Leader == victim {
+			fmt.Fprintf(d.w, "    bucket %d: leader %d -> %d (leader epoch %d -> %d), ISR %s -> %s\n", b.Bucket.Bucket, victim, b.Bucket.Leader,
+				before[i].Bucket.LeaderEpoch, b.Bucket.LeaderEpoch, ints(before[i].Bucket.Isr), ints(b.Bucket.Isr))
+		}
+	}
+	printBuckets(d.w, "demo.orders", after)
+	fmt.Fprintf(d.w, "    when tablet server %d comes back, `metaplane admin elect-leaders demo.orders --preferred` gives it its buckets back (docs/buckets.md)\n", victim)
+	return nil
 }
 
 func short(id string) string {
