@@ -320,6 +320,8 @@ var retrySafe = map[string]bool{
 	adminv1.AdminService_ListBuckets_FullMethodName:                   true,
 	// An election repeated finds the buckets led as the first left them.
 	adminv1.AdminService_ElectLeaders_FullMethodName: true,
+	// A reassignment repeated finds it started (or undone) already.
+	adminv1.AdminService_ReassignBuckets_FullMethodName: true,
 }
 
 // RequestIDHeader is the gRPC metadata key carrying a write's request id.

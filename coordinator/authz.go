@@ -115,6 +115,7 @@ var methodAccess = map[string]access{
 	adminv1.AdminService_GetServerTags_FullMethodName:     onCluster(OpDescribe),
 	adminv1.AdminService_ListBuckets_FullMethodName:       {op: OpDescribe, resource: tableOf},
 	adminv1.AdminService_ElectLeaders_FullMethodName:      onCluster(OpAlter),
+	adminv1.AdminService_ReassignBuckets_FullMethodName:   onCluster(OpAlter),
 	adminv1.AdminService_GetLeader_FullMethodName:         onCluster(OpDescribe),
 
 	adminv1.AdminService_GetCoordinatorRaftStatus_FullMethodName: onCluster(OpDescribe),

@@ -265,6 +265,14 @@ func (a *adminService) ListBuckets(ctx context.Context, r *adminv1.ListBucketsRe
 			}
 			return nil, a.s.mapErr(err)
 		}
+		ras, err := l.cat.ReassignmentsOfOwner(ctx, catalog.BucketKey{TableID: o.tableID, PartitionID: o.partitionID})
+		if err != nil {
+			return nil, a.s.mapErr(err)
+		}
+		targets := map[int32][]int32{}
+		for _, ra := range ras {
+			targets[ra.Key.Bucket] = ra.Target
+		}
 		for _, b := range buckets {
 			if oi == fromOwner && b.Bucket < fromBucket {
 				continue
@@ -275,7 +283,7 @@ func (a *adminService) ListBuckets(ctx context.Context, r *adminv1.ListBucketsRe
 			}
 			lai := b.LeaderAndIsr
 			out.Buckets = append(out.Buckets, &adminv1.ListedBucket{TableId: o.tableID, PartitionId: o.partitionID, Partition: o.partition,
-				Offline: lai.Leader == catalog.NoLeader || !alive[lai.Leader],
+				Offline: lai.Leader == catalog.NoLeader || !alive[lai.Leader], TargetReplicas: targets[b.Bucket],
 				Bucket: &adminv1.Bucket{Bucket: b.Bucket, Replicas: b.Replicas, Leader: lai.Leader, LeaderEpoch: lai.LeaderEpoch,
 					Isr: lai.ISR, CoordinatorEpoch: lai.CoordinatorEpoch, BucketEpoch: lai.BucketEpoch}})
 		}

@@ -592,6 +592,41 @@ func failoverScenario(t *testing.T, bin string, common []string, b haBackend) {
 	}
 	testutil.WaitFor(t, 60*time.Second, "every tablet server told what it leads", settled(c.client, -1))
 
+	// `admin reassign-buckets` moves bucket 0 to a list with the third
+	// server: it joins the ISR (its leader asks), the old replica goes;
+	// the verb waits for it. A list naming an unregistered server is
+	// refused with nothing started.
+	all, err := tryListBuckets(ctx, c.client, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b0 := all[0].Bucket
+	var third int32
+	for id := int32(1); id <= 3; id++ {
+		if !slices.Contains(b0.Replicas, id) {
+			third = id
+		}
+	}
+	target := []int32{third, b0.Leader}
+	bs := strings.Join(c.clients, ",")
+	out := runCLI(t, ctx, bin, 1, "admin", "reassign-buckets", "ha.big", "--replicas", "0=99", "--bootstrap-servers", bs, "--timeout", "20s")
+	if len(out) != 0 {
+		t.Fatalf("refused reassignment printed an answer: %s", out)
+	}
+	out = runCLI(t, ctx, bin, 0, "admin", "reassign-buckets", "ha.big", "--replicas", fmt.Sprintf("0=%d,%d", target[0], target[1]),
+		"--bootstrap-servers", bs, "--timeout", "60s")
+	if !strings.Contains(string(out), "reassigned 1 bucket") {
+		t.Fatalf("reassign-buckets: %s", out)
+	}
+	all, err = tryListBuckets(ctx, c.client, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := all[0]; !slices.Equal(got.Bucket.Replicas, target) || len(got.TargetReplicas) != 0 || got.Bucket.Leader != b0.Leader ||
+		!catalog.SameReplicas(got.Bucket.Isr, target) {
+		t.Fatalf("bucket 0 after reassign-buckets to %v: %v", target, got)
+	}
+
 	// A flap: tablet server 1 killed and started again at once. On Raft
 	// its new registration replaces the old one in one transaction: the
 	// leader never sees it gone.

@@ -95,6 +95,21 @@ func (f *fakeTablet) register(t *testing.T, ctx context.Context, c *adminclient.
 
 // listBuckets lists every bucket of db.table, in pages of 5 (so that a
 // dozen buckets cross page boundaries).
+// createBucketTable creates db.t with buckets buckets of rf replicas.
+func createBucketTable(t *testing.T, ctx context.Context, c *adminclient.Client, buckets, rf int32) {
+	t.Helper()
+	if err := c.Admin(ctx, func(ctx context.Context, ac adminv1.AdminServiceClient) error {
+		if _, err := ac.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "db"}); err != nil {
+			return err
+		}
+		_, err := ac.CreateTable(ctx, &adminv1.CreateTableRequest{Database: "db", Table: "t", Descriptor_: &adminv1.TableDescriptor{
+			Columns: []*adminv1.Column{{Name: "k", Type: "BIGINT"}}, BucketCount: buckets, ReplicationFactor: rf}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func listBuckets(t *testing.T, ctx context.Context, c *adminclient.Client, db, table string) []*adminv1.ListedBucket {
 	t.Helper()
 	return listBucketPages(t, ctx, c, db, table, 5)
@@ -154,16 +169,7 @@ func TestBucketLeadership(t *testing.T) {
 		tablets[id] = startFakeTablet(t, id)
 		tablets[id].register(t, ctx, c)
 	}
-	if err := c.Admin(ctx, func(ctx context.Context, ac adminv1.AdminServiceClient) error {
-		if _, err := ac.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "db"}); err != nil {
-			return err
-		}
-		_, err := ac.CreateTable(ctx, &adminv1.CreateTableRequest{Database: "db", Table: "t", Descriptor_: &adminv1.TableDescriptor{
-			Columns: []*adminv1.Column{{Name: "k", Type: "BIGINT"}}, BucketCount: 12, ReplicationFactor: 3}})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	createBucketTable(t, ctx, c, 12, 3)
 	before := listBuckets(t, ctx, c, "db", "t")
 	if len(before) != 12 {
 		t.Fatalf("%d buckets listed (pages of 5), want 12", len(before))
@@ -406,5 +412,90 @@ func TestStaleCoordinatorWritesNoLeaderAndIsr(t *testing.T) {
 	got, _ := catalog.UnmarshalLeaderAndIsr(n.Data)
 	if got.Leader != 2 || int64(got.CoordinatorEpoch) != next.Epoch() {
 		t.Fatalf("record %+v: want leader 2 at coordinator epoch %d", got, next.Epoch())
+	}
+}
+
+// TestBucketReassignment: a reassignment adds the new replicas, waits for
+// them in the ISR, moves leadership into the target and removes the old
+// replicas; a target naming an unregistered server is refused with
+// nothing changed; a repetition is answered as unchanged; a cancel puts
+// the original list back.
+func TestBucketReassignment(t *testing.T) {
+	s := memory.NewStore(memory.StoreOptions{})
+	t.Cleanup(func() { s.Close() })
+	a := startCoordinator(t, s)
+	testutil.WaitFor(t, 5*time.Second, "coordinator leads", a.srv.IsLeader)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := newClient(t, a.addr)
+	for id := int32(1); id <= 4; id++ {
+		startFakeTablet(t, id).register(t, ctx, c)
+	}
+	createBucketTable(t, ctx, c, 4, 2)
+	reassign := func(req *adminv1.ReassignBucketsRequest) (*adminv1.ReassignBucketsResponse, error) {
+		req.Database, req.Table = "db", "t"
+		var resp *adminv1.ReassignBucketsResponse
+		err := c.Admin(ctx, func(ctx context.Context, ac adminv1.AdminServiceClient) (err error) {
+			resp, err = ac.ReassignBuckets(ctx, req)
+			return err
+		})
+		return resp, err
+	}
+	before := listBuckets(t, ctx, c, "db", "t")
+	b0 := before[0].Bucket
+	var target []int32
+	for id := int32(1); id <= 4; id++ {
+		if !slices.Contains(b0.Replicas, id) {
+			target = append(target, id)
+		}
+	}
+	if _, err := reassign(&adminv1.ReassignBucketsRequest{Targets: []*adminv1.ReassignBucketsRequest_Target{{Bucket: 0, Replicas: []int32{target[0], 99}}}}); !errors.Is(err, core.ErrInvalidArgument) {
+		t.Fatalf("reassignment to an unregistered server: %v, want INVALID_ARGUMENT", err)
+	}
+	if got := listBuckets(t, ctx, c, "db", "t")[0]; !slices.Equal(got.Bucket.Replicas, b0.Replicas) || len(got.TargetReplicas) != 0 {
+		t.Fatalf("a refused reassignment changed bucket 0: %v", got)
+	}
+	req := &adminv1.ReassignBucketsRequest{Targets: []*adminv1.ReassignBucketsRequest_Target{{Bucket: 0, Replicas: target}}}
+	if resp, err := reassign(req); err != nil || resp.Started != 1 {
+		t.Fatalf("start: %v, %v", resp, err)
+	}
+	if resp, err := reassign(req); err != nil || resp.Unchanged != 1 || resp.Started != 0 {
+		t.Fatalf("repeated start: %v, %v; want unchanged", resp, err)
+	}
+	mid := listBuckets(t, ctx, c, "db", "t")[0]
+	if want := append(slices.Clone(target), b0.Replicas...); !slices.Equal(mid.Bucket.Replicas, want) || !slices.Equal(mid.TargetReplicas, target) ||
+		mid.Bucket.Leader != b0.Leader {
+		t.Fatalf("in progress: %v; want replicas %v, target %v, leader %d", mid, want, target, b0.Leader)
+	}
+	// The leader takes the new replicas into the ISR: the reassignment
+	// ends, led by the target's first replica.
+	if res := adjustIsr(t, ctx, c, mid.Bucket.Leader, mid, mid.Bucket.LeaderEpoch, mid.Bucket.BucketEpoch, append(slices.Clone(mid.Bucket.Isr), target...)...); res.ErrorCode != "" {
+		t.Fatalf("expand: %v", res)
+	}
+	var done *adminv1.ListedBucket
+	testutil.WaitFor(t, 10*time.Second, "the reassignment of bucket 0 ends", func() bool {
+		done = listBuckets(t, ctx, c, "db", "t")[0]
+		return len(done.TargetReplicas) == 0 && slices.Equal(done.Bucket.Replicas, target)
+	})
+	if done.Bucket.Leader != target[0] || !catalog.SameReplicas(done.Bucket.Isr, target) || done.Bucket.LeaderEpoch != b0.LeaderEpoch+1 {
+		t.Fatalf("after the reassignment: %v; want leader %d, ISR %v, leader epoch %d", done, target[0], target, b0.LeaderEpoch+1)
+	}
+
+	// Cancel: bucket 1 goes back to its original list.
+	b1 := before[1].Bucket
+	var other []int32
+	for id := int32(1); id <= 4; id++ {
+		if !slices.Contains(b1.Replicas, id) {
+			other = append(other, id)
+		}
+	}
+	if resp, err := reassign(&adminv1.ReassignBucketsRequest{Targets: []*adminv1.ReassignBucketsRequest_Target{{Bucket: 1, Replicas: other}}}); err != nil || resp.Started != 1 {
+		t.Fatalf("start bucket 1: %v, %v", resp, err)
+	}
+	if resp, err := reassign(&adminv1.ReassignBucketsRequest{Cancel: true}); err != nil || resp.Cancelled != 1 {
+		t.Fatalf("cancel: %v, %v", resp, err)
+	}
+	if got := listBuckets(t, ctx, c, "db", "t")[1]; !slices.Equal(got.Bucket.Replicas, b1.Replicas) || len(got.TargetReplicas) != 0 || got.Bucket.Leader != b1.Leader {
+		t.Fatalf("after the cancel: %v; want replicas %v led by %d", got, b1.Replicas, b1.Leader)
 	}
 }

@@ -117,6 +117,12 @@ type round struct {
 	recs    map[string]*bucketRec // read or staged this round, by path
 	assigns map[string]core.Node  // assignment nodes read this round
 	order   []string              // staged paths, in staging order
+	// edits are the round's assignment changes (reassign.go), by
+	// assignment path, written after its LeaderAndIsr records.
+	edits     map[string]*assignEdit
+	editOrder []string
+	// cancelled holds the reassignment nodes a task of the round undoes.
+	cancelled map[string]bool
 }
 
 // load returns the records of keys (nil where the bucket does not exist),
@@ -283,6 +289,9 @@ func (s *Server) controlRound(ctx context.Context, l *leaderState, conns map[str
 		fail(err)
 		return time.Since(start), false
 	}
+	if err := s.progressReassignments(ctx, l, r); err != nil {
+		s.log.Warn("reading the bucket reassignments in progress failed", "err", err)
+	}
 	var werr error
 	if len(r.order) > 0 {
 		updates := make([]catalog.LeaderAndIsrUpdate, len(r.order))
@@ -304,6 +313,18 @@ func (s *Server) controlRound(ctx context.Context, l *leaderState, conns map[str
 		}
 		if err := l.buckets.refresh(ctx, l.cat, l.img); err != nil {
 			s.log.Debug("bucket states refresh after the round's writes failed", "err", err)
+		}
+	}
+	if werr == nil && len(r.editOrder) > 0 {
+		// The assignments change after the records they follow: a
+		// reassignment's old replicas leave the assignment only once the
+		// ISR no longer names them.
+		if err := r.writeEdits(ctx); err != nil {
+			werr = err
+			again = errors.Is(err, core.ErrBadVersion) || errors.Is(err, core.ErrNotFound) || errors.Is(err, core.ErrNodeExists)
+			if !again {
+				s.log.Warn("writing bucket assignments failed", "err", err)
+			}
 		}
 	}
 	for _, t := range tasks {

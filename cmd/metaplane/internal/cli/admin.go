@@ -43,7 +43,7 @@ var adminVerbs = []func(a *admin) *cobra.Command{
 	adminCreateDatabase, adminListDatabases, adminDropDatabase,
 	adminCreateTable, adminDescribeTable, adminListTables, adminDropTable,
 	adminCreatePartition, adminListPartitions, adminDropPartition,
-	adminListTabletServers, adminListBuckets, adminElectLeaders, adminAllocateIDs,
+	adminListTabletServers, adminListBuckets, adminElectLeaders, adminReassignBuckets, adminAllocateIDs,
 	adminAddACL, adminRemoveACL, adminListACLs,
 	adminAlterConfig, adminDescribeConfigs, adminSetServerTag, adminLeader,
 }

@@ -254,7 +254,7 @@ func (x MetadataRecord_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MetadataRecord_Type.Descriptor instead.
 func (MetadataRecord_Type) EnumDescriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{80, 0}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{82, 0}
 }
 
 // ErrorDetail is attached to every failed call's status. The codes, their
@@ -3900,9 +3900,12 @@ type ListedBucket struct {
 	Partition   string  `protobuf:"bytes,3,opt,name=partition,proto3" json:"partition,omitempty"`
 	Bucket      *Bucket `protobuf:"bytes,4,opt,name=bucket,proto3" json:"bucket,omitempty"`
 	// offline: no leader (leader -1), no replica of the ISR is alive.
-	Offline       bool `protobuf:"varint,5,opt,name=offline,proto3" json:"offline,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Offline bool `protobuf:"varint,5,opt,name=offline,proto3" json:"offline,omitempty"`
+	// target_replicas, while a reassignment of the bucket is in progress,
+	// are the replicas it moves to (bucket.replicas lists old and new).
+	TargetReplicas []int32 `protobuf:"varint,6,rep,packed,name=target_replicas,json=targetReplicas,proto3" json:"target_replicas,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ListedBucket) Reset() {
@@ -3968,6 +3971,13 @@ func (x *ListedBucket) GetOffline() bool {
 		return x.Offline
 	}
 	return false
+}
+
+func (x *ListedBucket) GetTargetReplicas() []int32 {
+	if x != nil {
+		return x.TargetReplicas
+	}
+	return nil
 }
 
 type ListBucketsResponse struct {
@@ -4168,6 +4178,149 @@ func (x *ElectedBucket) GetLeaderEpoch() int32 {
 	return 0
 }
 
+type ReassignBucketsRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Database string                 `protobuf:"bytes,1,opt,name=database,proto3" json:"database,omitempty"`
+	Table    string                 `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	// partition names the partition of a partitioned table.
+	Partition string                           `protobuf:"bytes,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	Targets   []*ReassignBucketsRequest_Target `protobuf:"bytes,4,rep,name=targets,proto3" json:"targets,omitempty"`
+	// cancel undoes the reassignments in progress of the buckets targets
+	// names (their replicas are not read), or of every bucket of the table
+	// (or partition) when targets is empty.
+	Cancel        bool `protobuf:"varint,5,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReassignBucketsRequest) Reset() {
+	*x = ReassignBucketsRequest{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReassignBucketsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReassignBucketsRequest) ProtoMessage() {}
+
+func (x *ReassignBucketsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReassignBucketsRequest.ProtoReflect.Descriptor instead.
+func (*ReassignBucketsRequest) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *ReassignBucketsRequest) GetDatabase() string {
+	if x != nil {
+		return x.Database
+	}
+	return ""
+}
+
+func (x *ReassignBucketsRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *ReassignBucketsRequest) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *ReassignBucketsRequest) GetTargets() []*ReassignBucketsRequest_Target {
+	if x != nil {
+		return x.Targets
+	}
+	return nil
+}
+
+func (x *ReassignBucketsRequest) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
+}
+
+type ReassignBucketsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// started counts the reassignments started, unchanged the buckets whose
+	// replicas (or reassignment in progress) were the target already,
+	// cancelled the reassignments undone.
+	Started       int32 `protobuf:"varint,1,opt,name=started,proto3" json:"started,omitempty"`
+	Unchanged     int32 `protobuf:"varint,2,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
+	Cancelled     int32 `protobuf:"varint,3,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReassignBucketsResponse) Reset() {
+	*x = ReassignBucketsResponse{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReassignBucketsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReassignBucketsResponse) ProtoMessage() {}
+
+func (x *ReassignBucketsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReassignBucketsResponse.ProtoReflect.Descriptor instead.
+func (*ReassignBucketsResponse) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *ReassignBucketsResponse) GetStarted() int32 {
+	if x != nil {
+		return x.Started
+	}
+	return 0
+}
+
+func (x *ReassignBucketsResponse) GetUnchanged() int32 {
+	if x != nil {
+		return x.Unchanged
+	}
+	return 0
+}
+
+func (x *ReassignBucketsResponse) GetCancelled() int32 {
+	if x != nil {
+		return x.Cancelled
+	}
+	return 0
+}
+
 type ElectLeadersResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// elected are the buckets whose leader changed (at most 1000 listed;
@@ -4187,7 +4340,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[65]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4199,7 +4352,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[65]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4212,7 +4365,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{65}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ElectLeadersResponse) GetElected() []*ElectedBucket {
@@ -4251,7 +4404,7 @@ type GetLeaderRequest struct {
 
 func (x *GetLeaderRequest) Reset() {
 	*x = GetLeaderRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[66]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4263,7 +4416,7 @@ func (x *GetLeaderRequest) String() string {
 func (*GetLeaderRequest) ProtoMessage() {}
 
 func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[66]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4276,7 +4429,7 @@ func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderRequest.ProtoReflect.Descriptor instead.
 func (*GetLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{66}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{68}
 }
 
 type GetLeaderResponse struct {
@@ -4302,7 +4455,7 @@ type GetLeaderResponse struct {
 
 func (x *GetLeaderResponse) Reset() {
 	*x = GetLeaderResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[67]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4314,7 +4467,7 @@ func (x *GetLeaderResponse) String() string {
 func (*GetLeaderResponse) ProtoMessage() {}
 
 func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[67]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4327,7 +4480,7 @@ func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderResponse.ProtoReflect.Descriptor instead.
 func (*GetLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{67}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GetLeaderResponse) GetLeaderId() string {
@@ -4406,7 +4559,7 @@ type CoordinatorInfo struct {
 
 func (x *CoordinatorInfo) Reset() {
 	*x = CoordinatorInfo{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[68]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4418,7 +4571,7 @@ func (x *CoordinatorInfo) String() string {
 func (*CoordinatorInfo) ProtoMessage() {}
 
 func (x *CoordinatorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[68]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4431,7 +4584,7 @@ func (x *CoordinatorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorInfo.ProtoReflect.Descriptor instead.
 func (*CoordinatorInfo) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{68}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CoordinatorInfo) GetId() string {
@@ -4481,7 +4634,7 @@ type BucketRef struct {
 
 func (x *BucketRef) Reset() {
 	*x = BucketRef{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[69]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4493,7 +4646,7 @@ func (x *BucketRef) String() string {
 func (*BucketRef) ProtoMessage() {}
 
 func (x *BucketRef) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[69]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4506,7 +4659,7 @@ func (x *BucketRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BucketRef.ProtoReflect.Descriptor instead.
 func (*BucketRef) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{69}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *BucketRef) GetTableId() int64 {
@@ -4540,7 +4693,7 @@ type AdjustIsrRequest struct {
 
 func (x *AdjustIsrRequest) Reset() {
 	*x = AdjustIsrRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[70]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4552,7 +4705,7 @@ func (x *AdjustIsrRequest) String() string {
 func (*AdjustIsrRequest) ProtoMessage() {}
 
 func (x *AdjustIsrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[70]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4565,7 +4718,7 @@ func (x *AdjustIsrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdjustIsrRequest.ProtoReflect.Descriptor instead.
 func (*AdjustIsrRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{70}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *AdjustIsrRequest) GetServerId() int32 {
@@ -4592,7 +4745,7 @@ type AdjustIsrResponse struct {
 
 func (x *AdjustIsrResponse) Reset() {
 	*x = AdjustIsrResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[71]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4604,7 +4757,7 @@ func (x *AdjustIsrResponse) String() string {
 func (*AdjustIsrResponse) ProtoMessage() {}
 
 func (x *AdjustIsrResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[71]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4617,7 +4770,7 @@ func (x *AdjustIsrResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdjustIsrResponse.ProtoReflect.Descriptor instead.
 func (*AdjustIsrResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{71}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *AdjustIsrResponse) GetCoordinatorEpoch() int64 {
@@ -4643,7 +4796,7 @@ type ControlledShutdownRequest struct {
 
 func (x *ControlledShutdownRequest) Reset() {
 	*x = ControlledShutdownRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[72]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4655,7 +4808,7 @@ func (x *ControlledShutdownRequest) String() string {
 func (*ControlledShutdownRequest) ProtoMessage() {}
 
 func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[72]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4668,7 +4821,7 @@ func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{72}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ControlledShutdownRequest) GetServerId() int32 {
@@ -4691,7 +4844,7 @@ type ControlledShutdownResponse struct {
 
 func (x *ControlledShutdownResponse) Reset() {
 	*x = ControlledShutdownResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[73]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4703,7 +4856,7 @@ func (x *ControlledShutdownResponse) String() string {
 func (*ControlledShutdownResponse) ProtoMessage() {}
 
 func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[73]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4716,7 +4869,7 @@ func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{73}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ControlledShutdownResponse) GetCoordinatorEpoch() int64 {
@@ -4750,7 +4903,7 @@ type DeregisterTabletServerRequest struct {
 
 func (x *DeregisterTabletServerRequest) Reset() {
 	*x = DeregisterTabletServerRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[74]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4762,7 +4915,7 @@ func (x *DeregisterTabletServerRequest) String() string {
 func (*DeregisterTabletServerRequest) ProtoMessage() {}
 
 func (x *DeregisterTabletServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[74]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4775,7 +4928,7 @@ func (x *DeregisterTabletServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterTabletServerRequest.ProtoReflect.Descriptor instead.
 func (*DeregisterTabletServerRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{74}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *DeregisterTabletServerRequest) GetServerId() int32 {
@@ -4800,7 +4953,7 @@ type DeregisterTabletServerResponse struct {
 
 func (x *DeregisterTabletServerResponse) Reset() {
 	*x = DeregisterTabletServerResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[75]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4812,7 +4965,7 @@ func (x *DeregisterTabletServerResponse) String() string {
 func (*DeregisterTabletServerResponse) ProtoMessage() {}
 
 func (x *DeregisterTabletServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[75]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4825,7 +4978,7 @@ func (x *DeregisterTabletServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterTabletServerResponse.ProtoReflect.Descriptor instead.
 func (*DeregisterTabletServerResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{75}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{77}
 }
 
 type RegisterTabletServerRequest struct {
@@ -4841,7 +4994,7 @@ type RegisterTabletServerRequest struct {
 
 func (x *RegisterTabletServerRequest) Reset() {
 	*x = RegisterTabletServerRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[76]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4853,7 +5006,7 @@ func (x *RegisterTabletServerRequest) String() string {
 func (*RegisterTabletServerRequest) ProtoMessage() {}
 
 func (x *RegisterTabletServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[76]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4866,7 +5019,7 @@ func (x *RegisterTabletServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterTabletServerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterTabletServerRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{76}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *RegisterTabletServerRequest) GetServerId() int32 {
@@ -4915,7 +5068,7 @@ type RegisterTabletServerResponse struct {
 
 func (x *RegisterTabletServerResponse) Reset() {
 	*x = RegisterTabletServerResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[77]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4927,7 +5080,7 @@ func (x *RegisterTabletServerResponse) String() string {
 func (*RegisterTabletServerResponse) ProtoMessage() {}
 
 func (x *RegisterTabletServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[77]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4940,7 +5093,7 @@ func (x *RegisterTabletServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterTabletServerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterTabletServerResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{77}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *RegisterTabletServerResponse) GetLeaseId() int64 {
@@ -4974,7 +5127,7 @@ type TabletServerHeartbeatRequest struct {
 
 func (x *TabletServerHeartbeatRequest) Reset() {
 	*x = TabletServerHeartbeatRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[78]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4986,7 +5139,7 @@ func (x *TabletServerHeartbeatRequest) String() string {
 func (*TabletServerHeartbeatRequest) ProtoMessage() {}
 
 func (x *TabletServerHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[78]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4999,7 +5152,7 @@ func (x *TabletServerHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TabletServerHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*TabletServerHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{78}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *TabletServerHeartbeatRequest) GetServerId() int32 {
@@ -5025,7 +5178,7 @@ type TabletServerHeartbeatResponse struct {
 
 func (x *TabletServerHeartbeatResponse) Reset() {
 	*x = TabletServerHeartbeatResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[79]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5037,7 +5190,7 @@ func (x *TabletServerHeartbeatResponse) String() string {
 func (*TabletServerHeartbeatResponse) ProtoMessage() {}
 
 func (x *TabletServerHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[79]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5050,7 +5203,7 @@ func (x *TabletServerHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TabletServerHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*TabletServerHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{79}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *TabletServerHeartbeatResponse) GetCoordinatorEpoch() int64 {
@@ -5074,7 +5227,7 @@ type MetadataRecord struct {
 
 func (x *MetadataRecord) Reset() {
 	*x = MetadataRecord{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[80]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5086,7 +5239,7 @@ func (x *MetadataRecord) String() string {
 func (*MetadataRecord) ProtoMessage() {}
 
 func (x *MetadataRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[80]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5099,7 +5252,7 @@ func (x *MetadataRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataRecord.ProtoReflect.Descriptor instead.
 func (*MetadataRecord) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{80}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *MetadataRecord) GetType() MetadataRecord_Type {
@@ -5148,7 +5301,7 @@ type FetchMetadataRequest struct {
 
 func (x *FetchMetadataRequest) Reset() {
 	*x = FetchMetadataRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[81]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5160,7 +5313,7 @@ func (x *FetchMetadataRequest) String() string {
 func (*FetchMetadataRequest) ProtoMessage() {}
 
 func (x *FetchMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[81]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5173,7 +5326,7 @@ func (x *FetchMetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchMetadataRequest.ProtoReflect.Descriptor instead.
 func (*FetchMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{81}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *FetchMetadataRequest) GetFromOffset() int64 {
@@ -5218,7 +5371,7 @@ type FetchMetadataResponse struct {
 
 func (x *FetchMetadataResponse) Reset() {
 	*x = FetchMetadataResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[82]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5230,7 +5383,7 @@ func (x *FetchMetadataResponse) String() string {
 func (*FetchMetadataResponse) ProtoMessage() {}
 
 func (x *FetchMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[82]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5243,7 +5396,7 @@ func (x *FetchMetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchMetadataResponse.ProtoReflect.Descriptor instead.
 func (*FetchMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{82}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *FetchMetadataResponse) GetRecords() []*MetadataRecord {
@@ -5287,7 +5440,7 @@ type FetchMetadataSnapshotRequest struct {
 
 func (x *FetchMetadataSnapshotRequest) Reset() {
 	*x = FetchMetadataSnapshotRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[83]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5299,7 +5452,7 @@ func (x *FetchMetadataSnapshotRequest) String() string {
 func (*FetchMetadataSnapshotRequest) ProtoMessage() {}
 
 func (x *FetchMetadataSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[83]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5312,7 +5465,7 @@ func (x *FetchMetadataSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchMetadataSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*FetchMetadataSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{83}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *FetchMetadataSnapshotRequest) GetMinOffset() int64 {
@@ -5336,7 +5489,7 @@ type MetadataNode struct {
 
 func (x *MetadataNode) Reset() {
 	*x = MetadataNode{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[84]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5348,7 +5501,7 @@ func (x *MetadataNode) String() string {
 func (*MetadataNode) ProtoMessage() {}
 
 func (x *MetadataNode) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[84]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5361,7 +5514,7 @@ func (x *MetadataNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataNode.ProtoReflect.Descriptor instead.
 func (*MetadataNode) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{84}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *MetadataNode) GetPath() string {
@@ -5417,7 +5570,7 @@ type FetchMetadataSnapshotResponse struct {
 
 func (x *FetchMetadataSnapshotResponse) Reset() {
 	*x = FetchMetadataSnapshotResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[85]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5429,7 +5582,7 @@ func (x *FetchMetadataSnapshotResponse) String() string {
 func (*FetchMetadataSnapshotResponse) ProtoMessage() {}
 
 func (x *FetchMetadataSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[85]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5442,7 +5595,7 @@ func (x *FetchMetadataSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchMetadataSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*FetchMetadataSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{85}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *FetchMetadataSnapshotResponse) GetNodes() []*MetadataNode {
@@ -5469,7 +5622,7 @@ type SetReplicaLagRequest struct {
 
 func (x *SetReplicaLagRequest) Reset() {
 	*x = SetReplicaLagRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[86]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5481,7 +5634,7 @@ func (x *SetReplicaLagRequest) String() string {
 func (*SetReplicaLagRequest) ProtoMessage() {}
 
 func (x *SetReplicaLagRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[86]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5494,7 +5647,7 @@ func (x *SetReplicaLagRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetReplicaLagRequest.ProtoReflect.Descriptor instead.
 func (*SetReplicaLagRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{86}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *SetReplicaLagRequest) GetReplicaId() int32 {
@@ -5519,7 +5672,7 @@ type SetReplicaLagResponse struct {
 
 func (x *SetReplicaLagResponse) Reset() {
 	*x = SetReplicaLagResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[87]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5531,7 +5684,7 @@ func (x *SetReplicaLagResponse) String() string {
 func (*SetReplicaLagResponse) ProtoMessage() {}
 
 func (x *SetReplicaLagResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[87]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5544,7 +5697,7 @@ func (x *SetReplicaLagResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetReplicaLagResponse.ProtoReflect.Descriptor instead.
 func (*SetReplicaLagResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{87}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{89}
 }
 
 type NotifyLeaderAndIsrRequest struct {
@@ -5558,7 +5711,7 @@ type NotifyLeaderAndIsrRequest struct {
 
 func (x *NotifyLeaderAndIsrRequest) Reset() {
 	*x = NotifyLeaderAndIsrRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[88]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5570,7 +5723,7 @@ func (x *NotifyLeaderAndIsrRequest) String() string {
 func (*NotifyLeaderAndIsrRequest) ProtoMessage() {}
 
 func (x *NotifyLeaderAndIsrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[88]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5583,7 +5736,7 @@ func (x *NotifyLeaderAndIsrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyLeaderAndIsrRequest.ProtoReflect.Descriptor instead.
 func (*NotifyLeaderAndIsrRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{88}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *NotifyLeaderAndIsrRequest) GetCoordinatorEpoch() int64 {
@@ -5616,7 +5769,7 @@ type NotifyLeaderAndIsrResponse struct {
 
 func (x *NotifyLeaderAndIsrResponse) Reset() {
 	*x = NotifyLeaderAndIsrResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[89]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5628,7 +5781,7 @@ func (x *NotifyLeaderAndIsrResponse) String() string {
 func (*NotifyLeaderAndIsrResponse) ProtoMessage() {}
 
 func (x *NotifyLeaderAndIsrResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[89]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5641,7 +5794,7 @@ func (x *NotifyLeaderAndIsrResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyLeaderAndIsrResponse.ProtoReflect.Descriptor instead.
 func (*NotifyLeaderAndIsrResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{89}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *NotifyLeaderAndIsrResponse) GetCoordinatorEpoch() int64 {
@@ -5659,7 +5812,7 @@ type GetTabletServerStateRequest struct {
 
 func (x *GetTabletServerStateRequest) Reset() {
 	*x = GetTabletServerStateRequest{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[90]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5671,7 +5824,7 @@ func (x *GetTabletServerStateRequest) String() string {
 func (*GetTabletServerStateRequest) ProtoMessage() {}
 
 func (x *GetTabletServerStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[90]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5684,7 +5837,7 @@ func (x *GetTabletServerStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTabletServerStateRequest.ProtoReflect.Descriptor instead.
 func (*GetTabletServerStateRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{90}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{92}
 }
 
 type GetTabletServerStateResponse struct {
@@ -5715,7 +5868,7 @@ type GetTabletServerStateResponse struct {
 
 func (x *GetTabletServerStateResponse) Reset() {
 	*x = GetTabletServerStateResponse{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[91]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5727,7 +5880,7 @@ func (x *GetTabletServerStateResponse) String() string {
 func (*GetTabletServerStateResponse) ProtoMessage() {}
 
 func (x *GetTabletServerStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[91]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5740,7 +5893,7 @@ func (x *GetTabletServerStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTabletServerStateResponse.ProtoReflect.Descriptor instead.
 func (*GetTabletServerStateResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{91}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *GetTabletServerStateResponse) GetServerId() int32 {
@@ -5820,6 +5973,58 @@ func (x *GetTabletServerStateResponse) GetFollowing() []*NotifyLeaderAndIsrReque
 	return nil
 }
 
+type ReassignBucketsRequest_Target struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Bucket        int32                  `protobuf:"varint,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	Replicas      []int32                `protobuf:"varint,2,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReassignBucketsRequest_Target) Reset() {
+	*x = ReassignBucketsRequest_Target{}
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[101]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReassignBucketsRequest_Target) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReassignBucketsRequest_Target) ProtoMessage() {}
+
+func (x *ReassignBucketsRequest_Target) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[101]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReassignBucketsRequest_Target.ProtoReflect.Descriptor instead.
+func (*ReassignBucketsRequest_Target) Descriptor() ([]byte, []int) {
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{65, 0}
+}
+
+func (x *ReassignBucketsRequest_Target) GetBucket() int32 {
+	if x != nil {
+		return x.Bucket
+	}
+	return 0
+}
+
+func (x *ReassignBucketsRequest_Target) GetReplicas() []int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
 type AdjustIsrRequest_Bucket struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	TableId     int64                  `protobuf:"varint,1,opt,name=table_id,json=tableId,proto3" json:"table_id,omitempty"`
@@ -5836,7 +6041,7 @@ type AdjustIsrRequest_Bucket struct {
 
 func (x *AdjustIsrRequest_Bucket) Reset() {
 	*x = AdjustIsrRequest_Bucket{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[99]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5848,7 +6053,7 @@ func (x *AdjustIsrRequest_Bucket) String() string {
 func (*AdjustIsrRequest_Bucket) ProtoMessage() {}
 
 func (x *AdjustIsrRequest_Bucket) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[99]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5861,7 +6066,7 @@ func (x *AdjustIsrRequest_Bucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdjustIsrRequest_Bucket.ProtoReflect.Descriptor instead.
 func (*AdjustIsrRequest_Bucket) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{70, 0}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{72, 0}
 }
 
 func (x *AdjustIsrRequest_Bucket) GetTableId() int64 {
@@ -5928,7 +6133,7 @@ type AdjustIsrResponse_Result struct {
 
 func (x *AdjustIsrResponse_Result) Reset() {
 	*x = AdjustIsrResponse_Result{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[100]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5940,7 +6145,7 @@ func (x *AdjustIsrResponse_Result) String() string {
 func (*AdjustIsrResponse_Result) ProtoMessage() {}
 
 func (x *AdjustIsrResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[100]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5953,7 +6158,7 @@ func (x *AdjustIsrResponse_Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdjustIsrResponse_Result.ProtoReflect.Descriptor instead.
 func (*AdjustIsrResponse_Result) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{71, 0}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{73, 0}
 }
 
 func (x *AdjustIsrResponse_Result) GetBucket() *BucketRef {
@@ -6027,7 +6232,7 @@ type NotifyLeaderAndIsrRequest_BucketState struct {
 
 func (x *NotifyLeaderAndIsrRequest_BucketState) Reset() {
 	*x = NotifyLeaderAndIsrRequest_BucketState{}
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[101]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6039,7 +6244,7 @@ func (x *NotifyLeaderAndIsrRequest_BucketState) String() string {
 func (*NotifyLeaderAndIsrRequest_BucketState) ProtoMessage() {}
 
 func (x *NotifyLeaderAndIsrRequest_BucketState) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[101]
+	mi := &file_metaplane_admin_v1_admin_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6052,7 +6257,7 @@ func (x *NotifyLeaderAndIsrRequest_BucketState) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use NotifyLeaderAndIsrRequest_BucketState.ProtoReflect.Descriptor instead.
 func (*NotifyLeaderAndIsrRequest_BucketState) Descriptor() ([]byte, []int) {
-	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{88, 0}
+	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{90, 0}
 }
 
 func (x *NotifyLeaderAndIsrRequest_BucketState) GetTableId() int64 {
@@ -6379,13 +6584,14 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\tpartition\x18\x03 \x01(\tR\tpartition\x12\x1b\n" +
 	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x05 \x01(\tR\tpageToken\"\xb8\x01\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"\xe1\x01\n" +
 	"\fListedBucket\x12\x19\n" +
 	"\btable_id\x18\x01 \x01(\x03R\atableId\x12!\n" +
 	"\fpartition_id\x18\x02 \x01(\x03R\vpartitionId\x12\x1c\n" +
 	"\tpartition\x18\x03 \x01(\tR\tpartition\x122\n" +
 	"\x06bucket\x18\x04 \x01(\v2\x1a.metaplane.admin.v1.BucketR\x06bucket\x12\x18\n" +
-	"\aoffline\x18\x05 \x01(\bR\aoffline\"y\n" +
+	"\aoffline\x18\x05 \x01(\bR\aoffline\x12'\n" +
+	"\x0ftarget_replicas\x18\x06 \x03(\x05R\x0etargetReplicas\"y\n" +
 	"\x13ListBucketsResponse\x12:\n" +
 	"\abuckets\x18\x01 \x03(\v2 .metaplane.admin.v1.ListedBucketR\abuckets\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"}\n" +
@@ -6399,7 +6605,20 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\x06bucket\x18\x03 \x01(\x05R\x06bucket\x12'\n" +
 	"\x0fprevious_leader\x18\x04 \x01(\x05R\x0epreviousLeader\x12\x16\n" +
 	"\x06leader\x18\x05 \x01(\x05R\x06leader\x12!\n" +
-	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch\"\xb5\x01\n" +
+	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch\"\x8b\x02\n" +
+	"\x16ReassignBucketsRequest\x12\x1a\n" +
+	"\bdatabase\x18\x01 \x01(\tR\bdatabase\x12\x14\n" +
+	"\x05table\x18\x02 \x01(\tR\x05table\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\tR\tpartition\x12K\n" +
+	"\atargets\x18\x04 \x03(\v21.metaplane.admin.v1.ReassignBucketsRequest.TargetR\atargets\x12\x16\n" +
+	"\x06cancel\x18\x05 \x01(\bR\x06cancel\x1a<\n" +
+	"\x06Target\x12\x16\n" +
+	"\x06bucket\x18\x01 \x01(\x05R\x06bucket\x12\x1a\n" +
+	"\breplicas\x18\x02 \x03(\x05R\breplicas\"o\n" +
+	"\x17ReassignBucketsResponse\x12\x18\n" +
+	"\astarted\x18\x01 \x01(\x05R\astarted\x12\x1c\n" +
+	"\tunchanged\x18\x02 \x01(\x05R\tunchanged\x12\x1c\n" +
+	"\tcancelled\x18\x03 \x01(\x05R\tcancelled\"\xb5\x01\n" +
 	"\x14ElectLeadersResponse\x12;\n" +
 	"\aelected\x18\x01 \x03(\v2!.metaplane.admin.v1.ElectedBucketR\aelected\x12#\n" +
 	"\relected_count\x18\x02 \x01(\x05R\felectedCount\x12!\n" +
@@ -6556,7 +6775,7 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\fElectionType\x12\x1d\n" +
 	"\x19ELECTION_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17ELECTION_TYPE_PREFERRED\x10\x01\x12\x19\n" +
-	"\x15ELECTION_TYPE_UNCLEAN\x10\x022\xb0\x16\n" +
+	"\x15ELECTION_TYPE_UNCLEAN\x10\x022\x9c\x17\n" +
 	"\fAdminService\x12g\n" +
 	"\x0eCreateDatabase\x12).metaplane.admin.v1.CreateDatabaseRequest\x1a*.metaplane.admin.v1.CreateDatabaseResponse\x12a\n" +
 	"\fDropDatabase\x12'.metaplane.admin.v1.DropDatabaseRequest\x1a(.metaplane.admin.v1.DropDatabaseResponse\x12d\n" +
@@ -6581,7 +6800,8 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\rSetServerTags\x12(.metaplane.admin.v1.SetServerTagsRequest\x1a).metaplane.admin.v1.SetServerTagsResponse\x12d\n" +
 	"\rGetServerTags\x12(.metaplane.admin.v1.GetServerTagsRequest\x1a).metaplane.admin.v1.GetServerTagsResponse\x12^\n" +
 	"\vListBuckets\x12&.metaplane.admin.v1.ListBucketsRequest\x1a'.metaplane.admin.v1.ListBucketsResponse\x12a\n" +
-	"\fElectLeaders\x12'.metaplane.admin.v1.ElectLeadersRequest\x1a(.metaplane.admin.v1.ElectLeadersResponse\x12X\n" +
+	"\fElectLeaders\x12'.metaplane.admin.v1.ElectLeadersRequest\x1a(.metaplane.admin.v1.ElectLeadersResponse\x12j\n" +
+	"\x0fReassignBuckets\x12*.metaplane.admin.v1.ReassignBucketsRequest\x1a+.metaplane.admin.v1.ReassignBucketsResponse\x12X\n" +
 	"\tGetLeader\x12$.metaplane.admin.v1.GetLeaderRequest\x1a%.metaplane.admin.v1.GetLeaderResponse\x12\x85\x01\n" +
 	"\x18GetCoordinatorRaftStatus\x123.metaplane.admin.v1.GetCoordinatorRaftStatusRequest\x1a4.metaplane.admin.v1.GetCoordinatorRaftStatusResponse\x12\x7f\n" +
 	"\x16TransferRaftLeadership\x121.metaplane.admin.v1.TransferRaftLeadershipRequest\x1a2.metaplane.admin.v1.TransferRaftLeadershipResponse\x12a\n" +
@@ -6616,7 +6836,7 @@ func file_metaplane_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_metaplane_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_metaplane_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 102)
+var file_metaplane_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 105)
 var file_metaplane_admin_v1_admin_proto_goTypes = []any{
 	(Outcome)(0),                                  // 0: metaplane.admin.v1.Outcome
 	(RaftStatusView)(0),                           // 1: metaplane.admin.v1.RaftStatusView
@@ -6687,53 +6907,56 @@ var file_metaplane_admin_v1_admin_proto_goTypes = []any{
 	(*ListBucketsResponse)(nil),                   // 66: metaplane.admin.v1.ListBucketsResponse
 	(*ElectLeadersRequest)(nil),                   // 67: metaplane.admin.v1.ElectLeadersRequest
 	(*ElectedBucket)(nil),                         // 68: metaplane.admin.v1.ElectedBucket
-	(*ElectLeadersResponse)(nil),                  // 69: metaplane.admin.v1.ElectLeadersResponse
-	(*GetLeaderRequest)(nil),                      // 70: metaplane.admin.v1.GetLeaderRequest
-	(*GetLeaderResponse)(nil),                     // 71: metaplane.admin.v1.GetLeaderResponse
-	(*CoordinatorInfo)(nil),                       // 72: metaplane.admin.v1.CoordinatorInfo
-	(*BucketRef)(nil),                             // 73: metaplane.admin.v1.BucketRef
-	(*AdjustIsrRequest)(nil),                      // 74: metaplane.admin.v1.AdjustIsrRequest
-	(*AdjustIsrResponse)(nil),                     // 75: metaplane.admin.v1.AdjustIsrResponse
-	(*ControlledShutdownRequest)(nil),             // 76: metaplane.admin.v1.ControlledShutdownRequest
-	(*ControlledShutdownResponse)(nil),            // 77: metaplane.admin.v1.ControlledShutdownResponse
-	(*DeregisterTabletServerRequest)(nil),         // 78: metaplane.admin.v1.DeregisterTabletServerRequest
-	(*DeregisterTabletServerResponse)(nil),        // 79: metaplane.admin.v1.DeregisterTabletServerResponse
-	(*RegisterTabletServerRequest)(nil),           // 80: metaplane.admin.v1.RegisterTabletServerRequest
-	(*RegisterTabletServerResponse)(nil),          // 81: metaplane.admin.v1.RegisterTabletServerResponse
-	(*TabletServerHeartbeatRequest)(nil),          // 82: metaplane.admin.v1.TabletServerHeartbeatRequest
-	(*TabletServerHeartbeatResponse)(nil),         // 83: metaplane.admin.v1.TabletServerHeartbeatResponse
-	(*MetadataRecord)(nil),                        // 84: metaplane.admin.v1.MetadataRecord
-	(*FetchMetadataRequest)(nil),                  // 85: metaplane.admin.v1.FetchMetadataRequest
-	(*FetchMetadataResponse)(nil),                 // 86: metaplane.admin.v1.FetchMetadataResponse
-	(*FetchMetadataSnapshotRequest)(nil),          // 87: metaplane.admin.v1.FetchMetadataSnapshotRequest
-	(*MetadataNode)(nil),                          // 88: metaplane.admin.v1.MetadataNode
-	(*FetchMetadataSnapshotResponse)(nil),         // 89: metaplane.admin.v1.FetchMetadataSnapshotResponse
-	(*SetReplicaLagRequest)(nil),                  // 90: metaplane.admin.v1.SetReplicaLagRequest
-	(*SetReplicaLagResponse)(nil),                 // 91: metaplane.admin.v1.SetReplicaLagResponse
-	(*NotifyLeaderAndIsrRequest)(nil),             // 92: metaplane.admin.v1.NotifyLeaderAndIsrRequest
-	(*NotifyLeaderAndIsrResponse)(nil),            // 93: metaplane.admin.v1.NotifyLeaderAndIsrResponse
-	(*GetTabletServerStateRequest)(nil),           // 94: metaplane.admin.v1.GetTabletServerStateRequest
-	(*GetTabletServerStateResponse)(nil),          // 95: metaplane.admin.v1.GetTabletServerStateResponse
-	nil,                                           // 96: metaplane.admin.v1.CreateDatabaseRequest.CustomPropertiesEntry
-	nil,                                           // 97: metaplane.admin.v1.GetDatabaseResponse.CustomPropertiesEntry
-	nil,                                           // 98: metaplane.admin.v1.TableDescriptor.PropertiesEntry
-	nil,                                           // 99: metaplane.admin.v1.TableDescriptor.CustomPropertiesEntry
-	nil,                                           // 100: metaplane.admin.v1.AlterConfigsRequest.SetEntry
-	nil,                                           // 101: metaplane.admin.v1.DescribeConfigsResponse.ConfigsEntry
-	nil,                                           // 102: metaplane.admin.v1.GetServerTagsResponse.TagsEntry
-	(*AdjustIsrRequest_Bucket)(nil),               // 103: metaplane.admin.v1.AdjustIsrRequest.Bucket
-	(*AdjustIsrResponse_Result)(nil),              // 104: metaplane.admin.v1.AdjustIsrResponse.Result
-	(*NotifyLeaderAndIsrRequest_BucketState)(nil), // 105: metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
+	(*ReassignBucketsRequest)(nil),                // 69: metaplane.admin.v1.ReassignBucketsRequest
+	(*ReassignBucketsResponse)(nil),               // 70: metaplane.admin.v1.ReassignBucketsResponse
+	(*ElectLeadersResponse)(nil),                  // 71: metaplane.admin.v1.ElectLeadersResponse
+	(*GetLeaderRequest)(nil),                      // 72: metaplane.admin.v1.GetLeaderRequest
+	(*GetLeaderResponse)(nil),                     // 73: metaplane.admin.v1.GetLeaderResponse
+	(*CoordinatorInfo)(nil),                       // 74: metaplane.admin.v1.CoordinatorInfo
+	(*BucketRef)(nil),                             // 75: metaplane.admin.v1.BucketRef
+	(*AdjustIsrRequest)(nil),                      // 76: metaplane.admin.v1.AdjustIsrRequest
+	(*AdjustIsrResponse)(nil),                     // 77: metaplane.admin.v1.AdjustIsrResponse
+	(*ControlledShutdownRequest)(nil),             // 78: metaplane.admin.v1.ControlledShutdownRequest
+	(*ControlledShutdownResponse)(nil),            // 79: metaplane.admin.v1.ControlledShutdownResponse
+	(*DeregisterTabletServerRequest)(nil),         // 80: metaplane.admin.v1.DeregisterTabletServerRequest
+	(*DeregisterTabletServerResponse)(nil),        // 81: metaplane.admin.v1.DeregisterTabletServerResponse
+	(*RegisterTabletServerRequest)(nil),           // 82: metaplane.admin.v1.RegisterTabletServerRequest
+	(*RegisterTabletServerResponse)(nil),          // 83: metaplane.admin.v1.RegisterTabletServerResponse
+	(*TabletServerHeartbeatRequest)(nil),          // 84: metaplane.admin.v1.TabletServerHeartbeatRequest
+	(*TabletServerHeartbeatResponse)(nil),         // 85: metaplane.admin.v1.TabletServerHeartbeatResponse
+	(*MetadataRecord)(nil),                        // 86: metaplane.admin.v1.MetadataRecord
+	(*FetchMetadataRequest)(nil),                  // 87: metaplane.admin.v1.FetchMetadataRequest
+	(*FetchMetadataResponse)(nil),                 // 88: metaplane.admin.v1.FetchMetadataResponse
+	(*FetchMetadataSnapshotRequest)(nil),          // 89: metaplane.admin.v1.FetchMetadataSnapshotRequest
+	(*MetadataNode)(nil),                          // 90: metaplane.admin.v1.MetadataNode
+	(*FetchMetadataSnapshotResponse)(nil),         // 91: metaplane.admin.v1.FetchMetadataSnapshotResponse
+	(*SetReplicaLagRequest)(nil),                  // 92: metaplane.admin.v1.SetReplicaLagRequest
+	(*SetReplicaLagResponse)(nil),                 // 93: metaplane.admin.v1.SetReplicaLagResponse
+	(*NotifyLeaderAndIsrRequest)(nil),             // 94: metaplane.admin.v1.NotifyLeaderAndIsrRequest
+	(*NotifyLeaderAndIsrResponse)(nil),            // 95: metaplane.admin.v1.NotifyLeaderAndIsrResponse
+	(*GetTabletServerStateRequest)(nil),           // 96: metaplane.admin.v1.GetTabletServerStateRequest
+	(*GetTabletServerStateResponse)(nil),          // 97: metaplane.admin.v1.GetTabletServerStateResponse
+	nil,                                           // 98: metaplane.admin.v1.CreateDatabaseRequest.CustomPropertiesEntry
+	nil,                                           // 99: metaplane.admin.v1.GetDatabaseResponse.CustomPropertiesEntry
+	nil,                                           // 100: metaplane.admin.v1.TableDescriptor.PropertiesEntry
+	nil,                                           // 101: metaplane.admin.v1.TableDescriptor.CustomPropertiesEntry
+	nil,                                           // 102: metaplane.admin.v1.AlterConfigsRequest.SetEntry
+	nil,                                           // 103: metaplane.admin.v1.DescribeConfigsResponse.ConfigsEntry
+	nil,                                           // 104: metaplane.admin.v1.GetServerTagsResponse.TagsEntry
+	(*ReassignBucketsRequest_Target)(nil),         // 105: metaplane.admin.v1.ReassignBucketsRequest.Target
+	(*AdjustIsrRequest_Bucket)(nil),               // 106: metaplane.admin.v1.AdjustIsrRequest.Bucket
+	(*AdjustIsrResponse_Result)(nil),              // 107: metaplane.admin.v1.AdjustIsrResponse.Result
+	(*NotifyLeaderAndIsrRequest_BucketState)(nil), // 108: metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
 }
 var file_metaplane_admin_v1_admin_proto_depIdxs = []int32{
 	0,   // 0: metaplane.admin.v1.ErrorDetail.outcome:type_name -> metaplane.admin.v1.Outcome
 	1,   // 1: metaplane.admin.v1.GetCoordinatorRaftStatusResponse.view:type_name -> metaplane.admin.v1.RaftStatusView
 	14,  // 2: metaplane.admin.v1.GetCoordinatorRaftStatusResponse.members:type_name -> metaplane.admin.v1.RaftMember
-	96,  // 3: metaplane.admin.v1.CreateDatabaseRequest.custom_properties:type_name -> metaplane.admin.v1.CreateDatabaseRequest.CustomPropertiesEntry
-	97,  // 4: metaplane.admin.v1.GetDatabaseResponse.custom_properties:type_name -> metaplane.admin.v1.GetDatabaseResponse.CustomPropertiesEntry
+	98,  // 3: metaplane.admin.v1.CreateDatabaseRequest.custom_properties:type_name -> metaplane.admin.v1.CreateDatabaseRequest.CustomPropertiesEntry
+	99,  // 4: metaplane.admin.v1.GetDatabaseResponse.custom_properties:type_name -> metaplane.admin.v1.GetDatabaseResponse.CustomPropertiesEntry
 	24,  // 5: metaplane.admin.v1.TableDescriptor.columns:type_name -> metaplane.admin.v1.Column
-	98,  // 6: metaplane.admin.v1.TableDescriptor.properties:type_name -> metaplane.admin.v1.TableDescriptor.PropertiesEntry
-	99,  // 7: metaplane.admin.v1.TableDescriptor.custom_properties:type_name -> metaplane.admin.v1.TableDescriptor.CustomPropertiesEntry
+	100, // 6: metaplane.admin.v1.TableDescriptor.properties:type_name -> metaplane.admin.v1.TableDescriptor.PropertiesEntry
+	101, // 7: metaplane.admin.v1.TableDescriptor.custom_properties:type_name -> metaplane.admin.v1.TableDescriptor.CustomPropertiesEntry
 	25,  // 8: metaplane.admin.v1.TableInfo.descriptor:type_name -> metaplane.admin.v1.TableDescriptor
 	26,  // 9: metaplane.admin.v1.TableInfo.buckets:type_name -> metaplane.admin.v1.Bucket
 	25,  // 10: metaplane.admin.v1.CreateTableRequest.descriptor:type_name -> metaplane.admin.v1.TableDescriptor
@@ -6746,109 +6969,112 @@ var file_metaplane_admin_v1_admin_proto_depIdxs = []int32{
 	48,  // 17: metaplane.admin.v1.AddACLsRequest.acls:type_name -> metaplane.admin.v1.ACLEntry
 	48,  // 18: metaplane.admin.v1.RemoveACLsRequest.filter:type_name -> metaplane.admin.v1.ACLEntry
 	49,  // 19: metaplane.admin.v1.ListACLsResponse.resources:type_name -> metaplane.admin.v1.ResourceACLs
-	100, // 20: metaplane.admin.v1.AlterConfigsRequest.set:type_name -> metaplane.admin.v1.AlterConfigsRequest.SetEntry
-	101, // 21: metaplane.admin.v1.DescribeConfigsResponse.configs:type_name -> metaplane.admin.v1.DescribeConfigsResponse.ConfigsEntry
-	102, // 22: metaplane.admin.v1.GetServerTagsResponse.tags:type_name -> metaplane.admin.v1.GetServerTagsResponse.TagsEntry
+	102, // 20: metaplane.admin.v1.AlterConfigsRequest.set:type_name -> metaplane.admin.v1.AlterConfigsRequest.SetEntry
+	103, // 21: metaplane.admin.v1.DescribeConfigsResponse.configs:type_name -> metaplane.admin.v1.DescribeConfigsResponse.ConfigsEntry
+	104, // 22: metaplane.admin.v1.GetServerTagsResponse.tags:type_name -> metaplane.admin.v1.GetServerTagsResponse.TagsEntry
 	26,  // 23: metaplane.admin.v1.ListedBucket.bucket:type_name -> metaplane.admin.v1.Bucket
 	65,  // 24: metaplane.admin.v1.ListBucketsResponse.buckets:type_name -> metaplane.admin.v1.ListedBucket
 	2,   // 25: metaplane.admin.v1.ElectLeadersRequest.type:type_name -> metaplane.admin.v1.ElectionType
-	68,  // 26: metaplane.admin.v1.ElectLeadersResponse.elected:type_name -> metaplane.admin.v1.ElectedBucket
-	72,  // 27: metaplane.admin.v1.GetLeaderResponse.coordinators:type_name -> metaplane.admin.v1.CoordinatorInfo
-	103, // 28: metaplane.admin.v1.AdjustIsrRequest.buckets:type_name -> metaplane.admin.v1.AdjustIsrRequest.Bucket
-	104, // 29: metaplane.admin.v1.AdjustIsrResponse.results:type_name -> metaplane.admin.v1.AdjustIsrResponse.Result
-	73,  // 30: metaplane.admin.v1.ControlledShutdownResponse.remaining:type_name -> metaplane.admin.v1.BucketRef
-	3,   // 31: metaplane.admin.v1.MetadataRecord.type:type_name -> metaplane.admin.v1.MetadataRecord.Type
-	84,  // 32: metaplane.admin.v1.FetchMetadataResponse.records:type_name -> metaplane.admin.v1.MetadataRecord
-	88,  // 33: metaplane.admin.v1.FetchMetadataSnapshotResponse.nodes:type_name -> metaplane.admin.v1.MetadataNode
-	105, // 34: metaplane.admin.v1.NotifyLeaderAndIsrRequest.buckets:type_name -> metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
-	105, // 35: metaplane.admin.v1.GetTabletServerStateResponse.leading:type_name -> metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
-	105, // 36: metaplane.admin.v1.GetTabletServerStateResponse.following:type_name -> metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
-	73,  // 37: metaplane.admin.v1.AdjustIsrResponse.Result.bucket:type_name -> metaplane.admin.v1.BucketRef
-	16,  // 38: metaplane.admin.v1.AdminService.CreateDatabase:input_type -> metaplane.admin.v1.CreateDatabaseRequest
-	18,  // 39: metaplane.admin.v1.AdminService.DropDatabase:input_type -> metaplane.admin.v1.DropDatabaseRequest
-	20,  // 40: metaplane.admin.v1.AdminService.ListDatabases:input_type -> metaplane.admin.v1.ListDatabasesRequest
-	22,  // 41: metaplane.admin.v1.AdminService.GetDatabase:input_type -> metaplane.admin.v1.GetDatabaseRequest
-	28,  // 42: metaplane.admin.v1.AdminService.CreateTable:input_type -> metaplane.admin.v1.CreateTableRequest
-	30,  // 43: metaplane.admin.v1.AdminService.DropTable:input_type -> metaplane.admin.v1.DropTableRequest
-	32,  // 44: metaplane.admin.v1.AdminService.GetTableInfo:input_type -> metaplane.admin.v1.GetTableInfoRequest
-	34,  // 45: metaplane.admin.v1.AdminService.ListTables:input_type -> metaplane.admin.v1.ListTablesRequest
-	37,  // 46: metaplane.admin.v1.AdminService.CreatePartition:input_type -> metaplane.admin.v1.CreatePartitionRequest
-	39,  // 47: metaplane.admin.v1.AdminService.DropPartition:input_type -> metaplane.admin.v1.DropPartitionRequest
-	41,  // 48: metaplane.admin.v1.AdminService.ListPartitions:input_type -> metaplane.admin.v1.ListPartitionsRequest
-	44,  // 49: metaplane.admin.v1.AdminService.ListTabletServers:input_type -> metaplane.admin.v1.ListTabletServersRequest
-	46,  // 50: metaplane.admin.v1.AdminService.AllocateIDs:input_type -> metaplane.admin.v1.AllocateIDsRequest
-	50,  // 51: metaplane.admin.v1.AdminService.AddACLs:input_type -> metaplane.admin.v1.AddACLsRequest
-	52,  // 52: metaplane.admin.v1.AdminService.RemoveACLs:input_type -> metaplane.admin.v1.RemoveACLsRequest
-	54,  // 53: metaplane.admin.v1.AdminService.ListACLs:input_type -> metaplane.admin.v1.ListACLsRequest
-	56,  // 54: metaplane.admin.v1.AdminService.AlterConfigs:input_type -> metaplane.admin.v1.AlterConfigsRequest
-	58,  // 55: metaplane.admin.v1.AdminService.DescribeConfigs:input_type -> metaplane.admin.v1.DescribeConfigsRequest
-	60,  // 56: metaplane.admin.v1.AdminService.SetServerTags:input_type -> metaplane.admin.v1.SetServerTagsRequest
-	62,  // 57: metaplane.admin.v1.AdminService.GetServerTags:input_type -> metaplane.admin.v1.GetServerTagsRequest
-	64,  // 58: metaplane.admin.v1.AdminService.ListBuckets:input_type -> metaplane.admin.v1.ListBucketsRequest
-	67,  // 59: metaplane.admin.v1.AdminService.ElectLeaders:input_type -> metaplane.admin.v1.ElectLeadersRequest
-	70,  // 60: metaplane.admin.v1.AdminService.GetLeader:input_type -> metaplane.admin.v1.GetLeaderRequest
-	13,  // 61: metaplane.admin.v1.AdminService.GetCoordinatorRaftStatus:input_type -> metaplane.admin.v1.GetCoordinatorRaftStatusRequest
-	5,   // 62: metaplane.admin.v1.AdminService.TransferRaftLeadership:input_type -> metaplane.admin.v1.TransferRaftLeadershipRequest
-	7,   // 63: metaplane.admin.v1.AdminService.AddRaftVoter:input_type -> metaplane.admin.v1.AddRaftVoterRequest
-	9,   // 64: metaplane.admin.v1.AdminService.RemoveRaftVoter:input_type -> metaplane.admin.v1.RemoveRaftVoterRequest
-	11,  // 65: metaplane.admin.v1.AdminService.SaveRaftSnapshot:input_type -> metaplane.admin.v1.SaveRaftSnapshotRequest
-	80,  // 66: metaplane.admin.v1.TabletServerService.RegisterTabletServer:input_type -> metaplane.admin.v1.RegisterTabletServerRequest
-	82,  // 67: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:input_type -> metaplane.admin.v1.TabletServerHeartbeatRequest
-	85,  // 68: metaplane.admin.v1.TabletServerService.FetchMetadata:input_type -> metaplane.admin.v1.FetchMetadataRequest
-	85,  // 69: metaplane.admin.v1.TabletServerService.FetchMetadataStream:input_type -> metaplane.admin.v1.FetchMetadataRequest
-	87,  // 70: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:input_type -> metaplane.admin.v1.FetchMetadataSnapshotRequest
-	87,  // 71: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshotStream:input_type -> metaplane.admin.v1.FetchMetadataSnapshotRequest
-	74,  // 72: metaplane.admin.v1.TabletServerService.AdjustIsr:input_type -> metaplane.admin.v1.AdjustIsrRequest
-	76,  // 73: metaplane.admin.v1.TabletServerService.ControlledShutdown:input_type -> metaplane.admin.v1.ControlledShutdownRequest
-	78,  // 74: metaplane.admin.v1.TabletServerService.DeregisterTabletServer:input_type -> metaplane.admin.v1.DeregisterTabletServerRequest
-	92,  // 75: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:input_type -> metaplane.admin.v1.NotifyLeaderAndIsrRequest
-	94,  // 76: metaplane.admin.v1.TabletService.GetTabletServerState:input_type -> metaplane.admin.v1.GetTabletServerStateRequest
-	90,  // 77: metaplane.admin.v1.TabletService.SetReplicaLag:input_type -> metaplane.admin.v1.SetReplicaLagRequest
-	17,  // 78: metaplane.admin.v1.AdminService.CreateDatabase:output_type -> metaplane.admin.v1.CreateDatabaseResponse
-	19,  // 79: metaplane.admin.v1.AdminService.DropDatabase:output_type -> metaplane.admin.v1.DropDatabaseResponse
-	21,  // 80: metaplane.admin.v1.AdminService.ListDatabases:output_type -> metaplane.admin.v1.ListDatabasesResponse
-	23,  // 81: metaplane.admin.v1.AdminService.GetDatabase:output_type -> metaplane.admin.v1.GetDatabaseResponse
-	29,  // 82: metaplane.admin.v1.AdminService.CreateTable:output_type -> metaplane.admin.v1.CreateTableResponse
-	31,  // 83: metaplane.admin.v1.AdminService.DropTable:output_type -> metaplane.admin.v1.DropTableResponse
-	33,  // 84: metaplane.admin.v1.AdminService.GetTableInfo:output_type -> metaplane.admin.v1.GetTableInfoResponse
-	35,  // 85: metaplane.admin.v1.AdminService.ListTables:output_type -> metaplane.admin.v1.ListTablesResponse
-	38,  // 86: metaplane.admin.v1.AdminService.CreatePartition:output_type -> metaplane.admin.v1.CreatePartitionResponse
-	40,  // 87: metaplane.admin.v1.AdminService.DropPartition:output_type -> metaplane.admin.v1.DropPartitionResponse
-	42,  // 88: metaplane.admin.v1.AdminService.ListPartitions:output_type -> metaplane.admin.v1.ListPartitionsResponse
-	45,  // 89: metaplane.admin.v1.AdminService.ListTabletServers:output_type -> metaplane.admin.v1.ListTabletServersResponse
-	47,  // 90: metaplane.admin.v1.AdminService.AllocateIDs:output_type -> metaplane.admin.v1.AllocateIDsResponse
-	51,  // 91: metaplane.admin.v1.AdminService.AddACLs:output_type -> metaplane.admin.v1.AddACLsResponse
-	53,  // 92: metaplane.admin.v1.AdminService.RemoveACLs:output_type -> metaplane.admin.v1.RemoveACLsResponse
-	55,  // 93: metaplane.admin.v1.AdminService.ListACLs:output_type -> metaplane.admin.v1.ListACLsResponse
-	57,  // 94: metaplane.admin.v1.AdminService.AlterConfigs:output_type -> metaplane.admin.v1.AlterConfigsResponse
-	59,  // 95: metaplane.admin.v1.AdminService.DescribeConfigs:output_type -> metaplane.admin.v1.DescribeConfigsResponse
-	61,  // 96: metaplane.admin.v1.AdminService.SetServerTags:output_type -> metaplane.admin.v1.SetServerTagsResponse
-	63,  // 97: metaplane.admin.v1.AdminService.GetServerTags:output_type -> metaplane.admin.v1.GetServerTagsResponse
-	66,  // 98: metaplane.admin.v1.AdminService.ListBuckets:output_type -> metaplane.admin.v1.ListBucketsResponse
-	69,  // 99: metaplane.admin.v1.AdminService.ElectLeaders:output_type -> metaplane.admin.v1.ElectLeadersResponse
-	71,  // 100: metaplane.admin.v1.AdminService.GetLeader:output_type -> metaplane.admin.v1.GetLeaderResponse
-	15,  // 101: metaplane.admin.v1.AdminService.GetCoordinatorRaftStatus:output_type -> metaplane.admin.v1.GetCoordinatorRaftStatusResponse
-	6,   // 102: metaplane.admin.v1.AdminService.TransferRaftLeadership:output_type -> metaplane.admin.v1.TransferRaftLeadershipResponse
-	8,   // 103: metaplane.admin.v1.AdminService.AddRaftVoter:output_type -> metaplane.admin.v1.AddRaftVoterResponse
-	10,  // 104: metaplane.admin.v1.AdminService.RemoveRaftVoter:output_type -> metaplane.admin.v1.RemoveRaftVoterResponse
-	12,  // 105: metaplane.admin.v1.AdminService.SaveRaftSnapshot:output_type -> metaplane.admin.v1.SaveRaftSnapshotResponse
-	81,  // 106: metaplane.admin.v1.TabletServerService.RegisterTabletServer:output_type -> metaplane.admin.v1.RegisterTabletServerResponse
-	83,  // 107: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:output_type -> metaplane.admin.v1.TabletServerHeartbeatResponse
-	86,  // 108: metaplane.admin.v1.TabletServerService.FetchMetadata:output_type -> metaplane.admin.v1.FetchMetadataResponse
-	86,  // 109: metaplane.admin.v1.TabletServerService.FetchMetadataStream:output_type -> metaplane.admin.v1.FetchMetadataResponse
-	89,  // 110: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:output_type -> metaplane.admin.v1.FetchMetadataSnapshotResponse
-	89,  // 111: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshotStream:output_type -> metaplane.admin.v1.FetchMetadataSnapshotResponse
-	75,  // 112: metaplane.admin.v1.TabletServerService.AdjustIsr:output_type -> metaplane.admin.v1.AdjustIsrResponse
-	77,  // 113: metaplane.admin.v1.TabletServerService.ControlledShutdown:output_type -> metaplane.admin.v1.ControlledShutdownResponse
-	79,  // 114: metaplane.admin.v1.TabletServerService.DeregisterTabletServer:output_type -> metaplane.admin.v1.DeregisterTabletServerResponse
-	93,  // 115: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:output_type -> metaplane.admin.v1.NotifyLeaderAndIsrResponse
-	95,  // 116: metaplane.admin.v1.TabletService.GetTabletServerState:output_type -> metaplane.admin.v1.GetTabletServerStateResponse
-	91,  // 117: metaplane.admin.v1.TabletService.SetReplicaLag:output_type -> metaplane.admin.v1.SetReplicaLagResponse
-	78,  // [78:118] is the sub-list for method output_type
-	38,  // [38:78] is the sub-list for method input_type
-	38,  // [38:38] is the sub-list for extension type_name
-	38,  // [38:38] is the sub-list for extension extendee
-	0,   // [0:38] is the sub-list for field type_name
+	105, // 26: metaplane.admin.v1.ReassignBucketsRequest.targets:type_name -> metaplane.admin.v1.ReassignBucketsRequest.Target
+	68,  // 27: metaplane.admin.v1.ElectLeadersResponse.elected:type_name -> metaplane.admin.v1.ElectedBucket
+	74,  // 28: metaplane.admin.v1.GetLeaderResponse.coordinators:type_name -> metaplane.admin.v1.CoordinatorInfo
+	106, // 29: metaplane.admin.v1.AdjustIsrRequest.buckets:type_name -> metaplane.admin.v1.AdjustIsrRequest.Bucket
+	107, // 30: metaplane.admin.v1.AdjustIsrResponse.results:type_name -> metaplane.admin.v1.AdjustIsrResponse.Result
+	75,  // 31: metaplane.admin.v1.ControlledShutdownResponse.remaining:type_name -> metaplane.admin.v1.BucketRef
+	3,   // 32: metaplane.admin.v1.MetadataRecord.type:type_name -> metaplane.admin.v1.MetadataRecord.Type
+	86,  // 33: metaplane.admin.v1.FetchMetadataResponse.records:type_name -> metaplane.admin.v1.MetadataRecord
+	90,  // 34: metaplane.admin.v1.FetchMetadataSnapshotResponse.nodes:type_name -> metaplane.admin.v1.MetadataNode
+	108, // 35: metaplane.admin.v1.NotifyLeaderAndIsrRequest.buckets:type_name -> metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
+	108, // 36: metaplane.admin.v1.GetTabletServerStateResponse.leading:type_name -> metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
+	108, // 37: metaplane.admin.v1.GetTabletServerStateResponse.following:type_name -> metaplane.admin.v1.NotifyLeaderAndIsrRequest.BucketState
+	75,  // 38: metaplane.admin.v1.AdjustIsrResponse.Result.bucket:type_name -> metaplane.admin.v1.BucketRef
+	16,  // 39: metaplane.admin.v1.AdminService.CreateDatabase:input_type -> metaplane.admin.v1.CreateDatabaseRequest
+	18,  // 40: metaplane.admin.v1.AdminService.DropDatabase:input_type -> metaplane.admin.v1.DropDatabaseRequest
+	20,  // 41: metaplane.admin.v1.AdminService.ListDatabases:input_type -> metaplane.admin.v1.ListDatabasesRequest
+	22,  // 42: metaplane.admin.v1.AdminService.GetDatabase:input_type -> metaplane.admin.v1.GetDatabaseRequest
+	28,  // 43: metaplane.admin.v1.AdminService.CreateTable:input_type -> metaplane.admin.v1.CreateTableRequest
+	30,  // 44: metaplane.admin.v1.AdminService.DropTable:input_type -> metaplane.admin.v1.DropTableRequest
+	32,  // 45: metaplane.admin.v1.AdminService.GetTableInfo:input_type -> metaplane.admin.v1.GetTableInfoRequest
+	34,  // 46: metaplane.admin.v1.AdminService.ListTables:input_type -> metaplane.admin.v1.ListTablesRequest
+	37,  // 47: metaplane.admin.v1.AdminService.CreatePartition:input_type -> metaplane.admin.v1.CreatePartitionRequest
+	39,  // 48: metaplane.admin.v1.AdminService.DropPartition:input_type -> metaplane.admin.v1.DropPartitionRequest
+	41,  // 49: metaplane.admin.v1.AdminService.ListPartitions:input_type -> metaplane.admin.v1.ListPartitionsRequest
+	44,  // 50: metaplane.admin.v1.AdminService.ListTabletServers:input_type -> metaplane.admin.v1.ListTabletServersRequest
+	46,  // 51: metaplane.admin.v1.AdminService.AllocateIDs:input_type -> metaplane.admin.v1.AllocateIDsRequest
+	50,  // 52: metaplane.admin.v1.AdminService.AddACLs:input_type -> metaplane.admin.v1.AddACLsRequest
+	52,  // 53: metaplane.admin.v1.AdminService.RemoveACLs:input_type -> metaplane.admin.v1.RemoveACLsRequest
+	54,  // 54: metaplane.admin.v1.AdminService.ListACLs:input_type -> metaplane.admin.v1.ListACLsRequest
+	56,  // 55: metaplane.admin.v1.AdminService.AlterConfigs:input_type -> metaplane.admin.v1.AlterConfigsRequest
+	58,  // 56: metaplane.admin.v1.AdminService.DescribeConfigs:input_type -> metaplane.admin.v1.DescribeConfigsRequest
+	60,  // 57: metaplane.admin.v1.AdminService.SetServerTags:input_type -> metaplane.admin.v1.SetServerTagsRequest
+	62,  // 58: metaplane.admin.v1.AdminService.GetServerTags:input_type -> metaplane.admin.v1.GetServerTagsRequest
+	64,  // 59: metaplane.admin.v1.AdminService.ListBuckets:input_type -> metaplane.admin.v1.ListBucketsRequest
+	67,  // 60: metaplane.admin.v1.AdminService.ElectLeaders:input_type -> metaplane.admin.v1.ElectLeadersRequest
+	69,  // 61: metaplane.admin.v1.AdminService.ReassignBuckets:input_type -> metaplane.admin.v1.ReassignBucketsRequest
+	72,  // 62: metaplane.admin.v1.AdminService.GetLeader:input_type -> metaplane.admin.v1.GetLeaderRequest
+	13,  // 63: metaplane.admin.v1.AdminService.GetCoordinatorRaftStatus:input_type -> metaplane.admin.v1.GetCoordinatorRaftStatusRequest
+	5,   // 64: metaplane.admin.v1.AdminService.TransferRaftLeadership:input_type -> metaplane.admin.v1.TransferRaftLeadershipRequest
+	7,   // 65: metaplane.admin.v1.AdminService.AddRaftVoter:input_type -> metaplane.admin.v1.AddRaftVoterRequest
+	9,   // 66: metaplane.admin.v1.AdminService.RemoveRaftVoter:input_type -> metaplane.admin.v1.RemoveRaftVoterRequest
+	11,  // 67: metaplane.admin.v1.AdminService.SaveRaftSnapshot:input_type -> metaplane.admin.v1.SaveRaftSnapshotRequest
+	82,  // 68: metaplane.admin.v1.TabletServerService.RegisterTabletServer:input_type -> metaplane.admin.v1.RegisterTabletServerRequest
+	84,  // 69: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:input_type -> metaplane.admin.v1.TabletServerHeartbeatRequest
+	87,  // 70: metaplane.admin.v1.TabletServerService.FetchMetadata:input_type -> metaplane.admin.v1.FetchMetadataRequest
+	87,  // 71: metaplane.admin.v1.TabletServerService.FetchMetadataStream:input_type -> metaplane.admin.v1.FetchMetadataRequest
+	89,  // 72: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:input_type -> metaplane.admin.v1.FetchMetadataSnapshotRequest
+	89,  // 73: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshotStream:input_type -> metaplane.admin.v1.FetchMetadataSnapshotRequest
+	76,  // 74: metaplane.admin.v1.TabletServerService.AdjustIsr:input_type -> metaplane.admin.v1.AdjustIsrRequest
+	78,  // 75: metaplane.admin.v1.TabletServerService.ControlledShutdown:input_type -> metaplane.admin.v1.ControlledShutdownRequest
+	80,  // 76: metaplane.admin.v1.TabletServerService.DeregisterTabletServer:input_type -> metaplane.admin.v1.DeregisterTabletServerRequest
+	94,  // 77: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:input_type -> metaplane.admin.v1.NotifyLeaderAndIsrRequest
+	96,  // 78: metaplane.admin.v1.TabletService.GetTabletServerState:input_type -> metaplane.admin.v1.GetTabletServerStateRequest
+	92,  // 79: metaplane.admin.v1.TabletService.SetReplicaLag:input_type -> metaplane.admin.v1.SetReplicaLagRequest
+	17,  // 80: metaplane.admin.v1.AdminService.CreateDatabase:output_type -> metaplane.admin.v1.CreateDatabaseResponse
+	19,  // 81: metaplane.admin.v1.AdminService.DropDatabase:output_type -> metaplane.admin.v1.DropDatabaseResponse
+	21,  // 82: metaplane.admin.v1.AdminService.ListDatabases:output_type -> metaplane.admin.v1.ListDatabasesResponse
+	23,  // 83: metaplane.admin.v1.AdminService.GetDatabase:output_type -> metaplane.admin.v1.GetDatabaseResponse
+	29,  // 84: metaplane.admin.v1.AdminService.CreateTable:output_type -> metaplane.admin.v1.CreateTableResponse
+	31,  // 85: metaplane.admin.v1.AdminService.DropTable:output_type -> metaplane.admin.v1.DropTableResponse
+	33,  // 86: metaplane.admin.v1.AdminService.GetTableInfo:output_type -> metaplane.admin.v1.GetTableInfoResponse
+	35,  // 87: metaplane.admin.v1.AdminService.ListTables:output_type -> metaplane.admin.v1.ListTablesResponse
+	38,  // 88: metaplane.admin.v1.AdminService.CreatePartition:output_type -> metaplane.admin.v1.CreatePartitionResponse
+	40,  // 89: metaplane.admin.v1.AdminService.DropPartition:output_type -> metaplane.admin.v1.DropPartitionResponse
+	42,  // 90: metaplane.admin.v1.AdminService.ListPartitions:output_type -> metaplane.admin.v1.ListPartitionsResponse
+	45,  // 91: metaplane.admin.v1.AdminService.ListTabletServers:output_type -> metaplane.admin.v1.ListTabletServersResponse
+	47,  // 92: metaplane.admin.v1.AdminService.AllocateIDs:output_type -> metaplane.admin.v1.AllocateIDsResponse
+	51,  // 93: metaplane.admin.v1.AdminService.AddACLs:output_type -> metaplane.admin.v1.AddACLsResponse
+	53,  // 94: metaplane.admin.v1.AdminService.RemoveACLs:output_type -> metaplane.admin.v1.RemoveACLsResponse
+	55,  // 95: metaplane.admin.v1.AdminService.ListACLs:output_type -> metaplane.admin.v1.ListACLsResponse
+	57,  // 96: metaplane.admin.v1.AdminService.AlterConfigs:output_type -> metaplane.admin.v1.AlterConfigsResponse
+	59,  // 97: metaplane.admin.v1.AdminService.DescribeConfigs:output_type -> metaplane.admin.v1.DescribeConfigsResponse
+	61,  // 98: metaplane.admin.v1.AdminService.SetServerTags:output_type -> metaplane.admin.v1.SetServerTagsResponse
+	63,  // 99: metaplane.admin.v1.AdminService.GetServerTags:output_type -> metaplane.admin.v1.GetServerTagsResponse
+	66,  // 100: metaplane.admin.v1.AdminService.ListBuckets:output_type -> metaplane.admin.v1.ListBucketsResponse
+	71,  // 101: metaplane.admin.v1.AdminService.ElectLeaders:output_type -> metaplane.admin.v1.ElectLeadersResponse
+	70,  // 102: metaplane.admin.v1.AdminService.ReassignBuckets:output_type -> metaplane.admin.v1.ReassignBucketsResponse
+	73,  // 103: metaplane.admin.v1.AdminService.GetLeader:output_type -> metaplane.admin.v1.GetLeaderResponse
+	15,  // 104: metaplane.admin.v1.AdminService.GetCoordinatorRaftStatus:output_type -> metaplane.admin.v1.GetCoordinatorRaftStatusResponse
+	6,   // 105: metaplane.admin.v1.AdminService.TransferRaftLeadership:output_type -> metaplane.admin.v1.TransferRaftLeadershipResponse
+	8,   // 106: metaplane.admin.v1.AdminService.AddRaftVoter:output_type -> metaplane.admin.v1.AddRaftVoterResponse
+	10,  // 107: metaplane.admin.v1.AdminService.RemoveRaftVoter:output_type -> metaplane.admin.v1.RemoveRaftVoterResponse
+	12,  // 108: metaplane.admin.v1.AdminService.SaveRaftSnapshot:output_type -> metaplane.admin.v1.SaveRaftSnapshotResponse
+	83,  // 109: metaplane.admin.v1.TabletServerService.RegisterTabletServer:output_type -> metaplane.admin.v1.RegisterTabletServerResponse
+	85,  // 110: metaplane.admin.v1.TabletServerService.TabletServerHeartbeat:output_type -> metaplane.admin.v1.TabletServerHeartbeatResponse
+	88,  // 111: metaplane.admin.v1.TabletServerService.FetchMetadata:output_type -> metaplane.admin.v1.FetchMetadataResponse
+	88,  // 112: metaplane.admin.v1.TabletServerService.FetchMetadataStream:output_type -> metaplane.admin.v1.FetchMetadataResponse
+	91,  // 113: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshot:output_type -> metaplane.admin.v1.FetchMetadataSnapshotResponse
+	91,  // 114: metaplane.admin.v1.TabletServerService.FetchMetadataSnapshotStream:output_type -> metaplane.admin.v1.FetchMetadataSnapshotResponse
+	77,  // 115: metaplane.admin.v1.TabletServerService.AdjustIsr:output_type -> metaplane.admin.v1.AdjustIsrResponse
+	79,  // 116: metaplane.admin.v1.TabletServerService.ControlledShutdown:output_type -> metaplane.admin.v1.ControlledShutdownResponse
+	81,  // 117: metaplane.admin.v1.TabletServerService.DeregisterTabletServer:output_type -> metaplane.admin.v1.DeregisterTabletServerResponse
+	95,  // 118: metaplane.admin.v1.TabletService.NotifyLeaderAndIsr:output_type -> metaplane.admin.v1.NotifyLeaderAndIsrResponse
+	97,  // 119: metaplane.admin.v1.TabletService.GetTabletServerState:output_type -> metaplane.admin.v1.GetTabletServerStateResponse
+	93,  // 120: metaplane.admin.v1.TabletService.SetReplicaLag:output_type -> metaplane.admin.v1.SetReplicaLagResponse
+	80,  // [80:121] is the sub-list for method output_type
+	39,  // [39:80] is the sub-list for method input_type
+	39,  // [39:39] is the sub-list for extension type_name
+	39,  // [39:39] is the sub-list for extension extendee
+	0,   // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_metaplane_admin_v1_admin_proto_init() }
@@ -6862,7 +7088,7 @@ func file_metaplane_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metaplane_admin_v1_admin_proto_rawDesc), len(file_metaplane_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   102,
+			NumMessages:   105,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -64,6 +64,7 @@ const (
 	AdminService_GetServerTags_FullMethodName            = "/metaplane.admin.v1.AdminService/GetServerTags"
 	AdminService_ListBuckets_FullMethodName              = "/metaplane.admin.v1.AdminService/ListBuckets"
 	AdminService_ElectLeaders_FullMethodName             = "/metaplane.admin.v1.AdminService/ElectLeaders"
+	AdminService_ReassignBuckets_FullMethodName          = "/metaplane.admin.v1.AdminService/ReassignBuckets"
 	AdminService_GetLeader_FullMethodName                = "/metaplane.admin.v1.AdminService/GetLeader"
 	AdminService_GetCoordinatorRaftStatus_FullMethodName = "/metaplane.admin.v1.AdminService/GetCoordinatorRaftStatus"
 	AdminService_TransferRaftLeadership_FullMethodName   = "/metaplane.admin.v1.AdminService/TransferRaftLeadership"
@@ -109,6 +110,14 @@ type AdminServiceClient interface {
 	// replica outside the ISR as leader (the records it had not replicated
 	// are lost). Each change is a fenced write, notified to the servers.
 	ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error)
+	// ReassignBuckets moves buckets' replicas to new lists: the new replicas
+	// are added to the assignment at once; once every one is in the ISR the
+	// leader coordinator moves leadership to a replica of the new list
+	// (when the leader is not one) and removes the old replicas. With
+	// cancel it undoes the reassignments in progress instead. A target
+	// naming a tablet server that is not registered is refused, and nothing
+	// is started.
+	ReassignBuckets(ctx context.Context, in *ReassignBucketsRequest, opts ...grpc.CallOption) (*ReassignBucketsResponse, error)
 	// GetLeader is answered by every coordinator, leader or standby.
 	GetLeader(ctx context.Context, in *GetLeaderRequest, opts ...grpc.CallOption) (*GetLeaderResponse, error)
 	// GetCoordinatorRaftStatus is GET_COORDINATOR_RAFT_STATUS: the consensus
@@ -386,6 +395,16 @@ func (c *adminServiceClient) ElectLeaders(ctx context.Context, in *ElectLeadersR
 	return out, nil
 }
 
+func (c *adminServiceClient) ReassignBuckets(ctx context.Context, in *ReassignBucketsRequest, opts ...grpc.CallOption) (*ReassignBucketsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReassignBucketsResponse)
+	err := c.cc.Invoke(ctx, AdminService_ReassignBuckets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminServiceClient) GetLeader(ctx context.Context, in *GetLeaderRequest, opts ...grpc.CallOption) (*GetLeaderResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetLeaderResponse)
@@ -492,6 +511,14 @@ type AdminServiceServer interface {
 	// replica outside the ISR as leader (the records it had not replicated
 	// are lost). Each change is a fenced write, notified to the servers.
 	ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error)
+	// ReassignBuckets moves buckets' replicas to new lists: the new replicas
+	// are added to the assignment at once; once every one is in the ISR the
+	// leader coordinator moves leadership to a replica of the new list
+	// (when the leader is not one) and removes the old replicas. With
+	// cancel it undoes the reassignments in progress instead. A target
+	// naming a tablet server that is not registered is refused, and nothing
+	// is started.
+	ReassignBuckets(context.Context, *ReassignBucketsRequest) (*ReassignBucketsResponse, error)
 	// GetLeader is answered by every coordinator, leader or standby.
 	GetLeader(context.Context, *GetLeaderRequest) (*GetLeaderResponse, error)
 	// GetCoordinatorRaftStatus is GET_COORDINATOR_RAFT_STATUS: the consensus
@@ -614,6 +641,9 @@ func (UnimplementedAdminServiceServer) ListBuckets(context.Context, *ListBuckets
 }
 func (UnimplementedAdminServiceServer) ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ElectLeaders not implemented")
+}
+func (UnimplementedAdminServiceServer) ReassignBuckets(context.Context, *ReassignBucketsRequest) (*ReassignBucketsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReassignBuckets not implemented")
 }
 func (UnimplementedAdminServiceServer) GetLeader(context.Context, *GetLeaderRequest) (*GetLeaderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetLeader not implemented")
@@ -1050,6 +1080,24 @@ func _AdminService_ElectLeaders_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ReassignBuckets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReassignBucketsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ReassignBuckets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ReassignBuckets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ReassignBuckets(ctx, req.(*ReassignBucketsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AdminService_GetLeader_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetLeaderRequest)
 	if err := dec(in); err != nil {
@@ -1245,6 +1293,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ElectLeaders",
 			Handler:    _AdminService_ElectLeaders_Handler,
+		},
+		{
+			MethodName: "ReassignBuckets",
+			Handler:    _AdminService_ReassignBuckets_Handler,
 		},
 		{
 			MethodName: "GetLeader",
