@@ -422,6 +422,35 @@ func bucketScenario(t *testing.T, bin string, common []string, b haBackend, sess
 		}
 	}
 	waitLeading("every tablet server told its preferred leaderships")
+
+	// The reference tablet server's test knob: as leader, server 1 takes
+	// a lagging replica 3 out of its buckets' ISRs (AdjustIsr), and back
+	// in once it has caught up; the other leaders' buckets keep it.
+	addrMu.Lock()
+	knob := dialTablet(t, addrs[1])
+	addrMu.Unlock()
+	isrs := func(want func(lb *adminv1.ListedBucket) bool) func() bool {
+		return func() bool {
+			for _, lb := range list() {
+				if !want(lb) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	if _, err := knob.SetReplicaLag(ctx, &adminv1.SetReplicaLagRequest{ReplicaId: 3, Lagging: true}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 30*time.Second, "replica 3 out of the ISRs of server 1's buckets only", isrs(func(lb *adminv1.ListedBucket) bool {
+		return slices.Contains(lb.Bucket.Isr, 3) == (lb.Bucket.Leader != 1)
+	}))
+	if _, err := knob.SetReplicaLag(ctx, &adminv1.SetReplicaLagRequest{ReplicaId: 3, Lagging: false}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 30*time.Second, "replica 3 back in every ISR", isrs(func(lb *adminv1.ListedBucket) bool {
+		return slices.Contains(lb.Bucket.Isr, 3)
+	}))
 	hist.check(t, false)
 
 	// SIGTERM tablet server 1: it hands its leaderships over, then leaves;
