@@ -34,6 +34,9 @@ type Metrics struct {
 	// wrote (elections, ISR changes).
 	leaderAndIsrWrites prometheus.Counter
 	offlineBuckets     prometheus.GaugeFunc
+	// imageCatchUp is how long a new leader took from its election to
+	// serving: its warm image brought up to the leadership's start.
+	imageCatchUp prometheus.Histogram
 	// grpc are the gRPC server's request metrics (go-grpc-middleware's
 	// Prometheus provider, conventional names grpc_server_*).
 	grpc *grpcprom.ServerMetrics
@@ -66,6 +69,9 @@ func newMetrics(s *Server, reg prometheus.Registerer) *Metrics {
 			}
 			return 0
 		})
+	m.imageCatchUp = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "metaplane_coordinator_catch_up_seconds",
+		Help:    "Time from this coordinator's election to its serving as leader: its metadata image, kept current while it was a standby, brought up to the leadership's start.",
+		Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}})
 	m.leaderChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "metaplane_coordinator_leader_changes_total",
 		Help: "Changes of leader (a new leader id or epoch) this coordinator has observed since it started."})
 	version, commit, goversion := buildInfo(debug.ReadBuildInfo)
@@ -96,7 +102,7 @@ func newMetrics(s *Server, reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.leader, m.epoch, m.observedEpoch, m.calls, m.tablets, m.imageRevision, m.leaderChanges, m.buildInfo,
-			m.leaderAndIsrWrites, m.offlineBuckets,
+			m.leaderAndIsrWrites, m.offlineBuckets, m.imageCatchUp,
 			newStatusCollector(s), m.grpc)
 	}
 	return m

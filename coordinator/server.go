@@ -109,7 +109,9 @@ type Options struct {
 	// RequestCleanupInterval is how often the leader removes expired
 	// request records; default a tenth of RequestRetention, at most 1m.
 	RequestCleanupInterval time.Duration
-	// ImageLoadTimeout bounds the new leader's first image load; default
+	// ImageLoadTimeout bounds a new leader's catch-up: its metadata
+	// image (kept current while it was a standby, loaded when its backend
+	// client opened) brought up to the leadership's start; default
 	// 30s. A leader that cannot load its image resigns.
 	ImageLoadTimeout time.Duration
 	// Logger receives the server's events; default slog.Default().
@@ -157,11 +159,16 @@ type Server struct {
 	// (Options.MaxConcurrentSnapshots).
 	snapshotSlots chan struct{}
 
-	leader     atomic.Pointer[leaderState]
-	backend    atomic.Pointer[backendRef]
-	leaderInfo atomic.Pointer[core.LeaderInfo]
-	requests   inflight // request ids being served
-	quorum     atomic.Pointer[quorumNote]
+	leader atomic.Pointer[leaderState]
+	// warmImage is the open client's metadata image, kept current while
+	// standby and leader; bucketsSink the leadership's bucket states its
+	// changes go to (nil on a standby).
+	warmImage   atomic.Pointer[image.Image]
+	bucketsSink atomic.Pointer[bucketStates]
+	backend     atomic.Pointer[backendRef]
+	leaderInfo  atomic.Pointer[core.LeaderInfo]
+	requests    inflight // request ids being served
+	quorum      atomic.Pointer[quorumNote]
 	// streamApplied is the highest revision the metadata stream this
 	// coordinator serves has seen (FetchMetadata's applied_offset).
 	streamApplied atomic.Int64
@@ -432,6 +439,16 @@ func (s *Server) withClient(ctx context.Context, b core.MetadataBackend) {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go s.observeLeader(cctx, b)
+	// The metadata image is kept current while this coordinator is a
+	// standby too (a warm standby): winning an election then costs the
+	// tail of changes it has not applied yet, not a load of the tree.
+	img := image.New(image.Options{Prefix: "/", Logf: func(f string, a ...any) { s.log.Warn(fmt.Sprintf(f, a...)) },
+		OnChange: s.imageChanged})
+	imgDone := make(chan struct{})
+	go func() { defer close(imgDone); img.Run(cctx, b) }()
+	defer func() { cancel(); <-imgDone }()
+	s.warmImage.Store(img)
+	defer s.warmImage.Store(nil)
 	failures := 0
 	for cctx.Err() == nil {
 		if s.fatal() != nil {
@@ -458,21 +475,55 @@ func (s *Server) withClient(ctx context.Context, b core.MetadataBackend) {
 			continue
 		}
 		failures = 0
-		s.lead(cctx, b, lead)
+		s.lead(cctx, b, lead, img)
 	}
 }
 
-// lead serves as leader until the leadership is lost or ctx ends.
-func (s *Server) lead(ctx context.Context, b core.MetadataBackend, lead core.Leadership) {
+// catchUp brings img, the warm image, up to the leadership's start: once
+// it has loaded (at the client's first start; a warm standby's has long
+// before), the leader creates its marker, the ephemeral
+// /metaplane/leaders/<epoch> (fenced), and waits until the image has
+// applied it from the change stream: then it holds every change made
+// before this leadership, whatever the backend, without reading the tree.
+func (s *Server) catchUp(ctx context.Context, b core.MetadataBackend, img *image.Image, lead core.Leadership) error {
+	if err := img.WaitReady(ctx); err != nil {
+		return err
+	}
+	p := catalog.LeaderMarkerPath(lead.Epoch())
+	res, err := b.Txn(ctx, []core.Op{core.CreateOp(p, []byte(s.id), core.Ephemeral).WithParents()}, core.TxnOptions{Fence: lead.Fence()})
+	rev := res.Revision
+	if errors.Is(err, core.ErrNodeExists) {
+		// Ours, from an attempt whose answer was lost.
+		n, gerr := core.Get(ctx, b, p)
+		if gerr != nil {
+			return gerr
+		}
+		rev, err = n.Stat.CreateRevision, nil
+	}
+	if err != nil {
+		return fmt.Errorf("leader marker %s: %w", p, err)
+	}
+	return img.WaitRevision(ctx, rev)
+}
+
+// imageChanged passes the paths the image changed to the leadership's
+// bucket states, when this coordinator leads.
+func (s *Server) imageChanged(paths []string) {
+	if b := s.bucketsSink.Load(); b != nil {
+		b.onChange(paths)
+	}
+}
+
+// lead serves as leader until the leadership is lost or ctx ends. img is
+// the client's image, kept current since the client opened.
+func (s *Server) lead(ctx context.Context, b core.MetadataBackend, lead core.Leadership, img *image.Image) {
 	s.log.Info("elected leader", "epoch", lead.Epoch())
+	elected := time.Now()
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	buckets := newBucketStates()
-	img := image.New(image.Options{Prefix: "/", Logf: func(f string, a ...any) { s.log.Warn(fmt.Sprintf(f, a...)) },
-		OnChange: buckets.onChange})
-	imgDone := make(chan struct{})
-	go func() { defer close(imgDone); img.Run(lctx, b) }()
-	defer func() { cancel(); <-imgDone }()
+	buckets := newBucketStates() // its first round reads the image whole (in memory)
+	s.bucketsSink.Store(buckets)
+	defer s.bucketsSink.Store(nil)
 
 	wctx, wcancel := context.WithTimeout(lctx, s.opts.ImageLoadTimeout)
 	go func() {
@@ -482,15 +533,24 @@ func (s *Server) lead(ctx context.Context, b core.MetadataBackend, lead core.Lea
 		case <-wctx.Done():
 		}
 	}()
-	err := img.WaitReady(wctx)
+	err := s.catchUp(wctx, b, img, lead)
 	wcancel()
 	if err != nil {
-		s.log.Warn("leader could not load the metadata image; resigning", "err", err)
+		s.log.Warn("leader could not bring the metadata image up to date; resigning", "err", err)
 		rctx, rc := context.WithTimeout(context.Background(), 5*time.Second)
 		lead.Resign(rctx)
 		rc()
 		return
 	}
+	caughtUp := time.Since(elected)
+	s.metrics.imageCatchUp.Observe(caughtUp.Seconds())
+	defer func() {
+		// The marker goes with the leadership (best effort: else with the
+		// client's session).
+		dctx, dc := context.WithTimeout(context.Background(), 2*time.Second)
+		core.Delete(dctx, b, catalog.LeaderMarkerPath(lead.Epoch()), core.AnyVersion, core.Fence{})
+		dc()
+	}()
 	if fencedByMigration(lctx, img, core.ReadOptions{}) {
 		s.log.Warn("elected on a store that carries the migration fence: resigning before serving", "fence", catalog.MigrationFencePath)
 		rctx, rc := context.WithTimeout(context.Background(), 5*time.Second)
@@ -509,7 +569,8 @@ func (s *Server) lead(ctx context.Context, b core.MetadataBackend, lead core.Lea
 	st := &leaderState{lead: lead, b: b, cat: cat, img: img, buckets: buckets, ctl: newController(), started: time.Now()}
 	s.setLeader(st)
 	s.leaderInfo.Store(&core.LeaderInfo{ID: s.id, Address: s.addr, Epoch: lead.Epoch()})
-	s.log.Info("serving as leader", "epoch", lead.Epoch(), "address", s.addr)
+	s.log.Info("serving as leader", "epoch", lead.Epoch(), "address", s.addr, "caught_up_in", caughtUp.Round(time.Microsecond),
+		"image_nodes", img.Len())
 	notifyDone := make(chan struct{})
 	go func() { defer close(notifyDone); s.controlLoop(lctx, st) }()
 	defer func() { cancel(); <-notifyDone }()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 
 	"github.com/metaplane/metaplane/core"
 )
@@ -58,6 +59,16 @@ type RequestRecord struct {
 // (an if-exists create of an existing node, an ACL already present) or
 // that failed.
 func (r *RequestRecord) Committed() bool { return r.committed }
+
+// LeadersPath holds the leader coordinators' markers: each leader creates
+// the ephemeral LeaderMarkerPath(epoch) when it starts, and serves once its
+// metadata image has applied it. Ephemeral: never copied by a migration.
+const LeadersPath = RequestsRoot + "/leaders"
+
+// LeaderMarkerPath is /metaplane/leaders/<epoch>.
+func LeaderMarkerPath(epoch int64) string {
+	return core.JoinPath(LeadersPath, strconv.FormatInt(epoch, 10))
+}
 
 // RequestPath is /metaplane/requests/<id>.
 func RequestPath(id string) string { return core.JoinPath(RequestsPath, id) }
