@@ -56,7 +56,14 @@ func (a *adminService) ListDatabases(ctx context.Context, r *adminv1.ListDatabas
 		return nil, err
 	}
 	names, err := l.cat.ListDatabases(ctx)
-	return &adminv1.ListDatabasesResponse{Names: names}, a.s.mapErr(err)
+	if err != nil {
+		return nil, a.s.mapErr(err)
+	}
+	page, next, err := pageOf(names, self, r.PageSize, r.PageToken, "databases")
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.ListDatabasesResponse{Names: page, NextPageToken: next}, nil
 }
 
 func (a *adminService) GetDatabase(ctx context.Context, r *adminv1.GetDatabaseRequest) (*adminv1.GetDatabaseResponse, error) {
@@ -192,7 +199,14 @@ func (a *adminService) ListTables(ctx context.Context, r *adminv1.ListTablesRequ
 		return nil, err
 	}
 	names, err := l.cat.ListTables(ctx, r.Database)
-	return &adminv1.ListTablesResponse{Names: names}, a.s.mapErr(err)
+	if err != nil {
+		return nil, a.s.mapErr(err)
+	}
+	page, next, err := pageOf(names, self, r.PageSize, r.PageToken, "tables")
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.ListTablesResponse{Names: page, NextPageToken: next}, nil
 }
 
 func (a *adminService) CreatePartition(ctx context.Context, r *adminv1.CreatePartitionRequest) (*adminv1.CreatePartitionResponse, error) {
@@ -238,7 +252,11 @@ func (a *adminService) ListPartitions(ctx context.Context, r *adminv1.ListPartit
 	if err != nil {
 		return nil, a.s.mapErr(err)
 	}
-	out := &adminv1.ListPartitionsResponse{}
+	ps, next, err := pageOf(ps, func(p catalog.PartitionInfo) string { return p.Name }, r.PageSize, r.PageToken, "partitions")
+	if err != nil {
+		return nil, err
+	}
+	out := &adminv1.ListPartitionsResponse{NextPageToken: next}
 	for _, p := range ps {
 		out.Partitions = append(out.Partitions, &adminv1.PartitionInfo{Name: p.Name,
 			PartitionId: p.Registration.PartitionID, TableId: p.Registration.TableID})

@@ -3,6 +3,7 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"sync"
@@ -497,5 +498,74 @@ func TestBucketReassignment(t *testing.T) {
 	}
 	if got := listBuckets(t, ctx, c, "db", "t")[1]; !slices.Equal(got.Bucket.Replicas, b1.Replicas) || len(got.TargetReplicas) != 0 || got.Bucket.Leader != b1.Leader {
 		t.Fatalf("after the cancel: %v; want replicas %v led by %d", got, b1.Replicas, b1.Leader)
+	}
+}
+
+// TestPagedListUnderWrites: ListTables in pages of 7 while tables are
+// created between the pages returns every table that existed throughout
+// exactly once, in order.
+func TestPagedListUnderWrites(t *testing.T) {
+	s := memory.NewStore(memory.StoreOptions{})
+	t.Cleanup(func() { s.Close() })
+	a := startCoordinator(t, s)
+	testutil.WaitFor(t, 5*time.Second, "coordinator leads", a.srv.IsLeader)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := newClient(t, a.addr)
+	admin := func(f func(ctx context.Context, ac adminv1.AdminServiceClient) error) {
+		t.Helper()
+		if err := c.Admin(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create := func(name string) {
+		admin(func(ctx context.Context, ac adminv1.AdminServiceClient) error {
+			_, err := ac.CreateTable(ctx, &adminv1.CreateTableRequest{Database: "db", Table: name, Descriptor_: &adminv1.TableDescriptor{
+				Columns: []*adminv1.Column{{Name: "k", Type: "BIGINT"}}}})
+			return err
+		})
+	}
+	admin(func(ctx context.Context, ac adminv1.AdminServiceClient) error {
+		_, err := ac.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "db"})
+		return err
+	})
+	var stable []string
+	for i := 0; i < 30; i++ {
+		name := fmt.Sprintf("t%02d", 2*i)
+		create(name)
+		stable = append(stable, name)
+	}
+	var got []string
+	req := &adminv1.ListTablesRequest{Database: "db", PageSize: 7}
+	for n := 0; ; n++ {
+		var page *adminv1.ListTablesResponse
+		admin(func(ctx context.Context, ac adminv1.AdminServiceClient) (err error) {
+			page, err = ac.ListTables(ctx, req)
+			return err
+		})
+		if len(page.Names) > 7 {
+			t.Fatalf("page of %d names, want at most 7", len(page.Names))
+		}
+		got = append(got, page.Names...)
+		if page.NextPageToken == "" {
+			break
+		}
+		req.PageToken = page.NextPageToken
+		// Between pages: a table created before the token (not listed)
+		// and one after it (listed, or not: created under the listing).
+		create(fmt.Sprintf("t%02d", 2*n+1))
+		create(fmt.Sprintf("u%02d", n))
+	}
+	seen := map[string]int{}
+	for _, n := range got {
+		seen[n]++
+	}
+	for _, n := range stable {
+		if seen[n] != 1 {
+			t.Errorf("table %s listed %d times, want once", n, seen[n])
+		}
+	}
+	if !slices.IsSorted(got) {
+		t.Errorf("pages out of order: %v", got)
 	}
 }

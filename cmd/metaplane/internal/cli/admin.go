@@ -205,7 +205,14 @@ func adminCreateDatabase(a *admin) *cobra.Command {
 func adminListDatabases(a *admin) *cobra.Command {
 	return &cobra.Command{Use: "list-databases", Short: "list the databases", Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return call(cmd, a, adminv1.AdminServiceClient.ListDatabases, &adminv1.ListDatabasesRequest{},
+			return callPages(cmd, a, func(c adminv1.AdminServiceClient, ctx context.Context, r *adminv1.ListDatabasesRequest) (*adminv1.ListDatabasesResponse, error) {
+				return c.ListDatabases(ctx, r)
+			}, &adminv1.ListDatabasesRequest{},
+				func(r *adminv1.ListDatabasesRequest, size int32, token string) { r.PageSize, r.PageToken = size, token },
+				(*adminv1.ListDatabasesResponse).GetNextPageToken,
+				func(all, page *adminv1.ListDatabasesResponse) {
+					all.Names, all.NextPageToken = append(all.Names, page.Names...), page.NextPageToken
+				},
 				func(w io.Writer, r *adminv1.ListDatabasesResponse) { printLines(w, r.Names, "(no databases)") })
 		}}
 }
@@ -289,7 +296,14 @@ func adminDescribeTable(a *admin) *cobra.Command {
 func adminListTables(a *admin) *cobra.Command {
 	return &cobra.Command{Use: "list-tables <db>", Short: "list a database's tables", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, pos []string) error {
-			return call(cmd, a, adminv1.AdminServiceClient.ListTables, &adminv1.ListTablesRequest{Database: pos[0]},
+			return callPages(cmd, a, func(c adminv1.AdminServiceClient, ctx context.Context, r *adminv1.ListTablesRequest) (*adminv1.ListTablesResponse, error) {
+				return c.ListTables(ctx, r)
+			}, &adminv1.ListTablesRequest{Database: pos[0]},
+				func(r *adminv1.ListTablesRequest, size int32, token string) { r.PageSize, r.PageToken = size, token },
+				(*adminv1.ListTablesResponse).GetNextPageToken,
+				func(all, page *adminv1.ListTablesResponse) {
+					all.Names, all.NextPageToken = append(all.Names, page.Names...), page.NextPageToken
+				},
 				func(w io.Writer, r *adminv1.ListTablesResponse) { printLines(w, r.Names, "(no tables in "+pos[0]+")") })
 		}}
 }
@@ -339,7 +353,16 @@ func adminListPartitions(a *admin) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return call(cmd, a, adminv1.AdminServiceClient.ListPartitions, &adminv1.ListPartitionsRequest{Database: db, Table: table},
+			return callPages(cmd, a, func(c adminv1.AdminServiceClient, ctx context.Context, r *adminv1.ListPartitionsRequest) (*adminv1.ListPartitionsResponse, error) {
+				return c.ListPartitions(ctx, r)
+			}, &adminv1.ListPartitionsRequest{Database: db, Table: table},
+				func(r *adminv1.ListPartitionsRequest, size int32, token string) {
+					r.PageSize, r.PageToken = size, token
+				},
+				(*adminv1.ListPartitionsResponse).GetNextPageToken,
+				func(all, page *adminv1.ListPartitionsResponse) {
+					all.Partitions, all.NextPageToken = append(all.Partitions, page.Partitions...), page.NextPageToken
+				},
 				func(w io.Writer, r *adminv1.ListPartitionsResponse) { printPartitions(w, pos[0], r.Partitions) })
 		}}
 }

@@ -35,28 +35,15 @@ func adminListBuckets(a *admin) *cobra.Command {
 		if pageSize < 1 || pageSize > 10000 {
 			return usageError("--page-size %d is out of range: want 1 to 10000", pageSize)
 		}
-		all := &adminv1.ListBucketsResponse{}
-		err = a.do(cmd, func(ctx context.Context, c *adminclient.Client) error {
-			req := &adminv1.ListBucketsRequest{Database: db, Table: table, Partition: partition, PageSize: pageSize}
-			for {
-				var page *adminv1.ListBucketsResponse
-				if err := c.Admin(ctx, func(ctx context.Context, sc adminv1.AdminServiceClient) (err error) {
-					page, err = sc.ListBuckets(ctx, req)
-					return err
-				}); err != nil {
-					return err
-				}
-				all.Buckets = append(all.Buckets, page.Buckets...)
-				if page.NextPageToken == "" {
-					return nil
-				}
-				req.PageToken = page.NextPageToken
-			}
-		})
-		if err != nil {
-			return err
-		}
-		return a.print(cmd.OutOrStdout(), all, func(w io.Writer) { printBuckets(w, pos[0], all.Buckets) })
+		return callPages(cmd, a, func(c adminv1.AdminServiceClient, ctx context.Context, r *adminv1.ListBucketsRequest) (*adminv1.ListBucketsResponse, error) {
+			return c.ListBuckets(ctx, r)
+		}, &adminv1.ListBucketsRequest{Database: db, Table: table, Partition: partition},
+			func(r *adminv1.ListBucketsRequest, _ int32, token string) { r.PageSize, r.PageToken = pageSize, token },
+			(*adminv1.ListBucketsResponse).GetNextPageToken,
+			func(all, page *adminv1.ListBucketsResponse) {
+				all.Buckets, all.NextPageToken = append(all.Buckets, page.Buckets...), page.NextPageToken
+			},
+			func(w io.Writer, r *adminv1.ListBucketsResponse) { printBuckets(w, pos[0], r.Buckets) })
 	}
 	return cmd
 }

@@ -1372,7 +1372,13 @@ func (x *DropDatabaseResponse) GetDropped() bool {
 }
 
 type ListDatabasesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// page_size is the most items one answer holds, 1 to 10000; 0 asks
+	// for every item in one answer, refused (RESOURCE_EXHAUSTED) past 10000.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// page_token, from the previous answer's next_page_token, asks for the
+	// next page.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1407,9 +1413,25 @@ func (*ListDatabasesRequest) Descriptor() ([]byte, []int) {
 	return file_metaplane_admin_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
+func (x *ListDatabasesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListDatabasesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListDatabasesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Names         []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Names []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	// next_page_token, when not empty, asks for the next page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1449,6 +1471,13 @@ func (x *ListDatabasesResponse) GetNames() []string {
 		return x.Names
 	}
 	return nil
+}
+
+func (x *ListDatabasesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type GetDatabaseRequest struct {
@@ -2284,8 +2313,14 @@ func (x *GetTableInfoResponse) GetTable() *TableInfo {
 }
 
 type ListTablesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Database      string                 `protobuf:"bytes,1,opt,name=database,proto3" json:"database,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Database string                 `protobuf:"bytes,1,opt,name=database,proto3" json:"database,omitempty"`
+	// page_size is the most items one answer holds, 1 to 10000; 0 asks
+	// for every item in one answer, refused (RESOURCE_EXHAUSTED) past 10000.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// page_token, from the previous answer's next_page_token, asks for the
+	// next page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2327,9 +2362,25 @@ func (x *ListTablesRequest) GetDatabase() string {
 	return ""
 }
 
+func (x *ListTablesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListTablesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListTablesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Names         []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Names []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	// next_page_token, when not empty, asks for the next page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2369,6 +2420,13 @@ func (x *ListTablesResponse) GetNames() []string {
 		return x.Names
 	}
 	return nil
+}
+
+func (x *ListTablesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type PartitionInfo struct {
@@ -2668,9 +2726,15 @@ func (x *DropPartitionResponse) GetDropped() bool {
 }
 
 type ListPartitionsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Database      string                 `protobuf:"bytes,1,opt,name=database,proto3" json:"database,omitempty"`
-	Table         string                 `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Database string                 `protobuf:"bytes,1,opt,name=database,proto3" json:"database,omitempty"`
+	Table    string                 `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	// page_size is the most items one answer holds, 1 to 10000; 0 asks
+	// for every item in one answer, refused (RESOURCE_EXHAUSTED) past 10000.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// page_token, from the previous answer's next_page_token, asks for the
+	// next page.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2719,9 +2783,25 @@ func (x *ListPartitionsRequest) GetTable() string {
 	return ""
 }
 
+func (x *ListPartitionsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListPartitionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListPartitionsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Partitions    []*PartitionInfo       `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Partitions []*PartitionInfo       `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// next_page_token, when not empty, asks for the next page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2761,6 +2841,13 @@ func (x *ListPartitionsResponse) GetPartitions() []*PartitionInfo {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *ListPartitionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type TabletServer struct {
@@ -6397,10 +6484,14 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\x14ignore_if_not_exists\x18\x02 \x01(\bR\x11ignoreIfNotExists\x12\x18\n" +
 	"\acascade\x18\x03 \x01(\bR\acascade\"0\n" +
 	"\x14DropDatabaseResponse\x12\x18\n" +
-	"\adropped\x18\x01 \x01(\bR\adropped\"\x16\n" +
-	"\x14ListDatabasesRequest\"-\n" +
+	"\adropped\x18\x01 \x01(\bR\adropped\"R\n" +
+	"\x14ListDatabasesRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"U\n" +
 	"\x15ListDatabasesResponse\x12\x14\n" +
-	"\x05names\x18\x01 \x03(\tR\x05names\"(\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"(\n" +
 	"\x12GetDatabaseRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\xbc\x02\n" +
 	"\x13GetDatabaseResponse\x12\x12\n" +
@@ -6480,11 +6571,15 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\bdatabase\x18\x01 \x01(\tR\bdatabase\x12\x14\n" +
 	"\x05table\x18\x02 \x01(\tR\x05table\"K\n" +
 	"\x14GetTableInfoResponse\x123\n" +
-	"\x05table\x18\x01 \x01(\v2\x1d.metaplane.admin.v1.TableInfoR\x05table\"/\n" +
+	"\x05table\x18\x01 \x01(\v2\x1d.metaplane.admin.v1.TableInfoR\x05table\"k\n" +
 	"\x11ListTablesRequest\x12\x1a\n" +
-	"\bdatabase\x18\x01 \x01(\tR\bdatabase\"*\n" +
+	"\bdatabase\x18\x01 \x01(\tR\bdatabase\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"R\n" +
 	"\x12ListTablesResponse\x12\x14\n" +
-	"\x05names\x18\x01 \x03(\tR\x05names\"a\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"a\n" +
 	"\rPartitionInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fpartition_id\x18\x02 \x01(\x03R\vpartitionId\x12\x19\n" +
@@ -6503,14 +6598,18 @@ const file_metaplane_admin_v1_admin_proto_rawDesc = "" +
 	"\tpartition\x18\x03 \x01(\tR\tpartition\x12/\n" +
 	"\x14ignore_if_not_exists\x18\x04 \x01(\bR\x11ignoreIfNotExists\"1\n" +
 	"\x15DropPartitionResponse\x12\x18\n" +
-	"\adropped\x18\x01 \x01(\bR\adropped\"I\n" +
+	"\adropped\x18\x01 \x01(\bR\adropped\"\x85\x01\n" +
 	"\x15ListPartitionsRequest\x12\x1a\n" +
 	"\bdatabase\x18\x01 \x01(\tR\bdatabase\x12\x14\n" +
-	"\x05table\x18\x02 \x01(\tR\x05table\"[\n" +
+	"\x05table\x18\x02 \x01(\tR\x05table\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"\x83\x01\n" +
 	"\x16ListPartitionsResponse\x12A\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2!.metaplane.admin.v1.PartitionInfoR\n" +
-	"partitions\"\xd1\x01\n" +
+	"partitions\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd1\x01\n" +
 	"\fTabletServer\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x1c\n" +
 	"\tlisteners\x18\x02 \x01(\tR\tlisteners\x12-\n" +
