@@ -28,6 +28,8 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
+require github.com/cenkalti/backoff/v4 v4.3.0
+
 require (
 	github.com/DataDog/zstd v1.5.7 // indirect
 	github.com/HdrHistogram/hdrhistogram-go v1.1.2 // indirect

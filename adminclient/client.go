@@ -248,7 +248,7 @@ func (e *DeadlineError) Unwrap() error { return e.Err }
 
 // ErrOutcomeUnknown is in the chain of a write's error when the write may or
 // may not have been applied and Do could not settle it: an exactly-once
-// write (ExactlyOnce) whose repetitions with its request id got no answer
+// write (see exactlyOnce) whose repetitions with its request id got no answer
 // for good before the deadline, or that was answered INTERNAL; another
 // write that was sent and its answer lost (a connection that broke under
 // it, the deadline) or answered with outcome UNKNOWN. Repeat an
@@ -347,10 +347,6 @@ var exactlyOnce = map[string]bool{
 	adminv1.AdminService_AlterConfigs_FullMethodName:    true,
 	adminv1.AdminService_SetServerTags_FullMethodName:   true,
 }
-
-// ExactlyOnce reports whether method (a full gRPC method name) is applied
-// at most once per request id.
-func ExactlyOnce(method string) bool { return exactlyOnce[method] }
 
 type requestIDKey struct{}
 
@@ -451,7 +447,7 @@ func ready(ctx context.Context, cc *grpc.ClientConn, wait time.Duration) bool {
 // and retries are bounded by time, not by a count.
 //
 // call must make one RPC. A read (see retrySafe) is repeated after any
-// UNAVAILABLE answer. An exactly-once write (see ExactlyOnce) carries one
+// UNAVAILABLE answer. An exactly-once write (see exactlyOnce) carries one
 // request id in all its attempts (ctx's, see WithRequestID, or a fresh
 // one) and is repeated after an ambiguous failure too (a connection lost
 // under it, an answer with outcome UNKNOWN other than INTERNAL): the

@@ -8,6 +8,7 @@ import (
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/catalog"
 	"github.com/metaplane/metaplane/core/image"
+	"github.com/metaplane/metaplane/internal/retry"
 )
 
 // The migration fence (catalog.MigrationFencePath) is set by a live
@@ -35,7 +36,7 @@ func (s *Server) waitMigrationUnfenced(ctx context.Context, b core.MetadataBacke
 				"fence", catalog.MigrationFencePath)
 			logged = true
 		}
-		if !sleep(ctx, s.opts.Fatal, time.Second) {
+		if !retry.Sleep(ctx, time.Second, s.opts.Fatal) {
 			return false
 		}
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/catalog"
 	"github.com/metaplane/metaplane/core/image"
+	"github.com/metaplane/metaplane/internal/retry"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
@@ -366,7 +367,7 @@ func (s *Server) Serve(ctx context.Context) error {
 
 // run opens clients and campaigns until ctx ends.
 func (s *Server) run(ctx context.Context) error {
-	backoff := 100 * time.Millisecond
+	wait := retry.New(100*time.Millisecond, 5*time.Second)
 	for ctx.Err() == nil {
 		if err := s.fatal(); err != nil {
 			return err
@@ -376,14 +377,12 @@ func (s *Server) run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			s.log.Warn("opening a backend client failed; retrying", "err", err, "in", backoff)
-			if !sleep(ctx, s.opts.Fatal, backoff) {
-				continue
-			}
-			backoff = min(backoff*2, 5*time.Second)
+			d := wait.Next()
+			s.log.Warn("opening a backend client failed; retrying", "err", err, "in", d)
+			retry.Sleep(ctx, d, s.opts.Fatal)
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		wait.Reset()
 		b = s.metrics.wrap(b)
 		s.backend.Store(&backendRef{b: b})
 		s.backendOpen.Store(true)
@@ -396,8 +395,7 @@ func (s *Server) run(ctx context.Context) error {
 		if time.Since(started) < time.Second {
 			// The client failed at once: do not spin on a backend that is
 			// closed for good.
-			sleep(ctx, s.opts.Fatal, backoff)
-			backoff = min(backoff*2, 5*time.Second)
+			retry.Sleep(ctx, wait.Next(), s.opts.Fatal)
 		}
 	}
 	return nil
@@ -420,19 +418,6 @@ func (s *Server) fatal() error {
 	}
 }
 
-func sleep(ctx context.Context, fatal <-chan struct{}, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-fatal:
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // withClient observes the leader and campaigns with client b until b is
 // closed under it or ctx ends.
 func (s *Server) withClient(ctx context.Context, b core.MetadataBackend) {
@@ -450,6 +435,7 @@ func (s *Server) withClient(ctx context.Context, b core.MetadataBackend) {
 	s.warmImage.Store(img)
 	defer s.warmImage.Store(nil)
 	failures := 0
+	wait := retry.New(200*time.Millisecond, 2*time.Second)
 	for cctx.Err() == nil {
 		if s.fatal() != nil {
 			return
@@ -471,10 +457,11 @@ func (s *Server) withClient(ctx context.Context, b core.MetadataBackend) {
 			if failures >= 5 {
 				return
 			}
-			sleep(cctx, s.opts.Fatal, time.Duration(failures)*200*time.Millisecond)
+			retry.Sleep(cctx, wait.Next(), s.opts.Fatal)
 			continue
 		}
 		failures = 0
+		wait.Reset()
 		s.lead(cctx, b, lead, img)
 	}
 }
@@ -603,7 +590,7 @@ func (s *Server) observeLeader(ctx context.Context, b core.MetadataBackend) {
 			if errors.Is(err, core.ErrClosed) {
 				return
 			}
-			sleep(ctx, nil, 500*time.Millisecond)
+			retry.Sleep(ctx, 500*time.Millisecond)
 			continue
 		}
 		for li := range ch {
@@ -613,7 +600,7 @@ func (s *Server) observeLeader(ctx context.Context, b core.MetadataBackend) {
 			s.metrics.observedEpoch.Set(float64(li.Epoch))
 			s.logLeader(prev, li)
 		}
-		sleep(ctx, nil, 200*time.Millisecond)
+		retry.Sleep(ctx, 200*time.Millisecond)
 	}
 }
 

@@ -36,6 +36,7 @@ import (
 	"github.com/metaplane/metaplane/core/config"
 	"github.com/metaplane/metaplane/core/image"
 	"github.com/metaplane/metaplane/internal/authn"
+	"github.com/metaplane/metaplane/internal/retry"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
@@ -293,7 +294,7 @@ const registerTimeout = 10 * time.Second
 // registerLoop registers through the coordinator leader and heartbeats,
 // re-registering when the lease is gone.
 func (s *Server) registerLoop(ctx context.Context, c *adminclient.Client) {
-	backoff := 100 * time.Millisecond
+	wait := retry.New(100*time.Millisecond, 2*time.Second)
 	for ctx.Err() == nil {
 		var reg *adminv1.RegisterTabletServerResponse
 		// The call as a whole (redirects and retries included) has its
@@ -307,14 +308,14 @@ func (s *Server) registerLoop(ctx context.Context, c *adminclient.Client) {
 		})
 		rcancel()
 		if err != nil {
+			d := wait.Next()
 			if ctx.Err() == nil {
-				s.log.Warn("registration failed; retrying", "err", err, "in", backoff)
+				s.log.Warn("registration failed; retrying", "err", err, "in", d)
 			}
-			sleep(ctx, backoff)
-			backoff = min(backoff*2, 2*time.Second)
+			retry.Sleep(ctx, d)
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		wait.Reset()
 		s.observeEpoch(reg.CoordinatorEpoch)
 		s.lease.Store(reg.LeaseId)
 		s.registered.Store(true)
@@ -375,13 +376,12 @@ func (s *Server) heartbeat(ctx context.Context, c *adminclient.Client, lease int
 // zkLoop keeps an own backend client, the ephemeral registration and the
 // view, reopening the client when it is closed under it.
 func (s *Server) zkLoop(ctx context.Context) {
-	backoff := 100 * time.Millisecond
+	wait := retry.New(100*time.Millisecond, 5*time.Second)
 	for ctx.Err() == nil {
 		b, err := s.opts.Open(ctx)
 		if err != nil {
 			s.log.Warn("opening the backend failed; retrying", "err", err)
-			sleep(ctx, backoff)
-			backoff = min(backoff*2, 5*time.Second)
+			retry.Sleep(ctx, wait.Next())
 			continue
 		}
 		name := b.Capabilities().Name
@@ -400,7 +400,7 @@ func (s *Server) zkLoop(ctx context.Context) {
 		<-done
 		s.direct.Store(nil)
 		b.Close()
-		sleep(ctx, backoff)
+		retry.Sleep(ctx, wait.Next())
 	}
 }
 
@@ -444,7 +444,7 @@ func (s *Server) keepRegistered(ctx context.Context, b core.MetadataBackend) {
 			if !errors.Is(err, core.ErrNodeExists) {
 				s.log.Warn("registration failed", "err", err)
 			}
-			sleep(ctx, 100*time.Millisecond)
+			retry.Sleep(ctx, 100*time.Millisecond)
 			continue
 		}
 		select {
@@ -463,15 +463,6 @@ func (s *Server) keepRegistered(ctx context.Context, b core.MetadataBackend) {
 			}
 		case <-check.C:
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }
 

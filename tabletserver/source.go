@@ -13,6 +13,7 @@ import (
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/core/config"
+	"github.com/metaplane/metaplane/internal/retry"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -200,7 +201,7 @@ func (r *MetadataSource) Snapshot(ctx context.Context, prefix string) (core.Snap
 			break
 		}
 		r.log.Debug("metadata snapshot failed; asking the next coordinator", "err", err)
-		sleep(ctx, time.Duration(attempt)*50*time.Millisecond)
+		retry.Sleep(ctx, time.Duration(attempt)*50*time.Millisecond)
 	}
 	if err != nil {
 		return core.Snapshot{}, err
@@ -290,7 +291,7 @@ func (r *MetadataSource) Watch(ctx context.Context, prefix string, from int64) (
 					return
 				}
 				r.log.Debug("fetch metadata failed; retrying", "err", err, "coordinator", addr)
-				sleep(ctx, time.Duration(failures-1)*100*time.Millisecond)
+				retry.Sleep(ctx, time.Duration(failures-1)*100*time.Millisecond)
 				continue
 			}
 			failures = 0

@@ -14,6 +14,7 @@ import (
 
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/fanout"
+	"github.com/metaplane/metaplane/internal/retry"
 )
 
 // Backend is one client of a ZooKeeper ensemble: one ZooKeeper session,
@@ -487,24 +488,17 @@ func (b *Backend) do(ctx context.Context, fn func() error) error {
 // MaxRetryAttempts times with a growing pause (RetryWait, doubled per
 // attempt, capped at 4x). The error is the library's (map it).
 func (b *Backend) read(ctx context.Context, fn func() error) error {
-	wait := b.opts.RetryWait
+	wait := retry.New(b.opts.RetryWait, 4*b.opts.RetryWait)
 	for attempt := 0; ; attempt++ {
 		err := b.do(ctx, fn)
 		if err == nil || !retriable(err) || attempt >= b.opts.MaxRetryAttempts {
 			return err
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-b.closeCh:
-			t.Stop()
+		if !retry.Sleep(ctx, wait.Next(), b.closeCh) {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 			return core.ErrClosed
-		}
-		if wait < 4*b.opts.RetryWait {
-			wait *= 2
 		}
 	}
 }

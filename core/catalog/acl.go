@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -402,16 +401,6 @@ func containsID(ids []int32, id int32) bool {
 		}
 	}
 	return false
-}
-
-// SortedServerIDs returns m's keys in order.
-func SortedServerIDs(m map[int32]int32) []int32 {
-	ids := make([]int32, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	return ids
 }
 
 // ACLsOf returns the entries stored on each of the resources, in order (nil

@@ -44,7 +44,6 @@ const (
 	bucketsSeg            = "buckets"
 	leaderIsrSeg          = "leader_isr"
 	snapshotsSeg          = "snapshots"
-	remoteLogsSeg         = "remote_logs"
 	lakeTableSeg          = "laketable"
 	schemasSeg            = "schemas"
 	partitionsSeg         = "partitions"
@@ -56,9 +55,6 @@ const (
 
 // CatalogPrefixes are the subtrees the metadata image follows.
 var CatalogPrefixes = []string{MetadataRoot, TabletServersRoot, ACLsPath, ConfigRoot}
-
-// CoordinatorIDPath is /coordinators/ids/<uuid>.
-func CoordinatorIDPath(id string) string { return core.JoinPath(CoordinatorIDsPath, id) }
 
 // DatabasePath is /metadata/databases/<db>.
 func DatabasePath(db string) string { return core.JoinPath(DatabasesPath, db) }
@@ -124,16 +120,6 @@ func LeaderAndIsrPath(tableID, partitionID int64, bucket int32) string {
 // BucketSnapshotsPath is <bucket>/snapshots.
 func BucketSnapshotsPath(tableID, partitionID int64, bucket int32) string {
 	return core.JoinPath(BucketPath(tableID, partitionID, bucket), snapshotsSeg)
-}
-
-// BucketSnapshotPath is <bucket>/snapshots/<snapshotId>.
-func BucketSnapshotPath(tableID, partitionID int64, bucket int32, snapshotID int64) string {
-	return core.JoinPath(BucketSnapshotsPath(tableID, partitionID, bucket), strconv.FormatInt(snapshotID, 10))
-}
-
-// RemoteLogsPath is <bucket>/remote_logs.
-func RemoteLogsPath(tableID, partitionID int64, bucket int32) string {
-	return core.JoinPath(BucketPath(tableID, partitionID, bucket), remoteLogsSeg)
 }
 
 // LakeTablePath is /tabletservers/tables/<tableId>/laketable.

@@ -805,10 +805,6 @@ func UnmarshalConfigJSON(b []byte) (ConfigJSON, error) {
 	return ConfigJSON{Configs: nonNil(v.Configs)}, nil
 }
 
-// EncodeEpoch encodes a coordinator epoch as the original stores it in
-// /coordinators/epoch: plain decimal text.
-func EncodeEpoch(epoch int64) []byte { return []byte(strconv.FormatInt(epoch, 10)) }
-
 // DecodeEpoch decodes /coordinators/epoch.
 func DecodeEpoch(b []byte) (int64, error) {
 	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/retry"
 )
 
 // Options configure an Image.
@@ -92,7 +93,7 @@ var ErrNotReady = fmt.Errorf("%w: metadata image not loaded yet", core.ErrUnavai
 // history) it replaces its state; on other failures it retries with
 // backoff. It returns ctx's error, or ErrClosed when the backend closes.
 func (im *Image) Run(ctx context.Context, b core.MetadataBackend) error {
-	backoff := im.opts.RetryBackoff
+	wait := retry.New(im.opts.RetryBackoff, 2*time.Second)
 	for {
 		err := im.follow(ctx, b)
 		if ctx.Err() != nil {
@@ -106,17 +107,13 @@ func (im *Image) Run(ctx context.Context, b core.MetadataBackend) error {
 		im.mu.Unlock()
 		if errors.Is(err, core.ErrCompacted) {
 			im.logf("metadata image: %v; taking a new snapshot", err)
-			backoff = im.opts.RetryBackoff
+			wait.Reset()
 			continue
 		}
-		im.logf("metadata image: %v; resynchronising in %v", err, backoff)
-		select {
-		case <-ctx.Done():
+		d := wait.Next()
+		im.logf("metadata image: %v; resynchronising in %v", err, d)
+		if !retry.Sleep(ctx, d) {
 			return ctx.Err()
-		case <-time.After(backoff):
-		}
-		if backoff *= 2; backoff > 2*time.Second {
-			backoff = 2 * time.Second
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/metaplane/metaplane/backends/raft"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/retry"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
@@ -129,7 +130,7 @@ func removalBehind(st *adminv1.GetCoordinatorRaftStatusResponse, id string) stri
 // the last refusal is returned, saying how long it waited.
 func (r *raftFlags) retryWhileCatchingUp(ctx context.Context, stderr io.Writer, wait time.Duration, call func() error,
 	behind func(*adminv1.GetCoordinatorRaftStatusResponse) string) error {
-	backoff := 100 * time.Millisecond
+	backoff := retry.New(100*time.Millisecond, time.Second)
 	var refusal error // the last refusal waited on
 	why := ""
 	gaveUp := func() error {
@@ -158,11 +159,8 @@ func (r *raftFlags) retryWhileCatchingUp(ctx context.Context, stderr io.Writer, 
 			fmt.Fprintf(stderr, "%s: waiting for it, up to --wait %v\n", why, wait)
 		}
 		refusal = err
-		select {
-		case <-ctx.Done():
+		if !retry.Sleep(ctx, backoff.Next()) {
 			return gaveUp()
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, time.Second)
 	}
 }
