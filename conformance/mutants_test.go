@@ -12,6 +12,7 @@ import (
 
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/testutil"
 )
 
 // The suite's own mutation test: the memory backend with one seeded bug
@@ -43,6 +44,9 @@ const (
 	// bugSnapshotWalk: Snapshot reads node by node, each read at its own
 	// revision, and labels the result with the revision before the walk.
 	bugSnapshotWalk = "snapshot not at one revision"
+	// bugStreamMixesRevisions: a streamed snapshot reads each page from a
+	// snapshot taken anew, labelled with the first page's revision.
+	bugStreamMixesRevisions = "streamed snapshot mixing revisions"
 	// bugCreateStatNoLength: a create's result stat has no data length.
 	bugCreateStatNoLength = "create stat without data length"
 	// bugStaleReads: reads are served from a cache that a client of the
@@ -156,6 +160,16 @@ func (m *mutant) Txn(ctx context.Context, ops []core.Op, opts core.TxnOptions) (
 	return res, err
 }
 
+// StreamSnapshot is the memory backend's, or under bugStreamMixesRevisions
+// pages read from snapshots taken anew.
+func (m *mutant) StreamSnapshot(ctx context.Context, prefix string, pageBytes int, fn func(rev int64, nodes []core.Node) error) error {
+	if m.bug == bugStreamMixesRevisions {
+		return testutil.MixedRevisionStream(ctx, m.MetadataBackend, prefix, pageBytes, fn)
+	}
+	ss, _ := core.Optional[core.SnapshotStreamer](m.MetadataBackend)
+	return ss.StreamSnapshot(ctx, prefix, pageBytes, fn)
+}
+
 func (m *mutant) Snapshot(ctx context.Context, prefix string) (core.Snapshot, error) {
 	if m.bug != bugSnapshotWalk {
 		s, err := m.MetadataBackend.Snapshot(ctx, prefix)
@@ -251,6 +265,7 @@ func TestSuiteCatchesMutants(t *testing.T) {
 		{bug: bugFrozenModifyTime, catcher: "Stat/Set/Complete"},
 		{bug: bugSuffixFromChildCount, catcher: "Create/Sequential/NotReusedAfterDelete"},
 		{bug: bugSnapshotWalk, catcher: "Snapshot/ConcurrentWriters"},
+		{bug: bugStreamMixesRevisions, catcher: "Snapshot/Streamed/ConcurrentWriters", run: "^Snapshot/Streamed/ConcurrentWriters$", runs: 3},
 		{bug: bugCreateStatNoLength, catcher: "Stat/Create/Complete"},
 		// The negative controls of the linearizability check: each run
 		// of both properties must reject the stale reads.

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -313,177 +314,272 @@ func snapshotWriterProperties() []Property {
 			Name:        "Snapshot/ConcurrentWriters",
 			Description: "snapshots taken while several clients commit transactions over shared and private nodes are each exactly the state at their revision: every transaction at or below it whole, none above it, none that had returned before the snapshot began missing (one failing with ErrUnavailable must succeed when taken again with the writers paused)",
 			run: func(e *env) {
-				// The writers write until the reader has taken its
-				// snapshots (or maxRounds each), so that snapshots overlap
-				// writes even on a fast backend. A snapshot failing with
-				// ErrUnavailable (allowed: ZooKeeper gives up on a prefix
-				// that keeps changing) is taken again with the writers
-				// paused, and must then succeed.
-				const writers, maxRounds, snapshots, shared = 3, 3000, 40, 4
-				root := p("s")
-				var keys []string
-				init := []core.Op{core.CreateOp(root, nil, core.Persistent)}
-				for k := 0; k < shared; k++ {
-					keys = append(keys, core.JoinPath(root, fmt.Sprintf("k%d", k)))
-					init = append(init, core.CreateOp(keys[k], []byte("init"), core.Persistent))
-				}
-				res := e.txn(e.c0, "create the shared nodes", init...)
-
-				var mu sync.Mutex
-				txns := []snapTxn{{rev: res.Revision, ops: init}}
-				var doneRev atomic.Int64 // the highest revision of a returned transaction
-				doneRev.Store(res.Revision)
-				var running atomic.Int32
-				running.Store(writers)
-				var stop atomic.Bool
-				// progress has a value after a commit: each snapshot waits
-				// for one, so that writes go on between and during them.
-				progress := make(chan struct{}, 1)
-				var pause sync.RWMutex // writers hold it shared per transaction
-				// begun is closed once every writer has committed once (or
-				// given up), so that the snapshots overlap the writes.
-				begun := make(chan struct{})
-				var toBegin atomic.Int32
-				toBegin.Store(writers)
-				began := func(once *sync.Once) {
-					once.Do(func() {
-						if toBegin.Add(-1) == 0 {
-							close(begun)
-						}
-					})
-				}
-				cs := e.clients(writers)
-				errs := make(chan error, writers)
-				go parallel(writers, func(w int) {
-					var once sync.Once
-					defer began(&once)
-					defer func() {
-						running.Add(-1)
-						select {
-						case progress <- struct{}{}: // the reader must not wait for a commit that will not come
-						default:
-						}
-					}()
-					for j := 0; j < maxRounds && !stop.Load(); j++ {
-						v := []byte(fmt.Sprintf("w%d-%d", w, j))
-						own := core.JoinPath(root, fmt.Sprintf("w%d-%d", w, j))
-						ops := []core.Op{
-							core.SetOp(keys[(w+j)%shared], v, core.AnyVersion),
-							core.CreateOp(own, v, core.Persistent),
-							core.SetOp(keys[(w+j+1)%shared], v, core.AnyVersion),
-						}
-						if j > 0 {
-							ops = append(ops, core.DeleteOp(core.JoinPath(root, fmt.Sprintf("w%d-%d", w, j-1)), core.AnyVersion))
-						}
-						pause.RLock()
-						r, err := cs[w].Txn(e.ctx, ops, core.TxnOptions{})
-						pause.RUnlock()
-						if err != nil {
-							errs <- fmt.Errorf("writer %d, transaction %d: %w", w, j, err)
-							return
-						}
-						mu.Lock()
-						txns = append(txns, snapTxn{rev: r.Revision, ops: ops})
-						mu.Unlock()
-						began(&once)
-						select {
-						case progress <- struct{}{}:
-						default:
-						}
-						for {
-							d := doneRev.Load()
-							if r.Revision <= d || doneRev.CompareAndSwap(d, r.Revision) {
-								break
-							}
-						}
-					}
+				snapshotsUnderWriters(e, func(c core.MetadataBackend, prefix string, _ func()) (core.Snapshot, error) {
+					return c.Snapshot(e.ctx, prefix)
 				})
-
-				type taken struct {
-					snap    core.Snapshot
-					minimum int64 // doneRev when the snapshot began
+			},
+		},
+		{
+			Name:        "Snapshot/Streamed/ConcurrentWriters",
+			Needs:       NeedsStreamedSnapshots,
+			Description: "streamed snapshots (SnapshotStreamer) in pages of one node, taken while several clients commit transactions over shared and private nodes, are each exactly the state of one revision: every page at the same revision, every transaction at or below it whole, none above it, none that had returned before the stream began missing",
+			run: func(e *env) {
+				snapshotsUnderWriters(e, func(c core.MetadataBackend, prefix string, between func()) (core.Snapshot, error) {
+					return streamedSnapshot(e.ctx, c, prefix, 1, between)
+				})
+			},
+		},
+		{
+			Name:        "Snapshot/Streamed/SameAsWhole",
+			Needs:       NeedsStreamedSnapshots,
+			Description: "a streamed snapshot, in small pages or one large, holds exactly the nodes, data and stats of a whole snapshot at the same revision, in the same order; an empty prefix is one page with no nodes",
+			run: func(e *env) {
+				e.create(e.c0, p("a"), []byte("a"), core.Persistent)
+				for i := 0; i < 20; i++ {
+					e.create(e.c0, p("a", fmt.Sprintf("n%02d", i)), []byte(fmt.Sprintf("value-%d", i)), core.Persistent)
 				}
-				var snaps []taken
-				retried := 0
-				reader := e.client()
-				select {
-				case <-begun:
-				case <-time.After(e.wait):
-					e.t.Fatalf("the writers did not commit a first transaction each within %v", e.wait)
-				}
-				for i := 0; i < snapshots && running.Load() > 0; i++ {
-					select {
-					case <-progress:
-					case <-time.After(e.wait):
-						stop.Store(true)
-						e.t.Fatalf("no transaction committed within %v before snapshot %d", e.wait, i)
+				whole, err := e.c0.Snapshot(e.ctx, base)
+				e.ok(err, "snapshot")
+				for _, page := range []int{1, 64, 1 << 20} {
+					var pages int
+					got, err := streamedSnapshotPages(e.ctx, e.c0, base, page, &pages)
+					e.ok(err, "streamed snapshot in pages of %d bytes", page)
+					if got.Revision != whole.Revision {
+						e.t.Fatalf("streamed snapshot (pages of %d bytes) at revision %d, the whole one at %d with no write between", page, got.Revision, whole.Revision)
 					}
-					minimum := doneRev.Load()
-					snap, err := reader.Snapshot(e.ctx, root)
-					if errors.Is(err, core.ErrUnavailable) {
-						retried++
-						pause.Lock()
-						snap, err = reader.Snapshot(e.ctx, root)
-						pause.Unlock()
+					if fmt.Sprint(got.Nodes) != fmt.Sprint(whole.Nodes) {
+						e.t.Fatalf("streamed snapshot (pages of %d bytes) differs from the whole one:\n got %v\nwant %v", page, got.Nodes, whole.Nodes)
 					}
-					if err != nil {
-						stop.Store(true)
-					}
-					e.ok(err, "snapshot %d", i)
-					snaps = append(snaps, taken{snap, minimum})
-				}
-				stop.Store(true)
-				e.eventually("the writers to finish", func() bool { return running.Load() == 0 })
-				select {
-				case err := <-errs:
-					e.t.Fatalf("%v", err)
-				default:
-				}
-				snap, err := reader.Snapshot(e.ctx, root)
-				e.ok(err, "final snapshot")
-				snaps = append(snaps, taken{snap, doneRev.Load()})
-
-				mu.Lock()
-				sort.Slice(txns, func(i, j int) bool { return txns[i].rev < txns[j].rev })
-				for i := 1; i < len(txns); i++ {
-					if txns[i].rev == txns[i-1].rev {
-						e.t.Fatalf("two transactions committed at revision %d", txns[i].rev)
+					if page == 1 && pages != len(whole.Nodes) {
+						e.t.Fatalf("pages of 1 byte: %d pages for %d nodes, want one node a page", pages, len(whole.Nodes))
 					}
 				}
-				last := txns[len(txns)-1].rev
-				mu.Unlock()
-				between := 0
-				for i, s := range snaps {
-					if s.snap.Revision < s.minimum {
-						e.t.Fatalf("snapshot %d at revision %d, but a transaction at revision %d had returned before it began", i, s.snap.Revision, s.minimum)
-					}
-					if s.snap.Revision > res.Revision && s.snap.Revision < last {
-						between++
-					}
-					want := replay(txns, s.snap.Revision)
-					var diffs []string
-					for _, n := range s.snap.Nodes {
-						w, ok := want[n.Path]
-						switch {
-						case !ok:
-							diffs = append(diffs, "extra "+n.Path)
-						case string(n.Data) != w.data || n.Stat.Version != w.version:
-							diffs = append(diffs, fmt.Sprintf("%s holds %q at version %d, want %q at version %d", n.Path, n.Data, n.Stat.Version, w.data, w.version))
-						}
-						delete(want, n.Path)
-					}
-					for path := range want {
-						diffs = append(diffs, "missing "+path)
-					}
-					if len(diffs) > 0 {
-						sort.Strings(diffs)
-						e.t.Fatalf("snapshot %d at revision %d is not the state at that revision: %v", i, s.snap.Revision, diffs)
-					}
+				var pages int
+				empty, err := streamedSnapshotPages(e.ctx, e.c0, p("missing"), 1, &pages)
+				e.ok(err, "streamed snapshot of a missing prefix")
+				if len(empty.Nodes) != 0 || pages != 1 {
+					e.t.Fatalf("streamed snapshot of a missing prefix: %d nodes in %d pages, want one page with none", len(empty.Nodes), pages)
 				}
-				e.t.Logf("%d snapshots (%d taken again with the writers paused after ErrUnavailable), %d of them between the first and the last write, over %d transactions", len(snaps), retried, between, len(txns))
 			},
 		},
 	}
+}
+
+// streamedSnapshot assembles c's streamed snapshot of prefix (pages of
+// pageBytes), failing when two pages name different revisions; between,
+// when set, runs after each page (the writers commit meanwhile).
+func streamedSnapshot(ctx context.Context, c core.MetadataBackend, prefix string, pageBytes int, between func()) (core.Snapshot, error) {
+	var pages int
+	return streamedPages(ctx, c, prefix, pageBytes, &pages, between)
+}
+
+func streamedSnapshotPages(ctx context.Context, c core.MetadataBackend, prefix string, pageBytes int, pages *int) (core.Snapshot, error) {
+	return streamedPages(ctx, c, prefix, pageBytes, pages, nil)
+}
+
+func streamedPages(ctx context.Context, c core.MetadataBackend, prefix string, pageBytes int, pages *int, between func()) (core.Snapshot, error) {
+	ss, ok := core.Optional[core.SnapshotStreamer](c)
+	if !ok {
+		return core.Snapshot{}, fmt.Errorf("the client declares StreamedSnapshots but is no core.SnapshotStreamer")
+	}
+	snap := core.Snapshot{Revision: -1}
+	err := ss.StreamSnapshot(ctx, prefix, pageBytes, func(rev int64, nodes []core.Node) error {
+		*pages++
+		if snap.Revision >= 0 && rev != snap.Revision {
+			return fmt.Errorf("page %d of a streamed snapshot is at revision %d, the pages before at %d: a snapshot mixes revisions", *pages, rev, snap.Revision)
+		}
+		snap.Revision = rev
+		for _, n := range nodes {
+			n.Data = append([]byte(nil), n.Data...)
+			snap.Nodes = append(snap.Nodes, n)
+		}
+		if between != nil {
+			between()
+		}
+		return nil
+	})
+	return snap, err
+}
+
+// snapshotsUnderWriters takes snapshots with take while writers commit
+// transactions, and checks each against the replayed history. A take
+// that reads in parts calls between after each: it waits (briefly) for a
+// transaction to commit, so that every multi-part read spans writes.
+func snapshotsUnderWriters(e *env, take func(c core.MetadataBackend, prefix string, between func()) (core.Snapshot, error)) {
+	// The writers write until the reader has taken its
+	// snapshots (or maxRounds each), so that snapshots overlap
+	// writes even on a fast backend. A snapshot failing with
+	// ErrUnavailable (allowed: ZooKeeper gives up on a prefix
+	// that keeps changing) is taken again with the writers
+	// paused, and must then succeed.
+	const writers, maxRounds, snapshots, shared = 3, 3000, 40, 4
+	root := p("s")
+	var keys []string
+	init := []core.Op{core.CreateOp(root, nil, core.Persistent)}
+	for k := 0; k < shared; k++ {
+		keys = append(keys, core.JoinPath(root, fmt.Sprintf("k%d", k)))
+		init = append(init, core.CreateOp(keys[k], []byte("init"), core.Persistent))
+	}
+	res := e.txn(e.c0, "create the shared nodes", init...)
+
+	var mu sync.Mutex
+	txns := []snapTxn{{rev: res.Revision, ops: init}}
+	var doneRev atomic.Int64 // the highest revision of a returned transaction
+	doneRev.Store(res.Revision)
+	var running atomic.Int32
+	running.Store(writers)
+	var stop atomic.Bool
+	// progress has a value after a commit: each snapshot waits
+	// for one, so that writes go on between and during them.
+	progress := make(chan struct{}, 1)
+	between := func() {
+		select {
+		case <-progress:
+		case <-time.After(100 * time.Millisecond): // the writers may be paused, or done
+		}
+	}
+	var pause sync.RWMutex // writers hold it shared per transaction
+	// begun is closed once every writer has committed once (or
+	// given up), so that the snapshots overlap the writes.
+	begun := make(chan struct{})
+	var toBegin atomic.Int32
+	toBegin.Store(writers)
+	began := func(once *sync.Once) {
+		once.Do(func() {
+			if toBegin.Add(-1) == 0 {
+				close(begun)
+			}
+		})
+	}
+	cs := e.clients(writers)
+	errs := make(chan error, writers)
+	go parallel(writers, func(w int) {
+		var once sync.Once
+		defer began(&once)
+		defer func() {
+			running.Add(-1)
+			select {
+			case progress <- struct{}{}: // the reader must not wait for a commit that will not come
+			default:
+			}
+		}()
+		for j := 0; j < maxRounds && !stop.Load(); j++ {
+			v := []byte(fmt.Sprintf("w%d-%d", w, j))
+			own := core.JoinPath(root, fmt.Sprintf("w%d-%d", w, j))
+			ops := []core.Op{
+				core.SetOp(keys[(w+j)%shared], v, core.AnyVersion),
+				core.CreateOp(own, v, core.Persistent),
+				core.SetOp(keys[(w+j+1)%shared], v, core.AnyVersion),
+			}
+			if j > 0 {
+				ops = append(ops, core.DeleteOp(core.JoinPath(root, fmt.Sprintf("w%d-%d", w, j-1)), core.AnyVersion))
+			}
+			pause.RLock()
+			r, err := cs[w].Txn(e.ctx, ops, core.TxnOptions{})
+			pause.RUnlock()
+			if err != nil {
+				errs <- fmt.Errorf("writer %d, transaction %d: %w", w, j, err)
+				return
+			}
+			mu.Lock()
+			txns = append(txns, snapTxn{rev: r.Revision, ops: ops})
+			mu.Unlock()
+			began(&once)
+			select {
+			case progress <- struct{}{}:
+			default:
+			}
+			for {
+				d := doneRev.Load()
+				if r.Revision <= d || doneRev.CompareAndSwap(d, r.Revision) {
+					break
+				}
+			}
+		}
+	})
+
+	type taken struct {
+		snap    core.Snapshot
+		minimum int64 // doneRev when the snapshot began
+	}
+	var snaps []taken
+	retried := 0
+	reader := e.client()
+	select {
+	case <-begun:
+	case <-time.After(e.wait):
+		e.t.Fatalf("the writers did not commit a first transaction each within %v", e.wait)
+	}
+	for i := 0; i < snapshots && running.Load() > 0; i++ {
+		select {
+		case <-progress:
+		case <-time.After(e.wait):
+			stop.Store(true)
+			e.t.Fatalf("no transaction committed within %v before snapshot %d", e.wait, i)
+		}
+		minimum := doneRev.Load()
+		snap, err := take(reader, root, between)
+		if errors.Is(err, core.ErrUnavailable) {
+			retried++
+			pause.Lock()
+			snap, err = take(reader, root, between)
+			pause.Unlock()
+		}
+		if err != nil {
+			stop.Store(true)
+		}
+		e.ok(err, "snapshot %d", i)
+		snaps = append(snaps, taken{snap, minimum})
+	}
+	stop.Store(true)
+	e.eventually("the writers to finish", func() bool { return running.Load() == 0 })
+	select {
+	case err := <-errs:
+		e.t.Fatalf("%v", err)
+	default:
+	}
+	snap, err := take(reader, root, between)
+	e.ok(err, "final snapshot")
+	snaps = append(snaps, taken{snap, doneRev.Load()})
+
+	mu.Lock()
+	sort.Slice(txns, func(i, j int) bool { return txns[i].rev < txns[j].rev })
+	for i := 1; i < len(txns); i++ {
+		if txns[i].rev == txns[i-1].rev {
+			e.t.Fatalf("two transactions committed at revision %d", txns[i].rev)
+		}
+	}
+	last := txns[len(txns)-1].rev
+	mu.Unlock()
+	spanning := 0
+	for i, s := range snaps {
+		if s.snap.Revision < s.minimum {
+			e.t.Fatalf("snapshot %d at revision %d, but a transaction at revision %d had returned before it began", i, s.snap.Revision, s.minimum)
+		}
+		if s.snap.Revision > res.Revision && s.snap.Revision < last {
+			spanning++
+		}
+		want := replay(txns, s.snap.Revision)
+		var diffs []string
+		for _, n := range s.snap.Nodes {
+			w, ok := want[n.Path]
+			switch {
+			case !ok:
+				diffs = append(diffs, "extra "+n.Path)
+			case string(n.Data) != w.data || n.Stat.Version != w.version:
+				diffs = append(diffs, fmt.Sprintf("%s holds %q at version %d, want %q at version %d", n.Path, n.Data, n.Stat.Version, w.data, w.version))
+			}
+			delete(want, n.Path)
+		}
+		for path := range want {
+			diffs = append(diffs, "missing "+path)
+		}
+		if len(diffs) > 0 {
+			sort.Strings(diffs)
+			e.t.Fatalf("snapshot %d at revision %d is not the state at that revision: %v", i, s.snap.Revision, diffs)
+		}
+	}
+	e.t.Logf("%d snapshots (%d taken again with the writers paused after ErrUnavailable), %d of them between the first and the last write, over %d transactions", len(snaps), retried, spanning, len(txns))
 }
 
 func descriptorProperties() []Property {

@@ -30,10 +30,13 @@ const (
 	NeedsFaultInjection = "FaultInjection"
 	NeedsNativeIDs      = "NativeIDAllocation"
 	NeedsImport         = "Import"
-	NeedsCompactor      = "Compactor"
-	NeedsDescriptor     = "Descriptor"
-	NeedsSpareMember    = "SpareMember"
-	NeedsSilencer       = "Silencer"
+	// NeedsStreamedSnapshots: the backend declares StreamedSnapshots and
+	// implements core.SnapshotStreamer.
+	NeedsStreamedSnapshots = "StreamedSnapshots"
+	NeedsCompactor         = "Compactor"
+	NeedsDescriptor        = "Descriptor"
+	NeedsSpareMember       = "SpareMember"
+	NeedsSilencer          = "Silencer"
 
 	NeedsFollowerReads = "LinearizableFollowerReads"
 	NeedsMembership    = "Membership"
@@ -440,6 +443,9 @@ func (e *env) has(name string) (bool, string) {
 	case NeedsImport:
 		_, impl := core.Optional[core.Importer](e.c0)
 		ok = e.caps.Import && impl
+	case NeedsStreamedSnapshots:
+		_, impl := core.Optional[core.SnapshotStreamer](e.c0)
+		ok = e.caps.StreamedSnapshots && impl
 	case NeedsFollowerReads:
 		ok = e.caps.LinearizableFollowerReads
 	case NeedsMembership:

@@ -134,7 +134,7 @@ func TestPropertiesNamedAndUnique(t *testing.T) {
 		seen[p.Name] = true
 		for _, need := range strings.Split(p.Needs, "+") {
 			switch need {
-			case "", NeedsExactHistory, NeedsStaleReads, NeedsLeases, NeedsFaultInjection, NeedsNativeIDs, NeedsImport, NeedsCompactor, NeedsDescriptor, NeedsSpareMember, NeedsSilencer, NeedsFollowerReads, NeedsMembership:
+			case "", NeedsExactHistory, NeedsStaleReads, NeedsLeases, NeedsFaultInjection, NeedsNativeIDs, NeedsImport, NeedsStreamedSnapshots, NeedsCompactor, NeedsDescriptor, NeedsSpareMember, NeedsSilencer, NeedsFollowerReads, NeedsMembership:
 			default:
 				t.Errorf("property %q needs unknown capability %q", p.Name, need)
 			}

@@ -291,6 +291,64 @@ type SessionExpirer interface {
 	ExpireSession(ctx context.Context) error
 }
 
+// SnapshotStreamer is implemented by backends that read a consistent tree
+// in pages (Capabilities.StreamedSnapshots), so that neither they nor
+// their caller hold a whole copy of a large tree at once (a plugin sends
+// the pages as they are read). Use the StreamSnapshot function, which
+// falls back to one Snapshot on a backend without this part.
+type SnapshotStreamer interface {
+	// StreamSnapshot calls fn with the nodes at or below prefix as of one
+	// revision (rev, the same in every call), in Snapshot's order (by
+	// path), a page at a time: about pageBytes of paths and data a page (a
+	// larger node alone; pageBytes <= 0: a default of 1 MiB). An empty
+	// tree is one call with no nodes. The nodes are fn's only for the
+	// call: it must copy what it keeps. An error from fn stops the stream
+	// and is returned. Errors: ErrInvalidPath, ErrUnavailable, ErrClosed,
+	// context errors (cancelling ctx stops the stream).
+	StreamSnapshot(ctx context.Context, prefix string, pageBytes int, fn func(rev int64, nodes []Node) error) error
+}
+
+// DefaultSnapshotPageBytes is StreamSnapshot's page size when the caller
+// gives none.
+const DefaultSnapshotPageBytes = 1 << 20
+
+// StreamSnapshot reads b's tree at or below prefix in pages, as
+// SnapshotStreamer.StreamSnapshot does: through b's own part when it
+// declares one, else from one Snapshot handed to fn in pages (the whole
+// copy is then held by this call, though fn sees it a page at a time).
+func StreamSnapshot(ctx context.Context, b MetadataBackend, prefix string, pageBytes int, fn func(rev int64, nodes []Node) error) error {
+	if pageBytes <= 0 {
+		pageBytes = DefaultSnapshotPageBytes
+	}
+	if ss, ok := Optional[SnapshotStreamer](b); ok {
+		return ss.StreamSnapshot(ctx, prefix, pageBytes, fn)
+	}
+	snap, err := b.Snapshot(ctx, prefix)
+	if err != nil {
+		return err
+	}
+	return PageNodes(snap.Nodes, pageBytes, func(nodes []Node) error { return fn(snap.Revision, nodes) })
+}
+
+// PageNodes calls fn with nodes in pages of about pageBytes of paths and
+// data (a larger node alone); nodes empty: one call with none.
+func PageNodes(nodes []Node, pageBytes int, fn func([]Node) error) error {
+	start, size := 0, 0
+	for i, n := range nodes {
+		if i > start && size+len(n.Path)+len(n.Data) > pageBytes {
+			if err := fn(nodes[start:i]); err != nil {
+				return err
+			}
+			start, size = i, 0
+		}
+		size += len(n.Path) + len(n.Data)
+	}
+	if start < len(nodes) || len(nodes) == 0 {
+		return fn(nodes[start:])
+	}
+	return nil
+}
+
 // HistoryCompactor is implemented by providers (not clients) whose change
 // history can be dropped on demand: a test hook for the conformance suite's
 // compaction properties, served across the plugin boundary. Production
@@ -317,7 +375,7 @@ type Unwrapper interface {
 // backend b wraps (following Unwrap), both implements T and declares it in
 // its Capabilities (Leases, NativeIDAllocation, Membership (also for
 // ForceRemover), FaultInjection,
-// SessionExpiry, Import, LeadershipTransfer; a part
+// SessionExpiry, Import, LeadershipTransfer, StreamedSnapshots; a part
 // core has no capability for is found by its methods alone). Otherwise it
 // returns the zero T and false. It does not block.
 func Optional[T any](b MetadataBackend) (T, bool) {
@@ -352,6 +410,8 @@ func declares[T any](caps Capabilities) bool {
 		return caps.Import
 	case *LeadershipTransferer:
 		return caps.LeadershipTransfer
+	case *SnapshotStreamer:
+		return caps.StreamedSnapshots
 	}
 	return true
 }

@@ -446,6 +446,9 @@ type Capabilities struct {
 	ConsensusStatus bool
 	// LeadershipTransfer: the backend implements LeadershipTransferer.
 	LeadershipTransfer bool
+	// StreamedSnapshots: the backend implements SnapshotStreamer (a
+	// consistent tree read in pages).
+	StreamedSnapshots bool
 	// TabletServers is how tablet servers follow this backend.
 	TabletServers TabletServerMode
 	// MaxValueSize is the largest node value accepted, in bytes; larger

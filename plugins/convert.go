@@ -315,8 +315,9 @@ func interfacesOf(b core.MetadataBackend) *pb.Interfaces {
 	_, se := core.Optional[core.SessionExpirer](b)
 	_, im := core.Optional[core.Importer](b)
 	_, lt := core.Optional[core.LeadershipTransferer](b)
+	_, ss := core.Optional[core.SnapshotStreamer](b)
 	return &pb.Interfaces{LeaseManager: lm, IdAllocator: ia, MembershipManager: mm, FaultInjector: fi, SessionExpirer: se, Importer: im,
-		LeadershipTransferer: lt}
+		LeadershipTransferer: lt, SnapshotStreamer: ss}
 }
 
 func capabilitiesToProto(c core.Capabilities, ifaces *pb.Interfaces) *pb.Capabilities {
@@ -338,6 +339,7 @@ func capabilitiesToProto(c core.Capabilities, ifaces *pb.Interfaces) *pb.Capabil
 		Import:                    c.Import,
 		ImportKeepsVersions:       c.ImportKeepsVersions,
 		LeadershipTransfer:        c.LeadershipTransfer,
+		StreamedSnapshots:         c.StreamedSnapshots,
 	}
 }
 
@@ -366,6 +368,7 @@ func capabilitiesFromProto(c *pb.Capabilities) (core.Capabilities, *pb.Interface
 		Import:                    c.Import,
 		ImportKeepsVersions:       c.ImportKeepsVersions,
 		LeadershipTransfer:        c.LeadershipTransfer,
+		StreamedSnapshots:         c.StreamedSnapshots,
 	}, ifaces
 }
 

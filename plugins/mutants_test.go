@@ -10,6 +10,7 @@ import (
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/conformance"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/testutil"
 	"github.com/metaplane/metaplane/plugins/plugintest"
 )
 
@@ -27,7 +28,39 @@ const (
 	// bugServesAfterClose: the backend serves reads from a connection
 	// shared by its clients, which Close does not mark closed.
 	bugServesAfterClose = "serves reads after Close"
+	// bugStreamMixesRevisions: the backend's streamed snapshot reads each
+	// page from a snapshot taken anew, labelled with the first page's
+	// revision; no host can hide it.
+	bugStreamMixesRevisions = "streamed snapshot mixing revisions"
 )
+
+// StreamSnapshot is the memory backend's, or pages mixing revisions.
+func (m *mutantClient) StreamSnapshot(ctx context.Context, prefix string, pageBytes int, fn func(rev int64, nodes []core.Node) error) error {
+	if m.bug == bugStreamMixesRevisions {
+		return testutil.MixedRevisionStream(ctx, m.MetadataBackend, prefix, pageBytes, fn)
+	}
+	ss, _ := core.Optional[core.SnapshotStreamer](m.MetadataBackend)
+	return ss.StreamSnapshot(ctx, prefix, pageBytes, fn)
+}
+
+// TestStreamMixingRevisionsCaughtThroughThePlugin: a plugin whose streamed
+// snapshot mixes revisions fails Snapshot/Streamed/ConcurrentWriters
+// across the plugin boundary, in every run.
+func TestStreamMixingRevisionsCaughtThroughThePlugin(t *testing.T) {
+	for run := 0; run < 3; run++ {
+		h := plugintest.InProcessHarness(t, func() core.Provider {
+			return &mutantProvider{Provider: memory.NewProvider(memory.StoreOptions{}), bug: bugStreamMixesRevisions}
+		}, plugintest.Options{})
+		results, err := conformance.RunStandalone(h, conformance.StandaloneOptions{Run: "^Snapshot/Streamed/ConcurrentWriters$"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(results) != 1 || results[0].Status != conformance.Failed {
+			t.Fatalf("run %d: %+v; want Snapshot/Streamed/ConcurrentWriters failed", run, results)
+		}
+		t.Logf("run %d: caught: %s", run, strings.Join(results[0].Messages, "; "))
+	}
+}
 
 // mutantProvider is the memory provider whose clients have bug.
 type mutantProvider struct {

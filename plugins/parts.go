@@ -2,6 +2,9 @@ package plugins
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"time"
 
 	"github.com/metaplane/metaplane/core"
@@ -34,6 +37,7 @@ type (
 	expiryLayer     struct{ layer }
 	importLayer     struct{ layer }
 	transferLayer   struct{ layer }
+	streamLayer     struct{ layer }
 )
 
 var (
@@ -45,6 +49,7 @@ var (
 	_ core.SessionExpirer       = expiryLayer{}
 	_ core.Importer             = importLayer{}
 	_ core.LeadershipTransferer = transferLayer{}
+	_ core.SnapshotStreamer     = streamLayer{}
 )
 
 // expose wraps c in a layer for each part ifaces offers.
@@ -55,6 +60,7 @@ func expose(c *Client, ifaces *pb.Interfaces) core.MetadataBackend {
 			b = mk(layer{MetadataBackend: b, c: c})
 		}
 	}
+	wrap(ifaces.GetSnapshotStreamer(), func(l layer) core.MetadataBackend { return streamLayer{l} })
 	wrap(ifaces.GetImporter(), func(l layer) core.MetadataBackend { return importLayer{l} })
 	wrap(ifaces.GetLeadershipTransferer(), func(l layer) core.MetadataBackend { return transferLayer{l} })
 	wrap(ifaces.GetSessionExpirer(), func(l layer) core.MetadataBackend { return expiryLayer{l} })
@@ -265,4 +271,38 @@ func (l importLayer) Import(ctx context.Context, nodes []core.ImportNode, fence 
 		return callError(ctx, r.conn, err)
 	}
 	return nil
+}
+
+// StreamSnapshot reads the plugin's snapshot a page at a time, as the
+// plugin sends it. See core.SnapshotStreamer.
+func (l streamLayer) StreamSnapshot(ctx context.Context, prefix string, pageBytes int, fn func(rev int64, nodes []core.Node) error) error {
+	ctx, done := l.c.passCtx(ctx)
+	defer done()
+	r, err := l.c.current()
+	if err != nil {
+		return err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel() // an error of fn ends the stream
+	stream, err := r.conn.rpc.SnapshotStream(sctx, &pb.SnapshotStreamRequest{ClientId: r.id, Prefix: prefix, PageBytes: int64(pageBytes)})
+	if err != nil {
+		return callError(ctx, r.conn, err)
+	}
+	pages := 0
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			if pages == 0 {
+				return fmt.Errorf("%w: the plugin's snapshot stream ended without a page", core.ErrUnavailable)
+			}
+			return nil
+		}
+		if err != nil {
+			return callError(ctx, r.conn, err)
+		}
+		pages++
+		if err := fn(m.Revision, nodesFromProto(m.Nodes)); err != nil {
+			return err
+		}
+	}
 }

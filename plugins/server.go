@@ -646,6 +646,31 @@ func (s *server) RevokeLease(ctx context.Context, req *pb.RevokeLeaseRequest) (*
 	return &pb.RevokeLeaseResponse{}, nil
 }
 
+// SnapshotStream sends the backend's snapshot of req.Prefix a page at a
+// time as its SnapshotStreamer reads it: the plugin holds one page, not
+// the tree.
+func (s *server) SnapshotStream(req *pb.SnapshotStreamRequest, stream pb.Backend_SnapshotStreamServer) error {
+	c, err := s.client(req.ClientId)
+	if err != nil {
+		return err
+	}
+	ss, ok := core.Optional[core.SnapshotStreamer](c.b)
+	if !ok {
+		return unsupported("streamed snapshots (SnapshotStreamer)")
+	}
+	var sendErr error
+	err = ss.StreamSnapshot(stream.Context(), req.Prefix, int(req.PageBytes), func(rev int64, nodes []core.Node) error {
+		if sendErr = stream.Send(&pb.SnapshotResponse{Revision: rev, Nodes: nodesToProto(nodes)}); sendErr != nil {
+			return sendErr
+		}
+		return nil
+	})
+	if err != nil && err == sendErr {
+		return err
+	}
+	return ToStatus(err)
+}
+
 func (s *server) Import(ctx context.Context, req *pb.ImportRequest) (*pb.ImportResponse, error) {
 	c, err := s.client(req.ClientId)
 	if err != nil {

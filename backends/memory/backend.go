@@ -236,6 +236,26 @@ func (b *Backend) Snapshot(ctx context.Context, prefix string) (core.Snapshot, e
 	return snap, nil
 }
 
+// StreamSnapshot is Snapshot in pages (core.SnapshotStreamer): the store
+// copies the nodes at one revision under its lock, then hands them out a
+// page at a time, unlocked. (Being in memory, it holds the copy; a
+// backend on disk reads the pages from a snapshot of its store.)
+func (b *Backend) StreamSnapshot(ctx context.Context, prefix string, pageBytes int, fn func(rev int64, nodes []core.Node) error) error {
+	snap, err := b.Snapshot(ctx, prefix)
+	if err != nil {
+		return err
+	}
+	if pageBytes <= 0 {
+		pageBytes = core.DefaultSnapshotPageBytes
+	}
+	return core.PageNodes(snap.Nodes, pageBytes, func(nodes []core.Node) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return fn(snap.Revision, nodes)
+	})
+}
+
 // sortNodes sorts nodes by path, as plain strings.
 func sortNodes(ns []core.Node) {
 	sort.Slice(ns, func(i, j int) bool { return ns[i].Path < ns[j].Path })
@@ -299,7 +319,7 @@ func (b *Backend) Status(ctx context.Context) (core.Status, error) {
 }
 
 // Capabilities reports exact history, stale reads, leases, fault
-// injection, session expiry on demand, tablet servers through the
+// injection, session expiry on demand, streamed snapshots, tablet servers through the
 // coordinator (as on Raft) and the store's value size limit.
 func (b *Backend) Capabilities() core.Capabilities {
 	return core.Capabilities{
@@ -317,6 +337,7 @@ func (b *Backend) Capabilities() core.Capabilities {
 		MaxValueSize:              b.s.opts.MaxValueSize,
 
 		ImportKeepsVersions: true,
+		StreamedSnapshots:   true,
 	}
 }
 

@@ -7,7 +7,10 @@ import (
 	"github.com/metaplane/metaplane/core"
 )
 
-var _ core.Importer = (*Backend)(nil)
+var (
+	_ core.Importer         = (*Backend)(nil)
+	_ core.SnapshotStreamer = (*Backend)(nil)
+)
 
 // Import creates nodes in bulk, atomically, keeping each node's version,
 // times and next sequential suffix. See core.Importer.

@@ -796,6 +796,7 @@ type Interfaces struct {
 	SessionExpirer       bool                   `protobuf:"varint,5,opt,name=session_expirer,json=sessionExpirer,proto3" json:"session_expirer,omitempty"`
 	Importer             bool                   `protobuf:"varint,6,opt,name=importer,proto3" json:"importer,omitempty"`
 	LeadershipTransferer bool                   `protobuf:"varint,7,opt,name=leadership_transferer,json=leadershipTransferer,proto3" json:"leadership_transferer,omitempty"`
+	SnapshotStreamer     bool                   `protobuf:"varint,8,opt,name=snapshot_streamer,json=snapshotStreamer,proto3" json:"snapshot_streamer,omitempty"`
 	unknownFields        protoimpl.UnknownFields
 	sizeCache            protoimpl.SizeCache
 }
@@ -879,6 +880,13 @@ func (x *Interfaces) GetLeadershipTransferer() bool {
 	return false
 }
 
+func (x *Interfaces) GetSnapshotStreamer() bool {
+	if x != nil {
+		return x.SnapshotStreamer
+	}
+	return false
+}
+
 // Capabilities is core.Capabilities plus the optional interfaces.
 type Capabilities struct {
 	state                     protoimpl.MessageState `protogen:"open.v1"`
@@ -899,6 +907,7 @@ type Capabilities struct {
 	Import                    bool                   `protobuf:"varint,15,opt,name=import,proto3" json:"import,omitempty"`
 	ImportKeepsVersions       bool                   `protobuf:"varint,16,opt,name=import_keeps_versions,json=importKeepsVersions,proto3" json:"import_keeps_versions,omitempty"`
 	LeadershipTransfer        bool                   `protobuf:"varint,17,opt,name=leadership_transfer,json=leadershipTransfer,proto3" json:"leadership_transfer,omitempty"`
+	StreamedSnapshots         bool                   `protobuf:"varint,18,opt,name=streamed_snapshots,json=streamedSnapshots,proto3" json:"streamed_snapshots,omitempty"`
 	unknownFields             protoimpl.UnknownFields
 	sizeCache                 protoimpl.SizeCache
 }
@@ -1048,6 +1057,13 @@ func (x *Capabilities) GetImportKeepsVersions() bool {
 func (x *Capabilities) GetLeadershipTransfer() bool {
 	if x != nil {
 		return x.LeadershipTransfer
+	}
+	return false
+}
+
+func (x *Capabilities) GetStreamedSnapshots() bool {
+	if x != nil {
+		return x.StreamedSnapshots
 	}
 	return false
 }
@@ -1787,6 +1803,69 @@ func (x *SnapshotResponse) GetNodes() []*Node {
 	return nil
 }
 
+// SnapshotStreamRequest is core.SnapshotStreamer.StreamSnapshot: the
+// answer is a stream of SnapshotResponse pages, each with the snapshot's
+// revision, ending cleanly after the last.
+type SnapshotStreamRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClientId      uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Prefix        string                 `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	PageBytes     int64                  `protobuf:"varint,3,opt,name=page_bytes,json=pageBytes,proto3" json:"page_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotStreamRequest) Reset() {
+	*x = SnapshotStreamRequest{}
+	mi := &file_metaplane_v1_backend_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotStreamRequest) ProtoMessage() {}
+
+func (x *SnapshotStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metaplane_v1_backend_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotStreamRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotStreamRequest) Descriptor() ([]byte, []int) {
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *SnapshotStreamRequest) GetClientId() uint64 {
+	if x != nil {
+		return x.ClientId
+	}
+	return 0
+}
+
+func (x *SnapshotStreamRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *SnapshotStreamRequest) GetPageBytes() int64 {
+	if x != nil {
+		return x.PageBytes
+	}
+	return 0
+}
+
 type Op struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Type          OpType                 `protobuf:"varint,1,opt,name=type,proto3,enum=metaplane.v1.OpType" json:"type,omitempty"`
@@ -1802,7 +1881,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[22]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1814,7 +1893,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[22]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1827,7 +1906,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{22}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Op) GetType() OpType {
@@ -1890,7 +1969,7 @@ type Fence struct {
 
 func (x *Fence) Reset() {
 	*x = Fence{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[23]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1902,7 +1981,7 @@ func (x *Fence) String() string {
 func (*Fence) ProtoMessage() {}
 
 func (x *Fence) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[23]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1915,7 +1994,7 @@ func (x *Fence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fence.ProtoReflect.Descriptor instead.
 func (*Fence) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{23}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Fence) GetEpoch() int64 {
@@ -1950,7 +2029,7 @@ type TxnRequest struct {
 
 func (x *TxnRequest) Reset() {
 	*x = TxnRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[24]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1962,7 +2041,7 @@ func (x *TxnRequest) String() string {
 func (*TxnRequest) ProtoMessage() {}
 
 func (x *TxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[24]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1975,7 +2054,7 @@ func (x *TxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRequest.ProtoReflect.Descriptor instead.
 func (*TxnRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{24}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TxnRequest) GetClientId() uint64 {
@@ -2010,7 +2089,7 @@ type OpResult struct {
 
 func (x *OpResult) Reset() {
 	*x = OpResult{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[25]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2022,7 +2101,7 @@ func (x *OpResult) String() string {
 func (*OpResult) ProtoMessage() {}
 
 func (x *OpResult) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[25]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2035,7 +2114,7 @@ func (x *OpResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpResult.ProtoReflect.Descriptor instead.
 func (*OpResult) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{25}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *OpResult) GetType() OpType {
@@ -2069,7 +2148,7 @@ type TxnResponse struct {
 
 func (x *TxnResponse) Reset() {
 	*x = TxnResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[26]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2081,7 +2160,7 @@ func (x *TxnResponse) String() string {
 func (*TxnResponse) ProtoMessage() {}
 
 func (x *TxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[26]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2094,7 +2173,7 @@ func (x *TxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnResponse.ProtoReflect.Descriptor instead.
 func (*TxnResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{26}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TxnResponse) GetRevision() int64 {
@@ -2129,7 +2208,7 @@ type TxnCall struct {
 
 func (x *TxnCall) Reset() {
 	*x = TxnCall{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[27]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2141,7 +2220,7 @@ func (x *TxnCall) String() string {
 func (*TxnCall) ProtoMessage() {}
 
 func (x *TxnCall) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[27]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2154,7 +2233,7 @@ func (x *TxnCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnCall.ProtoReflect.Descriptor instead.
 func (*TxnCall) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{27}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TxnCall) GetId() uint64 {
@@ -2198,7 +2277,7 @@ type TxnStreamRequest struct {
 
 func (x *TxnStreamRequest) Reset() {
 	*x = TxnStreamRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[28]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2210,7 +2289,7 @@ func (x *TxnStreamRequest) String() string {
 func (*TxnStreamRequest) ProtoMessage() {}
 
 func (x *TxnStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[28]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2223,7 +2302,7 @@ func (x *TxnStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnStreamRequest.ProtoReflect.Descriptor instead.
 func (*TxnStreamRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{28}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TxnStreamRequest) GetCalls() []*TxnCall {
@@ -2256,7 +2335,7 @@ type TxnReply struct {
 
 func (x *TxnReply) Reset() {
 	*x = TxnReply{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[29]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2347,7 @@ func (x *TxnReply) String() string {
 func (*TxnReply) ProtoMessage() {}
 
 func (x *TxnReply) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[29]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2360,7 @@ func (x *TxnReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnReply.ProtoReflect.Descriptor instead.
 func (*TxnReply) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{29}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TxnReply) GetId() uint64 {
@@ -2328,7 +2407,7 @@ type TxnStreamResponse struct {
 
 func (x *TxnStreamResponse) Reset() {
 	*x = TxnStreamResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[30]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2340,7 +2419,7 @@ func (x *TxnStreamResponse) String() string {
 func (*TxnStreamResponse) ProtoMessage() {}
 
 func (x *TxnStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[30]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2353,7 +2432,7 @@ func (x *TxnStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnStreamResponse.ProtoReflect.Descriptor instead.
 func (*TxnStreamResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{30}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TxnStreamResponse) GetReplies() []*TxnReply {
@@ -2374,7 +2453,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[31]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2386,7 +2465,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[31]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2399,7 +2478,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{31}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WatchRequest) GetClientId() uint64 {
@@ -2436,7 +2515,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[32]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2448,7 +2527,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[32]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2461,7 +2540,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{32}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WatchEvent) GetType() EventType {
@@ -2515,7 +2594,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[33]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2527,7 +2606,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[33]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2540,7 +2619,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{33}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WatchResponse) GetStarted() bool {
@@ -2589,7 +2668,7 @@ type SessionInfo struct {
 
 func (x *SessionInfo) Reset() {
 	*x = SessionInfo{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[34]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2601,7 +2680,7 @@ func (x *SessionInfo) String() string {
 func (*SessionInfo) ProtoMessage() {}
 
 func (x *SessionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[34]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2614,7 +2693,7 @@ func (x *SessionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
 func (*SessionInfo) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{34}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SessionInfo) GetId() int64 {
@@ -2647,7 +2726,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[35]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2659,7 +2738,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[35]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2672,7 +2751,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{35}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SessionRequest) GetClientId() uint64 {
@@ -2691,7 +2770,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[36]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2703,7 +2782,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[36]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2716,7 +2795,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{36}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SessionResponse) GetSession() *SessionInfo {
@@ -2735,7 +2814,7 @@ type SessionEventsRequest struct {
 
 func (x *SessionEventsRequest) Reset() {
 	*x = SessionEventsRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[37]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2747,7 +2826,7 @@ func (x *SessionEventsRequest) String() string {
 func (*SessionEventsRequest) ProtoMessage() {}
 
 func (x *SessionEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[37]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2760,7 +2839,7 @@ func (x *SessionEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionEventsRequest.ProtoReflect.Descriptor instead.
 func (*SessionEventsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{37}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SessionEventsRequest) GetClientId() uint64 {
@@ -2785,7 +2864,7 @@ type SessionEventsResponse struct {
 
 func (x *SessionEventsResponse) Reset() {
 	*x = SessionEventsResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[38]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2797,7 +2876,7 @@ func (x *SessionEventsResponse) String() string {
 func (*SessionEventsResponse) ProtoMessage() {}
 
 func (x *SessionEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[38]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2810,7 +2889,7 @@ func (x *SessionEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionEventsResponse.ProtoReflect.Descriptor instead.
 func (*SessionEventsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{38}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SessionEventsResponse) GetStarted() bool {
@@ -2851,7 +2930,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[39]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2863,7 +2942,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[39]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2876,7 +2955,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{39}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Candidate) GetId() string {
@@ -2906,7 +2985,7 @@ type CampaignRequest struct {
 
 func (x *CampaignRequest) Reset() {
 	*x = CampaignRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[40]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2918,7 +2997,7 @@ func (x *CampaignRequest) String() string {
 func (*CampaignRequest) ProtoMessage() {}
 
 func (x *CampaignRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[40]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2931,7 +3010,7 @@ func (x *CampaignRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CampaignRequest.ProtoReflect.Descriptor instead.
 func (*CampaignRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{40}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CampaignRequest) GetClientId() uint64 {
@@ -2969,7 +3048,7 @@ type CampaignResponse struct {
 
 func (x *CampaignResponse) Reset() {
 	*x = CampaignResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[41]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2981,7 +3060,7 @@ func (x *CampaignResponse) String() string {
 func (*CampaignResponse) ProtoMessage() {}
 
 func (x *CampaignResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[41]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2994,7 +3073,7 @@ func (x *CampaignResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CampaignResponse.ProtoReflect.Descriptor instead.
 func (*CampaignResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{41}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CampaignResponse) GetLeadershipId() uint64 {
@@ -3041,7 +3120,7 @@ type ResignRequest struct {
 
 func (x *ResignRequest) Reset() {
 	*x = ResignRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[42]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3053,7 +3132,7 @@ func (x *ResignRequest) String() string {
 func (*ResignRequest) ProtoMessage() {}
 
 func (x *ResignRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[42]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3066,7 +3145,7 @@ func (x *ResignRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResignRequest.ProtoReflect.Descriptor instead.
 func (*ResignRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{42}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ResignRequest) GetClientId() uint64 {
@@ -3098,7 +3177,7 @@ type ResignResponse struct {
 
 func (x *ResignResponse) Reset() {
 	*x = ResignResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[43]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3110,7 +3189,7 @@ func (x *ResignResponse) String() string {
 func (*ResignResponse) ProtoMessage() {}
 
 func (x *ResignResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[43]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3123,7 +3202,7 @@ func (x *ResignResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResignResponse.ProtoReflect.Descriptor instead.
 func (*ResignResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{43}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{44}
 }
 
 type LeaderInfo struct {
@@ -3137,7 +3216,7 @@ type LeaderInfo struct {
 
 func (x *LeaderInfo) Reset() {
 	*x = LeaderInfo{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[44]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3149,7 +3228,7 @@ func (x *LeaderInfo) String() string {
 func (*LeaderInfo) ProtoMessage() {}
 
 func (x *LeaderInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[44]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3162,7 +3241,7 @@ func (x *LeaderInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderInfo.ProtoReflect.Descriptor instead.
 func (*LeaderInfo) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{44}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *LeaderInfo) GetId() string {
@@ -3195,7 +3274,7 @@ type LeaderRequest struct {
 
 func (x *LeaderRequest) Reset() {
 	*x = LeaderRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[45]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3207,7 +3286,7 @@ func (x *LeaderRequest) String() string {
 func (*LeaderRequest) ProtoMessage() {}
 
 func (x *LeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[45]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3220,7 +3299,7 @@ func (x *LeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderRequest.ProtoReflect.Descriptor instead.
 func (*LeaderRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{45}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *LeaderRequest) GetClientId() uint64 {
@@ -3239,7 +3318,7 @@ type LeaderResponse struct {
 
 func (x *LeaderResponse) Reset() {
 	*x = LeaderResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[46]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3251,7 +3330,7 @@ func (x *LeaderResponse) String() string {
 func (*LeaderResponse) ProtoMessage() {}
 
 func (x *LeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[46]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3264,7 +3343,7 @@ func (x *LeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderResponse.ProtoReflect.Descriptor instead.
 func (*LeaderResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{46}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *LeaderResponse) GetLeader() *LeaderInfo {
@@ -3283,7 +3362,7 @@ type ObserveLeaderRequest struct {
 
 func (x *ObserveLeaderRequest) Reset() {
 	*x = ObserveLeaderRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[47]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3295,7 +3374,7 @@ func (x *ObserveLeaderRequest) String() string {
 func (*ObserveLeaderRequest) ProtoMessage() {}
 
 func (x *ObserveLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[47]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3308,7 +3387,7 @@ func (x *ObserveLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveLeaderRequest.ProtoReflect.Descriptor instead.
 func (*ObserveLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{47}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ObserveLeaderRequest) GetClientId() uint64 {
@@ -3329,7 +3408,7 @@ type ObserveLeaderResponse struct {
 
 func (x *ObserveLeaderResponse) Reset() {
 	*x = ObserveLeaderResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[48]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3341,7 +3420,7 @@ func (x *ObserveLeaderResponse) String() string {
 func (*ObserveLeaderResponse) ProtoMessage() {}
 
 func (x *ObserveLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[48]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3354,7 +3433,7 @@ func (x *ObserveLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveLeaderResponse.ProtoReflect.Descriptor instead.
 func (*ObserveLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{48}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ObserveLeaderResponse) GetStarted() bool {
@@ -3391,7 +3470,7 @@ type MemberStatus struct {
 
 func (x *MemberStatus) Reset() {
 	*x = MemberStatus{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[49]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3403,7 +3482,7 @@ func (x *MemberStatus) String() string {
 func (*MemberStatus) ProtoMessage() {}
 
 func (x *MemberStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[49]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3416,7 +3495,7 @@ func (x *MemberStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberStatus.ProtoReflect.Descriptor instead.
 func (*MemberStatus) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{49}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *MemberStatus) GetId() string {
@@ -3491,7 +3570,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[50]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3503,7 +3582,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[50]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3516,7 +3595,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{50}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *StatusRequest) GetClientId() uint64 {
@@ -3549,7 +3628,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[51]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3561,7 +3640,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[51]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3574,7 +3653,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{51}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *StatusResponse) GetBackend() string {
@@ -3687,7 +3766,7 @@ type GrantLeaseRequest struct {
 
 func (x *GrantLeaseRequest) Reset() {
 	*x = GrantLeaseRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[52]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3699,7 +3778,7 @@ func (x *GrantLeaseRequest) String() string {
 func (*GrantLeaseRequest) ProtoMessage() {}
 
 func (x *GrantLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[52]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3712,7 +3791,7 @@ func (x *GrantLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantLeaseRequest.ProtoReflect.Descriptor instead.
 func (*GrantLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{52}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GrantLeaseRequest) GetClientId() uint64 {
@@ -3752,7 +3831,7 @@ type GrantLeaseResponse struct {
 
 func (x *GrantLeaseResponse) Reset() {
 	*x = GrantLeaseResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[53]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3764,7 +3843,7 @@ func (x *GrantLeaseResponse) String() string {
 func (*GrantLeaseResponse) ProtoMessage() {}
 
 func (x *GrantLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[53]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3777,7 +3856,7 @@ func (x *GrantLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantLeaseResponse.ProtoReflect.Descriptor instead.
 func (*GrantLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{53}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GrantLeaseResponse) GetLeaseId() int64 {
@@ -3797,7 +3876,7 @@ type RenewLeaseRequest struct {
 
 func (x *RenewLeaseRequest) Reset() {
 	*x = RenewLeaseRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[54]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3809,7 +3888,7 @@ func (x *RenewLeaseRequest) String() string {
 func (*RenewLeaseRequest) ProtoMessage() {}
 
 func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[54]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3822,7 +3901,7 @@ func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLeaseRequest.ProtoReflect.Descriptor instead.
 func (*RenewLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{54}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RenewLeaseRequest) GetClientId() uint64 {
@@ -3847,7 +3926,7 @@ type RenewLeaseResponse struct {
 
 func (x *RenewLeaseResponse) Reset() {
 	*x = RenewLeaseResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[55]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3859,7 +3938,7 @@ func (x *RenewLeaseResponse) String() string {
 func (*RenewLeaseResponse) ProtoMessage() {}
 
 func (x *RenewLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[55]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3872,7 +3951,7 @@ func (x *RenewLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLeaseResponse.ProtoReflect.Descriptor instead.
 func (*RenewLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{55}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{56}
 }
 
 type RevokeLeaseRequest struct {
@@ -3886,7 +3965,7 @@ type RevokeLeaseRequest struct {
 
 func (x *RevokeLeaseRequest) Reset() {
 	*x = RevokeLeaseRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[56]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3898,7 +3977,7 @@ func (x *RevokeLeaseRequest) String() string {
 func (*RevokeLeaseRequest) ProtoMessage() {}
 
 func (x *RevokeLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[56]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3911,7 +3990,7 @@ func (x *RevokeLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeLeaseRequest.ProtoReflect.Descriptor instead.
 func (*RevokeLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{56}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RevokeLeaseRequest) GetClientId() uint64 {
@@ -3943,7 +4022,7 @@ type RevokeLeaseResponse struct {
 
 func (x *RevokeLeaseResponse) Reset() {
 	*x = RevokeLeaseResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[57]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3955,7 +4034,7 @@ func (x *RevokeLeaseResponse) String() string {
 func (*RevokeLeaseResponse) ProtoMessage() {}
 
 func (x *RevokeLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[57]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3968,7 +4047,7 @@ func (x *RevokeLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeLeaseResponse.ProtoReflect.Descriptor instead.
 func (*RevokeLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{57}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{58}
 }
 
 type AllocateIDsRequest struct {
@@ -3983,7 +4062,7 @@ type AllocateIDsRequest struct {
 
 func (x *AllocateIDsRequest) Reset() {
 	*x = AllocateIDsRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[58]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3995,7 +4074,7 @@ func (x *AllocateIDsRequest) String() string {
 func (*AllocateIDsRequest) ProtoMessage() {}
 
 func (x *AllocateIDsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[58]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4008,7 +4087,7 @@ func (x *AllocateIDsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateIDsRequest.ProtoReflect.Descriptor instead.
 func (*AllocateIDsRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{58}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AllocateIDsRequest) GetClientId() uint64 {
@@ -4048,7 +4127,7 @@ type AllocateIDsResponse struct {
 
 func (x *AllocateIDsResponse) Reset() {
 	*x = AllocateIDsResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[59]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4060,7 +4139,7 @@ func (x *AllocateIDsResponse) String() string {
 func (*AllocateIDsResponse) ProtoMessage() {}
 
 func (x *AllocateIDsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[59]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4073,7 +4152,7 @@ func (x *AllocateIDsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateIDsResponse.ProtoReflect.Descriptor instead.
 func (*AllocateIDsResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{59}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AllocateIDsResponse) GetFirst() int64 {
@@ -4095,7 +4174,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[60]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4107,7 +4186,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[60]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4120,7 +4199,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{60}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *TransferLeadershipRequest) GetClientId() uint64 {
@@ -4147,7 +4226,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[61]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4159,7 +4238,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[61]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4172,7 +4251,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{61}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *TransferLeadershipResponse) GetMemberId() string {
@@ -4200,7 +4279,7 @@ type AddVoterRequest struct {
 
 func (x *AddVoterRequest) Reset() {
 	*x = AddVoterRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[62]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4212,7 +4291,7 @@ func (x *AddVoterRequest) String() string {
 func (*AddVoterRequest) ProtoMessage() {}
 
 func (x *AddVoterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[62]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4225,7 +4304,7 @@ func (x *AddVoterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddVoterRequest.ProtoReflect.Descriptor instead.
 func (*AddVoterRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{62}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *AddVoterRequest) GetClientId() uint64 {
@@ -4257,7 +4336,7 @@ type AddVoterResponse struct {
 
 func (x *AddVoterResponse) Reset() {
 	*x = AddVoterResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[63]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4269,7 +4348,7 @@ func (x *AddVoterResponse) String() string {
 func (*AddVoterResponse) ProtoMessage() {}
 
 func (x *AddVoterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[63]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4282,7 +4361,7 @@ func (x *AddVoterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddVoterResponse.ProtoReflect.Descriptor instead.
 func (*AddVoterResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{63}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{64}
 }
 
 type RemoveVoterRequest struct {
@@ -4298,7 +4377,7 @@ type RemoveVoterRequest struct {
 
 func (x *RemoveVoterRequest) Reset() {
 	*x = RemoveVoterRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[64]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4310,7 +4389,7 @@ func (x *RemoveVoterRequest) String() string {
 func (*RemoveVoterRequest) ProtoMessage() {}
 
 func (x *RemoveVoterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[64]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4323,7 +4402,7 @@ func (x *RemoveVoterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveVoterRequest.ProtoReflect.Descriptor instead.
 func (*RemoveVoterRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{64}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *RemoveVoterRequest) GetClientId() uint64 {
@@ -4355,7 +4434,7 @@ type RemoveVoterResponse struct {
 
 func (x *RemoveVoterResponse) Reset() {
 	*x = RemoveVoterResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[65]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4367,7 +4446,7 @@ func (x *RemoveVoterResponse) String() string {
 func (*RemoveVoterResponse) ProtoMessage() {}
 
 func (x *RemoveVoterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[65]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4380,7 +4459,7 @@ func (x *RemoveVoterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveVoterResponse.ProtoReflect.Descriptor instead.
 func (*RemoveVoterResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{65}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{66}
 }
 
 type FailNextWriteRequest struct {
@@ -4394,7 +4473,7 @@ type FailNextWriteRequest struct {
 
 func (x *FailNextWriteRequest) Reset() {
 	*x = FailNextWriteRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[66]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4406,7 +4485,7 @@ func (x *FailNextWriteRequest) String() string {
 func (*FailNextWriteRequest) ProtoMessage() {}
 
 func (x *FailNextWriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[66]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4419,7 +4498,7 @@ func (x *FailNextWriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailNextWriteRequest.ProtoReflect.Descriptor instead.
 func (*FailNextWriteRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{66}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *FailNextWriteRequest) GetClientId() uint64 {
@@ -4444,7 +4523,7 @@ type FailNextWriteResponse struct {
 
 func (x *FailNextWriteResponse) Reset() {
 	*x = FailNextWriteResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[67]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4456,7 +4535,7 @@ func (x *FailNextWriteResponse) String() string {
 func (*FailNextWriteResponse) ProtoMessage() {}
 
 func (x *FailNextWriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[67]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4469,7 +4548,7 @@ func (x *FailNextWriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailNextWriteResponse.ProtoReflect.Descriptor instead.
 func (*FailNextWriteResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{67}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{68}
 }
 
 type SetLatencyRequest struct {
@@ -4482,7 +4561,7 @@ type SetLatencyRequest struct {
 
 func (x *SetLatencyRequest) Reset() {
 	*x = SetLatencyRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[68]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4494,7 +4573,7 @@ func (x *SetLatencyRequest) String() string {
 func (*SetLatencyRequest) ProtoMessage() {}
 
 func (x *SetLatencyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[68]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4507,7 +4586,7 @@ func (x *SetLatencyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLatencyRequest.ProtoReflect.Descriptor instead.
 func (*SetLatencyRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{68}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *SetLatencyRequest) GetClientId() uint64 {
@@ -4532,7 +4611,7 @@ type SetLatencyResponse struct {
 
 func (x *SetLatencyResponse) Reset() {
 	*x = SetLatencyResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[69]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4544,7 +4623,7 @@ func (x *SetLatencyResponse) String() string {
 func (*SetLatencyResponse) ProtoMessage() {}
 
 func (x *SetLatencyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[69]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4557,7 +4636,7 @@ func (x *SetLatencyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLatencyResponse.ProtoReflect.Descriptor instead.
 func (*SetLatencyResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{69}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{70}
 }
 
 type ExpireSessionRequest struct {
@@ -4569,7 +4648,7 @@ type ExpireSessionRequest struct {
 
 func (x *ExpireSessionRequest) Reset() {
 	*x = ExpireSessionRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[70]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4581,7 +4660,7 @@ func (x *ExpireSessionRequest) String() string {
 func (*ExpireSessionRequest) ProtoMessage() {}
 
 func (x *ExpireSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[70]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4594,7 +4673,7 @@ func (x *ExpireSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSessionRequest.ProtoReflect.Descriptor instead.
 func (*ExpireSessionRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{70}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ExpireSessionRequest) GetClientId() uint64 {
@@ -4612,7 +4691,7 @@ type ExpireSessionResponse struct {
 
 func (x *ExpireSessionResponse) Reset() {
 	*x = ExpireSessionResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[71]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4624,7 +4703,7 @@ func (x *ExpireSessionResponse) String() string {
 func (*ExpireSessionResponse) ProtoMessage() {}
 
 func (x *ExpireSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[71]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4637,7 +4716,7 @@ func (x *ExpireSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSessionResponse.ProtoReflect.Descriptor instead.
 func (*ExpireSessionResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{71}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{72}
 }
 
 type CompactHistoryRequest struct {
@@ -4649,7 +4728,7 @@ type CompactHistoryRequest struct {
 
 func (x *CompactHistoryRequest) Reset() {
 	*x = CompactHistoryRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[72]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4661,7 +4740,7 @@ func (x *CompactHistoryRequest) String() string {
 func (*CompactHistoryRequest) ProtoMessage() {}
 
 func (x *CompactHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[72]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4674,7 +4753,7 @@ func (x *CompactHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactHistoryRequest.ProtoReflect.Descriptor instead.
 func (*CompactHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{72}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *CompactHistoryRequest) GetRevision() int64 {
@@ -4692,7 +4771,7 @@ type CompactHistoryResponse struct {
 
 func (x *CompactHistoryResponse) Reset() {
 	*x = CompactHistoryResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[73]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4704,7 +4783,7 @@ func (x *CompactHistoryResponse) String() string {
 func (*CompactHistoryResponse) ProtoMessage() {}
 
 func (x *CompactHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[73]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4717,7 +4796,7 @@ func (x *CompactHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactHistoryResponse.ProtoReflect.Descriptor instead.
 func (*CompactHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{73}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{74}
 }
 
 // ImportNode is core.ImportNode.
@@ -4735,7 +4814,7 @@ type ImportNode struct {
 
 func (x *ImportNode) Reset() {
 	*x = ImportNode{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[74]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4747,7 +4826,7 @@ func (x *ImportNode) String() string {
 func (*ImportNode) ProtoMessage() {}
 
 func (x *ImportNode) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[74]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4760,7 +4839,7 @@ func (x *ImportNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportNode.ProtoReflect.Descriptor instead.
 func (*ImportNode) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{74}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ImportNode) GetPath() string {
@@ -4816,7 +4895,7 @@ type ImportRequest struct {
 
 func (x *ImportRequest) Reset() {
 	*x = ImportRequest{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[75]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4828,7 +4907,7 @@ func (x *ImportRequest) String() string {
 func (*ImportRequest) ProtoMessage() {}
 
 func (x *ImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[75]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4841,7 +4920,7 @@ func (x *ImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
 func (*ImportRequest) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{75}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ImportRequest) GetClientId() uint64 {
@@ -4873,7 +4952,7 @@ type ImportResponse struct {
 
 func (x *ImportResponse) Reset() {
 	*x = ImportResponse{}
-	mi := &file_metaplane_v1_backend_proto_msgTypes[76]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4885,7 +4964,7 @@ func (x *ImportResponse) String() string {
 func (*ImportResponse) ProtoMessage() {}
 
 func (x *ImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metaplane_v1_backend_proto_msgTypes[76]
+	mi := &file_metaplane_v1_backend_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4898,7 +4977,7 @@ func (x *ImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
 func (*ImportResponse) Descriptor() ([]byte, []int) {
-	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{76}
+	return file_metaplane_v1_backend_proto_rawDescGZIP(), []int{77}
 }
 
 var File_metaplane_v1_backend_proto protoreflect.FileDescriptor
@@ -4936,7 +5015,7 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\rStartResponse\"Z\n" +
 	"\x10NewClientRequest\x122\n" +
 	"\x15session_timeout_nanos\x18\x01 \x01(\x03R\x13sessionTimeoutNanos\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\xa4\x02\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xd1\x02\n" +
 	"\n" +
 	"Interfaces\x12#\n" +
 	"\rlease_manager\x18\x01 \x01(\bR\fleaseManager\x12!\n" +
@@ -4945,7 +5024,8 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\x0efault_injector\x18\x04 \x01(\bR\rfaultInjector\x12'\n" +
 	"\x0fsession_expirer\x18\x05 \x01(\bR\x0esessionExpirer\x12\x1a\n" +
 	"\bimporter\x18\x06 \x01(\bR\bimporter\x123\n" +
-	"\x15leadership_transferer\x18\a \x01(\bR\x14leadershipTransferer\"\xd4\x05\n" +
+	"\x15leadership_transferer\x18\a \x01(\bR\x14leadershipTransferer\x12+\n" +
+	"\x11snapshot_streamer\x18\b \x01(\bR\x10snapshotStreamer\"\x83\x06\n" +
 	"\fCapabilities\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
 	"\rexact_history\x18\x02 \x01(\bR\fexactHistory\x12>\n" +
@@ -4969,7 +5049,8 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\x0etablet_servers\x18\x0e \x01(\x0e2\x1e.metaplane.v1.TabletServerModeR\rtabletServers\x12\x16\n" +
 	"\x06import\x18\x0f \x01(\bR\x06import\x122\n" +
 	"\x15import_keeps_versions\x18\x10 \x01(\bR\x13importKeepsVersions\x12/\n" +
-	"\x13leadership_transfer\x18\x11 \x01(\bR\x12leadershipTransfer\"\xa5\x01\n" +
+	"\x13leadership_transfer\x18\x11 \x01(\bR\x12leadershipTransfer\x12-\n" +
+	"\x12streamed_snapshots\x18\x12 \x01(\bR\x11streamedSnapshots\"\xa5\x01\n" +
 	"\x11NewClientResponse\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12>\n" +
 	"\fcapabilities\x18\x02 \x01(\v2\x1a.metaplane.v1.CapabilitiesR\fcapabilities\x123\n" +
@@ -5018,7 +5099,12 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\x06prefix\x18\x02 \x01(\tR\x06prefix\"X\n" +
 	"\x10SnapshotResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x12(\n" +
-	"\x05nodes\x18\x02 \x03(\v2\x12.metaplane.v1.NodeR\x05nodes\"\xd7\x01\n" +
+	"\x05nodes\x18\x02 \x03(\v2\x12.metaplane.v1.NodeR\x05nodes\"k\n" +
+	"\x15SnapshotStreamRequest\x12\x1b\n" +
+	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x16\n" +
+	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12\x1d\n" +
+	"\n" +
+	"page_bytes\x18\x03 \x01(\x03R\tpageBytes\"\xd7\x01\n" +
 	"\x02Op\x12(\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x14.metaplane.v1.OpTypeR\x04type\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -5270,7 +5356,7 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\x17SESSION_STATE_CONNECTED\x10\x01\x12\x1b\n" +
 	"\x17SESSION_STATE_SUSPENDED\x10\x02\x12\x19\n" +
 	"\x15SESSION_STATE_EXPIRED\x10\x03\x12\x18\n" +
-	"\x14SESSION_STATE_CLOSED\x10\x042\xfd\x11\n" +
+	"\x14SESSION_STATE_CLOSED\x10\x042\xd6\x12\n" +
 	"\aBackend\x12I\n" +
 	"\bDescribe\x12\x1d.metaplane.v1.DescribeRequest\x1a\x1e.metaplane.v1.DescribeResponse\x12@\n" +
 	"\x05Start\x12\x1a.metaplane.v1.StartRequest\x1a\x1b.metaplane.v1.StartResponse\x12L\n" +
@@ -5278,7 +5364,8 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\vCloseClient\x12 .metaplane.v1.CloseClientRequest\x1a!.metaplane.v1.CloseClientResponse\x12F\n" +
 	"\aGetMany\x12\x1c.metaplane.v1.GetManyRequest\x1a\x1d.metaplane.v1.GetManyResponse\x12I\n" +
 	"\bChildren\x12\x1d.metaplane.v1.ChildrenRequest\x1a\x1e.metaplane.v1.ChildrenResponse\x12I\n" +
-	"\bSnapshot\x12\x1d.metaplane.v1.SnapshotRequest\x1a\x1e.metaplane.v1.SnapshotResponse\x12:\n" +
+	"\bSnapshot\x12\x1d.metaplane.v1.SnapshotRequest\x1a\x1e.metaplane.v1.SnapshotResponse\x12W\n" +
+	"\x0eSnapshotStream\x12#.metaplane.v1.SnapshotStreamRequest\x1a\x1e.metaplane.v1.SnapshotResponse0\x01\x12:\n" +
 	"\x03Txn\x12\x18.metaplane.v1.TxnRequest\x1a\x19.metaplane.v1.TxnResponse\x12P\n" +
 	"\tTxnStream\x12\x1e.metaplane.v1.TxnStreamRequest\x1a\x1f.metaplane.v1.TxnStreamResponse(\x010\x01\x12B\n" +
 	"\x05Watch\x12\x1a.metaplane.v1.WatchRequest\x1a\x1b.metaplane.v1.WatchResponse0\x01\x12F\n" +
@@ -5318,7 +5405,7 @@ func file_metaplane_v1_backend_proto_rawDescGZIP() []byte {
 }
 
 var file_metaplane_v1_backend_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_metaplane_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
+var file_metaplane_v1_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
 var file_metaplane_v1_backend_proto_goTypes = []any{
 	(Sentinel)(0),                      // 0: metaplane.v1.Sentinel
 	(TabletServerMode)(0),              // 1: metaplane.v1.TabletServerMode
@@ -5348,73 +5435,74 @@ var file_metaplane_v1_backend_proto_goTypes = []any{
 	(*ChildrenResponse)(nil),           // 25: metaplane.v1.ChildrenResponse
 	(*SnapshotRequest)(nil),            // 26: metaplane.v1.SnapshotRequest
 	(*SnapshotResponse)(nil),           // 27: metaplane.v1.SnapshotResponse
-	(*Op)(nil),                         // 28: metaplane.v1.Op
-	(*Fence)(nil),                      // 29: metaplane.v1.Fence
-	(*TxnRequest)(nil),                 // 30: metaplane.v1.TxnRequest
-	(*OpResult)(nil),                   // 31: metaplane.v1.OpResult
-	(*TxnResponse)(nil),                // 32: metaplane.v1.TxnResponse
-	(*TxnCall)(nil),                    // 33: metaplane.v1.TxnCall
-	(*TxnStreamRequest)(nil),           // 34: metaplane.v1.TxnStreamRequest
-	(*TxnReply)(nil),                   // 35: metaplane.v1.TxnReply
-	(*TxnStreamResponse)(nil),          // 36: metaplane.v1.TxnStreamResponse
-	(*WatchRequest)(nil),               // 37: metaplane.v1.WatchRequest
-	(*WatchEvent)(nil),                 // 38: metaplane.v1.WatchEvent
-	(*WatchResponse)(nil),              // 39: metaplane.v1.WatchResponse
-	(*SessionInfo)(nil),                // 40: metaplane.v1.SessionInfo
-	(*SessionRequest)(nil),             // 41: metaplane.v1.SessionRequest
-	(*SessionResponse)(nil),            // 42: metaplane.v1.SessionResponse
-	(*SessionEventsRequest)(nil),       // 43: metaplane.v1.SessionEventsRequest
-	(*SessionEventsResponse)(nil),      // 44: metaplane.v1.SessionEventsResponse
-	(*Candidate)(nil),                  // 45: metaplane.v1.Candidate
-	(*CampaignRequest)(nil),            // 46: metaplane.v1.CampaignRequest
-	(*CampaignResponse)(nil),           // 47: metaplane.v1.CampaignResponse
-	(*ResignRequest)(nil),              // 48: metaplane.v1.ResignRequest
-	(*ResignResponse)(nil),             // 49: metaplane.v1.ResignResponse
-	(*LeaderInfo)(nil),                 // 50: metaplane.v1.LeaderInfo
-	(*LeaderRequest)(nil),              // 51: metaplane.v1.LeaderRequest
-	(*LeaderResponse)(nil),             // 52: metaplane.v1.LeaderResponse
-	(*ObserveLeaderRequest)(nil),       // 53: metaplane.v1.ObserveLeaderRequest
-	(*ObserveLeaderResponse)(nil),      // 54: metaplane.v1.ObserveLeaderResponse
-	(*MemberStatus)(nil),               // 55: metaplane.v1.MemberStatus
-	(*StatusRequest)(nil),              // 56: metaplane.v1.StatusRequest
-	(*StatusResponse)(nil),             // 57: metaplane.v1.StatusResponse
-	(*GrantLeaseRequest)(nil),          // 58: metaplane.v1.GrantLeaseRequest
-	(*GrantLeaseResponse)(nil),         // 59: metaplane.v1.GrantLeaseResponse
-	(*RenewLeaseRequest)(nil),          // 60: metaplane.v1.RenewLeaseRequest
-	(*RenewLeaseResponse)(nil),         // 61: metaplane.v1.RenewLeaseResponse
-	(*RevokeLeaseRequest)(nil),         // 62: metaplane.v1.RevokeLeaseRequest
-	(*RevokeLeaseResponse)(nil),        // 63: metaplane.v1.RevokeLeaseResponse
-	(*AllocateIDsRequest)(nil),         // 64: metaplane.v1.AllocateIDsRequest
-	(*AllocateIDsResponse)(nil),        // 65: metaplane.v1.AllocateIDsResponse
-	(*TransferLeadershipRequest)(nil),  // 66: metaplane.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 67: metaplane.v1.TransferLeadershipResponse
-	(*AddVoterRequest)(nil),            // 68: metaplane.v1.AddVoterRequest
-	(*AddVoterResponse)(nil),           // 69: metaplane.v1.AddVoterResponse
-	(*RemoveVoterRequest)(nil),         // 70: metaplane.v1.RemoveVoterRequest
-	(*RemoveVoterResponse)(nil),        // 71: metaplane.v1.RemoveVoterResponse
-	(*FailNextWriteRequest)(nil),       // 72: metaplane.v1.FailNextWriteRequest
-	(*FailNextWriteResponse)(nil),      // 73: metaplane.v1.FailNextWriteResponse
-	(*SetLatencyRequest)(nil),          // 74: metaplane.v1.SetLatencyRequest
-	(*SetLatencyResponse)(nil),         // 75: metaplane.v1.SetLatencyResponse
-	(*ExpireSessionRequest)(nil),       // 76: metaplane.v1.ExpireSessionRequest
-	(*ExpireSessionResponse)(nil),      // 77: metaplane.v1.ExpireSessionResponse
-	(*CompactHistoryRequest)(nil),      // 78: metaplane.v1.CompactHistoryRequest
-	(*CompactHistoryResponse)(nil),     // 79: metaplane.v1.CompactHistoryResponse
-	(*ImportNode)(nil),                 // 80: metaplane.v1.ImportNode
-	(*ImportRequest)(nil),              // 81: metaplane.v1.ImportRequest
-	(*ImportResponse)(nil),             // 82: metaplane.v1.ImportResponse
-	nil,                                // 83: metaplane.v1.StartRequest.ConfigEntry
-	nil,                                // 84: metaplane.v1.StatusResponse.DetailsEntry
+	(*SnapshotStreamRequest)(nil),      // 28: metaplane.v1.SnapshotStreamRequest
+	(*Op)(nil),                         // 29: metaplane.v1.Op
+	(*Fence)(nil),                      // 30: metaplane.v1.Fence
+	(*TxnRequest)(nil),                 // 31: metaplane.v1.TxnRequest
+	(*OpResult)(nil),                   // 32: metaplane.v1.OpResult
+	(*TxnResponse)(nil),                // 33: metaplane.v1.TxnResponse
+	(*TxnCall)(nil),                    // 34: metaplane.v1.TxnCall
+	(*TxnStreamRequest)(nil),           // 35: metaplane.v1.TxnStreamRequest
+	(*TxnReply)(nil),                   // 36: metaplane.v1.TxnReply
+	(*TxnStreamResponse)(nil),          // 37: metaplane.v1.TxnStreamResponse
+	(*WatchRequest)(nil),               // 38: metaplane.v1.WatchRequest
+	(*WatchEvent)(nil),                 // 39: metaplane.v1.WatchEvent
+	(*WatchResponse)(nil),              // 40: metaplane.v1.WatchResponse
+	(*SessionInfo)(nil),                // 41: metaplane.v1.SessionInfo
+	(*SessionRequest)(nil),             // 42: metaplane.v1.SessionRequest
+	(*SessionResponse)(nil),            // 43: metaplane.v1.SessionResponse
+	(*SessionEventsRequest)(nil),       // 44: metaplane.v1.SessionEventsRequest
+	(*SessionEventsResponse)(nil),      // 45: metaplane.v1.SessionEventsResponse
+	(*Candidate)(nil),                  // 46: metaplane.v1.Candidate
+	(*CampaignRequest)(nil),            // 47: metaplane.v1.CampaignRequest
+	(*CampaignResponse)(nil),           // 48: metaplane.v1.CampaignResponse
+	(*ResignRequest)(nil),              // 49: metaplane.v1.ResignRequest
+	(*ResignResponse)(nil),             // 50: metaplane.v1.ResignResponse
+	(*LeaderInfo)(nil),                 // 51: metaplane.v1.LeaderInfo
+	(*LeaderRequest)(nil),              // 52: metaplane.v1.LeaderRequest
+	(*LeaderResponse)(nil),             // 53: metaplane.v1.LeaderResponse
+	(*ObserveLeaderRequest)(nil),       // 54: metaplane.v1.ObserveLeaderRequest
+	(*ObserveLeaderResponse)(nil),      // 55: metaplane.v1.ObserveLeaderResponse
+	(*MemberStatus)(nil),               // 56: metaplane.v1.MemberStatus
+	(*StatusRequest)(nil),              // 57: metaplane.v1.StatusRequest
+	(*StatusResponse)(nil),             // 58: metaplane.v1.StatusResponse
+	(*GrantLeaseRequest)(nil),          // 59: metaplane.v1.GrantLeaseRequest
+	(*GrantLeaseResponse)(nil),         // 60: metaplane.v1.GrantLeaseResponse
+	(*RenewLeaseRequest)(nil),          // 61: metaplane.v1.RenewLeaseRequest
+	(*RenewLeaseResponse)(nil),         // 62: metaplane.v1.RenewLeaseResponse
+	(*RevokeLeaseRequest)(nil),         // 63: metaplane.v1.RevokeLeaseRequest
+	(*RevokeLeaseResponse)(nil),        // 64: metaplane.v1.RevokeLeaseResponse
+	(*AllocateIDsRequest)(nil),         // 65: metaplane.v1.AllocateIDsRequest
+	(*AllocateIDsResponse)(nil),        // 66: metaplane.v1.AllocateIDsResponse
+	(*TransferLeadershipRequest)(nil),  // 67: metaplane.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 68: metaplane.v1.TransferLeadershipResponse
+	(*AddVoterRequest)(nil),            // 69: metaplane.v1.AddVoterRequest
+	(*AddVoterResponse)(nil),           // 70: metaplane.v1.AddVoterResponse
+	(*RemoveVoterRequest)(nil),         // 71: metaplane.v1.RemoveVoterRequest
+	(*RemoveVoterResponse)(nil),        // 72: metaplane.v1.RemoveVoterResponse
+	(*FailNextWriteRequest)(nil),       // 73: metaplane.v1.FailNextWriteRequest
+	(*FailNextWriteResponse)(nil),      // 74: metaplane.v1.FailNextWriteResponse
+	(*SetLatencyRequest)(nil),          // 75: metaplane.v1.SetLatencyRequest
+	(*SetLatencyResponse)(nil),         // 76: metaplane.v1.SetLatencyResponse
+	(*ExpireSessionRequest)(nil),       // 77: metaplane.v1.ExpireSessionRequest
+	(*ExpireSessionResponse)(nil),      // 78: metaplane.v1.ExpireSessionResponse
+	(*CompactHistoryRequest)(nil),      // 79: metaplane.v1.CompactHistoryRequest
+	(*CompactHistoryResponse)(nil),     // 80: metaplane.v1.CompactHistoryResponse
+	(*ImportNode)(nil),                 // 81: metaplane.v1.ImportNode
+	(*ImportRequest)(nil),              // 82: metaplane.v1.ImportRequest
+	(*ImportResponse)(nil),             // 83: metaplane.v1.ImportResponse
+	nil,                                // 84: metaplane.v1.StartRequest.ConfigEntry
+	nil,                                // 85: metaplane.v1.StatusResponse.DetailsEntry
 }
 var file_metaplane_v1_backend_proto_depIdxs = []int32{
 	0,  // 0: metaplane.v1.Error.sentinel:type_name -> metaplane.v1.Sentinel
 	1,  // 1: metaplane.v1.BackendDescriptor.tablet_servers:type_name -> metaplane.v1.TabletServerMode
 	7,  // 2: metaplane.v1.DescribeResponse.descriptor:type_name -> metaplane.v1.BackendDescriptor
-	83, // 3: metaplane.v1.StartRequest.config:type_name -> metaplane.v1.StartRequest.ConfigEntry
+	84, // 3: metaplane.v1.StartRequest.config:type_name -> metaplane.v1.StartRequest.ConfigEntry
 	13, // 4: metaplane.v1.Capabilities.interfaces:type_name -> metaplane.v1.Interfaces
 	1,  // 5: metaplane.v1.Capabilities.tablet_servers:type_name -> metaplane.v1.TabletServerMode
 	14, // 6: metaplane.v1.NewClientResponse.capabilities:type_name -> metaplane.v1.Capabilities
-	40, // 7: metaplane.v1.NewClientResponse.session:type_name -> metaplane.v1.SessionInfo
+	41, // 7: metaplane.v1.NewClientResponse.session:type_name -> metaplane.v1.SessionInfo
 	18, // 8: metaplane.v1.Node.stat:type_name -> metaplane.v1.Stat
 	20, // 9: metaplane.v1.GetManyRequest.options:type_name -> metaplane.v1.ReadOptions
 	19, // 10: metaplane.v1.GetResult.node:type_name -> metaplane.v1.Node
@@ -5425,36 +5513,36 @@ var file_metaplane_v1_backend_proto_depIdxs = []int32{
 	19, // 15: metaplane.v1.SnapshotResponse.nodes:type_name -> metaplane.v1.Node
 	2,  // 16: metaplane.v1.Op.type:type_name -> metaplane.v1.OpType
 	3,  // 17: metaplane.v1.Op.mode:type_name -> metaplane.v1.CreateMode
-	28, // 18: metaplane.v1.TxnRequest.ops:type_name -> metaplane.v1.Op
-	29, // 19: metaplane.v1.TxnRequest.fence:type_name -> metaplane.v1.Fence
+	29, // 18: metaplane.v1.TxnRequest.ops:type_name -> metaplane.v1.Op
+	30, // 19: metaplane.v1.TxnRequest.fence:type_name -> metaplane.v1.Fence
 	2,  // 20: metaplane.v1.OpResult.type:type_name -> metaplane.v1.OpType
 	18, // 21: metaplane.v1.OpResult.stat:type_name -> metaplane.v1.Stat
-	31, // 22: metaplane.v1.TxnResponse.results:type_name -> metaplane.v1.OpResult
-	30, // 23: metaplane.v1.TxnCall.request:type_name -> metaplane.v1.TxnRequest
-	33, // 24: metaplane.v1.TxnStreamRequest.calls:type_name -> metaplane.v1.TxnCall
-	32, // 25: metaplane.v1.TxnReply.response:type_name -> metaplane.v1.TxnResponse
+	32, // 22: metaplane.v1.TxnResponse.results:type_name -> metaplane.v1.OpResult
+	31, // 23: metaplane.v1.TxnCall.request:type_name -> metaplane.v1.TxnRequest
+	34, // 24: metaplane.v1.TxnStreamRequest.calls:type_name -> metaplane.v1.TxnCall
+	33, // 25: metaplane.v1.TxnReply.response:type_name -> metaplane.v1.TxnResponse
 	6,  // 26: metaplane.v1.TxnReply.error:type_name -> metaplane.v1.Error
-	35, // 27: metaplane.v1.TxnStreamResponse.replies:type_name -> metaplane.v1.TxnReply
+	36, // 27: metaplane.v1.TxnStreamResponse.replies:type_name -> metaplane.v1.TxnReply
 	4,  // 28: metaplane.v1.WatchEvent.type:type_name -> metaplane.v1.EventType
 	18, // 29: metaplane.v1.WatchEvent.stat:type_name -> metaplane.v1.Stat
-	38, // 30: metaplane.v1.WatchResponse.events:type_name -> metaplane.v1.WatchEvent
+	39, // 30: metaplane.v1.WatchResponse.events:type_name -> metaplane.v1.WatchEvent
 	6,  // 31: metaplane.v1.WatchResponse.error:type_name -> metaplane.v1.Error
 	5,  // 32: metaplane.v1.SessionInfo.state:type_name -> metaplane.v1.SessionState
-	40, // 33: metaplane.v1.SessionResponse.session:type_name -> metaplane.v1.SessionInfo
+	41, // 33: metaplane.v1.SessionResponse.session:type_name -> metaplane.v1.SessionInfo
 	5,  // 34: metaplane.v1.SessionEventsResponse.state:type_name -> metaplane.v1.SessionState
-	40, // 35: metaplane.v1.SessionEventsResponse.session:type_name -> metaplane.v1.SessionInfo
-	45, // 36: metaplane.v1.CampaignRequest.candidate:type_name -> metaplane.v1.Candidate
-	29, // 37: metaplane.v1.CampaignResponse.fence:type_name -> metaplane.v1.Fence
-	50, // 38: metaplane.v1.LeaderResponse.leader:type_name -> metaplane.v1.LeaderInfo
-	50, // 39: metaplane.v1.ObserveLeaderResponse.leader:type_name -> metaplane.v1.LeaderInfo
-	55, // 40: metaplane.v1.StatusResponse.members:type_name -> metaplane.v1.MemberStatus
-	84, // 41: metaplane.v1.StatusResponse.details:type_name -> metaplane.v1.StatusResponse.DetailsEntry
-	29, // 42: metaplane.v1.GrantLeaseRequest.fence:type_name -> metaplane.v1.Fence
-	29, // 43: metaplane.v1.RevokeLeaseRequest.fence:type_name -> metaplane.v1.Fence
-	29, // 44: metaplane.v1.AllocateIDsRequest.fence:type_name -> metaplane.v1.Fence
+	41, // 35: metaplane.v1.SessionEventsResponse.session:type_name -> metaplane.v1.SessionInfo
+	46, // 36: metaplane.v1.CampaignRequest.candidate:type_name -> metaplane.v1.Candidate
+	30, // 37: metaplane.v1.CampaignResponse.fence:type_name -> metaplane.v1.Fence
+	51, // 38: metaplane.v1.LeaderResponse.leader:type_name -> metaplane.v1.LeaderInfo
+	51, // 39: metaplane.v1.ObserveLeaderResponse.leader:type_name -> metaplane.v1.LeaderInfo
+	56, // 40: metaplane.v1.StatusResponse.members:type_name -> metaplane.v1.MemberStatus
+	85, // 41: metaplane.v1.StatusResponse.details:type_name -> metaplane.v1.StatusResponse.DetailsEntry
+	30, // 42: metaplane.v1.GrantLeaseRequest.fence:type_name -> metaplane.v1.Fence
+	30, // 43: metaplane.v1.RevokeLeaseRequest.fence:type_name -> metaplane.v1.Fence
+	30, // 44: metaplane.v1.AllocateIDsRequest.fence:type_name -> metaplane.v1.Fence
 	6,  // 45: metaplane.v1.FailNextWriteRequest.error:type_name -> metaplane.v1.Error
-	80, // 46: metaplane.v1.ImportRequest.nodes:type_name -> metaplane.v1.ImportNode
-	29, // 47: metaplane.v1.ImportRequest.fence:type_name -> metaplane.v1.Fence
+	81, // 46: metaplane.v1.ImportRequest.nodes:type_name -> metaplane.v1.ImportNode
+	30, // 47: metaplane.v1.ImportRequest.fence:type_name -> metaplane.v1.Fence
 	8,  // 48: metaplane.v1.Backend.Describe:input_type -> metaplane.v1.DescribeRequest
 	10, // 49: metaplane.v1.Backend.Start:input_type -> metaplane.v1.StartRequest
 	12, // 50: metaplane.v1.Backend.NewClient:input_type -> metaplane.v1.NewClientRequest
@@ -5462,59 +5550,61 @@ var file_metaplane_v1_backend_proto_depIdxs = []int32{
 	21, // 52: metaplane.v1.Backend.GetMany:input_type -> metaplane.v1.GetManyRequest
 	24, // 53: metaplane.v1.Backend.Children:input_type -> metaplane.v1.ChildrenRequest
 	26, // 54: metaplane.v1.Backend.Snapshot:input_type -> metaplane.v1.SnapshotRequest
-	30, // 55: metaplane.v1.Backend.Txn:input_type -> metaplane.v1.TxnRequest
-	34, // 56: metaplane.v1.Backend.TxnStream:input_type -> metaplane.v1.TxnStreamRequest
-	37, // 57: metaplane.v1.Backend.Watch:input_type -> metaplane.v1.WatchRequest
-	41, // 58: metaplane.v1.Backend.Session:input_type -> metaplane.v1.SessionRequest
-	43, // 59: metaplane.v1.Backend.SessionEvents:input_type -> metaplane.v1.SessionEventsRequest
-	46, // 60: metaplane.v1.Backend.Campaign:input_type -> metaplane.v1.CampaignRequest
-	48, // 61: metaplane.v1.Backend.Resign:input_type -> metaplane.v1.ResignRequest
-	51, // 62: metaplane.v1.Backend.Leader:input_type -> metaplane.v1.LeaderRequest
-	53, // 63: metaplane.v1.Backend.ObserveLeader:input_type -> metaplane.v1.ObserveLeaderRequest
-	56, // 64: metaplane.v1.Backend.Status:input_type -> metaplane.v1.StatusRequest
-	58, // 65: metaplane.v1.Backend.GrantLease:input_type -> metaplane.v1.GrantLeaseRequest
-	60, // 66: metaplane.v1.Backend.RenewLease:input_type -> metaplane.v1.RenewLeaseRequest
-	62, // 67: metaplane.v1.Backend.RevokeLease:input_type -> metaplane.v1.RevokeLeaseRequest
-	64, // 68: metaplane.v1.Backend.AllocateIDs:input_type -> metaplane.v1.AllocateIDsRequest
-	68, // 69: metaplane.v1.Backend.AddVoter:input_type -> metaplane.v1.AddVoterRequest
-	70, // 70: metaplane.v1.Backend.RemoveVoter:input_type -> metaplane.v1.RemoveVoterRequest
-	66, // 71: metaplane.v1.Backend.TransferLeadership:input_type -> metaplane.v1.TransferLeadershipRequest
-	72, // 72: metaplane.v1.Backend.FailNextWrite:input_type -> metaplane.v1.FailNextWriteRequest
-	74, // 73: metaplane.v1.Backend.SetLatency:input_type -> metaplane.v1.SetLatencyRequest
-	76, // 74: metaplane.v1.Backend.ExpireSession:input_type -> metaplane.v1.ExpireSessionRequest
-	81, // 75: metaplane.v1.Backend.Import:input_type -> metaplane.v1.ImportRequest
-	78, // 76: metaplane.v1.Backend.CompactHistory:input_type -> metaplane.v1.CompactHistoryRequest
-	9,  // 77: metaplane.v1.Backend.Describe:output_type -> metaplane.v1.DescribeResponse
-	11, // 78: metaplane.v1.Backend.Start:output_type -> metaplane.v1.StartResponse
-	15, // 79: metaplane.v1.Backend.NewClient:output_type -> metaplane.v1.NewClientResponse
-	17, // 80: metaplane.v1.Backend.CloseClient:output_type -> metaplane.v1.CloseClientResponse
-	23, // 81: metaplane.v1.Backend.GetMany:output_type -> metaplane.v1.GetManyResponse
-	25, // 82: metaplane.v1.Backend.Children:output_type -> metaplane.v1.ChildrenResponse
-	27, // 83: metaplane.v1.Backend.Snapshot:output_type -> metaplane.v1.SnapshotResponse
-	32, // 84: metaplane.v1.Backend.Txn:output_type -> metaplane.v1.TxnResponse
-	36, // 85: metaplane.v1.Backend.TxnStream:output_type -> metaplane.v1.TxnStreamResponse
-	39, // 86: metaplane.v1.Backend.Watch:output_type -> metaplane.v1.WatchResponse
-	42, // 87: metaplane.v1.Backend.Session:output_type -> metaplane.v1.SessionResponse
-	44, // 88: metaplane.v1.Backend.SessionEvents:output_type -> metaplane.v1.SessionEventsResponse
-	47, // 89: metaplane.v1.Backend.Campaign:output_type -> metaplane.v1.CampaignResponse
-	49, // 90: metaplane.v1.Backend.Resign:output_type -> metaplane.v1.ResignResponse
-	52, // 91: metaplane.v1.Backend.Leader:output_type -> metaplane.v1.LeaderResponse
-	54, // 92: metaplane.v1.Backend.ObserveLeader:output_type -> metaplane.v1.ObserveLeaderResponse
-	57, // 93: metaplane.v1.Backend.Status:output_type -> metaplane.v1.StatusResponse
-	59, // 94: metaplane.v1.Backend.GrantLease:output_type -> metaplane.v1.GrantLeaseResponse
-	61, // 95: metaplane.v1.Backend.RenewLease:output_type -> metaplane.v1.RenewLeaseResponse
-	63, // 96: metaplane.v1.Backend.RevokeLease:output_type -> metaplane.v1.RevokeLeaseResponse
-	65, // 97: metaplane.v1.Backend.AllocateIDs:output_type -> metaplane.v1.AllocateIDsResponse
-	69, // 98: metaplane.v1.Backend.AddVoter:output_type -> metaplane.v1.AddVoterResponse
-	71, // 99: metaplane.v1.Backend.RemoveVoter:output_type -> metaplane.v1.RemoveVoterResponse
-	67, // 100: metaplane.v1.Backend.TransferLeadership:output_type -> metaplane.v1.TransferLeadershipResponse
-	73, // 101: metaplane.v1.Backend.FailNextWrite:output_type -> metaplane.v1.FailNextWriteResponse
-	75, // 102: metaplane.v1.Backend.SetLatency:output_type -> metaplane.v1.SetLatencyResponse
-	77, // 103: metaplane.v1.Backend.ExpireSession:output_type -> metaplane.v1.ExpireSessionResponse
-	82, // 104: metaplane.v1.Backend.Import:output_type -> metaplane.v1.ImportResponse
-	79, // 105: metaplane.v1.Backend.CompactHistory:output_type -> metaplane.v1.CompactHistoryResponse
-	77, // [77:106] is the sub-list for method output_type
-	48, // [48:77] is the sub-list for method input_type
+	28, // 55: metaplane.v1.Backend.SnapshotStream:input_type -> metaplane.v1.SnapshotStreamRequest
+	31, // 56: metaplane.v1.Backend.Txn:input_type -> metaplane.v1.TxnRequest
+	35, // 57: metaplane.v1.Backend.TxnStream:input_type -> metaplane.v1.TxnStreamRequest
+	38, // 58: metaplane.v1.Backend.Watch:input_type -> metaplane.v1.WatchRequest
+	42, // 59: metaplane.v1.Backend.Session:input_type -> metaplane.v1.SessionRequest
+	44, // 60: metaplane.v1.Backend.SessionEvents:input_type -> metaplane.v1.SessionEventsRequest
+	47, // 61: metaplane.v1.Backend.Campaign:input_type -> metaplane.v1.CampaignRequest
+	49, // 62: metaplane.v1.Backend.Resign:input_type -> metaplane.v1.ResignRequest
+	52, // 63: metaplane.v1.Backend.Leader:input_type -> metaplane.v1.LeaderRequest
+	54, // 64: metaplane.v1.Backend.ObserveLeader:input_type -> metaplane.v1.ObserveLeaderRequest
+	57, // 65: metaplane.v1.Backend.Status:input_type -> metaplane.v1.StatusRequest
+	59, // 66: metaplane.v1.Backend.GrantLease:input_type -> metaplane.v1.GrantLeaseRequest
+	61, // 67: metaplane.v1.Backend.RenewLease:input_type -> metaplane.v1.RenewLeaseRequest
+	63, // 68: metaplane.v1.Backend.RevokeLease:input_type -> metaplane.v1.RevokeLeaseRequest
+	65, // 69: metaplane.v1.Backend.AllocateIDs:input_type -> metaplane.v1.AllocateIDsRequest
+	69, // 70: metaplane.v1.Backend.AddVoter:input_type -> metaplane.v1.AddVoterRequest
+	71, // 71: metaplane.v1.Backend.RemoveVoter:input_type -> metaplane.v1.RemoveVoterRequest
+	67, // 72: metaplane.v1.Backend.TransferLeadership:input_type -> metaplane.v1.TransferLeadershipRequest
+	73, // 73: metaplane.v1.Backend.FailNextWrite:input_type -> metaplane.v1.FailNextWriteRequest
+	75, // 74: metaplane.v1.Backend.SetLatency:input_type -> metaplane.v1.SetLatencyRequest
+	77, // 75: metaplane.v1.Backend.ExpireSession:input_type -> metaplane.v1.ExpireSessionRequest
+	82, // 76: metaplane.v1.Backend.Import:input_type -> metaplane.v1.ImportRequest
+	79, // 77: metaplane.v1.Backend.CompactHistory:input_type -> metaplane.v1.CompactHistoryRequest
+	9,  // 78: metaplane.v1.Backend.Describe:output_type -> metaplane.v1.DescribeResponse
+	11, // 79: metaplane.v1.Backend.Start:output_type -> metaplane.v1.StartResponse
+	15, // 80: metaplane.v1.Backend.NewClient:output_type -> metaplane.v1.NewClientResponse
+	17, // 81: metaplane.v1.Backend.CloseClient:output_type -> metaplane.v1.CloseClientResponse
+	23, // 82: metaplane.v1.Backend.GetMany:output_type -> metaplane.v1.GetManyResponse
+	25, // 83: metaplane.v1.Backend.Children:output_type -> metaplane.v1.ChildrenResponse
+	27, // 84: metaplane.v1.Backend.Snapshot:output_type -> metaplane.v1.SnapshotResponse
+	27, // 85: metaplane.v1.Backend.SnapshotStream:output_type -> metaplane.v1.SnapshotResponse
+	33, // 86: metaplane.v1.Backend.Txn:output_type -> metaplane.v1.TxnResponse
+	37, // 87: metaplane.v1.Backend.TxnStream:output_type -> metaplane.v1.TxnStreamResponse
+	40, // 88: metaplane.v1.Backend.Watch:output_type -> metaplane.v1.WatchResponse
+	43, // 89: metaplane.v1.Backend.Session:output_type -> metaplane.v1.SessionResponse
+	45, // 90: metaplane.v1.Backend.SessionEvents:output_type -> metaplane.v1.SessionEventsResponse
+	48, // 91: metaplane.v1.Backend.Campaign:output_type -> metaplane.v1.CampaignResponse
+	50, // 92: metaplane.v1.Backend.Resign:output_type -> metaplane.v1.ResignResponse
+	53, // 93: metaplane.v1.Backend.Leader:output_type -> metaplane.v1.LeaderResponse
+	55, // 94: metaplane.v1.Backend.ObserveLeader:output_type -> metaplane.v1.ObserveLeaderResponse
+	58, // 95: metaplane.v1.Backend.Status:output_type -> metaplane.v1.StatusResponse
+	60, // 96: metaplane.v1.Backend.GrantLease:output_type -> metaplane.v1.GrantLeaseResponse
+	62, // 97: metaplane.v1.Backend.RenewLease:output_type -> metaplane.v1.RenewLeaseResponse
+	64, // 98: metaplane.v1.Backend.RevokeLease:output_type -> metaplane.v1.RevokeLeaseResponse
+	66, // 99: metaplane.v1.Backend.AllocateIDs:output_type -> metaplane.v1.AllocateIDsResponse
+	70, // 100: metaplane.v1.Backend.AddVoter:output_type -> metaplane.v1.AddVoterResponse
+	72, // 101: metaplane.v1.Backend.RemoveVoter:output_type -> metaplane.v1.RemoveVoterResponse
+	68, // 102: metaplane.v1.Backend.TransferLeadership:output_type -> metaplane.v1.TransferLeadershipResponse
+	74, // 103: metaplane.v1.Backend.FailNextWrite:output_type -> metaplane.v1.FailNextWriteResponse
+	76, // 104: metaplane.v1.Backend.SetLatency:output_type -> metaplane.v1.SetLatencyResponse
+	78, // 105: metaplane.v1.Backend.ExpireSession:output_type -> metaplane.v1.ExpireSessionResponse
+	83, // 106: metaplane.v1.Backend.Import:output_type -> metaplane.v1.ImportResponse
+	80, // 107: metaplane.v1.Backend.CompactHistory:output_type -> metaplane.v1.CompactHistoryResponse
+	78, // [78:108] is the sub-list for method output_type
+	48, // [48:78] is the sub-list for method input_type
 	48, // [48:48] is the sub-list for extension type_name
 	48, // [48:48] is the sub-list for extension extendee
 	0,  // [0:48] is the sub-list for field type_name
@@ -5532,7 +5622,7 @@ func file_metaplane_v1_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metaplane_v1_backend_proto_rawDesc), len(file_metaplane_v1_backend_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   79,
+			NumMessages:   80,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

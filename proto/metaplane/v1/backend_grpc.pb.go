@@ -46,6 +46,7 @@ const (
 	Backend_GetMany_FullMethodName            = "/metaplane.v1.Backend/GetMany"
 	Backend_Children_FullMethodName           = "/metaplane.v1.Backend/Children"
 	Backend_Snapshot_FullMethodName           = "/metaplane.v1.Backend/Snapshot"
+	Backend_SnapshotStream_FullMethodName     = "/metaplane.v1.Backend/SnapshotStream"
 	Backend_Txn_FullMethodName                = "/metaplane.v1.Backend/Txn"
 	Backend_TxnStream_FullMethodName          = "/metaplane.v1.Backend/TxnStream"
 	Backend_Watch_FullMethodName              = "/metaplane.v1.Backend/Watch"
@@ -89,6 +90,7 @@ type BackendClient interface {
 	GetMany(ctx context.Context, in *GetManyRequest, opts ...grpc.CallOption) (*GetManyResponse, error)
 	Children(ctx context.Context, in *ChildrenRequest, opts ...grpc.CallOption) (*ChildrenResponse, error)
 	Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (*SnapshotResponse, error)
+	SnapshotStream(ctx context.Context, in *SnapshotStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotResponse], error)
 	Txn(ctx context.Context, in *TxnRequest, opts ...grpc.CallOption) (*TxnResponse, error)
 	// TxnStream carries Txn calls on one long-lived stream per plugin
 	// connection: the host sends the calls of concurrent writers together in
@@ -214,6 +216,25 @@ func (c *backendClient) Snapshot(ctx context.Context, in *SnapshotRequest, opts 
 	return out, nil
 }
 
+func (c *backendClient) SnapshotStream(ctx context.Context, in *SnapshotStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[0], Backend_SnapshotStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SnapshotStreamRequest, SnapshotResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Backend_SnapshotStreamClient = grpc.ServerStreamingClient[SnapshotResponse]
+
 func (c *backendClient) Txn(ctx context.Context, in *TxnRequest, opts ...grpc.CallOption) (*TxnResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(TxnResponse)
@@ -226,7 +247,7 @@ func (c *backendClient) Txn(ctx context.Context, in *TxnRequest, opts ...grpc.Ca
 
 func (c *backendClient) TxnStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[TxnStreamRequest, TxnStreamResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[0], Backend_TxnStream_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[1], Backend_TxnStream_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +260,7 @@ type Backend_TxnStreamClient = grpc.BidiStreamingClient[TxnStreamRequest, TxnStr
 
 func (c *backendClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[1], Backend_Watch_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[2], Backend_Watch_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -268,7 +289,7 @@ func (c *backendClient) Session(ctx context.Context, in *SessionRequest, opts ..
 
 func (c *backendClient) SessionEvents(ctx context.Context, in *SessionEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SessionEventsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[2], Backend_SessionEvents_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[3], Backend_SessionEvents_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +308,7 @@ type Backend_SessionEventsClient = grpc.ServerStreamingClient[SessionEventsRespo
 
 func (c *backendClient) Campaign(ctx context.Context, in *CampaignRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CampaignResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[3], Backend_Campaign_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[4], Backend_Campaign_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -326,7 +347,7 @@ func (c *backendClient) Leader(ctx context.Context, in *LeaderRequest, opts ...g
 
 func (c *backendClient) ObserveLeader(ctx context.Context, in *ObserveLeaderRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ObserveLeaderResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[4], Backend_ObserveLeader_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[5], Backend_ObserveLeader_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -492,6 +513,7 @@ type BackendServer interface {
 	GetMany(context.Context, *GetManyRequest) (*GetManyResponse, error)
 	Children(context.Context, *ChildrenRequest) (*ChildrenResponse, error)
 	Snapshot(context.Context, *SnapshotRequest) (*SnapshotResponse, error)
+	SnapshotStream(*SnapshotStreamRequest, grpc.ServerStreamingServer[SnapshotResponse]) error
 	Txn(context.Context, *TxnRequest) (*TxnResponse, error)
 	// TxnStream carries Txn calls on one long-lived stream per plugin
 	// connection: the host sends the calls of concurrent writers together in
@@ -567,6 +589,9 @@ func (UnimplementedBackendServer) Children(context.Context, *ChildrenRequest) (*
 }
 func (UnimplementedBackendServer) Snapshot(context.Context, *SnapshotRequest) (*SnapshotResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Snapshot not implemented")
+}
+func (UnimplementedBackendServer) SnapshotStream(*SnapshotStreamRequest, grpc.ServerStreamingServer[SnapshotResponse]) error {
+	return status.Error(codes.Unimplemented, "method SnapshotStream not implemented")
 }
 func (UnimplementedBackendServer) Txn(context.Context, *TxnRequest) (*TxnResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Txn not implemented")
@@ -780,6 +805,17 @@ func _Backend_Snapshot_Handler(srv interface{}, ctx context.Context, dec func(in
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Backend_SnapshotStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SnapshotStreamRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(BackendServer).SnapshotStream(m, &grpc.GenericServerStream[SnapshotStreamRequest, SnapshotResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Backend_SnapshotStreamServer = grpc.ServerStreamingServer[SnapshotResponse]
 
 func _Backend_Txn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(TxnRequest)
@@ -1243,6 +1279,11 @@ var Backend_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "SnapshotStream",
+			Handler:       _Backend_SnapshotStream_Handler,
+			ServerStreams: true,
+		},
 		{
 			StreamName:    "TxnStream",
 			Handler:       _Backend_TxnStream_Handler,
