@@ -659,7 +659,7 @@ func Capabilities() core.Capabilities {
 	return core.Capabilities{
 		Name: "raft", ExactHistory: true, LinearizableFollowerReads: true, StaleReads: true,
 		Leases: true, NativeIDAllocation: true, Membership: true, SessionExpiry: true, ConsensusStatus: true,
-		Import: true, ImportKeepsVersions: true, LeadershipTransfer: true,
+		Import: true, ImportKeepsVersions: true, LeadershipTransfer: true, StreamedSnapshots: true,
 		TabletServers: core.TabletServersThroughCoordinator,
 		MaxValueSize:  core.DefaultMaxValueSize, SelectorKey: "coordinator.seed.nodes",
 	}

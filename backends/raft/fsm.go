@@ -75,6 +75,8 @@ type fsm struct {
 	mu     sync.RWMutex // guards db against Close/Recover swapping it
 	db     *pebble.DB
 	closed bool
+	// streams are the open streamed snapshots (stream.go).
+	streams streams
 	// cache, logFloor and leader are Update's (see nodeCache,
 	// trimChangeLog and leaderSlot), forgotten when db's content is
 	// replaced other than by Update.
@@ -131,6 +133,7 @@ func (f *fsm) Open(stopc <-chan struct{}) (uint64, error) {
 	f.mu.Lock()
 	// A replica paused for a full disk reopens its store on resume.
 	f.db, f.closed = db, false
+	f.streams.stop.Store(false)
 	f.forget()
 	f.mu.Unlock()
 	return readApplied(db)
@@ -341,6 +344,9 @@ func (f *fsm) Lookup(q interface{}) (interface{}, error) {
 	if f.db == nil || f.closed {
 		return nil, errStoreClosed
 	}
+	if _, ok := q.(streamQuery); ok {
+		return f.openStream(f.db)
+	}
 	return runQuery(f.db, q)
 }
 
@@ -443,6 +449,7 @@ func (f *fsm) replaceFromSnapshot(r io.Reader, stopc <-chan struct{}) error {
 
 // Close closes the store.
 func (f *fsm) Close() error {
+	f.endStreams()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.closed = true
