@@ -78,8 +78,9 @@ type Options struct {
 	MetadataStreamMaxWait time.Duration
 	// MaxConcurrentSnapshots is how many metadata snapshots
 	// (FetchMetadataSnapshot, FetchMetadataSnapshotStream) the coordinator
-	// serves at once, each holding a copy of the whole tree until it is
-	// sent; the others wait their turn, within their deadline
+	// serves at once, each holding a store snapshot (the stream on a
+	// backend with streamed snapshots) or a copy of the whole tree until it
+	// is sent; the others wait their turn, within their deadline
 	// (coordinator.metadata-stream.max-concurrent-snapshots); default 4.
 	MaxConcurrentSnapshots int
 	// MetadataStreamFeed is how many change events the coordinator keeps

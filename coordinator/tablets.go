@@ -321,45 +321,74 @@ const snapshotPartBytes = 1 << 20
 
 // FetchMetadataSnapshotStream sends the snapshot FetchMetadataSnapshot
 // answers with in parts of about snapshotPartBytes, each with its offset,
-// so that no message grows with the tree.
+// as the backend reads them (core.StreamSnapshot: on a backend that
+// streams, the coordinator holds one part at a time, not the tree).
 func (t *tabletServerService) FetchMetadataSnapshotStream(r *adminv1.FetchMetadataSnapshotRequest, st adminv1.TabletServerService_FetchMetadataSnapshotStreamServer) error {
-	snap, release, err := t.metadataSnapshot(st.Context(), r)
+	b, release, err := t.snapshotSlot(st.Context())
 	if err != nil {
 		return err
 	}
 	defer release()
-	part := &adminv1.FetchMetadataSnapshotResponse{Offset: snap.Revision}
-	size := 0
-	for _, n := range snap.Nodes {
-		if len(part.Nodes) > 0 && size+len(n.Path)+len(n.Data) > snapshotPartBytes {
-			if err := st.Send(part); err != nil {
-				return err
+	var sendErr error
+	first := true
+	err = core.StreamSnapshot(st.Context(), b, "/", snapshotPartBytes, func(rev int64, nodes []core.Node) error {
+		if first {
+			first = false
+			t.s.noteApplied(rev)
+			if rev < r.MinOffset {
+				return t.behind(rev, r.MinOffset)
 			}
-			part, size = &adminv1.FetchMetadataSnapshotResponse{Offset: snap.Revision}, 0
 		}
-		part.Nodes = append(part.Nodes, metadataNode(n))
-		size += len(n.Path) + len(n.Data)
+		part := &adminv1.FetchMetadataSnapshotResponse{Offset: rev, Nodes: make([]*adminv1.MetadataNode, 0, len(nodes))}
+		for _, n := range nodes {
+			part.Nodes = append(part.Nodes, metadataNode(n))
+		}
+		sendErr = st.Send(part)
+		return sendErr
+	})
+	switch {
+	case err == nil:
+		return nil
+	case sendErr != nil && err == sendErr:
+		return err
+	case adminclient.DetailOf(err) != nil:
+		return err // already a status (behind)
 	}
-	return st.Send(part)
+	return t.s.mapErr(err)
 }
 
-// metadataSnapshot is the whole tree from this coordinator's backend
-// client, refused with UNAVAILABLE when older than r's min_offset. It is
-// taken only once fewer than Options.MaxConcurrentSnapshots snapshots are
-// being served (waiting within ctx; waiting callers take the slots in
-// turn); the caller calls release once it has sent it, which it holds
-// until then.
-func (t *tabletServerService) metadataSnapshot(ctx context.Context, r *adminv1.FetchMetadataSnapshotRequest) (snap core.Snapshot, release func(), err error) {
-	b, _, err := t.streamBackend()
+// behind is the refusal of a snapshot at rev older than the caller's
+// minimum.
+func (t *tabletServerService) behind(rev, minimum int64) error {
+	return adminclient.ToStatus(fmt.Errorf("%w: coordinator %s has applied up to offset %d, behind the requested %d: retry, or ask another coordinator",
+		core.ErrUnavailable, t.s.id, rev, minimum))
+}
+
+// snapshotSlot is the backend to take a metadata snapshot from, once one
+// of the Options.MaxConcurrentSnapshots slots is free (waiting within
+// ctx; waiting callers take the slots in turn); release frees it.
+func (t *tabletServerService) snapshotSlot(ctx context.Context) (b core.MetadataBackend, release func(), err error) {
+	b, _, err = t.streamBackend()
 	if err != nil {
-		return core.Snapshot{}, nil, err
+		return nil, nil, err
 	}
 	select {
 	case t.s.snapshotSlots <- struct{}{}:
 	case <-ctx.Done():
-		return core.Snapshot{}, nil, status.FromContextError(ctx.Err()).Err()
+		return nil, nil, status.FromContextError(ctx.Err()).Err()
 	}
-	release = func() { <-t.s.snapshotSlots }
+	return b, func() { <-t.s.snapshotSlots }, nil
+}
+
+// metadataSnapshot is the whole tree from this coordinator's backend
+// client, refused with UNAVAILABLE when older than r's min_offset, taken in
+// a snapshot slot (see snapshotSlot) that the caller releases once it has
+// sent it.
+func (t *tabletServerService) metadataSnapshot(ctx context.Context, r *adminv1.FetchMetadataSnapshotRequest) (snap core.Snapshot, release func(), err error) {
+	b, release, err := t.snapshotSlot(ctx)
+	if err != nil {
+		return core.Snapshot{}, nil, err
+	}
 	if snap, err = b.Snapshot(ctx, "/"); err != nil {
 		release()
 		return core.Snapshot{}, nil, t.s.mapErr(err)
@@ -367,8 +396,7 @@ func (t *tabletServerService) metadataSnapshot(ctx context.Context, r *adminv1.F
 	t.s.noteApplied(snap.Revision)
 	if snap.Revision < r.MinOffset {
 		release()
-		return core.Snapshot{}, nil, adminclient.ToStatus(fmt.Errorf("%w: coordinator %s has applied up to offset %d, behind the requested %d: retry, or ask another coordinator",
-			core.ErrUnavailable, t.s.id, snap.Revision, r.MinOffset))
+		return core.Snapshot{}, nil, t.behind(snap.Revision, r.MinOffset)
 	}
 	return snap, release, nil
 }

@@ -28,6 +28,13 @@ func (c treeReadCounter) Snapshot(ctx context.Context, prefix string) (core.Snap
 	return c.MetadataBackend.Snapshot(ctx, prefix)
 }
 
+// StreamSnapshot counts a streamed snapshot as a snapshot (it is one).
+func (c treeReadCounter) StreamSnapshot(ctx context.Context, prefix string, pageBytes int, fn func(int64, []core.Node) error) error {
+	c.snapshots.Add(1)
+	ss, _ := core.Optional[core.SnapshotStreamer](c.MetadataBackend)
+	return ss.StreamSnapshot(ctx, prefix, pageBytes, fn)
+}
+
 func (c treeReadCounter) GetMany(ctx context.Context, paths []string, opts core.ReadOptions) ([]core.GetResult, error) {
 	c.reads.Add(int64(len(paths)))
 	return c.MetadataBackend.GetMany(ctx, paths, opts)

@@ -60,6 +60,15 @@ func (h *heldWatches) Snapshot(ctx context.Context, prefix string) (core.Snapsho
 	return h.Backend.Snapshot(ctx, prefix)
 }
 
+// StreamSnapshot records a streamed snapshot as Snapshot does (the
+// coordinator's FETCH_METADATA_SNAPSHOT_STREAM takes one).
+func (h *heldWatches) StreamSnapshot(ctx context.Context, prefix string, pageBytes int, fn func(int64, []core.Node) error) error {
+	h.mu.Lock()
+	h.snapsAt = append(h.snapsAt, h.Store().Revision())
+	h.mu.Unlock()
+	return h.Backend.StreamSnapshot(ctx, prefix, pageBytes, fn)
+}
+
 func (h *heldWatches) Watch(ctx context.Context, prefix string, from int64) (<-chan core.WatchResponse, error) {
 	_, fetch := ctx.Deadline()
 	h.mu.Lock()

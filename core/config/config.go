@@ -137,8 +137,8 @@ type CoordinatorConfig struct {
 	// MetadataStreamMaxSnapshots, key
 	// coordinator.metadata-stream.max-concurrent-snapshots, default 4: how
 	// many metadata snapshots (FETCH_METADATA_SNAPSHOT) a coordinator
-	// serves at once, each holding a copy of the whole tree; the others
-	// wait their turn.
+	// serves at once, each holding a store snapshot (or a copy of the
+	// whole tree); the others wait their turn.
 	MetadataStreamMaxSnapshots int `koanf:"metadata-stream.max-concurrent-snapshots"`
 	// RequestRetention, key coordinator.request-records.retention, default
 	// 24h: how long the leader keeps the record of an exactly-once admin

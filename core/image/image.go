@@ -119,14 +119,24 @@ func (im *Image) Run(ctx context.Context, b core.MetadataBackend) error {
 }
 
 func (im *Image) follow(ctx context.Context, b core.MetadataBackend) error {
-	snap, err := b.Snapshot(ctx, im.opts.Prefix)
+	// The tree arrives in pages (core.StreamSnapshot: on a backend that
+	// streams, no whole copy of it is held beside the image).
+	nodes := map[string]*entry{}
+	rev := int64(0)
+	err := core.StreamSnapshot(ctx, b, im.opts.Prefix, 0, func(r int64, page []core.Node) error {
+		rev = r
+		for _, n := range page {
+			put(im, nodes, core.Node{Path: n.Path, Data: append([]byte(nil), n.Data...), Stat: n.Stat})
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("snapshot %s: %w", im.opts.Prefix, err)
 	}
-	im.replace(snap.Nodes, snap.Revision)
-	ch, err := b.Watch(ctx, im.opts.Prefix, snap.Revision+1)
+	im.install(nodes, rev)
+	ch, err := b.Watch(ctx, im.opts.Prefix, rev+1)
 	if err != nil {
-		return fmt.Errorf("watch %s from %d: %w", im.opts.Prefix, snap.Revision+1, err)
+		return fmt.Errorf("watch %s from %d: %w", im.opts.Prefix, rev+1, err)
 	}
 	for resp := range ch {
 		if resp.Err != nil {
@@ -159,13 +169,25 @@ func (im *Image) logf(format string, args ...any) {
 // replace discards the state and loads nodes at revision rev, then
 // re-applies the own writes newer than rev.
 func (im *Image) replace(nodes []core.Node, rev int64) {
-	im.mu.Lock()
-	im.nodes = make(map[string]*entry, len(nodes)+1)
-	im.tombstones = map[string]int64{}
+	m := make(map[string]*entry, len(nodes)+1)
 	for _, n := range nodes {
-		e := im.ensureLocked(n.Path, 0)
-		e.data, e.stat, e.rev = n.Data, n.Stat, maxRev(n.Stat.ModifyRevision, n.Stat.CreateRevision)
+		put(im, m, n)
 	}
+	im.install(m, rev)
+}
+
+// put records node n in the node map m (with its missing parents).
+func put(im *Image, m map[string]*entry, n core.Node) {
+	e := im.ensureIn(m, n.Path, 0)
+	e.data, e.stat, e.rev = n.Data, n.Stat, maxRev(n.Stat.ModifyRevision, n.Stat.CreateRevision)
+}
+
+// install makes m, the nodes at revision rev, the image's state, then
+// re-applies the own writes newer than rev.
+func (im *Image) install(m map[string]*entry, rev int64) {
+	im.mu.Lock()
+	im.nodes = m
+	im.tombstones = map[string]int64{}
 	im.setWatchedLocked(rev)
 	for _, w := range im.own {
 		im.applyOwnLocked(w)
@@ -188,14 +210,19 @@ func maxRev(a, b int64) int64 {
 // ensureLocked returns path's entry, creating it and its missing parents
 // (as empty nodes at revision rev).
 func (im *Image) ensureLocked(path string, rev int64) *entry {
-	if e, ok := im.nodes[path]; ok {
+	return im.ensureIn(im.nodes, path, rev)
+}
+
+// ensureIn is ensureLocked on the node map m.
+func (im *Image) ensureIn(m map[string]*entry, path string, rev int64) *entry {
+	if e, ok := m[path]; ok {
 		return e
 	}
 	e := &entry{rev: rev}
-	im.nodes[path] = e
+	m[path] = e
 	if path != "/" && path != im.opts.Prefix {
 		parent := core.ParentPath(path)
-		p := im.ensureLocked(parent, rev)
+		p := im.ensureIn(m, parent, rev)
 		if p.children == nil {
 			p.children = map[string]struct{}{}
 		}
