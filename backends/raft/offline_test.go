@@ -50,7 +50,7 @@ func TestUnsafeRecover(t *testing.T) {
 	// answers. That member is then lost for good.
 	x := (l + 2) % 3
 	c.stop(x)
-	if _, err := UnsafeRecover(ctx, c.options(x), false); err == nil || !errors.Is(err, core.ErrInvalidArgument) || !strings.Contains(err.Error(), "not lost") {
+	if _, err := UnsafeRecover(ctx, c.options(x), RecoverOptions{}); err == nil || !errors.Is(err, core.ErrInvalidArgument) || !strings.Contains(err.Error(), "not lost") {
 		t.Fatalf("UnsafeRecover with a live quorum: %v, want a refusal", err)
 	}
 	os.RemoveAll(c.dirs[x])
@@ -65,14 +65,14 @@ func TestUnsafeRecover(t *testing.T) {
 		t.Errorf("ProposalsFailed %d after a write without a quorum, want at least 1", st.ProposalsFailed)
 	}
 	c.stop(s)
-	dry, err := UnsafeRecover(ctx, c.options(s), false)
+	dry, err := UnsafeRecover(ctx, c.options(s), RecoverOptions{})
 	if err != nil {
 		t.Fatalf("dry run: %v", err)
 	}
 	if dry.Rewritten || len(dry.Removed) != 2 || dry.AppliedIndex < uint64(want) {
 		t.Fatalf("dry run: %+v, want 2 removed, applied >= %d, not rewritten", dry, want)
 	}
-	res, err := UnsafeRecover(ctx, c.options(s), true)
+	res, err := UnsafeRecover(ctx, c.options(s), RecoverOptions{Rewrite: true})
 	if err != nil {
 		t.Fatalf("UnsafeRecover: %v", err)
 	}
@@ -105,8 +105,115 @@ func TestUnsafeRecover(t *testing.T) {
 	}
 	// A second recovery has nothing to do.
 	c.stop(s)
-	if _, err := UnsafeRecover(ctx, c.options(s), false); err == nil || !errors.Is(err, core.ErrInvalidArgument) {
+	if _, err := UnsafeRecover(ctx, c.options(s), RecoverOptions{}); err == nil || !errors.Is(err, core.ErrInvalidArgument) {
 		t.Fatalf("UnsafeRecover of a single voter: %v, want a refusal", err)
+	}
+}
+
+// TestUnsafeRecoverRefusesALaggingSurvivor: of a three-voter cluster,
+// member x stops early (it lags: the two others commit more writes), then
+// the leader is lost for good. Given each other's directories, the dry run
+// on either survivor reports both and picks the one ahead; the rewrite on
+// the lagging one is refused, naming both survivors' figures, and with a
+// --force-lagging that is not the loss; on the survivor ahead it goes
+// through, and that member alone holds every write.
+func TestUnsafeRecoverRefusesALaggingSurvivor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a three-voter cluster")
+	}
+	c := startCluster(t, 3, nil)
+	l := c.waitLeader()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cl := c.client(l)
+	write := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			p := fmt.Sprintf("/w/n%02d", i)
+			if _, _, err := core.Create(ctx, cl, p, nil, core.CreateOptions{MakeParents: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write(0, 5)
+	x, s := (l+1)%3, (l+2)%3
+	waitApplied(t, c.members[x], c.mustStatus(l).CommitIndex)
+	c.stop(x)
+	write(5, 15)
+	want := c.mustStatus(l).CommitIndex
+	waitApplied(t, c.members[s], want)
+	c.stop(l)
+	os.RemoveAll(c.dirs[l])
+	c.stop(s)
+
+	// The dry run on the lagging member: both survivors, the other picked.
+	dry, err := UnsafeRecover(ctx, c.options(x), RecoverOptions{SurvivorDirs: []string{c.dirs[s]}})
+	if err != nil {
+		t.Fatalf("dry run on the lagging member: %v", err)
+	}
+	if len(dry.Survivors) != 2 || dry.Survivors[0].NodeID != uint64(x+1) || dry.Survivors[1].NodeID != uint64(s+1) ||
+		dry.Survivors[1].Address != c.voters[s].Address || dry.Survivors[1].AppliedIndex < uint64(want) {
+		t.Fatalf("dry run survivors: %+v, want member %d then member %d (applied >= %d)", dry.Survivors, x+1, s+1, want)
+	}
+	behind := dry.Survivors[1].AppliedIndex - dry.Survivors[0].AppliedIndex
+	if dry.Pick.NodeID != uint64(s+1) || behind < 10 || dry.Behind != behind {
+		t.Fatalf("dry run: pick %d, behind %d (applied %d and %d), want member %d picked, at least 10 behind",
+			dry.Pick.NodeID, dry.Behind, dry.Survivors[0].AppliedIndex, dry.Survivors[1].AppliedIndex, s+1)
+	}
+	// The rewrite on it is refused, with both survivors' figures, also
+	// with a --force-lagging that is not the loss.
+	for _, force := range []uint64{0, behind + 1} {
+		_, err = UnsafeRecover(ctx, c.options(x), RecoverOptions{Rewrite: true, SurvivorDirs: []string{c.dirs[s]}, ForceLagging: force})
+		if !errors.Is(err, ErrSurvivorBehind) || !errors.Is(err, core.ErrInvalidArgument) {
+			t.Fatalf("rewrite of the lagging member (--force-lagging %d): %v, want ErrSurvivorBehind", force, err)
+		}
+		for _, sv := range dry.Survivors {
+			if f := fmt.Sprintf("member %d (%s): term %d, applied index %d", sv.NodeID, sv.Dir, sv.Term, sv.AppliedIndex); !strings.Contains(err.Error(), f) {
+				t.Errorf("the refusal does not give %q: %v", f, err)
+			}
+		}
+		if f := fmt.Sprintf("--force-lagging %d to accept", behind); !strings.Contains(err.Error(), f) {
+			t.Errorf("the refusal does not name the loss (%q): %v", f, err)
+		}
+	}
+	// The other survivor's figures, read on its own host (its dry run),
+	// count the same.
+	if _, err := UnsafeRecover(ctx, c.options(x), RecoverOptions{Rewrite: true, Survivors: dry.Survivors[1:]}); !errors.Is(err, ErrSurvivorBehind) {
+		t.Fatalf("rewrite of the lagging member given the other's figures: %v, want ErrSurvivorBehind", err)
+	}
+	// A directory given twice, and one of another cluster, are refused.
+	if _, err := UnsafeRecover(ctx, c.options(x), RecoverOptions{SurvivorDirs: []string{c.dirs[x]}}); !errors.Is(err, core.ErrInvalidArgument) || !strings.Contains(err.Error(), "give each survivor once") {
+		t.Fatalf("its own directory as a survivor: %v, want a refusal", err)
+	}
+	single := filepath.Join(t.TempDir(), "single")
+	p := NewProvider(testOptions(single, 1, newVoters(t, 1)))
+	if err := p.Start(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	if _, err := UnsafeRecover(ctx, c.options(x), RecoverOptions{SurvivorDirs: []string{single}}); !errors.Is(err, core.ErrInvalidArgument) || !strings.Contains(err.Error(), "belongs to cluster") {
+		t.Fatalf("another cluster's directory as a survivor: %v, want a refusal", err)
+	}
+
+	// On the survivor ahead it goes through.
+	res, err := UnsafeRecover(ctx, c.options(s), RecoverOptions{Rewrite: true, SurvivorDirs: []string{c.dirs[x]}})
+	if err != nil {
+		t.Fatalf("UnsafeRecover on the survivor ahead: %v", err)
+	}
+	if !res.Rewritten || res.Behind != 0 || res.Pick.NodeID != uint64(s+1) || len(res.Survivors) != 2 {
+		t.Fatalf("UnsafeRecover on the survivor ahead: %+v", res)
+	}
+	if err := c.start(s); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.waitLeader(); got != s {
+		t.Fatalf("leader %d, want the survivor %d", got, s)
+	}
+	rc := c.client(s)
+	for i := 0; i < 15; i++ {
+		if _, err := core.Get(ctx, rc, fmt.Sprintf("/w/n%02d", i)); err != nil {
+			t.Errorf("/w/n%02d lost by the recovery: %v", i, err)
+		}
 	}
 }
 
