@@ -589,6 +589,11 @@ func readSurvivor(ctx context.Context, o Options, dir string, cid uint64) (Survi
 // replica its log holds: want, or, when want is 0, the one replica of
 // metaplane's shard there.
 func replicaInDir(nhc dbconfig.NodeHostConfig, want uint64) (uint64, error) {
+	if want != 0 {
+		if err := checkOwner(filepath.Dir(nhc.NodeHostDir), want, nhc.RaftAddress); err != nil {
+			return 0, err
+		}
+	}
 	quietDragonboat()
 	nh, err := dragonboat.NewNodeHost(nhc)
 	if err != nil {

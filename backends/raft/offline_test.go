@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/testutil"
 )
 
 // TestUnsafeRecover: a three-voter cluster loses two members for good
@@ -422,4 +423,74 @@ func TestRestoreStreamsAndStopsOnItsSourcesError(t *testing.T) {
 	if read != n || res.Batches != 1 || res.Nodes != core.MaxImportBatch || len(progress) != 1 || progress[0] != core.MaxImportBatch {
 		t.Fatalf("read %d of %d, result %+v, progress %v: want one full batch written before the error", read, n, res, progress)
 	}
+}
+
+// TestStartRefusesAnotherAddress: a directory records the member id and
+// Raft address it was formatted for (bootstrap writes it); a start under
+// another address, or another id, is refused before Dragonboat opens the
+// directory, naming both addresses and the key to fix; so is a start of
+// an older directory without the record (checked against Dragonboat's);
+// the right address starts.
+func TestStartRefusesAnotherAddress(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Raft members")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	three := newVoters(t, 3)
+	dir := filepath.Join(t.TempDir(), "m2")
+	if _, err := Bootstrap(ctx, testOptions(dir, 2, three)); err != nil {
+		t.Fatal(err)
+	}
+	rec, ok, err := readMemberRecord(dir)
+	if err != nil || !ok || rec.NodeID != 2 || rec.Address != three[1].Address {
+		t.Fatalf("record after bootstrap: %+v %v %v, want member 2 at %s", rec, ok, err, three[1].Address)
+	}
+	moved := append([]Voter(nil), three...)
+	moved[1].Address = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	for _, older := range []bool{false, true} {
+		if older {
+			if err := os.Remove(filepath.Join(dir, memberFile)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err := NewProvider(testOptions(dir, 2, moved)).Start(ctx, nil)
+		if !errors.Is(err, ErrWrongAddress) {
+			t.Fatalf("start under another address (older directory %v): %v, want ErrWrongAddress", older, err)
+		}
+		for _, want := range []string{three[1].Address, moved[1].Address, "coordinator.raft.voters", "2@" + three[1].Address} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("the refusal (older directory %v) does not name %q: %v", older, want, err)
+			}
+		}
+		if strings.Contains(err.Error(), "not the owner") {
+			t.Errorf("the refusal is Dragonboat's: %v", err)
+		}
+	}
+	// Another id on the directory of member 2 is refused too.
+	if err := writeMemberRecord(dir, 2, three[1].Address); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewProvider(testOptions(dir, 3, three)).Start(ctx, nil); !errors.Is(err, ErrWrongAddress) || !strings.Contains(err.Error(), "belongs to member 2") {
+		t.Fatalf("start under another id: %v, want ErrWrongAddress naming member 2", err)
+	}
+	// The offline tools refuse the same way.
+	if _, err := UnsafeRecover(ctx, testOptions(dir, 2, moved), RecoverOptions{}); !errors.Is(err, ErrWrongAddress) {
+		t.Fatalf("unsafe-recover under another address: %v, want ErrWrongAddress", err)
+	}
+	// A single voter restored under one address and started under another.
+	one := newVoters(t, 1)
+	rdir := filepath.Join(t.TempDir(), "restored")
+	if _, err := Restore(ctx, testOptions(rdir, 1, one), importSeq([]core.ImportNode{{Path: "/a"}}), 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	other := []Voter{{ID: 1, Address: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))}}
+	if err := NewProvider(testOptions(rdir, 1, other)).Start(ctx, nil); !errors.Is(err, ErrWrongAddress) || !strings.Contains(err.Error(), one[0].Address) {
+		t.Fatalf("start of a restored directory under another address: %v, want ErrWrongAddress naming %s", err, one[0].Address)
+	}
+	p := NewProvider(testOptions(rdir, 1, one))
+	if err := p.Start(ctx, nil); err != nil {
+		t.Fatalf("start of the restored directory under its address: %v", err)
+	}
+	p.Close()
 }
