@@ -89,6 +89,10 @@ type BootstrapResult struct {
 	ClusterID uint64
 	NodeID    uint64
 	Voters    []Voter
+	// DiskWarning, when not empty, says that the directory's free space
+	// is below coordinator.raft.disk.min-free: the member will start with
+	// its replica paused until space is freed.
+	DiskWarning string
 }
 
 // Bootstrap formats the empty (or missing) directory o.Dir as member
@@ -98,7 +102,10 @@ type BootstrapResult struct {
 // it. It refuses a directory that is not empty, a node id missing from the
 // voters, and two voters with the same id or address. The member listens
 // on an ephemeral loopback port while it formats, so a running process on
-// its Raft port does not matter. Errors: ErrInvalidArgument, ErrUnavailable.
+// its Raft port does not matter. It formats a directory whose free space
+// is below coordinator.raft.disk.min-free too (the member then starts
+// paused until space is freed), and says so in DiskWarning.
+// Errors: ErrInvalidArgument, ErrUnavailable.
 func Bootstrap(ctx context.Context, o Options) (BootstrapResult, error) {
 	o = o.withDefaults()
 	if err := o.Validate(); err != nil {
@@ -132,7 +139,13 @@ func Bootstrap(ctx context.Context, o Options) (BootstrapResult, error) {
 		return BootstrapResult{}, err
 	}
 	m.close()
-	return BootstrapResult{ClusterID: m.clusterID, NodeID: o.NodeID, Voters: o.Voters}, nil
+	res := BootstrapResult{ClusterID: m.clusterID, NodeID: o.NodeID, Voters: o.Voters}
+	if free, err := o.storage.free(o.Dir); err == nil && free < uint64(o.DiskMinFree) {
+		res.DiskWarning = fmt.Sprintf("coordinator.raft.dir %s has %s free, below coordinator.raft.disk.min-free %s: "+
+			"the member will start with its replica paused until space is freed (free space, or lower coordinator.raft.disk.min-free)",
+			o.Dir, byteSize(free), byteSize(uint64(o.DiskMinFree)))
+	}
+	return res, nil
 }
 
 // Formatted reports the cluster id of dir when it holds a formatted

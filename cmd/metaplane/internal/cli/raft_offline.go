@@ -172,6 +172,9 @@ type bootstrapReport struct {
 	// Skipped: --skip-formatted found the directory already formatted
 	// and changed nothing.
 	Skipped bool `json:"skipped,omitempty"`
+	// DiskWarning: the directory's free space is below
+	// coordinator.raft.disk.min-free (the member starts paused).
+	DiskWarning string `json:"disk_warning,omitempty"`
 }
 
 func raftBootstrap(r *raftFlags) *cobra.Command {
@@ -214,7 +217,10 @@ cluster id and Raft state) is left as it is, exit 0.`}
 		if err != nil {
 			return offlineErr(err)
 		}
-		rep := bootstrapReport{DataDir: of.dataDir, ClusterID: fmt.Sprint(res.ClusterID), NodeID: res.NodeID}
+		rep := bootstrapReport{DataDir: of.dataDir, ClusterID: fmt.Sprint(res.ClusterID), NodeID: res.NodeID, DiskWarning: res.DiskWarning}
+		if res.DiskWarning != "" {
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", res.DiskWarning)
+		}
 		for _, v := range res.Voters {
 			rep.Voters = append(rep.Voters, fmt.Sprintf("%d@%s", v.ID, v.Address))
 		}
