@@ -136,7 +136,11 @@ func newDiskGuard(m *member, rc dbconfig.Config, factory func(uint64, uint64) sm
 // (then the loop starts it once space is back). It reports whether the
 // replica runs.
 func (g *diskGuard) start(initial map[uint64]dragonboat.Target, join bool) (bool, error) {
-	if free, err := g.free(g.m.opts.Dir); err == nil && free < g.reserve {
+	// Bootstrap (Options.format) writes its few records whatever the
+	// reserve: paused, it would leave a directory with a cluster id and
+	// no Raft state, which the next start takes for an unfinished
+	// bootstrap. The member's later starts pause as below.
+	if free, err := g.free(g.m.opts.Dir); err == nil && free < g.reserve && !g.m.opts.format {
 		g.mu.Lock()
 		g.paused, g.lastFree, g.since = true, free, time.Now()
 		g.mu.Unlock()

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -154,3 +156,93 @@ func TestProcessDiskFilledFasterThanTheGuard(t *testing.T) {
 		t.Fatalf("values on voter 1 after the restart: %+v, %v", res, err)
 	}
 }
+
+// TestBootstrapOnADiskBelowTheReserve: member 1 of three is bootstrapped
+// on a real 20 MiB tmpfs, below the default 64 MiB
+// coordinator.raft.disk.min-free. Bootstrap formats it and warns; its
+// start is not refused as unbootstrapped: it says that its disk is below
+// the reserve (free space, reserve, the key) and starts paused, while the
+// other two serve; once the tmpfs is grown past the reserve it resumes and
+// catches up.
+func TestBootstrapOnADiskBelowTheReserve(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a three-voter cluster")
+	}
+	mnt := testutil.MountTmpfs(t, 20<<20)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var logs logLines
+	c := &cluster{t: t, voters: newVoters(t, 3), members: make([]*Provider, 3),
+		mutate: func(i int, o *Options) {
+			if i == 0 {
+				o.DiskMinFree = 0 // the default, 64 MiB
+				o.Logf = logs.add
+			}
+		}}
+	c.dirs = []string{filepath.Join(mnt, "m1"), filepath.Join(t.TempDir(), "m2"), filepath.Join(t.TempDir(), "m3")}
+	t.Cleanup(c.stopAll)
+	res, err := Bootstrap(ctx, c.options(0))
+	if err != nil {
+		t.Fatalf("bootstrap on the small disk: %v", err)
+	}
+	if !strings.Contains(res.DiskWarning, "below coordinator.raft.disk.min-free 64") || !strings.Contains(res.DiskWarning, "paused") {
+		t.Errorf("bootstrap's warning: %q, want the free space below coordinator.raft.disk.min-free and the pause", res.DiskWarning)
+	}
+	for _, i := range []int{1, 2} {
+		if _, err := Bootstrap(ctx, c.options(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.start(0); err != nil {
+		t.Fatalf("start of the member on the small disk: %v, want a paused start", err)
+	}
+	if st := c.mustStatus(0); !strings.Contains(st.Details["diskFull"], "disk full on voter 1") {
+		t.Fatalf("status of the member on the small disk: %+v, want it paused", st.Details)
+	}
+	want := "below coordinator.raft.disk.min-free 64"
+	if !logs.contains(want) || !logs.contains("starts with its replica paused") {
+		t.Fatalf("the start's log does not say %q and that it starts paused: %q", want, logs.all())
+	}
+	if err := c.startParallel(1, 2); err != nil {
+		t.Fatal(err)
+	}
+	l := c.waitLeader()
+	if l == 0 {
+		t.Fatal("the paused member leads")
+	}
+	if _, _, err := core.Create(ctx, c.client(l), "/while-paused", nil, core.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", syscall.MS_REMOUNT, fmt.Sprintf("size=%d", 200<<20)); err != nil {
+		t.Fatalf("grow the tmpfs: %v", err)
+	}
+	testutil.WaitFor(t, 60*time.Second, "member 1 resumed", func() bool {
+		st, err := c.members[0].Status()
+		return err == nil && st.Details["diskFull"] == ""
+	})
+	cl := c.client(0)
+	testutil.WaitFor(t, 60*time.Second, "member 1 caught up with the write made while it was paused", func() bool {
+		res, err := cl.GetMany(ctx, []string{"/while-paused"}, core.ReadOptions{Stale: true})
+		return err == nil && res[0].Err == nil
+	})
+}
+
+// logLines collects a member's log lines.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) add(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+}
+
+func (l *logLines) all() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+func (l *logLines) contains(s string) bool { return strings.Contains(l.all(), s) }

@@ -303,6 +303,9 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 			addr = v.Address
 		}
 	}
+	if err := checkOwner(o.Dir, o.NodeID, addr); err != nil {
+		return nil, err
+	}
 	nhc := nodeHostConfig(o, cid, addr)
 	nhc.RaftEventListener, nhc.SystemEventListener = m, m.contacts
 	if !o.noFastFailover {
@@ -317,6 +320,12 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 	nh, err := openNodeHost(ctx, o, nhc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: raft: start node host on %s: %v", core.ErrUnavailable, addr, err)
+	}
+	// Dragonboat took the address: record it where it is not yet (a
+	// directory without the record is still checked against Dragonboat's,
+	// so a full disk that refuses the write stops nothing).
+	if err := writeMemberRecord(o.Dir, o.NodeID, addr); err != nil {
+		o.Logf("raft: member %d: could not record its id and address in %s: %v", o.NodeID, o.Dir, err)
 	}
 	m.nh = nh
 	m.noop = nh.GetNoOPSession(shardID)

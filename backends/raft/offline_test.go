@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/testutil"
 )
 
 // TestUnsafeRecover: a three-voter cluster loses two members for good
@@ -50,7 +51,7 @@ func TestUnsafeRecover(t *testing.T) {
 	// answers. That member is then lost for good.
 	x := (l + 2) % 3
 	c.stop(x)
-	if _, err := UnsafeRecover(ctx, c.options(x), false); err == nil || !errors.Is(err, core.ErrInvalidArgument) || !strings.Contains(err.Error(), "not lost") {
+	if _, err := UnsafeRecover(ctx, c.options(x), RecoverOptions{}); err == nil || !errors.Is(err, core.ErrInvalidArgument) || !strings.Contains(err.Error(), "not lost") {
 		t.Fatalf("UnsafeRecover with a live quorum: %v, want a refusal", err)
 	}
 	os.RemoveAll(c.dirs[x])
@@ -65,14 +66,14 @@ func TestUnsafeRecover(t *testing.T) {
 		t.Errorf("ProposalsFailed %d after a write without a quorum, want at least 1", st.ProposalsFailed)
 	}
 	c.stop(s)
-	dry, err := UnsafeRecover(ctx, c.options(s), false)
+	dry, err := UnsafeRecover(ctx, c.options(s), RecoverOptions{})
 	if err != nil {
 		t.Fatalf("dry run: %v", err)
 	}
 	if dry.Rewritten || len(dry.Removed) != 2 || dry.AppliedIndex < uint64(want) {
 		t.Fatalf("dry run: %+v, want 2 removed, applied >= %d, not rewritten", dry, want)
 	}
-	res, err := UnsafeRecover(ctx, c.options(s), true)
+	res, err := UnsafeRecover(ctx, c.options(s), RecoverOptions{Rewrite: true})
 	if err != nil {
 		t.Fatalf("UnsafeRecover: %v", err)
 	}
@@ -105,8 +106,115 @@ func TestUnsafeRecover(t *testing.T) {
 	}
 	// A second recovery has nothing to do.
 	c.stop(s)
-	if _, err := UnsafeRecover(ctx, c.options(s), false); err == nil || !errors.Is(err, core.ErrInvalidArgument) {
+	if _, err := UnsafeRecover(ctx, c.options(s), RecoverOptions{}); err == nil || !errors.Is(err, core.ErrInvalidArgument) {
 		t.Fatalf("UnsafeRecover of a single voter: %v, want a refusal", err)
+	}
+}
+
+// TestUnsafeRecoverRefusesALaggingSurvivor: of a three-voter cluster,
+// member x stops early (it lags: the two others commit more writes), then
+// the leader is lost for good. Given each other's directories, the dry run
+// on either survivor reports both and picks the one ahead; the rewrite on
+// the lagging one is refused, naming both survivors' figures, and with a
+// --force-lagging that is not the loss; on the survivor ahead it goes
+// through, and that member alone holds every write.
+func TestUnsafeRecoverRefusesALaggingSurvivor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a three-voter cluster")
+	}
+	c := startCluster(t, 3, nil)
+	l := c.waitLeader()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cl := c.client(l)
+	write := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			p := fmt.Sprintf("/w/n%02d", i)
+			if _, _, err := core.Create(ctx, cl, p, nil, core.CreateOptions{MakeParents: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write(0, 5)
+	x, s := (l+1)%3, (l+2)%3
+	waitApplied(t, c.members[x], c.mustStatus(l).CommitIndex)
+	c.stop(x)
+	write(5, 15)
+	want := c.mustStatus(l).CommitIndex
+	waitApplied(t, c.members[s], want)
+	c.stop(l)
+	os.RemoveAll(c.dirs[l])
+	c.stop(s)
+
+	// The dry run on the lagging member: both survivors, the other picked.
+	dry, err := UnsafeRecover(ctx, c.options(x), RecoverOptions{SurvivorDirs: []string{c.dirs[s]}})
+	if err != nil {
+		t.Fatalf("dry run on the lagging member: %v", err)
+	}
+	if len(dry.Survivors) != 2 || dry.Survivors[0].NodeID != uint64(x+1) || dry.Survivors[1].NodeID != uint64(s+1) ||
+		dry.Survivors[1].Address != c.voters[s].Address || dry.Survivors[1].AppliedIndex < uint64(want) {
+		t.Fatalf("dry run survivors: %+v, want member %d then member %d (applied >= %d)", dry.Survivors, x+1, s+1, want)
+	}
+	behind := dry.Survivors[1].AppliedIndex - dry.Survivors[0].AppliedIndex
+	if dry.Pick.NodeID != uint64(s+1) || behind < 10 || dry.Behind != behind {
+		t.Fatalf("dry run: pick %d, behind %d (applied %d and %d), want member %d picked, at least 10 behind",
+			dry.Pick.NodeID, dry.Behind, dry.Survivors[0].AppliedIndex, dry.Survivors[1].AppliedIndex, s+1)
+	}
+	// The rewrite on it is refused, with both survivors' figures, also
+	// with a --force-lagging that is not the loss.
+	for _, force := range []uint64{0, behind + 1} {
+		_, err = UnsafeRecover(ctx, c.options(x), RecoverOptions{Rewrite: true, SurvivorDirs: []string{c.dirs[s]}, ForceLagging: force})
+		if !errors.Is(err, ErrSurvivorBehind) || !errors.Is(err, core.ErrInvalidArgument) {
+			t.Fatalf("rewrite of the lagging member (--force-lagging %d): %v, want ErrSurvivorBehind", force, err)
+		}
+		for _, sv := range dry.Survivors {
+			if f := fmt.Sprintf("member %d (%s): term %d, applied index %d", sv.NodeID, sv.Dir, sv.Term, sv.AppliedIndex); !strings.Contains(err.Error(), f) {
+				t.Errorf("the refusal does not give %q: %v", f, err)
+			}
+		}
+		if f := fmt.Sprintf("--force-lagging %d to accept", behind); !strings.Contains(err.Error(), f) {
+			t.Errorf("the refusal does not name the loss (%q): %v", f, err)
+		}
+	}
+	// The other survivor's figures, read on its own host (its dry run),
+	// count the same.
+	if _, err := UnsafeRecover(ctx, c.options(x), RecoverOptions{Rewrite: true, Survivors: dry.Survivors[1:]}); !errors.Is(err, ErrSurvivorBehind) {
+		t.Fatalf("rewrite of the lagging member given the other's figures: %v, want ErrSurvivorBehind", err)
+	}
+	// A directory given twice, and one of another cluster, are refused.
+	if _, err := UnsafeRecover(ctx, c.options(x), RecoverOptions{SurvivorDirs: []string{c.dirs[x]}}); !errors.Is(err, core.ErrInvalidArgument) || !strings.Contains(err.Error(), "give each survivor once") {
+		t.Fatalf("its own directory as a survivor: %v, want a refusal", err)
+	}
+	single := filepath.Join(t.TempDir(), "single")
+	p := NewProvider(testOptions(single, 1, newVoters(t, 1)))
+	if err := p.Start(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	if _, err := UnsafeRecover(ctx, c.options(x), RecoverOptions{SurvivorDirs: []string{single}}); !errors.Is(err, core.ErrInvalidArgument) || !strings.Contains(err.Error(), "belongs to cluster") {
+		t.Fatalf("another cluster's directory as a survivor: %v, want a refusal", err)
+	}
+
+	// On the survivor ahead it goes through.
+	res, err := UnsafeRecover(ctx, c.options(s), RecoverOptions{Rewrite: true, SurvivorDirs: []string{c.dirs[x]}})
+	if err != nil {
+		t.Fatalf("UnsafeRecover on the survivor ahead: %v", err)
+	}
+	if !res.Rewritten || res.Behind != 0 || res.Pick.NodeID != uint64(s+1) || len(res.Survivors) != 2 {
+		t.Fatalf("UnsafeRecover on the survivor ahead: %+v", res)
+	}
+	if err := c.start(s); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.waitLeader(); got != s {
+		t.Fatalf("leader %d, want the survivor %d", got, s)
+	}
+	rc := c.client(s)
+	for i := 0; i < 15; i++ {
+		if _, err := core.Get(ctx, rc, fmt.Sprintf("/w/n%02d", i)); err != nil {
+			t.Errorf("/w/n%02d lost by the recovery: %v", i, err)
+		}
 	}
 }
 
@@ -315,4 +423,74 @@ func TestRestoreStreamsAndStopsOnItsSourcesError(t *testing.T) {
 	if read != n || res.Batches != 1 || res.Nodes != core.MaxImportBatch || len(progress) != 1 || progress[0] != core.MaxImportBatch {
 		t.Fatalf("read %d of %d, result %+v, progress %v: want one full batch written before the error", read, n, res, progress)
 	}
+}
+
+// TestStartRefusesAnotherAddress: a directory records the member id and
+// Raft address it was formatted for (bootstrap writes it); a start under
+// another address, or another id, is refused before Dragonboat opens the
+// directory, naming both addresses and the key to fix; so is a start of
+// an older directory without the record (checked against Dragonboat's);
+// the right address starts.
+func TestStartRefusesAnotherAddress(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Raft members")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	three := newVoters(t, 3)
+	dir := filepath.Join(t.TempDir(), "m2")
+	if _, err := Bootstrap(ctx, testOptions(dir, 2, three)); err != nil {
+		t.Fatal(err)
+	}
+	rec, ok, err := readMemberRecord(dir)
+	if err != nil || !ok || rec.NodeID != 2 || rec.Address != three[1].Address {
+		t.Fatalf("record after bootstrap: %+v %v %v, want member 2 at %s", rec, ok, err, three[1].Address)
+	}
+	moved := append([]Voter(nil), three...)
+	moved[1].Address = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	for _, older := range []bool{false, true} {
+		if older {
+			if err := os.Remove(filepath.Join(dir, memberFile)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err := NewProvider(testOptions(dir, 2, moved)).Start(ctx, nil)
+		if !errors.Is(err, ErrWrongAddress) {
+			t.Fatalf("start under another address (older directory %v): %v, want ErrWrongAddress", older, err)
+		}
+		for _, want := range []string{three[1].Address, moved[1].Address, "coordinator.raft.voters", "2@" + three[1].Address} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("the refusal (older directory %v) does not name %q: %v", older, want, err)
+			}
+		}
+		if strings.Contains(err.Error(), "not the owner") {
+			t.Errorf("the refusal is Dragonboat's: %v", err)
+		}
+	}
+	// Another id on the directory of member 2 is refused too.
+	if err := writeMemberRecord(dir, 2, three[1].Address); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewProvider(testOptions(dir, 3, three)).Start(ctx, nil); !errors.Is(err, ErrWrongAddress) || !strings.Contains(err.Error(), "belongs to member 2") {
+		t.Fatalf("start under another id: %v, want ErrWrongAddress naming member 2", err)
+	}
+	// The offline tools refuse the same way.
+	if _, err := UnsafeRecover(ctx, testOptions(dir, 2, moved), RecoverOptions{}); !errors.Is(err, ErrWrongAddress) {
+		t.Fatalf("unsafe-recover under another address: %v, want ErrWrongAddress", err)
+	}
+	// A single voter restored under one address and started under another.
+	one := newVoters(t, 1)
+	rdir := filepath.Join(t.TempDir(), "restored")
+	if _, err := Restore(ctx, testOptions(rdir, 1, one), importSeq([]core.ImportNode{{Path: "/a"}}), 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	other := []Voter{{ID: 1, Address: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))}}
+	if err := NewProvider(testOptions(rdir, 1, other)).Start(ctx, nil); !errors.Is(err, ErrWrongAddress) || !strings.Contains(err.Error(), one[0].Address) {
+		t.Fatalf("start of a restored directory under another address: %v, want ErrWrongAddress naming %s", err, one[0].Address)
+	}
+	p := NewProvider(testOptions(rdir, 1, one))
+	if err := p.Start(ctx, nil); err != nil {
+		t.Fatalf("start of the restored directory under its address: %v", err)
+	}
+	p.Close()
 }

@@ -404,6 +404,61 @@ func TestProcessKillLeaderElects(t *testing.T) {
 	})
 }
 
+// electionBound is the seeds' bound on an election after the leader's
+// process is killed, at the default timing (election timeout 1s).
+const electionBound = 5 * time.Second
+
+// TestProcessKillLeaderElectsWithinBound: three voter processes at the
+// default Raft timing (heartbeat 500ms, election timeout 1s); three times
+// over, the leader's process is SIGKILLed and one of the two others must
+// report itself leader within the seeds' 5 s bound, then serve a write;
+// the killed voter, restarted by its host, catches up before the next
+// round, so each round kills a leader of a whole three-voter quorum.
+func TestProcessKillLeaderElectsWithinBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three voter processes")
+	}
+	cfgs := voterConfigs(t, 3)
+	for _, cfg := range cfgs {
+		delete(cfg, "coordinator.raft.heartbeat.interval")
+		delete(cfg, "coordinator.raft.election.timeout")
+		delete(cfg, "coordinator.raft.first-election.timeout")
+	}
+	v := startProcsWith(t, cfgs)
+	clients := []core.MetadataBackend{v.client(0), v.client(1), v.client(2)}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	for round := 1; round <= 3; round++ {
+		var old int
+		testutil.WaitFor(t, 30*time.Second, "a leader", func() bool { old = v.leader(clients); return old >= 0 })
+		path := fmt.Sprintf("/round-%d", round)
+		if _, _, err := core.Create(ctx, clients[(old+1)%3], path+"-before", nil, core.CreateOptions{}); err != nil {
+			t.Fatalf("round %d: write before the kill: %v", round, err)
+		}
+		pid := v.signal(old, syscall.SIGKILL)
+		killed := time.Now()
+		survivors := append([]core.MetadataBackend(nil), clients...)
+		survivors[old] = nil
+		var nl int
+		testutil.WaitFor(t, 30*time.Second, "a new leader", func() bool { nl = v.leader(survivors); return nl >= 0 })
+		took := time.Since(killed)
+		t.Logf("round %d: voter %d elected %v after SIGKILL of leader %d", round, nl+1, took, old+1)
+		if took >= electionBound {
+			t.Errorf("round %d: voter %d elected %v after SIGKILL of leader %d, want under %v", round, nl+1, took, old+1, electionBound)
+		}
+		if _, _, err := core.Create(ctx, survivors[nl], path+"-after", nil, core.CreateOptions{}); err != nil {
+			t.Fatalf("round %d: write on the new leader: %v", round, err)
+		}
+		v.waitRestarted(old, pid)
+		clients[old] = v.client(old)
+		back := clients[old]
+		testutil.WaitFor(t, 60*time.Second, "the restarted voter to catch up", func() bool {
+			res, err := back.GetMany(ctx, []string{path + "-after"}, core.ReadOptions{Stale: true})
+			return err == nil && res[0].Err == nil
+		})
+	}
+}
+
 // TestProcessKillAllKeepsAcknowledged: SIGKILL of all three voters at once,
 // then restart from disk: every acknowledged write is there.
 func TestProcessKillAllKeepsAcknowledged(t *testing.T) {

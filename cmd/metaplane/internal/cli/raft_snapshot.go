@@ -24,6 +24,8 @@ import (
 const (
 	codeDirInUse = "DIR_IN_USE" // a running process holds the data directory
 	codeBadFile  = "BAD_FILE"   // a snapshot file that is not whole
+	// codeSurvivorBehind: unsafe-recover on a member another survivor is ahead of.
+	codeSurvivorBehind = "SURVIVOR_BEHIND"
 )
 
 // snapshotReport is what `raft snapshot save` wrote and what `raft
@@ -251,6 +253,9 @@ func (of *offlineFlags) options(cmd *cobra.Command) (raft.Options, error) {
 func offlineErr(err error) error {
 	if errors.Is(err, raft.ErrDirInUse) {
 		return &codedErr{code: codeDirInUse, error: err}
+	}
+	if errors.Is(err, raft.ErrSurvivorBehind) {
+		return &codedErr{code: codeSurvivorBehind, error: err}
 	}
 	return err
 }

@@ -44,6 +44,8 @@ func TestRaftGolden(t *testing.T) {
 		{"raft-unsafe-recover-no-flag", []string{"raft", "unsafe-recover", "--data-dir", "/nonexistent", "--no-env"}, ExitUsage},
 		{"json-raft-unsafe-recover-no-flag", []string{"raft", "unsafe-recover", "--data-dir", "/nonexistent", "--no-env", "--json"}, ExitUsage},
 		{"raft-unsafe-recover-no-state", []string{"raft", "unsafe-recover", "--i-understand-data-loss", "--data-dir", "/nonexistent", "--no-env"}, ExitFailure},
+		{"raft-unsafe-recover-bad-report", []string{"raft", "unsafe-recover", "--dry-run", "--data-dir", "/nonexistent", "--no-env", "--survivor-report", "testdata/cli/snapshot.jsonl"}, ExitUsage},
+		{"raft-unsafe-recover-help", []string{"raft", "unsafe-recover", "--help"}, ExitOK},
 		{"raft-bootstrap-no-data-dir", []string{"raft", "bootstrap", "--no-env"}, ExitUsage},
 		{"raft-snapshot-status", []string{"raft", "snapshot", "status", "testdata/cli/snapshot.jsonl"}, ExitOK},
 		{"json-raft-snapshot-status", []string{"raft", "snapshot", "inspect", "testdata/cli/snapshot.jsonl", "--json"}, ExitOK},
