@@ -470,7 +470,7 @@ func (s *Server) withClient(ctx context.Context, b core.MetadataBackend) {
 // catchUp brings img, the warm image, up to the leadership's start: once
 // it has loaded (at the client's first start; a warm standby's has long
 // before), the leader creates its marker, the ephemeral
-// /metaplane/leaders/<epoch> (fenced), and waits until the image has
+// /metaplane-leaders/<epoch> (fenced), and waits until the image has
 // applied it from the change stream: then it holds every change made
 // before this leadership, whatever the backend, without reading the tree.
 func (s *Server) catchUp(ctx context.Context, b core.MetadataBackend, img *image.Image, lead core.Leadership) error {

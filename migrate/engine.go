@@ -33,11 +33,20 @@ func nodeOf(n core.Node, nextSeq int64) Node {
 		CreateTime: n.Stat.CreateTime, ModifyTime: n.Stat.ModifyTime, NextSequence: nextSeq}
 }
 
-// isMarker reports whether p is the migration marker or below it: a
-// store's own migration state, never copied, compared or counted.
+// isMarker reports whether p is the migration marker or the leader
+// coordinators' markers (catalog.LeadersPath), or below them: a store's
+// own state, never copied, compared or counted.
 func isMarker(p string) bool {
-	return p == catalog.MigrationPath || strings.HasPrefix(p, catalog.MigrationPath+"/")
+	for _, root := range storeLocal {
+		if p == root || strings.HasPrefix(p, root+"/") {
+			return true
+		}
+	}
+	return false
 }
+
+// storeLocal are the roots of a store's own state (see isMarker).
+var storeLocal = []string{catalog.MigrationPath, catalog.LeadersPath}
 
 // pathLess orders paths so that every parent comes before its children:
 // segment by segment.
@@ -435,16 +444,18 @@ func validateNodes(ctx context.Context, dst core.MetadataBackend, each nodeStrea
 			res.More++
 		}
 	}
-	rs, err := dst.GetMany(ctx, []string{"/", catalog.MigrationPath}, core.ReadOptions{NoData: true})
+	rs, err := dst.GetMany(ctx, append([]string{"/"}, storeLocal...), core.ReadOptions{NoData: true})
 	if err != nil {
 		return res, fmt.Errorf("read the target: %w", err)
 	}
 	// children counts every node below a present node (or the root) that
 	// is not a present node of the file: what the target holds that the
-	// file lacks, ephemerals and the marker.
+	// file lacks, ephemerals and the markers.
 	children := int64(rs[0].Node.Stat.NumChildren)
-	if rs[1].Err == nil {
-		children--
+	for _, r := range rs[1:] {
+		if r.Err == nil {
+			children--
+		}
 	}
 	err = each.chunks(validateChunk, func(nodes []Node) error {
 		rs, err := readBatches(ctx, dst, len(nodes), func(i int) string { return nodes[i].Path }, core.ReadOptions{})

@@ -62,10 +62,11 @@ func (r *RequestRecord) Committed() bool { return r.committed }
 
 // LeadersPath holds the leader coordinators' markers: each leader creates
 // the ephemeral LeaderMarkerPath(epoch) when it starts, and serves once its
-// metadata image has applied it. Ephemeral: never copied by a migration.
-const LeadersPath = RequestsRoot + "/leaders"
+// metadata image has applied it. A store's own state, as the migration
+// marker is: never copied, compared or counted by a migration.
+const LeadersPath = "/metaplane-leaders"
 
-// LeaderMarkerPath is /metaplane/leaders/<epoch>.
+// LeaderMarkerPath is /metaplane-leaders/<epoch>.
 func LeaderMarkerPath(epoch int64) string {
 	return core.JoinPath(LeadersPath, strconv.FormatInt(epoch, 10))
 }

@@ -170,7 +170,7 @@ func TestFlagsAnywhere(t *testing.T) {
 	if _, stderr, code := runCLI(t, "admin", "create-database", "shop", "--bootstrap-servers", addr); code != ExitOK {
 		t.Fatalf("create-database: exit %d: %s", code, stderr)
 	}
-	want := "{\n  \"names\": [\n    \"shop\"\n  ]\n}\n"
+	want := "{\n  \"names\": [\n    \"shop\"\n  ],\n  \"next_page_token\": \"\"\n}\n"
 	for _, args := range [][]string{
 		{"admin", "--json", "--bootstrap-servers", addr, "list-databases"},
 		{"admin", "list-databases", "--json", "--bootstrap-servers", addr},

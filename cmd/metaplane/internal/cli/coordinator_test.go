@@ -87,7 +87,7 @@ func TestDemo(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "demo complete.") {
 		t.Fatalf("demo: %v\n%s", err, out)
 	}
-	for _, want := range []string{"new leader", "intact: same table id, same schema bytes", "stopped 5 processes"} {
+	for _, want := range []string{"new leader", "intact: same table id, same schema bytes", "stopped 6 processes", "its buckets re-led"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q", want)
 		}
