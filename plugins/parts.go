@@ -273,8 +273,9 @@ func (l importLayer) Import(ctx context.Context, nodes []core.ImportNode, fence 
 	return nil
 }
 
-// StreamSnapshot reads the plugin's snapshot a page at a time, as the
-// plugin sends it. See core.SnapshotStreamer.
+// StreamSnapshot reads the plugin's snapshot a page at a time, asking for
+// each page once fn has taken the one before (the plugin reads no
+// further ahead). See core.SnapshotStreamer.
 func (l streamLayer) StreamSnapshot(ctx context.Context, prefix string, pageBytes int, fn func(rev int64, nodes []core.Node) error) error {
 	ctx, done := l.c.passCtx(ctx)
 	defer done()
@@ -284,8 +285,11 @@ func (l streamLayer) StreamSnapshot(ctx context.Context, prefix string, pageByte
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel() // an error of fn ends the stream
-	stream, err := r.conn.rpc.SnapshotStream(sctx, &pb.SnapshotStreamRequest{ClientId: r.id, Prefix: prefix, PageBytes: int64(pageBytes)})
+	stream, err := r.conn.rpc.SnapshotStream(sctx)
 	if err != nil {
+		return callError(ctx, r.conn, err)
+	}
+	if err := stream.Send(&pb.SnapshotStreamRequest{ClientId: r.id, Prefix: prefix, PageBytes: int64(pageBytes)}); err != nil {
 		return callError(ctx, r.conn, err)
 	}
 	pages := 0
@@ -303,6 +307,10 @@ func (l streamLayer) StreamSnapshot(ctx context.Context, prefix string, pageByte
 		pages++
 		if err := fn(m.Revision, nodesFromProto(m.Nodes)); err != nil {
 			return err
+		}
+		// Ask for the next page (the plugin answers EOF after the last).
+		if err := stream.Send(&pb.SnapshotStreamRequest{}); err != nil && !errors.Is(err, io.EOF) {
+			return callError(ctx, r.conn, err)
 		}
 	}
 }

@@ -646,10 +646,15 @@ func (s *server) RevokeLease(ctx context.Context, req *pb.RevokeLeaseRequest) (*
 	return &pb.RevokeLeaseResponse{}, nil
 }
 
-// SnapshotStream sends the backend's snapshot of req.Prefix a page at a
-// time as its SnapshotStreamer reads it: the plugin holds one page, not
-// the tree.
-func (s *server) SnapshotStream(req *pb.SnapshotStreamRequest, stream pb.Backend_SnapshotStreamServer) error {
+// SnapshotStream sends the backend's snapshot a page at a time as its
+// SnapshotStreamer reads it, each page once the host has asked for it (the
+// first request, then one more per page): the plugin holds one page, not
+// the tree, and reads no further than its consumer.
+func (s *server) SnapshotStream(stream pb.Backend_SnapshotStreamServer) error {
+	req, err := stream.Recv()
+	if err != nil {
+		return err
+	}
 	c, err := s.client(req.ClientId)
 	if err != nil {
 		return err
@@ -658,14 +663,20 @@ func (s *server) SnapshotStream(req *pb.SnapshotStreamRequest, stream pb.Backend
 	if !ok {
 		return unsupported("streamed snapshots (SnapshotStreamer)")
 	}
-	var sendErr error
+	var wireErr error // the stream's own failure, returned as it is
+	first := true
 	err = ss.StreamSnapshot(stream.Context(), req.Prefix, int(req.PageBytes), func(rev int64, nodes []core.Node) error {
-		if sendErr = stream.Send(&pb.SnapshotResponse{Revision: rev, Nodes: nodesToProto(nodes)}); sendErr != nil {
-			return sendErr
+		if !first {
+			// The host asks for each page after the first.
+			if _, wireErr = stream.Recv(); wireErr != nil {
+				return wireErr
+			}
 		}
-		return nil
+		first = false
+		wireErr = stream.Send(&pb.SnapshotResponse{Revision: rev, Nodes: nodesToProto(nodes)})
+		return wireErr
 	})
-	if err != nil && err == sendErr {
+	if err != nil && err == wireErr {
 		return err
 	}
 	return ToStatus(err)

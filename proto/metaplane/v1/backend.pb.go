@@ -1804,8 +1804,12 @@ func (x *SnapshotResponse) GetNodes() []*Node {
 }
 
 // SnapshotStreamRequest is core.SnapshotStreamer.StreamSnapshot: the
-// answer is a stream of SnapshotResponse pages, each with the snapshot's
-// revision, ending cleanly after the last.
+// first request names the client, prefix and page size; the answer is a
+// stream of SnapshotResponse pages, each with the snapshot's revision,
+// ending cleanly after the last. The host pulls: the plugin reads the next
+// page only once the host has sent another (empty) request, after its
+// consumer took the page before, so the plugin never reads ahead of its
+// consumer and holds one page.
 type SnapshotStreamRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ClientId      uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
@@ -5356,7 +5360,7 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\x17SESSION_STATE_CONNECTED\x10\x01\x12\x1b\n" +
 	"\x17SESSION_STATE_SUSPENDED\x10\x02\x12\x19\n" +
 	"\x15SESSION_STATE_EXPIRED\x10\x03\x12\x18\n" +
-	"\x14SESSION_STATE_CLOSED\x10\x042\xd6\x12\n" +
+	"\x14SESSION_STATE_CLOSED\x10\x042\xd8\x12\n" +
 	"\aBackend\x12I\n" +
 	"\bDescribe\x12\x1d.metaplane.v1.DescribeRequest\x1a\x1e.metaplane.v1.DescribeResponse\x12@\n" +
 	"\x05Start\x12\x1a.metaplane.v1.StartRequest\x1a\x1b.metaplane.v1.StartResponse\x12L\n" +
@@ -5364,8 +5368,8 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\vCloseClient\x12 .metaplane.v1.CloseClientRequest\x1a!.metaplane.v1.CloseClientResponse\x12F\n" +
 	"\aGetMany\x12\x1c.metaplane.v1.GetManyRequest\x1a\x1d.metaplane.v1.GetManyResponse\x12I\n" +
 	"\bChildren\x12\x1d.metaplane.v1.ChildrenRequest\x1a\x1e.metaplane.v1.ChildrenResponse\x12I\n" +
-	"\bSnapshot\x12\x1d.metaplane.v1.SnapshotRequest\x1a\x1e.metaplane.v1.SnapshotResponse\x12W\n" +
-	"\x0eSnapshotStream\x12#.metaplane.v1.SnapshotStreamRequest\x1a\x1e.metaplane.v1.SnapshotResponse0\x01\x12:\n" +
+	"\bSnapshot\x12\x1d.metaplane.v1.SnapshotRequest\x1a\x1e.metaplane.v1.SnapshotResponse\x12Y\n" +
+	"\x0eSnapshotStream\x12#.metaplane.v1.SnapshotStreamRequest\x1a\x1e.metaplane.v1.SnapshotResponse(\x010\x01\x12:\n" +
 	"\x03Txn\x12\x18.metaplane.v1.TxnRequest\x1a\x19.metaplane.v1.TxnResponse\x12P\n" +
 	"\tTxnStream\x12\x1e.metaplane.v1.TxnStreamRequest\x1a\x1f.metaplane.v1.TxnStreamResponse(\x010\x01\x12B\n" +
 	"\x05Watch\x12\x1a.metaplane.v1.WatchRequest\x1a\x1b.metaplane.v1.WatchResponse0\x01\x12F\n" +

@@ -90,7 +90,7 @@ type BackendClient interface {
 	GetMany(ctx context.Context, in *GetManyRequest, opts ...grpc.CallOption) (*GetManyResponse, error)
 	Children(ctx context.Context, in *ChildrenRequest, opts ...grpc.CallOption) (*ChildrenResponse, error)
 	Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (*SnapshotResponse, error)
-	SnapshotStream(ctx context.Context, in *SnapshotStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotResponse], error)
+	SnapshotStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SnapshotStreamRequest, SnapshotResponse], error)
 	Txn(ctx context.Context, in *TxnRequest, opts ...grpc.CallOption) (*TxnResponse, error)
 	// TxnStream carries Txn calls on one long-lived stream per plugin
 	// connection: the host sends the calls of concurrent writers together in
@@ -216,24 +216,18 @@ func (c *backendClient) Snapshot(ctx context.Context, in *SnapshotRequest, opts 
 	return out, nil
 }
 
-func (c *backendClient) SnapshotStream(ctx context.Context, in *SnapshotStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotResponse], error) {
+func (c *backendClient) SnapshotStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SnapshotStreamRequest, SnapshotResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Backend_ServiceDesc.Streams[0], Backend_SnapshotStream_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	x := &grpc.GenericClientStream[SnapshotStreamRequest, SnapshotResponse]{ClientStream: stream}
-	if err := x.ClientStream.SendMsg(in); err != nil {
-		return nil, err
-	}
-	if err := x.ClientStream.CloseSend(); err != nil {
-		return nil, err
-	}
 	return x, nil
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Backend_SnapshotStreamClient = grpc.ServerStreamingClient[SnapshotResponse]
+type Backend_SnapshotStreamClient = grpc.BidiStreamingClient[SnapshotStreamRequest, SnapshotResponse]
 
 func (c *backendClient) Txn(ctx context.Context, in *TxnRequest, opts ...grpc.CallOption) (*TxnResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -513,7 +507,7 @@ type BackendServer interface {
 	GetMany(context.Context, *GetManyRequest) (*GetManyResponse, error)
 	Children(context.Context, *ChildrenRequest) (*ChildrenResponse, error)
 	Snapshot(context.Context, *SnapshotRequest) (*SnapshotResponse, error)
-	SnapshotStream(*SnapshotStreamRequest, grpc.ServerStreamingServer[SnapshotResponse]) error
+	SnapshotStream(grpc.BidiStreamingServer[SnapshotStreamRequest, SnapshotResponse]) error
 	Txn(context.Context, *TxnRequest) (*TxnResponse, error)
 	// TxnStream carries Txn calls on one long-lived stream per plugin
 	// connection: the host sends the calls of concurrent writers together in
@@ -590,7 +584,7 @@ func (UnimplementedBackendServer) Children(context.Context, *ChildrenRequest) (*
 func (UnimplementedBackendServer) Snapshot(context.Context, *SnapshotRequest) (*SnapshotResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Snapshot not implemented")
 }
-func (UnimplementedBackendServer) SnapshotStream(*SnapshotStreamRequest, grpc.ServerStreamingServer[SnapshotResponse]) error {
+func (UnimplementedBackendServer) SnapshotStream(grpc.BidiStreamingServer[SnapshotStreamRequest, SnapshotResponse]) error {
 	return status.Error(codes.Unimplemented, "method SnapshotStream not implemented")
 }
 func (UnimplementedBackendServer) Txn(context.Context, *TxnRequest) (*TxnResponse, error) {
@@ -807,15 +801,11 @@ func _Backend_Snapshot_Handler(srv interface{}, ctx context.Context, dec func(in
 }
 
 func _Backend_SnapshotStream_Handler(srv interface{}, stream grpc.ServerStream) error {
-	m := new(SnapshotStreamRequest)
-	if err := stream.RecvMsg(m); err != nil {
-		return err
-	}
-	return srv.(BackendServer).SnapshotStream(m, &grpc.GenericServerStream[SnapshotStreamRequest, SnapshotResponse]{ServerStream: stream})
+	return srv.(BackendServer).SnapshotStream(&grpc.GenericServerStream[SnapshotStreamRequest, SnapshotResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Backend_SnapshotStreamServer = grpc.ServerStreamingServer[SnapshotResponse]
+type Backend_SnapshotStreamServer = grpc.BidiStreamingServer[SnapshotStreamRequest, SnapshotResponse]
 
 func _Backend_Txn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(TxnRequest)
@@ -1283,6 +1273,7 @@ var Backend_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "SnapshotStream",
 			Handler:       _Backend_SnapshotStream_Handler,
 			ServerStreams: true,
+			ClientStreams: true,
 		},
 		{
 			StreamName:    "TxnStream",
