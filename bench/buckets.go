@@ -101,6 +101,10 @@ type BucketLoss struct {
 	// 0 where not observed (ZooKeeper: the bench watches only the
 	// registrations, a watch of every record would load the store).
 	WrittenMicros float64 `json:"written_us,omitempty"`
+	// FirstWrittenMicros is, likewise, to the first of them: the
+	// controller's pause and its round's reads and elections come before
+	// it, its writes between it and WrittenMicros.
+	FirstWrittenMicros float64 `json:"first_written_us,omitempty"`
 	// ExpiryMicros is from the lost server's last act (its heartbeats
 	// stopped; its session closed) to its registration's deletion.
 	ExpiryMicros float64 `json:"expiry_us"`
@@ -233,8 +237,8 @@ func runBuckets(ctx context.Context, env *runEnv, specs []rowSpec, systems map[s
 			fig.Loss = append(fig.Loss, loss)
 			d := time.Duration(loss.NotifiedMicros * 1e3)
 			set(id, backend, resultFromSummary(backend, Summarize([]time.Duration{d}, 1, d), 1, 0, nil))
-			env.opts.logf("    %d buckets re-led, the survivor notified in %s (records written %s; expiry %s after the last heartbeat; leader CPU %.2f s)",
-				loss.Led, FormatDuration(loss.NotifiedMicros), FormatDuration(loss.WrittenMicros), FormatDuration(loss.ExpiryMicros), loss.LeaderCPUSec)
+			env.opts.logf("    %d buckets re-led, the survivor notified in %s (records written from %s to %s; expiry %s after the last heartbeat; leader CPU %.2f s)",
+				loss.Led, FormatDuration(loss.NotifiedMicros), FormatDuration(loss.FirstWrittenMicros), FormatDuration(loss.WrittenMicros), FormatDuration(loss.ExpiryMicros), loss.LeaderCPUSec)
 		}
 		if (selected["buckets.adjust-isr-batch"] || selected["buckets.adjust-isr-single"]) && ctx.Err() == nil {
 			env.opts.logf("  buckets: %s, AdjustIsr, %d clients ...", backend, adjustClients)
@@ -252,7 +256,7 @@ func runBuckets(ctx context.Context, env *runEnv, specs []rowSpec, systems map[s
 				d := time.Duration(r.WindowSec * float64(time.Second))
 				res := Result{Backend: backend, N: int(r.Requests), Ops: r.Updates, OpsPerSec: r.UpdatesPerSec, Errors: int(r.Failed)}
 				set("buckets.adjust-isr-"+r.Form, backend, res)
-				env.opts.logf("    %s: %s updates/s (%d requests, %d updates, %d refused, %d failed in %v)", r.Form, FormatRate(r.UpdatesPerSec), r.Requests, r.Updates, r.Refused, r.Failed, d)
+				env.opts.logf("    %s: %s updates (%d requests, %d updates, %d refused, %d failed in %v)", r.Form, FormatRate(r.UpdatesPerSec), r.Requests, r.Updates, r.Refused, r.Failed, d)
 			}
 			if err != nil {
 				for _, form := range []string{AdjustBatched, AdjustSingle} {
@@ -581,7 +585,7 @@ func measureTabletLoss(ctx context.Context, rig *bucketRig, n, perTable int, log
 	ended := time.Now()
 	lost.end()
 	lostPath := catalog.TabletServerPath(lost.id)
-	var expired, written time.Time
+	var expired, first, written time.Time
 	var cpu0 time.Duration
 	deadline := time.Now().Add(bucketsSession + bucketsLossBound)
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -606,6 +610,9 @@ func measureTabletLoss(ctx context.Context, rig *bucketRig, n, perTable int, log
 				case pending[ev.Path] && ev.Type != core.EventDeleted:
 					if rec, err := catalog.UnmarshalLeaderAndIsr(ev.Data); err == nil && rec.Leader != lost.id && !slices.Contains(rec.ISR, lost.id) {
 						delete(pending, ev.Path)
+						if first.IsZero() {
+							first = now
+						}
 						if len(pending) == 0 {
 							written = now
 						}
@@ -627,6 +634,7 @@ func measureTabletLoss(ctx context.Context, rig *bucketRig, n, perTable int, log
 			m.NotifiedMicros = micros(max(clean.Sub(expired), 0))
 			if records {
 				m.WrittenMicros = micros(max(written.Sub(expired), 0))
+				m.FirstWrittenMicros = micros(max(first.Sub(expired), 0))
 			}
 			m.Notifications = count
 			m.NotifyBytes = proto.Size(last)
