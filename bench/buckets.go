@@ -127,9 +127,12 @@ type AdjustIsrRate struct {
 	Requests   int64  `json:"requests"`
 	// Updates counts the buckets whose ISR changed; Refused the buckets
 	// answered with an error code, Failed the requests that failed whole.
-	Updates       int64   `json:"updates"`
-	Refused       int64   `json:"refused,omitempty"`
-	Failed        int64   `json:"failed,omitempty"`
+	Updates int64 `json:"updates"`
+	Refused int64 `json:"refused,omitempty"`
+	Failed  int64 `json:"failed,omitempty"`
+	// FirstRefusal is the first refused bucket's code and message, or
+	// the first failed request's error.
+	FirstRefusal  string  `json:"first_refusal,omitempty"`
 	WindowSec     float64 `json:"window_s"`
 	UpdatesPerSec float64 `json:"updates_per_s"`
 }
@@ -237,8 +240,9 @@ func runBuckets(ctx context.Context, env *runEnv, specs []rowSpec, systems map[s
 			fig.Loss = append(fig.Loss, loss)
 			d := time.Duration(loss.NotifiedMicros * 1e3)
 			set(id, backend, resultFromSummary(backend, Summarize([]time.Duration{d}, 1, d), 1, 0, nil))
-			env.opts.logf("    %d buckets re-led, the survivor notified in %s (records written from %s to %s; expiry %s after the last heartbeat; leader CPU %.2f s)",
-				loss.Led, FormatDuration(loss.NotifiedMicros), FormatDuration(loss.FirstWrittenMicros), FormatDuration(loss.WrittenMicros), FormatDuration(loss.ExpiryMicros), loss.LeaderCPUSec)
+			env.opts.logf("    %d buckets re-led, the survivor notified in %s (records written from %s to %s; its notifications %d, the last %d bytes; expiry %s after the last heartbeat; leader CPU %.2f s)",
+				loss.Led, FormatDuration(loss.NotifiedMicros), FormatDuration(loss.FirstWrittenMicros), FormatDuration(loss.WrittenMicros),
+				loss.Notifications, loss.NotifyBytes, FormatDuration(loss.ExpiryMicros), loss.LeaderCPUSec)
 		}
 		if (selected["buckets.adjust-isr-batch"] || selected["buckets.adjust-isr-single"]) && ctx.Err() == nil {
 			env.opts.logf("  buckets: %s, AdjustIsr, %d clients ...", backend, adjustClients)
@@ -257,6 +261,9 @@ func runBuckets(ctx context.Context, env *runEnv, specs []rowSpec, systems map[s
 				res := Result{Backend: backend, N: int(r.Requests), Ops: r.Updates, OpsPerSec: r.UpdatesPerSec, Errors: int(r.Failed)}
 				set("buckets.adjust-isr-"+r.Form, backend, res)
 				env.opts.logf("    %s: %s updates (%d requests, %d updates, %d refused, %d failed in %v)", r.Form, FormatRate(r.UpdatesPerSec), r.Requests, r.Updates, r.Refused, r.Failed, d)
+				if r.FirstRefusal != "" {
+					env.opts.logf("      first refusal: %s", r.FirstRefusal)
+				}
 			}
 			if err != nil {
 				for _, form := range []string{AdjustBatched, AdjustSingle} {
@@ -752,6 +759,9 @@ func measureAdjustIsr(ctx context.Context, rig *bucketRig, clients, perRequest i
 		wg.Wait()
 		elapsed := time.Since(start)
 		r.Requests, r.Updates, r.Refused, r.Failed = requests.Load(), updates.Load(), refused.Load(), failed.Load()
+		if err, _ := firstErr.Load().(error); err != nil {
+			r.FirstRefusal = err.Error()
+		}
 		r.WindowSec = round3(elapsed.Seconds())
 		r.UpdatesPerSec = round3(float64(r.Updates) / elapsed.Seconds())
 		if r.Updates == 0 {
