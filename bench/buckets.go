@@ -437,6 +437,12 @@ func (t *bucketTablet) buckets() []*adminv1.NotifyLeaderAndIsrRequest_BucketStat
 	return t.last.Buckets
 }
 
+func (t *bucketTablet) cleanAt() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.clean
+}
+
 func (t *bucketTablet) close() {
 	t.end()
 	t.g.Stop()
@@ -609,6 +615,8 @@ func measureTabletLoss(ctx context.Context, rig *bucketRig, n, perTable int, log
 			}
 			for _, ev := range resp.Events {
 				switch {
+				case ev.Path == catalog.TabletServerPath(survivor.id) && ev.Type == core.EventDeleted:
+					return m, fmt.Errorf("the surviving tablet server %d's registration went too", survivor.id)
 				case ev.Path == lostPath && ev.Type == core.EventDeleted && expired.IsZero():
 					expired = now
 					if rig.leaderCPU != nil {
@@ -628,7 +636,8 @@ func measureTabletLoss(ctx context.Context, rig *bucketRig, n, perTable int, log
 			}
 		case <-tick.C:
 		case <-ctx.Done():
-			return m, ctx.Err()
+			return m, fmt.Errorf("%w (expiry seen %v, %d of the lost server's buckets not seen re-led, survivor notified without it %v)",
+				ctx.Err(), !expired.IsZero(), len(pending), !survivor.cleanAt().IsZero())
 		}
 		survivor.mu.Lock()
 		clean, count, last := survivor.clean, survivor.count, survivor.last

@@ -457,7 +457,7 @@ func registerLeased(ctx, keep context.Context, admin *adminclient.Client, id int
 			})
 			cancel()
 		}
-	}(reg.LeaseId, max(time.Duration(reg.SessionTimeoutMs)*time.Millisecond/3, time.Second))
+	}(reg.LeaseId, max(time.Duration(reg.SessionTimeoutMs)*time.Millisecond/3, 100*time.Millisecond))
 	return nil
 }
 
