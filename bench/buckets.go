@@ -88,7 +88,9 @@ type BucketLoss struct {
 	Buckets int `json:"buckets"`
 	Led     int `json:"led"`
 	// NotifiedMicros is the sample: from the lost server's registration
-	// being deleted (its lease expiry applied, its session closed) to the
+	// being deleted (its lease expiry applied, its session closed: when
+	// the bench's watch, on a follower coordinator's metadata stream or
+	// through a ZooKeeper client of its own, delivers the deletion) to the
 	// surviving server receiving a NotifyLeaderAndIsr with every one of
 	// its buckets and none naming the lost server (as leader or ISR
 	// member). The notifier sends only records read back from the
@@ -97,7 +99,8 @@ type BucketLoss struct {
 	NotifiedMicros float64 `json:"notified_us"`
 	// WrittenMicros is from the same moment to the last of the lost
 	// server's buckets' LeaderAndIsr records with a new leader arriving on
-	// the metadata stream (Raft: the bench follows the leader's stream);
+	// the metadata stream (Raft: a follower coordinator's stream, which
+	// has it shortly after the leader wrote it);
 	// 0 where not observed (ZooKeeper: the bench watches only the
 	// registrations, a watch of every record would load the store).
 	WrittenMicros float64 `json:"written_us,omitempty"`
@@ -475,12 +478,15 @@ func (rig *bucketRig) register(ctx context.Context, t *bucketTablet) error {
 }
 
 // watchRegistrations follows the changes under /tabletservers from now:
-// on the leader's metadata stream (every record), or, with sessions
+// on a follower coordinator's metadata stream (every record), or, with sessions
 // (ZooKeeper), through a client of the store watching the registrations
 // only. records says which.
 func (rig *bucketRig) watchRegistrations(ctx context.Context) (ch <-chan core.WatchResponse, records bool, stop func(), err error) {
 	if rig.session == nil {
-		src, err := tabletserver.NewMetadataSource(rig.admin, tabletserver.SourceOptions{From: tabletserver.StreamFromLeader,
+		// From a follower coordinator (as a tablet server fetches by
+		// default): the records the leader writes cost it nothing more
+		// than they cost it on ZooKeeper, where the bench follows none.
+		src, err := tabletserver.NewMetadataSource(rig.admin, tabletserver.SourceOptions{From: tabletserver.StreamFromAny,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			return nil, false, nil, err
