@@ -48,7 +48,8 @@ const (
 	// bucketsPerTable is the size of the rows' tables. A table's buckets
 	// are created in one transaction (two nodes per bucket): on ZooKeeper
 	// that transaction must fit its 1 MiB request limit (jute.maxbuffer),
-	// about 3 000 buckets, far below max.bucket.num (20 000).
+	// 2 000 buckets fit and 3 000 do not, far below max.bucket.num
+	// (20 000).
 	bucketsPerTable = 2_000
 	// bucketsSession is the tablet servers' lease on Raft
 	// (coordinator.tablet-server.session-timeout): a lost server's
@@ -104,6 +105,11 @@ type BucketLoss struct {
 	// 0 where not observed (ZooKeeper: the bench watches only the
 	// registrations, a watch of every record would load the store).
 	WrittenMicros float64 `json:"written_us,omitempty"`
+	// RecordsSeen counts the lost server's buckets whose record the bench
+	// saw re-led on the metadata stream: Led where it follows the stream,
+	// else 0. (WrittenMicros may be 0 with every record seen: the
+	// deletion and the records arrived in one response.)
+	RecordsSeen int `json:"records_seen,omitempty"`
 	// FirstWrittenMicros is, likewise, to the first of them: the
 	// controller's pause and its round's reads and elections come before
 	// it, its writes between it and WrittenMicros.
@@ -532,6 +538,20 @@ func setupBuckets(ctx context.Context, rig *bucketRig, total, perTable int) ([]*
 			return ts, err
 		}
 	}
+	// The leader must see both registrations before a table is placed:
+	// one made in a ZooKeeper session reaches its image through its watch,
+	// and a table created before would get no replica on that server.
+	if err := retrySetup(ctx, func(ctx context.Context) error {
+		return rig.admin.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+			r, err := a.ListTabletServers(ctx, &adminv1.ListTabletServersRequest{})
+			if err == nil && len(r.Servers) < len(ts) {
+				err = fmt.Errorf("%d of %d tablet servers registered", len(r.Servers), len(ts))
+			}
+			return err
+		})
+	}); err != nil {
+		return ts, err
+	}
 	if err := retrySetup(ctx, func(ctx context.Context) error {
 		return rig.admin.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
 			_, err := a.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: bucketsDB, IgnoreIfExists: true})
@@ -560,7 +580,11 @@ func setupBuckets(ctx context.Context, rig *bucketRig, total, perTable int) ([]*
 	for _, t := range ts {
 		for len(t.buckets()) < total {
 			if time.Now().After(deadline) || ctx.Err() != nil {
-				return ts, fmt.Errorf("tablet server %d was told %d of the %d buckets within %v", t.id, len(t.buckets()), total, bucketsSetupBound)
+				per := map[int64]int{}
+				for _, b := range t.buckets() {
+					per[b.TableId]++
+				}
+				return ts, fmt.Errorf("tablet server %d was told %d of the %d buckets within %v (by table id: %v)", t.id, len(t.buckets()), total, bucketsSetupBound, per)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -657,6 +681,7 @@ func measureTabletLoss(ctx context.Context, rig *bucketRig, n, perTable int, log
 			if records {
 				m.WrittenMicros = micros(max(written.Sub(expired), 0))
 				m.FirstWrittenMicros = micros(max(first.Sub(expired), 0))
+				m.RecordsSeen = m.Led - len(pending)
 			}
 			m.Notifications = count
 			m.NotifyBytes = proto.Size(last)
