@@ -227,7 +227,7 @@ func bucketsTargets(b *Buckets) []TargetResult {
 		return []TargetResult{loss, rate}
 	}
 	ratio := rf.UpdatesPerSec / zk.UpdatesPerSec
-	rate.Detail = fmt.Sprintf("Raft %s updates/s, ZooKeeper %s: %.2fx", FormatRate(rf.UpdatesPerSec), FormatRate(zk.UpdatesPerSec), ratio)
+	rate.Detail = fmt.Sprintf("Raft %s ISR updates, ZooKeeper %s: %.2fx", FormatRate(rf.UpdatesPerSec), FormatRate(zk.UpdatesPerSec), ratio)
 	if rs, zs := b.Rate(Raft, AdjustSingle), b.Rate(ZooKeeper, AdjustSingle); rs != nil && zs != nil && zs.UpdatesPerSec > 0 {
 		rate.Detail += fmt.Sprintf("; one bucket per request: Raft %s, ZooKeeper %s (%.2fx)", FormatRate(rs.UpdatesPerSec), FormatRate(zs.UpdatesPerSec), rs.UpdatesPerSec/zs.UpdatesPerSec)
 	}
