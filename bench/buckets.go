@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -199,6 +200,8 @@ func lossSizes(quick bool) map[string]int {
 func runBuckets(ctx context.Context, env *runEnv, specs []rowSpec, systems map[string]*System) ([]Row, *Buckets) {
 	fig := &Buckets{}
 	results := map[string]map[string]Result{}
+	// details are the tablet-loss rows' phases, by row id, for the notes.
+	details := map[string][]string{}
 	set := func(id, backend string, res Result) {
 		if results[id] == nil {
 			results[id] = map[string]Result{}
@@ -247,6 +250,7 @@ func runBuckets(ctx context.Context, env *runEnv, specs []rowSpec, systems map[s
 				continue
 			}
 			fig.Loss = append(fig.Loss, loss)
+			details[id] = append(details[id], lossDetail(loss))
 			d := time.Duration(loss.NotifiedMicros * 1e3)
 			set(id, backend, resultFromSummary(backend, Summarize([]time.Duration{d}, 1, d), 1, 0, nil))
 			env.opts.logf("    %d buckets re-led, the survivor notified in %s (records written from %s to %s; its notifications %d, the last %d bytes; expiry %s after the last heartbeat; leader CPU %.2f s)",
@@ -290,6 +294,9 @@ func runBuckets(ctx context.Context, env *runEnv, specs []rowSpec, systems map[s
 			row.Title = fmt.Sprintf("bucket leadership: tablet server leading %d buckets lost, re-led and notified", n)
 			row.Note = fmt.Sprintf("replication factor 2 over 2 tablet servers, %d buckets in tables of %d; from the lost server's registration deleted to the survivor notified without it (one measurement)%s; %s",
 				2*n, bucketsPerTable, quickLossNote(env, s.id), s.note)
+			if d := details[s.id]; len(d) > 0 {
+				row.Note += "; " + strings.Join(d, "; ")
+			}
 		} else {
 			row.Note = fmt.Sprintf("%d clients, each flipping the follower out of and into the ISR of buckets it leads (%d buckets, replication factor 2 over 2 tablet servers), for %v; %s",
 				adjustClients, 2*adjustClients*adjustBatch, window, s.note)
@@ -306,6 +313,16 @@ func runBuckets(ctx context.Context, env *runEnv, specs []rowSpec, systems map[s
 		return rows, nil
 	}
 	return rows, fig
+}
+
+// lossDetail is a loss's phases, for its row's note.
+func lossDetail(l BucketLoss) string {
+	d := l.Backend + ":"
+	if l.RecordsSeen > 0 {
+		d += fmt.Sprintf(" records seen re-led from %s to %s,", FormatDuration(l.FirstWrittenMicros), FormatDuration(l.WrittenMicros))
+	}
+	return d + fmt.Sprintf(" %d notification(s) to the survivor, the last %.2f MB; leader CPU %.2f s (coordinator + plugin)",
+		l.Notifications, float64(l.NotifyBytes)/1e6, l.LeaderCPUSec)
 }
 
 func quickLossNote(env *runEnv, id string) string {
