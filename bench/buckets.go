@@ -200,7 +200,8 @@ func lossSizes(quick bool) map[string]int {
 func runBuckets(ctx context.Context, env *runEnv, specs []rowSpec, systems map[string]*System) ([]Row, *Buckets) {
 	fig := &Buckets{}
 	results := map[string]map[string]Result{}
-	// details are the tablet-loss rows' phases, by row id, for the notes.
+	// details are what the notes add per backend, by row id: the
+	// tablet-loss rows' phases, the AdjustIsr rows' refusals.
 	details := map[string][]string{}
 	set := func(id, backend string, res Result) {
 		if results[id] == nil {
@@ -273,6 +274,10 @@ func runBuckets(ctx context.Context, env *runEnv, specs []rowSpec, systems map[s
 				d := time.Duration(r.WindowSec * float64(time.Second))
 				res := Result{Backend: backend, N: int(r.Requests), Ops: r.Updates, OpsPerSec: r.UpdatesPerSec, Errors: int(r.Failed)}
 				set("buckets.adjust-isr-"+r.Form, backend, res)
+				if r.Refused > 0 {
+					id := "buckets.adjust-isr-" + r.Form
+					details[id] = append(details[id], fmt.Sprintf("%s: %d buckets refused, the first: %s", backend, r.Refused, r.FirstRefusal))
+				}
 				env.opts.logf("    %s: %s updates (%d requests, %d updates, %d refused, %d failed in %v)", r.Form, FormatRate(r.UpdatesPerSec), r.Requests, r.Updates, r.Refused, r.Failed, d)
 				if r.FirstRefusal != "" {
 					env.opts.logf("      first refusal: %s", r.FirstRefusal)
@@ -294,12 +299,12 @@ func runBuckets(ctx context.Context, env *runEnv, specs []rowSpec, systems map[s
 			row.Title = fmt.Sprintf("bucket leadership: tablet server leading %d buckets lost, re-led and notified", n)
 			row.Note = fmt.Sprintf("replication factor 2 over 2 tablet servers, %d buckets in tables of %d; from the lost server's registration deleted to the survivor notified without it (one measurement)%s; %s",
 				2*n, bucketsPerTable, quickLossNote(env, s.id), s.note)
-			if d := details[s.id]; len(d) > 0 {
-				row.Note += "; " + strings.Join(d, "; ")
-			}
 		} else {
 			row.Note = fmt.Sprintf("%d clients, each flipping the follower out of and into the ISR of buckets it leads (%d buckets, replication factor 2 over 2 tablet servers), for %v; %s",
 				adjustClients, 2*adjustClients*adjustBatch, window, s.note)
+		}
+		if d := details[s.id]; len(d) > 0 {
+			row.Note += "; " + strings.Join(d, "; ")
 		}
 		for _, backend := range env.opts.Backends {
 			if res, ok := results[s.id][backend]; ok {
