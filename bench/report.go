@@ -53,6 +53,8 @@ type Report struct {
 	Migration *Migration `json:"migration,omitempty"`
 	// Stream is what the stream. rows measured, when they ran.
 	Stream *Stream `json:"stream,omitempty"`
+	// Buckets is what the buckets. rows measured, when they ran.
+	Buckets *Buckets `json:"buckets,omitempty"`
 	// Settle is what waiting for the other backends to go quiet before
 	// each batch cost; nil when the run did not wait (one backend, or
 	// --no-settle).

@@ -149,6 +149,9 @@ type rowSpec struct {
 	// stream marks the stream. rows: measured once, by runStream, not in
 	// the rounds (prepare is nil).
 	stream bool
+	// buckets marks the buckets. rows: measured once, by runBuckets, not
+	// in the rounds (prepare is nil).
+	buckets bool
 }
 
 // System is one backend under test and what the rows need of it. A part
@@ -307,17 +310,20 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	rows := append(allRows(), migrateSpecs()...)
 	rows = append(rows, streamSpecs()...)
+	rows = append(rows, bucketsSpecs()...)
 	if o.Security {
 		rows = append(rows, securityRows()...)
 	}
 	specs := onRunBackends(selectRows(rows, o.Rows), o.Backends)
-	var migSpecs, strSpecs []rowSpec
+	var migSpecs, strSpecs, bktSpecs []rowSpec
 	for i := 0; i < len(specs); i++ {
 		switch {
 		case specs[i].migration:
 			migSpecs = append(migSpecs, specs[i])
 		case specs[i].stream:
 			strSpecs = append(strSpecs, specs[i])
+		case specs[i].buckets:
+			bktSpecs = append(bktSpecs, specs[i])
 		default:
 			continue
 		}
@@ -525,6 +531,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rows, fig := runStream(ctx, env, strSpecs)
 		rep.Rows = append(rep.Rows, rows...)
 		rep.Stream = fig
+	}
+	if len(bktSpecs) > 0 && ctx.Err() == nil {
+		o.logf("bucket leadership rows ... (%s)", time.Since(start).Round(time.Second))
+		rows, fig := runBuckets(ctx, env, bktSpecs, systems)
+		rep.Rows = append(rep.Rows, rows...)
+		rep.Buckets = fig
 	}
 	applyFloors(rep)
 	securityRatios(rep)

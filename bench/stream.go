@@ -195,11 +195,31 @@ func (c *streamCoordinator) cpu() time.Duration {
 // startStreamCluster starts three coordinator processes on a new
 // three-voter Raft cluster under dir.
 func startStreamCluster(ctx context.Context, env *runEnv, dir string) ([]*streamCoordinator, error) {
+	return startCoordinators(ctx, env, dir, clusterOptions{})
+}
+
+// clusterOptions are what startCoordinators varies.
+type clusterOptions struct {
+	// zooKeeper, when set, is the connect string of the ZooKeeper
+	// ensemble the coordinators run on, under root; empty: a new
+	// three-voter Raft cluster of their own.
+	zooKeeper, root string
+	// settings are further -D settings given to every coordinator.
+	settings map[string]string
+}
+
+// startCoordinators starts three coordinator processes under dir, on a
+// new three-voter Raft cluster or on ZooKeeper (o.zooKeeper).
+func startCoordinators(ctx context.Context, env *runEnv, dir string, o clusterOptions) ([]*streamCoordinator, error) {
 	tool, err := env.toolBinary()
 	if err != nil {
 		return nil, err
 	}
-	plugDir, err := env.binDir(Raft)
+	backend := Raft
+	if o.zooKeeper != "" {
+		backend = ZooKeeper
+	}
+	plugDir, err := env.binDir(backend)
 	if err != nil {
 		return nil, err
 	}
@@ -224,22 +244,32 @@ func startStreamCluster(ctx context.Context, env *runEnv, dir string) ([]*stream
 		return nil, err
 	}
 	for i := 0; i < streamCoordinators; i++ {
-		_, raddr, _ := strings.Cut(voters[i], "@")
-		_, rport, _ := strings.Cut(raddr, ":")
-		cfg := map[string]string{
-			"coordinator.raft.voters":             strings.Join(voters, ","),
-			"coordinator.raft.node.id":            strconv.Itoa(i + 1),
-			"coordinator.raft.port":               rport,
-			"coordinator.raft.dir":                filepath.Join(dir, fmt.Sprintf("coordinator%d", i+1)),
-			"coordinator.raft.election.timeout":   raftElectionTimeout.String(),
-			"coordinator.raft.heartbeat.interval": raftHeartbeat.String(),
+		cfg := map[string]string{}
+		if backend == Raft {
+			_, raddr, _ := strings.Cut(voters[i], "@")
+			_, rport, _ := strings.Cut(raddr, ":")
+			cfg = map[string]string{
+				"coordinator.seed.nodes":              strings.Join(clients, ","),
+				"coordinator.raft.voters":             strings.Join(voters, ","),
+				"coordinator.raft.node.id":            strconv.Itoa(i + 1),
+				"coordinator.raft.port":               rport,
+				"coordinator.raft.dir":                filepath.Join(dir, fmt.Sprintf("coordinator%d", i+1)),
+				"coordinator.raft.election.timeout":   raftElectionTimeout.String(),
+				"coordinator.raft.heartbeat.interval": raftHeartbeat.String(),
+			}
+			if _, err := raft.BootstrapSettings(ctx, cfg); err != nil {
+				return fail(fmt.Errorf("bootstrap coordinator %d: %w", i+1, err))
+			}
+		} else {
+			cfg["zookeeper.address"] = o.zooKeeper
+			cfg["zookeeper.path.root"] = o.root
 		}
-		if _, err := raft.BootstrapSettings(ctx, cfg); err != nil {
-			return fail(fmt.Errorf("bootstrap coordinator %d: %w", i+1, err))
+		for k, v := range o.settings {
+			cfg[k] = v
 		}
 		args := []string{"coordinator", "--no-env", "--log-level", "warn",
 			"-D", "metadata.backend.plugin.dir=" + plugDir, "-D", "metrics.address=127.0.0.1:0",
-			"-D", "bind.listeners=CLIENT://" + clients[i], "-D", "coordinator.seed.nodes=" + strings.Join(clients, ",")}
+			"-D", "bind.listeners=CLIENT://" + clients[i]}
 		keys := make([]string, 0, len(cfg))
 		for k := range cfg {
 			keys = append(keys, k)
@@ -388,36 +418,46 @@ func retrySetup(ctx context.Context, f func(ctx context.Context) error) error {
 
 func registerStreamServers(ctx, keep context.Context, admin *adminclient.Client) error {
 	for id := int32(1); id <= benchTabletServers; id++ {
-		var reg *adminv1.RegisterTabletServerResponse
-		err := retrySetup(ctx, func(ctx context.Context) error {
-			return admin.Tablets(ctx, func(ctx context.Context, t adminv1.TabletServerServiceClient) error {
-				var err error
-				reg, err = t.RegisterTabletServer(ctx, &adminv1.RegisterTabletServerRequest{ServerId: id,
-					Listeners: fmt.Sprintf("CLIENT://127.0.0.1:%d", 19000+id)})
+		if err := registerLeased(ctx, keep, admin, id, fmt.Sprintf("CLIENT://127.0.0.1:%d", 19000+id)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// registerLeased registers tablet server id (at listeners) through the
+// coordinator leader (RegisterTabletServer: a lease, on backends with
+// leases) and heartbeats its lease until keep ends: then the lease
+// expires after its session timeout.
+func registerLeased(ctx, keep context.Context, admin *adminclient.Client, id int32, listeners string) error {
+	var reg *adminv1.RegisterTabletServerResponse
+	err := retrySetup(ctx, func(ctx context.Context) error {
+		return admin.Tablets(ctx, func(ctx context.Context, t adminv1.TabletServerServiceClient) error {
+			var err error
+			reg, err = t.RegisterTabletServer(ctx, &adminv1.RegisterTabletServerRequest{ServerId: id, Listeners: listeners})
+			return err
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("register tablet server %d: %w", id, err)
+	}
+	go func(lease int64, every time.Duration) {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-keep.Done():
+				return
+			case <-t.C:
+			}
+			hctx, cancel := context.WithTimeout(keep, every)
+			admin.Tablets(hctx, func(ctx context.Context, t adminv1.TabletServerServiceClient) error {
+				_, err := t.TabletServerHeartbeat(ctx, &adminv1.TabletServerHeartbeatRequest{ServerId: id, LeaseId: lease})
 				return err
 			})
-		})
-		if err != nil {
-			return fmt.Errorf("register tablet server %d: %w", id, err)
+			cancel()
 		}
-		go func(id int32, lease int64, every time.Duration) {
-			t := time.NewTicker(every)
-			defer t.Stop()
-			for {
-				select {
-				case <-keep.Done():
-					return
-				case <-t.C:
-				}
-				hctx, cancel := context.WithTimeout(keep, every)
-				admin.Tablets(hctx, func(ctx context.Context, t adminv1.TabletServerServiceClient) error {
-					_, err := t.TabletServerHeartbeat(ctx, &adminv1.TabletServerHeartbeatRequest{ServerId: id, LeaseId: lease})
-					return err
-				})
-				cancel()
-			}
-		}(id, reg.LeaseId, max(time.Duration(reg.SessionTimeoutMs)*time.Millisecond/3, time.Second))
-	}
+	}(reg.LeaseId, max(time.Duration(reg.SessionTimeoutMs)*time.Millisecond/3, 100*time.Millisecond))
 	return nil
 }
 

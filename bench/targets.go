@@ -184,7 +184,55 @@ func EvaluateTargets(rep *Report) []TargetResult {
 	if _, ok := rows["stream.any-voter"]; ok {
 		out = append(out, streamTargets(rep.Stream)...)
 	}
+	_, loss := rows["buckets.tablet-loss-large"]
+	_, adjust := rows["buckets.adjust-isr-batch"]
+	if loss || adjust {
+		out = append(out, bucketsTargets(rep.Buckets)...)
+	}
 	return out
+}
+
+// bucketsTargets are the bucket controller's targets (issue 33, item 7):
+// on Raft, a tablet server leading 50 000 buckets lost, every bucket
+// re-led and the survivors notified within 2 s of its expiry; AdjustIsr
+// with 500 buckets per request at least 5x as many updates/s on Raft as
+// on ZooKeeper (same run).
+func bucketsTargets(b *Buckets) []TargetResult {
+	loss := TargetResult{Target: fmt.Sprintf("bucket leadership: a tablet server leading %d buckets lost, re-led and notified within 2 s of its expiry (Raft)", bucketsLossLarge)}
+	rate := TargetResult{Target: fmt.Sprintf("AdjustIsr, %d buckets per request: Raft at least 5x ZooKeeper's updates/s", adjustBatch)}
+	switch l := b.Largest(Raft); {
+	case l == nil:
+		loss.Status, loss.Detail = TargetNotMeasured, "buckets.tablet-loss-large not measured on Raft"
+	default:
+		loss.Detail = fmt.Sprintf("%d buckets led by the lost server (%d in all): survivor notified %s after the expiry", l.Led, l.Buckets, FormatDuration(l.NotifiedMicros))
+		if l.WrittenMicros > 0 {
+			loss.Detail += fmt.Sprintf(", records written by %s", FormatDuration(l.WrittenMicros))
+		}
+		if z := b.Largest(ZooKeeper); z != nil && z.Led == l.Led {
+			loss.Detail += fmt.Sprintf("; ZooKeeper %s", FormatDuration(z.NotifiedMicros))
+		}
+		switch {
+		case l.NotifiedMicros >= 2e6:
+			loss.Status = TargetNotMet
+		case l.Led < bucketsLossLarge*9/10:
+			loss.Status = TargetNotMeasured
+			loss.Detail += fmt.Sprintf(" (within 2 s, but fewer than %d buckets: run without --quick)", bucketsLossLarge)
+		default:
+			loss.Status = TargetMet
+		}
+	}
+	rf, zk := b.Rate(Raft, AdjustBatched), b.Rate(ZooKeeper, AdjustBatched)
+	if rf == nil || zk == nil || zk.UpdatesPerSec <= 0 {
+		rate.Status, rate.Detail = TargetNotMeasured, "buckets.adjust-isr-batch not measured on both backends"
+		return []TargetResult{loss, rate}
+	}
+	ratio := rf.UpdatesPerSec / zk.UpdatesPerSec
+	rate.Detail = fmt.Sprintf("Raft %s ISR updates, ZooKeeper %s: %.2fx", FormatRate(rf.UpdatesPerSec), FormatRate(zk.UpdatesPerSec), ratio)
+	if rs, zs := b.Rate(Raft, AdjustSingle), b.Rate(ZooKeeper, AdjustSingle); rs != nil && zs != nil && zs.UpdatesPerSec > 0 {
+		rate.Detail += fmt.Sprintf("; one bucket per request: Raft %s, ZooKeeper %s (%.2fx)", FormatRate(rs.UpdatesPerSec), FormatRate(zs.UpdatesPerSec), rs.UpdatesPerSec/zs.UpdatesPerSec)
+	}
+	rate.Status = status(ratio >= 5)
+	return []TargetResult{loss, rate}
 }
 
 // streamTargets are the metadata stream's targets (issue 15, item 6):

@@ -27,6 +27,11 @@ type bucketStates struct {
 	dirty map[string]struct{} // paths under /tabletservers changed since the last refresh
 	all   bool                // rebuild from the whole subtree (first round, a resync, too many dirty paths)
 	wake  chan struct{}       // one pending wake-up
+	// servers is signalled with wake when a change touched a tablet
+	// server's registration (/tabletservers/ids): a server came or went,
+	// and the controller runs its round without the pause it gives other
+	// changes.
+	servers chan struct{}
 
 	// The notifier's own state.
 	buckets map[string]*bucketState // by leader_isr path; a partition's TableId is -1 here (see resolve)
@@ -59,7 +64,7 @@ type bucketState = adminv1.NotifyLeaderAndIsrRequest_BucketState
 const bucketStatesMaxDirty = 4096
 
 func newBucketStates() *bucketStates {
-	return &bucketStates{dirty: map[string]struct{}{}, all: true, wake: make(chan struct{}, 1),
+	return &bucketStates{dirty: map[string]struct{}{}, all: true, wake: make(chan struct{}, 1), servers: make(chan struct{}, 1),
 		buckets: map[string]*bucketState{}, owned: map[string]map[string]struct{}{}, partTable: map[int64]int64{}, regroup: true,
 		offline: map[string]*bucketState{}}
 }
@@ -68,12 +73,13 @@ func newBucketStates() *bucketStates {
 // wakes the notifier when one is under /tabletservers (or above it: the
 // image was reloaded).
 func (s *bucketStates) onChange(paths []string) {
-	relevant := false
+	relevant, registration := false, false
 	s.mu.Lock()
 	for _, p := range paths {
 		switch {
 		case core.HasPrefixPath(p, catalog.TabletServersRoot) && p != catalog.TabletServersRoot:
 			relevant = true
+			registration = registration || core.HasPrefixPath(p, catalog.TabletServerIDsPath)
 			if !s.all {
 				s.dirty[p] = struct{}{}
 				if len(s.dirty) > bucketStatesMaxDirty {
@@ -86,6 +92,12 @@ func (s *bucketStates) onChange(paths []string) {
 		}
 	}
 	s.mu.Unlock()
+	if registration {
+		select {
+		case s.servers <- struct{}{}:
+		default:
+		}
+	}
 	if relevant {
 		select {
 		case s.wake <- struct{}{}:

@@ -521,3 +521,38 @@ func BenchmarkNotifierRoundAfterDDL(b *testing.B) {
 	}
 	b.ReportMetric(float64(build.Microseconds())/float64(b.N), "µs/round")
 }
+
+// TestBucketStatesSignalRegistrations: a change to a tablet server's
+// registration signals servers (the controller's round then skips its
+// pause); a bucket's record, an assignment or a server tag does not.
+func TestBucketStatesSignalRegistrations(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		want bool
+	}{
+		{catalog.TabletServerPath(3), true},
+		{catalog.TabletServerIDsPath, true},
+		{catalog.LeaderAndIsrPath(1, -1, 0), false},
+		{catalog.TableAssignmentPath(1), false},
+		{catalog.ServerTagsPath, false},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			states := newBucketStates()
+			states.onChange([]string{tc.path})
+			select {
+			case <-states.wake:
+			default:
+				t.Fatalf("a change of %s did not wake the controller", tc.path)
+			}
+			got := false
+			select {
+			case <-states.servers:
+				got = true
+			default:
+			}
+			if got != tc.want {
+				t.Errorf("a change of %s: servers signalled %v, want %v", tc.path, got, tc.want)
+			}
+		})
+	}
+}

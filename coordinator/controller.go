@@ -216,6 +216,12 @@ func (s *Server) controlLoop(ctx context.Context, l *leaderState) {
 	retry := time.NewTicker(3 * time.Second)
 	defer retry.Stop()
 	for {
+		// The round reads the registrations as they are: a signal of a
+		// change before it is taken care of.
+		select {
+		case <-l.buckets.servers:
+		default:
+		}
 		build, again := s.controlRound(ctx, l, conns, sent)
 		if again {
 			// A write of the round failed on a version (a record changed
@@ -240,7 +246,9 @@ func (s *Server) controlLoop(ctx context.Context, l *leaderState) {
 			// times what the last one took to build: the notifier's
 			// share of the leader's CPU stays bounded instead of
 			// taking it from the DDLs themselves. A queued request
-			// ends the pause.
+			// ends the pause, and so does a tablet server that came or
+			// went (its buckets wait for no pacing: a lost leader's
+			// buckets are unavailable until the round).
 			t := time.NewTimer(min(max(notifyDebounce, notifyPacing*build), notifyMaxPause))
 			select {
 			case <-ctx.Done():
@@ -248,6 +256,8 @@ func (s *Server) controlLoop(ctx context.Context, l *leaderState) {
 				return
 			case <-t.C:
 			case <-l.ctl.wake:
+				t.Stop()
+			case <-l.buckets.servers:
 				t.Stop()
 			}
 		case <-retry.C:
