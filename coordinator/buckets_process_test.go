@@ -663,9 +663,26 @@ func failoverScenario(t *testing.T, bin string, common []string, b haBackend) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	oldListeners := ""
+	for _, ts := range listTablets(ctx, c.client) {
+		if ts.Id == 1 {
+			oldListeners = ts.Listeners
+		}
+	}
 	c.tablets[1].group(syscall.SIGKILL)
 	<-c.tablets[1].done
 	c.tablets[1] = startProc(t, "tablet-server-1-restarted", bin, c.tabletArgs(1)...)
+	// The flap is over once the restarted process is the one registered
+	// (on ZooKeeper after the old session expired; on Raft at once): it
+	// listens on another port.
+	testutil.WaitFor(t, 60*time.Second, "the restarted tablet server 1 registered", func() bool {
+		for _, ts := range listTablets(ctx, c.client) {
+			if ts.Id == 1 && ts.Listeners != oldListeners {
+				return true
+			}
+		}
+		return false
+	})
 	waitTablets(t, ctx, c.client, 3)
 	testutil.WaitFor(t, 60*time.Second, "after the flap: every bucket led and every server told", settled(c.client, -1))
 	if logs := c.coords[first.LeaderAddress].out.String(); b.name == "raft" && strings.Contains(logs, "tablet server is gone") {
