@@ -328,45 +328,61 @@ func TestBucketLeadership(t *testing.T) {
 		t.Fatalf("server 1 taken back into an ISR while shutting down: %v", res)
 	}
 
-	// Every server goes: every bucket is offline, keeping its last ISR.
-	for _, id := range []int32{1, 2, 3} {
-		tablets[id].stopBeat()
+	// The servers go one after the other: server 1 (shut down already),
+	// then 3 (it leaves every ISR), then 2: every bucket is offline and
+	// keeps its last ISR, [2].
+	waitBuckets := func(what string, ok func(b *adminv1.ListedBucket) bool) {
+		t.Helper()
+		testutil.WaitFor(t, 15*time.Second, what, func() bool {
+			for _, b := range listBuckets(t, ctx, c, "db", "t") {
+				if !ok(b) {
+					return false
+				}
+			}
+			return true
+		})
 	}
-	var gone []*adminv1.ListedBucket
-	testutil.WaitFor(t, 15*time.Second, "every bucket offline", func() bool {
-		gone = listBuckets(t, ctx, c, "db", "t")
-		for _, b := range gone {
-			if b.Bucket.Leader != catalog.NoLeader || !b.Offline || len(b.Bucket.Isr) == 0 {
-				return false
-			}
-		}
-		return true
+	tablets[1].stopBeat()
+	tablets[3].stopBeat()
+	waitBuckets("servers 1 and 3 out of every ISR", func(b *adminv1.ListedBucket) bool {
+		return slices.Equal(b.Bucket.Isr, []int32{2}) && b.Bucket.Leader == 2
 	})
-	// Server 3 comes back: the buckets with 3 in their ISR are led by it.
+	tablets[2].stopBeat()
+	waitBuckets("every bucket offline with its last ISR [2]", func(b *adminv1.ListedBucket) bool {
+		return b.Bucket.Leader == catalog.NoLeader && b.Offline && slices.Equal(b.Bucket.Isr, []int32{2})
+	})
+	// Server 3 comes back: not in any ISR, it leads nothing by itself; an
+	// unclean election gives it every bucket, with an ISR of itself.
 	tablets[3].register(t, ctx, c)
-	testutil.WaitFor(t, 15*time.Second, "server 3 leads the buckets of its ISRs", func() bool {
-		for i, b := range listBuckets(t, ctx, c, "db", "t") {
-			if slices.Contains(gone[i].Bucket.Isr, 3) != (b.Bucket.Leader == 3) {
-				return false
-			}
+	for _, b := range listBuckets(t, ctx, c, "db", "t") {
+		if b.Bucket.Leader != catalog.NoLeader {
+			t.Fatalf("bucket %d led by %d, outside its ISR %v, without an unclean election", b.Bucket.Bucket, b.Bucket.Leader, b.Bucket.Isr)
 		}
-		return true
-	})
-	// An unclean election gives it the others.
+	}
 	if err := c.Admin(ctx, func(ctx context.Context, ac adminv1.AdminServiceClient) (err error) {
 		elected, err = ac.ElectLeaders(ctx, &adminv1.ElectLeadersRequest{Type: adminv1.ElectionType_ELECTION_TYPE_UNCLEAN})
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if elected.ElectedCount == 0 {
-		t.Fatalf("unclean election elected nothing: %v", elected)
+	if elected.ElectedCount != 12 {
+		t.Fatalf("unclean election: %v, want 12 elected", elected)
 	}
 	for _, b := range listBuckets(t, ctx, c, "db", "t") {
-		if b.Bucket.Leader != 3 || b.Offline {
-			t.Errorf("bucket %d after the unclean election: leader %d, offline %v; want 3", b.Bucket.Bucket, b.Bucket.Leader, b.Offline)
+		if b.Bucket.Leader != 3 || b.Offline || !slices.Equal(b.Bucket.Isr, []int32{3}) {
+			t.Errorf("bucket %d after the unclean election: leader %d, ISR %v, offline %v; want 3, [3]", b.Bucket.Bucket, b.Bucket.Leader, b.Bucket.Isr, b.Offline)
 		}
 	}
+	// Server 3 goes and comes back: the first member of an offline
+	// bucket's ISR to register leads it again.
+	tablets[3].stopBeat()
+	waitBuckets("every bucket offline with its last ISR [3]", func(b *adminv1.ListedBucket) bool {
+		return b.Bucket.Leader == catalog.NoLeader && slices.Equal(b.Bucket.Isr, []int32{3})
+	})
+	tablets[3].register(t, ctx, c)
+	waitBuckets("server 3 leads every bucket again", func(b *adminv1.ListedBucket) bool {
+		return b.Bucket.Leader == 3 && !b.Offline
+	})
 }
 
 // TestStaleCoordinatorWritesNoLeaderAndIsr: a catalog with the fence of a
