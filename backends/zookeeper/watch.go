@@ -276,7 +276,11 @@ func (w *watcher) resetResponse() core.WatchResponse {
 	}
 	sort.Strings(paths)
 	r := core.WatchResponse{Reset: true, Events: make([]core.WatchEvent, 0, len(paths))}
-	rev := max(w.lastRev, w.b.wire.lastZxid.Load())
+	// The model is the state as far as this watcher has read it: stamped
+	// with what it has read, not with the client's last zxid, which may
+	// count writes made through the same client that the model has not
+	// seen yet (a consumer that applied its own writes would drop them).
+	rev := w.lastRev
 	for _, p := range paths {
 		n := w.model[p]
 		rev = max(rev, n.Stat.ModifyRevision, n.Stat.CreateRevision)
