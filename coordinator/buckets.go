@@ -154,7 +154,7 @@ func (t *tabletServerService) ControlledShutdown(ctx context.Context, r *adminv1
 		rd.lv.shuttingDown[r.ServerId] = true
 		var keys []catalog.BucketKey
 		for _, b := range l.buckets.perServer()[r.ServerId] {
-			keys = append(keys, catalog.BucketKey{TableID: b.TableId, PartitionID: b.PartitionId, Bucket: b.Bucket})
+			keys = append(keys, stateKey(b))
 		}
 		recs, err := rd.load(ctx, keys)
 		if err != nil {
@@ -369,8 +369,7 @@ func (a *adminService) ElectLeaders(ctx context.Context, r *adminv1.ElectLeaders
 		ks := keys
 		if r.Table == "" {
 			for _, b := range l.buckets.buckets {
-				b = l.buckets.resolve(b)
-				ks = append(ks, catalog.BucketKey{TableID: b.TableId, PartitionID: b.PartitionId, Bucket: b.Bucket})
+				ks = append(ks, stateKey(l.buckets.resolve(b)))
 			}
 		}
 		recs, err := rd.load(ctx, ks)

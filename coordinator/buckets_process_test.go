@@ -34,6 +34,16 @@ import (
 // leader epoch goes backwards, and no two tablet servers lead a bucket in
 // one leader epoch.
 func TestBucketLeadershipProcesses(t *testing.T) {
+	runBucketBackends(t, 6*time.Second, 4*time.Second, bucketScenario)
+}
+
+// runBucketBackends runs scenario on Raft and on ZooKeeper, each in a
+// subtest, with real coordinator and tablet-server processes: on Raft the
+// coordinators grant tablet-server leases of raftSession, on ZooKeeper
+// the tablet servers' sessions last zkSession. session is the one of the
+// backend run.
+func runBucketBackends(t *testing.T, raftSession, zkSession time.Duration,
+	scenario func(t *testing.T, bin string, common []string, b haBackend, session time.Duration)) {
 	if testing.Short() {
 		t.Skip("starts real coordinator and tablet server processes")
 	}
@@ -43,7 +53,6 @@ func TestBucketLeadershipProcesses(t *testing.T) {
 		t.Fatalf("plugins built into different directories: %s, %s", pluginDir, zk)
 	}
 	common := []string{"--no-env", "-D", "metadata.backend.plugin.dir=" + pluginDir, "-D", "metrics.address=127.0.0.1:0"}
-	const raftSession = 6 * time.Second
 	raft := haBackend{name: "raft",
 		coordinatorArgs: func(t *testing.T, i int, clients []string) []string {
 			return []string{"-D", "coordinator.seed.nodes=" + strings.Join(clients, ","),
@@ -57,7 +66,6 @@ func TestBucketLeadershipProcesses(t *testing.T) {
 			return []string{"-D", "coordinator.seed.nodes=" + strings.Join(clients, ",")}
 		},
 	}
-	const zkSession = 4 * time.Second
 	zookeeper := haBackend{name: "zookeeper",
 		coordinatorArgs: func(t *testing.T, i int, clients []string) []string {
 			return []string{"-D", "zookeeper.address=" + zkAddr(t), "-D", "zookeeper.client.session-timeout=3s"}
@@ -82,7 +90,7 @@ func TestBucketLeadershipProcesses(t *testing.T) {
 					portsMu.Unlock()
 				})
 			}
-			bucketScenario(t, bin, common, tc.b, tc.session)
+			scenario(t, bin, common, tc.b, tc.session)
 		})
 	}
 }
@@ -535,52 +543,9 @@ func tryListBuckets(ctx context.Context, c *adminclient.Client, table string) ([
 // server's buckets: once the new leader settles, no bucket names the dead
 // server, none is offline, and the survivors are told.
 func TestBucketLeadershipFailoverAndFlap(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real coordinator and tablet server processes")
-	}
-	bin := testutil.Binary(t, "metaplane")
-	pluginDir := filepath.Dir(testutil.Binary(t, "metaplane-backend-raft"))
-	if zk := testutil.Binary(t, "metaplane-backend-zookeeper"); filepath.Dir(zk) != pluginDir {
-		t.Fatalf("plugins built into different directories: %s, %s", pluginDir, zk)
-	}
-	common := []string{"--no-env", "-D", "metadata.backend.plugin.dir=" + pluginDir, "-D", "metrics.address=127.0.0.1:0"}
-	raft := haBackend{name: "raft",
-		coordinatorArgs: func(t *testing.T, i int, clients []string) []string {
-			return []string{"-D", "coordinator.seed.nodes=" + strings.Join(clients, ","),
-				"-D", "coordinator.raft.voters=" + raftVoters(t, len(clients)),
-				"-D", "coordinator.raft.node.id=" + strconv.Itoa(i+1),
-				"-D", "coordinator.raft.port=" + strconv.Itoa(raftPort(t, i)),
-				"-D", "coordinator.raft.dir=" + filepath.Join(t.TempDir(), "raft"),
-				"-D", "coordinator.tablet-server.session-timeout=4s"}
-		},
-		tabletArgs: func(t *testing.T, clients []string) []string {
-			return []string{"-D", "coordinator.seed.nodes=" + strings.Join(clients, ",")}
-		},
-	}
-	zookeeper := haBackend{name: "zookeeper",
-		coordinatorArgs: func(t *testing.T, i int, clients []string) []string {
-			return []string{"-D", "zookeeper.address=" + zkAddr(t), "-D", "zookeeper.client.session-timeout=3s"}
-		},
-		tabletArgs: func(t *testing.T, clients []string) []string {
-			return []string{"-D", "zookeeper.address=" + zkAddr(t), "-D", "zookeeper.client.session-timeout=4s"}
-		},
-	}
-	for _, b := range []haBackend{raft, zookeeper} {
-		t.Run(b.name, func(t *testing.T) {
-			resetPorts()
-			if b.name == "zookeeper" {
-				portsMu.Lock()
-				zkCluster = nil
-				portsMu.Unlock()
-				t.Cleanup(func() {
-					portsMu.Lock()
-					zkCluster = nil
-					portsMu.Unlock()
-				})
-			}
-			failoverScenario(t, bin, common, b)
-		})
-	}
+	runBucketBackends(t, 4*time.Second, 4*time.Second, func(t *testing.T, bin string, common []string, b haBackend, _ time.Duration) {
+		failoverScenario(t, bin, common, b)
+	})
 }
 
 func failoverScenario(t *testing.T, bin string, common []string, b haBackend) {

@@ -96,6 +96,25 @@ func (f *fakeTablet) register(t *testing.T, ctx context.Context, c *adminclient.
 
 // listBuckets lists every bucket of db.table, in pages of 5 (so that a
 // dozen buckets cross page boundaries).
+// startBucketRig starts a coordinator on the memory backend and n fake
+// tablet servers (ids 1 to n) registered with it; ctx ends with the test.
+func startBucketRig(t *testing.T, n int32) (context.Context, *adminclient.Client, *node, map[int32]*fakeTablet) {
+	t.Helper()
+	s := memory.NewStore(memory.StoreOptions{})
+	t.Cleanup(func() { s.Close() })
+	a := startCoordinator(t, s)
+	testutil.WaitFor(t, 5*time.Second, "coordinator leads", a.srv.IsLeader)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	c := newClient(t, a.addr)
+	tablets := map[int32]*fakeTablet{}
+	for id := int32(1); id <= n; id++ {
+		tablets[id] = startFakeTablet(t, id)
+		tablets[id].register(t, ctx, c)
+	}
+	return ctx, c, a, tablets
+}
+
 // createBucketTable creates db.t with buckets buckets of rf replicas.
 func createBucketTable(t *testing.T, ctx context.Context, c *adminclient.Client, buckets, rf int32) {
 	t.Helper()
@@ -158,18 +177,7 @@ func adjustIsr(t *testing.T, ctx context.Context, c *adminclient.Client, server 
 // back online with the first ISR member that registers, or by an unclean
 // election.
 func TestBucketLeadership(t *testing.T) {
-	s := memory.NewStore(memory.StoreOptions{})
-	t.Cleanup(func() { s.Close() })
-	a := startCoordinator(t, s)
-	testutil.WaitFor(t, 5*time.Second, "coordinator leads", a.srv.IsLeader)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c := newClient(t, a.addr)
-	tablets := map[int32]*fakeTablet{}
-	for id := int32(1); id <= 3; id++ {
-		tablets[id] = startFakeTablet(t, id)
-		tablets[id].register(t, ctx, c)
-	}
+	ctx, c, a, tablets := startBucketRig(t, 3)
 	createBucketTable(t, ctx, c, 12, 3)
 	before := listBuckets(t, ctx, c, "db", "t")
 	if len(before) != 12 {
@@ -438,16 +446,7 @@ func TestStaleCoordinatorWritesNoLeaderAndIsr(t *testing.T) {
 // nothing changed; a repetition is answered as unchanged; a cancel puts
 // the original list back.
 func TestBucketReassignment(t *testing.T) {
-	s := memory.NewStore(memory.StoreOptions{})
-	t.Cleanup(func() { s.Close() })
-	a := startCoordinator(t, s)
-	testutil.WaitFor(t, 5*time.Second, "coordinator leads", a.srv.IsLeader)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c := newClient(t, a.addr)
-	for id := int32(1); id <= 4; id++ {
-		startFakeTablet(t, id).register(t, ctx, c)
-	}
+	ctx, c, _, _ := startBucketRig(t, 4)
 	createBucketTable(t, ctx, c, 4, 2)
 	reassign := func(req *adminv1.ReassignBucketsRequest) (*adminv1.ReassignBucketsResponse, error) {
 		req.Database, req.Table = "db", "t"

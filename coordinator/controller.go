@@ -193,6 +193,11 @@ func (r *round) replicas(ctx context.Context, k catalog.BucketKey) ([]int32, err
 	return reps, nil
 }
 
+// stateKey is the key of a bucket the bucket states hold.
+func stateKey(b *bucketState) catalog.BucketKey {
+	return catalog.BucketKey{TableID: b.TableId, PartitionID: b.PartitionId, Bucket: b.Bucket}
+}
+
 // stage makes rec b's record to write in this round.
 func (r *round) stage(b *bucketRec, rec catalog.LeaderAndIsr) {
 	b.rec = rec
@@ -386,7 +391,7 @@ func (s *Server) electGone(ctx context.Context, l *leaderState, r *round) error 
 	var keys []catalog.BucketKey
 	seen := map[string]bool{}
 	add := func(b *bucketState) {
-		k := catalog.BucketKey{TableID: b.TableId, PartitionID: b.PartitionId, Bucket: b.Bucket}
+		k := stateKey(b)
 		if p := k.Path(); !seen[p] {
 			seen[p] = true
 			keys = append(keys, k)
