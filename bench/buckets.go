@@ -19,8 +19,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/catalog"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 	"github.com/metaplane/metaplane/tabletserver"
 )

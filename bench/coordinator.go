@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/catalog"
-	"github.com/metaplane/metaplane/core/image"
+	"github.com/metaplane/metaplane/image"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 

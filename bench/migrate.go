@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/catalog"
 	"github.com/metaplane/metaplane/migrate"
 )
 

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/coordinator"
-	"github.com/metaplane/metaplane/core/config"
 	"github.com/metaplane/metaplane/internal/tlsutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )

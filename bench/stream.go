@@ -18,8 +18,8 @@ import (
 
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/backends/raft"
+	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/catalog"
 	"github.com/metaplane/metaplane/internal/ports"
 	"github.com/metaplane/metaplane/internal/procstat"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"

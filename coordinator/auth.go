@@ -6,7 +6,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/metaplane/metaplane/adminclient"
-	"github.com/metaplane/metaplane/core/config"
+	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/internal/authn"
 )
 

@@ -22,9 +22,9 @@ import (
 
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/backends/memory"
+	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/config"
 	"github.com/metaplane/metaplane/internal/testutil"
 	"github.com/metaplane/metaplane/internal/tlsutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"

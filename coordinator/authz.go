@@ -6,9 +6,9 @@ import (
 	"strings"
 
 	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/catalog"
+	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/catalog"
-	"github.com/metaplane/metaplane/core/config"
 	"github.com/metaplane/metaplane/internal/authn"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )

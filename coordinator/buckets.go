@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/catalog"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/adminclient"
-	"github.com/metaplane/metaplane/core/catalog"
+	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/internal/testutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/catalog"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 

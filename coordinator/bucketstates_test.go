@@ -12,9 +12,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/metaplane/metaplane/backends/memory"
+	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/catalog"
-	"github.com/metaplane/metaplane/core/image"
+	"github.com/metaplane/metaplane/image"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 

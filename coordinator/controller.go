@@ -11,8 +11,8 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/catalog"
 )
 
 // The bucket controller: the leader coordinator's one writer of

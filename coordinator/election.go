@@ -3,7 +3,7 @@ package coordinator
 import (
 	"slices"
 
-	"github.com/metaplane/metaplane/core/catalog"
+	"github.com/metaplane/metaplane/catalog"
 )
 
 // The bucket leader election rules, as the original's coordinator has

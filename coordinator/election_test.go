@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/metaplane/metaplane/core/catalog"
+	"github.com/metaplane/metaplane/catalog"
 )
 
 func lv(alive []int32, shutting ...int32) liveness {

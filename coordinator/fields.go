@@ -4,7 +4,7 @@ import (
 	"errors"
 
 	"github.com/metaplane/metaplane/adminclient"
-	"github.com/metaplane/metaplane/core/catalog"
+	"github.com/metaplane/metaplane/catalog"
 )
 
 // fieldMap turns the field a catalog refusal names (relative to the object

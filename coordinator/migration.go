@@ -5,9 +5,9 @@ import (
 	"errors"
 	"time"
 
+	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/catalog"
-	"github.com/metaplane/metaplane/core/image"
+	"github.com/metaplane/metaplane/image"
 	"github.com/metaplane/metaplane/internal/retry"
 )
 

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/catalog"
 )
 
 // requestID returns the request id the caller sent in the

@@ -13,9 +13,9 @@ import (
 
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/backends/memory"
+	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/catalog"
 	"github.com/metaplane/metaplane/internal/testutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )

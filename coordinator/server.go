@@ -24,9 +24,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/catalog"
-	"github.com/metaplane/metaplane/core/image"
+	"github.com/metaplane/metaplane/image"
 	"github.com/metaplane/metaplane/internal/retry"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )

@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/catalog"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 

@@ -7,7 +7,7 @@
 // A third-party backend implements this package and nothing else. core
 // imports the standard library only; a test (internal/lint) enforces it.
 // The application's configuration, loader and backend selector live in
-// core/config; the shared typed decoder of flat settings in core/settings;
-// the typed catalog in core/catalog; the coordinator's metadata image in
-// core/image.
+// config; the shared typed decoder of flat settings in settings;
+// the typed catalog in catalog; the coordinator's metadata image in
+// image.
 package core

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/backends/memory"
+	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/catalog"
 	"github.com/metaplane/metaplane/internal/zktest"
 )
 

@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/catalog"
 )
 
 // ErrMigrationInProgress is returned by Live when the source or the target

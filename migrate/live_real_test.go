@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/backends/memory"
+	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/catalog"
 	"github.com/metaplane/metaplane/internal/testutil"
 	"github.com/metaplane/metaplane/internal/zktest"
 	"github.com/metaplane/metaplane/plugins"

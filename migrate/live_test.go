@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/backends/memory"
+	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/catalog"
 )
 
 // fencedWriter writes like a coordinator on src: as leader, with its

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/catalog"
 )
 
 // ExportPasses bounds ExportFile's passes over a source that changes

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/catalog"
 )
 
 // barrierWait bounds how long the final scan waits for the source's watch

@@ -5,12 +5,12 @@ import (
 
 	"github.com/metaplane/metaplane/backends/raft"
 	"github.com/metaplane/metaplane/backends/zookeeper"
+	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/config"
 )
 
 // TestBuiltinDescriptorsMatchTheBackends: the selector's data for the
-// built-in backends (core/config, which the host reads without starting a
+// built-in backends (config, which the host reads without starting a
 // plugin) is what each backend's provider declares.
 func TestBuiltinDescriptorsMatchTheBackends(t *testing.T) {
 	declared := map[string]core.BackendDescriptor{}
@@ -20,11 +20,11 @@ func TestBuiltinDescriptorsMatchTheBackends(t *testing.T) {
 	}
 	builtin := config.BuiltinBackends()
 	if len(builtin) != len(declared) {
-		t.Fatalf("core/config lists %d built-in backends, the providers %d", len(builtin), len(declared))
+		t.Fatalf("config lists %d built-in backends, the providers %d", len(builtin), len(declared))
 	}
 	for _, b := range builtin {
 		if got := declared[b.Name]; got != b {
-			t.Errorf("backend %s: provider declares %+v, core/config has %+v", b.Name, got, b)
+			t.Errorf("backend %s: provider declares %+v, config has %+v", b.Name, got, b)
 		}
 	}
 }

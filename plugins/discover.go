@@ -9,8 +9,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/config"
 )
 
 // Found is a backend plugin binary found in a plugin directory.
@@ -99,11 +99,11 @@ func ThirdParty(found []Found) []core.BackendDescriptor {
 // DiscoverThirdParty returns the descriptors of the third-party backend
 // plugins in dir (empty: DefaultDir) that declare a selector key. Unlike
 // Discover it does not run the built-in plugins' binaries, whose
-// descriptors core/config already knows, so a configuration load costs one
+// descriptors config already knows, so a configuration load costs one
 // describe per third-party plugin only. It is what the metaplane command
 // passes to config.LoadOptions.DiscoverBackends. Errors: as Discover.
 func DiscoverThirdParty(ctx context.Context, dir string) ([]core.BackendDescriptor, error) {
-	// The shipped plugins: core/config knows the selector backends' descriptors,
+	// The shipped plugins: config knows the selector backends' descriptors,
 	// and memory declares no selector key.
 	shipped := map[string]bool{BinaryPrefix + "memory": true}
 	for _, d := range config.BuiltinBackends() {

@@ -19,8 +19,8 @@ import (
 
 	plugin "github.com/hashicorp/go-plugin"
 
+	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/config"
 	pb "github.com/metaplane/metaplane/proto/metaplane/v1"
 )
 

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/config"
 	"github.com/metaplane/metaplane/internal/testutil"
 )
 

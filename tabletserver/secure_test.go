@@ -16,9 +16,9 @@ import (
 
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/backends/memory"
+	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/config"
 	"github.com/metaplane/metaplane/internal/authn"
 	"github.com/metaplane/metaplane/internal/testutil"
 	"github.com/metaplane/metaplane/internal/tlsutil"

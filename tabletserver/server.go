@@ -31,10 +31,10 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/catalog"
+	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/catalog"
-	"github.com/metaplane/metaplane/core/config"
-	"github.com/metaplane/metaplane/core/image"
+	"github.com/metaplane/metaplane/image"
 	"github.com/metaplane/metaplane/internal/authn"
 	"github.com/metaplane/metaplane/internal/retry"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"

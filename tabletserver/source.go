@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/config"
 	"github.com/metaplane/metaplane/internal/retry"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 	"google.golang.org/grpc/codes"

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/catalog"
 	raftv1 "github.com/metaplane/metaplane/proto/metaplane/raft/v1"
 )
 

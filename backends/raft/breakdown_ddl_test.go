@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/catalog"
 )
 
 // BenchmarkCreateTableBreakdown times the catalog's createTable (one

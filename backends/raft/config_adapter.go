@@ -3,9 +3,9 @@ package raft
 import (
 	"fmt"
 
+	"github.com/metaplane/metaplane/config/raftkeys"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/config/raftkeys"
-	"github.com/metaplane/metaplane/core/settings"
+	"github.com/metaplane/metaplane/settings"
 )
 
 // OptionsFromSettings builds Options from the flat settings the host hands

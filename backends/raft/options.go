@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/metaplane/metaplane/core/config/raftkeys"
+	"github.com/metaplane/metaplane/config/raftkeys"
 )
 
 // TickInterval is the length of Dragonboat's logical clock tick

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/config"
 )
 
 func TestOptionsFromSettings(t *testing.T) {

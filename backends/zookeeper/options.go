@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/settings"
+	"github.com/metaplane/metaplane/settings"
 )
 
 // Options configure the ZooKeeper backend. The zero value of each field

@@ -36,7 +36,7 @@ var _ core.Provider = (*Provider)(nil)
 
 // Descriptor names the ZooKeeper backend and its selector key, with the
 // deprecation warning. The host's selector holds the same data for the
-// built-in backends (core/config), checked equal by a test.
+// built-in backends (config), checked equal by a test.
 var Descriptor = core.BackendDescriptor{
 	Name:        "zookeeper",
 	SelectorKey: "zookeeper.address",

@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/metaplane/metaplane/adminclient"
-	"github.com/metaplane/metaplane/core/config"
+	"github.com/metaplane/metaplane/config"
 )
 
 // Anonymous is the principal of a call that carries no identity (a

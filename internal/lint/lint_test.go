@@ -42,12 +42,12 @@ func backendOf(path string) string {
 // each other): the contract, what a backend parses its settings with, and
 // the fan-out every backend delivers its session events and leaders with.
 var stdlibOnly = map[string]bool{
-	module + "/core":                 true,
-	module + "/core/settings":        true,
-	module + "/core/config/raftkeys": true,
-	module + "/internal/fanout":      true,
-	module + "/internal/tlsutil":     true,
-	module + "/internal/deadline":    true,
+	module + "/core":              true,
+	module + "/settings":          true,
+	module + "/config/raftkeys":   true,
+	module + "/internal/fanout":   true,
+	module + "/internal/tlsutil":  true,
+	module + "/internal/deadline": true,
 }
 
 // isStdlib reports whether an import path is the standard library's (its
@@ -73,6 +73,13 @@ func violations(pkgs []pkg) []string {
 					why = "the coordinator and the tablet server reach a backend through core, never plugin code"
 				case under(d, module+"/backends"):
 					why = "the coordinator and the tablet server reach a backend through core, never a backend package"
+				}
+			case under(p.ImportPath, module+"/catalog") || under(p.ImportPath, module+"/image"):
+				switch {
+				case under(d, module+"/backends") || under(d, module+"/plugins"):
+					why = "the catalog and the image work through core only, never a backend or plugin code"
+				case under(d, "google.golang.org/grpc"):
+					why = "the catalog and the image must not import gRPC"
 				}
 			case under(p.ImportPath, module+"/core"):
 				switch {
@@ -127,7 +134,7 @@ func moduleRoot(t *testing.T) string {
 // list runs `go list -deps`-style listing of the layered packages.
 func list(t *testing.T) []pkg {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Deps,Error", "./core/...", "./conformance/...", "./migrate/...", "./backends/...", "./coordinator/...", "./tabletserver/...", "./internal/fanout/...", "./internal/tlsutil/...", "./internal/deadline/...")
+	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Deps,Error", "./core/...", "./catalog/...", "./image/...", "./settings/...", "./config/...", "./conformance/...", "./migrate/...", "./backends/...", "./coordinator/...", "./tabletserver/...", "./internal/fanout/...", "./internal/tlsutil/...", "./internal/deadline/...")
 	cmd.Dir = moduleRoot(t)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -160,7 +167,7 @@ func TestLayering(t *testing.T) {
 	for _, p := range pkgs {
 		seen[p.ImportPath] = true
 	}
-	for _, must := range []string{module + "/core", module + "/conformance", module + "/backends/memory", module + "/coordinator", module + "/tabletserver", module + "/core/settings", module + "/internal/fanout", module + "/internal/tlsutil", module + "/internal/deadline"} {
+	for _, must := range []string{module + "/core", module + "/catalog", module + "/image", module + "/conformance", module + "/backends/memory", module + "/coordinator", module + "/tabletserver", module + "/settings", module + "/internal/fanout", module + "/internal/tlsutil", module + "/internal/deadline"} {
 		if !seen[must] {
 			t.Fatalf("go list did not report %s: the check would check nothing", must)
 		}
@@ -174,32 +181,34 @@ func TestLayering(t *testing.T) {
 func TestRulesCatchViolations(t *testing.T) {
 	pkgs := []pkg{
 		{ImportPath: module + "/core", Deps: []string{"context", module + "/backends/memory"}},
-		{ImportPath: module + "/core/catalog", Deps: []string{"google.golang.org/grpc/codes"}},
+		{ImportPath: module + "/catalog", Deps: []string{"google.golang.org/grpc/codes"}},
+		{ImportPath: module + "/image", Deps: []string{module + "/core", module + "/backends/memory"}},
 		{ImportPath: module + "/core/x", Deps: []string{module + "/plugins/shim", "github.com/hashicorp/go-plugin"}},
 		{ImportPath: module + "/conformance", Deps: []string{module + "/core", module + "/backends/raft"}},
 		{ImportPath: module + "/backends/raft", Deps: []string{module + "/core", module + "/backends/raft/internal/sm", module + "/backends/memory"}},
 		{ImportPath: module + "/backends/zookeeper", Deps: []string{module + "/plugins"}},
 		{ImportPath: module + "/backends/memory", Deps: []string{module + "/core", module + "/backendsx"}},
-		{ImportPath: module + "/core/settings", Deps: []string{"strings", "github.com/knadh/koanf/v2"}},
-		{ImportPath: module + "/core/config/raftkeys", Deps: []string{module + "/core/settings", "time"}},
+		{ImportPath: module + "/settings", Deps: []string{"strings", "github.com/knadh/koanf/v2"}},
+		{ImportPath: module + "/config/raftkeys", Deps: []string{module + "/settings", "time"}},
 		{ImportPath: module + "/coordinator", Deps: []string{module + "/core", module + "/plugins"}},
 		{ImportPath: module + "/tabletserver/x", Deps: []string{module + "/adminclient", module + "/backends/raft"}},
 		{ImportPath: module + "/migrate", Deps: []string{module + "/core", module + "/backends/memory"}},
-		{ImportPath: module + "/internal/fanout", Deps: []string{"context", "sync", module + "/core/catalog"}},
+		{ImportPath: module + "/internal/fanout", Deps: []string{"context", "sync", module + "/catalog"}},
 	}
 	got := violations(pkgs)
 	want := []string{
 		module + "/backends/raft imports " + module + "/backends/memory",
 		module + "/backends/zookeeper imports " + module + "/plugins",
+		module + "/catalog imports google.golang.org/grpc/codes",
 		module + "/conformance imports " + module + "/backends/raft",
 		module + "/coordinator imports " + module + "/plugins",
 		module + "/core imports " + module + "/backends/memory",
-		module + "/core/catalog imports google.golang.org/grpc/codes",
-		module + "/core/settings imports github.com/knadh/koanf/v2",
 		module + "/core/x imports github.com/hashicorp/go-plugin",
 		module + "/core/x imports " + module + "/plugins/shim",
-		module + "/internal/fanout imports " + module + "/core/catalog",
+		module + "/image imports " + module + "/backends/memory",
+		module + "/internal/fanout imports " + module + "/catalog",
 		module + "/migrate imports " + module + "/backends/memory",
+		module + "/settings imports github.com/knadh/koanf/v2",
 		module + "/tabletserver/x imports " + module + "/backends/raft",
 	}
 	if len(got) != len(want) {
@@ -209,5 +218,21 @@ func TestRulesCatchViolations(t *testing.T) {
 		if !strings.HasPrefix(got[i], want[i]+":") {
 			t.Errorf("violation %d: got %q, want it to start with %q", i, got[i], want[i])
 		}
+	}
+}
+
+// TestCoreHoldsTheContractOnly: core/ is the contract, one package; the
+// catalog, the image, the configuration and the settings decoder live in
+// rooms of their own beside it.
+func TestCoreHoldsTheContractOnly(t *testing.T) {
+	cmd := exec.Command("go", "list", "./core/...")
+	cmd.Dir = moduleRoot(t)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list ./core/...: %v", err)
+	}
+	got := strings.Fields(string(out))
+	if len(got) != 1 || got[0] != module+"/core" {
+		t.Fatalf("core/ holds %v; want only %s (put helpers in packages of their own)", got, module+"/core")
 	}
 }

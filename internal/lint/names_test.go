@@ -14,23 +14,23 @@ import (
 )
 
 // backendNames are the names a comparison must not test outside
-// core/config and cmd: behaviour follows declared capabilities, never a
+// config and cmd: behaviour follows declared capabilities, never a
 // backend's name.
 var backendNames = map[string]bool{"raft": true, "zookeeper": true, "memory": true, "none": true}
 
-// nameConstants are core/config's names of the built-in backends.
+// nameConstants are config's names of the built-in backends.
 var nameConstants = map[string]bool{"BackendRaft": true, "BackendZooKeeper": true, "BackendMemory": true, "BackendNone": true}
 
 // nameAllowed reports whether the file at rel (slash-separated, relative
 // to the module root) may compare backend names: the selector and the
 // binary, which pick a backend by name by design; tests; generated code.
 func nameAllowed(rel string) bool {
-	return strings.HasPrefix(rel, "cmd/") || strings.HasPrefix(rel, "core/config/") ||
+	return strings.HasPrefix(rel, "cmd/") || strings.HasPrefix(rel, "config/") ||
 		strings.HasSuffix(rel, "_test.go") || strings.HasSuffix(rel, ".pb.go")
 }
 
 // isNameExpr reports whether e reads a backend's name: X.Capabilities().Name,
-// X.Descriptor().Name, caps.Name, or one of core/config's name constants.
+// X.Descriptor().Name, caps.Name, or one of config's name constants.
 func isNameExpr(e ast.Expr) bool {
 	sel, ok := e.(*ast.SelectorExpr)
 	if !ok {
@@ -110,7 +110,7 @@ func exprString(e ast.Expr) string {
 	return ""
 }
 
-// TestNoBehaviourByBackendName: outside core/config and cmd nothing
+// TestNoBehaviourByBackendName: outside config and cmd nothing
 // compares a backend's name; callers branch on declared capabilities.
 func TestNoBehaviourByBackendName(t *testing.T) {
 	root := moduleRoot(t)
@@ -179,7 +179,7 @@ func f(b B, caps C) {
 			t.Errorf("finding %d: %q, want it at %s", i, got[i], w)
 		}
 	}
-	for _, rel := range []string{"cmd/metaplane/internal/cli/coordinator.go", "core/config/selector.go", "coordinator/x_test.go"} {
+	for _, rel := range []string{"cmd/metaplane/internal/cli/coordinator.go", "config/selector.go", "coordinator/x_test.go"} {
 		if !nameAllowed(rel) {
 			t.Errorf("%s should be allowed to compare names", rel)
 		}

@@ -12,7 +12,7 @@ import (
 	"sync"
 
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/settings"
+	"github.com/metaplane/metaplane/settings"
 )
 
 // Descriptor names the backend (its plugin binary is

@@ -21,7 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/metaplane/metaplane/adminclient"
-	"github.com/metaplane/metaplane/core/catalog"
+	"github.com/metaplane/metaplane/catalog"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 

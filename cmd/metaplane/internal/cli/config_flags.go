@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/config"
 	"github.com/metaplane/metaplane/plugins"
 )
 

@@ -20,9 +20,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/config"
 	"github.com/metaplane/metaplane/plugins"
 )
 

@@ -19,7 +19,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/metaplane/metaplane/core/config"
+	"github.com/metaplane/metaplane/config"
 )
 
 // The deploy tests keep deploy/ true of the code: every binary, verb,

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/adminclient"
-	"github.com/metaplane/metaplane/core/config"
+	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/internal/gossip"
 )
 

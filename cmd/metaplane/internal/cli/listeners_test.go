@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metaplane/metaplane/core/config"
+	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/internal/testutil"
 )
 

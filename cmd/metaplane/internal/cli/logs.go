@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/metaplane/metaplane/core/config"
+	"github.com/metaplane/metaplane/config"
 )
 
 // newLogger returns a process's logger on w, by log.level and log.format:

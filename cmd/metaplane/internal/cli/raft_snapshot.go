@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/metaplane/metaplane/backends/raft"
+	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/config"
 	"github.com/metaplane/metaplane/migrate"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/adminclient"
-	"github.com/metaplane/metaplane/core/catalog"
+	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/internal/testutil"
 	"github.com/metaplane/metaplane/migrate"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"

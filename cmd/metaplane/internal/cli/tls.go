@@ -21,8 +21,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/coordinator"
-	"github.com/metaplane/metaplane/core/config"
 	"github.com/metaplane/metaplane/internal/authn"
 	"github.com/metaplane/metaplane/internal/tlsutil"
 	"github.com/metaplane/metaplane/tabletserver"

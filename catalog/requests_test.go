@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/catalog"
 )
 
 // A request record is committed in the write's own transaction, with the

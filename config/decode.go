@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
-	"github.com/metaplane/metaplane/core/settings"
+	"github.com/metaplane/metaplane/settings"
 )
 
 // FromFlat builds a Config from a map of keys to string values, as

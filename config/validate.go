@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/settings"
+	"github.com/metaplane/metaplane/settings"
 )
 
 // Validate checks every value and combination of c, as Load does

@@ -1,8 +1,8 @@
 // Package raftkeys holds the rules of the coordinator.raft.* keys that both
-// the configuration loader (core/config, which refuses a bad value at load,
+// the configuration loader (config, which refuses a bad value at load,
 // naming the key) and the Raft backend (which turns the keys into
 // Dragonboat settings) need: the tick arithmetic and the voter syntax. It
-// imports the standard library and core/settings only, so the backend does
+// imports the standard library and settings only, so the backend does
 // not link the loader (koanf) and the loader does not link Dragonboat.
 package raftkeys
 
@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/metaplane/metaplane/core/settings"
+	"github.com/metaplane/metaplane/settings"
 )
 
 // The Raft tick: Dragonboat's RTTMillisecond. Every Raft timing is a whole

@@ -1,9 +1,9 @@
 package config
 
-import "github.com/metaplane/metaplane/core/settings"
+import "github.com/metaplane/metaplane/settings"
 
 // The value and problem types of the configuration are the shared typed
-// decoder's (core/settings), so that a backend parsing its own flat
+// decoder's (settings), so that a backend parsing its own flat
 // settings reports problems exactly as the loader does.
 type (
 	// Size is a number of bytes (see settings.Size).

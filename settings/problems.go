@@ -62,7 +62,7 @@ func SortProblems(ps []Problem) []Problem {
 }
 
 // Error is a configuration that cannot be used: every problem found,
-// sorted by key then message. The configuration loader (core/config),
+// sorted by key then message. The configuration loader (config),
 // its selector and the backends parsing their own settings return it.
 type Error struct {
 	Problems []Problem

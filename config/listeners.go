@@ -5,7 +5,7 @@ import (
 	"net"
 	"strings"
 
-	"github.com/metaplane/metaplane/core/settings"
+	"github.com/metaplane/metaplane/settings"
 )
 
 // The keys that choose the client listener.

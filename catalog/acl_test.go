@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/metaplane/metaplane/core/catalog"
+	"github.com/metaplane/metaplane/catalog"
 )
 
 // TestACLWildcardAndACLsOf: the wildcard name "*" is a valid DATABASE and

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/metaplane/metaplane/core/config/raftkeys"
-	"github.com/metaplane/metaplane/core/settings"
+	"github.com/metaplane/metaplane/config/raftkeys"
+	"github.com/metaplane/metaplane/settings"
 )
 
 // The Raft tick and the timing rules are the Raft backend's (package

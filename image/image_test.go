@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/backends/memory"
+	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
-	"github.com/metaplane/metaplane/core/catalog"
-	"github.com/metaplane/metaplane/core/image"
+	"github.com/metaplane/metaplane/image"
 )
 
 func startImage(t testing.TB, b core.MetadataBackend) *image.Image {

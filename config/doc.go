@@ -9,5 +9,5 @@
 //
 // The host (cmd/metaplane, the coordinator) loads the configuration here
 // and hands a backend the flat settings (Flatten); a backend parses its own
-// keys with core/settings and never imports this package.
+// keys with settings and never imports this package.
 package config

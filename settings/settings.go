@@ -1,7 +1,7 @@
 // Package settings is the typed decoder of flat settings: the map of
 // dotted keys to string values ("coordinator.raft.election.timeout" ->
 // "1s") that the host hands a backend's Provider.Start, the same map that
-// crosses the plugin wire. The configuration loader (core/config) and every
+// crosses the plugin wire. The configuration loader (config) and every
 // backend, built in or third party, parse values with it, so a value means
 // the same thing and a bad one is reported the same way everywhere.
 //
