@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/metaplane/metaplane/backends/raft/catchup"
 	"os"
 	"strconv"
 	"strings"
@@ -13,12 +14,6 @@ import (
 
 	"github.com/metaplane/metaplane/core"
 )
-
-// MaxRemovalLag is how far behind (as of its last progress report) a
-// remaining voter may be and still count as caught up for a removal: a
-// report made during a burst of writes may be a few hundred entries
-// behind, which the member makes up within moments.
-const MaxRemovalLag = 1000
 
 // DefaultCatchUpTimeout bounds AddVoter's wait for the new member to catch
 // up when ctx has no deadline.
@@ -36,7 +31,7 @@ func parseReplicaID(id string) (uint64, error) {
 // decimal) at address (its Raft host:port) as non-voting (Dragonboat's
 // SyncRequestAddNonVoting), waits until it has caught up (a progress
 // report, made with its coordinator's session renewals, at most
-// MaxTransferLag entries behind, made after it was added), then promotes it
+// catchup.MaxTransferLag entries behind, made after it was added), then promotes it
 // to voter (SyncRequestAddReplica). The wait ends
 // core.MembershipChangeReserve before ctx's deadline (after
 // DefaultCatchUpTimeout when ctx has none); a member that does not
@@ -92,7 +87,7 @@ func (c *Client) AddVoter(ctx context.Context, id string, address string) error 
 	}
 	m.opts.Logf("raft: member %d at %s added as non-voting; waiting for it to catch up", rid, address)
 	// Wait for a fresh progress report of the new member at most
-	// MaxTransferLag entries behind.
+	// catchup.MaxTransferLag entries behind.
 	var last *followerProgress
 	for {
 		m.mu.Lock()
@@ -104,7 +99,7 @@ func (c *Client) AddVoter(ctx context.Context, id string, address string) error 
 		}
 		if ok && p.at.After(added) {
 			last = &p
-			if p.lag <= MaxTransferLag {
+			if p.lag <= catchup.MaxTransferLag {
 				break
 			}
 		}
@@ -116,7 +111,7 @@ func (c *Client) AddVoter(ctx context.Context, id string, address string) error 
 		// Not caught up in time: take it out again.
 		why := "it never reported its progress (is its coordinator running with coordinator.raft.join=true and this id, and did it get this cluster's id? a joining coordinator learns it from coordinator.seed.nodes or takes coordinator.raft.cluster-id, and otherwise derives it from coordinator.raft.voters without itself, which must then be the voters the cluster was bootstrapped with)"
 		if last != nil {
-			why = fmt.Sprintf("it was %d entries behind at its last report (at most %d)", last.lag, MaxTransferLag)
+			why = fmt.Sprintf("it was %d entries behind at its last report (at most %d)", last.lag, catchup.MaxTransferLag)
 		}
 		rctx, cancel := context.WithTimeout(context.Background(), m.opts.ProposalTimeout)
 		defer cancel()
@@ -159,7 +154,7 @@ func (m *member) changeMembership(ctx context.Context, op string, fn func(contex
 // witnesses) would not hold a majority of members reachable from the
 // leader, and removing a voter when they would not hold a majority of
 // caught-up members (the leader, and members reachable with a recent
-// progress report at most MaxRemovalLag entries behind; ForceRemoveVoter
+// progress report at most catchup.MaxRemovalLag entries behind; ForceRemoveVoter
 // waives this last check). Errors: ErrNotLeader, ErrInvalidArgument,
 // ErrUnavailable, ErrClosed.
 func (c *Client) RemoveVoter(ctx context.Context, id string) error {
@@ -220,7 +215,7 @@ func (c *Client) removeVoter(ctx context.Context, id string, force bool) error {
 			}
 			// A witness has no state machine to be behind in.
 			switch {
-			case ms.ID == st.MemberID || (ms.Reachable && (ms.Kind == core.MemberWitness || (ms.MatchIndex > 0 && ms.Lag <= MaxRemovalLag))):
+			case ms.ID == st.MemberID || (ms.Reachable && (ms.Kind == core.MemberWitness || (ms.MatchIndex > 0 && ms.Lag <= catchup.MaxRemovalLag))):
 				caughtUp++
 			case !ms.Reachable:
 				behind = append(behind, ms.ID+" (unreachable)")
@@ -237,7 +232,7 @@ func (c *Client) removeVoter(ctx context.Context, id string, force bool) error {
 		}
 		if caughtUp < need && !force {
 			return fmt.Errorf("%w: removing member %s would leave %d voters of which %d are caught up (the leader, and members with a recent progress report at most %d entries behind; not caught up: %s), fewer than the %d a quorum needs to go on committing at once: wait until they catch up, or, if member %s is gone for good, remove it with --force",
-				core.ErrInvalidArgument, id, remaining, caughtUp, MaxRemovalLag, strings.Join(behind, ", "), need, id)
+				core.ErrInvalidArgument, id, remaining, caughtUp, catchup.MaxRemovalLag, strings.Join(behind, ", "), need, id)
 		}
 	}
 	if err := m.changeMembership(ctx, "remove member", func(cctx context.Context) error {

@@ -3,16 +3,13 @@ package raft
 import (
 	"context"
 	"fmt"
+	"github.com/metaplane/metaplane/backends/raft/catchup"
 	"sort"
 	"strconv"
 	"time"
 
 	"github.com/metaplane/metaplane/core"
 )
-
-// MaxTransferLag is how far behind the leader's commit index (as of its
-// last progress report) a voter may be and still receive the leadership.
-const MaxTransferLag = 100
 
 var _ core.LeadershipTransferer = (*Client)(nil)
 
@@ -21,7 +18,7 @@ var _ core.LeadershipTransferer = (*Client)(nil)
 // the smallest lag, then the highest reported index, then the lowest id)
 // and waits, bounded by ctx, until that voter is Raft leader. A target
 // must be a voter other than this one, reachable, with a recent progress
-// report at most MaxTransferLag entries behind. Errors: ErrNotLeader,
+// report at most catchup.MaxTransferLag entries behind. Errors: ErrNotLeader,
 // ErrInvalidArgument, ErrUnavailable (the leadership did not move before
 // ctx ended; it may still move), ErrClosed.
 func (c *Client) TransferLeadership(ctx context.Context, to string) (core.LeadershipTransfer, error) {
@@ -39,8 +36,8 @@ func (c *Client) TransferLeadership(ctx context.Context, to string) (core.Leader
 			return fmt.Errorf("%w: member %s is not reachable from the leader", core.ErrInvalidArgument, ms.ID)
 		case ms.MatchIndex == 0:
 			return fmt.Errorf("%w: member %s has not reported its progress recently; it may not be caught up", core.ErrInvalidArgument, ms.ID)
-		case ms.Lag > MaxTransferLag:
-			return fmt.Errorf("%w: member %s is %d entries behind (at most %d for a transfer)", core.ErrInvalidArgument, ms.ID, ms.Lag, MaxTransferLag)
+		case ms.Lag > catchup.MaxTransferLag:
+			return fmt.Errorf("%w: member %s is %d entries behind (at most %d for a transfer)", core.ErrInvalidArgument, ms.ID, ms.Lag, catchup.MaxTransferLag)
 		}
 		return nil
 	}

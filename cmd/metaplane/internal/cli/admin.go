@@ -97,7 +97,7 @@ func (a *admin) do(cmd *cobra.Command, f func(ctx context.Context, c *adminclien
 	if _, ok := errors.AsType[*adminclient.TLSError](err); ok {
 		// Not retried: say what the TLS settings get wrong (tls.go).
 		if d := a.diagnoseTLS(); d != "" {
-			return &withCause{cause: err, msg: d + " (not retried)"}
+			return &WithCause{Cause: err, Msg: d + " (not retried)"}
 		}
 		return err
 	}
@@ -114,7 +114,7 @@ func (a *admin) do(cmd *cobra.Command, f func(ctx context.Context, c *adminclien
 		default:
 			msg += " (is a coordinator running? start one with `metaplane coordinator`)"
 		}
-		return &withCause{cause: err, msg: msg}
+		return &WithCause{Cause: err, Msg: msg}
 	}
 	return err
 }
@@ -160,7 +160,7 @@ func call[Req any, Resp proto.Message](cmd *cobra.Command, a *admin,
 		// The client returns the last answer's error, converted, unless
 		// ctx ended: keep that answer's code for the --json error.
 		if err != nil && detail != nil && ctx.Err() == nil && !errors.Is(err, adminclient.ErrOutcomeUnknown) {
-			return &codedErr{error: err, code: detail.Code}
+			return &CodedErr{Err: err, Code: detail.Code}
 		}
 		return err
 	})
@@ -188,7 +188,7 @@ func callSay[Req any, Resp proto.Message](cmd *cobra.Command, a *admin,
 
 func adminCreateDatabase(a *admin) *cobra.Command {
 	req := &adminv1.CreateDatabaseRequest{}
-	cmd := &cobra.Command{Use: "create-database <db>", Short: "create a database", Args: exactArgs(1)}
+	cmd := &cobra.Command{Use: "create-database <db>", Short: "create a database", Args: ExactArgs(1)}
 	f := cmd.Flags()
 	f.StringVar(&req.Comment, "comment", "", "the database's comment")
 	f.BoolVar(&req.IgnoreIfExists, "if-not-exists", false, "succeed when the database exists already")
@@ -203,7 +203,7 @@ func adminCreateDatabase(a *admin) *cobra.Command {
 }
 
 func adminListDatabases(a *admin) *cobra.Command {
-	return &cobra.Command{Use: "list-databases", Short: "list the databases", Args: noArgs,
+	return &cobra.Command{Use: "list-databases", Short: "list the databases", Args: NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return callPages(cmd, a, func(c adminv1.AdminServiceClient, ctx context.Context, r *adminv1.ListDatabasesRequest) (*adminv1.ListDatabasesResponse, error) {
 				return c.ListDatabases(ctx, r)
@@ -219,7 +219,7 @@ func adminListDatabases(a *admin) *cobra.Command {
 
 func adminDropDatabase(a *admin) *cobra.Command {
 	req := &adminv1.DropDatabaseRequest{}
-	cmd := &cobra.Command{Use: "drop-database <db>", Short: "drop a database (--cascade: with its tables)", Args: exactArgs(1)}
+	cmd := &cobra.Command{Use: "drop-database <db>", Short: "drop a database (--cascade: with its tables)", Args: ExactArgs(1)}
 	f := cmd.Flags()
 	f.BoolVar(&req.Cascade, "cascade", false, "drop the database's tables too")
 	f.BoolVar(&req.IgnoreIfNotExists, "if-exists", false, "succeed when the database does not exist")
@@ -240,7 +240,7 @@ func adminCreateTable(a *admin) *cobra.Command {
 		comment          string
 		ifNot            bool
 	)
-	cmd := &cobra.Command{Use: "create-table <db>.<table>", Args: exactArgs(1),
+	cmd := &cobra.Command{Use: "create-table <db>.<table>", Args: ExactArgs(1),
 		Short: "create a table: --column name:TYPE ... [--primary-key c,...] [--buckets N] [--partition-key c]"}
 	f := cmd.Flags()
 	f.Func("column", "a column `name:TYPE` (repeatable, in order; TYPE like INT, BIGINT, STRING, CHAR(10), DECIMAL(10,2), TIMESTAMP(3), optionally NOT NULL)", func(s string) error {
@@ -265,10 +265,10 @@ func adminCreateTable(a *admin) *cobra.Command {
 			return err
 		}
 		if len(cols) == 0 {
-			return usageError("give at least one --column name:TYPE")
+			return UsageError("give at least one --column name:TYPE")
 		}
-		d := &adminv1.TableDescriptor{Columns: cols, PrimaryKey: splitList(pk), PartitionKeys: splitList(pkeys),
-			BucketKeys: splitList(bkeys), BucketCount: int32(buckets), ReplicationFactor: int32(rf), Comment: comment, Properties: props}
+		d := &adminv1.TableDescriptor{Columns: cols, PrimaryKey: SplitList(pk), PartitionKeys: SplitList(pkeys),
+			BucketKeys: SplitList(bkeys), BucketCount: int32(buckets), ReplicationFactor: int32(rf), Comment: comment, Properties: props}
 		req := &adminv1.CreateTableRequest{Database: db, Table: table, Descriptor_: d, IgnoreIfExists: ifNot}
 		return call(cmd, a, adminv1.AdminServiceClient.CreateTable, req, func(w io.Writer, r *adminv1.CreateTableResponse) {
 			if !r.Created {
@@ -282,19 +282,19 @@ func adminCreateTable(a *admin) *cobra.Command {
 }
 
 func adminDescribeTable(a *admin) *cobra.Command {
-	return &cobra.Command{Use: "describe-table <db>.<table>", Short: "show a table's schema, keys and buckets", Args: exactArgs(1),
+	return &cobra.Command{Use: "describe-table <db>.<table>", Short: "show a table's schema, keys and buckets", Args: ExactArgs(1),
 		RunE: func(cmd *cobra.Command, pos []string) error {
 			db, table, err := splitTable(pos[0])
 			if err != nil {
 				return err
 			}
 			return call(cmd, a, adminv1.AdminServiceClient.GetTableInfo, &adminv1.GetTableInfoRequest{Database: db, Table: table},
-				func(w io.Writer, r *adminv1.GetTableInfoResponse) { describeTable(w, r.Table) })
+				func(w io.Writer, r *adminv1.GetTableInfoResponse) { DescribeTable(w, r.Table) })
 		}}
 }
 
 func adminListTables(a *admin) *cobra.Command {
-	return &cobra.Command{Use: "list-tables <db>", Short: "list a database's tables", Args: exactArgs(1),
+	return &cobra.Command{Use: "list-tables <db>", Short: "list a database's tables", Args: ExactArgs(1),
 		RunE: func(cmd *cobra.Command, pos []string) error {
 			return callPages(cmd, a, func(c adminv1.AdminServiceClient, ctx context.Context, r *adminv1.ListTablesRequest) (*adminv1.ListTablesResponse, error) {
 				return c.ListTables(ctx, r)
@@ -310,7 +310,7 @@ func adminListTables(a *admin) *cobra.Command {
 
 func adminDropTable(a *admin) *cobra.Command {
 	var ifExists bool
-	cmd := &cobra.Command{Use: "drop-table <db>.<table>", Short: "drop a table with its partitions and buckets", Args: exactArgs(1)}
+	cmd := &cobra.Command{Use: "drop-table <db>.<table>", Short: "drop a table with its partitions and buckets", Args: ExactArgs(1)}
 	cmd.Flags().BoolVar(&ifExists, "if-exists", false, "succeed when the table does not exist")
 	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
 		db, table, err := splitTable(pos[0])
@@ -327,7 +327,7 @@ func adminDropTable(a *admin) *cobra.Command {
 
 func adminCreatePartition(a *admin) *cobra.Command {
 	var ifNot bool
-	cmd := &cobra.Command{Use: "create-partition <db>.<table> <partition>", Short: "create a partition of a partitioned table", Args: exactArgs(2)}
+	cmd := &cobra.Command{Use: "create-partition <db>.<table> <partition>", Short: "create a partition of a partitioned table", Args: ExactArgs(2)}
 	cmd.Flags().BoolVar(&ifNot, "if-not-exists", false, "succeed when the partition exists already")
 	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
 		db, table, err := splitTable(pos[0])
@@ -347,7 +347,7 @@ func adminCreatePartition(a *admin) *cobra.Command {
 }
 
 func adminListPartitions(a *admin) *cobra.Command {
-	return &cobra.Command{Use: "list-partitions <db>.<table>", Short: "list a table's partitions", Args: exactArgs(1),
+	return &cobra.Command{Use: "list-partitions <db>.<table>", Short: "list a table's partitions", Args: ExactArgs(1),
 		RunE: func(cmd *cobra.Command, pos []string) error {
 			db, table, err := splitTable(pos[0])
 			if err != nil {
@@ -369,7 +369,7 @@ func adminListPartitions(a *admin) *cobra.Command {
 
 func adminDropPartition(a *admin) *cobra.Command {
 	var ifExists bool
-	cmd := &cobra.Command{Use: "drop-partition <db>.<table> <partition>", Short: "drop a partition with its buckets", Args: exactArgs(2)}
+	cmd := &cobra.Command{Use: "drop-partition <db>.<table> <partition>", Short: "drop a partition with its buckets", Args: ExactArgs(2)}
 	cmd.Flags().BoolVar(&ifExists, "if-exists", false, "succeed when the partition does not exist")
 	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
 		db, table, err := splitTable(pos[0])
@@ -385,7 +385,7 @@ func adminDropPartition(a *admin) *cobra.Command {
 }
 
 func adminListTabletServers(a *admin) *cobra.Command {
-	return &cobra.Command{Use: "list-tablet-servers", Short: "list the registered tablet servers", Args: noArgs,
+	return &cobra.Command{Use: "list-tablet-servers", Short: "list the registered tablet servers", Args: NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return call(cmd, a, adminv1.AdminServiceClient.ListTabletServers, &adminv1.ListTabletServersRequest{},
 				func(w io.Writer, r *adminv1.ListTabletServersResponse) { printTabletServers(w, r.Servers) })
@@ -395,7 +395,7 @@ func adminListTabletServers(a *admin) *cobra.Command {
 func adminAllocateIDs(a *admin) *cobra.Command {
 	req := &adminv1.AllocateIDsRequest{}
 	cmd := &cobra.Command{Use: "allocate-ids <table|partition|writer>", Short: "reserve a contiguous range of ids from a sequence counter",
-		Args: exactArgs(1), ValidArgs: []string{"table", "partition", "writer"}}
+		Args: ExactArgs(1), ValidArgs: []string{"table", "partition", "writer"}}
 	req.Count = 1
 	intFlag(cmd.Flags(), &req.Count, "count", 1, catalog.MaxAllocateIDs, fmt.Sprintf("how many ids, 1 to %d", catalog.MaxAllocateIDs))
 	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
@@ -408,7 +408,7 @@ func adminAllocateIDs(a *admin) *cobra.Command {
 }
 
 func adminAddACL(a *admin) *cobra.Command {
-	cmd := &cobra.Command{Use: "add-acl <resourceType> <resourceName>", Args: exactArgs(2),
+	cmd := &cobra.Command{Use: "add-acl <resourceType> <resourceName>", Args: ExactArgs(2),
 		Short: "grant: --principal USER:name --operation OP [--permission ALLOW|DENY] [--host H]"}
 	entry := aclFlags(cmd.Flags())
 	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
@@ -423,7 +423,7 @@ func adminAddACL(a *admin) *cobra.Command {
 			e.Host = "*"
 		}
 		if e.PrincipalName == "" || e.Operation == "" {
-			return usageError("--principal and --operation are required")
+			return UsageError("--principal and --operation are required")
 		}
 		req := &adminv1.AddACLsRequest{ResourceType: pos[0], ResourceName: pos[1], Acls: []*adminv1.ACLEntry{e}}
 		return call(cmd, a, adminv1.AdminServiceClient.AddACLs, req, func(w io.Writer, r *adminv1.AddACLsResponse) {
@@ -434,7 +434,7 @@ func adminAddACL(a *admin) *cobra.Command {
 }
 
 func adminRemoveACL(a *admin) *cobra.Command {
-	cmd := &cobra.Command{Use: "remove-acl <resourceType> <resourceName>", Args: exactArgs(2),
+	cmd := &cobra.Command{Use: "remove-acl <resourceType> <resourceName>", Args: ExactArgs(2),
 		Short: "remove the matching ACL entries (unset filters match all)"}
 	entry := aclFlags(cmd.Flags())
 	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
@@ -467,7 +467,7 @@ func aclFlags(f *pflag.FlagSet) func() (*adminv1.ACLEntry, error) {
 		if principal != "" {
 			t, n, ok := strings.Cut(principal, ":")
 			if !ok {
-				return nil, usageError("--principal %q: want TYPE:name", principal)
+				return nil, UsageError("--principal %q: want TYPE:name", principal)
 			}
 			e.PrincipalType, e.PrincipalName = strings.ToUpper(t), n
 		}
@@ -477,7 +477,7 @@ func aclFlags(f *pflag.FlagSet) func() (*adminv1.ACLEntry, error) {
 
 func adminListACLs(a *admin) *cobra.Command {
 	req := &adminv1.ListACLsRequest{}
-	cmd := &cobra.Command{Use: "list-acls", Short: "list the ACLs (--resource-type T to filter)", Args: noArgs}
+	cmd := &cobra.Command{Use: "list-acls", Short: "list the ACLs (--resource-type T to filter)", Args: NoArgs}
 	cmd.Flags().StringVar(&req.ResourceType, "resource-type", "", "only this resource type")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		return call(cmd, a, adminv1.AdminServiceClient.ListACLs, req,
@@ -488,13 +488,13 @@ func adminListACLs(a *admin) *cobra.Command {
 
 func adminAlterConfig(a *admin) *cobra.Command {
 	req := &adminv1.AlterConfigsRequest{}
-	cmd := &cobra.Command{Use: "alter-config", Short: "change dynamic server config: --set key=value ... --remove key ...", Args: noArgs}
+	cmd := &cobra.Command{Use: "alter-config", Short: "change dynamic server config: --set key=value ... --remove key ...", Args: NoArgs}
 	f := cmd.Flags()
 	req.Set = kvFlag(f, "set", "set `key=value` (repeatable)")
 	f.Func("remove", "remove `key` (repeatable)", func(s string) error { req.Remove = append(req.Remove, s); return nil })
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if len(req.Set) == 0 && len(req.Remove) == 0 {
-			return usageError("give --set key=value or --remove key")
+			return UsageError("give --set key=value or --remove key")
 		}
 		return callSay(cmd, a, adminv1.AdminServiceClient.AlterConfigs, req, "altered %d config keys", len(req.Set)+len(req.Remove))
 	}
@@ -502,7 +502,7 @@ func adminAlterConfig(a *admin) *cobra.Command {
 }
 
 func adminDescribeConfigs(a *admin) *cobra.Command {
-	return &cobra.Command{Use: "describe-configs", Short: "show the dynamic server config", Args: noArgs,
+	return &cobra.Command{Use: "describe-configs", Short: "show the dynamic server config", Args: NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return call(cmd, a, adminv1.AdminServiceClient.DescribeConfigs, &adminv1.DescribeConfigsRequest{},
 				func(w io.Writer, r *adminv1.DescribeConfigsResponse) { printConfigs(w, r.Configs) })
@@ -514,15 +514,15 @@ func adminSetServerTag(a *admin) *cobra.Command {
 		tag    int64
 		remove bool
 	)
-	cmd := &cobra.Command{Use: "set-server-tag <id>[,<id>...]", Short: "tag tablet servers (--tag N; --remove to clear)", Args: exactArgs(1)}
+	cmd := &cobra.Command{Use: "set-server-tag <id>[,<id>...]", Short: "tag tablet servers (--tag N; --remove to clear)", Args: ExactArgs(1)}
 	intFlag(cmd.Flags(), &tag, "tag", 0, math.MaxInt32, "the tag: 0 (permanent offline) or 1 (temporary offline), as in the original")
 	cmd.Flags().BoolVar(&remove, "remove", false, "remove the servers' tags")
 	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
 		req := &adminv1.SetServerTagsRequest{Tag: int32(tag)}
-		for _, s := range splitList(pos[0]) {
+		for _, s := range SplitList(pos[0]) {
 			n, err := strconv.ParseInt(s, 10, 32)
 			if err != nil || n < 0 {
-				return usageError("%q is not a tablet server id: want an integer from 0 to %d", s, math.MaxInt32)
+				return UsageError("%q is not a tablet server id: want an integer from 0 to %d", s, math.MaxInt32)
 			}
 			req.ServerIds = append(req.ServerIds, int32(n))
 		}
@@ -535,7 +535,7 @@ func adminSetServerTag(a *admin) *cobra.Command {
 }
 
 func adminLeader(a *admin) *cobra.Command {
-	return &cobra.Command{Use: "leader", Short: "show the coordinator leader (asks the bootstrap servers, no redirect)", Args: noArgs,
+	return &cobra.Command{Use: "leader", Short: "show the coordinator leader (asks the bootstrap servers, no redirect)", Args: NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var r *adminv1.GetLeaderResponse
 			err := a.do(cmd, func(ctx context.Context, c *adminclient.Client) error {
@@ -672,7 +672,7 @@ func kvFlag(fs *pflag.FlagSet, name, usage string) map[string]string {
 	return m
 }
 
-func splitList(s string) []string {
+func SplitList(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -685,7 +685,7 @@ func splitList(s string) []string {
 func splitTable(s string) (string, string, error) {
 	db, table, ok := strings.Cut(s, ".")
 	if !ok || db == "" || table == "" {
-		return "", "", usageError("%q: want <db>.<table>", s)
+		return "", "", UsageError("%q: want <db>.<table>", s)
 	}
 	return db, table, nil
 }
@@ -707,7 +707,7 @@ func printLines(w io.Writer, lines []string, empty string) {
 	}
 }
 
-func describeTable(w io.Writer, t *adminv1.TableInfo) {
+func DescribeTable(w io.Writer, t *adminv1.TableInfo) {
 	d := t.Descriptor_
 	fmt.Fprintf(w, "table %s.%s (id %d, schema %d)\n", t.Database, t.Table, t.TableId, t.SchemaId)
 	if d.Comment != "" {
@@ -741,7 +741,7 @@ func describeTable(w io.Writer, t *adminv1.TableInfo) {
 			if b.Leader < 0 {
 				leader = "none"
 			}
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%d\n", b.Bucket, ints(b.Replicas), leader, ints(b.Isr), b.CoordinatorEpoch)
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%d\n", b.Bucket, Ints(b.Replicas), leader, Ints(b.Isr), b.CoordinatorEpoch)
 		}
 		tw.Flush()
 	} else if len(d.PartitionKeys) > 0 {
@@ -749,7 +749,7 @@ func describeTable(w io.Writer, t *adminv1.TableInfo) {
 	}
 }
 
-func ints(v []int32) string {
+func Ints(v []int32) string {
 	s := make([]string, len(v))
 	for i, n := range v {
 		s[i] = strconv.Itoa(int(n))

@@ -23,7 +23,7 @@ import (
 func adminListBuckets(a *admin) *cobra.Command {
 	var partition string
 	var pageSize int32
-	cmd := &cobra.Command{Use: "list-buckets <db>.<table>", Args: exactArgs(1),
+	cmd := &cobra.Command{Use: "list-buckets <db>.<table>", Args: ExactArgs(1),
 		Short: "list a table's buckets: replicas, leader, leader epoch, ISR, bucket epoch, offline or not"}
 	cmd.Flags().StringVar(&partition, "partition", "", "list only this `partition`'s buckets (a partitioned table: every partition's by default)")
 	cmd.Flags().Int32Var(&pageSize, "page-size", 1000, "buckets asked for per call, 1 to 10000 (every page is listed)")
@@ -33,7 +33,7 @@ func adminListBuckets(a *admin) *cobra.Command {
 			return err
 		}
 		if pageSize < 1 || pageSize > 10000 {
-			return usageError("--page-size %d is out of range: want 1 to 10000", pageSize)
+			return UsageError("--page-size %d is out of range: want 1 to 10000", pageSize)
 		}
 		return callPages(cmd, a, func(c adminv1.AdminServiceClient, ctx context.Context, r *adminv1.ListBucketsRequest) (*adminv1.ListBucketsResponse, error) {
 			return c.ListBuckets(ctx, r)
@@ -43,12 +43,12 @@ func adminListBuckets(a *admin) *cobra.Command {
 			func(all, page *adminv1.ListBucketsResponse) {
 				all.Buckets, all.NextPageToken = append(all.Buckets, page.Buckets...), page.NextPageToken
 			},
-			func(w io.Writer, r *adminv1.ListBucketsResponse) { printBuckets(w, pos[0], r.Buckets) })
+			func(w io.Writer, r *adminv1.ListBucketsResponse) { PrintBuckets(w, pos[0], r.Buckets) })
 	}
 	return cmd
 }
 
-func printBuckets(w io.Writer, table string, buckets []*adminv1.ListedBucket) {
+func PrintBuckets(w io.Writer, table string, buckets []*adminv1.ListedBucket) {
 	if len(buckets) == 0 {
 		fmt.Fprintf(w, "(no buckets in %s)\n", table)
 		return
@@ -68,9 +68,9 @@ func printBuckets(w io.Writer, table string, buckets []*adminv1.ListedBucket) {
 			offline++
 		}
 		if len(lb.TargetReplicas) > 0 {
-			state += ", reassigning to " + ints(lb.TargetReplicas)
+			state += ", reassigning to " + Ints(lb.TargetReplicas)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%d\t%s\n", orDash(lb.Partition), b.Bucket, ints(b.Replicas), leader, b.LeaderEpoch, ints(b.Isr), b.BucketEpoch, state)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%d\t%s\n", orDash(lb.Partition), b.Bucket, Ints(b.Replicas), leader, b.LeaderEpoch, Ints(b.Isr), b.BucketEpoch, state)
 	}
 	tw.Flush()
 	if offline > 0 {
@@ -83,7 +83,7 @@ func adminElectLeaders(a *admin) *cobra.Command {
 	var preferred, unclean bool
 	cmd := &cobra.Command{Use: "elect-leaders [<db>.<table>]", Args: func(cmd *cobra.Command, args []string) error {
 		if len(args) > 1 {
-			return usageError("want at most 1 argument [<db>.<table>], got %d", len(args))
+			return UsageError("want at most 1 argument [<db>.<table>], got %d", len(args))
 		}
 		return nil
 	},
@@ -105,7 +105,7 @@ could not (the text says how many and why), 2 usage error.`}
 	cmd.Flags().BoolVar(&unclean, "unclean", false, "elect a live replica outside the ISR for offline buckets (data may be lost)")
 	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
 		if preferred == unclean {
-			return usageError("give exactly one of --preferred and --unclean")
+			return UsageError("give exactly one of --preferred and --unclean")
 		}
 		req := &adminv1.ElectLeadersRequest{Type: adminv1.ElectionType_ELECTION_TYPE_PREFERRED}
 		what := "every table"
@@ -135,7 +135,7 @@ could not (the text says how many and why), 2 usage error.`}
 				why = "none of their assigned replicas is registered"
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "%s of %s could not be elected: %s\n", plural(int(resp.NotEligible), "bucket"), what, why)
-			return exitWith(ExitFailure)
+			return ExitWith(ExitFailure)
 		}
 		return nil
 	}
@@ -179,7 +179,7 @@ func adminReassignBuckets(a *admin) *cobra.Command {
 		cancel    bool
 		noWait    bool
 	)
-	cmd := &cobra.Command{Use: "reassign-buckets <db>.<table>", Args: exactArgs(1),
+	cmd := &cobra.Command{Use: "reassign-buckets <db>.<table>", Args: ExactArgs(1),
 		Short: "move buckets' replicas to new lists (--replicas B=ID,ID,...), or --cancel the moves in progress",
 		Long: `Moves buckets' replicas to new lists. For each --replicas B=ID,ID,... the new
 replicas are added to bucket B's assignment; once each of them is in the ISR
@@ -213,11 +213,11 @@ failed, or not done within --timeout (then undone), 2 usage error.`}
 		req := &adminv1.ReassignBucketsRequest{Database: db, Table: table, Partition: partition, Cancel: cancel}
 		switch {
 		case cancel && len(targets) > 0:
-			return usageError("--cancel takes --bucket, not --replicas")
+			return UsageError("--cancel takes --bucket, not --replicas")
 		case !cancel && len(buckets) > 0:
-			return usageError("--bucket goes with --cancel; give the new lists with --replicas B=ID,ID,...")
+			return UsageError("--bucket goes with --cancel; give the new lists with --replicas B=ID,ID,...")
 		case !cancel && len(targets) == 0:
-			return usageError("give at least one --replicas B=ID,ID,... (or --cancel)")
+			return UsageError("give at least one --replicas B=ID,ID,... (or --cancel)")
 		}
 		for _, b := range buckets {
 			req.Targets = append(req.Targets, &adminv1.ReassignBucketsRequest_Target{Bucket: b})
@@ -287,18 +287,18 @@ func parseReassignTarget(s string) (*adminv1.ReassignBucketsRequest_Target, erro
 	b, list, ok := strings.Cut(s, "=")
 	bn, err := strconv.ParseInt(strings.TrimSpace(b), 10, 32)
 	if !ok || err != nil || bn < 0 {
-		return nil, usageError("--replicas %q: want B=ID,ID,... (a bucket number, then the new replica ids)", s)
+		return nil, UsageError("--replicas %q: want B=ID,ID,... (a bucket number, then the new replica ids)", s)
 	}
 	t := &adminv1.ReassignBucketsRequest_Target{Bucket: int32(bn)}
-	for _, id := range splitList(list) {
+	for _, id := range SplitList(list) {
 		n, err := strconv.ParseInt(id, 10, 32)
 		if err != nil || n < 0 {
-			return nil, usageError("--replicas %q: %q is not a tablet server id", s, id)
+			return nil, UsageError("--replicas %q: %q is not a tablet server id", s, id)
 		}
 		t.Replicas = append(t.Replicas, int32(n))
 	}
 	if len(t.Replicas) == 0 {
-		return nil, usageError("--replicas %q: no replica ids after =", s)
+		return nil, UsageError("--replicas %q: no replica ids after =", s)
 	}
 	return t, nil
 }
@@ -328,7 +328,7 @@ func waitReassigned(ctx context.Context, c *adminclient.Client, stderr io.Writer
 						missing = append(missing, r)
 					}
 				}
-				pending = append(pending, fmt.Sprintf("bucket %d waits for %s to join the ISR %s", lb.Bucket.Bucket, ints(missing), ints(lb.Bucket.Isr)))
+				pending = append(pending, fmt.Sprintf("bucket %d waits for %s to join the ISR %s", lb.Bucket.Bucket, Ints(missing), Ints(lb.Bucket.Isr)))
 			}
 			if page.NextPageToken == "" {
 				break

@@ -61,7 +61,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // Run runs the command line args (without the program name) and returns
 // its exit code: ExitOK, ExitFailure, ExitUsage, or the code a verb chose
-// with exitWith.
+// with ExitWith.
 func Run(ctx context.Context, env *Env, args []string) int {
 	root := newRoot()
 	root.SetIn(env.Stdin)
@@ -69,7 +69,7 @@ func Run(ctx context.Context, env *Env, args []string) int {
 	root.SetErr(env.Stderr)
 	args = legacyLongFlags(root, args)
 	root.SetArgs(args)
-	cmd, err := root.ExecuteContextC(ctx)
+	cmd, err := root.ExecuteContextC(withArgv(ctx, args))
 	if err == nil {
 		return ExitOK
 	}
@@ -109,6 +109,7 @@ docs/cli.md).`,
 	for _, build := range builders {
 		root.AddCommand(build())
 	}
+	addHelperStubs(root)
 	root.Flags().BoolP("version", "v", false, "print the version, as the version command does")
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
@@ -142,17 +143,17 @@ func markGroup(c *cobra.Command, noun string) {
 		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
 			msg += fmt.Sprintf(" (did you mean %s?)", s[0])
 		}
-		return usageError("%s", msg)
+		return UsageError("%s", msg)
 	}
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		if len(args) == 0 {
 			cmd.SetOut(cmd.ErrOrStderr())
 			cmd.Help()
-			return exitWith(ExitUsage)
+			return ExitWith(ExitUsage)
 		}
 		target, rest, err := cmd.Find(args[1:])
 		if err != nil || len(rest) > 0 {
-			return usageError("help: unknown %s %q", noun, args[len(args)-1])
+			return UsageError("help: unknown %s %q", noun, args[len(args)-1])
 		}
 		target.InitDefaultHelpFlag()
 		return target.Help()

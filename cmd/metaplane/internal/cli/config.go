@@ -53,7 +53,7 @@ notes (the effective Raft timing). With metadata.backend.plugin.sha256
 set, it checks the digest against the plugin binary the daemon would run.
 Exit status: 0 valid, 1 problems found (one line each, "key: message"),
 2 usage error. docs/configuration.md lists every key.`,
-		Args: noArgs,
+		Args: NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts := cf.LoadOptions()
 			opts.Observer = observer
@@ -69,7 +69,7 @@ Exit status: 0 valid, 1 problems found (one line each, "key: message"),
 				printReport(cmd.OutOrStdout(), rep)
 			}
 			if !rep.Valid {
-				return exitWith(ExitFailure) // the report names every problem
+				return ExitWith(ExitFailure) // the report names every problem
 			}
 			return nil
 		},
@@ -90,7 +90,7 @@ func validate(opts config.LoadOptions, pluginPath string) validateReport {
 		var ce *config.Error
 		if errors.As(err, &ce) {
 			for _, p := range ce.Problems {
-				p.Message = sentinelWording.Replace(p.Message)
+				p.Message = sentinelWording().Replace(p.Message)
 				rep.Problems = append(rep.Problems, p)
 			}
 		} else {

@@ -45,11 +45,11 @@ banner). Stop it with Ctrl-C (or SIGTERM).
 Exit status: 0 after a clean stop, 1 on an invalid configuration or a
 failure, 2 usage error.`
 
-// loadDaemonConfig loads the configuration of a process that runs a
+// LoadDaemonConfig loads the configuration of a process that runs a
 // backend (coordinator, tablet server, migrate). The caller builds its
-// logger from it (newLogger) and logs the selection's warnings on it
+// logger from it (NewLogger) and logs the selection's warnings on it
 // (logWarnings), so that they come in the configured log format.
-func loadDaemonConfig(opts config.LoadOptions) (*config.Config, error) {
+func LoadDaemonConfig(opts config.LoadOptions) (*config.Config, error) {
 	cfg, err := config.Load(opts)
 	if err != nil {
 		return nil, fmt.Errorf("invalid configuration:\n%w", err)
@@ -99,19 +99,19 @@ func newCoordinatorCmd() *cobra.Command {
 		Use:   "coordinator",
 		Short: "run a coordinator (with no configuration: a single-voter Raft coordinator on loopback)",
 		Long:  coordinatorLong,
-		Args:  noArgs,
+		Args:  NoArgs,
 	}
 	cf := AddConfigFlags(cmd.Flags())
 	df := addDaemonFlags(cmd.Flags())
 	cmd.Flags().StringVar(&pluginPath, "plugin", "", "run this backend plugin binary instead of metaplane-backend-<backend> from metadata.backend.plugin.dir")
 	cmd.MarkFlagFilename("plugin")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := loadDaemonConfig(df.apply(cf.LoadOptions()))
+		cfg, err := LoadDaemonConfig(df.apply(cf.LoadOptions()))
 		if err != nil {
 			return err
 		}
 		id := uuid.NewString()
-		logger := newLogger(cmd.ErrOrStderr(), "coordinator", cfg.Log)
+		logger := NewLogger(cmd.ErrOrStderr(), "coordinator", cfg.Log)
 		logWarnings(logger, cfg)
 		banner := cmd.ErrOrStderr()
 		if df.quiet || isJSONLogs(cfg.Log) {
@@ -130,7 +130,7 @@ func newCoordinatorCmd() *cobra.Command {
 func daemonExit(ctx context.Context, logger *slog.Logger, what string, err error) error {
 	if err != nil {
 		logger.Error(what+" exiting", "reason", operatorMessage(err))
-		return exitWith(exitCode(err))
+		return ExitWith(exitCode(err))
 	}
 	reason := "the server stopped"
 	if c := context.Cause(ctx); c != nil {

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/catalog"
-	"github.com/metaplane/metaplane/conformance"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/migrate"
 )
@@ -24,7 +24,7 @@ type usageErr struct{ msg string }
 
 func (e *usageErr) Error() string { return e.msg }
 
-func usageError(format string, args ...any) error {
+func UsageError(format string, args ...any) error {
 	return &usageErr{msg: fmt.Sprintf(format, args...)}
 }
 
@@ -35,26 +35,27 @@ type exitStatus struct{ code int }
 
 func (e *exitStatus) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
-func exitWith(code int) error { return &exitStatus{code: code} }
+func ExitWith(code int) error { return &exitStatus{code: code} }
 
-// withCause is an error whose message replaces its cause's, which
+// WithCause is an error whose message replaces its cause's, which
 // errors.Is and errors.As still find.
-type withCause struct {
-	msg   string
-	cause error
+type WithCause struct {
+	Msg   string
+	Cause error
 }
 
-func (e *withCause) Error() string { return e.msg }
-func (e *withCause) Unwrap() error { return e.cause }
+func (e *WithCause) Error() string { return e.Msg }
+func (e *WithCause) Unwrap() error { return e.Cause }
 
-// codedErr is an error of the admin API with the code of its
+// CodedErr is an error of the admin API with the code of its
 // ErrorDetail, which the client's conversion of the answer drops.
-type codedErr struct {
-	error
-	code string
+type CodedErr struct {
+	Err  error
+	Code string
 }
 
-func (e *codedErr) Unwrap() error { return e.error }
+func (e *CodedErr) Error() string { return e.Err.Error() }
+func (e *CodedErr) Unwrap() error { return e.Err }
 
 // exitCode is the exit status of a command line whose verb returned err:
 // the one place where errors become exit codes.
@@ -95,9 +96,9 @@ func errorCode(err error) string {
 	if errors.Is(err, adminclient.ErrOutcomeUnknown) {
 		return codeOutcomeUnknown
 	}
-	var ce *codedErr
-	if errors.As(err, &ce) && ce.code != "" {
-		return ce.code
+	var ce *CodedErr
+	if errors.As(err, &ce) && ce.Code != "" {
+		return ce.Code
 	}
 	if d := adminclient.DetailOf(err); d != nil && d.Code != "" {
 		return d.Code
@@ -175,25 +176,32 @@ func jsonRequested(cmd *cobra.Command, args []string) bool {
 // or nothing for a sentinel whose words only classify the sentence that
 // follows them ("metadata: invalid argument: member 3 is the leader" is
 // "member 3 is the leader"; the --json error's code keeps the class).
-var sentinelWording = func() *strings.Replacer {
+// moreSentinels are the sentinels of the verbs registered from other
+// packages (RegisterSentinels).
+var moreSentinels []error
+
+// RegisterSentinels adds sentinel errors whose package prefix messages
+// leave out (operatorMessage); call it from an init function.
+func RegisterSentinels(errs ...error) { moreSentinels = append(moreSentinels, errs...) }
+
+var sentinelWording = sync.OnceValue(func() *strings.Replacer {
 	var pairs []string
 	// A pattern earlier in the list wins where two match at one place, so
 	// each sentinel's "text: " comes before its bare text.
 	pairs = append(pairs, core.ErrInvalidArgument.Error()+": ", "", "metadata: transaction op", "transaction op")
-	for _, err := range append(append([]error(nil), core.Sentinels...), adminclient.ErrInvalidCoordinator,
+	for _, err := range append(append(append([]error(nil), core.Sentinels...), adminclient.ErrInvalidCoordinator,
 		adminclient.ErrUnimplemented, adminclient.ErrUnauthenticated, adminclient.ErrPermissionDenied,
 		adminclient.ErrOutcomeUnknown, catalog.ErrBadRecord, catalog.ErrDuplicateRequest,
-		migrate.ErrBadFile, migrate.ErrNotEmpty, migrate.ErrMigrationInProgress,
-		conformance.ErrInterrupted, conformance.ErrNotLinearizable) {
+		migrate.ErrBadFile, migrate.ErrNotEmpty, migrate.ErrMigrationInProgress), moreSentinels...) {
 		_, words, _ := strings.Cut(err.Error(), ": ")
 		pairs = append(pairs, err.Error(), words)
 	}
 	return strings.NewReplacer(pairs...)
-}()
+})
 
 // operatorMessage is err's message as an operator reads it: the internal
 // prefixes of the sentinel errors it carries, at any depth of the text
 // (the server's message is the text of its error chain), are left out.
 func operatorMessage(err error) string {
-	return sentinelWording.Replace(err.Error())
+	return sentinelWording().Replace(err.Error())
 }

@@ -72,19 +72,19 @@ func argsOf(c *cobra.Command) string {
 	return args
 }
 
-// exactArgs is the Args of a verb that takes exactly n positional
+// ExactArgs is the Args of a verb that takes exactly n positional
 // arguments, named in its Use.
-func exactArgs(n int) cobra.PositionalArgs {
+func ExactArgs(n int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if n == 0 && len(args) > 0 {
-			return usageError("unexpected argument %q", args[0])
+			return UsageError("unexpected argument %q", args[0])
 		}
 		if len(args) != n {
-			return usageError("want %d argument(s) %s, got %d", n, argsOf(cmd), len(args))
+			return UsageError("want %d argument(s) %s, got %d", n, argsOf(cmd), len(args))
 		}
 		return nil
 	}
 }
 
-// noArgs is the Args of a verb that takes no positional argument.
-var noArgs = exactArgs(0)
+// NoArgs is the Args of a verb that takes no positional argument.
+var NoArgs = ExactArgs(0)

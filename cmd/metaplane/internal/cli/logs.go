@@ -10,9 +10,9 @@ import (
 	"github.com/metaplane/metaplane/config"
 )
 
-// newLogger returns a process's logger on w, by log.level and log.format:
+// NewLogger returns a process's logger on w, by log.level and log.format:
 // text (logfmt) or JSON lines, each with the attribute process=name.
-func newLogger(w io.Writer, name string, lc config.LogConfig) *slog.Logger {
+func NewLogger(w io.Writer, name string, lc config.LogConfig) *slog.Logger {
 	level := slog.LevelInfo
 	switch strings.ToLower(lc.Level) {
 	case "debug":
@@ -63,22 +63,22 @@ func (d *daemonFlags) apply(opts config.LoadOptions) config.LoadOptions {
 	return opts
 }
 
-// toolFlags are the flags of the verbs that start a backend themselves
+// ToolFlags are the flags of the verbs that start a backend themselves
 // and report their progress on stderr (migrate, zk-to-raft-*, the offline
 // raft verbs): --log-level, which overrides log.level for the verb's own
 // records and its plugin's (a plugin's INFO records among the progress:
 // `--log-level warn` drops them), and --quiet, which drops the progress
 // lines and every record below WARN (unless --log-level says otherwise).
 // The result on stdout stays.
-type toolFlags struct {
+type ToolFlags struct {
 	level string
 	quiet bool
 }
 
-// addToolFlags registers --log-level and, with quiet, --quiet on fs
+// AddToolFlags registers --log-level and, with quiet, --quiet on fs
 // (migrate live has a --quiet of its own, a number of nodes).
-func addToolFlags(fs *pflag.FlagSet, quiet bool) *toolFlags {
-	t := &toolFlags{}
+func AddToolFlags(fs *pflag.FlagSet, quiet bool) *ToolFlags {
+	t := &ToolFlags{}
 	if !quiet {
 		fs.StringVar(&t.level, "log-level", "", "the lowest level logged on stderr, `LEVEL` "+strings.Join(config.LogLevels, ", ")+" (overrides log.level; default info; warn drops the plugin's INFO records)")
 		return t
@@ -90,7 +90,7 @@ func addToolFlags(fs *pflag.FlagSet, quiet bool) *toolFlags {
 
 // overrides are the configuration overrides the flags make, to add last
 // (they win over the file, the environment and -D).
-func (t *toolFlags) overrides() []string {
+func (t *ToolFlags) overrides() []string {
 	switch {
 	case t.level != "":
 		return []string{"log.level=" + t.level}
@@ -100,15 +100,18 @@ func (t *toolFlags) overrides() []string {
 	return nil
 }
 
-// apply adds the flags' overrides to opts.
-func (t *toolFlags) apply(opts config.LoadOptions) config.LoadOptions {
+// Level is --log-level ("" when not given).
+func (t *ToolFlags) Level() string { return t.level }
+
+// Apply adds the flags' overrides to opts.
+func (t *ToolFlags) Apply(opts config.LoadOptions) config.LoadOptions {
 	opts.Overrides = append(opts.Overrides, t.overrides()...)
 	return opts
 }
 
-// progress is where the verb writes its progress lines: w, or nowhere
+// Progress is where the verb writes its progress lines: w, or nowhere
 // under --quiet.
-func (t *toolFlags) progress(w io.Writer) io.Writer {
+func (t *ToolFlags) Progress(w io.Writer) io.Writer {
 	if t.quiet {
 		return io.Discard
 	}

@@ -79,28 +79,28 @@ func newMigrateVerb(verb, want string) *cobra.Command {
 	cmd := &cobra.Command{}
 	cf := AddConfigFlags(cmd.Flags())
 	f := cmd.Flags()
-	tf := addToolFlags(f, true)
+	tf := AddToolFlags(f, true)
 	f.BoolVar(&asJSON, "json", false, "print the result as a JSON object")
 	f.StringVar(&pluginPath, "plugin", "", "run this backend plugin binary instead of metaplane-backend-<backend>")
 	switch verb {
 	case "export":
-		cmd.Use, cmd.Short, cmd.Args = "export --out FILE", "export the selected backend's persistent nodes to a tree file", noArgs
+		cmd.Use, cmd.Short, cmd.Args = "export --out FILE", "export the selected backend's persistent nodes to a tree file", NoArgs
 		f.StringVar(&out, "out", "", "the tree `FILE` to write (required; refused when it exists unless --force)")
 		f.BoolVar(&overwriteOutFile, "force", false, "overwrite --out when it exists")
 	case "import":
-		cmd.Use, cmd.Short, cmd.Args = "import FILE", "import a tree file into the selected backend, which must be empty", exactArgs(1)
+		cmd.Use, cmd.Short, cmd.Args = "import FILE", "import a tree file into the selected backend, which must be empty", ExactArgs(1)
 		f.BoolVar(&resume, "resume", false, "complete an import that stopped: skip the nodes present with the same data")
 	case "validate":
-		cmd.Use, cmd.Short, cmd.Args = "validate FILE", "compare the selected backend with a tree file, node by node", exactArgs(1)
+		cmd.Use, cmd.Short, cmd.Args = "validate FILE", "compare the selected backend with a tree file, node by node", ExactArgs(1)
 		f.BoolVar(&versions, "versions", false, "compare versions too (default: when the target keeps them on import)")
 		f.BoolVar(&nover, "no-versions", false, "compare data only, even on a target that keeps versions")
 	}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if verb == "export" && out == "" {
-			return usageError("give the tree file to write with --out FILE")
+			return UsageError("give the tree file to write with --out FILE")
 		}
 		if versions && nover {
-			return usageError("--versions and --no-versions contradict each other")
+			return UsageError("--versions and --no-versions contradict each other")
 		}
 		var tree *os.File
 		if verb != "export" {
@@ -116,11 +116,11 @@ func newMigrateVerb(verb, want string) *cobra.Command {
 				return fmt.Errorf("--out %s exists: choose another file, or pass --force to overwrite it", out)
 			}
 		}
-		cfg, err := loadDaemonConfig(tf.apply(cf.LoadOptions()))
+		cfg, err := LoadDaemonConfig(tf.Apply(cf.LoadOptions()))
 		if err != nil {
 			return err
 		}
-		logWarnings(newLogger(cmd.ErrOrStderr(), "migrate-"+verb, cfg.Log), cfg)
+		logWarnings(NewLogger(cmd.ErrOrStderr(), "migrate-"+verb, cfg.Log), cfg)
 		if want != "" && cfg.Selected.Backend != want {
 			return fmt.Errorf("%s needs the %s backend, and the configuration selects %s (%s)", cmd.CommandPath(), want, cfg.Selected.Backend, cfg.Selected.SelectedBy)
 		}
@@ -132,9 +132,9 @@ func newMigrateVerb(verb, want string) *cobra.Command {
 		w := cmd.OutOrStdout()
 		switch verb {
 		case "export":
-			return runExport(cmd.Context(), w, tf.progress(cmd.ErrOrStderr()), b, out, asJSON)
+			return runExport(cmd.Context(), w, tf.Progress(cmd.ErrOrStderr()), b, out, asJSON)
 		case "import":
-			res, err := migrate.ImportFile(cmd.Context(), b, tree, migrate.Options{Progress: tf.progress(cmd.ErrOrStderr()), Resume: resume})
+			res, err := migrate.ImportFile(cmd.Context(), b, tree, migrate.Options{Progress: tf.Progress(cmd.ErrOrStderr()), Resume: resume})
 			if err != nil {
 				return err
 			}
@@ -174,7 +174,7 @@ func newMigrateVerb(verb, want string) *cobra.Command {
 				if !asJSON {
 					fmt.Fprintf(w, "not valid: %d differences between %s and the tree file (%d nodes)\n", n, cfg.Selected.Backend, res.Nodes)
 				}
-				return exitWith(ExitFailure)
+				return ExitWith(ExitFailure)
 			}
 			if !asJSON {
 				what := "data"
@@ -246,7 +246,7 @@ func checkTree(path string) (*os.File, error) {
 // openBackend launches the selected backend's plugin and opens one client
 // of it; closing closes both.
 func openBackend(ctx context.Context, stderr io.Writer, cfg *config.Config, pluginPath, name string) (core.MetadataBackend, func(), error) {
-	logger := newLogger(stderr, name, cfg.Log)
+	logger := NewLogger(stderr, name, cfg.Log)
 	p, err := plugins.Launch(ctx, plugins.LaunchOptions{Path: pluginPath, Name: cfg.Selected.Backend,
 		Dir: cfg.Metadata.Backend.PluginDir, SHA256: cfg.Metadata.Backend.PluginSHA256, Config: cfg.PluginSettings(), Logger: logger})
 	if err != nil {

@@ -31,7 +31,7 @@ type storeFlags struct {
 	fromSet, toSet   []string
 	noEnv            bool
 	fromPlug, toPlug string
-	tool             *toolFlags
+	tool             *ToolFlags
 }
 
 // addStoreFlags registers the flags of the two stores and the output
@@ -39,7 +39,7 @@ type storeFlags struct {
 func addStoreFlags(cmd *cobra.Command, quiet bool) *storeFlags {
 	s := &storeFlags{}
 	f := cmd.Flags()
-	s.tool = addToolFlags(f, quiet)
+	s.tool = AddToolFlags(f, quiet)
 	f.StringVar(&s.from, "from", "", "the source's YAML configuration `FILE` (required)")
 	f.StringVar(&s.to, "to", "", "the target's YAML configuration `FILE` (required)")
 	f.StringArrayVar(&s.fromSet, "from-set", nil, "set a key of the source's configuration, `key=value` (repeatable)")
@@ -54,26 +54,26 @@ func addStoreFlags(cmd *cobra.Command, quiet bool) *storeFlags {
 // are the backends they must select.
 func (s *storeFlags) open(ctx context.Context, stderr io.Writer, verb, wantFrom, wantTo string) (src, dst core.MetadataBackend, srcName, dstName string, closeAll func(), err error) {
 	if s.from == "" || s.to == "" {
-		return nil, nil, "", "", nil, usageError("give both stores' configurations: --from FILE --to FILE")
+		return nil, nil, "", "", nil, UsageError("give both stores' configurations: --from FILE --to FILE")
 	}
 	if s.from == s.to && len(s.fromSet) == 0 && len(s.toSet) == 0 {
-		return nil, nil, "", "", nil, usageError("--from and --to are the same configuration: a store cannot be copied into itself")
+		return nil, nil, "", "", nil, UsageError("--from and --to are the same configuration: a store cannot be copied into itself")
 	}
 	for _, kv := range append(append([]string(nil), s.fromSet...), s.toSet...) {
 		if _, _, err := config.ParseOverride(kv); err != nil {
-			return nil, nil, "", "", nil, usageError("%v", err)
+			return nil, nil, "", "", nil, UsageError("%v", err)
 		}
 	}
 	load := func(file string, set []string, want, role string) (*config.Config, error) {
-		opts := s.tool.apply(config.LoadOptions{File: file, Overrides: set, DiscoverBackends: discoverThirdParty})
+		opts := s.tool.Apply(config.LoadOptions{File: file, Overrides: set, DiscoverBackends: discoverThirdParty})
 		if !s.noEnv {
 			opts.Env = os.Environ()
 		}
-		cfg, err := loadDaemonConfig(opts)
+		cfg, err := LoadDaemonConfig(opts)
 		if err != nil {
 			return nil, fmt.Errorf("the %s (%s): %w", role, file, err)
 		}
-		logWarnings(newLogger(stderr, "migrate-"+role, cfg.Log), cfg)
+		logWarnings(NewLogger(stderr, "migrate-"+role, cfg.Log), cfg)
 		if want != "" && cfg.Selected.Backend != want {
 			return nil, fmt.Errorf("%s needs the %s backend as its %s, and %s selects %s (%s)", verb, want, role, file, cfg.Selected.Backend, cfg.Selected.SelectedBy)
 		}
@@ -138,7 +138,7 @@ func newLiveMigrateCmd(wantFrom, wantTo string) *cobra.Command {
 		Use:   "live --from CONFIG --to CONFIG",
 		Short: "copy a serving store into an empty one, then fence the source and finish (live migration)",
 		Long:  liveLong,
-		Args:  noArgs,
+		Args:  NoArgs,
 	}
 	sf := addStoreFlags(cmd, false)
 	f := cmd.Flags()
@@ -149,13 +149,13 @@ func newLiveMigrateCmd(wantFrom, wantTo string) *cobra.Command {
 	f.BoolVar(&noWatch, "no-watch", false, "do not watch the source: the final scan reads every node's stat (a longer pause; spares the source one more read of the tree)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if maxRounds < 1 || maxRounds > 100 {
-			return usageError("--max-rounds %d: want 1 to 100", maxRounds)
+			return UsageError("--max-rounds %d: want 1 to 100", maxRounds)
 		}
 		if quiet < 0 {
-			return usageError("--quiet %d: want at least 0", quiet)
+			return UsageError("--quiet %d: want at least 0", quiet)
 		}
 		if fenceWait <= 0 {
-			return usageError("--fence-wait must be positive")
+			return UsageError("--fence-wait must be positive")
 		}
 		src, dst, srcName, dstName, closeAll, err := sf.open(cmd.Context(), cmd.ErrOrStderr(), cmd.CommandPath(), wantFrom, wantTo)
 		if err != nil {
@@ -196,7 +196,7 @@ empty, as for import) and validates the target against what was read: the
 export, import and validate verbs in one, without a file. Stop the
 source's coordinators first (or use live for a serving source). Ephemeral
 nodes are not copied and are counted in the result.`,
-		Args: noArgs,
+		Args: NoArgs,
 	}
 	sf := addStoreFlags(cmd, true)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as a JSON object")
@@ -207,7 +207,7 @@ nodes are not copied and are counted in the result.`,
 			return err
 		}
 		defer closeAll()
-		progress := sf.tool.progress(cmd.ErrOrStderr())
+		progress := sf.tool.Progress(cmd.ErrOrStderr())
 		fmt.Fprintf(progress, "reading the tree of %s ...\n", srcName)
 		// The tree streams through a temporary tree file (constant
 		// memory), removed at the end.
@@ -269,7 +269,7 @@ nodes are not copied and are counted in the result.`,
 			}
 		}
 		if n > 0 {
-			return exitWith(ExitFailure)
+			return ExitWith(ExitFailure)
 		}
 		return nil
 	}
@@ -286,18 +286,18 @@ func newUnfenceCmd() *cobra.Command {
 selects, so its coordinators lead again: the rollback of a live migration's
 source (before the target took writes), or the clearing of a marker an
 interrupted run left. It prints the marker it removed.`,
-		Args: noArgs,
+		Args: NoArgs,
 	}
 	cf := AddConfigFlags(cmd.Flags())
-	tf := addToolFlags(cmd.Flags(), true)
+	tf := AddToolFlags(cmd.Flags(), true)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as a JSON object")
 	cmd.Flags().StringVar(&pluginPath, "plugin", "", "run this backend plugin binary instead of metaplane-backend-<backend>")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := loadDaemonConfig(tf.apply(cf.LoadOptions()))
+		cfg, err := LoadDaemonConfig(tf.Apply(cf.LoadOptions()))
 		if err != nil {
 			return err
 		}
-		logWarnings(newLogger(cmd.ErrOrStderr(), "migrate-unfence", cfg.Log), cfg)
+		logWarnings(NewLogger(cmd.ErrOrStderr(), "migrate-unfence", cfg.Log), cfg)
 		b, closeB, err := openBackend(cmd.Context(), cmd.ErrOrStderr(), cfg, pluginPath, "migrate-unfence")
 		if err != nil {
 			return err

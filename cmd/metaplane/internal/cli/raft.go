@@ -14,13 +14,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/metaplane/metaplane/backends/raft/catchup"
+
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/metaplane/metaplane/adminclient"
-	"github.com/metaplane/metaplane/backends/raft"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
@@ -36,8 +37,8 @@ const (
 	codeCannotStop = "CANNOT_STOP"
 )
 
-// raftFlags are what every `metaplane raft` verb shares.
-type raftFlags struct {
+// RaftFlags are what every `metaplane raft` verb shares.
+type RaftFlags struct {
 	bootstrap string
 	json      bool
 	timeout   time.Duration
@@ -45,7 +46,7 @@ type raftFlags struct {
 }
 
 func newRaftCmd() *cobra.Command {
-	r := &raftFlags{}
+	r := &RaftFlags{}
 	cmd := &cobra.Command{
 		Use:   "raft <verb>",
 		Short: "operate the embedded Raft quorum (metaplane raft help)",
@@ -67,7 +68,8 @@ does. See docs/raft.md, Operations.`,
 	pf.DurationVar(&r.timeout, "timeout", 5*time.Second, "how long to wait for each coordinator's answer")
 	r.tls = addTLSFlags(pf)
 	cmd.AddCommand(raftStatus(r), raftLeader(r), raftCanStop(r), raftTransferLeader(r), raftAddVoter(r), raftRemoveVoter(r),
-		raftSnapshot(r), raftUnsafeRecover(r), raftBootstrap(r))
+		raftSnapshot(r))
+	addRegisteredVerbs(cmd, "raft", r)
 	return cmd
 }
 
@@ -79,7 +81,7 @@ type raftAnswer struct {
 }
 
 // ask asks every address in addrs, in parallel, each bounded by --timeout.
-func (r *raftFlags) ask(ctx context.Context, addrs []string) []raftAnswer {
+func (r *RaftFlags) ask(ctx context.Context, addrs []string) []raftAnswer {
 	out := make([]raftAnswer, len(addrs))
 	var wg sync.WaitGroup
 	for i, addr := range addrs {
@@ -107,13 +109,13 @@ func (r *raftFlags) ask(ctx context.Context, addrs []string) []raftAnswer {
 
 // gather asks the bootstrap servers and, when none of them is the leader
 // but an answer names the leader's address, the leader too.
-func (r *raftFlags) gather(ctx context.Context) ([]raftAnswer, error) {
-	addrs := splitList(r.bootstrap)
+func (r *RaftFlags) gather(ctx context.Context) ([]raftAnswer, error) {
+	addrs := SplitList(r.bootstrap)
 	for i, a := range addrs {
 		addrs[i] = adminclient.HostPort(a)
 	}
 	if len(addrs) == 0 {
-		return nil, usageError("--bootstrap-servers: no coordinator address given")
+		return nil, UsageError("--bootstrap-servers: no coordinator address given")
 	}
 	answers := r.ask(ctx, addrs)
 	if leaderAnswer(answers) == nil {
@@ -140,12 +142,12 @@ func (r *raftFlags) gather(ctx context.Context) ([]raftAnswer, error) {
 			return nil, a.err
 		}
 		if status.Code(a.err) == codes.Unimplemented {
-			return nil, &withCause{cause: adminclient.FromStatus(a.err), msg: fmt.Sprintf("%s: %s", a.addr, status.Convert(a.err).Message())}
+			return nil, &WithCause{Cause: adminclient.FromStatus(a.err), Msg: fmt.Sprintf("%s: %s", a.addr, status.Convert(a.err).Message())}
 		}
 		errs = append(errs, fmt.Sprintf("%s: %s", a.addr, status.Convert(a.err).Message()))
 	}
-	return nil, &withCause{cause: adminclient.FromStatus(answers[0].err),
-		msg: "no coordinator answered (is one running? start one with `metaplane coordinator`): " + strings.Join(errs, "; ")}
+	return nil, &WithCause{Cause: adminclient.FromStatus(answers[0].err),
+		Msg: "no coordinator answered (is one running? start one with `metaplane coordinator`): " + strings.Join(errs, "; ")}
 }
 
 // leaderAnswer is the answer of a member that answers as the Raft leader,
@@ -185,7 +187,7 @@ type raftRow struct {
 	// never.
 	LastContactAgeMs int64 `json:"last_contact_age_ms"`
 	// CaughtUp: in the leader's view, the member is the leader, or
-	// reachable with a recent progress report at most raft.MaxRemovalLag
+	// reachable with a recent progress report at most catchup.MaxRemovalLag
 	// entries behind (a reachable witness too); false without a leader's
 	// view.
 	CaughtUp bool `json:"caught_up"`
@@ -260,9 +262,9 @@ func buildReport(answers []raftAnswer) *raftReport {
 		for _, m := range l.Members {
 			row := raftRow{ID: m.Id, Address: m.Address, Role: m.Role, Kind: m.Kind, Leader: m.Id == l.MemberId,
 				Reachable: m.Reachable, Applied: m.MatchIndex, Lag: m.Lag, LastContactAgeMs: m.LastContactAgeMs,
-				CaughtUp: caughtUp(l, m, raft.MaxRemovalLag)}
+				CaughtUp: caughtUp(l, m, catchup.MaxRemovalLag)}
 			if !row.CaughtUp {
-				row.behind = behindText(m, raft.MaxRemovalLag)
+				row.behind = behindText(m, catchup.MaxRemovalLag)
 			}
 			fill(&row)
 			if m.Id == l.MemberId {
@@ -345,7 +347,7 @@ func idLess(a, b string) bool {
 }
 
 func (rep *raftReport) text(w io.Writer) {
-	fmt.Fprintf(w, "cluster %s, term %d, ", orNone(rep.ClusterID), rep.Term)
+	fmt.Fprintf(w, "cluster %s, term %d, ", OrNone(rep.ClusterID), rep.Term)
 	if rep.View == "LEADER" {
 		fmt.Fprintf(w, "leader %s at %s (the leader's view)\n", rep.LeaderID, rep.LeaderAddress)
 	} else {
@@ -380,7 +382,7 @@ func toleranceText(n int) string {
 	return fmt.Sprintf("%d voters may fail (or be stopped) with a caught-up majority left", n)
 }
 
-func orNone(s string) string {
+func OrNone(s string) string {
 	if s == "" {
 		return "none"
 	}
@@ -412,20 +414,24 @@ func age(ms int64) string {
 	}
 }
 
-func (r *raftFlags) printJSON(w io.Writer, v any) error {
+// JSON reports whether --json was given.
+func (r *RaftFlags) JSON() bool { return r.json }
+
+// PrintJSON prints v as the verb's --json answer.
+func (r *RaftFlags) PrintJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
 
-func raftStatus(r *raftFlags) *cobra.Command {
+func raftStatus(r *RaftFlags) *cobra.Command {
 	var (
 		watch    bool
 		interval time.Duration
 		count    int
 	)
-	cmd := &cobra.Command{Use: "status", Args: noArgs,
+	cmd := &cobra.Command{Use: "status", Args: NoArgs,
 		Short: "show the quorum: every member, its role, term, indexes, lag and last contact; exit 1 without a leader or a quorum"}
 	f := cmd.Flags()
 	f.BoolVar(&watch, "watch", false, "repeat every --interval until interrupted (or --count rounds)")
@@ -434,10 +440,10 @@ func raftStatus(r *raftFlags) *cobra.Command {
 	f.IntVar(&count, "count", 0, "with --watch, stop after this many rounds (0: until interrupted)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if interval <= 0 {
-			return usageError("--interval: want a positive duration, got %v", interval)
+			return UsageError("--interval: want a positive duration, got %v", interval)
 		}
 		if count < 0 || (count > 0 && !watch) {
-			return usageError("--count: want a positive number of rounds, with --watch")
+			return UsageError("--count: want a positive number of rounds, with --watch")
 		}
 		for round := 1; ; round++ {
 			err := r.statusOnce(cmd)
@@ -484,7 +490,7 @@ func (d *millisDuration) Set(s string) error {
 	return nil
 }
 
-func (r *raftFlags) statusOnce(cmd *cobra.Command) error {
+func (r *RaftFlags) statusOnce(cmd *cobra.Command) error {
 	answers, err := r.gather(cmd.Context())
 	if err != nil {
 		return err
@@ -492,14 +498,14 @@ func (r *raftFlags) statusOnce(cmd *cobra.Command) error {
 	rep := buildReport(answers)
 	w := cmd.OutOrStdout()
 	if r.json {
-		if err := r.printJSON(w, rep); err != nil {
+		if err := r.PrintJSON(w, rep); err != nil {
 			return err
 		}
 	} else {
 		rep.text(w)
 	}
 	if !rep.Healthy {
-		return &codedErr{error: errors.New(rep.Problem), code: rep.code}
+		return &CodedErr{Err: errors.New(rep.Problem), Code: rep.code}
 	}
 	return nil
 }
@@ -518,8 +524,8 @@ type leaderReport struct {
 	Answering int `json:"answering"`
 }
 
-func raftLeader(r *raftFlags) *cobra.Command {
-	return &cobra.Command{Use: "leader", Args: noArgs,
+func raftLeader(r *RaftFlags) *cobra.Command {
+	return &cobra.Command{Use: "leader", Args: NoArgs,
 		Short: "show the Raft leader, verified: the member that answers as leader; exit 1 when none does",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			answers, err := r.gather(cmd.Context())
@@ -549,7 +555,7 @@ func raftLeader(r *raftFlags) *cobra.Command {
 					sort.Strings(ids)
 					msg += fmt.Sprintf(" (they last knew %s, which did not answer as leader)", strings.Join(ids, ", "))
 				}
-				return &codedErr{error: errors.New(msg), code: codeNoLeader}
+				return &CodedErr{Err: errors.New(msg), Code: codeNoLeader}
 			}
 			l := la.resp
 			rep.LeaderID, rep.Address, rep.Term = l.MemberId, la.addr, l.Term
@@ -564,7 +570,7 @@ func raftLeader(r *raftFlags) *cobra.Command {
 				}
 			}
 			if r.json {
-				return r.printJSON(cmd.OutOrStdout(), rep)
+				return r.PrintJSON(cmd.OutOrStdout(), rep)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "leader %s at %s (raft %s), term %d; %d of %d answering members agree\n",
 				rep.LeaderID, rep.Address, rep.RaftAddress, rep.Term, rep.Agreeing, rep.Answering)
@@ -582,10 +588,10 @@ type transferReport struct {
 	Term    int64  `json:"term"`
 }
 
-func raftTransferLeader(r *raftFlags) *cobra.Command {
+func raftTransferLeader(r *RaftFlags) *cobra.Command {
 	var to string
 	var wait time.Duration
-	cmd := &cobra.Command{Use: "transfer-leader", Args: noArgs,
+	cmd := &cobra.Command{Use: "transfer-leader", Args: NoArgs,
 		Short: "hand the Raft leadership to --to N (default: the most caught-up voter) and report the new leader and epoch"}
 	f := cmd.Flags()
 	f.StringVar(&to, "to", "", "the `id` of the voter to lead (default: the most caught-up other voter)")
@@ -593,11 +599,11 @@ func raftTransferLeader(r *raftFlags) *cobra.Command {
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if to != "" {
 			if n, err := strconv.ParseUint(to, 10, 64); err != nil || n == 0 {
-				return usageError("--to: want a voter's id (a positive integer), got %q", to)
+				return UsageError("--to: want a voter's id (a positive integer), got %q", to)
 			}
 		}
 		if wait <= 0 {
-			return usageError("--wait: want a positive duration, got %v", wait)
+			return UsageError("--wait: want a positive duration, got %v", wait)
 		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), wait)
 		defer cancel()
@@ -625,17 +631,17 @@ func raftTransferLeader(r *raftFlags) *cobra.Command {
 			}
 			select {
 			case <-ctx.Done():
-				return &codedErr{code: codeNoLeader, error: fmt.Errorf(
+				return &CodedErr{Code: codeNoLeader, Err: fmt.Errorf(
 					"the transfer to %s completed at term %d, but it did not answer as leader within --wait %v (is its coordinator in --bootstrap-servers?)",
 					resp.LeaderId, resp.Term, wait)}
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
 		if r.json {
-			return r.printJSON(cmd.OutOrStdout(), rep)
+			return r.PrintJSON(cmd.OutOrStdout(), rep)
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "leadership moved from %s to %s at %s, term (epoch) %d\n",
-			orNone(rep.PreviousLeaderID), rep.LeaderID, rep.Address, rep.Term)
+			OrNone(rep.PreviousLeaderID), rep.LeaderID, rep.Address, rep.Term)
 		return nil
 	}
 	return cmd

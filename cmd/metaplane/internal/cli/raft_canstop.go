@@ -37,7 +37,7 @@ type canStopReport struct {
 func canStop(rep *raftReport, id string) (canStopReport, error) {
 	out := canStopReport{ID: id, Voters: rep.Voters, VotersCaughtUp: rep.VotersCaughtUp, Needed: rep.Voters/2 + 1}
 	if rep.View != "LEADER" {
-		return out, &codedErr{code: codeNoLeader, error: fmt.Errorf("no member answers as leader, so whether member %s may stop cannot be told: %s", id, rep.Problem)}
+		return out, &CodedErr{Code: codeNoLeader, Err: fmt.Errorf("no member answers as leader, so whether member %s may stop cannot be told: %s", id, rep.Problem)}
 	}
 	var m *raftRow
 	var behind []string
@@ -50,7 +50,7 @@ func canStop(rep *raftReport, id string) (canStopReport, error) {
 		}
 	}
 	if m == nil {
-		return out, &codedErr{code: adminclient.CodeNotFound, error: fmt.Errorf("member %s is not in the membership", id)}
+		return out, &CodedErr{Code: adminclient.CodeNotFound, Err: fmt.Errorf("member %s is not in the membership", id)}
 	}
 	out.Leader = m.Leader
 	out.CaughtUpAfter = rep.VotersCaughtUp
@@ -81,9 +81,9 @@ func canStop(rep *raftReport, id string) (canStopReport, error) {
 	return out, nil
 }
 
-func raftCanStop(r *raftFlags) *cobra.Command {
+func raftCanStop(r *RaftFlags) *cobra.Command {
 	var id string
-	cmd := &cobra.Command{Use: "can-stop", Args: noArgs,
+	cmd := &cobra.Command{Use: "can-stop", Args: NoArgs,
 		Short: "tell whether member --id may stop now with a caught-up majority of the voters left (exit 0), or why not (exit 1)"}
 	cmd.Flags().StringVar(&id, "id", "", "the `id` of the member to stop")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -99,7 +99,7 @@ func raftCanStop(r *raftFlags) *cobra.Command {
 			return err
 		}
 		if r.json {
-			if err := r.printJSON(cmd.OutOrStdout(), out); err != nil {
+			if err := r.PrintJSON(cmd.OutOrStdout(), out); err != nil {
 				return err
 			}
 		} else {
@@ -111,9 +111,9 @@ func raftCanStop(r *raftFlags) *cobra.Command {
 		}
 		if !out.CanStop {
 			if r.json {
-				return &codedErr{code: codeCannotStop, error: errors.New(out.Reason)}
+				return &CodedErr{Code: codeCannotStop, Err: errors.New(out.Reason)}
 			}
-			return exitWith(ExitFailure)
+			return ExitWith(ExitFailure)
 		}
 		return nil
 	}

@@ -8,7 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/metaplane/metaplane/backends/raft"
+	"github.com/metaplane/metaplane/backends/raft/catchup"
+
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/retry"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
@@ -16,7 +17,7 @@ import (
 
 // caughtUp reports whether member m counts as caught up in the leader's
 // view st, as the leader judges it for a transfer (maxLag
-// raft.MaxTransferLag) or a removal (raft.MaxRemovalLag): the leader
+// catchup.MaxTransferLag) or a removal (catchup.MaxRemovalLag): the leader
 // itself; a reachable witness (it has no state machine to be behind in);
 // a reachable member with a recent progress report at most maxLag entries
 // behind.
@@ -66,21 +67,21 @@ func catchingUp(st *adminv1.GetCoordinatorRaftStatusResponse, m *adminv1.RaftMem
 func transferBehind(st *adminv1.GetCoordinatorRaftStatusResponse, to string) string {
 	if to != "" {
 		m := memberOf(st, to)
-		if m == nil || m.Kind != string(core.MemberVoter) || m.Id == st.MemberId || !catchingUp(st, m, raft.MaxTransferLag) {
+		if m == nil || m.Kind != string(core.MemberVoter) || m.Id == st.MemberId || !catchingUp(st, m, catchup.MaxTransferLag) {
 			return ""
 		}
-		return fmt.Sprintf("member %s is not caught up yet (%s)", to, behindText(m, raft.MaxTransferLag))
+		return fmt.Sprintf("member %s is not caught up yet (%s)", to, behindText(m, catchup.MaxTransferLag))
 	}
 	var behind []string
 	for _, m := range st.Members {
 		if m.Id == st.MemberId || m.Kind != string(core.MemberVoter) {
 			continue
 		}
-		if caughtUp(st, m, raft.MaxTransferLag) {
+		if caughtUp(st, m, catchup.MaxTransferLag) {
 			return ""
 		}
-		if catchingUp(st, m, raft.MaxTransferLag) {
-			behind = append(behind, m.Id+": "+behindText(m, raft.MaxTransferLag))
+		if catchingUp(st, m, catchup.MaxTransferLag) {
+			behind = append(behind, m.Id+": "+behindText(m, catchup.MaxTransferLag))
 		}
 	}
 	if len(behind) == 0 {
@@ -92,7 +93,7 @@ func transferBehind(st *adminv1.GetCoordinatorRaftStatusResponse, to string) str
 // removalBehind says why removing member id would leave too few caught-up
 // voters in the leader's view st, when waiting can change that: a
 // majority of the remaining voters is reachable but fewer are caught up
-// (raft.MaxRemovalLag). "" otherwise.
+// (catchup.MaxRemovalLag). "" otherwise.
 func removalBehind(st *adminv1.GetCoordinatorRaftStatusResponse, id string) string {
 	if t := memberOf(st, id); t == nil || !inQuorum(t) || id == st.MemberId {
 		return ""
@@ -107,10 +108,10 @@ func removalBehind(st *adminv1.GetCoordinatorRaftStatusResponse, id string) stri
 		if m.Reachable || m.Id == st.MemberId {
 			reachable++
 		}
-		if caughtUp(st, m, raft.MaxRemovalLag) {
+		if caughtUp(st, m, catchup.MaxRemovalLag) {
 			caught++
 		} else if m.Reachable {
-			behind = append(behind, m.Id+": "+behindText(m, raft.MaxRemovalLag))
+			behind = append(behind, m.Id+": "+behindText(m, catchup.MaxRemovalLag))
 		}
 	}
 	need := remaining/2 + 1
@@ -128,13 +129,13 @@ func removalBehind(st *adminv1.GetCoordinatorRaftStatusResponse, id string) stri
 // first such wait is said on stderr unless under --json. Any other error,
 // or a refusal behind does not explain, is returned at once; at ctx's end
 // the last refusal is returned, saying how long it waited.
-func (r *raftFlags) retryWhileCatchingUp(ctx context.Context, stderr io.Writer, wait time.Duration, call func() error,
+func (r *RaftFlags) retryWhileCatchingUp(ctx context.Context, stderr io.Writer, wait time.Duration, call func() error,
 	behind func(*adminv1.GetCoordinatorRaftStatusResponse) string) error {
 	backoff := retry.New(100*time.Millisecond, time.Second)
 	var refusal error // the last refusal waited on
 	why := ""
 	gaveUp := func() error {
-		return &withCause{cause: refusal, msg: fmt.Sprintf("%s (still so after waiting --wait %v: %s)", operatorMessage(refusal), wait, why)}
+		return &WithCause{Cause: refusal, Msg: fmt.Sprintf("%s (still so after waiting --wait %v: %s)", operatorMessage(refusal), wait, why)}
 	}
 	for {
 		err := call()

@@ -34,14 +34,14 @@ type membershipReport struct {
 
 func validID(flag, id string) error {
 	if n, err := strconv.ParseUint(id, 10, 64); err != nil || n == 0 {
-		return usageError("%s: want a member id (a positive integer), got %q", flag, id)
+		return UsageError("%s: want a member id (a positive integer), got %q", flag, id)
 	}
 	return nil
 }
 
 // leaderView is the leader's status answer, asked until one answers as
 // leader and ok accepts it (nil ok: any), or ctx ends.
-func (r *raftFlags) leaderView(ctx context.Context, ok func(*adminv1.GetCoordinatorRaftStatusResponse) bool) (*adminv1.GetCoordinatorRaftStatusResponse, error) {
+func (r *RaftFlags) leaderView(ctx context.Context, ok func(*adminv1.GetCoordinatorRaftStatusResponse) bool) (*adminv1.GetCoordinatorRaftStatusResponse, error) {
 	for {
 		answers, err := r.gather(ctx)
 		var ue *usageErr
@@ -80,7 +80,7 @@ func votersOf(st *adminv1.GetCoordinatorRaftStatusResponse) []string {
 
 // callAdmin runs one admin call on the coordinator leader, keeping the
 // ErrorDetail's code.
-func (r *raftFlags) callAdmin(ctx context.Context, call func(context.Context, adminv1.AdminServiceClient) error) error {
+func (r *RaftFlags) callAdmin(ctx context.Context, call func(context.Context, adminv1.AdminServiceClient) error) error {
 	client, err := r.tls.adminClient(r.bootstrap)
 	if err != nil {
 		return err
@@ -93,15 +93,15 @@ func (r *raftFlags) callAdmin(ctx context.Context, call func(context.Context, ad
 		return err
 	})
 	if err != nil && detail != nil && ctx.Err() == nil {
-		return &codedErr{error: err, code: detail.Code}
+		return &CodedErr{Err: err, Code: detail.Code}
 	}
 	return err
 }
 
-func raftAddVoter(r *raftFlags) *cobra.Command {
+func raftAddVoter(r *RaftFlags) *cobra.Command {
 	var id, address string
 	var catchUp time.Duration
-	cmd := &cobra.Command{Use: "add-voter", Args: noArgs,
+	cmd := &cobra.Command{Use: "add-voter", Args: NoArgs,
 		Short: "add member --id at --address as non-voting, wait until it has caught up, then promote it to voter"}
 	f := cmd.Flags()
 	f.StringVar(&id, "id", "", "the new member's `id` (its coordinator.raft.node.id)")
@@ -112,10 +112,10 @@ func raftAddVoter(r *raftFlags) *cobra.Command {
 			return err
 		}
 		if _, _, err := net.SplitHostPort(address); err != nil || address == "" {
-			return usageError("--address: want the member's Raft host:port, got %q", address)
+			return UsageError("--address: want the member's Raft host:port, got %q", address)
 		}
 		if catchUp <= 0 {
-			return usageError("--catch-up-timeout: want a positive duration, got %v", catchUp)
+			return UsageError("--catch-up-timeout: want a positive duration, got %v", catchUp)
 		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), catchUp+core.MembershipChangeReserve+15*time.Second)
 		defer cancel()
@@ -168,11 +168,11 @@ func raftAddVoter(r *raftFlags) *cobra.Command {
 			return m != nil && m.Kind == string(core.MemberVoter)
 		})
 		if err != nil {
-			return &codedErr{code: codeNoLeader, error: fmt.Errorf("member %s was promoted, but no leader answered listing it as a voter: %v", id, err)}
+			return &CodedErr{Code: codeNoLeader, Err: fmt.Errorf("member %s was promoted, but no leader answered listing it as a voter: %v", id, err)}
 		}
 		rep := membershipReport{ID: id, Address: address, Kind: string(core.MemberVoter), AppliedIndex: resp.AppliedIndex, Lag: resp.Lag, Voters: votersOf(st)}
 		if r.json {
-			return r.printJSON(cmd.OutOrStdout(), rep)
+			return r.PrintJSON(cmd.OutOrStdout(), rep)
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "member %s at %s added: caught up as non-voting (applied %d, %d behind), promoted to voter; %d voters: %v\n",
 			id, address, rep.AppliedIndex, rep.Lag, len(rep.Voters), rep.Voters)
@@ -181,11 +181,11 @@ func raftAddVoter(r *raftFlags) *cobra.Command {
 	return cmd
 }
 
-func raftRemoveVoter(r *raftFlags) *cobra.Command {
+func raftRemoveVoter(r *RaftFlags) *cobra.Command {
 	var id string
 	var transfer, force bool
 	var wait time.Duration
-	cmd := &cobra.Command{Use: "remove-voter", Args: noArgs,
+	cmd := &cobra.Command{Use: "remove-voter", Args: NoArgs,
 		Short: "remove member --id (refused for the last voter, a quorum break, too few caught-up voters unless --force, and the leader unless --transfer)"}
 	f := cmd.Flags()
 	f.StringVar(&id, "id", "", "the `id` of the member to remove")
@@ -197,7 +197,7 @@ func raftRemoveVoter(r *raftFlags) *cobra.Command {
 			return err
 		}
 		if wait <= 0 {
-			return usageError("--wait: want a positive duration, got %v", wait)
+			return UsageError("--wait: want a positive duration, got %v", wait)
 		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), wait)
 		defer cancel()
@@ -205,7 +205,7 @@ func raftRemoveVoter(r *raftFlags) *cobra.Command {
 		if transfer {
 			st, err := r.leaderView(ctx, nil)
 			if err != nil {
-				return &codedErr{code: codeNoLeader, error: fmt.Errorf("no member answers as leader within --wait %v", wait)}
+				return &CodedErr{Code: codeNoLeader, Err: fmt.Errorf("no member answers as leader within --wait %v", wait)}
 			}
 			// The last voter is never transferred from: its removal is
 			// refused as such.
@@ -257,11 +257,11 @@ func raftRemoveVoter(r *raftFlags) *cobra.Command {
 		}
 		st, err := r.leaderView(ctx, func(st *adminv1.GetCoordinatorRaftStatusResponse) bool { return memberOf(st, id) == nil })
 		if err != nil {
-			return &codedErr{code: codeNoLeader, error: fmt.Errorf("member %s was removed, but no leader answered without it within --wait %v", id, wait)}
+			return &CodedErr{Code: codeNoLeader, Err: fmt.Errorf("member %s was removed, but no leader answered without it within --wait %v", id, wait)}
 		}
 		rep.Voters = votersOf(st)
 		if r.json {
-			return r.printJSON(cmd.OutOrStdout(), rep)
+			return r.PrintJSON(cmd.OutOrStdout(), rep)
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "member %s removed; %d voters: %v\n", id, len(rep.Voters), rep.Voters)
 		return nil

@@ -186,9 +186,9 @@ func TestRaftSnapshotAndRecover(t *testing.T) {
 	for name, b := range map[string][]byte{"corrupt": corrupt, "truncated": raw[:len(raw)*2/3]} {
 		bad := filepath.Join(dir, name+".jsonl")
 		os.WriteFile(bad, b, 0o640)
-		wantCLIError(t, ExitFailure, codeBadFile, "raft", "snapshot", "status", bad, "--json")
+		wantCLIError(t, ExitFailure, CodeBadFile, "raft", "snapshot", "status", bad, "--json")
 		target := filepath.Join(dir, name+"-restore")
-		wantCLIError(t, ExitFailure, codeBadFile, "raft", "snapshot", "restore", bad, "--data-dir", target, "--no-env", "--json")
+		wantCLIError(t, ExitFailure, CodeBadFile, "raft", "snapshot", "restore", bad, "--data-dir", target, "--no-env", "--json")
 		if _, err := os.Stat(target); !os.IsNotExist(err) {
 			t.Errorf("a refused restore of the %s file created %s", name, target)
 		}
@@ -204,7 +204,7 @@ func TestRaftSnapshotAndRecover(t *testing.T) {
 	}
 	stdout, stderr, code = runCLI(t, "raft", "snapshot", "restore", file, "--data-dir", r.dir, "--no-env", "--json",
 		"--voters", rvoters, "--node-id", "1", "-D", "coordinator.raft.port="+strconv.Itoa(rport))
-	var restored restoreReport
+	var restored struct{ Nodes int } // the --json answer's "nodes"
 	if code != ExitOK || json.Unmarshal([]byte(stdout), &restored) != nil || restored.Nodes != saved.Nodes {
 		t.Fatalf("snapshot restore: exit %d\n%s%s", code, stdout, stderr)
 	}
@@ -271,7 +271,7 @@ func TestRaftSnapshotAndRecover(t *testing.T) {
 	recoverArgs := []string{"raft", "unsafe-recover", "--data-dir", survivor.dir, "--no-env", "--json",
 		"-D", "coordinator.raft.voters=" + strings.Join(voters, ","), "-D", "coordinator.raft.node.id=" + survivor.id, "-D", "coordinator.raft.port=" + port}
 	wantCLIError(t, ExitUsage, codeUsage, recoverArgs...)
-	wantCLIError(t, ExitFailure, codeDirInUse, append(recoverArgs, "--i-understand-data-loss")...)
+	wantCLIError(t, ExitFailure, CodeDirInUse, append(recoverArgs, "--i-understand-data-loss")...)
 	for _, p := range ps {
 		if p != survivor {
 			p.kill()
@@ -280,7 +280,11 @@ func TestRaftSnapshotAndRecover(t *testing.T) {
 	}
 	survivor.kill()
 	stdout, stderr, code = runCLI(t, append(recoverArgs, "--i-understand-data-loss")...)
-	var rec recoverReport
+	var rec struct { // the --json answer's fields this test reads
+		Rewritten    bool     `json:"rewritten"`
+		Removed      []string `json:"removed"`
+		AppliedIndex uint64   `json:"applied_index"`
+	}
 	if code != ExitOK || json.Unmarshal([]byte(stdout), &rec) != nil || !rec.Rewritten || len(rec.Removed) != 2 || rec.AppliedIndex == 0 {
 		t.Fatalf("unsafe-recover: exit %d\n%s%s", code, stdout, stderr)
 	}
@@ -319,7 +323,7 @@ func readSnapshot(path string) (*migrate.Tree, int64, error) {
 	}
 	t, err := migrate.Read(f)
 	if err != nil {
-		return nil, 0, &codedErr{code: codeBadFile, error: fmt.Errorf("%s: %w", path, err)}
+		return nil, 0, &CodedErr{Code: CodeBadFile, Err: fmt.Errorf("%s: %w", path, err)}
 	}
 	return t, fi.Size(), nil
 }

@@ -407,7 +407,10 @@ func TestRaftBootstrapSkipFormatted(t *testing.T) {
 		t.Fatalf("bootstrap of a formatted dir: exit %d, want 1 (not empty)\n%s", code, stderr)
 	}
 	stdout, stderr, code := runCLI(t, append(args, "--skip-formatted", "--json")...)
-	var rep bootstrapReport
+	var rep struct { // the --json answer's fields this test reads
+		Skipped   bool   `json:"skipped"`
+		ClusterID string `json:"cluster_id"`
+	}
 	if code != ExitOK || json.Unmarshal([]byte(stdout), &rep) != nil || !rep.Skipped || rep.ClusterID == "" {
 		t.Fatalf("bootstrap --skip-formatted of a formatted dir: exit %d\n%s%s", code, stdout, stderr)
 	}

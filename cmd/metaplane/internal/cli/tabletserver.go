@@ -46,7 +46,7 @@ func newTabletServerCmd() *cobra.Command {
 		Use:   "tablet-server",
 		Short: "run the reference tablet server (an observer of the metadata)",
 		Long:  tabletServerLong,
-		Args:  noArgs,
+		Args:  NoArgs,
 	}
 	cf := AddConfigFlags(cmd.Flags())
 	df := addDaemonFlags(cmd.Flags())
@@ -59,7 +59,7 @@ func newTabletServerCmd() *cobra.Command {
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		opts := df.apply(cf.LoadOptions())
 		opts.Observer = true
-		cfg, err := loadDaemonConfig(opts)
+		cfg, err := LoadDaemonConfig(opts)
 		if err != nil {
 			return err
 		}
@@ -67,9 +67,9 @@ func newTabletServerCmd() *cobra.Command {
 			id = cfg.TabletServerID
 		}
 		if id < 0 {
-			return usageError("give the server's id with --id N (or tablet-server.id)")
+			return UsageError("give the server's id with --id N (or tablet-server.id)")
 		}
-		logger := newLogger(cmd.ErrOrStderr(), fmt.Sprintf("tablet-server-%d", id), cfg.Log)
+		logger := NewLogger(cmd.ErrOrStderr(), fmt.Sprintf("tablet-server-%d", id), cfg.Log)
 		logWarnings(logger, cfg)
 		banner := cmd.ErrOrStderr()
 		if df.quiet || isJSONLogs(cfg.Log) {

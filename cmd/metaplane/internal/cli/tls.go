@@ -83,11 +83,11 @@ func (f *tlsFlags) config() (*tls.Config, error) {
 		return nil, nil
 	}
 	if (cert == "") != (key == "") {
-		return nil, usageError("--tls-cert and --tls-key go together: give both or neither")
+		return nil, UsageError("--tls-cert and --tls-key go together: give both or neither")
 	}
 	cfg, err := tlsutil.ClientConfig(tlsutil.Files{CAFile: ca, CertFile: cert, KeyFile: key})
 	if err != nil {
-		return nil, usageError("--tls-ca/--tls-cert/--tls-key: %v", err)
+		return nil, UsageError("--tls-ca/--tls-cert/--tls-key: %v", err)
 	}
 	return cfg, nil
 }
@@ -100,13 +100,13 @@ func (f *tlsFlags) password() (string, string, error) {
 	case user == "" && file == "":
 		return "", "", nil
 	case user == "":
-		return "", "", usageError("--password-file needs --user")
+		return "", "", UsageError("--password-file needs --user")
 	case file == "":
-		return "", "", usageError("--user needs --password-file (a file whose first line is the password)")
+		return "", "", UsageError("--user needs --password-file (a file whose first line is the password)")
 	}
 	pw, err := config.ReadPasswordFile(file)
 	if err != nil {
-		return "", "", usageError("--password-file: %v", err)
+		return "", "", UsageError("--password-file: %v", err)
 	}
 	return user, pw, nil
 }
@@ -133,9 +133,9 @@ func (f *tlsFlags) adminClient(bootstrap string) (*adminclient.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := adminclient.NewClientWithOptions(splitList(bootstrap), adminclient.Options{TLS: cfg, Username: user, Password: pw})
+	c, err := adminclient.NewClientWithOptions(SplitList(bootstrap), adminclient.Options{TLS: cfg, Username: user, Password: pw})
 	if err != nil {
-		return nil, usageError("--bootstrap-servers: %v", err)
+		return nil, UsageError("--bootstrap-servers: %v", err)
 	}
 	return c, nil
 }
@@ -156,7 +156,7 @@ func (f *tlsFlags) dial(addr string) (*grpc.ClientConn, error) {
 	}
 	cc, err := grpc.NewClient(adminclient.HostPort(addr), opts...)
 	if err != nil {
-		return nil, usageError("--bootstrap-servers: %s: %v", addr, err)
+		return nil, UsageError("--bootstrap-servers: %s: %v", addr, err)
 	}
 	return cc, nil
 }
@@ -242,7 +242,7 @@ func coordinatorClientTLS(cfg *config.Config) (*tls.Config, error) {
 // client certificate. It returns "" when it finds no such cause. The
 // outcome is cached: do calls it twice.
 func (a *admin) diagnoseTLS() string {
-	a.tls.once.Do(func() { a.tls.diagnosis = a.tls.diagnose(splitList(a.bootstrap)) })
+	a.tls.once.Do(func() { a.tls.diagnosis = a.tls.diagnose(SplitList(a.bootstrap)) })
 	return a.tls.diagnosis
 }
 

@@ -87,7 +87,7 @@ func newVersionCmd() *cobra.Command {
 the work tree was modified) and the Go toolchain, from the binary's build
 information. A binary built without VCS stamping (-buildvcs=false) says
 "commit: unknown". metaplane --version prints the same text.`,
-		Args: noArgs,
+		Args: NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			v := versionOf(readBuildInfo)
 			if asJSON {

@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"errors"
@@ -8,9 +8,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/metaplane/metaplane/bench"
+	"github.com/metaplane/metaplane/cmd/metaplane/internal/cli"
 )
 
-func init() { Register(newBenchCmd) }
+func init() { cli.Register(newBenchCmd) }
 
 const benchLong = `Starts what it measures (a ZooKeeper server on loopback, Raft plugin
 processes with data in a temporary directory, coordinators), runs the rows
@@ -40,9 +41,9 @@ func newBenchCmd() *cobra.Command {
 	var bf benchFlags
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "measure ZooKeeper against Raft side by side (the seeds' table)",
+		Short: cli.HelperShort("", "bench"),
 		Long:  benchLong,
-		Args:  noArgs,
+		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if bf.chartFrom != "" {
 				return benchChart(cmd, bf)
@@ -77,7 +78,7 @@ func newBenchCmd() *cobra.Command {
 // benchChart is `bench --chart-from`: it draws an earlier report.
 func benchChart(cmd *cobra.Command, bf benchFlags) error {
 	if bf.svgOut == "" && !bf.markdown {
-		return usageError("--chart-from needs --svg FILE or --markdown")
+		return cli.UsageError("--chart-from needs --svg FILE or --markdown")
 	}
 	rep, err := bench.ReadJSONFile(bf.chartFrom)
 	if err != nil {
@@ -102,21 +103,21 @@ func benchChart(cmd *cobra.Command, bf benchFlags) error {
 // far and fails.
 func benchRun(cmd *cobra.Command, bf benchFlags) error {
 	if bf.voters != 1 && bf.voters != 3 {
-		return usageError("--voters %d: must be 1 or 3", bf.voters)
+		return cli.UsageError("--voters %d: must be 1 or 3", bf.voters)
 	}
 	if bf.migrateNodes != 0 && (bf.migrateNodes < bench.MinMigrateNodes || bf.migrateNodes > bench.MaxMigrateNodes) {
-		return usageError("--migrate-nodes %d: must be %d to %d", bf.migrateNodes, bench.MinMigrateNodes, bench.MaxMigrateNodes)
+		return cli.UsageError("--migrate-nodes %d: must be %d to %d", bf.migrateNodes, bench.MinMigrateNodes, bench.MaxMigrateNodes)
 	}
 	if bf.elections < 0 || bf.elections > bench.MaxElections {
-		return usageError("--elections %d: must be 1 to %d", bf.elections, bench.MaxElections)
+		return cli.UsageError("--elections %d: must be 1 to %d", bf.elections, bench.MaxElections)
 	}
-	list := splitList(bf.backends)
+	list := cli.SplitList(bf.backends)
 	if len(list) == 0 {
-		return usageError("--backends: no backend named")
+		return cli.UsageError("--backends: no backend named")
 	}
 	for _, b := range list {
 		if !bench.KnownBackend(b) {
-			return usageError("--backends: unknown backend %q (known: %s)", b, strings.Join(bench.KnownBackends(), ", "))
+			return cli.UsageError("--backends: unknown backend %q (known: %s)", b, strings.Join(bench.KnownBackends(), ", "))
 		}
 	}
 	opts := bench.Options{Backends: list, Voters: bf.voters, Quick: bf.quick, BinDir: bf.binDir, MigrateNodes: bf.migrateNodes, Security: bf.security, Elections: bf.elections, NoSettle: bf.noSettle}
@@ -124,13 +125,13 @@ func benchRun(cmd *cobra.Command, bf benchFlags) error {
 	case "debug", "info", "warn", "error":
 		opts.LogLevel = bf.logLevel
 	default:
-		return usageError("--log-level %q: must be debug, info, warn or error", bf.logLevel)
+		return cli.UsageError("--log-level %q: must be debug, info, warn or error", bf.logLevel)
 	}
 	if bf.rows != "" {
 		opts.Rows = strings.Split(bf.rows, ",")
 	}
 	if bf.quiet && bf.verbose {
-		return usageError("--quiet and --verbose: choose one")
+		return cli.UsageError("--quiet and --verbose: choose one")
 	}
 	if !bf.quiet {
 		opts.Progress = cmd.ErrOrStderr()

@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/metaplane/metaplane/cmd/metaplane/internal/cli"
 	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/conformance"
 	"github.com/metaplane/metaplane/core"
@@ -21,7 +22,7 @@ import (
 	"github.com/metaplane/metaplane/plugins/plugintest"
 )
 
-func init() { Register(newConformanceCmd) }
+func init() { cli.Register(newConformanceCmd) }
 
 const conformanceLong = `Runs the backend conformance suite against the backend plugin binary at
 PATH: every property on a fresh store (a fresh plugin process, started with
@@ -54,16 +55,16 @@ type conformanceFlags struct {
 	timeout               time.Duration
 	scale                 float64
 	unique                []string
-	config                *ConfigFlags
+	config                *cli.ConfigFlags
 }
 
 func newConformanceCmd() *cobra.Command {
 	var cf conformanceFlags
 	cmd := &cobra.Command{
 		Use:   "conformance --plugin PATH",
-		Short: "run the backend conformance suite against a plugin binary",
+		Short: cli.HelperShort("", "conformance"),
 		Long:  conformanceLong,
-		Args:  noArgs,
+		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cf.list {
 				return listProperties(cmd.OutOrStdout(), cf.run, cf.asJSON)
@@ -89,7 +90,7 @@ func newConformanceCmd() *cobra.Command {
 		return nil
 	})
 	f.BoolVar(&cf.list, "list", false, "list the properties (name, what it needs, what it checks) and exit; no --plugin needed")
-	cf.config = AddConfigFlags(f)
+	cf.config = cli.AddConfigFlags(f)
 	cmd.MarkFlagFilename("plugin")
 	return cmd
 }
@@ -108,19 +109,19 @@ type conformanceReport struct {
 
 func runConformance(cmd *cobra.Command, cf conformanceFlags) error {
 	if cf.path == "" {
-		return usageError("--plugin PATH is required")
+		return cli.UsageError("--plugin PATH is required")
 	}
 	if st, err := os.Stat(cf.path); err != nil || st.IsDir() {
 		if err == nil {
 			err = errors.New("is a directory")
 		}
-		return usageError("--plugin %s: %v", cf.path, err)
+		return cli.UsageError("--plugin %s: %v", cf.path, err)
 	}
 	if cf.timeout <= 0 {
-		return usageError("--property-timeout %v: must be positive", cf.timeout)
+		return cli.UsageError("--property-timeout %v: must be positive", cf.timeout)
 	}
 	if !(cf.scale >= 1) {
-		return usageError("--timeout-scale %v: must be at least 1", cf.scale)
+		return cli.UsageError("--timeout-scale %v: must be at least 1", cf.scale)
 	}
 
 	ctx := cmd.Context()
@@ -134,7 +135,7 @@ func runConformance(cmd *cobra.Command, cf conformanceFlags) error {
 	}
 	cfg, err := config.Load(lo)
 	if err != nil {
-		return usageError("configuration: %v", err)
+		return cli.UsageError("configuration: %v", err)
 	}
 
 	level := slog.LevelError
@@ -151,7 +152,7 @@ func runConformance(cmd *cobra.Command, cf conformanceFlags) error {
 		}
 		for _, k := range cf.unique {
 			if _, extra := flat[k]; !known[k] && !extra {
-				return usageError("--unique %s: not a configuration key (set it with -D to use a plugin's own key)", k)
+				return cli.UsageError("--unique %s: not a configuration key (set it with -D to use a plugin's own key)", k)
 			}
 		}
 		run := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffff)
@@ -185,10 +186,10 @@ func runConformance(cmd *cobra.Command, cf conformanceFlags) error {
 	})
 	interrupted := errors.Is(err, conformance.ErrInterrupted)
 	if err != nil && !interrupted {
-		return usageError("%v", err)
+		return cli.UsageError("%v", err)
 	}
 	if len(results) == 0 && !interrupted {
-		return usageError("--run %q matches no property", cf.run)
+		return cli.UsageError("--run %q matches no property", cf.run)
 	}
 	rep := conformanceReport{Plugin: cf.path, Backend: desc.Name, Interrupted: interrupted, Results: results}
 	for _, r := range results {
@@ -212,10 +213,10 @@ func runConformance(cmd *cobra.Command, cf conformanceFlags) error {
 	}
 	if interrupted {
 		fmt.Fprintf(cmd.ErrOrStderr(), "conformance: interrupted (%v) after %d properties\n", context.Cause(ctx), len(results))
-		return exitWith(ExitFailure)
+		return cli.ExitWith(cli.ExitFailure)
 	}
 	if rep.Failed > 0 {
-		return exitWith(ExitFailure) // the report names every failure
+		return cli.ExitWith(cli.ExitFailure) // the report names every failure
 	}
 	return nil
 }
@@ -233,7 +234,7 @@ func listProperties(w io.Writer, run string, asJSON bool) error {
 	if run != "" {
 		var err error
 		if re, err = regexp.Compile(run); err != nil {
-			return usageError("bad --run expression %q: %v", run, err)
+			return cli.UsageError("bad --run expression %q: %v", run, err)
 		}
 	}
 	var out []propertyInfo

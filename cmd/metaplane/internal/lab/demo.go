@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"context"
@@ -21,11 +21,12 @@ import (
 
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/backends/raft"
+	"github.com/metaplane/metaplane/cmd/metaplane/internal/cli"
 	"github.com/metaplane/metaplane/internal/ports"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
-func init() { Register(newDemoCmd) }
+func init() { cli.Register(newDemoCmd) }
 
 const demoLong = `Starts three coordinators (a 3-voter Raft quorum) and three tablet servers
 as local processes on free loopback ports, creates a database and a table,
@@ -136,9 +137,9 @@ func newDemoCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "run three Raft coordinators and three tablet servers locally, kill the leader, then a tablet server",
+		Short: cli.HelperShort("", "demo"),
 		Long:  demoLong,
-		Args:  noArgs,
+		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDemo(cmd.Context(), cmd.OutOrStdout(), keep, timeout)
 		},
@@ -173,7 +174,7 @@ func runDemo(ctx context.Context, w io.Writer, keep bool, timeout time.Duration)
 	}
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-			return &withCause{msg: "interrupted", cause: err}
+			return &cli.WithCause{Msg: "interrupted", Cause: err}
 		}
 		return err
 	}
@@ -274,7 +275,7 @@ func (d *demo) run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	describeTable(d.w, created)
+	cli.DescribeTable(d.w, created)
 	if err := d.showTablets(ctx, servers, created.TableId, leader.Epoch); err != nil {
 		return err
 	}
@@ -315,7 +316,7 @@ func (d *demo) run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	describeTable(d.w, after)
+	cli.DescribeTable(d.w, after)
 	if after.TableId != created.TableId || string(after.SchemaJson) != string(created.SchemaJson) {
 		return fmt.Errorf("the table changed across the failover: id %d -> %d", created.TableId, after.TableId)
 	}
@@ -362,7 +363,7 @@ func (d *demo) killTablet(ctx context.Context, c *adminclient.Client, tablets ma
 		return fmt.Errorf("no tablet server of this demo leads a bucket of demo.orders")
 	}
 	d.step("the buckets of demo.orders before")
-	printBuckets(d.w, "demo.orders", before)
+	cli.PrintBuckets(d.w, "demo.orders", before)
 	d.step("killing tablet server %d (pid %d, leads %d buckets) with SIGKILL", victim, p.cmd.Process.Pid, led[victim])
 	p.cmd.Process.Kill()
 	<-p.done
@@ -387,10 +388,10 @@ func (d *demo) killTablet(ctx context.Context, c *adminclient.Client, tablets ma
 	for i, b := range after {
 		if before[i].Bucket.Leader == victim {
 			fmt.Fprintf(d.w, "    bucket %d: leader %d -> %d (leader epoch %d -> %d), ISR %s -> %s\n", b.Bucket.Bucket, victim, b.Bucket.Leader,
-				before[i].Bucket.LeaderEpoch, b.Bucket.LeaderEpoch, ints(before[i].Bucket.Isr), ints(b.Bucket.Isr))
+				before[i].Bucket.LeaderEpoch, b.Bucket.LeaderEpoch, cli.Ints(before[i].Bucket.Isr), cli.Ints(b.Bucket.Isr))
 		}
 	}
-	printBuckets(d.w, "demo.orders", after)
+	cli.PrintBuckets(d.w, "demo.orders", after)
 	fmt.Fprintf(d.w, "    when tablet server %d comes back, `metaplane admin elect-leaders demo.orders --preferred` gives it its buckets back (docs/buckets.md)\n", victim)
 	return nil
 }

@@ -1,4 +1,8 @@
-package cli
+// Package raftoffline holds the offline Raft verbs (raft bootstrap, raft
+// unsafe-recover, raft snapshot restore): they open a stopped member's data
+// directory with the Raft engine itself, so they run in the helper binary
+// metaplane-raft-offline, never in metaplane's own.
+package raftoffline
 
 import (
 	"encoding/json"
@@ -11,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/metaplane/metaplane/backends/raft"
+	"github.com/metaplane/metaplane/cmd/metaplane/internal/cli"
 )
 
 // survivorReport is one survivor's figures in `raft unsafe-recover`'s answer.
@@ -68,12 +73,12 @@ func (rep *recoverReport) loss(w io.Writer) {
 	fmt.Fprintf(w, "removed from the membership (their ids cannot be reused): %s\n", strings.Join(rep.Removed, ", "))
 }
 
-func raftUnsafeRecover(r *raftFlags) *cobra.Command {
+func raftUnsafeRecover(r *cli.RaftFlags) *cobra.Command {
 	var understood, dryRun bool
 	var survivorDirs, survivorReports []string
 	var forceLagging uint64
-	cmd := &cobra.Command{Use: "unsafe-recover", Args: noArgs,
-		Short: "offline, after losing a majority for good: make the stopped member at --data-dir the only voter (--i-understand-data-loss)",
+	cmd := &cobra.Command{Use: "unsafe-recover", Args: cli.NoArgs,
+		Short: cli.HelperShort("raft", "unsafe-recover"),
 		Long: `unsafe-recover rewrites the membership of one surviving member (its
 coordinator stopped) to that member alone, so that it starts as a
 single-voter quorum holding every entry it had applied; then add new voters
@@ -98,7 +103,7 @@ process holds DIR or a survivor's directory, and without
 	f.Uint64Var(&forceLagging, "force-lagging", 0, "rewrite this member although another survivor applied `N` entries more (N must be the loss the refusal names)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if !understood && !dryRun {
-			return usageError("unsafe-recover discards every write this member did not apply and drops the other members for good: pass --i-understand-data-loss to go ahead (or --dry-run to see what would be lost)")
+			return cli.UsageError("unsafe-recover discards every write this member did not apply and drops the other members for good: pass --i-understand-data-loss to go ahead (or --dry-run to see what would be lost)")
 		}
 		o, err := of.options(cmd)
 		if err != nil {
@@ -125,8 +130,8 @@ process holds DIR or a survivor's directory, and without
 		if err != nil {
 			return offlineErr(err)
 		}
-		if r.json {
-			return r.printJSON(cmd.OutOrStdout(), rep)
+		if r.JSON() {
+			return r.PrintJSON(cmd.OutOrStdout(), rep)
 		}
 		w := cmd.OutOrStdout()
 		rep.loss(w)
@@ -147,15 +152,15 @@ func readSurvivorReports(files []string) ([]raft.Survivor, error) {
 	for _, file := range files {
 		b, err := os.ReadFile(file)
 		if err != nil {
-			return nil, usageError("--survivor-report: %v", err)
+			return nil, cli.UsageError("--survivor-report: %v", err)
 		}
 		var rep recoverReport
 		if json.Unmarshal(b, &rep) != nil || rep.NodeID == 0 || rep.ClusterID == "" {
-			return nil, usageError("--survivor-report %s is not the --json answer of `metaplane raft unsafe-recover --dry-run` (no node_id and cluster_id)", file)
+			return nil, cli.UsageError("--survivor-report %s is not the --json answer of `metaplane raft unsafe-recover --dry-run` (no node_id and cluster_id)", file)
 		}
 		cid, err := strconv.ParseUint(rep.ClusterID, 10, 64)
 		if err != nil {
-			return nil, usageError("--survivor-report %s: cluster_id %q: %v", file, rep.ClusterID, err)
+			return nil, cli.UsageError("--survivor-report %s: cluster_id %q: %v", file, rep.ClusterID, err)
 		}
 		out = append(out, raft.Survivor{Dir: file, NodeID: rep.NodeID, Address: rep.Address, ClusterID: cid, Term: rep.Term,
 			AppliedIndex: rep.AppliedIndex, CommitIndex: rep.CommitIndex, LastIndex: rep.LastIndex})
@@ -177,9 +182,9 @@ type bootstrapReport struct {
 	DiskWarning string `json:"disk_warning,omitempty"`
 }
 
-func raftBootstrap(r *raftFlags) *cobra.Command {
-	cmd := &cobra.Command{Use: "bootstrap", Args: noArgs,
-		Short: "offline: format the empty --data-dir as a member of a new cluster of the configured voters",
+func raftBootstrap(r *cli.RaftFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "bootstrap", Args: cli.NoArgs,
+		Short: cli.HelperShort("raft", "bootstrap"),
 		Long: `bootstrap writes the cluster id and the initial voter set
 (coordinator.raft.voters, this member coordinator.raft.node.id) into an
 empty coordinator.raft.dir, refusing a directory that is not empty, a node
@@ -206,8 +211,8 @@ cluster id and Raft state) is left as it is, exit 0.`}
 			}
 			if ok {
 				rep := bootstrapReport{DataDir: of.dataDir, ClusterID: fmt.Sprint(cid), NodeID: o.NodeID, Voters: []string{}, Skipped: true}
-				if r.json {
-					return r.printJSON(cmd.OutOrStdout(), rep)
+				if r.JSON() {
+					return r.PrintJSON(cmd.OutOrStdout(), rep)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s already holds a formatted member of cluster %s: nothing changed\n", of.dataDir, rep.ClusterID)
 				return nil
@@ -224,8 +229,8 @@ cluster id and Raft state) is left as it is, exit 0.`}
 		for _, v := range res.Voters {
 			rep.Voters = append(rep.Voters, fmt.Sprintf("%d@%s", v.ID, v.Address))
 		}
-		if r.json {
-			return r.printJSON(cmd.OutOrStdout(), rep)
+		if r.JSON() {
+			return r.PrintJSON(cmd.OutOrStdout(), rep)
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "formatted %s as member %d of new cluster %s with %d voters: %s\n",
 			of.dataDir, rep.NodeID, rep.ClusterID, len(rep.Voters), strings.Join(rep.Voters, ", "))
