@@ -41,7 +41,8 @@ func repoRoot(t *testing.T) string {
 }
 
 // builtBinaries returns the names make build writes into bin/: one per
-// cmd/<name> and metaplane-backend-<name> per plugins/<name>/main.go. It
+// cmd/<name> and cmd/<name>/<helper> main package, and
+// metaplane-backend-<name> per plugins/<name>/main.go. It
 // fails when the Makefile no longer builds them that way, so that this list
 // cannot drift from the build.
 func builtBinaries(t *testing.T, root string) map[string]bool {
@@ -57,7 +58,8 @@ func builtBinaries(t *testing.T, root string) map[string]bool {
 	}
 	out := map[string]bool{}
 	cmds, _ := filepath.Glob(filepath.Join(root, "cmd", "*", "main.go"))
-	for _, m := range cmds {
+	helpers, _ := filepath.Glob(filepath.Join(root, "cmd", "*", "*", "main.go"))
+	for _, m := range append(cmds, helpers...) {
 		out[filepath.Base(filepath.Dir(m))] = true
 	}
 	plugins, _ := filepath.Glob(filepath.Join(root, "plugins", "*", "main.go"))
@@ -289,8 +291,11 @@ func TestDeployContainerfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for b := range built {
-		if !copied[b] {
+		if !copied[b] && b != HelperLab { // the lab's verbs (bench, demo, conformance) are not for production
 			t.Errorf("the image lacks %s, which make build produces", b)
+		}
+		if copied[b] && b == HelperLab {
+			t.Errorf("the image ships %s, which holds the test harnesses", b)
 		}
 	}
 	if len(entrypoint) != 1 || !built[filepath.Base(entrypoint[0])] {
