@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/metaplane/metaplane/backends/raft/fsm"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/fanout"
 	raftv1 "github.com/metaplane/metaplane/proto/metaplane/raft/v1"
@@ -97,7 +98,7 @@ func (c *Client) grant(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := codeError(res); err != nil {
+	if err := fsm.CodeError(res); err != nil {
 		return 0, err
 	}
 	return res.GetValue(), nil
@@ -259,11 +260,11 @@ func (c *Client) GetMany(ctx context.Context, paths []string, opts core.ReadOpti
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	v, err := c.m.read(ctx, getManyQuery{paths: append([]string(nil), paths...), noData: opts.NoData}, opts.Stale)
+	v, err := c.m.read(ctx, fsm.GetManyQuery{Paths: append([]string(nil), paths...), NoData: opts.NoData}, opts.Stale)
 	if err != nil {
 		return nil, err
 	}
-	return v.(*getManyAnswer).results, nil
+	return v.(*fsm.GetManyAnswer).Results, nil
 }
 
 // Children returns path's sorted child names and its stat. Errors: as
@@ -275,12 +276,12 @@ func (c *Client) Children(ctx context.Context, path string, opts core.ReadOption
 	if err := core.ValidatePath(path); err != nil {
 		return nil, core.Stat{}, err
 	}
-	v, err := c.m.read(ctx, childrenQuery{path: path}, opts.Stale)
+	v, err := c.m.read(ctx, fsm.ChildrenQuery{Path: path}, opts.Stale)
 	if err != nil {
 		return nil, core.Stat{}, err
 	}
-	a := v.(*childrenAnswer)
-	return a.names, a.stat, a.err
+	a := v.(*fsm.ChildrenAnswer)
+	return a.Names, a.Stat, a.Err
 }
 
 // Snapshot reads every node at or below prefix at one applied index
@@ -292,7 +293,7 @@ func (c *Client) Snapshot(ctx context.Context, prefix string) (core.Snapshot, er
 	if err := core.ValidatePath(prefix); err != nil {
 		return core.Snapshot{}, err
 	}
-	v, err := c.m.read(ctx, snapshotQuery{prefix: prefix}, false)
+	v, err := c.m.read(ctx, fsm.SnapshotQuery{Prefix: prefix}, false)
 	if err != nil {
 		return core.Snapshot{}, err
 	}
@@ -327,12 +328,12 @@ func (c *Client) Txn(ctx context.Context, ops []core.Op, opts core.TxnOptions) (
 	if err != nil {
 		return core.TxnResult{}, err
 	}
-	if err := codeError(res); err != nil {
+	if err := fsm.CodeError(res); err != nil {
 		return core.TxnResult{}, err
 	}
 	out := core.TxnResult{Revision: res.GetIndex(), Results: make([]core.OpResult, len(res.GetResults()))}
 	for i, r := range res.GetResults() {
-		out.Results[i] = core.OpResult{Type: core.OpType(r.GetType()), Path: r.GetPath(), Stat: coreStat(r.GetStat())}
+		out.Results[i] = core.OpResult{Type: core.OpType(r.GetType()), Path: r.GetPath(), Stat: fsm.CoreStat(r.GetStat())}
 	}
 	return out, nil
 }
@@ -380,7 +381,7 @@ func (c *Client) AllocateIDs(ctx context.Context, path string, n int64, fence co
 	if err != nil {
 		return 0, err
 	}
-	if err := codeError(res); err != nil {
+	if err := fsm.CodeError(res); err != nil {
 		return 0, err
 	}
 	return res.GetValue(), nil
@@ -411,18 +412,18 @@ func (c *Client) Watch(ctx context.Context, prefix string, fromRevision int64) (
 	if next == 0 {
 		// The next change after a linearizable point: a write that
 		// completed before Watch was called is not delivered.
-		v, err := c.m.read(ctx, appliedQuery{}, false)
+		v, err := c.m.read(ctx, fsm.AppliedQuery{}, false)
 		if err != nil {
 			return nil, err
 		}
 		next = v.(int64) + 1
 	} else {
-		v, err := c.m.read(ctx, changesQuery{from: next, prefix: prefix, max: 1}, true)
+		v, err := c.m.read(ctx, fsm.ChangesQuery{From: next, Prefix: prefix, Max: 1}, true)
 		if err != nil {
 			return nil, err
 		}
-		if a := v.(*changesAnswer); next < a.floor {
-			return nil, fmt.Errorf("%w: revision %d is older than the oldest kept (%d)", core.ErrCompacted, next, a.floor)
+		if a := v.(*fsm.ChangesAnswer); next < a.Floor {
+			return nil, fmt.Errorf("%w: revision %d is older than the oldest kept (%d)", core.ErrCompacted, next, a.Floor)
 		}
 	}
 	ch := make(chan core.WatchResponse, 16)
@@ -432,21 +433,21 @@ func (c *Client) Watch(ctx context.Context, prefix string, fromRevision int64) (
 		defer close(ch)
 		for {
 			wait, _ := c.m.waitApplied()
-			v, err := c.m.read(ctx, changesQuery{from: next, prefix: prefix, max: watchBatch}, true)
+			v, err := c.m.read(ctx, fsm.ChangesQuery{From: next, Prefix: prefix, Max: watchBatch}, true)
 			var resp *core.WatchResponse
 			switch {
 			case err != nil:
 				resp = &core.WatchResponse{Err: err, Revision: next - 1}
 			default:
-				a := v.(*changesAnswer)
-				if next < a.floor {
-					resp = &core.WatchResponse{Err: fmt.Errorf("%w: the watch fell behind the retained history (oldest %d)", core.ErrCompacted, a.floor), Revision: next - 1}
+				a := v.(*fsm.ChangesAnswer)
+				if next < a.Floor {
+					resp = &core.WatchResponse{Err: fmt.Errorf("%w: the watch fell behind the retained history (oldest %d)", core.ErrCompacted, a.Floor), Revision: next - 1}
 				} else {
-					if len(a.events) > 0 {
-						resp = &core.WatchResponse{Events: a.events, Revision: a.upTo}
+					if len(a.Events) > 0 {
+						resp = &core.WatchResponse{Events: a.Events, Revision: a.UpTo}
 					}
-					caughtUp := a.upTo >= a.applied
-					next = a.upTo + 1
+					caughtUp := a.UpTo >= a.Applied
+					next = a.UpTo + 1
 					if resp == nil && !caughtUp {
 						continue
 					}
@@ -497,21 +498,21 @@ func (c *Client) FetchMetadata(ctx context.Context, fromRevision int64, maxWait 
 	defer timer.Stop()
 	for {
 		wait, _ := c.m.waitApplied()
-		v, err := c.m.read(ctx, changesQuery{from: fromRevision, prefix: "/", max: watchBatch}, true)
+		v, err := c.m.read(ctx, fsm.ChangesQuery{From: fromRevision, Prefix: "/", Max: watchBatch}, true)
 		if err != nil {
 			return nil, 0, err
 		}
-		a := v.(*changesAnswer)
-		if fromRevision < a.floor {
-			return nil, 0, fmt.Errorf("%w: revision %d is older than the oldest kept (%d)", core.ErrCompacted, fromRevision, a.floor)
+		a := v.(*fsm.ChangesAnswer)
+		if fromRevision < a.Floor {
+			return nil, 0, fmt.Errorf("%w: revision %d is older than the oldest kept (%d)", core.ErrCompacted, fromRevision, a.Floor)
 		}
-		if len(a.events) > 0 || a.upTo < a.applied {
-			return a.events, a.upTo, nil
+		if len(a.Events) > 0 || a.UpTo < a.Applied {
+			return a.Events, a.UpTo, nil
 		}
 		select {
 		case <-wait:
 		case <-timer.C:
-			return nil, a.upTo, nil
+			return nil, a.UpTo, nil
 		case <-ctx.Done():
 			return nil, 0, ctx.Err()
 		case <-c.stop:
@@ -569,7 +570,7 @@ func (c *Client) ExpireSession(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := codeError(res); err != nil && !errors.Is(err, core.ErrSessionExpired) {
+	if err := fsm.CodeError(res); err != nil && !errors.Is(err, core.ErrSessionExpired) {
 		return err
 	}
 	for {
@@ -607,7 +608,7 @@ func (c *Client) GrantLease(ctx context.Context, owner string, ttl time.Duration
 	if err != nil {
 		return 0, err
 	}
-	if err := codeError(res); err != nil {
+	if err := fsm.CodeError(res); err != nil {
 		return 0, err
 	}
 	return res.GetValue(), nil
@@ -627,7 +628,7 @@ func (c *Client) RenewLease(ctx context.Context, id int64) error {
 	if err != nil {
 		return err
 	}
-	return codeError(res)
+	return fsm.CodeError(res)
 }
 
 // RevokeLease ends the lease now with a replicated expiry record, deleting
@@ -642,7 +643,7 @@ func (c *Client) RevokeLease(ctx context.Context, id int64, fence core.Fence) er
 	if err != nil {
 		return err
 	}
-	return codeError(res)
+	return fsm.CodeError(res)
 }
 
 // ---- membership: see membership.go ----

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/backends/raft/fsm"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/testutil"
 )
@@ -115,8 +116,8 @@ func TestFiveVoters(t *testing.T) {
 	if got := voterIDs(nl); len(strings.Split(got, ",")) != 5 || !strings.Contains(got, "6") {
 		t.Fatalf("voters after the join: %s", got)
 	}
-	v, err := p6.m.nh.StaleRead(shardID, getManyQuery{paths: []string{"/five"}})
-	if err != nil || v.(*getManyAnswer).results[0].Err != nil {
+	v, err := p6.m.nh.StaleRead(shardID, fsm.GetManyQuery{Paths: []string{"/five"}})
+	if err != nil || v.(*fsm.GetManyAnswer).Results[0].Err != nil {
 		t.Fatalf("member 6 lacks /five: %v", err)
 	}
 }

@@ -8,11 +8,8 @@ import (
 	"testing"
 	"time"
 
-	sm "github.com/lni/dragonboat/v4/statemachine"
-
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/testutil"
-	raftv1 "github.com/metaplane/metaplane/proto/metaplane/raft/v1"
 )
 
 // testOptions are fast options for tests: short timeouts, tiny LogDB.
@@ -212,11 +209,4 @@ func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-type smEntry = sm.Entry
-
-func commandTxn(path, data string) *raftv1.Command {
-	return &raftv1.Command{TimeMs: 1, Body: &raftv1.Command_Txn{Txn: &raftv1.Txn{Ops: []*raftv1.Op{{
-		Type: int32(core.OpCreate), Path: path, Data: []byte(data), Version: core.AnyVersion, MakeParents: true}}}}}
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/metaplane/metaplane/backends/raft/fsm"
 	"github.com/metaplane/metaplane/core"
 	raftv1 "github.com/metaplane/metaplane/proto/metaplane/raft/v1"
 )
@@ -77,7 +78,7 @@ func (l *leadership) Resign(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return codeError(res)
+	return fsm.CodeError(res)
 }
 
 // Campaign blocks until this client leads: its member is Raft leader, no
@@ -171,7 +172,7 @@ func (m *member) transferDelay() time.Duration {
 // requestTransfer asks the Raft leader to hand leadership to this member,
 // if a linearizable read confirms that no coordinator leads.
 func (m *member) requestTransfer(ctx context.Context) {
-	v, err := m.read(ctx, leaderQuery{}, false)
+	v, err := m.read(ctx, fsm.LeaderQuery{}, false)
 	if err != nil {
 		return
 	}
@@ -203,7 +204,7 @@ func (c *Client) appendLeader(ctx context.Context, cand core.Candidate, term uin
 	if err != nil {
 		return nil, err
 	}
-	if err := codeError(res); err != nil {
+	if err := fsm.CodeError(res); err != nil {
 		return nil, err
 	}
 	l := &leadership{c: c, epoch: res.GetValue(), term: term, lost: make(chan struct{})}
@@ -254,7 +255,7 @@ func (c *Client) Leader(ctx context.Context) (core.LeaderInfo, error) {
 	if err := c.check(); err != nil {
 		return core.LeaderInfo{}, err
 	}
-	v, err := c.m.read(ctx, leaderQuery{}, false)
+	v, err := c.m.read(ctx, fsm.LeaderQuery{}, false)
 	if err != nil {
 		return core.LeaderInfo{}, err
 	}

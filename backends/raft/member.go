@@ -22,6 +22,7 @@ import (
 	"github.com/lni/dragonboat/v4/raftio"
 	sm "github.com/lni/dragonboat/v4/statemachine"
 
+	"github.com/metaplane/metaplane/backends/raft/fsm"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/protocodec"
 	raftv1 "github.com/metaplane/metaplane/proto/metaplane/raft/v1"
@@ -63,7 +64,7 @@ type member struct {
 	replicaID uint64
 	clusterID uint64
 	nh        *dragonboat.NodeHost
-	sm        *fsm
+	sm        *fsm.FSM
 	noop      *client.Session
 	heard     *heard // the transport's record of peers heard from (failover.go); nil when off
 	// leaderSilence is how long the leader may send nothing before the
@@ -329,10 +330,10 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 	}
 	m.nh = nh
 	m.noop = nh.GetNoOPSession(shardID)
-	m.sm = newFSM(filepath.Join(o.Dir, "state"), o.ChangeLogRetention, m.onApplied)
-	m.sm.fs = o.storage.state
-	m.sm.recovered = m.onRecovered
-	m.sm.observe = o.observeApply
+	m.sm = fsm.New(filepath.Join(o.Dir, "state"), o.ChangeLogRetention, m.onApplied)
+	m.sm.Fs = o.storage.state
+	m.sm.Recovered = m.onRecovered
+	m.sm.Observe = o.observeApply
 	compaction := o.SnapshotThreshold / 2
 	rc := dbconfig.Config{
 		ReplicaID: o.NodeID, ShardID: shardID, CheckQuorum: true, PreVote: true,
@@ -451,7 +452,7 @@ func (m *member) broadcastChangeLocked() {
 // loadLeases reads every session from the store into the clocks (a member
 // that just became leader may not have seen them being granted).
 func (m *member) loadLeases() {
-	v, err := m.nh.StaleRead(shardID, sessionsQuery{})
+	v, err := m.nh.StaleRead(shardID, fsm.SessionsQuery{})
 	if err != nil {
 		return
 	}
@@ -472,9 +473,9 @@ func (m *member) loadLeases() {
 func (m *member) loadInitialState() {
 	defer m.wg.Done()
 	for {
-		v, err := m.nh.StaleRead(shardID, leaderQuery{})
+		v, err := m.nh.StaleRead(shardID, fsm.LeaderQuery{})
 		if err == nil {
-			a, aerr := m.nh.StaleRead(shardID, appliedQuery{})
+			a, aerr := m.nh.StaleRead(shardID, fsm.AppliedQuery{})
 			ls := v.(*raftv1.LeaderState)
 			m.mu.Lock()
 			if m.leaderSt == nil || m.leaderSt.GetIndex() < ls.GetIndex() {
@@ -496,30 +497,30 @@ func (m *member) loadInitialState() {
 }
 
 // onApplied is the state machine's hook after every committed batch.
-func (m *member) onApplied(applied uint64, notes []applyNote) {
+func (m *member) onApplied(applied uint64, notes []fsm.ApplyNote) {
 	now := time.Now()
 	var expired []func()
 	m.mu.Lock()
 	m.applied = applied
 	for _, n := range notes {
-		switch n.kind {
-		case noteSessionGranted, noteSessionRenewed:
-			ttl := time.Duration(n.ttlMs) * time.Millisecond
-			m.leases[n.session] = &leaseClock{ttl: ttl, deadline: now.Add(ttl), renewIndex: n.renewIndex}
-			if n.replica != 0 && n.reported != 0 {
-				m.progress[n.replica] = followerProgress{applied: n.reported, lag: n.renewIndex - int64(n.reported), at: now}
+		switch n.Kind {
+		case fsm.NoteSessionGranted, fsm.NoteSessionRenewed:
+			ttl := time.Duration(n.TtlMs) * time.Millisecond
+			m.leases[n.Session] = &leaseClock{ttl: ttl, deadline: now.Add(ttl), renewIndex: n.RenewIndex}
+			if n.Replica != 0 && n.Reported != 0 {
+				m.progress[n.Replica] = followerProgress{applied: n.Reported, lag: n.RenewIndex - int64(n.Reported), at: now}
 			}
-		case noteSessionExpired:
-			delete(m.leases, n.session)
-			delete(m.expiring, n.session)
-			if fn := m.expiredFns[n.session]; fn != nil {
+		case fsm.NoteSessionExpired:
+			delete(m.leases, n.Session)
+			delete(m.expiring, n.Session)
+			if fn := m.expiredFns[n.Session]; fn != nil {
 				expired = append(expired, fn)
 			}
-		case noteLeader:
-			if m.leaderSt == nil || m.leaderSt.GetIndex() <= n.leader.GetIndex() {
-				m.leaderSt = n.leader
+		case fsm.NoteLeader:
+			if m.leaderSt == nil || m.leaderSt.GetIndex() <= n.Leader.GetIndex() {
+				m.leaderSt = n.Leader
 			}
-			if h := m.holder; h != nil && (n.leader.GetEpoch() != h.epoch || n.leader.GetResigned()) {
+			if h := m.holder; h != nil && (n.Leader.GetEpoch() != h.epoch || n.Leader.GetResigned()) {
 				m.dropHolderLocked()
 			}
 			m.broadcastChangeLocked()
@@ -541,21 +542,21 @@ func (m *member) onApplied(applied uint64, notes []applyNote) {
 // this, a member caught up by snapshot would keep the leader record it had
 // before (ObserveLeader would deliver nothing, or a stale leader, until the
 // next leader record).
-func (m *member) onRecovered(st recoveredState) {
+func (m *member) onRecovered(st fsm.RecoveredState) {
 	now := time.Now()
 	var expired []func()
 	m.mu.Lock()
-	if st.applied > m.applied {
-		m.applied = st.applied
+	if st.Applied > m.applied {
+		m.applied = st.Applied
 	}
 	// The snapshot is ahead of everything applied here: its leader record
 	// is the latest one, whatever the local copy says.
-	m.leaderSt = st.leader
-	if h := m.holder; h != nil && (st.leader.GetEpoch() != h.epoch || st.leader.GetResigned()) {
+	m.leaderSt = st.Leader
+	if h := m.holder; h != nil && (st.Leader.GetEpoch() != h.epoch || st.Leader.GetResigned()) {
 		m.dropHolderLocked()
 	}
-	stored := make(map[int64]bool, len(st.sessions))
-	for _, s := range st.sessions {
+	stored := make(map[int64]bool, len(st.Sessions))
+	for _, s := range st.Sessions {
 		stored[s.GetId()] = true
 		ttl := time.Duration(s.GetTtlMs()) * time.Millisecond
 		if l, ok := m.leases[s.GetId()]; !ok || l.renewIndex != s.GetRenewIndex() {
@@ -676,7 +677,7 @@ func (m *member) mapErr(ctx context.Context, op string, err error) error {
 	if closed {
 		return errClosed
 	}
-	if errors.Is(err, errStoreClosed) {
+	if errors.Is(err, fsm.ErrStoreClosed) {
 		return errClosed
 	}
 	if errors.Is(err, dragonboat.ErrPayloadTooBig) {
@@ -711,7 +712,7 @@ func (m *member) propose(ctx context.Context, cmd *raftv1.Command) (*raftv1.Comm
 	if closed {
 		return nil, errClosed // before the proposal: not applied
 	}
-	data := mustMarshal(cmd)
+	data := fsm.MustMarshal(cmd)
 	m.proposing.Add(1)
 	defer m.proposing.Add(-1)
 	pctx, cancel := proposalCtx(ctx, m.opts.ProposalTimeout)
@@ -764,7 +765,7 @@ func (m *member) awaitReady(ctx, pctx context.Context) error {
 	if m.ready.Load() {
 		return nil
 	}
-	if _, err := m.read(pctx, appliedQuery{}, false); err != nil {
+	if _, err := m.read(pctx, fsm.AppliedQuery{}, false); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("raft: propose: %w", ctx.Err())
 		}

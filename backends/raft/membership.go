@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/metaplane/metaplane/backends/raft/catchup"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/metaplane/metaplane/backends/raft/catchup"
 
 	"github.com/lni/dragonboat/v4"
 

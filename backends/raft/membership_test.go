@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/backends/raft/fsm"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/testutil"
 )
@@ -81,8 +82,8 @@ func TestAddVoterJoin(t *testing.T) {
 	if k := kinds(); len(k) != 4 || k["4"] != core.MemberVoter {
 		t.Fatalf("members after the add: %v", k)
 	}
-	v, err := p4.m.nh.StaleRead(shardID, getManyQuery{paths: []string{"/before-join"}})
-	if err != nil || v.(*getManyAnswer).results[0].Err != nil {
+	v, err := p4.m.nh.StaleRead(shardID, fsm.GetManyQuery{Paths: []string{"/before-join"}})
+	if err != nil || v.(*fsm.GetManyAnswer).Results[0].Err != nil {
 		t.Fatalf("the new voter lacks /before-join: %v", err)
 	}
 	// Once it has seen its promotion it drops its non-voting marker, and
@@ -101,8 +102,8 @@ func TestAddVoterJoin(t *testing.T) {
 	}
 	t.Cleanup(func() { p4.Close() })
 	testutil.WaitFor(t, 20*time.Second, "the restarted voter applying /while-4-down", func() bool {
-		v, err := p4.m.nh.StaleRead(shardID, getManyQuery{paths: []string{"/while-4-down"}})
-		return err == nil && v.(*getManyAnswer).results[0].Err == nil
+		v, err := p4.m.nh.StaleRead(shardID, fsm.GetManyQuery{Paths: []string{"/while-4-down"}})
+		return err == nil && v.(*fsm.GetManyAnswer).Results[0].Err == nil
 	})
 	if k := kinds(); k["4"] != core.MemberVoter {
 		t.Fatalf("member 4 after its restart: %v", k)

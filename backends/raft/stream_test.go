@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/backends/raft/fsm"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/testutil"
 )
@@ -31,8 +32,8 @@ func TestSnapshotCatchUp(t *testing.T) {
 		t.Fatalf("restart the lagging voter: %v", err)
 	}
 	testutil.WaitFor(t, 30*time.Second, "the lagging voter to catch up", func() bool {
-		v, err := c.members[lagger].m.nh.StaleRead(shardID, childrenQuery{path: "/s"})
-		return err == nil && len(v.(*childrenAnswer).names) == 150
+		v, err := c.members[lagger].m.nh.StaleRead(shardID, fsm.ChildrenQuery{Path: "/s"})
+		return err == nil && len(v.(*fsm.ChildrenAnswer).Names) == 150
 	})
 	// Once caught up it serves clients as usual.
 	back := c.client(lagger)

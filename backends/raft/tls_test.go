@@ -5,6 +5,7 @@ import (
 	"net"
 	"testing"
 
+	"github.com/metaplane/metaplane/backends/raft/fsm"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/testutil"
 )
@@ -52,8 +53,8 @@ func TestMutualTLSThreeVoters(t *testing.T) {
 	if st, err := c.members[2].Status(); err != nil || st.LeaderID != "" {
 		t.Fatalf("the voter with an untrusted certificate knows leader %q (%v)", st.LeaderID, err)
 	}
-	v, err := c.members[2].m.nh.StaleRead(shardID, getManyQuery{paths: []string{"/over-tls"}})
-	if err == nil && v.(*getManyAnswer).results[0].Err == nil {
+	v, err := c.members[2].m.nh.StaleRead(shardID, fsm.GetManyQuery{Paths: []string{"/over-tls"}})
+	if err == nil && v.(*fsm.GetManyAnswer).Results[0].Err == nil {
 		t.Fatalf("the voter with an untrusted certificate received the entry")
 	}
 }

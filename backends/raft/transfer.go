@@ -3,10 +3,11 @@ package raft
 import (
 	"context"
 	"fmt"
-	"github.com/metaplane/metaplane/backends/raft/catchup"
 	"sort"
 	"strconv"
 	"time"
+
+	"github.com/metaplane/metaplane/backends/raft/catchup"
 
 	"github.com/metaplane/metaplane/core"
 )

@@ -1,4 +1,4 @@
-package raft
+package fsm
 
 import (
 	"encoding/binary"
@@ -21,56 +21,56 @@ import (
 
 // applyNote tells the member what an applied batch changed that it tracks
 // outside the store (session clocks, leadership, watchers).
-type applyNote struct {
-	kind       noteKind
-	session    int64
-	ttlMs      int64
-	renewIndex int64
-	leader     *raftv1.LeaderState
+type ApplyNote struct {
+	Kind       noteKind
+	Session    int64
+	TtlMs      int64
+	RenewIndex int64
+	Leader     *raftv1.LeaderState
 	// replica and reported: a renewal's proposer and its applied index.
-	replica  uint64
-	reported uint64
+	Replica  uint64
+	Reported uint64
 }
 
 type noteKind int
 
 const (
-	noteSessionGranted noteKind = iota + 1
-	noteSessionRenewed
-	noteSessionExpired
-	noteLeader
+	NoteSessionGranted noteKind = iota + 1
+	NoteSessionRenewed
+	NoteSessionExpired
+	NoteLeader
 )
 
 // applyHook receives, after each committed batch, the applied index and
 // what changed. It must not block.
-type applyHook func(applied uint64, notes []applyNote)
+type applyHook func(applied uint64, notes []ApplyNote)
 
 // recoveredState is what the member tracks outside the store, read back
 // after the store's content was replaced by a snapshot.
-type recoveredState struct {
-	applied  uint64
-	leader   *raftv1.LeaderState
-	sessions []*raftv1.SessionRecord
+type RecoveredState struct {
+	Applied  uint64
+	Leader   *raftv1.LeaderState
+	Sessions []*raftv1.SessionRecord
 }
 
 // recoverHook receives the store's state after a snapshot replaced its
 // content: no entries were applied one by one, so no applyHook notes tell
 // what changed. It must not block.
-type recoverHook func(st recoveredState)
+type recoverHook func(st RecoveredState)
 
 // fsm is the on-disk state machine: a Pebble store changed only by applying
 // committed entries. Each Update applies its entries, their change-log
 // records and the applied index in one synced Pebble batch.
-type fsm struct {
+type FSM struct {
 	dir       string
 	retention int64
 	hook      applyHook
-	recovered recoverHook // optional; set before the replica starts
-	fs        vfs.FS      // the store's filesystem; nil: the OS's (Options.storage)
+	Recovered recoverHook // optional; set before the replica starts
+	Fs        vfs.FS      // the store's filesystem; nil: the OS's (Options.storage)
 	// observe, optional and set before the replica starts, is told when
 	// each Update began and ended, with the indexes it applied (the
 	// serial-write breakdown benchmark times the apply with it).
-	observe func(first, last uint64, start, end time.Time)
+	Observe func(first, last uint64, start, end time.Time)
 
 	mu     sync.RWMutex // guards db against Close/Recover swapping it
 	db     *pebble.DB
@@ -82,7 +82,7 @@ type fsm struct {
 	// replaced other than by Update.
 	cache    *nodeCache
 	logFloor int64
-	leader   leaderSlot
+	Leader   leaderSlot
 	// noLeaderSlot makes every read of the leader record go to the store
 	// (tests compare the two).
 	noLeaderSlot bool
@@ -91,10 +91,10 @@ type fsm struct {
 	noFreshParents bool
 }
 
-var _ sm.IOnDiskStateMachine = (*fsm)(nil)
+var _ sm.IOnDiskStateMachine = (*FSM)(nil)
 
-func newFSM(dir string, retention int64, hook applyHook) *fsm {
-	return &fsm{dir: dir, retention: retention, hook: hook, cache: newNodeCache()}
+func New(dir string, retention int64, hook applyHook) *FSM {
+	return &FSM{dir: dir, retention: retention, hook: hook, cache: newNodeCache()}
 }
 
 // pebbleOptions are the state machine store's: a 4 MiB memtable and a
@@ -118,13 +118,13 @@ func (quietPebbleLogger) Fatalf(format string, args ...any) {
 }
 
 // Open opens (or creates) the store and returns the applied index.
-func (f *fsm) Open(stopc <-chan struct{}) (uint64, error) {
+func (f *FSM) Open(stopc <-chan struct{}) (uint64, error) {
 	if err := os.MkdirAll(f.dir, 0o750); err != nil {
 		return 0, fmt.Errorf("raft state machine: %w", err)
 	}
 	opts := pebbleOptions()
-	if f.fs != nil {
-		opts.FS = f.fs
+	if f.Fs != nil {
+		opts.FS = f.Fs
 	}
 	db, err := pebble.Open(f.dir, opts)
 	if err != nil {
@@ -133,7 +133,7 @@ func (f *fsm) Open(stopc <-chan struct{}) (uint64, error) {
 	f.mu.Lock()
 	// A replica paused for a full disk reopens its store on resume.
 	f.db, f.closed = db, false
-	f.streams.stop.Store(false)
+	f.streams.Stop.Store(false)
 	f.forget()
 	f.mu.Unlock()
 	return readApplied(db)
@@ -189,7 +189,7 @@ func readProto(r reader, key []byte, m proto.Message) (bool, error) {
 	return true, nil
 }
 
-func mustMarshal(m proto.Message) []byte {
+func MustMarshal(m proto.Message) []byte {
 	b, err := protocodec.Marshal(m)
 	if err != nil {
 		panic(fmt.Sprintf("raft: marshal %T: %v", m, err))
@@ -198,9 +198,9 @@ func mustMarshal(m proto.Message) []byte {
 }
 
 // Update applies a batch of committed entries.
-func (f *fsm) Update(entries []sm.Entry) ([]sm.Entry, error) {
+func (f *FSM) Update(entries []sm.Entry) ([]sm.Entry, error) {
 	var start time.Time
-	if f.observe != nil {
+	if f.Observe != nil {
 		start = time.Now()
 	}
 	f.mu.RLock()
@@ -210,14 +210,14 @@ func (f *fsm) Update(entries []sm.Entry) ([]sm.Entry, error) {
 	}
 	b := f.db.NewIndexedBatch()
 	defer b.Close()
-	var notes []applyNote
+	var notes []ApplyNote
 	var last uint64
 	written := map[string]*raftv1.NodeRecord{}
 	var read map[string]*raftv1.NodeRecord
 	if f.cache != nil {
 		read = map[string]*raftv1.NodeRecord{}
 	}
-	leader := f.leader
+	leader := f.Leader
 	for i := range entries {
 		e := &entries[i]
 		a := &applier{b: b, index: int64(e.Index), written: written, read: read, cache: f.cache,
@@ -226,16 +226,16 @@ func (f *fsm) Update(entries []sm.Entry) ([]sm.Entry, error) {
 			a.lead = &leader
 		}
 		res := a.applyEntry(e.Cmd)
-		if len(a.events) > 0 {
-			if err := b.Set(logKey(int64(e.Index)), mustMarshal(&raftv1.ChangeLogEntry{Events: a.events}), nil); err != nil {
+		if len(a.Events) > 0 {
+			if err := b.Set(logKey(int64(e.Index)), MustMarshal(&raftv1.ChangeLogEntry{Events: a.Events}), nil); err != nil {
 				return nil, err
 			}
 		}
-		if a.err != nil {
-			return nil, fmt.Errorf("raft state machine: apply index %d: %w", e.Index, a.err)
+		if a.Err != nil {
+			return nil, fmt.Errorf("raft state machine: apply index %d: %w", e.Index, a.Err)
 		}
 		notes = append(notes, a.notes...)
-		e.Result = sm.Result{Value: uint64(res.Code), Data: mustMarshal(res)}
+		e.Result = sm.Result{Value: uint64(res.Code), Data: MustMarshal(res)}
 		last = e.Index
 	}
 	floor, err := f.trimChangeLog(b, int64(last))
@@ -257,7 +257,7 @@ func (f *fsm) Update(entries []sm.Entry) ([]sm.Entry, error) {
 		return nil, fmt.Errorf("raft state machine: commit: %w", err)
 	}
 	f.logFloor = floor
-	f.leader = leader
+	f.Leader = leader
 	if f.cache != nil {
 		// Records read before those written: a node read and then written
 		// by this batch is kept as written.
@@ -273,8 +273,8 @@ func (f *fsm) Update(entries []sm.Entry) ([]sm.Entry, error) {
 	if f.hook != nil {
 		f.hook(last, notes)
 	}
-	if f.observe != nil && len(entries) > 0 {
-		f.observe(entries[0].Index, last, start, time.Now())
+	if f.Observe != nil && len(entries) > 0 {
+		f.Observe(entries[0].Index, last, start, time.Now())
 	}
 	return entries, nil
 }
@@ -291,7 +291,7 @@ func (f *fsm) Update(entries []sm.Entry) ([]sm.Entry, error) {
 // known, read from the store): reading it back from Pebble with every
 // batch was a quarter of the apply's CPU (the key, once unchanged, sits in
 // an sstable).
-func (f *fsm) trimChangeLog(b *pebble.Batch, applied int64) (int64, error) {
+func (f *FSM) trimChangeLog(b *pebble.Batch, applied int64) (int64, error) {
 	floor := f.logFloor
 	if floor == 0 {
 		var err error
@@ -329,37 +329,37 @@ func logTrimStep(retention int64) int64 {
 // forget drops what Update keeps of the store's content (the node cache,
 // the change log's floor), for when that content is replaced other than by
 // Update; f.mu is held for writing.
-func (f *fsm) forget() {
+func (f *FSM) forget() {
 	if f.cache != nil {
 		f.cache.reset()
 	}
 	f.logFloor = 0
-	f.leader = nil
+	f.Leader = nil
 }
 
 // Lookup answers a query (see query.go) from the store.
-func (f *fsm) Lookup(q interface{}) (interface{}, error) {
+func (f *FSM) Lookup(q interface{}) (interface{}, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if f.db == nil || f.closed {
-		return nil, errStoreClosed
+		return nil, ErrStoreClosed
 	}
-	if _, ok := q.(streamQuery); ok {
+	if _, ok := q.(StreamQuery); ok {
 		return f.openStream(f.db)
 	}
 	return runQuery(f.db, q)
 }
 
-var errStoreClosed = errors.New("raft state machine: closed")
+var ErrStoreClosed = errors.New("raft state machine: closed")
 
 // Sync makes every batch Update has committed durable, by syncing Pebble's
 // WAL. Dragonboat calls it before it relies on the applied state being on
 // disk (see Update).
-func (f *fsm) Sync() error {
+func (f *FSM) Sync() error {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if f.db == nil || f.closed {
-		return errStoreClosed
+		return ErrStoreClosed
 	}
 	if err := f.db.LogData(nil, pebble.Sync); err != nil {
 		return fmt.Errorf("raft state machine: sync: %w", err)
@@ -368,17 +368,17 @@ func (f *fsm) Sync() error {
 }
 
 // PrepareSnapshot captures a Pebble snapshot of the current state.
-func (f *fsm) PrepareSnapshot() (interface{}, error) {
+func (f *FSM) PrepareSnapshot() (interface{}, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if f.db == nil {
-		return nil, errStoreClosed
+		return nil, ErrStoreClosed
 	}
 	return f.db.NewSnapshot(), nil
 }
 
 // SaveSnapshot writes the prepared snapshot (see snapshot.go).
-func (f *fsm) SaveSnapshot(ctx interface{}, w io.Writer, stopc <-chan struct{}) error {
+func (f *FSM) SaveSnapshot(ctx interface{}, w io.Writer, stopc <-chan struct{}) error {
 	snap := ctx.(*pebble.Snapshot)
 	defer snap.Close()
 	return writeSnapshot(snap, w, stopc)
@@ -390,47 +390,47 @@ func (f *fsm) SaveSnapshot(ctx interface{}, w io.Writer, stopc <-chan struct{}) 
 //
 // Afterwards the recover hook (if any) gets the new applied index, leader
 // record and sessions, outside the store's lock.
-func (f *fsm) RecoverFromSnapshot(r io.Reader, stopc <-chan struct{}) error {
+func (f *FSM) RecoverFromSnapshot(r io.Reader, stopc <-chan struct{}) error {
 	st, err := f.recoverFromSnapshot(r, stopc)
 	if err != nil {
 		return err
 	}
-	if f.recovered != nil {
-		f.recovered(st)
+	if f.Recovered != nil {
+		f.Recovered(st)
 	}
 	return nil
 }
 
-func (f *fsm) recoverFromSnapshot(r io.Reader, stopc <-chan struct{}) (recoveredState, error) {
+func (f *FSM) recoverFromSnapshot(r io.Reader, stopc <-chan struct{}) (RecoveredState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.db == nil {
-		return recoveredState{}, errStoreClosed
+		return RecoveredState{}, ErrStoreClosed
 	}
 	// Whatever happens below, what the store held before is no longer
 	// known to be what it holds.
 	f.forget()
 	if err := f.replaceFromSnapshot(r, stopc); err != nil {
-		return recoveredState{}, err
+		return RecoveredState{}, err
 	}
-	var st recoveredState
+	var st RecoveredState
 	var err error
-	if st.applied, err = readApplied(f.db); err != nil {
-		return recoveredState{}, err
+	if st.Applied, err = readApplied(f.db); err != nil {
+		return RecoveredState{}, err
 	}
-	st.leader = &raftv1.LeaderState{}
-	if _, err := readProto(f.db, keyLeader, st.leader); err != nil {
-		return recoveredState{}, err
+	st.Leader = &raftv1.LeaderState{}
+	if _, err := readProto(f.db, keyLeader, st.Leader); err != nil {
+		return RecoveredState{}, err
 	}
-	if st.sessions, err = allSessions(f.db); err != nil {
-		return recoveredState{}, err
+	if st.Sessions, err = allSessions(f.db); err != nil {
+		return RecoveredState{}, err
 	}
 	return st, nil
 }
 
 // replaceFromSnapshot verifies the snapshot in r and loads it; f.mu is
 // held for writing.
-func (f *fsm) replaceFromSnapshot(r io.Reader, stopc <-chan struct{}) error {
+func (f *FSM) replaceFromSnapshot(r io.Reader, stopc <-chan struct{}) error {
 	tmp, err := os.CreateTemp(filepath.Dir(f.dir), "snapshot-recover-*")
 	if err != nil {
 		return fmt.Errorf("raft state machine: recover: %w", err)
@@ -448,7 +448,7 @@ func (f *fsm) replaceFromSnapshot(r io.Reader, stopc <-chan struct{}) error {
 }
 
 // Close closes the store.
-func (f *fsm) Close() error {
+func (f *FSM) Close() error {
 	f.endStreams()
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -461,7 +461,7 @@ func (f *fsm) Close() error {
 	return err
 }
 
-func unmarshal(b []byte, m proto.Message) error {
+func Unmarshal(b []byte, m proto.Message) error {
 	if err := protocodec.Unmarshal(b, m); err != nil {
 		return fmt.Errorf("raft state machine: decode %T: %w", m, err)
 	}

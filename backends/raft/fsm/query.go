@@ -1,4 +1,4 @@
-package raft
+package fsm
 
 import (
 	"fmt"
@@ -12,57 +12,57 @@ import (
 // The queries Lookup answers. They run against the store after Dragonboat
 // has established the read's consistency (ReadIndex) or directly (stale).
 type (
-	getManyQuery struct {
-		paths  []string
-		noData bool
+	GetManyQuery struct {
+		Paths  []string
+		NoData bool
 	}
-	getManyAnswer struct {
-		results  []core.GetResult
+	GetManyAnswer struct {
+		Results  []core.GetResult
 		revision int64
 	}
-	childrenQuery  struct{ path string }
-	childrenAnswer struct {
-		names []string
-		stat  core.Stat
-		err   error
+	ChildrenQuery  struct{ Path string }
+	ChildrenAnswer struct {
+		Names []string
+		Stat  core.Stat
+		Err   error
 	}
-	snapshotQuery struct{ prefix string }
-	leaderQuery   struct{}
+	SnapshotQuery struct{ Prefix string }
+	LeaderQuery   struct{}
 	sessionQuery  struct{ id int64 }
-	sessionsQuery struct{}
+	SessionsQuery struct{}
 	// changesQuery reads the change log from index from (inclusive) on, at
 	// most max events (a batch is never split).
-	changesQuery struct {
-		from   int64
-		prefix string
-		max    int
+	ChangesQuery struct {
+		From   int64
+		Prefix string
+		Max    int
 	}
-	changesAnswer struct {
-		events  []core.WatchEvent
-		upTo    int64 // everything up to upTo has been read
-		floor   int64 // oldest index still in the change log
-		applied int64
+	ChangesAnswer struct {
+		Events  []core.WatchEvent
+		UpTo    int64 // everything up to upTo has been read
+		Floor   int64 // oldest index still in the change log
+		Applied int64
 	}
-	appliedQuery struct{}
+	AppliedQuery struct{}
 )
 
 func runQuery(db *pebble.DB, q interface{}) (interface{}, error) {
 	switch q := q.(type) {
-	case getManyQuery:
+	case GetManyQuery:
 		var r reader = db
-		if len(q.paths) > 1 {
+		if len(q.Paths) > 1 {
 			s := db.NewSnapshot()
 			defer s.Close()
 			r = s
 		}
 		return getMany(r, q)
-	case childrenQuery:
-		return children(db, q.path)
-	case snapshotQuery:
+	case ChildrenQuery:
+		return children(db, q.Path)
+	case SnapshotQuery:
 		s := db.NewSnapshot()
 		defer s.Close()
-		return readSnapshot(s, q.prefix)
-	case leaderQuery:
+		return readSnapshot(s, q.Prefix)
+	case LeaderQuery:
 		var ls raftv1.LeaderState
 		_, err := readProto(db, keyLeader, &ls)
 		return &ls, err
@@ -73,13 +73,13 @@ func runQuery(db *pebble.DB, q interface{}) (interface{}, error) {
 			return (*raftv1.SessionRecord)(nil), err
 		}
 		return &s, nil
-	case sessionsQuery:
+	case SessionsQuery:
 		return allSessions(db)
-	case changesQuery:
+	case ChangesQuery:
 		s := db.NewSnapshot()
 		defer s.Close()
 		return readChanges(s, q)
-	case appliedQuery:
+	case AppliedQuery:
 		a, err := readApplied(db)
 		return int64(a), err
 	}
@@ -88,7 +88,7 @@ func runQuery(db *pebble.DB, q interface{}) (interface{}, error) {
 
 func readNode(r reader, p string) (*raftv1.NodeRecord, error) {
 	var n raftv1.NodeRecord
-	ok, err := readProto(r, nodeKey(p), &n)
+	ok, err := readProto(r, NodeKey(p), &n)
 	if err != nil {
 		return nil, err
 	}
@@ -101,15 +101,15 @@ func readNode(r reader, p string) (*raftv1.NodeRecord, error) {
 	return &n, nil
 }
 
-func getMany(r reader, q getManyQuery) (*getManyAnswer, error) {
+func getMany(r reader, q GetManyQuery) (*GetManyAnswer, error) {
 	applied, err := readApplied(r)
 	if err != nil {
 		return nil, err
 	}
-	ans := &getManyAnswer{results: make([]core.GetResult, len(q.paths)), revision: int64(applied)}
-	for i, p := range q.paths {
+	ans := &GetManyAnswer{Results: make([]core.GetResult, len(q.Paths)), revision: int64(applied)}
+	for i, p := range q.Paths {
 		if err := core.ValidatePath(p); err != nil {
-			ans.results[i].Err = err
+			ans.Results[i].Err = err
 			continue
 		}
 		n, err := readNode(r, p)
@@ -117,20 +117,20 @@ func getMany(r reader, q getManyQuery) (*getManyAnswer, error) {
 			return nil, err
 		}
 		if n == nil {
-			ans.results[i].Err = fmt.Errorf("%w: %s", core.ErrNotFound, p)
+			ans.Results[i].Err = fmt.Errorf("%w: %s", core.ErrNotFound, p)
 			continue
 		}
-		ans.results[i].Node = core.Node{Path: p, Stat: coreStat(statOf(n))}
-		if !q.noData {
-			ans.results[i].Node.Data = n.GetData()
+		ans.Results[i].Node = core.Node{Path: p, Stat: CoreStat(StatOf(n))}
+		if !q.NoData {
+			ans.Results[i].Node.Data = n.GetData()
 		}
 	}
 	return ans, nil
 }
 
-func children(db *pebble.DB, p string) (*childrenAnswer, error) {
+func children(db *pebble.DB, p string) (*ChildrenAnswer, error) {
 	if err := core.ValidatePath(p); err != nil {
-		return &childrenAnswer{err: err}, nil
+		return &ChildrenAnswer{Err: err}, nil
 	}
 	s := db.NewSnapshot()
 	defer s.Close()
@@ -139,10 +139,10 @@ func children(db *pebble.DB, p string) (*childrenAnswer, error) {
 		return nil, err
 	}
 	if n == nil {
-		return &childrenAnswer{err: fmt.Errorf("%w: %s", core.ErrNotFound, p)}, nil
+		return &ChildrenAnswer{Err: fmt.Errorf("%w: %s", core.ErrNotFound, p)}, nil
 	}
 	pfx := childPrefix(p)
-	it, err := s.NewIter(&pebble.IterOptions{LowerBound: pfx, UpperBound: prefixEnd(pfx)})
+	it, err := s.NewIter(&pebble.IterOptions{LowerBound: pfx, UpperBound: PrefixEnd(pfx)})
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +153,7 @@ func children(db *pebble.DB, p string) (*childrenAnswer, error) {
 	if err := it.Close(); err != nil {
 		return nil, err
 	}
-	return &childrenAnswer{names: names, stat: coreStat(statOf(n))}, nil
+	return &ChildrenAnswer{Names: names, Stat: CoreStat(StatOf(n))}, nil
 }
 
 func readSnapshot(r reader, prefix string) (core.Snapshot, error) {
@@ -162,11 +162,11 @@ func readSnapshot(r reader, prefix string) (core.Snapshot, error) {
 		return core.Snapshot{}, err
 	}
 	snap := core.Snapshot{Revision: int64(applied), Nodes: []core.Node{}}
-	lo := nodeKey(prefix)
+	lo := NodeKey(prefix)
 	if prefix == "/" {
-		lo = nodeKey("/")
+		lo = NodeKey("/")
 	}
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: PrefixEnd(lo)})
 	if err != nil {
 		return core.Snapshot{}, err
 	}
@@ -177,10 +177,10 @@ func readSnapshot(r reader, prefix string) (core.Snapshot, error) {
 			continue
 		}
 		var n raftv1.NodeRecord
-		if err := unmarshal(it.Value(), &n); err != nil {
+		if err := Unmarshal(it.Value(), &n); err != nil {
 			return core.Snapshot{}, err
 		}
-		snap.Nodes = append(snap.Nodes, core.Node{Path: p, Data: n.GetData(), Stat: coreStat(statOf(&n))})
+		snap.Nodes = append(snap.Nodes, core.Node{Path: p, Data: n.GetData(), Stat: CoreStat(StatOf(&n))})
 	}
 	return snap, it.Error()
 }
@@ -195,7 +195,7 @@ func allSessions(db *pebble.DB) ([]*raftv1.SessionRecord, error) {
 	var out []*raftv1.SessionRecord
 	for it.First(); it.Valid(); it.Next() {
 		var s raftv1.SessionRecord
-		if err := unmarshal(it.Value(), &s); err != nil {
+		if err := Unmarshal(it.Value(), &s); err != nil {
 			return nil, err
 		}
 		out = append(out, &s)
@@ -203,7 +203,7 @@ func allSessions(db *pebble.DB) ([]*raftv1.SessionRecord, error) {
 	return out, it.Error()
 }
 
-func readChanges(r reader, q changesQuery) (*changesAnswer, error) {
+func readChanges(r reader, q ChangesQuery) (*ChangesAnswer, error) {
 	applied, err := readApplied(r)
 	if err != nil {
 		return nil, err
@@ -215,33 +215,33 @@ func readChanges(r reader, q changesQuery) (*changesAnswer, error) {
 	if floor == 0 {
 		floor = 1
 	}
-	ans := &changesAnswer{floor: floor, applied: int64(applied), upTo: int64(applied)}
-	if q.from > int64(applied) {
-		ans.upTo = q.from - 1
+	ans := &ChangesAnswer{Floor: floor, Applied: int64(applied), UpTo: int64(applied)}
+	if q.From > int64(applied) {
+		ans.UpTo = q.From - 1
 		return ans, nil
 	}
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: logKey(q.from), UpperBound: logKey(int64(applied) + 1)})
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: logKey(q.From), UpperBound: logKey(int64(applied) + 1)})
 	if err != nil {
 		return nil, err
 	}
 	defer it.Close()
 	for it.First(); it.Valid(); it.Next() {
 		idx := int64(be64(it.Key()[1:]))
-		if q.max > 0 && len(ans.events) >= q.max {
-			ans.upTo = idx - 1
+		if q.Max > 0 && len(ans.Events) >= q.Max {
+			ans.UpTo = idx - 1
 			break
 		}
 		var e raftv1.ChangeLogEntry
-		if err := unmarshal(it.Value(), &e); err != nil {
+		if err := Unmarshal(it.Value(), &e); err != nil {
 			return nil, err
 		}
 		for _, ev := range e.GetEvents() {
-			if !core.HasPrefixPath(ev.GetPath(), q.prefix) {
+			if !core.HasPrefixPath(ev.GetPath(), q.Prefix) {
 				continue
 			}
-			ans.events = append(ans.events, core.WatchEvent{
+			ans.Events = append(ans.Events, core.WatchEvent{
 				Type: core.EventType(ev.GetType()), Path: ev.GetPath(), Data: ev.GetData(),
-				Stat: coreStat(ev.GetStat()), Revision: idx,
+				Stat: CoreStat(ev.GetStat()), Revision: idx,
 			})
 		}
 	}

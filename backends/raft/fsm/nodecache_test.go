@@ -1,4 +1,4 @@
-package raft
+package fsm
 
 import (
 	"bytes"
@@ -16,9 +16,9 @@ import (
 
 // openTestFSM opens a state machine in a new directory, keeping retention
 // indexes of change log.
-func openTestFSM(t testing.TB, name string, retention int64) *fsm {
+func openTestFSM(t testing.TB, name string, retention int64) *FSM {
 	t.Helper()
-	f := newFSM(filepath.Join(t.TempDir(), name), retention, nil)
+	f := New(filepath.Join(t.TempDir(), name), retention, nil)
 	if _, err := f.Open(nil); err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func openTestFSM(t testing.TB, name string, retention int64) *fsm {
 }
 
 // snapshotOf is a snapshot of f as Dragonboat would save it.
-func snapshotOf(t *testing.T, f *fsm) []byte {
+func snapshotOf(t *testing.T, f *FSM) []byte {
 	t.Helper()
 	snap, err := f.PrepareSnapshot()
 	if err != nil {
@@ -41,7 +41,7 @@ func snapshotOf(t *testing.T, f *fsm) []byte {
 }
 
 // storedNodes is every node record the store holds, by path.
-func storedNodes(t *testing.T, f *fsm) map[string]*raftv1.NodeRecord {
+func storedNodes(t *testing.T, f *FSM) map[string]*raftv1.NodeRecord {
 	t.Helper()
 	it, err := f.db.NewIter(&pebble.IterOptions{LowerBound: []byte{tagNode}, UpperBound: []byte{tagNode + 1}})
 	if err != nil {
@@ -106,7 +106,7 @@ func randomCommand(r *rand.Rand, index uint64, sessions *[]int64) *raftv1.Comman
 // updateBoth applies cmds, at the indexes after *index, to x and to y
 // (the same state machine without what x has: a cache, a slot), fails
 // unless every entry has the same result on both, and returns x's.
-func updateBoth(t *testing.T, x, y *fsm, index *uint64, cmds [][]byte, what string) []smEntry {
+func updateBoth(t *testing.T, x, y *FSM, index *uint64, cmds [][]byte, what string) []smEntry {
 	t.Helper()
 	var a, b []smEntry
 	for _, c := range cmds {
@@ -133,7 +133,7 @@ func updateBoth(t *testing.T, x, y *fsm, index *uint64, cmds [][]byte, what stri
 
 // checkCacheExact fails unless every record in f's cache is the one its
 // store holds.
-func checkCacheExact(t *testing.T, f *fsm, stored map[string]*raftv1.NodeRecord) {
+func checkCacheExact(t *testing.T, f *FSM, stored map[string]*raftv1.NodeRecord) {
 	t.Helper()
 	for p, n := range f.cache.nodes {
 		if !proto.Equal(n, stored[p]) {
@@ -158,7 +158,7 @@ func TestNodeCacheIsExact(t *testing.T) {
 	for round := 0; round < 400; round++ {
 		var cmds [][]byte
 		for n := 1 + r.IntN(8); n > 0; n-- {
-			cmds = append(cmds, mustMarshal(randomCommand(r, index+uint64(len(cmds))+1, &sessions)))
+			cmds = append(cmds, MustMarshal(randomCommand(r, index+uint64(len(cmds))+1, &sessions)))
 		}
 		for _, e := range updateBoth(t, cached, plain, &index, cmds, "the cache") {
 			if e.Result.Value != 0 {
@@ -193,7 +193,7 @@ func TestNodeCacheEmptiedBySnapshotRecovery(t *testing.T) {
 	snap := snapshotOf(t, src)
 	applyTxn(t, dst, 1, "/x", "mine")
 	setX := func(index uint64, version int64) uint64 {
-		out, err := dst.Update([]smEntry{{Index: index, Cmd: mustMarshal(&raftv1.Command{TimeMs: 1, Body: &raftv1.Command_Txn{Txn: &raftv1.Txn{Ops: []*raftv1.Op{{
+		out, err := dst.Update([]smEntry{{Index: index, Cmd: MustMarshal(&raftv1.Command{TimeMs: 1, Body: &raftv1.Command_Txn{Txn: &raftv1.Txn{Ops: []*raftv1.Op{{
 			Type: int32(core.OpSet), Path: "/x", Data: []byte("set"), Version: version}}}}})}})
 		if err != nil {
 			t.Fatal(err)
@@ -240,7 +240,7 @@ func TestLogFloorForgottenBySnapshotRecovery(t *testing.T) {
 	}
 	applyTxn(t, dst, 11, "/s11", "")
 	applyTxn(t, src, 11, "/s11", "")
-	for name, f := range map[string]*fsm{"the recovered member": dst, "the snapshot's source": src} {
+	for name, f := range map[string]*FSM{"the recovered member": dst, "the snapshot's source": src} {
 		floor, err := readUint(f.db, keyLogFloor)
 		if err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package raft
+package fsm
 
 import (
 	"fmt"
@@ -42,7 +42,7 @@ var resultCodes = []struct {
 // CODE_OK; otherwise the code's sentinel wrapped with the state machine's
 // message, inside a *core.TxnError carrying failed_index when the result
 // names a failing op.
-func codeError(r *raftv1.CommandResult) error {
+func CodeError(r *raftv1.CommandResult) error {
 	if r.GetCode() == raftv1.Code_CODE_OK {
 		return nil
 	}

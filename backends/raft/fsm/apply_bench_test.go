@@ -1,4 +1,4 @@
-package raft
+package fsm
 
 import (
 	"fmt"
@@ -49,8 +49,8 @@ func benchmarkApply(b *testing.B, keys int) {
 	data := make([]byte, 128)
 	for k := range create {
 		p := fmt.Sprintf("/bench/client-%05d/node", k)
-		create[k] = mustMarshal(commandTxn(p, ""))
-		set[k] = mustMarshal(&raftv1.Command{TimeMs: 1, Body: &raftv1.Command_Txn{Txn: &raftv1.Txn{Ops: []*raftv1.Op{{
+		create[k] = MustMarshal(commandTxn(p, ""))
+		set[k] = MustMarshal(&raftv1.Command{TimeMs: 1, Body: &raftv1.Command_Txn{Txn: &raftv1.Txn{Ops: []*raftv1.Op{{
 			Type: int32(core.OpSet), Path: p, Data: data, Version: core.AnyVersion}}}}})
 	}
 	for len(create) > 0 {
@@ -96,7 +96,7 @@ func benchmarkApplyCreateTable(b *testing.B, tables int) {
 			b.Fatalf("entry %d refused: code %d", index, out[0].Result.Value)
 		}
 	}
-	apply(mustMarshal(commandTxn(catalog.DatabasePath("db"), "{}")))
+	apply(MustMarshal(commandTxn(catalog.DatabasePath("db"), "{}")))
 	reg, schema, assign, lai := make([]byte, 320), make([]byte, 160), make([]byte, 96), make([]byte, 112)
 	createTable := func(id int) []byte {
 		op := func(p string, data []byte, parents bool) *raftv1.Op {
@@ -115,7 +115,7 @@ func benchmarkApplyCreateTable(b *testing.B, tables int) {
 			ops = append(ops, op(catalog.BucketPath(int64(id), -1, bucket), nil, false),
 				op(catalog.LeaderAndIsrPath(int64(id), -1, bucket), lai, false))
 		}
-		return mustMarshal(&raftv1.Command{TimeMs: 1, Body: &raftv1.Command_Txn{Txn: &raftv1.Txn{Ops: ops}}})
+		return MustMarshal(&raftv1.Command{TimeMs: 1, Body: &raftv1.Command_Txn{Txn: &raftv1.Txn{Ops: ops}}})
 	}
 	for id := 1; id <= tables; id++ {
 		apply(createTable(id))

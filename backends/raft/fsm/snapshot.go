@@ -1,4 +1,4 @@
-package raft
+package fsm
 
 import (
 	"bufio"
@@ -81,7 +81,7 @@ func writeSnapshot(r reader, w io.Writer, stopc <-chan struct{}) error {
 	}); err != nil {
 		return err
 	}
-	hdr := mustMarshal(&raftv1.SnapshotHeader{Format: snapshotFormat, AppliedIndex: applied, Entries: count,
+	hdr := MustMarshal(&raftv1.SnapshotHeader{Format: snapshotFormat, AppliedIndex: applied, Entries: count,
 		Sha256: h.Sum(nil), BodyBytes: cw.n})
 	bw := bufio.NewWriterSize(w, 64<<10)
 	if _, err := bw.WriteString(snapshotMagic); err != nil {

@@ -1,4 +1,4 @@
-package raft
+package fsm
 
 import (
 	"fmt"
@@ -34,9 +34,9 @@ type applier struct {
 	// leaderSlot); nil outside Update: read from b.
 	lead *leaderSlot
 
-	events []*raftv1.Event
-	notes  []applyNote
-	err    error // storage failure: fatal for the member
+	Events []*raftv1.Event
+	notes  []ApplyNote
+	Err    error // storage failure: fatal for the member
 }
 
 // opFailure is a refused command: nothing of it is written. Its result
@@ -75,7 +75,7 @@ func (a *applier) applyEntry(cmd []byte) *raftv1.CommandResult {
 	case *raftv1.Command_Txn:
 		res, f = a.txn(body.Txn)
 	case *raftv1.Command_Leader:
-		res, f = a.leader(body.Leader)
+		res, f = a.Leader(body.Leader)
 	case *raftv1.Command_Resign:
 		res, f = a.resign(body.Resign)
 	case *raftv1.Command_SessionGrant:
@@ -92,7 +92,7 @@ func (a *applier) applyEntry(cmd []byte) *raftv1.CommandResult {
 		f = fail(raftv1.Code_CODE_INVALID_ARGUMENT, -1, "unknown command")
 	}
 	if f != nil {
-		a.events = nil
+		a.Events = nil
 		a.notes = nil
 		return f.result(a.index)
 	}
@@ -122,7 +122,7 @@ func (a *applier) leaderState() *raftv1.LeaderState {
 	}
 	var ls raftv1.LeaderState
 	if _, err := readProto(a.b, keyLeader, &ls); err != nil {
-		a.err = err
+		a.Err = err
 		return &ls
 	}
 	if a.lead != nil {
@@ -133,7 +133,7 @@ func (a *applier) leaderState() *raftv1.LeaderState {
 
 // setLeader writes ls as the leader record.
 func (a *applier) setLeader(ls *raftv1.LeaderState) {
-	a.set(keyLeader, mustMarshal(ls))
+	a.set(keyLeader, MustMarshal(ls))
 	if a.lead != nil {
 		*a.lead = cloneLeader(ls)
 	}
@@ -156,7 +156,7 @@ func (a *applier) checkFence(f *raftv1.Fence) *opFailure {
 	return nil
 }
 
-func (a *applier) leader(r *raftv1.LeaderRecord) (*raftv1.CommandResult, *opFailure) {
+func (a *applier) Leader(r *raftv1.LeaderRecord) (*raftv1.CommandResult, *opFailure) {
 	ls := a.leaderState()
 	if r.GetTerm() < ls.GetTerm() {
 		return nil, fail(raftv1.Code_CODE_STALE_LEADER, -1, "leader record of term %d after term %d", r.GetTerm(), ls.GetTerm())
@@ -177,7 +177,7 @@ func (a *applier) leader(r *raftv1.LeaderRecord) (*raftv1.CommandResult, *opFail
 	nls := &raftv1.LeaderState{Epoch: epoch, Term: r.GetTerm(), CandidateId: r.GetCandidateId(),
 		Address: r.GetAddress(), ReplicaId: r.GetReplicaId(), Index: a.index, Session: r.GetSession()}
 	a.setLeader(nls)
-	a.notes = append(a.notes, applyNote{kind: noteLeader, leader: nls})
+	a.notes = append(a.notes, ApplyNote{Kind: NoteLeader, Leader: nls})
 	return &raftv1.CommandResult{Value: epoch}, nil
 }
 
@@ -209,17 +209,17 @@ func (a *applier) resign(r *raftv1.Resign) (*raftv1.CommandResult, *opFailure) {
 	}
 	ls.Resigned = true
 	a.setLeader(ls)
-	a.notes = append(a.notes, applyNote{kind: noteLeader, leader: ls})
+	a.notes = append(a.notes, ApplyNote{Kind: NoteLeader, Leader: ls})
 	return &raftv1.CommandResult{Value: 1}, nil
 }
 
 // ---- sessions ----
 
-func (a *applier) session(id int64) *raftv1.SessionRecord {
+func (a *applier) Session(id int64) *raftv1.SessionRecord {
 	var s raftv1.SessionRecord
 	ok, err := readProto(a.b, sessionKey(id), &s)
 	if err != nil {
-		a.err = err
+		a.Err = err
 	}
 	if !ok {
 		return nil
@@ -235,20 +235,20 @@ func (a *applier) grant(g *raftv1.SessionGrant) (*raftv1.CommandResult, *opFailu
 		return nil, fail(raftv1.Code_CODE_INVALID_ARGUMENT, -1, "session ttl %dms: must be positive", g.GetTtlMs())
 	}
 	s := &raftv1.SessionRecord{Id: a.index, Owner: g.GetOwner(), TtlMs: g.GetTtlMs(), RenewIndex: a.index}
-	a.set(sessionKey(s.Id), mustMarshal(s))
-	a.notes = append(a.notes, applyNote{kind: noteSessionGranted, session: s.Id, ttlMs: s.TtlMs, renewIndex: a.index})
+	a.set(sessionKey(s.Id), MustMarshal(s))
+	a.notes = append(a.notes, ApplyNote{Kind: NoteSessionGranted, Session: s.Id, TtlMs: s.TtlMs, RenewIndex: a.index})
 	return &raftv1.CommandResult{Value: s.Id}, nil
 }
 
 func (a *applier) renew(r *raftv1.SessionRenew) (*raftv1.CommandResult, *opFailure) {
-	s := a.session(r.GetId())
+	s := a.Session(r.GetId())
 	if s == nil {
 		return nil, fail(raftv1.Code_CODE_SESSION_EXPIRED, -1, "session %d has expired", r.GetId())
 	}
 	s.RenewIndex = a.index
-	a.set(sessionKey(s.Id), mustMarshal(s))
-	a.notes = append(a.notes, applyNote{kind: noteSessionRenewed, session: s.Id, ttlMs: s.TtlMs, renewIndex: a.index,
-		replica: r.GetReplicaId(), reported: r.GetAppliedIndex()})
+	a.set(sessionKey(s.Id), MustMarshal(s))
+	a.notes = append(a.notes, ApplyNote{Kind: NoteSessionRenewed, Session: s.Id, TtlMs: s.TtlMs, RenewIndex: a.index,
+		Replica: r.GetReplicaId(), Reported: r.GetAppliedIndex()})
 	return &raftv1.CommandResult{Value: s.Id}, nil
 }
 
@@ -256,7 +256,7 @@ func (a *applier) expire(x *raftv1.SessionExpire) (*raftv1.CommandResult, *opFai
 	if f := a.checkFence(x.GetFence()); f != nil {
 		return nil, f
 	}
-	s := a.session(x.GetId())
+	s := a.Session(x.GetId())
 	if s == nil {
 		return nil, fail(raftv1.Code_CODE_SESSION_EXPIRED, -1, "session %d has already expired", x.GetId())
 	}
@@ -266,9 +266,9 @@ func (a *applier) expire(x *raftv1.SessionExpire) (*raftv1.CommandResult, *opFai
 	}
 	// Delete the session's ephemerals (FENCE_TABLET_SERVER).
 	pfx := ephPrefix(s.Id)
-	it, err := a.b.NewIter(&pebble.IterOptions{LowerBound: pfx, UpperBound: prefixEnd(pfx)})
+	it, err := a.b.NewIter(&pebble.IterOptions{LowerBound: pfx, UpperBound: PrefixEnd(pfx)})
 	if err != nil {
-		a.err = err
+		a.Err = err
 		return &raftv1.CommandResult{}, nil
 	}
 	var paths []string
@@ -276,7 +276,7 @@ func (a *applier) expire(x *raftv1.SessionExpire) (*raftv1.CommandResult, *opFai
 		paths = append(paths, string(it.Key()[len(pfx):]))
 	}
 	if err := it.Close(); err != nil {
-		a.err = err
+		a.Err = err
 	}
 	t := newTxnState(a)
 	for _, p := range paths {
@@ -290,9 +290,9 @@ func (a *applier) expire(x *raftv1.SessionExpire) (*raftv1.CommandResult, *opFai
 		// The leader's session ended: so did its leadership.
 		ls.Resigned = true
 		a.setLeader(ls)
-		a.notes = append(a.notes, applyNote{kind: noteLeader, leader: ls})
+		a.notes = append(a.notes, ApplyNote{Kind: NoteLeader, Leader: ls})
 	}
-	a.notes = append(a.notes, applyNote{kind: noteSessionExpired, session: s.Id})
+	a.notes = append(a.notes, ApplyNote{Kind: NoteSessionExpired, Session: s.Id})
 	return &raftv1.CommandResult{Value: 1}, nil
 }
 
@@ -353,7 +353,7 @@ func (a *applier) txn(x *raftv1.Txn) (*raftv1.CommandResult, *opFailure) {
 		case core.OpCheck:
 			f = t.check(i, op)
 			if f == nil {
-				r.Stat = statOf(t.get(op.GetPath()))
+				r.Stat = StatOf(t.get(op.GetPath()))
 			}
 		case core.OpCreate:
 			owner := int64(0)
@@ -362,20 +362,20 @@ func (a *applier) txn(x *raftv1.Txn) (*raftv1.CommandResult, *opFailure) {
 				if owner == 0 {
 					owner = x.GetSession()
 				}
-				if owner == 0 || a.session(owner) == nil {
+				if owner == 0 || a.Session(owner) == nil {
 					return nil, fail(raftv1.Code_CODE_SESSION_EXPIRED, -1, "op %d: session or lease %d has expired", i, owner)
 				}
 			}
 			f = t.create(i, op, owner)
 			if f == nil {
 				r.Path = t.lastCreated
-				r.Stat = statOf(t.get(r.Path))
+				r.Stat = StatOf(t.get(r.Path))
 			}
 		case core.OpSet:
 			var n *raftv1.NodeRecord
 			n, f = t.set(i, op)
 			if f == nil {
-				r.Stat = statOf(n)
+				r.Stat = StatOf(n)
 			}
 		case core.OpDelete:
 			f = t.delete(i, op)
@@ -392,14 +392,14 @@ func (a *applier) txn(x *raftv1.Txn) (*raftv1.CommandResult, *opFailure) {
 }
 
 func (a *applier) set(k, v []byte) {
-	if err := a.b.Set(k, v, nil); err != nil && a.err == nil {
-		a.err = err
+	if err := a.b.Set(k, v, nil); err != nil && a.Err == nil {
+		a.Err = err
 	}
 }
 
 func (a *applier) del(k []byte) {
-	if err := a.b.Delete(k, nil); err != nil && a.err == nil {
-		a.err = err
+	if err := a.b.Delete(k, nil); err != nil && a.Err == nil {
+		a.Err = err
 	}
 }
 
@@ -419,7 +419,7 @@ type txnState struct {
 
 type ephRef struct {
 	owner int64
-	path  string
+	Path  string
 }
 
 func newTxnState(a *applier) *txnState {
@@ -450,9 +450,9 @@ func (t *txnState) get(p string) *raftv1.NodeRecord {
 		}
 	}
 	var n raftv1.NodeRecord
-	ok, err := readProto(t.a.b, nodeKey(p), &n)
+	ok, err := readProto(t.a.b, NodeKey(p), &n)
 	if err != nil {
-		t.a.err = err
+		t.a.Err = err
 		return nil
 	}
 	if !ok {
@@ -478,9 +478,9 @@ func (t *txnState) event(typ core.EventType, p string, n *raftv1.NodeRecord) {
 	ev := &raftv1.Event{Type: int32(typ), Path: p}
 	if n != nil {
 		ev.Data = n.GetData()
-		ev.Stat = statOf(n)
+		ev.Stat = StatOf(n)
 	}
-	t.a.events = append(t.a.events, ev)
+	t.a.Events = append(t.a.Events, ev)
 }
 
 func badPath(i int, p string, err error) *opFailure {
@@ -637,9 +637,9 @@ func (t *txnState) flush() {
 	for _, p := range t.order {
 		n := t.nodes[p]
 		if n == nil {
-			t.a.del(nodeKey(p))
+			t.a.del(NodeKey(p))
 		} else {
-			t.a.set(nodeKey(p), mustMarshal(n))
+			t.a.set(NodeKey(p), MustMarshal(n))
 		}
 		if t.a.written != nil {
 			t.a.written[p] = n
@@ -654,10 +654,10 @@ func (t *txnState) flush() {
 		t.a.set(childKey(c[0], c[1]), nil)
 	}
 	for _, e := range t.ephDel {
-		t.a.del(ephKey(e.owner, e.path))
+		t.a.del(ephKey(e.owner, e.Path))
 	}
 	for _, e := range t.ephAdd {
-		t.a.set(ephKey(e.owner, e.path), nil)
+		t.a.set(ephKey(e.owner, e.Path), nil)
 	}
 }
 
@@ -674,7 +674,7 @@ func cloneNode(n *raftv1.NodeRecord) *raftv1.NodeRecord {
 	}
 }
 
-func statOf(n *raftv1.NodeRecord) *raftv1.Stat {
+func StatOf(n *raftv1.NodeRecord) *raftv1.Stat {
 	if n == nil {
 		return nil
 	}
@@ -685,7 +685,7 @@ func statOf(n *raftv1.NodeRecord) *raftv1.Stat {
 	}
 }
 
-func coreStat(s *raftv1.Stat) core.Stat {
+func CoreStat(s *raftv1.Stat) core.Stat {
 	if s == nil {
 		return core.Stat{}
 	}

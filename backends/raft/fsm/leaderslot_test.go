@@ -1,4 +1,4 @@
-package raft
+package fsm
 
 import (
 	"bytes"
@@ -57,9 +57,9 @@ func randomLeadershipCommand(r *rand.Rand, index uint64, term *uint64, epoch int
 	return c
 }
 
-func storedLeader(t *testing.T, f *fsm) *raftv1.LeaderState {
+func storedLeader(t *testing.T, f *FSM) *raftv1.LeaderState {
 	t.Helper()
-	v, err := f.Lookup(leaderQuery{})
+	v, err := f.Lookup(LeaderQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,15 +88,15 @@ func TestLeaderSlotIsExact(t *testing.T) {
 			if x := cmd.GetTxn(); x != nil && x.GetFence().GetValid() {
 				fenced++
 			}
-			cmds = append(cmds, mustMarshal(cmd))
+			cmds = append(cmds, MustMarshal(cmd))
 		}
 		updateBoth(t, slot, plain, &index, cmds, "the slot")
 		la, lb := storedLeader(t, slot), storedLeader(t, plain)
 		if !proto.Equal(la, lb) {
 			t.Fatalf("after index %d: leader record %v with the slot, %v without", index, la, lb)
 		}
-		if slot.leader != nil && !proto.Equal(slot.leader, la) {
-			t.Fatalf("after index %d: the slot holds %v, the store %v", index, slot.leader, la)
+		if slot.Leader != nil && !proto.Equal(slot.Leader, la) {
+			t.Fatalf("after index %d: the slot holds %v, the store %v", index, slot.Leader, la)
 		}
 		epochs[la.GetEpoch()] = true
 	}
@@ -106,14 +106,14 @@ func TestLeaderSlotIsExact(t *testing.T) {
 
 	// Recovery: dst leads at a higher epoch than the snapshot's.
 	src, dst := openTestFSM(t, "src", 1000), openTestFSM(t, "dst", 1000)
-	lead := func(f *fsm, index, term uint64) int64 {
-		out, err := f.Update([]smEntry{{Index: index, Cmd: mustMarshal(&raftv1.Command{TimeMs: 1,
+	lead := func(f *FSM, index, term uint64) int64 {
+		out, err := f.Update([]smEntry{{Index: index, Cmd: MustMarshal(&raftv1.Command{TimeMs: 1,
 			Body: &raftv1.Command_Leader{Leader: &raftv1.LeaderRecord{Term: term, CandidateId: "c", ReplicaId: 1}}})}})
 		if err != nil || out[0].Result.Value != 0 {
 			t.Fatalf("leader record: %v %+v", err, out)
 		}
 		var res raftv1.CommandResult
-		if err := unmarshal(out[0].Result.Data, &res); err != nil {
+		if err := Unmarshal(out[0].Result.Data, &res); err != nil {
 			t.Fatal(err)
 		}
 		return res.GetValue()
@@ -121,17 +121,17 @@ func TestLeaderSlotIsExact(t *testing.T) {
 	srcEpoch := lead(src, 1, 2)
 	snap := snapshotOf(t, src)
 	dstEpoch := lead(dst, 1, 7)
-	if dst.leader == nil || dst.leader.GetEpoch() != dstEpoch {
-		t.Fatalf("dst's slot %+v after its leader record of epoch %d", dst.leader, dstEpoch)
+	if dst.Leader == nil || dst.Leader.GetEpoch() != dstEpoch {
+		t.Fatalf("dst's slot %+v after its leader record of epoch %d", dst.Leader, dstEpoch)
 	}
 	if err := dst.RecoverFromSnapshot(bytes.NewReader(snap), nil); err != nil {
 		t.Fatal(err)
 	}
-	if dst.leader != nil {
-		t.Fatalf("the slot survived the snapshot's recovery: %v", dst.leader)
+	if dst.Leader != nil {
+		t.Fatalf("the slot survived the snapshot's recovery: %v", dst.Leader)
 	}
 	write := func(epoch int64) uint64 {
-		out, err := dst.Update([]smEntry{{Index: 2, Cmd: mustMarshal(&raftv1.Command{TimeMs: 1, Body: &raftv1.Command_Txn{Txn: &raftv1.Txn{
+		out, err := dst.Update([]smEntry{{Index: 2, Cmd: MustMarshal(&raftv1.Command{TimeMs: 1, Body: &raftv1.Command_Txn{Txn: &raftv1.Txn{
 			Fence: &raftv1.Fence{Valid: true, Epoch: epoch},
 			Ops:   []*raftv1.Op{{Type: int32(core.OpSet), Path: "/", Data: []byte("x"), Version: core.AnyVersion}}}}})}})
 		if err != nil {

@@ -1,4 +1,4 @@
-package raft
+package fsm
 
 import "encoding/binary"
 
@@ -30,7 +30,7 @@ var (
 	keyLogFloor = []byte("mlogfloor")
 )
 
-func nodeKey(path string) []byte {
+func NodeKey(path string) []byte {
 	k := make([]byte, 0, 1+len(path))
 	k = append(k, tagNode)
 	return append(k, path...)
@@ -87,7 +87,7 @@ func u64(v uint64) []byte {
 }
 
 // prefixEnd returns the smallest key greater than every key with prefix p.
-func prefixEnd(p []byte) []byte {
+func PrefixEnd(p []byte) []byte {
 	end := append([]byte(nil), p...)
 	for i := len(end) - 1; i >= 0; i-- {
 		if end[i] < 0xff {

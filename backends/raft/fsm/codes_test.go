@@ -1,4 +1,4 @@
-package raft
+package fsm
 
 import (
 	"errors"
@@ -63,7 +63,7 @@ func TestResultCodesTable(t *testing.T) {
 func roundTrip(t *testing.T, res *raftv1.CommandResult) *raftv1.CommandResult {
 	t.Helper()
 	var out raftv1.CommandResult
-	if err := proto.Unmarshal(mustMarshal(res), &out); err != nil {
+	if err := proto.Unmarshal(MustMarshal(res), &out); err != nil {
 		t.Fatal(err)
 	}
 	return &out
@@ -80,7 +80,7 @@ func TestResultCodeRoundTrip(t *testing.T) {
 				if res.GetCode() != row.code || res.GetIndex() != 9 {
 					t.Fatalf("index %d: decoded code %v at %d, want %v at 9", index, res.GetCode(), res.GetIndex(), row.code)
 				}
-				err := codeError(res)
+				err := CodeError(res)
 				if !errors.Is(err, row.sentinel) {
 					t.Errorf("index %d: %v does not wrap %v", index, err, row.sentinel)
 				}
@@ -108,10 +108,10 @@ func TestResultCodeRoundTrip(t *testing.T) {
 // TestResultCodeEdges: CODE_OK is no error; a code without a row (a bug,
 // caught by TestResultCodesTable) wraps no sentinel and keeps the text.
 func TestResultCodeEdges(t *testing.T) {
-	if err := codeError(&raftv1.CommandResult{Code: raftv1.Code_CODE_OK, FailedIndex: 2}); err != nil {
+	if err := CodeError(&raftv1.CommandResult{Code: raftv1.Code_CODE_OK, FailedIndex: 2}); err != nil {
 		t.Errorf("CODE_OK: %v", err)
 	}
-	err := codeError(&raftv1.CommandResult{Code: raftv1.Code(99), FailedIndex: -1, Message: "from the future"})
+	err := CodeError(&raftv1.CommandResult{Code: raftv1.Code(99), FailedIndex: -1, Message: "from the future"})
 	if err == nil || !strings.Contains(err.Error(), "from the future") {
 		t.Fatalf("unknown code: got %v", err)
 	}
@@ -125,7 +125,7 @@ func TestResultCodeEdges(t *testing.T) {
 // TestApplyRefusalCarriesOpIndex: a refused transaction applied by the
 // state machine reports the failing op in failed_index, not in the text.
 func TestApplyRefusalCarriesOpIndex(t *testing.T) {
-	f := newFSM(filepath.Join(t.TempDir(), "sm"), 1000, nil)
+	f := New(filepath.Join(t.TempDir(), "sm"), 1000, nil)
 	if _, err := f.Open(nil); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestApplyRefusalCarriesOpIndex(t *testing.T) {
 			core.ErrNoParent, 0, "create /x/y: parent /x does not exist"},
 		{"empty transaction", &raftv1.Txn{}, core.ErrInvalidArgument, -1, "empty transaction"},
 	} {
-		out, err := f.Update([]smEntry{{Index: uint64(i + 1), Cmd: mustMarshal(&raftv1.Command{TimeMs: 1, Body: &raftv1.Command_Txn{Txn: tt.txn}})}})
+		out, err := f.Update([]smEntry{{Index: uint64(i + 1), Cmd: MustMarshal(&raftv1.Command{TimeMs: 1, Body: &raftv1.Command_Txn{Txn: tt.txn}})}})
 		if err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
@@ -164,7 +164,7 @@ func TestApplyRefusalCarriesOpIndex(t *testing.T) {
 		if int(res.GetFailedIndex()) != tt.index || res.GetMessage() != tt.msg {
 			t.Errorf("%s: failed_index %d, message %q; want %d, %q", tt.name, res.GetFailedIndex(), res.GetMessage(), tt.index, tt.msg)
 		}
-		err = codeError(&res)
+		err = CodeError(&res)
 		if !errors.Is(err, tt.sentinel) || core.FailedOpIndex(err) != tt.index {
 			t.Errorf("%s: got %v (op %d), want %v at op %d", tt.name, err, core.FailedOpIndex(err), tt.sentinel, tt.index)
 		}

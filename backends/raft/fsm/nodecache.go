@@ -1,4 +1,4 @@
-package raft
+package fsm
 
 import raftv1 "github.com/metaplane/metaplane/proto/metaplane/raft/v1"
 
