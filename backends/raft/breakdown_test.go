@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/backends/raft/logstore"
 	"github.com/metaplane/metaplane/core"
 )
 
@@ -51,7 +52,7 @@ func (a *applySpans) take(index uint64) ([2]time.Time, bool) {
 // p50 of a 512-byte fsync in the same directory measured just before, and
 // the CPU time and context switches of the process per write.
 func BenchmarkSerialWriteBreakdown(b *testing.B) {
-	for _, kind := range []string{logDBDefault, logDBPlain, logDBTan} {
+	for _, kind := range []string{logstore.KindDefault, logstore.KindPlain, logstore.KindTan} {
 		for _, voters := range []int{1, 3} {
 			b.Run(fmt.Sprintf("logdb=%s/voters=%d", kind, voters), func(b *testing.B) {
 				spans := make([]*applySpans, voters)

@@ -369,7 +369,7 @@ func (g *diskGuard) stuckWrite(now time.Time) string {
 	if c == nil {
 		return ""
 	}
-	began, ok := c.writingSince()
+	began, ok := c.WritingSince()
 	g.mu.Lock()
 	stopped := g.stopped
 	g.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"github.com/lni/dragonboat/v4/raftio"
 	pb "github.com/lni/dragonboat/v4/raftpb"
 
+	"github.com/metaplane/metaplane/backends/raft/logstore"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/testutil"
 )
@@ -200,8 +201,8 @@ func (b blockingLogDB) SaveRaftState([]pb.Update, uint64) error {
 // when it began, until it returns.
 func TestLazyCommitWritingSince(t *testing.T) {
 	b := blockingLogDB{entered: make(chan struct{}), release: make(chan struct{})}
-	c := newLazyCommit(b)
-	if _, ok := c.writingSince(); ok {
+	c := logstore.NewLazyCommit(b)
+	if _, ok := c.WritingSince(); ok {
 		t.Fatal("a write in flight before any write")
 	}
 	before := time.Now()
@@ -210,7 +211,7 @@ func TestLazyCommitWritingSince(t *testing.T) {
 		done <- c.SaveRaftState([]pb.Update{{ShardID: shardID, ReplicaID: 1, EntriesToSave: []pb.Entry{{Index: 1, Term: 1}}}}, 1)
 	}()
 	<-b.entered
-	began, ok := c.writingSince()
+	began, ok := c.WritingSince()
 	if !ok || began.Before(before) || began.After(time.Now()) {
 		t.Fatalf("write in flight: %v, %v; want one begun after %v", began, ok, before)
 	}
@@ -218,7 +219,7 @@ func TestLazyCommitWritingSince(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := c.writingSince(); ok {
+	if _, ok := c.WritingSince(); ok {
 		t.Fatal("a write still in flight after it returned")
 	}
 }
@@ -244,8 +245,9 @@ func TestResumeEndsAStuckLogWrite(t *testing.T) {
 	if c == nil {
 		t.Fatal("the member did not keep its LogDB")
 	}
-	// Hold the LogDB's lock: no real write sets or clears c.writing meanwhile.
-	c.mu.Lock()
+	// Hold the LogDB's lock: no real write sets or clears the write in
+	// flight meanwhile.
+	setWriting, release := c.HoldForTest()
 	g := m.disk
 	var ended []string
 	g.fatal = func(msg string) { ended = append(ended, msg) }
@@ -264,11 +266,7 @@ func TestResumeEndsAStuckLogWrite(t *testing.T) {
 		{"a write begun before the stop, in flight past the bound", stoppedAt.Add(-stuckWriteAfter - time.Second), true},
 	} {
 		ended = nil
-		if tc.began.IsZero() {
-			c.writing.Store(0)
-		} else {
-			c.writing.Store(tc.began.UnixNano())
-		}
+		setWriting(tc.began)
 		g.resume()
 		if got := len(ended) == 1; got != tc.ends {
 			t.Fatalf("%s: process ended: %v (%q), want %v", tc.name, got, ended, tc.ends)
@@ -277,8 +275,7 @@ func TestResumeEndsAStuckLogWrite(t *testing.T) {
 			t.Fatalf("%s: message %q", tc.name, ended[0])
 		}
 	}
-	c.writing.Store(0)
-	c.mu.Unlock()
+	release()
 	if st, err := p.Status(); err != nil || st.Role != core.RoleLeader {
 		t.Fatalf("the member after the refused resumes: %+v, %v", st, err)
 	}

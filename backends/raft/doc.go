@@ -21,6 +21,20 @@
 // to lagging voters carry a SHA-256 of their body and are refused when it
 // does not match.
 //
+// The backend's jobs live in packages of their own:
+//   - backends/raft/fsm: the deterministic state machine (apply, snapshot,
+//     queries, keys, the node cache, result codes), with no Dragonboat
+//     node in it: it is driven by the entries it is given and testable
+//     alone;
+//   - backends/raft/logstore: the Raft log store (Dragonboat's Pebble LogDB
+//     behind the lazy commit-index write);
+//   - backends/raft (this package): the member (the NodeHost, the transport
+//     with its leader watch, the disk guard, membership, leadership,
+//     transfers, status) and its clients, and the offline tools the helper
+//     binary metaplane-raft-offline runs;
+//   - backends/raft/catchup: how far behind a voter may be and still count
+//     as caught up, shared with the operator tools.
+//
 // docs/raft.md is the operator's guide: deployment, ports, TLS, disks,
 // timing, every key, restart and join.
 package raft

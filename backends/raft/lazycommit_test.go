@@ -15,6 +15,7 @@ import (
 	pb "github.com/lni/dragonboat/v4/raftpb"
 	gvfs "github.com/lni/vfs"
 
+	"github.com/metaplane/metaplane/backends/raft/logstore"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/testutil"
 )
@@ -62,11 +63,11 @@ func openLogDB(t *testing.T, kind, dir string, syncs *syncCounter) raftio.ILogDB
 	t.Helper()
 	cfg := dbconfig.NodeHostConfig{Expert: dbconfig.ExpertConfig{LogDB: logDBConfig(LogDBTiny), FS: gvfs.Wrap(gvfs.Default, syncs),
 		Engine: dbconfig.GetDefaultEngineConfig()}}
-	f := logDBFactory(kind)
+	f := logstore.Factory(kind)
 	var db raftio.ILogDB
 	var err error
 	if f == nil {
-		db, err = newPebbleLogDB(cfg, func(dbconfig.LogDBInfo) {}, []string{dir}, []string{dir})
+		db, err = logstore.NewPebbleLogDB(cfg, func(dbconfig.LogDBInfo) {}, []string{dir}, []string{dir})
 	} else {
 		db, err = f.Create(cfg, func(dbconfig.LogDBInfo) {}, []string{dir}, []string{dir})
 	}
@@ -96,8 +97,8 @@ func entries(term, from, to uint64) []pb.Entry {
 func TestLazyCommitKeepsCommitOnlyStates(t *testing.T) {
 	dir := t.TempDir()
 	var syncs syncCounter
-	db := openLogDB(t, logDBDefault, dir, &syncs)
-	db.(*lazyCommit).delay = time.Hour // the timed write is checked last
+	db := openLogDB(t, logstore.KindDefault, dir, &syncs)
+	db.(*logstore.LazyCommit).Delay = time.Hour // the timed write is checked last
 	const shard, replica = 1, 1
 	save := func(ud pb.Update) {
 		t.Helper()
@@ -150,9 +151,9 @@ func TestLazyCommitKeepsCommitOnlyStates(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db = openLogDB(t, logDBDefault, dir, &syncs)
+	db = openLogDB(t, logstore.KindDefault, dir, &syncs)
 	defer db.Close()
-	db.(*lazyCommit).delay = time.Hour
+	db.(*logstore.LazyCommit).Delay = time.Hour
 	onDisk("reopened", pb.State{Term: 2, Vote: 3, Commit: 13})
 
 	ss, err := db.GetSnapshot(shard, replica)
@@ -165,7 +166,7 @@ func TestLazyCommitKeepsCommitOnlyStates(t *testing.T) {
 	}
 
 	// The timed write: a kept index reaches the disk on its own.
-	db.(*lazyCommit).delay = 20 * time.Millisecond
+	db.(*logstore.LazyCommit).Delay = 20 * time.Millisecond
 	save(pb.Update{State: pb.State{Term: 2, Vote: 3, Commit: 13}, EntriesToSave: entries(2, 14, 14)})
 	save(pb.Update{State: pb.State{Term: 2, Vote: 3, Commit: 14}})
 	onDisk("kept before the timed write", pb.State{Term: 2, Vote: 3, Commit: 13})
@@ -186,7 +187,7 @@ func TestLazyCommitKeepsCommitOnlyStates(t *testing.T) {
 func TestLazyCommitFewerFsyncs(t *testing.T) {
 	const writes = 100
 	perWrite := map[string]float64{}
-	for _, kind := range []string{logDBPlain, logDBUnflushed} {
+	for _, kind := range []string{logstore.KindPlain, logstore.KindUnflushed} {
 		counters := make([]*syncCounter, 3)
 		for i := range counters {
 			counters[i] = &syncCounter{}
@@ -217,8 +218,8 @@ func TestLazyCommitFewerFsyncs(t *testing.T) {
 		t.Logf("%s: %.2f fsyncs per write on three voters", kind, perWrite[kind])
 		c.stopAll()
 	}
-	if perWrite[logDBUnflushed] > 0.75*perWrite[logDBPlain] {
-		t.Fatalf("fsyncs per write: %.2f with lazyCommit, %.2f without; want at most 0.75x", perWrite[logDBUnflushed], perWrite[logDBPlain])
+	if perWrite[logstore.KindUnflushed] > 0.75*perWrite[logstore.KindPlain] {
+		t.Fatalf("fsyncs per write: %.2f with the lazy-commit LogDB, %.2f without; want at most 0.75x", perWrite[logstore.KindUnflushed], perWrite[logstore.KindPlain])
 	}
 }
 
@@ -230,7 +231,7 @@ func TestLazyCommitFewerFsyncs(t *testing.T) {
 func TestLazyCommitRestartAfterSnapshots(t *testing.T) {
 	const writes = 150
 	c := startCluster(t, 3, func(i int, o *Options) {
-		o.logDB = logDBUnflushed
+		o.logDB = logstore.KindUnflushed
 		o.SnapshotThreshold = 40
 	})
 	cl := c.client(c.waitLeader())

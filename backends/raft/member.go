@@ -23,6 +23,7 @@ import (
 	sm "github.com/lni/dragonboat/v4/statemachine"
 
 	"github.com/metaplane/metaplane/backends/raft/fsm"
+	"github.com/metaplane/metaplane/backends/raft/logstore"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/protocodec"
 	raftv1 "github.com/metaplane/metaplane/proto/metaplane/raft/v1"
@@ -107,7 +108,7 @@ type member struct {
 	// disk pauses the replica while Dir is short of space (diskfull.go).
 	disk *diskGuard
 	// logdb is the NodeHost's LogDB when it is lazyCommit (the default).
-	logdb atomic.Pointer[lazyCommit]
+	logdb atomic.Pointer[logstore.LazyCommit]
 }
 
 // leaseClock is a session's deadline as this member sees it. Only the Raft
@@ -224,7 +225,7 @@ func nodeHostConfig(o Options, cid uint64, addr string) dbconfig.NodeHostConfig 
 		CAFile:         o.CAFile,
 		CertFile:       o.CertFile,
 		KeyFile:        o.KeyFile,
-		Expert:         dbconfig.ExpertConfig{LogDB: logDBConfig(o.LogDBProfile), FS: o.storage.raft, LogDBFactory: logDBFactory(o.logDB)},
+		Expert:         dbconfig.ExpertConfig{LogDB: logDBConfig(o.LogDBProfile), FS: o.storage.raft, LogDBFactory: logstore.Factory(o.logDB)},
 	}
 }
 
@@ -314,8 +315,8 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 		m.heard = newHeard(m.contacts)
 		nhc.Expert.TransportFactory = m.heard.factory()
 	}
-	if f, ok := nhc.Expert.LogDBFactory.(lazyCommitPebble); ok {
-		f.made = m.logdb.Store
+	if f, ok := nhc.Expert.LogDBFactory.(logstore.LazyCommitPebble); ok {
+		f.Made = m.logdb.Store
 		nhc.Expert.LogDBFactory = f
 	}
 	nh, err := openNodeHost(ctx, o, nhc)

@@ -100,6 +100,8 @@ func violations(pkgs []pkg) []string {
 				if under(d, module+"/backends") {
 					why = "conformance must not import a backend (only its tests may)"
 				}
+			case under(p.ImportPath, module+"/backends/raft/fsm") && strings.HasPrefix(d, "github.com/lni/") && d != "github.com/lni/dragonboat/v4/statemachine":
+				why = "the Raft state machine is driven by the entries it is given: no Dragonboat node, log store or transport in it (only its statemachine types)"
 			case backendOf(p.ImportPath) != "":
 				switch {
 				case under(d, module+"/plugins"):
@@ -187,6 +189,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		{ImportPath: module + "/conformance", Deps: []string{module + "/core", module + "/backends/raft"}},
 		{ImportPath: module + "/backends/raft", Deps: []string{module + "/core", module + "/backends/raft/internal/sm", module + "/backends/memory"}},
 		{ImportPath: module + "/backends/zookeeper", Deps: []string{module + "/plugins"}},
+		{ImportPath: module + "/backends/raft/fsm", Deps: []string{"github.com/lni/dragonboat/v4/statemachine", "github.com/lni/dragonboat/v4"}},
 		{ImportPath: module + "/backends/memory", Deps: []string{module + "/core", module + "/backendsx"}},
 		{ImportPath: module + "/settings", Deps: []string{"strings", "github.com/knadh/koanf/v2"}},
 		{ImportPath: module + "/config/raftkeys", Deps: []string{module + "/settings", "time"}},
@@ -198,6 +201,7 @@ func TestRulesCatchViolations(t *testing.T) {
 	got := violations(pkgs)
 	want := []string{
 		module + "/backends/raft imports " + module + "/backends/memory",
+		module + "/backends/raft/fsm imports github.com/lni/dragonboat/v4",
 		module + "/backends/zookeeper imports " + module + "/plugins",
 		module + "/catalog imports google.golang.org/grpc/codes",
 		module + "/conformance imports " + module + "/backends/raft",

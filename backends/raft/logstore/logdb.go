@@ -1,4 +1,4 @@
-package raft
+package logstore
 
 import (
 	"sync"
@@ -32,26 +32,26 @@ import (
 
 // The LogDB kinds (Options.logDB).
 const (
-	logDBDefault = "lazy-commit"    // Dragonboat's Pebble LogDB in lazyCommit
-	logDBPlain   = "sharded-pebble" // the same LogDB unwrapped (benchmarks)
-	logDBTan     = "tan"            // tan in commitState (benchmarks)
+	KindDefault = "lazy-commit"    // Dragonboat's Pebble LogDB in lazyCommit
+	KindPlain   = "sharded-pebble" // the same LogDB unwrapped (benchmarks)
+	KindTan     = "tan"            // tan in commitState (benchmarks)
 	// logDBUnflushed is logDBDefault without the write of kept commit
 	// indexes at Close: a closed member's log is what a crash leaves (tests).
-	logDBUnflushed = "lazy-commit-unflushed"
+	KindUnflushed = "lazy-commit-unflushed"
 )
 
 // logDBFactory is the NodeHost's LogDB factory for LogDB kind ("":
 // logDBDefault; nil: Dragonboat's own default).
-func logDBFactory(kind string) dbconfig.LogDBFactory {
+func Factory(kind string) dbconfig.LogDBFactory {
 	switch kind {
-	case logDBTan:
+	case KindTan:
 		return lazyCommitTan{}
-	case logDBPlain:
+	case KindPlain:
 		return nil
-	case logDBUnflushed:
-		return lazyCommitPebble{unflushed: true}
+	case KindUnflushed:
+		return LazyCommitPebble{unflushed: true}
 	}
-	return lazyCommitPebble{}
+	return LazyCommitPebble{}
 }
 
 // tanBufferSize is the size of tan's encoding buffers.

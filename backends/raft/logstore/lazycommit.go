@@ -1,4 +1,4 @@
-package raft
+package logstore
 
 import (
 	"errors"
@@ -12,53 +12,53 @@ import (
 	pb "github.com/lni/dragonboat/v4/raftpb"
 )
 
-// newPebbleLogDB is Dragonboat's default LogDB constructor, the one its
+// NewPebbleLogDB is Dragonboat's default LogDB constructor, the one its
 // NodeHost calls when no LogDB factory is configured. Dragonboat exports
 // no factory for it outside its internal packages, so it is reached by
 // name; TestPebbleLogDBLinkedVersion pins the Dragonboat version whose
 // signature this declaration matches.
 //
-//go:linkname newPebbleLogDB github.com/lni/dragonboat/v4/internal/logdb.NewDefaultLogDB
-func newPebbleLogDB(cfg dbconfig.NodeHostConfig, cb dbconfig.LogDBCallback, dirs, lldirs []string) (raftio.ILogDB, error)
+//go:linkname NewPebbleLogDB github.com/lni/dragonboat/v4/internal/logdb.NewDefaultLogDB
+func NewPebbleLogDB(cfg dbconfig.NodeHostConfig, cb dbconfig.LogDBCallback, dirs, lldirs []string) (raftio.ILogDB, error)
 
 // errLogDBSelfCheck is the refusal of a LogDB whose self check failed
 // (Dragonboat's own check, which its NodeHost runs on the unwrapped LogDB).
-var errLogDBSelfCheck = errors.New("raft: the Raft log store failed Dragonboat's self check (a directory written by an incompatible Dragonboat version)")
+var ErrSelfCheck = errors.New("raft: the Raft log store failed Dragonboat's self check (a directory written by an incompatible Dragonboat version)")
 
 // lazyCommitPebble creates Dragonboat's default Pebble LogDB wrapped in
 // lazyCommit. Its name is the default LogDB's: the directory is the same
 // store, readable by an unwrapped LogDB and by every earlier metaplane.
-type lazyCommitPebble struct {
+type LazyCommitPebble struct {
 	unflushed bool // logDBUnflushed: see lazyCommit.unflushed
 	// made, when set, is handed each LogDB created (the member keeps it to
 	// see a write that never returns, diskfull.go).
-	made func(*lazyCommit)
+	Made func(*LazyCommit)
 }
 
-func (f lazyCommitPebble) Create(cfg dbconfig.NodeHostConfig, cb dbconfig.LogDBCallback, dirs, wals []string) (raftio.ILogDB, error) {
-	db, err := newPebbleLogDB(cfg, cb, dirs, wals)
+func (f LazyCommitPebble) Create(cfg dbconfig.NodeHostConfig, cb dbconfig.LogDBCallback, dirs, wals []string) (raftio.ILogDB, error) {
+	db, err := NewPebbleLogDB(cfg, cb, dirs, wals)
 	if err != nil {
 		return nil, err
 	}
 	if c, ok := db.(interface{ SelfCheckFailed() (bool, error) }); ok {
 		failed, err := c.SelfCheckFailed()
 		if err == nil && failed {
-			err = errLogDBSelfCheck
+			err = ErrSelfCheck
 		}
 		if err != nil {
 			_ = db.Close()
 			return nil, err
 		}
 	}
-	c := newLazyCommit(db)
+	c := NewLazyCommit(db)
 	c.unflushed = f.unflushed
-	if f.made != nil {
-		f.made(c)
+	if f.Made != nil {
+		f.Made(c)
 	}
 	return c, nil
 }
 
-func (lazyCommitPebble) Name() string { return logDBPlain }
+func (LazyCommitPebble) Name() string { return KindPlain }
 
 // lazyCommit is a LogDB that does not write hard states whose only change
 // is the commit index.
@@ -95,12 +95,12 @@ func (lazyCommitPebble) Name() string { return logDBPlain }
 // lazyCommit writes the replica's hard state with a commit index of at
 // least the snapshot's. A snapshot received from the leader comes in an
 // update with its hard state, which is passed on.
-type lazyCommit struct {
+type LazyCommit struct {
 	// Its mutex is held across the writes: term and vote never go back.
 	perReplica[*replicaState]
 
 	armed  bool          // a timed write of the kept indexes is due
-	delay  time.Duration // of the timed write: keptFlushDelay (tests change it)
+	Delay  time.Duration // of the timed write: keptFlushDelay (tests change it)
 	closed bool
 
 	// unflushed: kept indexes are written only along with entries and
@@ -124,13 +124,13 @@ type replicaState struct {
 	commit uint64   // the latest commit index handed to it (>= saved.Commit)
 }
 
-func newLazyCommit(db raftio.ILogDB) *lazyCommit {
-	return &lazyCommit{perReplica: newPerReplica[*replicaState](db), delay: keptFlushDelay}
+func NewLazyCommit(db raftio.ILogDB) *LazyCommit {
+	return &LazyCommit{perReplica: newPerReplica[*replicaState](db), Delay: keptFlushDelay}
 }
 
 // SaveRaftState saves updates. See lazyCommit. worker is the engine's
 // step worker (1-based), whose buffers the LogDB uses for the write.
-func (c *lazyCommit) SaveRaftState(updates []pb.Update, worker uint64) error {
+func (c *LazyCommit) SaveRaftState(updates []pb.Update, worker uint64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := updates[:0:0]
@@ -150,7 +150,7 @@ func (c *lazyCommit) SaveRaftState(updates []pb.Update, worker uint64) error {
 			r.commit = max(r.commit, ud.State.Commit) // commit-only: kept
 			if !c.armed && !c.unflushed {
 				c.armed = true
-				time.AfterFunc(c.delay, c.flushKept)
+				time.AfterFunc(c.Delay, c.flushKept)
 			}
 			continue
 		}
@@ -172,7 +172,7 @@ func (c *lazyCommit) SaveRaftState(updates []pb.Update, worker uint64) error {
 
 // save writes updates through the wrapped LogDB, recording when the write
 // began while it is in flight; c.mu is held.
-func (c *lazyCommit) save(updates []pb.Update, worker uint64) error {
+func (c *LazyCommit) save(updates []pb.Update, worker uint64) error {
 	c.writing.Store(time.Now().UnixNano())
 	defer c.writing.Store(0)
 	return c.ILogDB.SaveRaftState(updates, worker)
@@ -184,7 +184,7 @@ func (c *lazyCommit) save(updates []pb.Update, worker uint64) error {
 // for a buffer the failed one never gave back, freed space or not (the
 // step worker that made it is then stuck, and its replica cannot be
 // started again in this process; diskGuard.resume).
-func (c *lazyCommit) writingSince() (time.Time, bool) {
+func (c *LazyCommit) WritingSince() (time.Time, bool) {
 	n := c.writing.Load()
 	if n == 0 {
 		return time.Time{}, false
@@ -193,7 +193,7 @@ func (c *lazyCommit) writingSince() (time.Time, bool) {
 }
 
 // saved records st as the replica's last written hard state; c.mu is held.
-func (c *lazyCommit) saved(ni raftio.NodeInfo, st pb.State) {
+func (c *LazyCommit) saved(ni raftio.NodeInfo, st pb.State) {
 	r := c.reps[ni]
 	if r == nil {
 		r = &replicaState{}
@@ -205,7 +205,7 @@ func (c *lazyCommit) saved(ni raftio.NodeInfo, st pb.State) {
 
 // SaveSnapshots saves snapshot records, after writing each replica's hard
 // state with a commit index of at least its snapshot's (see lazyCommit).
-func (c *lazyCommit) SaveSnapshots(updates []pb.Update) error {
+func (c *LazyCommit) SaveSnapshots(updates []pb.Update) error {
 	c.mu.Lock()
 	for _, ud := range updates {
 		if pb.IsEmptySnapshot(ud.Snapshot) {
@@ -227,7 +227,7 @@ func (c *lazyCommit) SaveSnapshots(updates []pb.Update) error {
 }
 
 // writeKept writes every replica's kept commit index; c.mu is held.
-func (c *lazyCommit) writeKept() error {
+func (c *LazyCommit) writeKept() error {
 	var errs []error
 	for ni, r := range c.reps {
 		if r.commit <= r.saved.Commit {
@@ -247,7 +247,7 @@ func (c *lazyCommit) writeKept() error {
 
 // flushKept is the timed write of the kept commit indexes. A failed write
 // keeps them kept: the next update, snapshot or Close writes them.
-func (c *lazyCommit) flushKept() {
+func (c *LazyCommit) flushKept() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.armed = false
@@ -258,7 +258,7 @@ func (c *lazyCommit) flushKept() {
 
 // Close writes every commit index still kept (a clean shutdown leaves the
 // log's hard state current) and closes the LogDB.
-func (c *lazyCommit) Close() error {
+func (c *LazyCommit) Close() error {
 	c.mu.Lock()
 	var err error
 	if !c.unflushed {
@@ -267,4 +267,20 @@ func (c *lazyCommit) Close() error {
 	c.closed = true
 	c.mu.Unlock()
 	return errors.Join(err, c.ILogDB.Close())
+}
+
+// HoldForTest holds the store's lock, so that no real write sets or clears
+// the write in flight meanwhile, and returns set, which makes WritingSince
+// report a write begun at began (zero: none), and release, which clears it
+// and lets go of the lock. For the tests of the member's disk guard.
+func (c *LazyCommit) HoldForTest() (set func(began time.Time), release func()) {
+	c.mu.Lock()
+	set = func(began time.Time) {
+		if began.IsZero() {
+			c.writing.Store(0)
+			return
+		}
+		c.writing.Store(began.UnixNano())
+	}
+	return set, func() { c.writing.Store(0); c.mu.Unlock() }
 }
