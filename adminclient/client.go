@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
@@ -69,7 +71,7 @@ type Options struct {
 	// bootstrap addresses unless Refresh is called.
 	RefreshInterval time.Duration
 	// Username and Password, when Username is set, go with every call
-	// (gRPC metadata, see PasswordCredentials) for a SASL_SSL listener.
+	// (gRPC metadata, see adminapi.PasswordCredentials) for a SASL_SSL listener.
 	// They need TLS: NewClientWithOptions refuses them without it.
 	Username, Password string
 }
@@ -88,7 +90,7 @@ func NewClientWithOptions(bootstrap []string, opts Options) (*Client, error) {
 	var addrs []string
 	for _, b := range bootstrap {
 		for _, a := range strings.Split(b, ",") {
-			if a = HostPort(strings.TrimSpace(a)); a != "" {
+			if a = adminapi.HostPort(strings.TrimSpace(a)); a != "" {
 				addrs = append(addrs, a)
 			}
 		}
@@ -107,7 +109,7 @@ func NewClientWithOptions(bootstrap []string, opts Options) (*Client, error) {
 		if opts.TLS == nil {
 			return nil, fmt.Errorf("%w: a username and password are sent over TLS only: give a TLS configuration too", core.ErrInvalidArgument)
 		}
-		c.perRPC = PasswordCredentials(opts.Username, opts.Password)
+		c.perRPC = adminapi.PasswordCredentials(opts.Username, opts.Password)
 	}
 	if opts.RefreshInterval > 0 {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -161,7 +163,7 @@ func (c *Client) Refresh(ctx context.Context) error {
 		}
 		var learned []string
 		for _, ci := range r.Coordinators {
-			if a := HostPort(ci.Address); a != "" && !boot[a] {
+			if a := adminapi.HostPort(ci.Address); a != "" && !boot[a] {
 				boot[a] = true
 				learned = append(learned, a)
 			}
@@ -261,7 +263,7 @@ var ErrOutcomeUnknown = errors.New("admin: outcome unknown")
 type OutcomeUnknownError struct {
 	Address string // host:port the write was sent to
 	Method  string // the RPC, "/metaplane.admin.v1.AdminService/CreateTable"
-	Err     error  // the last error, converted with FromStatus
+	Err     error  // the last error, converted with adminapi.FromStatus
 	// RequestID is the request id an exactly-once write carried (its
 	// repetitions did not settle it in time); "" for another write.
 	RequestID string
@@ -464,7 +466,7 @@ func ready(ctx context.Context, cc *grpc.ClientConn, wait time.Duration) bool {
 // client's certificate, a peer that does not speak TLS) ends the call at
 // once with a *TLSError naming the coordinator; nothing was sent.
 //
-// Otherwise it returns call's last error converted with FromStatus, so
+// Otherwise it returns call's last error converted with adminapi.FromStatus, so
 // callers test it with errors.Is / errors.As; when ctx ends first, ctx's
 // error wrapped with the last answer.
 func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.ClientConnInterface) error) error {
@@ -492,7 +494,7 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 		if lastErr == nil && unreachable == "" {
 			return deadline.Err(ctx)
 		}
-		return &DeadlineError{Err: deadline.Err(ctx), LastAnswer: FromStatus(lastErr), LastAddress: lastAddr, Unreachable: unreachable}
+		return &DeadlineError{Err: deadline.Err(ctx), LastAnswer: adminapi.FromStatus(lastErr), LastAddress: lastAddr, Unreachable: unreachable}
 	}
 	for {
 		if deadline.Err(ctx) != nil {
@@ -539,30 +541,30 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 			continue
 		}
 		lastErr, lastAddr = err, addr
-		if leader, ok := NotLeaderAddress(err); ok {
+		if leader, ok := adminapi.NotLeaderAddress(err); ok {
 			c.setLeader(leader) // "" when unknown: fall back to bootstrap
 			if leader == addr && !sleep(ctx, c.RetryWait) {
 				return timedOut()
 			}
 			continue
 		}
-		d := DetailOf(err)
+		d := adminapi.DetailOf(err)
 		switch {
 		case d != nil && d.Outcome == adminv1.Outcome_OUTCOME_NOT_APPLIED:
 			// Refused without effect (the coordinator's backend closed
 			// under it): try again, elsewhere if need be.
 		case d != nil && d.Outcome == adminv1.Outcome_OUTCOME_UNKNOWN && once && status.Code(err) != codes.Internal:
 			// Repeated with the same request id: applied at most once.
-			ambiguous = &OutcomeUnknownError{Address: addr, Method: at.method, Err: FromStatus(err), RequestID: id}
+			ambiguous = &OutcomeUnknownError{Address: addr, Method: at.method, Err: adminapi.FromStatus(err), RequestID: id}
 			if !sleep(ctx, c.RetryWait) {
 				return ambiguous
 			}
 		case d != nil && d.Outcome == adminv1.Outcome_OUTCOME_UNKNOWN:
 			if write {
-				return &OutcomeUnknownError{Address: addr, Method: at.method, Err: FromStatus(err)}
+				return &OutcomeUnknownError{Address: addr, Method: at.method, Err: adminapi.FromStatus(err)}
 			}
 			if status.Code(err) == codes.Internal {
-				return FromStatus(err)
+				return adminapi.FromStatus(err)
 			}
 		case d == nil && !write && status.Code(err) == codes.Unavailable && c.tlsFails.get(addr) != nil:
 			// A read failed at once on a connection whose TLS handshake
@@ -572,17 +574,17 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 			// The transport failed under an RPC that was sent: a write
 			// may have reached the coordinator.
 			if write && !once {
-				return &OutcomeUnknownError{Address: addr, Method: at.method, Err: FromStatus(err)}
+				return &OutcomeUnknownError{Address: addr, Method: at.method, Err: adminapi.FromStatus(err)}
 			}
 			if once {
-				ambiguous = &OutcomeUnknownError{Address: addr, Method: at.method, Err: FromStatus(err), RequestID: id}
+				ambiguous = &OutcomeUnknownError{Address: addr, Method: at.method, Err: adminapi.FromStatus(err), RequestID: id}
 			}
 			unreachable = addr
 			if lastAddr == addr {
 				lastErr, lastAddr = nil, ""
 			}
 		default:
-			return FromStatus(err)
+			return adminapi.FromStatus(err)
 		}
 		c.setLeader("")
 	}
@@ -606,15 +608,15 @@ func (c *Client) Tablets(ctx context.Context, call func(ctx context.Context, t a
 // coordinator at addr (host:port) only: no redirect, no retry elsewhere.
 // It is for the RPCs every coordinator serves (FetchMetadata,
 // FetchMetadataSnapshot), which a tablet server spreads over the
-// coordinators. Errors: call's error converted with FromStatus (a
+// coordinators. Errors: call's error converted with adminapi.FromStatus (a
 // follower that serves only the leader's RPCs answers core.ErrNotLeader).
 func (c *Client) TabletsAt(ctx context.Context, addr string, call func(ctx context.Context, t adminv1.TabletServerServiceClient) error) error {
-	cc, err := c.conn(HostPort(addr))
+	cc, err := c.conn(adminapi.HostPort(addr))
 	if err != nil {
 		return err
 	}
 	if err := call(ctx, adminv1.NewTabletServerServiceClient(cc)); err != nil {
-		return FromStatus(err)
+		return adminapi.FromStatus(err)
 	}
 	return nil
 }
@@ -636,30 +638,30 @@ func (c *Client) GetLeader(ctx context.Context) (*adminv1.GetLeaderResponse, err
 
 // GetLeaderFrom asks the coordinator at addr (host:port) who leads and
 // which coordinators it knows, without redirects. Errors: its answer,
-// converted with FromStatus.
+// converted with adminapi.FromStatus.
 func (c *Client) GetLeaderFrom(ctx context.Context, addr string) (*adminv1.GetLeaderResponse, error) {
-	cc, err := c.conn(HostPort(addr))
+	cc, err := c.conn(adminapi.HostPort(addr))
 	if err != nil {
 		return nil, err
 	}
 	r, err := adminv1.NewAdminServiceClient(cc).GetLeader(ctx, &adminv1.GetLeaderRequest{})
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, adminapi.FromStatus(err)
 	}
 	return r, nil
 }
 
 // RaftStatusFrom asks the coordinator at addr (host:port) for its view of
 // the Raft quorum (GetCoordinatorRaftStatus), without redirects: any member
-// answers for itself. Errors: its answer, converted with FromStatus.
+// answers for itself. Errors: its answer, converted with adminapi.FromStatus.
 func (c *Client) RaftStatusFrom(ctx context.Context, addr string) (*adminv1.GetCoordinatorRaftStatusResponse, error) {
-	cc, err := c.conn(HostPort(addr))
+	cc, err := c.conn(adminapi.HostPort(addr))
 	if err != nil {
 		return nil, err
 	}
 	r, err := adminv1.NewAdminServiceClient(cc).GetCoordinatorRaftStatus(ctx, &adminv1.GetCoordinatorRaftStatusRequest{})
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, adminapi.FromStatus(err)
 	}
 	return r, nil
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
@@ -44,7 +46,7 @@ func (f *fakeAdmin) write(ctx context.Context) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return ToStatus(next(&f.writes))
+	return adminapi.ToStatus(next(&f.writes))
 }
 
 func (f *fakeAdmin) requestIDs() []string {
@@ -73,7 +75,7 @@ func (f *fakeAdmin) ListDatabases(ctx context.Context, _ *adminv1.ListDatabasesR
 	f.nRead.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return &adminv1.ListDatabasesResponse{}, ToStatus(next(&f.reads))
+	return &adminv1.ListDatabasesResponse{}, adminapi.ToStatus(next(&f.reads))
 }
 
 func serveFake(t *testing.T, f adminv1.AdminServiceServer) (addr string, stop func()) {

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/backends/raft"
 	"github.com/metaplane/metaplane/catalog"
@@ -313,7 +315,7 @@ func streamLeader(ctx context.Context, cs []*streamCoordinator, admin *adminclie
 		r, err := admin.GetLeader(cctx)
 		cancel()
 		if err == nil && r.LeaderAddress != "" {
-			addr := adminclient.HostPort(r.LeaderAddress)
+			addr := adminapi.HostPort(r.LeaderAddress)
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			self, err := admin.GetLeaderFrom(cctx, addr)
 			cancel()

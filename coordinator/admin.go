@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
@@ -83,7 +84,7 @@ func (a *adminService) GetDatabase(ctx context.Context, r *adminv1.GetDatabaseRe
 // Errors wrap core.ErrInvalidArgument and name the column at fault.
 func SpecFromDescriptor(d *adminv1.TableDescriptor) (catalog.TableSpec, error) {
 	if d == nil {
-		return catalog.TableSpec{}, &adminclient.FieldError{Field: "descriptor",
+		return catalog.TableSpec{}, &adminapi.FieldError{Field: "descriptor",
 			Err: fmt.Errorf("%w: table descriptor is missing", core.ErrInvalidArgument)}
 	}
 	spec := catalog.TableSpec{
@@ -95,7 +96,7 @@ func SpecFromDescriptor(d *adminv1.TableDescriptor) (catalog.TableSpec, error) {
 	for _, c := range d.Columns {
 		t, err := catalog.ParseDataType(c.Type)
 		if err != nil {
-			return catalog.TableSpec{}, &adminclient.FieldError{Field: "descriptor.columns", Err: fmt.Errorf("column %q: %w", c.Name, err)}
+			return catalog.TableSpec{}, &adminapi.FieldError{Field: "descriptor.columns", Err: fmt.Errorf("column %q: %w", c.Name, err)}
 		}
 		spec.Schema.Columns = append(spec.Schema.Columns, catalog.Column{Name: c.Name, Type: t, Comment: c.Comment})
 	}
@@ -133,7 +134,7 @@ func (a *adminService) CreateTable(ctx context.Context, r *adminv1.CreateTableRe
 	}
 	spec, err := SpecFromDescriptor(r.Descriptor_)
 	if err != nil {
-		return nil, adminclient.ToStatus(fmt.Errorf("create table %s.%s: %w", r.Database, r.Table, err))
+		return nil, adminapi.ToStatus(fmt.Errorf("create table %s.%s: %w", r.Database, r.Table, err))
 	}
 	return once(a, ctx, l, adminv1.AdminService_CreateTable_FullMethodName, r, func(ctx context.Context) (*adminv1.CreateTableResponse, error) {
 		info, err := l.cat.CreateTable(ctx, r.Database, r.Table, spec, r.IgnoreIfExists)
@@ -398,7 +399,7 @@ func (a *adminService) SetServerTags(ctx context.Context, r *adminv1.SetServerTa
 	return once(a, ctx, l, adminv1.AdminService_SetServerTags_FullMethodName, r, func(ctx context.Context) (*adminv1.SetServerTagsResponse, error) {
 		_, err := l.cat.SetServerTags(ctx, r.ServerIds, r.Tag)
 		if errors.Is(err, core.ErrNotFound) {
-			err = &adminclient.FieldError{Field: "server_ids", Err: err}
+			err = &adminapi.FieldError{Field: "server_ids", Err: err}
 		}
 		return &adminv1.SetServerTagsResponse{}, a.s.mapErr(withField(err, plainFields))
 	}, func(context.Context, catalog.RequestRecord) (*adminv1.SetServerTagsResponse, error) {
@@ -417,7 +418,7 @@ func (a *adminService) GetServerTags(ctx context.Context, r *adminv1.GetServerTa
 
 func (a *adminService) GetLeader(ctx context.Context, r *adminv1.GetLeaderRequest) (*adminv1.GetLeaderResponse, error) {
 	li := a.s.currentLeader()
-	out := &adminv1.GetLeaderResponse{ThisId: a.s.id, ThisAddress: adminclient.HostPort(a.s.addr), IsLeader: a.s.IsLeader()}
+	out := &adminv1.GetLeaderResponse{ThisId: a.s.id, ThisAddress: adminapi.HostPort(a.s.addr), IsLeader: a.s.IsLeader()}
 	if l := a.s.leader.Load(); l != nil && !l.lost() {
 		li = core.LeaderInfo{ID: a.s.id, Address: a.s.addr, Epoch: l.lead.Epoch()}
 	} else if st, ok := a.s.consensusView(); li.ID == a.s.id || (ok && st.LeaderID == "") {
@@ -425,7 +426,7 @@ func (a *adminService) GetLeader(ctx context.Context, r *adminv1.GetLeaderReques
 		// leader now (the one it observed last may be dead).
 		li = core.LeaderInfo{}
 	}
-	out.LeaderId, out.LeaderAddress, out.Epoch = li.ID, adminclient.HostPort(li.Address), li.Epoch
+	out.LeaderId, out.LeaderAddress, out.Epoch = li.ID, adminapi.HostPort(li.Address), li.Epoch
 	out.Coordinators = a.s.coordinators(leaderView{id: out.LeaderId, address: out.LeaderAddress, epoch: out.Epoch})
 	if ref := a.s.backend.Load(); ref != nil {
 		out.Backend = ref.b.Capabilities().Name

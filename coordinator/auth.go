@@ -3,9 +3,10 @@ package coordinator
 import (
 	"context"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"google.golang.org/grpc"
 
-	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/internal/authn"
 )
@@ -17,7 +18,7 @@ import (
 type Security struct {
 	// Passwords, when set, makes the listener SASL_SSL: every call must
 	// carry a username and password that Passwords accepts
-	// (adminclient.PasswordCredentials); the principal is
+	// (adminapi.PasswordCredentials); the principal is
 	// User:<username>. Serve it over TLS only (the CLI's configuration
 	// refuses SASL on a plaintext listener).
 	Passwords *Passwords
@@ -69,7 +70,7 @@ func (s *Server) authorizeUnary(sec *Security, ctx context.Context, req any, inf
 	}
 	p, host, err := sec.authenticate(ctx)
 	if err != nil {
-		return nil, adminclient.ToStatus(err)
+		return nil, adminapi.ToStatus(err)
 	}
 	ctx = authn.WithPrincipal(ctx, p)
 	a, err := s.checkAccess(ctx, sec, p, host, info.FullMethod, req)
@@ -100,7 +101,7 @@ func (s *Server) authorizeStream(sec *Security, srv any, ss grpc.ServerStream, i
 	ctx := ss.Context()
 	p, host, err := sec.authenticate(ctx)
 	if err != nil {
-		return adminclient.ToStatus(err)
+		return adminapi.ToStatus(err)
 	}
 	if _, err := s.checkAccess(ctx, sec, p, host, info.FullMethod, nil); err != nil {
 		return s.mapErr(err)

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -115,7 +117,7 @@ func (s *secured) as(t *testing.T, cn, user, password string) *grpc.ClientConn {
 	}
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(cfg))}
 	if user != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(adminclient.PasswordCredentials(user, password)))
+		opts = append(opts, grpc.WithPerRPCCredentials(adminapi.PasswordCredentials(user, password)))
 	}
 	cc, err := grpc.NewClient(s.addr, opts...)
 	if err != nil {
@@ -145,7 +147,7 @@ func grant(t *testing.T, a adminv1.AdminServiceClient, resType, resName, princip
 // resource.
 func wantDenied(t *testing.T, err error, op, resource string) {
 	t.Helper()
-	if status.Code(err) != codes.PermissionDenied || !errors.Is(adminclient.FromStatus(err), adminclient.ErrPermissionDenied) {
+	if status.Code(err) != codes.PermissionDenied || !errors.Is(adminapi.FromStatus(err), adminapi.ErrPermissionDenied) {
 		t.Fatalf("got %v, want PERMISSION_DENIED", err)
 	}
 	if msg := status.Convert(err).Message(); !strings.Contains(msg, " "+op+" on "+resource) {
@@ -374,8 +376,8 @@ func TestPasswordListener(t *testing.T) {
 			if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), tt.frag) {
 				t.Fatalf("got %v, want UNAUTHENTICATED (%s)", err, tt.frag)
 			}
-			if !errors.Is(adminclient.FromStatus(err), adminclient.ErrUnauthenticated) {
-				t.Errorf("FromStatus does not give ErrUnauthenticated: %v", adminclient.FromStatus(err))
+			if !errors.Is(adminapi.FromStatus(err), adminapi.ErrUnauthenticated) {
+				t.Errorf("FromStatus does not give ErrUnauthenticated: %v", adminapi.FromStatus(err))
 			}
 			if strings.Contains(err.Error(), "wonderlan") {
 				t.Errorf("the answer repeats the password: %v", err)
@@ -404,7 +406,7 @@ func TestPasswordListener(t *testing.T) {
 	}
 	defer alice.Close()
 	err = createDatabase(alice, "db1")
-	if !errors.Is(err, adminclient.ErrPermissionDenied) || !strings.Contains(err.Error(), "User:alice may not CREATE") {
+	if !errors.Is(err, adminapi.ErrPermissionDenied) || !strings.Contains(err.Error(), "User:alice may not CREATE") {
 		t.Fatalf("alice without ACLs: %v, want PERMISSION_DENIED for User:alice", err)
 	}
 	grant(t, adminv1.NewAdminServiceClient(s.as(t, "", "admin", "root-pw")), "CLUSTER", "fluss-cluster", "alice", "ALLOW", "CREATE", "*")
@@ -480,7 +482,7 @@ func securedHA(t *testing.T, raft haBackend) haBackend {
 			_, err := t.FetchMetadataSnapshot(ctx, &adminv1.FetchMetadataSnapshotRequest{})
 			return err
 		})
-		if !errors.Is(err, adminclient.ErrPermissionDenied) || !strings.Contains(err.Error(), "User:tablet-server may not READ") {
+		if !errors.Is(err, adminapi.ErrPermissionDenied) || !strings.Contains(err.Error(), "User:tablet-server may not READ") {
 			t.Fatalf("the tablet servers' principal before its grant: %v, want PERMISSION_DENIED", err)
 		}
 		for _, op := range []string{"WRITE", "READ"} {

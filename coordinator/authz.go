@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/core"
@@ -185,7 +186,7 @@ func describable(decide func(string, catalog.ResourceKey) (bool, error), names [
 func (s *Server) checkAccess(ctx context.Context, sec *Security, p config.Principal, host, method string, req any) (access, error) {
 	a, ok := methodAccess[method]
 	if !ok {
-		return access{}, fmt.Errorf("%w: %s has no row in the coordinator's authorization table; refused while security is on", adminclient.ErrPermissionDenied, method)
+		return access{}, fmt.Errorf("%w: %s has no row in the coordinator's authorization table; refused while security is on", adminapi.ErrPermissionDenied, method)
 	}
 	if !sec.Authorize || a.op == "" || sec.isSuperUser(p) {
 		return a, nil
@@ -200,7 +201,7 @@ func (s *Server) checkAccess(ctx context.Context, sec *Security, p config.Princi
 	}
 	if !allowed {
 		return a, fmt.Errorf("%w: %s may not %s on %s %s (%s; authorizer.enabled, docs/security.md)",
-			adminclient.ErrPermissionDenied, p, a.op, res.Type, res.Name, why)
+			adminapi.ErrPermissionDenied, p, a.op, res.Type, res.Name, why)
 	}
 	return a, nil
 }

@@ -8,7 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
@@ -34,14 +35,14 @@ func (t *tabletServerService) AdjustIsr(ctx context.Context, r *adminv1.AdjustIs
 		return nil, err
 	}
 	if len(r.Buckets) > maxAdjustIsrBuckets {
-		return nil, adminclient.ToStatus(&adminclient.FieldError{Field: "buckets",
+		return nil, adminapi.ToStatus(&adminapi.FieldError{Field: "buckets",
 			Err: fmt.Errorf("%w: %d buckets in one AdjustIsr request: the limit is %d; split the request", core.ErrInvalidArgument, len(r.Buckets), maxAdjustIsrBuckets)})
 	}
 	keys := make([]catalog.BucketKey, len(r.Buckets))
 	for i, b := range r.Buckets {
 		keys[i] = catalog.BucketKey{TableID: b.TableId, PartitionID: b.PartitionId, Bucket: b.Bucket}
 		if b.Bucket < 0 || (b.PartitionId < 0 && b.TableId < 0) {
-			return nil, adminclient.ToStatus(&adminclient.FieldError{Field: "buckets",
+			return nil, adminapi.ToStatus(&adminapi.FieldError{Field: "buckets",
 				Err: fmt.Errorf("%w: AdjustIsr bucket %d: %s is not a bucket", core.ErrInvalidArgument, i, keys[i])})
 		}
 	}
@@ -53,12 +54,12 @@ func (t *tabletServerService) AdjustIsr(ctx context.Context, r *adminv1.AdjustIs
 			res := &adminv1.AdjustIsrResponse_Result{Bucket: bucketRef(keys[i])}
 			out.Results[i] = res
 			if err != nil {
-				res.ErrorCode, res.ErrorMessage = adminclient.IsrUnknownBucket, err.Error()
+				res.ErrorCode, res.ErrorMessage = adminapi.IsrUnknownBucket, err.Error()
 				continue
 			}
 			rec := recs[i]
 			if rec == nil {
-				res.ErrorCode, res.ErrorMessage = adminclient.IsrUnknownBucket, fmt.Sprintf("%s does not exist", keys[i])
+				res.ErrorCode, res.ErrorMessage = adminapi.IsrUnknownBucket, fmt.Sprintf("%s does not exist", keys[i])
 				continue
 			}
 			code, msg, change := adjustIsr(rec, r.ServerId, b, rd.lv)
@@ -72,7 +73,7 @@ func (t *tabletServerService) AdjustIsr(ctx context.Context, r *adminv1.AdjustIs
 	})
 	if err != nil {
 		for _, i := range staged {
-			out.Results[i].ErrorCode = adminclient.CodeUnavailable
+			out.Results[i].ErrorCode = adminapi.CodeUnavailable
 			out.Results[i].ErrorMessage = "the change was not written (ask again): " + err.Error()
 		}
 		if len(staged) == 0 && !errors.Is(err, core.ErrBadVersion) && !errors.Is(err, core.ErrNotFound) {
@@ -87,30 +88,30 @@ func (t *tabletServerService) AdjustIsr(ctx context.Context, r *adminv1.AdjustIs
 func adjustIsr(b *bucketRec, server int32, req *adminv1.AdjustIsrRequest_Bucket, lv liveness) (code, msg string, change *catalog.LeaderAndIsr) {
 	rec := b.rec
 	if req.LeaderEpoch != rec.LeaderEpoch {
-		return adminclient.IsrFencedLeaderEpoch, fmt.Sprintf("%s: leader epoch %d is not the bucket's, %d", b.key, req.LeaderEpoch, rec.LeaderEpoch), nil
+		return adminapi.IsrFencedLeaderEpoch, fmt.Sprintf("%s: leader epoch %d is not the bucket's, %d", b.key, req.LeaderEpoch, rec.LeaderEpoch), nil
 	}
 	if server != rec.Leader {
-		return adminclient.IsrNotLeader, fmt.Sprintf("%s: tablet server %d does not lead it (leader %d)", b.key, server, rec.Leader), nil
+		return adminapi.IsrNotLeader, fmt.Sprintf("%s: tablet server %d does not lead it (leader %d)", b.key, server, rec.Leader), nil
 	}
 	isr := req.NewIsr
 	if catalog.SameReplicas(isr, rec.ISR) {
 		return "", "", nil // already so: a retry of a change made, answered with the record
 	}
 	if req.BucketEpoch != rec.BucketEpoch {
-		return adminclient.IsrInvalidUpdateVersion, fmt.Sprintf("%s: bucket epoch %d is not the bucket's, %d", b.key, req.BucketEpoch, rec.BucketEpoch), nil
+		return adminapi.IsrInvalidUpdateVersion, fmt.Sprintf("%s: bucket epoch %d is not the bucket's, %d", b.key, req.BucketEpoch, rec.BucketEpoch), nil
 	}
 	if !slices.Contains(isr, rec.Leader) {
-		return adminclient.IsrIneligibleReplica, fmt.Sprintf("%s: the new ISR %v leaves out the leader %d", b.key, isr, rec.Leader), nil
+		return adminapi.IsrIneligibleReplica, fmt.Sprintf("%s: the new ISR %v leaves out the leader %d", b.key, isr, rec.Leader), nil
 	}
 	seen := map[int32]bool{}
 	for _, r := range isr {
 		switch {
 		case seen[r]:
-			return adminclient.IsrIneligibleReplica, fmt.Sprintf("%s: the new ISR %v names %d twice", b.key, isr, r), nil
+			return adminapi.IsrIneligibleReplica, fmt.Sprintf("%s: the new ISR %v names %d twice", b.key, isr, r), nil
 		case !slices.Contains(b.replicas, r):
-			return adminclient.IsrIneligibleReplica, fmt.Sprintf("%s: %d is not an assigned replica (replicas %v)", b.key, r, b.replicas), nil
+			return adminapi.IsrIneligibleReplica, fmt.Sprintf("%s: %d is not an assigned replica (replicas %v)", b.key, r, b.replicas), nil
 		case !slices.Contains(rec.ISR, r) && !lv.eligible(r):
-			return adminclient.IsrIneligibleReplica, fmt.Sprintf("%s: %d may not join the ISR: it is not registered or is shutting down", b.key, r), nil
+			return adminapi.IsrIneligibleReplica, fmt.Sprintf("%s: %d may not join the ISR: it is not registered or is shutting down", b.key, r), nil
 		}
 		seen[r] = true
 	}
@@ -226,7 +227,7 @@ func (a *adminService) ListBuckets(ctx context.Context, r *adminv1.ListBucketsRe
 	}
 	size := int(r.PageSize)
 	if size < 0 || size > maxListBucketsPage {
-		return nil, adminclient.ToStatus(&adminclient.FieldError{Field: "page_size",
+		return nil, adminapi.ToStatus(&adminapi.FieldError{Field: "page_size",
 			Err: fmt.Errorf("%w: page size %d is out of range: want 1 to %d (0: %d)", core.ErrInvalidArgument, size, maxListBucketsPage, defaultListBucketsPage)})
 	}
 	if size == 0 {
@@ -244,7 +245,7 @@ func (a *adminService) ListBuckets(ctx context.Context, r *adminv1.ListBucketsRe
 		oi, err1 := strconv.Atoi(o)
 		bi, err2 := strconv.ParseInt(b, 10, 32)
 		if !ok || err1 != nil || err2 != nil || oi < 0 || oi > len(owners) {
-			return nil, adminclient.ToStatus(&adminclient.FieldError{Field: "page_token",
+			return nil, adminapi.ToStatus(&adminapi.FieldError{Field: "page_token",
 				Err: fmt.Errorf("%w: page token %q is not one ListBuckets gave for %s.%s", core.ErrInvalidArgument, r.PageToken, r.Database, r.Table)})
 		}
 		fromOwner, fromBucket = oi, int32(bi)
@@ -307,7 +308,7 @@ func bucketOwners(ctx context.Context, l *leaderState, db, table, partition stri
 	id := info.Registration.TableID
 	if len(info.Registration.PartitionKeys) == 0 {
 		if partition != "" {
-			return nil, &adminclient.FieldError{Field: "partition",
+			return nil, &adminapi.FieldError{Field: "partition",
 				Err: fmt.Errorf("%w: table %s.%s has no partitions (asked for partition %q)", core.ErrInvalidArgument, db, table, partition)}
 		}
 		return []bucketOwner{{tableID: id, partitionID: -1}}, nil
@@ -340,11 +341,11 @@ func (a *adminService) ElectLeaders(ctx context.Context, r *adminv1.ElectLeaders
 		return nil, err
 	}
 	if r.Type != adminv1.ElectionType_ELECTION_TYPE_PREFERRED && r.Type != adminv1.ElectionType_ELECTION_TYPE_UNCLEAN {
-		return nil, adminclient.ToStatus(&adminclient.FieldError{Field: "type",
+		return nil, adminapi.ToStatus(&adminapi.FieldError{Field: "type",
 			Err: fmt.Errorf("%w: election type %v: want PREFERRED or UNCLEAN", core.ErrInvalidArgument, r.Type)})
 	}
 	if (r.Database == "") != (r.Table == "") {
-		return nil, adminclient.ToStatus(&adminclient.FieldError{Field: "table",
+		return nil, adminapi.ToStatus(&adminapi.FieldError{Field: "table",
 			Err: fmt.Errorf("%w: give both a database and a table, or neither (every table)", core.ErrInvalidArgument)})
 	}
 	var keys []catalog.BucketKey // nil: every bucket, taken in the round

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/internal/testutil"
@@ -271,7 +273,7 @@ func bucketScenario(t *testing.T, bin string, common []string, b haBackend, sess
 	}
 	addrs := map[int32]string{}
 	for _, ts := range listTablets(ctx, client) {
-		addrs[ts.Id] = adminclient.HostPort(ts.Listeners)
+		addrs[ts.Id] = adminapi.HostPort(ts.Listeners)
 	}
 	// Pollers record the history until the scenario ends: one reads the
 	// records from the coordinators, one per tablet server what it says it
@@ -282,7 +284,7 @@ func bucketScenario(t *testing.T, bin string, common []string, b haBackend, sess
 		addrMu.Lock()
 		defer addrMu.Unlock()
 		for _, ts := range listTablets(ctx, client) {
-			addrs[ts.Id] = adminclient.HostPort(ts.Listeners)
+			addrs[ts.Id] = adminapi.HostPort(ts.Listeners)
 		}
 	}
 	pctx, pcancel := context.WithCancel(ctx)
@@ -576,7 +578,7 @@ func failoverScenario(t *testing.T, bin string, common []string, b haBackend) {
 				}
 			}
 			for _, ts := range listTablets(ctx, client) {
-				if !tabletLeads(ctx, dialTablet(t, adminclient.HostPort(ts.Listeners)), ts.Id, all) {
+				if !tabletLeads(ctx, dialTablet(t, adminapi.HostPort(ts.Listeners)), ts.Id, all) {
 					why = fmt.Sprintf("tablet server %d does not say it leads its buckets", ts.Id)
 					return false
 				}

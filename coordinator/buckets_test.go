@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"google.golang.org/grpc"
 
 	"github.com/metaplane/metaplane/adminclient"
@@ -272,11 +274,11 @@ func TestBucketLeadership(t *testing.T) {
 		isr    []int32
 		code   string
 	}{
-		{"stale bucket epoch", leader, le, be, []int32{leader, follower}, adminclient.IsrInvalidUpdateVersion},
-		{"stale leader epoch", leader, le - 1, be + 1, []int32{leader, follower}, adminclient.IsrFencedLeaderEpoch},
-		{"not the leader", follower, le, be + 1, []int32{leader, follower}, adminclient.IsrNotLeader},
-		{"leader left out", leader, le, be + 1, []int32{follower}, adminclient.IsrIneligibleReplica},
-		{"a server gone", leader, le, be + 1, []int32{leader, 2}, adminclient.IsrIneligibleReplica},
+		{"stale bucket epoch", leader, le, be, []int32{leader, follower}, adminapi.IsrInvalidUpdateVersion},
+		{"stale leader epoch", leader, le - 1, be + 1, []int32{leader, follower}, adminapi.IsrFencedLeaderEpoch},
+		{"not the leader", follower, le, be + 1, []int32{leader, follower}, adminapi.IsrNotLeader},
+		{"leader left out", leader, le, be + 1, []int32{follower}, adminapi.IsrIneligibleReplica},
+		{"a server gone", leader, le, be + 1, []int32{leader, 2}, adminapi.IsrIneligibleReplica},
 	} {
 		if res := adjustIsr(t, ctx, c, tc.server, b0, tc.le, tc.be, tc.isr...); res.ErrorCode != tc.code {
 			t.Errorf("%s: code %q (%s), want %s", tc.name, res.ErrorCode, res.ErrorMessage, tc.code)
@@ -332,7 +334,7 @@ func TestBucketLeadership(t *testing.T) {
 	}
 	some := listBuckets(t, ctx, c, "db", "t")[0]
 	if res := adjustIsr(t, ctx, c, some.Bucket.Leader, some, some.Bucket.LeaderEpoch, some.Bucket.BucketEpoch,
-		append(slices.Clone(some.Bucket.Isr), 1)...); res.ErrorCode != adminclient.IsrIneligibleReplica {
+		append(slices.Clone(some.Bucket.Isr), 1)...); res.ErrorCode != adminapi.IsrIneligibleReplica {
 		t.Fatalf("server 1 taken back into an ISR while shutting down: %v", res)
 	}
 

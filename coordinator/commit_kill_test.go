@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/internal/testutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
@@ -109,7 +111,7 @@ func TestKillLeaderBetweenCommitAndAnswer(t *testing.T) {
 	var leader *raftMember
 	var others []string
 	for _, m := range ms {
-		if adminclient.HostPort(lead.GetLeaderAddress()) == m.client {
+		if adminapi.HostPort(lead.GetLeaderAddress()) == m.client {
 			leader = m
 		} else {
 			others = append(others, m.client)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/testutil"
@@ -86,7 +88,7 @@ func TestRaftLeaderDiskFull(t *testing.T) {
 		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
 		defer ccancel()
 		_, err := full.admin.CreateDatabase(cctx, &adminv1.CreateDatabaseRequest{Name: "refused"})
-		addr, ok := adminclient.NotLeaderAddress(err)
+		addr, ok := adminapi.NotLeaderAddress(err)
 		return ok && ((addr != "" && addr != full.client) || strings.Contains(err.Error(), "paused its Raft replica: disk full on voter 1"))
 	})
 	gctx, gcancel := context.WithTimeout(ctx, 5*time.Second)
@@ -115,7 +117,7 @@ func TestRaftLeaderDiskFull(t *testing.T) {
 	}); err != nil || strings.Join(dbs.GetNames(), ",") != "before,during" {
 		t.Fatalf("databases after the resume: %v, %v; want before,during", dbs, err)
 	}
-	if _, err := full.admin.ListDatabases(ctx, &adminv1.ListDatabasesRequest{}); err != nil && !errors.Is(adminclient.FromStatus(err), core.ErrNotLeader) {
+	if _, err := full.admin.ListDatabases(ctx, &adminv1.ListDatabasesRequest{}); err != nil && !errors.Is(adminapi.FromStatus(err), core.ErrNotLeader) {
 		t.Fatalf("the resumed coordinator answered %v, want an answer or NOT_LEADER", err)
 	}
 }

@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
@@ -204,7 +205,7 @@ func TestFetchMetadataStream(t *testing.T) {
 	if err := st.Send(&adminv1.FetchMetadataRequest{FromOffset: 0}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Recv(); !errors.Is(adminclient.FromStatus(err), core.ErrCompacted) {
+	if _, err := st.Recv(); !errors.Is(adminapi.FromStatus(err), core.ErrCompacted) {
 		t.Fatalf("fetch from 0 over the stream: %v, want OFFSET_COMPACTED (core.ErrCompacted)", err)
 	}
 	if _, err := st.Recv(); err == nil {

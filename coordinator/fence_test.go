@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/backends/raft"
 	"github.com/metaplane/metaplane/backends/zookeeper"
@@ -266,11 +267,11 @@ func staleLeaderScenario(t *testing.T, open fenceStore) {
 		wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
 		err := w.call(wctx)
 		wcancel()
-		d := adminclient.DetailOf(err)
-		if d == nil || d.Code != adminclient.CodeNotLeader || d.FlussErrorCode != adminclient.FlussNotCoordinatorLeader {
+		d := adminapi.DetailOf(err)
+		if d == nil || d.Code != adminapi.CodeNotLeader || d.FlussErrorCode != adminapi.FlussNotCoordinatorLeader {
 			t.Fatalf("%s on the stale leader: got %v (detail %+v), want NOT_LEADER (65)", w.name, err, d)
 		}
-		if d.LeaderAddress != "" && adminclient.HostPort(d.LeaderAddress) != b.addr {
+		if d.LeaderAddress != "" && adminapi.HostPort(d.LeaderAddress) != b.addr {
 			t.Errorf("%s on the stale leader redirects to %s, want the new leader %s", w.name, d.LeaderAddress, b.addr)
 		}
 		f := ga.failures()[n:]
@@ -321,7 +322,7 @@ func staleLeaderScenario(t *testing.T, open fenceStore) {
 	testutil.WaitFor(t, 10*time.Second, "the old leader names the new one", func() bool {
 		_, err := aAdmin.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "stale"})
 		var ok bool
-		addr, ok = adminclient.NotLeaderAddress(err)
+		addr, ok = adminapi.NotLeaderAddress(err)
 		return ok && addr == b.addr
 	})
 	names, err := dialAdmin(t, b.addr).ListDatabases(ctx, &adminv1.ListDatabasesRequest{})

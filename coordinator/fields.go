@@ -3,7 +3,8 @@ package coordinator
 import (
 	"errors"
 
-	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/metaplane/metaplane/catalog"
 )
 
@@ -37,13 +38,13 @@ func (m fieldMap) field(catalogField string) string {
 }
 
 // withField wraps a catalog refusal that names its field in an
-// adminclient.FieldError naming the request field, so that the answer's
+// adminapi.FieldError naming the request field, so that the answer's
 // ErrorDetail carries it. Other errors pass unchanged.
 func withField(err error, m fieldMap) error {
 	if err == nil {
 		return nil
 	}
-	if _, ok := errors.AsType[*adminclient.FieldError](err); ok {
+	if _, ok := errors.AsType[*adminapi.FieldError](err); ok {
 		return err
 	}
 	ae, ok := errors.AsType[*catalog.ArgumentError](err)
@@ -51,7 +52,7 @@ func withField(err error, m fieldMap) error {
 		return err
 	}
 	if f := m.field(ae.Field); f != "" {
-		return &adminclient.FieldError{Field: f, Err: err}
+		return &adminapi.FieldError{Field: f, Err: err}
 	}
 	return err
 }

@@ -4,7 +4,8 @@ import (
 	"encoding/json"
 	"sort"
 
-	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/metaplane/metaplane/internal/gossip"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
@@ -40,7 +41,7 @@ const (
 
 // self describes this coordinator as it is now.
 func (s *Server) self() *adminv1.CoordinatorInfo {
-	c := &adminv1.CoordinatorInfo{Id: s.id, Address: adminclient.HostPort(s.addr), Role: roleStandby, Epoch: -1}
+	c := &adminv1.CoordinatorInfo{Id: s.id, Address: adminapi.HostPort(s.addr), Role: roleStandby, Epoch: -1}
 	if l := s.leader.Load(); l != nil && !l.lost() {
 		c.Role, c.Epoch = roleLeader, l.lead.Epoch()
 	}

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/internal/gossip"
 	"github.com/metaplane/metaplane/internal/testutil"
@@ -297,7 +299,7 @@ func tabletAddrsN(t *testing.T, ctx context.Context, c *adminclient.Client, want
 	t.Helper()
 	var out []string
 	for _, s := range listTablets(ctx, c) {
-		out = append(out, adminclient.HostPort(s.Listeners))
+		out = append(out, adminapi.HostPort(s.Listeners))
 	}
 	if len(out) != want {
 		t.Fatalf("tablet servers: %v, want %d", out, want)

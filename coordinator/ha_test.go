@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
@@ -341,10 +343,10 @@ func haScenario(t *testing.T, bin string, common []string, b haBackend) {
 	wctx, wcancel := context.WithTimeout(ctx, 40*time.Second)
 	for {
 		_, err = adminv1.NewAdminServiceClient(cc).CreateDatabase(wctx, &adminv1.CreateDatabaseRequest{Name: "stale"})
-		if d := adminclient.DetailOf(err); err == nil || d == nil || d.Code != adminclient.CodeUnavailable || wctx.Err() != nil {
+		if d := adminapi.DetailOf(err); err == nil || d == nil || d.Code != adminapi.CodeUnavailable || wctx.Err() != nil {
 			break
 		}
-		t.Logf("%s: old leader's write: %v; asking again", b.name, adminclient.FromStatus(err))
+		t.Logf("%s: old leader's write: %v; asking again", b.name, adminapi.FromStatus(err))
 		select { // pace the retries
 		case <-wctx.Done():
 		case <-time.After(200 * time.Millisecond):
@@ -354,21 +356,21 @@ func haScenario(t *testing.T, bin string, common []string, b haBackend) {
 	if err == nil {
 		t.Fatal("the old leader accepted a write after a new leader was elected")
 	}
-	t.Logf("%s: old leader's write refused: %v", b.name, adminclient.FromStatus(err))
+	t.Logf("%s: old leader's write refused: %v", b.name, adminapi.FromStatus(err))
 	// The refusal must be the leadership's (NOT_LEADER, the original's
 	// error 65, or FENCED): a timeout or an unavailable backend would leave
 	// the write's fate unknown and prove nothing. The backend's fence
 	// itself is exercised by TestStaleLeaderWritesAreFenced, where the old
 	// leader has not yet noticed its loss.
-	switch d := adminclient.DetailOf(err); {
-	case d != nil && d.Code == adminclient.CodeNotLeader:
-		if d.FlussErrorCode != adminclient.FlussNotCoordinatorLeader {
-			t.Fatalf("old leader's NOT_LEADER carries error code %d, want %d", d.FlussErrorCode, adminclient.FlussNotCoordinatorLeader)
+	switch d := adminapi.DetailOf(err); {
+	case d != nil && d.Code == adminapi.CodeNotLeader:
+		if d.FlussErrorCode != adminapi.FlussNotCoordinatorLeader {
+			t.Fatalf("old leader's NOT_LEADER carries error code %d, want %d", d.FlussErrorCode, adminapi.FlussNotCoordinatorLeader)
 		}
-		if d.LeaderAddress != "" && adminclient.HostPort(d.LeaderAddress) != second.LeaderAddress {
+		if d.LeaderAddress != "" && adminapi.HostPort(d.LeaderAddress) != second.LeaderAddress {
 			t.Fatalf("old leader redirects to %s, want the new leader %s", d.LeaderAddress, second.LeaderAddress)
 		}
-	case d != nil && d.Code == adminclient.CodeFenced:
+	case d != nil && d.Code == adminapi.CodeFenced:
 	default:
 		t.Fatalf("old leader's write refused with %v (detail %+v), want NOT_LEADER or FENCED", err, d)
 	}
@@ -411,7 +413,7 @@ func haScenario(t *testing.T, bin string, common []string, b haBackend) {
 	for _, addr := range servers {
 		tc := dialTablet(t, addr)
 		_, err := tc.NotifyLeaderAndIsr(ctx, &adminv1.NotifyLeaderAndIsrRequest{CoordinatorEpoch: first.Epoch, CoordinatorId: first.LeaderId})
-		if d := adminclient.DetailOf(err); d == nil || d.Code != adminclient.CodeInvalidCoordinator {
+		if d := adminapi.DetailOf(err); d == nil || d.Code != adminapi.CodeInvalidCoordinator {
 			t.Fatalf("tablet %s accepted the old epoch %d: %v", addr, first.Epoch, err)
 		}
 	}
@@ -542,7 +544,7 @@ func checkTabletRPCs(t *testing.T, ctx context.Context, c *adminclient.Client, b
 		return err
 	})
 	if backend == "zookeeper" {
-		if !errors.Is(err, adminclient.ErrUnimplemented) || !strings.Contains(err.Error(), "tablet servers follow it directly") {
+		if !errors.Is(err, adminapi.ErrUnimplemented) || !strings.Contains(err.Error(), "tablet servers follow it directly") {
 			t.Errorf("tablet-server RPC on ZooKeeper: got %v, want UNIMPLEMENTED", err)
 		}
 		return

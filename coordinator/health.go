@@ -6,10 +6,11 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/metaplane/metaplane/adminclient"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
@@ -87,7 +88,7 @@ func (s *Server) ReadyzHandler() http.Handler {
 				fmt.Fprintln(w, "not ready: no leader known")
 				return
 			}
-			fmt.Fprintf(w, "standby; leader %s at %s\n", li.ID, adminclient.HostPort(li.Address))
+			fmt.Fprintf(w, "standby; leader %s at %s\n", li.ID, adminapi.HostPort(li.Address))
 		}
 	})
 }

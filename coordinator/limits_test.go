@@ -10,12 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/coordinator"
@@ -230,7 +231,7 @@ func TestAdminRefusesBadInput(t *testing.T) {
 			if err == nil || st.Code() != tt.code {
 				t.Fatalf("got %v, want %v", err, tt.code)
 			}
-			d := adminclient.DetailOf(err)
+			d := adminapi.DetailOf(err)
 			if d == nil || d.Field != tt.field {
 				t.Errorf("detail %v: want field %q", d, tt.field)
 			}
@@ -259,7 +260,7 @@ func TestAdminLimitsBoundaries(t *testing.T) {
 	}
 	_, err = f.admin.CreateTable(ctx, &adminv1.CreateTableRequest{Database: "shop", Table: "over", Descriptor_: &adminv1.TableDescriptor{
 		Columns: cols("id:INT"), BucketCount: 9}})
-	if d := adminclient.DetailOf(err); d == nil || d.Field != "descriptor.bucket_count" || !strings.Contains(err.Error(), "1 to 8") {
+	if d := adminapi.DetailOf(err); d == nil || d.Field != "descriptor.bucket_count" || !strings.Contains(err.Error(), "1 to 8") {
 		t.Fatalf("one bucket over: %v", err)
 	}
 }
@@ -330,7 +331,7 @@ func TestAdminTooLargeNamesTheObject(t *testing.T) {
 			before := f.snapshot(t)
 			err := tt.call()
 			st, _ := status.FromError(err)
-			if st.Code() != codes.ResourceExhausted || adminclient.DetailOf(err).GetCode() != adminclient.CodeTooLarge {
+			if st.Code() != codes.ResourceExhausted || adminapi.DetailOf(err).GetCode() != adminapi.CodeTooLarge {
 				t.Fatalf("got %v, want RESOURCE_EXHAUSTED TOO_LARGE", err)
 			}
 			for _, w := range tt.want {

@@ -7,12 +7,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/catalog"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
@@ -50,7 +51,7 @@ func (s *Server) notifyServers(ctx context.Context, l *leaderState, servers []ca
 		if prev, ok := sent[ts.ID]; ok && prev == sum {
 			continue
 		}
-		addr := adminclient.HostPort(ts.Registration.Listeners)
+		addr := adminapi.HostPort(ts.Registration.Listeners)
 		cc, ok := conns[addr]
 		if !ok {
 			var err error
@@ -66,7 +67,7 @@ func (s *Server) notifyServers(ctx context.Context, l *leaderState, servers []ca
 		sending += time.Since(sendStart)
 		cancel()
 		if err != nil {
-			if d := adminclient.DetailOf(err); d != nil && d.Code == adminclient.CodeInvalidCoordinator {
+			if d := adminapi.DetailOf(err); d != nil && d.Code == adminapi.CodeInvalidCoordinator {
 				s.log.Warn("tablet server refused this coordinator's epoch: a newer leader exists", "tablet_server", ts.ID,
 					"epoch", l.lead.Epoch(), "tablet_epoch", d.CoordinatorEpoch)
 				sent[ts.ID] = sum
@@ -91,7 +92,7 @@ func (s *Server) tabletDialOptions() []grpc.DialOption {
 	}
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(s.opts.TabletTLS))}
 	if s.opts.TabletUsername != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(adminclient.PasswordCredentials(s.opts.TabletUsername, s.opts.TabletPassword)))
+		opts = append(opts, grpc.WithPerRPCCredentials(adminapi.PasswordCredentials(s.opts.TabletUsername, s.opts.TabletPassword)))
 	}
 	return opts
 }

@@ -6,7 +6,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/metaplane/metaplane/core"
 )
 
@@ -46,11 +47,11 @@ func TestPageOf(t *testing.T) {
 	for i := range many {
 		many[i] = fmt.Sprintf("t%06d", i)
 	}
-	if _, _, err := pageOf(many, self, 0, "", "tables"); !errors.Is(adminclient.FromStatus(err), core.ErrTooLarge) {
+	if _, _, err := pageOf(many, self, 0, "", "tables"); !errors.Is(adminapi.FromStatus(err), core.ErrTooLarge) {
 		t.Fatalf("unpaged answer past %d items: %v, want TOO_LARGE", maxUnpaged, err)
 	}
 	for _, size := range []int32{-1, maxPageSize + 1} {
-		if _, _, err := pageOf(items, self, size, "", "tables"); !errors.Is(adminclient.FromStatus(err), core.ErrInvalidArgument) {
+		if _, _, err := pageOf(items, self, size, "", "tables"); !errors.Is(adminapi.FromStatus(err), core.ErrInvalidArgument) {
 			t.Fatalf("page size %d: %v, want INVALID_ARGUMENT", size, err)
 		}
 	}

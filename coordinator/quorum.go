@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/metaplane/metaplane/core"
 )
 
@@ -43,7 +44,7 @@ func (s *Server) notLeader(li core.LeaderInfo) error {
 func (s *Server) noLeader() error {
 	nl := &core.NotLeaderError{}
 	if st, ok := s.consensusView(); ok {
-		if note := quorumText(adminclient.HostPort(s.addr), st); note != "" {
+		if note := quorumText(adminapi.HostPort(s.addr), st); note != "" {
 			return fmt.Errorf("%w: %s", nl, note)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/internal/testutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
@@ -36,7 +38,7 @@ func TestRaftQuorumLostSaysSo(t *testing.T) {
 	c0.Close()
 	var survivor *raftMember
 	for _, m := range ms {
-		if survivor == nil && adminclient.HostPort(lead.GetLeaderAddress()) != m.client {
+		if survivor == nil && adminapi.HostPort(lead.GetLeaderAddress()) != m.client {
 			survivor = m
 			continue
 		}

@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/core"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
@@ -22,7 +23,7 @@ import (
 func (a *adminService) GetCoordinatorRaftStatus(ctx context.Context, _ *adminv1.GetCoordinatorRaftStatusRequest) (*adminv1.GetCoordinatorRaftStatusResponse, error) {
 	ref := a.s.backend.Load()
 	if ref == nil || !a.s.backendOpen.Load() {
-		return nil, adminclient.ToStatus(fmt.Errorf("%w: coordinator: no metadata backend client is open (starting, or the plugin is being restarted)", core.ErrUnavailable))
+		return nil, adminapi.ToStatus(fmt.Errorf("%w: coordinator: no metadata backend client is open (starting, or the plugin is being restarted)", core.ErrUnavailable))
 	}
 	caps := ref.b.Capabilities()
 	if !caps.ConsensusStatus {
@@ -31,7 +32,7 @@ func (a *adminService) GetCoordinatorRaftStatus(ctx context.Context, _ *adminv1.
 	}
 	st, err := ref.b.Status(ctx)
 	if err != nil {
-		return nil, adminclient.ToStatus(err)
+		return nil, adminapi.ToStatus(err)
 	}
 	return raftStatusToProto(st, a.s.id, time.Now()), nil
 }
@@ -41,7 +42,7 @@ func raftStatusToProto(st core.Status, coordinatorID string, now time.Time) *adm
 	out := &adminv1.GetCoordinatorRaftStatusResponse{
 		View: adminv1.RaftStatusView_RAFT_STATUS_VIEW_LOCAL, Backend: st.Backend, ClusterId: st.ClusterID,
 		MemberId: st.MemberID, CoordinatorId: coordinatorID, Role: string(st.Role), Term: st.Epoch,
-		LeaderId: st.LeaderID, LeaderAddress: adminclient.HostPort(st.LeaderAddress),
+		LeaderId: st.LeaderID, LeaderAddress: adminapi.HostPort(st.LeaderAddress),
 		CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, SnapshotIndex: st.SnapshotIndex,
 	}
 	if st.Role == core.RoleLeader {

@@ -4,7 +4,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/metaplane/metaplane/migrate"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
@@ -28,7 +29,7 @@ func (a *adminService) SaveRaftSnapshot(_ *adminv1.SaveRaftSnapshotRequest, stre
 	ctx := stream.Context()
 	f, err := os.CreateTemp("", "metaplane-snapshot-*.jsonl")
 	if err != nil {
-		return adminclient.ToStatus(err)
+		return adminapi.ToStatus(err)
 	}
 	defer func() { f.Close(); os.Remove(f.Name()) }()
 	o := migrate.ExportOptions{Epoch: l.lead.Epoch()}
@@ -48,7 +49,7 @@ func (a *adminService) SaveRaftSnapshot(_ *adminv1.SaveRaftSnapshotRequest, stre
 		_, err = f.Seek(0, io.SeekStart)
 	}
 	if err != nil {
-		return adminclient.ToStatus(err)
+		return adminapi.ToStatus(err)
 	}
 	buf := make([]byte, snapshotChunk)
 	for {
@@ -63,7 +64,7 @@ func (a *adminService) SaveRaftSnapshot(_ *adminv1.SaveRaftSnapshotRequest, stre
 			return nil
 		}
 		if err != nil {
-			return adminclient.ToStatus(err)
+			return adminapi.ToStatus(err)
 		}
 	}
 }

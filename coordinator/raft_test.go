@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -382,8 +384,8 @@ func checkMembershipRPCs(t *testing.T, ctx context.Context, clients []string, ba
 		_, rerr := dialAdmin(t, addr).RemoveRaftVoter(cctx, &adminv1.RemoveRaftVoterRequest{Id: "99"})
 		_, aerr := dialAdmin(t, addr).AddRaftVoter(cctx, &adminv1.AddRaftVoterRequest{Id: "1", Address: "127.0.0.1:1", CatchUpTimeoutMs: 1000})
 		cancel()
-		if _, ok := adminclient.NotLeaderAddress(rerr); ok {
-			if _, ok := adminclient.NotLeaderAddress(aerr); !ok {
+		if _, ok := adminapi.NotLeaderAddress(rerr); ok {
+			if _, ok := adminapi.NotLeaderAddress(aerr); !ok {
 				t.Errorf("AddRaftVoter on the standby %s: %v, want NOT_LEADER", addr, aerr)
 			}
 			continue

@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
@@ -185,7 +186,7 @@ func (a *adminService) ReassignBuckets(ctx context.Context, r *adminv1.ReassignB
 		return nil, err
 	}
 	bad := func(field, format string, args ...any) error {
-		return adminclient.ToStatus(&adminclient.FieldError{Field: field, Err: fmt.Errorf("%w: "+format, append([]any{core.ErrInvalidArgument}, args...)...)})
+		return adminapi.ToStatus(&adminapi.FieldError{Field: field, Err: fmt.Errorf("%w: "+format, append([]any{core.ErrInvalidArgument}, args...)...)})
 	}
 	owners, err := bucketOwners(ctx, l, r.Database, r.Table, r.Partition)
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
@@ -106,7 +108,7 @@ func runOnce[Resp any](a *adminService, ctx context.Context, l *leaderState, met
 	}
 	var zero Resp
 	if err := catalog.ValidateRequestID(id); err != nil {
-		return zero, adminclient.ToStatus(err)
+		return zero, adminapi.ToStatus(err)
 	}
 	unlock := a.s.requests.lock(id)
 	defer unlock()
@@ -117,7 +119,7 @@ func runOnce[Resp any](a *adminService, ctx context.Context, l *leaderState, met
 			return zero, false, a.s.mapErr(err)
 		}
 		if rec.Method != method || rec.BodyHash != hash {
-			return zero, true, adminclient.ToStatus(&adminclient.FieldError{Field: "request_id",
+			return zero, true, adminapi.ToStatus(&adminapi.FieldError{Field: "request_id",
 				Err: fmt.Errorf("%w: request id %q was used for a different request (%s with another body): use a new id for a new request",
 					core.ErrInvalidArgument, id, methodName(rec.Method))})
 		}

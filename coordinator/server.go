@@ -17,13 +17,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/image"
@@ -646,7 +647,7 @@ func (s *Server) serving() (*leaderState, error) {
 	if l != nil && !l.lost() {
 		return l, nil
 	}
-	return nil, adminclient.ToStatus(s.notLeader(s.currentLeader()))
+	return nil, adminapi.ToStatus(s.notLeader(s.currentLeader()))
 }
 
 // mapErr converts a handler's error into a status, turning a backend's
@@ -657,7 +658,7 @@ func (s *Server) mapErr(err error) error {
 		return nil
 	}
 	if errors.Is(err, core.ErrFenced) || (errors.Is(err, core.ErrNotLeader) && core.LeaderAddressOf(err) == "") {
-		return adminclient.ToStatus(s.notLeader(s.currentLeader()))
+		return adminapi.ToStatus(s.notLeader(s.currentLeader()))
 	}
-	return adminclient.ToStatus(err)
+	return adminapi.ToStatus(err)
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -105,13 +107,13 @@ func TestLeaderServesStandbyRedirects(t *testing.T) {
 	var nl *core.NotLeaderError
 	testutil.WaitFor(t, 5*time.Second, "standby names the leader", func() bool {
 		_, err = adminv1.NewAdminServiceClient(cc).ListDatabases(ctx, &adminv1.ListDatabasesRequest{})
-		err = adminclient.FromStatus(err)
-		return errors.As(err, &nl) && adminclient.HostPort(nl.LeaderAddress) == a.addr
+		err = adminapi.FromStatus(err)
+		return errors.As(err, &nl) && adminapi.HostPort(nl.LeaderAddress) == a.addr
 	})
-	if d := adminclient.DetailOf(func() error {
+	if d := adminapi.DetailOf(func() error {
 		_, err := adminv1.NewAdminServiceClient(cc).CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "x"})
 		return err
-	}()); d == nil || d.Code != adminclient.CodeNotLeader || d.FlussErrorCode != 65 {
+	}()); d == nil || d.Code != adminapi.CodeNotLeader || d.FlussErrorCode != 65 {
 		t.Fatalf("standby write: detail %+v", d)
 	}
 
@@ -315,7 +317,7 @@ func TestLosingLeadershipStopsServing(t *testing.T) {
 	}
 	defer cc.Close()
 	_, err = adminv1.NewAdminServiceClient(cc).CreateDatabase(context.Background(), &adminv1.CreateDatabaseRequest{Name: "x"})
-	if _, ok := adminclient.NotLeaderAddress(err); !ok {
+	if _, ok := adminapi.NotLeaderAddress(err); !ok {
 		t.Fatalf("old leader's answer: %v, want NOT_LEADER", err)
 	}
 	if b.srv.Epoch() <= 0 {
@@ -389,11 +391,11 @@ func TestStandbyRefusesEveryAdminMethod(t *testing.T) {
 				// A server stream's answer comes with its first message.
 				err, _ = recv.Call(nil)[1].Interface().(error)
 			}
-			d := adminclient.DetailOf(err)
-			if d == nil || d.Code != adminclient.CodeNotLeader || d.FlussErrorCode != adminclient.FlussNotCoordinatorLeader {
+			d := adminapi.DetailOf(err)
+			if d == nil || d.Code != adminapi.CodeNotLeader || d.FlussErrorCode != adminapi.FlussNotCoordinatorLeader {
 				t.Fatalf("got %v (detail %+v), want NOT_LEADER (65)", err, d)
 			}
-			if adminclient.HostPort(d.LeaderAddress) != a.addr {
+			if adminapi.HostPort(d.LeaderAddress) != a.addr {
 				t.Fatalf("NOT_LEADER names %q, want the leader %s", d.LeaderAddress, a.addr)
 			}
 		})

@@ -7,10 +7,11 @@ import (
 	"io"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
@@ -67,11 +68,11 @@ func (t *tabletServerService) RegisterTabletServer(ctx context.Context, r *admin
 		return nil, err
 	}
 	if r.ServerId < 0 {
-		return nil, adminclient.ToStatus(&adminclient.FieldError{Field: "server_id",
+		return nil, adminapi.ToStatus(&adminapi.FieldError{Field: "server_id",
 			Err: fmt.Errorf("%w: tablet server id %d is negative", core.ErrInvalidArgument, r.ServerId)})
 	}
 	if r.Listeners == "" {
-		return nil, adminclient.ToStatus(&adminclient.FieldError{Field: "listeners",
+		return nil, adminapi.ToStatus(&adminapi.FieldError{Field: "listeners",
 			Err: fmt.Errorf("%w: tablet server %d: listeners are required", core.ErrInvalidArgument, r.ServerId)})
 	}
 	lm, _ := core.Optional[core.LeaseManager](l.b) // present: tabletRPCsServed
@@ -119,7 +120,7 @@ func (t *tabletServerService) RegisterTabletServer(ctx context.Context, r *admin
 			CoordinatorEpoch: l.lead.Epoch()}, nil
 	}
 	lm.RevokeLease(context.WithoutCancel(ctx), lease, l.lead.Fence())
-	return nil, adminclient.ToStatus(fmt.Errorf("%w: tablet server %d: registration kept changing; retry", core.ErrUnavailable, r.ServerId))
+	return nil, adminapi.ToStatus(fmt.Errorf("%w: tablet server %d: registration kept changing; retry", core.ErrUnavailable, r.ServerId))
 }
 
 // TabletServerHeartbeat renews a tablet server's lease.
@@ -149,7 +150,7 @@ func (t *tabletServerService) streamBackend() (b core.MetadataBackend, leader bo
 	}
 	ref := t.s.backend.Load()
 	if ref == nil || !t.s.backendOpen.Load() {
-		return nil, false, adminclient.ToStatus(t.s.notLeader(t.s.currentLeader()))
+		return nil, false, adminapi.ToStatus(t.s.notLeader(t.s.currentLeader()))
 	}
 	if err := tabletRPCsServed(ref.b); err != nil {
 		return nil, false, err
@@ -196,7 +197,7 @@ func (t *tabletServerService) FetchMetadata(ctx context.Context, r *adminv1.Fetc
 		return nil, err
 	}
 	if r.FromOffset < 1 {
-		return nil, adminclient.ToStatus(fmt.Errorf("%w: fetch from offset %d: take a metadata snapshot first", core.ErrCompacted, r.FromOffset))
+		return nil, adminapi.ToStatus(fmt.Errorf("%w: fetch from offset %d: take a metadata snapshot first", core.ErrCompacted, r.FromOffset))
 	}
 	wait := t.s.opts.MetadataStreamMaxWait
 	if r.MaxWaitMs > 0 && time.Duration(r.MaxWaitMs)*time.Millisecond < wait {
@@ -351,7 +352,7 @@ func (t *tabletServerService) FetchMetadataSnapshotStream(r *adminv1.FetchMetada
 		return nil
 	case sendErr != nil && err == sendErr:
 		return err
-	case adminclient.DetailOf(err) != nil:
+	case adminapi.DetailOf(err) != nil:
 		return err // already a status (behind)
 	}
 	return t.s.mapErr(err)
@@ -360,7 +361,7 @@ func (t *tabletServerService) FetchMetadataSnapshotStream(r *adminv1.FetchMetada
 // behind is the refusal of a snapshot at rev older than the caller's
 // minimum.
 func (t *tabletServerService) behind(rev, minimum int64) error {
-	return adminclient.ToStatus(fmt.Errorf("%w: coordinator %s has applied up to offset %d, behind the requested %d: retry, or ask another coordinator",
+	return adminapi.ToStatus(fmt.Errorf("%w: coordinator %s has applied up to offset %d, behind the requested %d: retry, or ask another coordinator",
 		core.ErrUnavailable, t.s.id, rev, minimum))
 }
 

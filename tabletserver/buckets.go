@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
@@ -229,7 +231,7 @@ func (s *Server) callCoordinator(ctx context.Context, call func(ctx context.Cont
 	if li.Address == "" {
 		return fmt.Errorf("%w: no coordinator leader is known", core.ErrUnavailable)
 	}
-	addr := adminclient.HostPort(li.Address)
+	addr := adminapi.HostPort(li.Address)
 	s.leaderMu.Lock()
 	c := s.leaderClient
 	if c == nil || s.leaderAddr != addr {

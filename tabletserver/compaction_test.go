@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/coordinator"
@@ -191,7 +193,7 @@ func TestFetchMetadataAfterCompaction(t *testing.T) {
 	createDB("b")
 	s.Compact(s.Revision())
 	_, raw, err := fetch(from)
-	if d := adminclient.DetailOf(raw); d == nil || d.Code != adminclient.CodeOffsetCompacted {
+	if d := adminapi.DetailOf(raw); d == nil || d.Code != adminapi.CodeOffsetCompacted {
 		t.Fatalf("fetch from %d after compaction to %d: got %v, want OFFSET_COMPACTED", from, s.CompactedRevision(), raw)
 	}
 	if !errors.Is(err, core.ErrCompacted) {

@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/coordinator"
@@ -181,9 +182,9 @@ func TestSASLTabletService(t *testing.T) {
 		code  codes.Code
 	}{
 		{"no password", nil, codes.Unauthenticated},
-		{"wrong password", []grpc.DialOption{grpc.WithPerRPCCredentials(adminclient.PasswordCredentials("coord", "guess"))}, codes.Unauthenticated},
-		{"a user not allowed", []grpc.DialOption{grpc.WithPerRPCCredentials(adminclient.PasswordCredentials("bob", "hunter2"))}, codes.PermissionDenied},
-		{"the allowed user", []grpc.DialOption{grpc.WithPerRPCCredentials(adminclient.PasswordCredentials("coord", "s3cret"))}, codes.OK},
+		{"wrong password", []grpc.DialOption{grpc.WithPerRPCCredentials(adminapi.PasswordCredentials("coord", "guess"))}, codes.Unauthenticated},
+		{"a user not allowed", []grpc.DialOption{grpc.WithPerRPCCredentials(adminapi.PasswordCredentials("bob", "hunter2"))}, codes.PermissionDenied},
+		{"the allowed user", []grpc.DialOption{grpc.WithPerRPCCredentials(adminapi.PasswordCredentials("coord", "s3cret"))}, codes.OK},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := dialWith(t, ts.Address(), append([]grpc.DialOption{tlsOnly}, tt.extra...)...)

@@ -27,6 +27,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
@@ -516,7 +518,7 @@ func (t *tabletService) NotifyLeaderAndIsr(ctx context.Context, r *adminv1.Notif
 	if !s.observeEpoch(r.CoordinatorEpoch) {
 		highest := s.epoch.Load()
 		s.log.Warn("refused a request from a stale coordinator", "epoch", r.CoordinatorEpoch, "highest", highest, "coordinator", r.CoordinatorId)
-		return nil, adminclient.ToStatus(&adminclient.InvalidCoordinatorError{Got: r.CoordinatorEpoch, Highest: highest})
+		return nil, adminapi.ToStatus(&adminapi.InvalidCoordinatorError{Got: r.CoordinatorEpoch, Highest: highest})
 	}
 	s.setBuckets(r.Buckets)
 	s.notified.Store(r.CoordinatorEpoch)
@@ -565,12 +567,12 @@ func (s *Server) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerI
 	}
 	p, host, err := authn.Authenticate(ctx, sec.Passwords)
 	if err != nil {
-		return nil, adminclient.ToStatus(err)
+		return nil, adminapi.ToStatus(err)
 	}
 	if sec.Authorize && !authn.Contains(sec.Allowed, p) {
 		s.log.Warn("refused a tablet-service call", "principal", p.String(), "host", host, "method", info.FullMethod)
-		return nil, adminclient.ToStatus(fmt.Errorf("%w: %s may not call %s on tablet server %d: only super.users may call the tablet service (docs/security.md)",
-			adminclient.ErrPermissionDenied, p, info.FullMethod, s.opts.ID))
+		return nil, adminapi.ToStatus(fmt.Errorf("%w: %s may not call %s on tablet server %d: only super.users may call the tablet service (docs/security.md)",
+			adminapi.ErrPermissionDenied, p, info.FullMethod, s.opts.ID))
 	}
 	return handler(authn.WithPrincipal(ctx, p), req)
 }

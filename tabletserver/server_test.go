@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -73,12 +75,12 @@ func TestCoordinatorEpochFencing(t *testing.T) {
 		t.Fatalf("epoch 5: %v", err)
 	}
 	err = notify(3)
-	d := adminclient.DetailOf(err)
-	if d == nil || d.Code != adminclient.CodeInvalidCoordinator || d.FlussErrorCode != 23 || d.CoordinatorEpoch != 5 {
+	d := adminapi.DetailOf(err)
+	if d == nil || d.Code != adminapi.CodeInvalidCoordinator || d.FlussErrorCode != 23 || d.CoordinatorEpoch != 5 {
 		t.Fatalf("epoch 3 after 5: got %v (detail %+v), want INVALID_COORDINATOR naming 5", err, d)
 	}
-	if !errors.Is(adminclient.FromStatus(err), adminclient.ErrInvalidCoordinator) {
-		t.Fatalf("FromStatus: %v", adminclient.FromStatus(err))
+	if !errors.Is(adminapi.FromStatus(err), adminapi.ErrInvalidCoordinator) {
+		t.Fatalf("FromStatus: %v", adminapi.FromStatus(err))
 	}
 	if ts.Epoch() != 5 {
 		t.Fatalf("a refused request changed the epoch: %d", ts.Epoch())
@@ -190,7 +192,7 @@ func TestRaftModeFollowsAndSurvivesFailover(t *testing.T) {
 	})
 	// The old leader's epoch is refused now.
 	_, err = tc.NotifyLeaderAndIsr(ctx, &adminv1.NotifyLeaderAndIsrRequest{CoordinatorEpoch: first})
-	if d := adminclient.DetailOf(err); d == nil || d.Code != adminclient.CodeInvalidCoordinator {
+	if d := adminapi.DetailOf(err); d == nil || d.Code != adminapi.CodeInvalidCoordinator {
 		t.Fatalf("stale epoch after failover: %v", err)
 	}
 }

@@ -15,11 +15,12 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
-	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/config"
 )
 
@@ -84,7 +85,7 @@ func PrincipalOf(ctx context.Context) (config.Principal, bool) {
 // password on a SASL_SSL listener (passwords not nil; required there),
 // else the verified client certificate's common name, else Anonymous. It
 // also returns the client's host (the IP address of the connection),
-// which ACLs match. Errors wrap adminclient.ErrUnauthenticated. Never logs
+// which ACLs match. Errors wrap adminapi.ErrUnauthenticated. Never logs
 // or returns a password.
 func Authenticate(ctx context.Context, passwords *Passwords) (config.Principal, string, error) {
 	var host string
@@ -102,22 +103,22 @@ func Authenticate(ctx context.Context, passwords *Passwords) (config.Principal, 
 	}
 	if passwords != nil {
 		md, _ := metadata.FromIncomingContext(ctx)
-		v := md.Get(adminclient.AuthorizationHeader)
+		v := md.Get(adminapi.AuthorizationHeader)
 		if len(v) == 0 {
-			return config.Principal{}, host, fmt.Errorf("%w: this listener (SASL_SSL) needs a username and password with every call (metaplane admin --user and --password-file; docs/security.md)", adminclient.ErrUnauthenticated)
+			return config.Principal{}, host, fmt.Errorf("%w: this listener (SASL_SSL) needs a username and password with every call (metaplane admin --user and --password-file; docs/security.md)", adminapi.ErrUnauthenticated)
 		}
-		u, p, ok := adminclient.ParseBasic(v[0])
+		u, p, ok := adminapi.ParseBasic(v[0])
 		if !ok || len(v) != 1 {
-			return config.Principal{}, host, fmt.Errorf("%w: the %s metadata is not one \"Basic <base64 of username:password>\"", adminclient.ErrUnauthenticated, adminclient.AuthorizationHeader)
+			return config.Principal{}, host, fmt.Errorf("%w: the %s metadata is not one \"Basic <base64 of username:password>\"", adminapi.ErrUnauthenticated, adminapi.AuthorizationHeader)
 		}
 		if !passwords.Check(u, p) {
-			return config.Principal{}, host, fmt.Errorf("%w: wrong username or password", adminclient.ErrUnauthenticated)
+			return config.Principal{}, host, fmt.Errorf("%w: wrong username or password", adminapi.ErrUnauthenticated)
 		}
 		return config.Principal{Type: config.PrincipalUser, Name: u}, host, nil
 	}
 	if cert != nil {
 		if strings.TrimSpace(cert.Subject.CommonName) == "" {
-			return config.Principal{}, host, fmt.Errorf("%w: the client certificate's subject (%s) has no common name (CN) to take the principal User:<CN> from", adminclient.ErrUnauthenticated, cert.Subject)
+			return config.Principal{}, host, fmt.Errorf("%w: the client certificate's subject (%s) has no common name (CN) to take the principal User:<CN> from", adminapi.ErrUnauthenticated, cert.Subject)
 		}
 		return config.Principal{Type: config.PrincipalUser, Name: cert.Subject.CommonName}, host, nil
 	}

@@ -14,6 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
@@ -154,7 +156,7 @@ func call[Req any, Resp proto.Message](cmd *cobra.Command, a *admin,
 		err := c.Admin(ctx, func(ctx context.Context, sc adminv1.AdminServiceClient) error {
 			var err error
 			r, err = rpc(sc, ctx, req)
-			detail = adminclient.DetailOf(err)
+			detail = adminapi.DetailOf(err)
 			return err
 		})
 		// The client returns the last answer's error, converted, unless

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
@@ -168,7 +170,7 @@ func (u *unavailableAdmin) CreateDatabase(ctx context.Context, _ *adminv1.Create
 	}
 	u.ids[strings.Join(md.Get(adminclient.RequestIDHeader), ",")]++
 	u.mu.Unlock()
-	return nil, adminclient.ToStatus(fmt.Errorf("%w: no quorum", core.ErrUnavailable))
+	return nil, adminapi.ToStatus(fmt.Errorf("%w: no quorum", core.ErrUnavailable))
 }
 
 // TestAdminOutcomeUnknown: a write answered with outcome UNKNOWN is

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -387,8 +389,8 @@ func learnClusterID(ctx context.Context, cfg *config.Config, advertised string, 
 	}
 	var seeds []string
 	for _, s := range cfg.Coordinator.SeedNodes {
-		if adminclient.HostPort(s) != advertised {
-			seeds = append(seeds, adminclient.HostPort(s))
+		if adminapi.HostPort(s) != advertised {
+			seeds = append(seeds, adminapi.HostPort(s))
 		}
 	}
 	if len(seeds) == 0 {

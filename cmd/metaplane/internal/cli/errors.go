@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/spf13/cobra"
 
 	"github.com/metaplane/metaplane/adminclient"
@@ -100,10 +102,10 @@ func errorCode(err error) string {
 	if errors.As(err, &ce) && ce.Code != "" {
 		return ce.Code
 	}
-	if d := adminclient.DetailOf(err); d != nil && d.Code != "" {
+	if d := adminapi.DetailOf(err); d != nil && d.Code != "" {
 		return d.Code
 	}
-	if d := adminclient.DetailOf(adminclient.ToStatus(err)); d != nil && d.Code != "" && d.Code != adminclient.CodeInternal {
+	if d := adminapi.DetailOf(adminapi.ToStatus(err)); d != nil && d.Code != "" && d.Code != adminapi.CodeInternal {
 		return d.Code
 	}
 	return codeError
@@ -133,7 +135,7 @@ func reportError(w io.Writer, cmd *cobra.Command, err error, asJSON bool) {
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false)
 		je := jsonError{Error: operatorMessage(err), Code: errorCode(err), Command: path}
-		if fe, ok := errors.AsType[*adminclient.FieldError](err); ok {
+		if fe, ok := errors.AsType[*adminapi.FieldError](err); ok {
 			je.Field = fe.Field
 		}
 		enc.Encode(je)
@@ -189,8 +191,8 @@ var sentinelWording = sync.OnceValue(func() *strings.Replacer {
 	// A pattern earlier in the list wins where two match at one place, so
 	// each sentinel's "text: " comes before its bare text.
 	pairs = append(pairs, core.ErrInvalidArgument.Error()+": ", "", "metadata: transaction op", "transaction op")
-	for _, err := range append(append(append([]error(nil), core.Sentinels...), adminclient.ErrInvalidCoordinator,
-		adminclient.ErrUnimplemented, adminclient.ErrUnauthenticated, adminclient.ErrPermissionDenied,
+	for _, err := range append(append(append([]error(nil), core.Sentinels...), adminapi.ErrInvalidCoordinator,
+		adminapi.ErrUnimplemented, adminapi.ErrUnauthenticated, adminapi.ErrPermissionDenied,
 		adminclient.ErrOutcomeUnknown, catalog.ErrBadRecord, catalog.ErrDuplicateRequest,
 		migrate.ErrBadFile, migrate.ErrNotEmpty, migrate.ErrMigrationInProgress), moreSentinels...) {
 		_, words, _ := strings.Cut(err.Error(), ": ")

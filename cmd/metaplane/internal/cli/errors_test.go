@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/spf13/cobra"
 
-	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/migrate"
 )
@@ -24,17 +25,17 @@ func TestOperatorMessage(t *testing.T) {
 		code string
 	}{
 		{"invalid argument", fmt.Errorf("%w: member 3 is the leader: transfer the leadership first", core.ErrInvalidArgument),
-			"member 3 is the leader: transfer the leadership first", adminclient.CodeInvalidArgument},
-		{"invalid argument from the server", adminclient.FromStatus(adminclient.ToStatus(fmt.Errorf("%w: bad count", core.ErrInvalidArgument))),
-			"bad count", adminclient.CodeInvalidArgument},
-		{"bare invalid argument", core.ErrInvalidArgument, "invalid argument", adminclient.CodeInvalidArgument},
-		{"not the leader", &core.NotLeaderError{LeaderID: "2", LeaderAddress: "h:9123"}, "not the leader (leader 2 at h:9123)", adminclient.CodeNotLeader},
+			"member 3 is the leader: transfer the leadership first", adminapi.CodeInvalidArgument},
+		{"invalid argument from the server", adminapi.FromStatus(adminapi.ToStatus(fmt.Errorf("%w: bad count", core.ErrInvalidArgument))),
+			"bad count", adminapi.CodeInvalidArgument},
+		{"bare invalid argument", core.ErrInvalidArgument, "invalid argument", adminapi.CodeInvalidArgument},
+		{"not the leader", &core.NotLeaderError{LeaderID: "2", LeaderAddress: "h:9123"}, "not the leader (leader 2 at h:9123)", adminapi.CodeNotLeader},
 		{"nested", fmt.Errorf("no coordinator leader answered (last answer from h:1: %w)", &core.NotLeaderError{}),
-			"no coordinator leader answered (last answer from h:1: not the leader (leader unknown))", adminclient.CodeNotLeader},
+			"no coordinator leader answered (last answer from h:1: not the leader (leader unknown))", adminapi.CodeNotLeader},
 		{"transaction", &core.TxnError{Index: 1, Err: fmt.Errorf("%w: /a", core.ErrNodeExists)},
-			"transaction op 1 failed: node exists: /a", adminclient.CodeAlreadyExists},
-		{"permission", fmt.Errorf("%w: User:bob may not DROP on TABLE shop.orders", adminclient.ErrPermissionDenied),
-			"permission denied: User:bob may not DROP on TABLE shop.orders", adminclient.CodePermissionDenied},
+			"transaction op 1 failed: node exists: /a", adminapi.CodeAlreadyExists},
+		{"permission", fmt.Errorf("%w: User:bob may not DROP on TABLE shop.orders", adminapi.ErrPermissionDenied),
+			"permission denied: User:bob may not DROP on TABLE shop.orders", adminapi.CodePermissionDenied},
 		{"tree file", fmt.Errorf("f.jsonl: %w: line 5: checksum mismatch", migrate.ErrBadFile),
 			"f.jsonl: bad tree file: line 5: checksum mismatch", codeError},
 		{"no sentinel", fmt.Errorf("reading metadata: file is gone"), "reading metadata: file is gone", codeError},

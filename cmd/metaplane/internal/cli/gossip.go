@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/internal/gossip"
@@ -33,8 +35,8 @@ func startGossip(cfg *config.Config, id, bindHost, advertised string, logger *sl
 	}
 	var seeds []string
 	for _, s := range cfg.Coordinator.SeedNodes {
-		if adminclient.HostPort(s) != advertised {
-			seeds = append(seeds, adminclient.HostPort(s))
+		if adminapi.HostPort(s) != advertised {
+			seeds = append(seeds, adminapi.HostPort(s))
 		}
 	}
 	tlsConf, err := coordinatorClientTLS(cfg)

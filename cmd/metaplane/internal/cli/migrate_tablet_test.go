@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/internal/testutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
@@ -84,12 +85,12 @@ func TestTabletServerFollowsTheMigration(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_, err := tc.NotifyLeaderAndIsr(ctx, &adminv1.NotifyLeaderAndIsrRequest{CoordinatorEpoch: epoch, CoordinatorId: "raft-coordinator"})
-		return adminclient.FromStatus(err)
+		return adminapi.FromStatus(err)
 	}
 	if err := notify(raftEpoch); err != nil {
 		t.Fatalf("the tablet server refused the Raft coordinator's epoch %d (it saw %d): %v", raftEpoch, zkEpoch, err)
 	}
-	var stale *adminclient.InvalidCoordinatorError
+	var stale *adminapi.InvalidCoordinatorError
 	if err := notify(zkEpoch); !errors.As(err, &stale) {
 		t.Errorf("after the Raft epoch, the ZooKeeper coordinator's epoch %d: %v, want InvalidCoordinatorError", zkEpoch, err)
 	}

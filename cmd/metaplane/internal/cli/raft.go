@@ -14,6 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/metaplane/metaplane/backends/raft/catchup"
 
 	"github.com/spf13/cobra"
@@ -21,7 +23,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/metaplane/metaplane/adminclient"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
@@ -112,7 +113,7 @@ func (r *RaftFlags) ask(ctx context.Context, addrs []string) []raftAnswer {
 func (r *RaftFlags) gather(ctx context.Context) ([]raftAnswer, error) {
 	addrs := SplitList(r.bootstrap)
 	for i, a := range addrs {
-		addrs[i] = adminclient.HostPort(a)
+		addrs[i] = adminapi.HostPort(a)
 	}
 	if len(addrs) == 0 {
 		return nil, UsageError("--bootstrap-servers: no coordinator address given")
@@ -142,11 +143,11 @@ func (r *RaftFlags) gather(ctx context.Context) ([]raftAnswer, error) {
 			return nil, a.err
 		}
 		if status.Code(a.err) == codes.Unimplemented {
-			return nil, &WithCause{Cause: adminclient.FromStatus(a.err), Msg: fmt.Sprintf("%s: %s", a.addr, status.Convert(a.err).Message())}
+			return nil, &WithCause{Cause: adminapi.FromStatus(a.err), Msg: fmt.Sprintf("%s: %s", a.addr, status.Convert(a.err).Message())}
 		}
 		errs = append(errs, fmt.Sprintf("%s: %s", a.addr, status.Convert(a.err).Message()))
 	}
-	return nil, &WithCause{Cause: adminclient.FromStatus(answers[0].err),
+	return nil, &WithCause{Cause: adminapi.FromStatus(answers[0].err),
 		Msg: "no coordinator answered (is one running? start one with `metaplane coordinator`): " + strings.Join(errs, "; ")}
 }
 

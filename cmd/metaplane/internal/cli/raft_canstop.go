@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/spf13/cobra"
 
-	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/core"
 )
 
@@ -50,7 +51,7 @@ func canStop(rep *raftReport, id string) (canStopReport, error) {
 		}
 	}
 	if m == nil {
-		return out, &CodedErr{Code: adminclient.CodeNotFound, Err: fmt.Errorf("member %s is not in the membership", id)}
+		return out, &CodedErr{Code: adminapi.CodeNotFound, Err: fmt.Errorf("member %s is not in the membership", id)}
 	}
 	out.Leader = m.Leader
 	out.CaughtUpAfter = rep.VotersCaughtUp

@@ -8,9 +8,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/spf13/cobra"
 
-	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/core"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
@@ -89,7 +90,7 @@ func (r *RaftFlags) callAdmin(ctx context.Context, call func(context.Context, ad
 	var detail *adminv1.ErrorDetail
 	err = client.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
 		err := call(ctx, a)
-		detail = adminclient.DetailOf(err)
+		detail = adminapi.DetailOf(err)
 		return err
 	})
 	if err != nil && detail != nil && ctx.Err() == nil {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/testutil"
@@ -59,7 +61,7 @@ func TestMetadataStreamFromFollowers(t *testing.T) {
 			return false
 		}
 		self, err := admin.GetLeaderFrom(ctx, r.LeaderAddress)
-		leader = adminclient.HostPort(r.LeaderAddress)
+		leader = adminapi.HostPort(r.LeaderAddress)
 		return err == nil && self.IsLeader
 	})
 	var followers []*raftProc
@@ -274,5 +276,5 @@ func notLeaderAt(err error) (string, bool) {
 	if !errors.As(err, &nl) {
 		return "", false
 	}
-	return adminclient.HostPort(nl.LeaderAddress), true
+	return adminapi.HostPort(nl.LeaderAddress), true
 }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
@@ -152,9 +154,9 @@ func (f *tlsFlags) dial(addr string) (*grpc.ClientConn, error) {
 		opts = []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(cfg))}
 	}
 	if user != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(adminclient.PasswordCredentials(user, pw)))
+		opts = append(opts, grpc.WithPerRPCCredentials(adminapi.PasswordCredentials(user, pw)))
 	}
-	cc, err := grpc.NewClient(adminclient.HostPort(addr), opts...)
+	cc, err := grpc.NewClient(adminapi.HostPort(addr), opts...)
 	if err != nil {
 		return nil, UsageError("--bootstrap-servers: %s: %v", addr, err)
 	}
@@ -253,7 +255,7 @@ func (f *tlsFlags) diagnose(bootstrap []string) string {
 	}
 	d := &net.Dialer{Timeout: 2 * time.Second}
 	for _, b := range bootstrap {
-		addr := adminclient.HostPort(b)
+		addr := adminapi.HostPort(b)
 		host, _, err := net.SplitHostPort(addr)
 		if err != nil {
 			continue

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/metaplane/metaplane/adminapi"
+
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -452,7 +454,7 @@ func (d *demo) waitTablets(ctx context.Context, c *adminclient.Client, want int)
 // the given coordinator epoch, then prints their states.
 func (d *demo) showTablets(ctx context.Context, servers []*adminv1.TabletServer, tableID int64, epoch int64) error {
 	for _, s := range servers {
-		cc, err := grpc.NewClient(adminclient.HostPort(s.Listeners), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient(adminapi.HostPort(s.Listeners), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package adminclient
+package adminapi
 
 import (
 	"context"
