@@ -250,7 +250,7 @@ func (e *DeadlineError) Unwrap() error { return e.Err }
 
 // ErrOutcomeUnknown is in the chain of a write's error when the write may or
 // may not have been applied and Do could not settle it: an exactly-once
-// write (see exactlyOnce) whose repetitions with its request id got no answer
+// write (adminapi.ExactlyOnce) whose repetitions with its request id got no answer
 // for good before the deadline, or that was answered INTERNAL; another
 // write that was sent and its answer lost (a connection that broke under
 // it, the deadline) or answered with outcome UNKNOWN. Repeat an
@@ -292,64 +292,6 @@ func methodName(full string) string {
 	return full
 }
 
-// retrySafe lists the RPCs that Do may repeat after an ambiguous failure:
-// the reads, and the tablet-server RPCs whose repetition has the effect of
-// one call (a registration replaces the earlier one of the same id; a
-// heartbeat renews the same lease). Every other RPC is a write that is
-// repeated only when it is known not to have been applied.
-var retrySafe = map[string]bool{
-	adminv1.AdminService_ListDatabases_FullMethodName:                true,
-	adminv1.AdminService_GetDatabase_FullMethodName:                  true,
-	adminv1.AdminService_GetTableInfo_FullMethodName:                 true,
-	adminv1.AdminService_ListTables_FullMethodName:                   true,
-	adminv1.AdminService_ListPartitions_FullMethodName:               true,
-	adminv1.AdminService_ListTabletServers_FullMethodName:            true,
-	adminv1.AdminService_ListACLs_FullMethodName:                     true,
-	adminv1.AdminService_DescribeConfigs_FullMethodName:              true,
-	adminv1.AdminService_GetServerTags_FullMethodName:                true,
-	adminv1.AdminService_GetLeader_FullMethodName:                    true,
-	adminv1.AdminService_GetCoordinatorRaftStatus_FullMethodName:     true,
-	adminv1.TabletServerService_RegisterTabletServer_FullMethodName:  true,
-	adminv1.TabletServerService_TabletServerHeartbeat_FullMethodName: true,
-	adminv1.TabletServerService_FetchMetadata_FullMethodName:         true,
-	adminv1.TabletServerService_FetchMetadataSnapshot_FullMethodName: true,
-	// An AdjustIsr repeated is answered with the record it made; a
-	// controlled shutdown repeated moves what is left; a deregistration
-	// repeated finds the lease gone.
-	adminv1.TabletServerService_AdjustIsr_FullMethodName:              true,
-	adminv1.TabletServerService_ControlledShutdown_FullMethodName:     true,
-	adminv1.TabletServerService_DeregisterTabletServer_FullMethodName: true,
-	adminv1.AdminService_ListBuckets_FullMethodName:                   true,
-	// An election repeated finds the buckets led as the first left them.
-	adminv1.AdminService_ElectLeaders_FullMethodName: true,
-	// A reassignment repeated finds it started (or undone) already.
-	adminv1.AdminService_ReassignBuckets_FullMethodName: true,
-}
-
-// RequestIDHeader is the gRPC metadata key carrying a write's request id.
-// A coordinator commits the id with the write's effect and answers a
-// repetition of the same id (same method and body) from that record,
-// without applying it again; the same id with another body is refused with
-// INVALID_ARGUMENT.
-const RequestIDHeader = "metaplane-request-id"
-
-// exactlyOnce lists the writes a coordinator applies at most once per
-// request id (see RequestIDHeader): Do sends each with one id for all its
-// attempts and repeats it after an ambiguous failure.
-var exactlyOnce = map[string]bool{
-	adminv1.AdminService_CreateDatabase_FullMethodName:  true,
-	adminv1.AdminService_DropDatabase_FullMethodName:    true,
-	adminv1.AdminService_CreateTable_FullMethodName:     true,
-	adminv1.AdminService_DropTable_FullMethodName:       true,
-	adminv1.AdminService_CreatePartition_FullMethodName: true,
-	adminv1.AdminService_DropPartition_FullMethodName:   true,
-	adminv1.AdminService_AllocateIDs_FullMethodName:     true,
-	adminv1.AdminService_AddACLs_FullMethodName:         true,
-	adminv1.AdminService_RemoveACLs_FullMethodName:      true,
-	adminv1.AdminService_AlterConfigs_FullMethodName:    true,
-	adminv1.AdminService_SetServerTags_FullMethodName:   true,
-}
-
 type requestIDKey struct{}
 
 // WithRequestID returns ctx carrying id as the request id of the write Do
@@ -386,7 +328,7 @@ type attempt struct {
 // call's id for its first, "<id>.<n>" for its n+1st (a call should make one
 // RPC, but one that makes more repeats each with an id of its own).
 func (a *attempt) withID(ctx context.Context, method string) context.Context {
-	if !exactlyOnce[method] {
+	if adminapi.SemanticsOf(method) != adminapi.ExactlyOnce {
 		return ctx
 	}
 	id := a.id
@@ -394,12 +336,12 @@ func (a *attempt) withID(ctx context.Context, method string) context.Context {
 		id = fmt.Sprintf("%s.%d", a.id, a.writes)
 	}
 	a.writes++
-	return metadata.AppendToOutgoingContext(ctx, RequestIDHeader, id)
+	return metadata.AppendToOutgoingContext(ctx, adminapi.RequestIDHeader, id)
 }
 
 func (a *attempt) send(ctx context.Context, method string) error {
 	a.method = method
-	if !retrySafe[method] && !ready(ctx, a.cc, a.wait) {
+	if adminapi.SemanticsOf(method) != adminapi.RetrySafe && !ready(ctx, a.cc, a.wait) {
 		a.unsent = true
 		return status.Errorf(codes.Unavailable, "no connection to %s (not sent)", a.cc.Target())
 	}
@@ -448,8 +390,8 @@ func ready(ctx context.Context, cc *grpc.ClientConn, wait time.Duration) bool {
 // until ctx ends (or Timeout passes, when ctx has no deadline): redirects
 // and retries are bounded by time, not by a count.
 //
-// call must make one RPC. A read (see retrySafe) is repeated after any
-// UNAVAILABLE answer. An exactly-once write (see exactlyOnce) carries one
+// call must make one RPC. A read (adminapi.RetrySafe) is repeated after any
+// UNAVAILABLE answer. An exactly-once write (adminapi.ExactlyOnce) carries one
 // request id in all its attempts (ctx's, see WithRequestID, or a fresh
 // one) and is repeated after an ambiguous failure too (a connection lost
 // under it, an answer with outcome UNKNOWN other than INTERNAL): the
@@ -515,8 +457,8 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 		}
 		at := &attempt{cc: cc, wait: c.ConnectWait, id: id}
 		err = call(ctx, at)
-		write := !retrySafe[at.method]
-		once := exactlyOnce[at.method]
+		write := adminapi.SemanticsOf(at.method) != adminapi.RetrySafe
+		once := adminapi.SemanticsOf(at.method) == adminapi.ExactlyOnce
 		if err == nil {
 			c.setLeader(addr)
 			return nil

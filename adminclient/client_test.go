@@ -38,7 +38,7 @@ func (f *fakeAdmin) write(ctx context.Context) error {
 	f.nWrite.Add(1)
 	f.mu.Lock()
 	md, _ := metadata.FromIncomingContext(ctx)
-	f.ids = append(f.ids, strings.Join(md.Get(RequestIDHeader), ","))
+	f.ids = append(f.ids, strings.Join(md.Get(adminapi.RequestIDHeader), ","))
 	f.mu.Unlock()
 	if f.hang {
 		<-ctx.Done()
@@ -321,25 +321,4 @@ func loseConnection(t *testing.T, write func(context.Context, *Client) error, ch
 	}
 	stop()
 	check(t, <-done, f, other)
-}
-
-// TestEveryAdminMethodIsClassified: every method of the admin and
-// tablet-server services is either repeat-safe (a read, or a tablet-server
-// call whose repetition has the effect of one) or a write that Do repeats
-// only when known not applied; a new method must be put on one side.
-func TestEveryAdminMethodIsClassified(t *testing.T) {
-	writes := map[string]bool{}
-	for _, m := range []string{"AddACLs", "AllocateIDs", "AlterConfigs", "CreateDatabase", "CreatePartition", "CreateTable",
-		"DropDatabase", "DropPartition", "DropTable", "RemoveACLs", "SetServerTags", "TransferRaftLeadership",
-		"AddRaftVoter", "RemoveRaftVoter"} {
-		writes["/"+adminv1.AdminService_ServiceDesc.ServiceName+"/"+m] = true
-	}
-	for _, sd := range []grpc.ServiceDesc{adminv1.AdminService_ServiceDesc, adminv1.TabletServerService_ServiceDesc} {
-		for _, m := range sd.Methods {
-			full := "/" + sd.ServiceName + "/" + m.MethodName
-			if retrySafe[full] == writes[full] {
-				t.Errorf("%s is classified %v as a repeat-safe call and %v as a write: put it on exactly one side", full, retrySafe[full], writes[full])
-			}
-		}
-	}
 }

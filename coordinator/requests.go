@@ -13,19 +13,18 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
 )
 
 // requestID returns the request id the caller sent in the
-// adminclient.RequestIDHeader metadata ("" without one).
+// adminapi.RequestIDHeader metadata ("" without one).
 func requestID(ctx context.Context) string {
 	md, ok := metadata.FromIncomingContext(ctx)
 	if !ok {
 		return ""
 	}
-	if v := md.Get(adminclient.RequestIDHeader); len(v) > 0 {
+	if v := md.Get(adminapi.RequestIDHeader); len(v) > 0 {
 		return v[len(v)-1]
 	}
 	return ""
@@ -102,11 +101,16 @@ func onceLookupFirst[Resp any](a *adminService, ctx context.Context, l *leaderSt
 
 func runOnce[Resp any](a *adminService, ctx context.Context, l *leaderState, method string, r proto.Message, lookupFirst bool,
 	do func(ctx context.Context) (Resp, error), replay func(ctx context.Context, rec catalog.RequestRecord) (Resp, error)) (Resp, error) {
+	var zero Resp
+	if adminapi.SemanticsOf(method) != adminapi.ExactlyOnce {
+		// A programming error: the method's semantics are declared in
+		// adminapi's table, which the client SDK repeats calls by.
+		return zero, fmt.Errorf("%s is not declared exactly-once in adminapi's table", methodName(method))
+	}
 	id := requestID(ctx)
 	if id == "" {
 		return do(ctx)
 	}
-	var zero Resp
 	if err := catalog.ValidateRequestID(id); err != nil {
 		return zero, adminapi.ToStatus(err)
 	}

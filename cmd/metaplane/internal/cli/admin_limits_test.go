@@ -20,7 +20,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
@@ -168,7 +167,7 @@ func (u *unavailableAdmin) CreateDatabase(ctx context.Context, _ *adminv1.Create
 	if u.ids == nil {
 		u.ids = map[string]int{}
 	}
-	u.ids[strings.Join(md.Get(adminclient.RequestIDHeader), ",")]++
+	u.ids[strings.Join(md.Get(adminapi.RequestIDHeader), ",")]++
 	u.mu.Unlock()
 	return nil, adminapi.ToStatus(fmt.Errorf("%w: no quorum", core.ErrUnavailable))
 }
