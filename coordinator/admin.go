@@ -27,7 +27,7 @@ func (a *adminService) CreateDatabase(ctx context.Context, r *adminv1.CreateData
 	return once(a, ctx, l, adminv1.AdminService_CreateDatabase_FullMethodName, r, func(ctx context.Context) (*adminv1.CreateDatabaseResponse, error) {
 		rev, err := l.cat.CreateDatabase(ctx, r.Name, catalog.DatabaseRegistration{Comment: r.Comment, CustomProperties: r.CustomProperties}, r.IgnoreIfExists)
 		if err != nil {
-			return nil, a.s.mapErr(withField(err, databaseFields))
+			return nil, withField(err, databaseFields)
 		}
 		return &adminv1.CreateDatabaseResponse{Created: rev != 0}, nil
 	}, func(context.Context, catalog.RequestRecord) (*adminv1.CreateDatabaseResponse, error) {
@@ -43,7 +43,7 @@ func (a *adminService) DropDatabase(ctx context.Context, r *adminv1.DropDatabase
 	return once(a, ctx, l, adminv1.AdminService_DropDatabase_FullMethodName, r, func(ctx context.Context) (*adminv1.DropDatabaseResponse, error) {
 		rev, err := l.cat.DropDatabase(ctx, r.Name, r.IgnoreIfNotExists, r.Cascade)
 		if err != nil {
-			return nil, a.s.mapErr(withField(err, databaseFields))
+			return nil, withField(err, databaseFields)
 		}
 		return &adminv1.DropDatabaseResponse{Dropped: rev != 0}, nil
 	}, func(context.Context, catalog.RequestRecord) (*adminv1.DropDatabaseResponse, error) {
@@ -58,7 +58,7 @@ func (a *adminService) ListDatabases(ctx context.Context, r *adminv1.ListDatabas
 	}
 	names, err := l.cat.ListDatabases(ctx)
 	if err != nil {
-		return nil, a.s.mapErr(err)
+		return nil, err
 	}
 	page, next, err := pageOf(names, self, r.PageSize, r.PageToken, "databases")
 	if err != nil {
@@ -74,7 +74,7 @@ func (a *adminService) GetDatabase(ctx context.Context, r *adminv1.GetDatabaseRe
 	}
 	reg, err := l.cat.GetDatabase(ctx, r.Name)
 	if err != nil {
-		return nil, a.s.mapErr(err)
+		return nil, err
 	}
 	return &adminv1.GetDatabaseResponse{Name: r.Name, Comment: reg.Comment, CustomProperties: reg.CustomProperties,
 		CreatedTime: reg.CreatedTime, ModifiedTime: reg.ModifiedTime}, nil
@@ -139,7 +139,7 @@ func (a *adminService) CreateTable(ctx context.Context, r *adminv1.CreateTableRe
 	return once(a, ctx, l, adminv1.AdminService_CreateTable_FullMethodName, r, func(ctx context.Context) (*adminv1.CreateTableResponse, error) {
 		info, err := l.cat.CreateTable(ctx, r.Database, r.Table, spec, r.IgnoreIfExists)
 		if err != nil {
-			return nil, a.s.mapErr(withField(err, tableFields))
+			return nil, withField(err, tableFields)
 		}
 		var buckets []catalog.BucketInfo
 		if !info.Registration.Partitioned() {
@@ -170,7 +170,7 @@ func (a *adminService) DropTable(ctx context.Context, r *adminv1.DropTableReques
 	return once(a, ctx, l, adminv1.AdminService_DropTable_FullMethodName, r, func(ctx context.Context) (*adminv1.DropTableResponse, error) {
 		rev, err := l.cat.DropTable(ctx, r.Database, r.Table, r.IgnoreIfNotExists)
 		if err != nil {
-			return nil, a.s.mapErr(err)
+			return nil, err
 		}
 		return &adminv1.DropTableResponse{Dropped: rev != 0}, nil
 	}, func(context.Context, catalog.RequestRecord) (*adminv1.DropTableResponse, error) {
@@ -185,7 +185,7 @@ func (a *adminService) GetTableInfo(ctx context.Context, r *adminv1.GetTableInfo
 	}
 	info, err := l.cat.GetTable(ctx, r.Database, r.Table)
 	if err != nil {
-		return nil, a.s.mapErr(err)
+		return nil, err
 	}
 	var buckets []catalog.BucketInfo
 	if !info.Registration.Partitioned() {
@@ -201,7 +201,7 @@ func (a *adminService) ListTables(ctx context.Context, r *adminv1.ListTablesRequ
 	}
 	names, err := l.cat.ListTables(ctx, r.Database)
 	if err != nil {
-		return nil, a.s.mapErr(err)
+		return nil, err
 	}
 	page, next, err := pageOf(names, self, r.PageSize, r.PageToken, "tables")
 	if err != nil {
@@ -218,7 +218,7 @@ func (a *adminService) CreatePartition(ctx context.Context, r *adminv1.CreatePar
 	return once(a, ctx, l, adminv1.AdminService_CreatePartition_FullMethodName, r, func(ctx context.Context) (*adminv1.CreatePartitionResponse, error) {
 		p, rev, err := l.cat.CreatePartition(ctx, r.Database, r.Table, r.Partition, r.IgnoreIfExists)
 		if err != nil {
-			return nil, a.s.mapErr(withField(err, partitionFields))
+			return nil, withField(err, partitionFields)
 		}
 		return &adminv1.CreatePartitionResponse{Partition: &adminv1.PartitionInfo{Name: p.Name,
 			PartitionId: p.Registration.PartitionID, TableId: p.Registration.TableID}, Created: rev != 0}, nil
@@ -236,7 +236,7 @@ func (a *adminService) DropPartition(ctx context.Context, r *adminv1.DropPartiti
 	return once(a, ctx, l, adminv1.AdminService_DropPartition_FullMethodName, r, func(ctx context.Context) (*adminv1.DropPartitionResponse, error) {
 		rev, err := l.cat.DropPartition(ctx, r.Database, r.Table, r.Partition, r.IgnoreIfNotExists)
 		if err != nil {
-			return nil, a.s.mapErr(err)
+			return nil, err
 		}
 		return &adminv1.DropPartitionResponse{Dropped: rev != 0}, nil
 	}, func(context.Context, catalog.RequestRecord) (*adminv1.DropPartitionResponse, error) {
@@ -251,7 +251,7 @@ func (a *adminService) ListPartitions(ctx context.Context, r *adminv1.ListPartit
 	}
 	ps, err := l.cat.ListPartitions(ctx, r.Database, r.Table)
 	if err != nil {
-		return nil, a.s.mapErr(err)
+		return nil, err
 	}
 	ps, next, err := pageOf(ps, func(p catalog.PartitionInfo) string { return p.Name }, r.PageSize, r.PageToken, "partitions")
 	if err != nil {
@@ -272,7 +272,7 @@ func (a *adminService) ListTabletServers(ctx context.Context, r *adminv1.ListTab
 	}
 	servers, err := l.cat.ListTabletServers(ctx)
 	if err != nil {
-		return nil, a.s.mapErr(err)
+		return nil, err
 	}
 	tags, _ := l.cat.ServerTags(ctx)
 	out := &adminv1.ListTabletServersResponse{}
@@ -296,7 +296,7 @@ func (a *adminService) AllocateIDs(ctx context.Context, r *adminv1.AllocateIDsRe
 	return onceLookupFirst(a, ctx, l, adminv1.AdminService_AllocateIDs_FullMethodName, r, func(ctx context.Context) (*adminv1.AllocateIDsResponse, error) {
 		first, err := l.cat.AllocateIDs(ctx, r.Counter, r.Count)
 		if err != nil {
-			return nil, a.s.mapErr(withField(err, plainFields))
+			return nil, withField(err, plainFields)
 		}
 		return &adminv1.AllocateIDsResponse{First: first, Count: r.Count}, nil
 	}, func(_ context.Context, rec catalog.RequestRecord) (*adminv1.AllocateIDsResponse, error) {
@@ -324,7 +324,7 @@ func (a *adminService) AddACLs(ctx context.Context, r *adminv1.AddACLsRequest) (
 	return once(a, ctx, l, adminv1.AdminService_AddACLs_FullMethodName, r, func(ctx context.Context) (*adminv1.AddACLsResponse, error) {
 		added, err := l.cat.AddACLs(ctx, catalog.ResourceKey{Type: r.ResourceType, Name: r.ResourceName}, entries)
 		if err != nil {
-			return nil, a.s.mapErr(withField(err, aclAddFields))
+			return nil, withField(err, aclAddFields)
 		}
 		return &adminv1.AddACLsResponse{Added: int32(added)}, nil
 	}, func(_ context.Context, rec catalog.RequestRecord) (*adminv1.AddACLsResponse, error) {
@@ -340,7 +340,7 @@ func (a *adminService) RemoveACLs(ctx context.Context, r *adminv1.RemoveACLsRequ
 	return once(a, ctx, l, adminv1.AdminService_RemoveACLs_FullMethodName, r, func(ctx context.Context) (*adminv1.RemoveACLsResponse, error) {
 		removed, err := l.cat.RemoveACLs(ctx, catalog.ResourceKey{Type: r.ResourceType, Name: r.ResourceName}, aclFromProto(r.Filter))
 		if err != nil {
-			return nil, a.s.mapErr(withField(err, aclFilterFields))
+			return nil, withField(err, aclFilterFields)
 		}
 		return &adminv1.RemoveACLsResponse{Removed: int32(removed)}, nil
 	}, func(_ context.Context, rec catalog.RequestRecord) (*adminv1.RemoveACLsResponse, error) {
@@ -355,7 +355,7 @@ func (a *adminService) ListACLs(ctx context.Context, r *adminv1.ListACLsRequest)
 	}
 	list, err := l.cat.ListACLs(ctx, r.ResourceType)
 	if err != nil {
-		return nil, a.s.mapErr(err)
+		return nil, err
 	}
 	out := &adminv1.ListACLsResponse{}
 	for _, ra := range list {
@@ -376,7 +376,7 @@ func (a *adminService) AlterConfigs(ctx context.Context, r *adminv1.AlterConfigs
 	}
 	return once(a, ctx, l, adminv1.AdminService_AlterConfigs_FullMethodName, r, func(ctx context.Context) (*adminv1.AlterConfigsResponse, error) {
 		_, err := l.cat.AlterConfigs(ctx, r.Set, r.Remove)
-		return &adminv1.AlterConfigsResponse{}, a.s.mapErr(err)
+		return &adminv1.AlterConfigsResponse{}, err
 	}, func(context.Context, catalog.RequestRecord) (*adminv1.AlterConfigsResponse, error) {
 		return &adminv1.AlterConfigsResponse{}, nil
 	})
@@ -388,7 +388,7 @@ func (a *adminService) DescribeConfigs(ctx context.Context, r *adminv1.DescribeC
 		return nil, err
 	}
 	cfg, err := l.cat.Configs(ctx)
-	return &adminv1.DescribeConfigsResponse{Configs: cfg}, a.s.mapErr(err)
+	return &adminv1.DescribeConfigsResponse{Configs: cfg}, err
 }
 
 func (a *adminService) SetServerTags(ctx context.Context, r *adminv1.SetServerTagsRequest) (*adminv1.SetServerTagsResponse, error) {
@@ -401,7 +401,7 @@ func (a *adminService) SetServerTags(ctx context.Context, r *adminv1.SetServerTa
 		if errors.Is(err, core.ErrNotFound) {
 			err = &adminapi.FieldError{Field: "server_ids", Err: err}
 		}
-		return &adminv1.SetServerTagsResponse{}, a.s.mapErr(withField(err, plainFields))
+		return &adminv1.SetServerTagsResponse{}, withField(err, plainFields)
 	}, func(context.Context, catalog.RequestRecord) (*adminv1.SetServerTagsResponse, error) {
 		return &adminv1.SetServerTagsResponse{}, nil
 	})
@@ -413,7 +413,7 @@ func (a *adminService) GetServerTags(ctx context.Context, r *adminv1.GetServerTa
 		return nil, err
 	}
 	tags, err := l.cat.ServerTags(ctx)
-	return &adminv1.GetServerTagsResponse{Tags: tags}, a.s.mapErr(err)
+	return &adminv1.GetServerTagsResponse{Tags: tags}, err
 }
 
 func (a *adminService) GetLeader(ctx context.Context, r *adminv1.GetLeaderRequest) (*adminv1.GetLeaderResponse, error) {

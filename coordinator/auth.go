@@ -75,12 +75,12 @@ func (s *Server) authorizeUnary(sec *Security, ctx context.Context, req any, inf
 	ctx = authn.WithPrincipal(ctx, p)
 	a, err := s.checkAccess(ctx, sec, p, host, info.FullMethod, req)
 	if err != nil {
-		return nil, s.mapErr(err)
+		return nil, err
 	}
 	resp, err := handler(ctx, req)
 	if err == nil && a.filter != nil && sec.Authorize && !sec.isSuperUser(p) {
 		if err := a.filter(s.decider(ctx, p, host), req, resp); err != nil {
-			return nil, s.mapErr(err)
+			return nil, err
 		}
 	}
 	return resp, err
@@ -104,7 +104,7 @@ func (s *Server) authorizeStream(sec *Security, srv any, ss grpc.ServerStream, i
 		return adminapi.ToStatus(err)
 	}
 	if _, err := s.checkAccess(ctx, sec, p, host, info.FullMethod, nil); err != nil {
-		return s.mapErr(err)
+		return err
 	}
 	return handler(srv, &principalStream{ServerStream: ss, ctx: authn.WithPrincipal(ctx, p)})
 }

@@ -35,15 +35,15 @@ func (t *tabletServerService) AdjustIsr(ctx context.Context, r *adminv1.AdjustIs
 		return nil, err
 	}
 	if len(r.Buckets) > maxAdjustIsrBuckets {
-		return nil, adminapi.ToStatus(&adminapi.FieldError{Field: "buckets",
-			Err: fmt.Errorf("%w: %d buckets in one AdjustIsr request: the limit is %d; split the request", core.ErrInvalidArgument, len(r.Buckets), maxAdjustIsrBuckets)})
+		return nil, &adminapi.FieldError{Field: "buckets",
+			Err: fmt.Errorf("%w: %d buckets in one AdjustIsr request: the limit is %d; split the request", core.ErrInvalidArgument, len(r.Buckets), maxAdjustIsrBuckets)}
 	}
 	keys := make([]catalog.BucketKey, len(r.Buckets))
 	for i, b := range r.Buckets {
 		keys[i] = catalog.BucketKey{TableID: b.TableId, PartitionID: b.PartitionId, Bucket: b.Bucket}
 		if b.Bucket < 0 || (b.PartitionId < 0 && b.TableId < 0) {
-			return nil, adminapi.ToStatus(&adminapi.FieldError{Field: "buckets",
-				Err: fmt.Errorf("%w: AdjustIsr bucket %d: %s is not a bucket", core.ErrInvalidArgument, i, keys[i])})
+			return nil, &adminapi.FieldError{Field: "buckets",
+				Err: fmt.Errorf("%w: AdjustIsr bucket %d: %s is not a bucket", core.ErrInvalidArgument, i, keys[i])}
 		}
 	}
 	out := &adminv1.AdjustIsrResponse{CoordinatorEpoch: l.lead.Epoch(), Results: make([]*adminv1.AdjustIsrResponse_Result, len(r.Buckets))}
@@ -77,7 +77,7 @@ func (t *tabletServerService) AdjustIsr(ctx context.Context, r *adminv1.AdjustIs
 			out.Results[i].ErrorMessage = "the change was not written (ask again): " + err.Error()
 		}
 		if len(staged) == 0 && !errors.Is(err, core.ErrBadVersion) && !errors.Is(err, core.ErrNotFound) {
-			return nil, t.s.mapErr(err)
+			return nil, err
 		}
 	}
 	return out, nil
@@ -182,7 +182,7 @@ func (t *tabletServerService) ControlledShutdown(ctx context.Context, r *adminv1
 		err = terr
 	}
 	if err != nil {
-		return nil, t.s.mapErr(err)
+		return nil, err
 	}
 	t.s.log.Info("controlled shutdown of a tablet server", "tablet_server", r.ServerId, "moved", out.Moved, "still_led", len(out.Remaining))
 	return out, nil
@@ -197,7 +197,7 @@ func (t *tabletServerService) DeregisterTabletServer(ctx context.Context, r *adm
 	lm, _ := core.Optional[core.LeaseManager](l.b) // present: tabletRPCsServed
 	st, exists, err := core.Exists(ctx, l.img, catalog.TabletServerPath(r.ServerId))
 	if err != nil {
-		return nil, t.s.mapErr(err)
+		return nil, err
 	}
 	if !exists || st.EphemeralOwner != r.LeaseId {
 		// Gone already, or registered again under another lease: leave
@@ -205,7 +205,7 @@ func (t *tabletServerService) DeregisterTabletServer(ctx context.Context, r *adm
 		return &adminv1.DeregisterTabletServerResponse{}, nil
 	}
 	if err := lm.RevokeLease(ctx, r.LeaseId, l.lead.Fence()); err != nil && !errors.Is(err, core.ErrSessionExpired) && !errors.Is(err, core.ErrNotFound) {
-		return nil, t.s.mapErr(err)
+		return nil, err
 	}
 	t.s.log.Info("tablet server deregistered", "tablet_server", r.ServerId, "lease", r.LeaseId)
 	return &adminv1.DeregisterTabletServerResponse{}, nil
@@ -227,15 +227,15 @@ func (a *adminService) ListBuckets(ctx context.Context, r *adminv1.ListBucketsRe
 	}
 	size := int(r.PageSize)
 	if size < 0 || size > maxListBucketsPage {
-		return nil, adminapi.ToStatus(&adminapi.FieldError{Field: "page_size",
-			Err: fmt.Errorf("%w: page size %d is out of range: want 1 to %d (0: %d)", core.ErrInvalidArgument, size, maxListBucketsPage, defaultListBucketsPage)})
+		return nil, &adminapi.FieldError{Field: "page_size",
+			Err: fmt.Errorf("%w: page size %d is out of range: want 1 to %d (0: %d)", core.ErrInvalidArgument, size, maxListBucketsPage, defaultListBucketsPage)}
 	}
 	if size == 0 {
 		size = defaultListBucketsPage
 	}
 	owners, err := bucketOwners(ctx, l, r.Database, r.Table, r.Partition)
 	if err != nil {
-		return nil, a.s.mapErr(withField(err, tableFields))
+		return nil, withField(err, tableFields)
 	}
 	// The page token is "<owner index>/<bucket>": where the next page
 	// starts.
@@ -245,8 +245,8 @@ func (a *adminService) ListBuckets(ctx context.Context, r *adminv1.ListBucketsRe
 		oi, err1 := strconv.Atoi(o)
 		bi, err2 := strconv.ParseInt(b, 10, 32)
 		if !ok || err1 != nil || err2 != nil || oi < 0 || oi > len(owners) {
-			return nil, adminapi.ToStatus(&adminapi.FieldError{Field: "page_token",
-				Err: fmt.Errorf("%w: page token %q is not one ListBuckets gave for %s.%s", core.ErrInvalidArgument, r.PageToken, r.Database, r.Table)})
+			return nil, &adminapi.FieldError{Field: "page_token",
+				Err: fmt.Errorf("%w: page token %q is not one ListBuckets gave for %s.%s", core.ErrInvalidArgument, r.PageToken, r.Database, r.Table)}
 		}
 		fromOwner, fromBucket = oi, int32(bi)
 	}
@@ -264,11 +264,11 @@ func (a *adminService) ListBuckets(ctx context.Context, r *adminv1.ListBucketsRe
 			if errors.Is(err, core.ErrNotFound) {
 				continue // dropped under the listing
 			}
-			return nil, a.s.mapErr(err)
+			return nil, err
 		}
 		ras, err := l.cat.ReassignmentsOfOwner(ctx, catalog.BucketKey{TableID: o.tableID, PartitionID: o.partitionID})
 		if err != nil {
-			return nil, a.s.mapErr(err)
+			return nil, err
 		}
 		targets := map[int32][]int32{}
 		for _, ra := range ras {
@@ -341,23 +341,23 @@ func (a *adminService) ElectLeaders(ctx context.Context, r *adminv1.ElectLeaders
 		return nil, err
 	}
 	if r.Type != adminv1.ElectionType_ELECTION_TYPE_PREFERRED && r.Type != adminv1.ElectionType_ELECTION_TYPE_UNCLEAN {
-		return nil, adminapi.ToStatus(&adminapi.FieldError{Field: "type",
-			Err: fmt.Errorf("%w: election type %v: want PREFERRED or UNCLEAN", core.ErrInvalidArgument, r.Type)})
+		return nil, &adminapi.FieldError{Field: "type",
+			Err: fmt.Errorf("%w: election type %v: want PREFERRED or UNCLEAN", core.ErrInvalidArgument, r.Type)}
 	}
 	if (r.Database == "") != (r.Table == "") {
-		return nil, adminapi.ToStatus(&adminapi.FieldError{Field: "table",
-			Err: fmt.Errorf("%w: give both a database and a table, or neither (every table)", core.ErrInvalidArgument)})
+		return nil, &adminapi.FieldError{Field: "table",
+			Err: fmt.Errorf("%w: give both a database and a table, or neither (every table)", core.ErrInvalidArgument)}
 	}
 	var keys []catalog.BucketKey // nil: every bucket, taken in the round
 	if r.Table != "" {
 		owners, err := bucketOwners(ctx, l, r.Database, r.Table, "")
 		if err != nil {
-			return nil, a.s.mapErr(withField(err, tableFields))
+			return nil, withField(err, tableFields)
 		}
 		for _, o := range owners {
 			buckets, err := l.cat.Buckets(ctx, o.tableID, o.partitionID)
 			if err != nil && !errors.Is(err, core.ErrNotFound) {
-				return nil, a.s.mapErr(err)
+				return nil, err
 			}
 			for _, b := range buckets {
 				keys = append(keys, catalog.BucketKey{TableID: o.tableID, PartitionID: o.partitionID, Bucket: b.Bucket})
@@ -410,7 +410,7 @@ func (a *adminService) ElectLeaders(ctx context.Context, r *adminv1.ElectLeaders
 		err = terr
 	}
 	if err != nil {
-		return nil, a.s.mapErr(err)
+		return nil, err
 	}
 	if out.ElectedCount > 0 {
 		a.s.log.Info("leaders elected by an operator", "type", r.Type.String(), "elected", out.ElectedCount, "not_eligible", out.NotEligible)

@@ -25,8 +25,8 @@ const (
 // (no size and more than maxUnpaged items).
 func pageOf[T any](sorted []T, name func(T) string, size int32, token, what string) ([]T, string, error) {
 	if size < 0 || size > maxPageSize {
-		return nil, "", adminapi.ToStatus(&adminapi.FieldError{Field: "page_size",
-			Err: fmt.Errorf("%w: page size %d is out of range: want 1 to %d (0: the whole list, up to %d)", core.ErrInvalidArgument, size, maxPageSize, maxUnpaged)})
+		return nil, "", &adminapi.FieldError{Field: "page_size",
+			Err: fmt.Errorf("%w: page size %d is out of range: want 1 to %d (0: the whole list, up to %d)", core.ErrInvalidArgument, size, maxPageSize, maxUnpaged)}
 	}
 	from := 0
 	if token != "" {
@@ -35,8 +35,8 @@ func pageOf[T any](sorted []T, name func(T) string, size int32, token, what stri
 	rest := sorted[from:]
 	if size == 0 {
 		if len(rest) > maxUnpaged {
-			return nil, "", adminapi.ToStatus(fmt.Errorf("%w: %d %s are more than one answer holds (%d): ask for pages (page_size 1 to %d)",
-				core.ErrTooLarge, len(rest), what, maxUnpaged, maxPageSize))
+			return nil, "", fmt.Errorf("%w: %d %s are more than one answer holds (%d): ask for pages (page_size 1 to %d)",
+				core.ErrTooLarge, len(rest), what, maxUnpaged, maxPageSize)
 		}
 		return rest, "", nil
 	}

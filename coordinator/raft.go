@@ -23,7 +23,7 @@ import (
 func (a *adminService) GetCoordinatorRaftStatus(ctx context.Context, _ *adminv1.GetCoordinatorRaftStatusRequest) (*adminv1.GetCoordinatorRaftStatusResponse, error) {
 	ref := a.s.backend.Load()
 	if ref == nil || !a.s.backendOpen.Load() {
-		return nil, adminapi.ToStatus(fmt.Errorf("%w: coordinator: no metadata backend client is open (starting, or the plugin is being restarted)", core.ErrUnavailable))
+		return nil, fmt.Errorf("%w: coordinator: no metadata backend client is open (starting, or the plugin is being restarted)", core.ErrUnavailable)
 	}
 	caps := ref.b.Capabilities()
 	if !caps.ConsensusStatus {
@@ -92,7 +92,7 @@ func (a *adminService) TransferRaftLeadership(ctx context.Context, r *adminv1.Tr
 		return err
 	})
 	if err != nil {
-		return nil, a.s.mapErr(err)
+		return nil, err
 	}
 	return &adminv1.TransferRaftLeadershipResponse{PreviousLeaderId: prev, LeaderId: res.MemberID, Term: res.Term}, nil
 }

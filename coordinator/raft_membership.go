@@ -55,7 +55,7 @@ func (a *adminService) AddRaftVoter(ctx context.Context, r *adminv1.AddRaftVoter
 	defer cancel()
 	err = a.s.metrics.timeCall("AddVoter", func() error { return mm.AddVoter(actx, r.Id, r.Address) })
 	if err != nil {
-		return nil, a.s.mapErr(err)
+		return nil, err
 	}
 	out := &adminv1.AddRaftVoterResponse{}
 	if st, err := l.b.Status(ctx); err == nil {
@@ -91,7 +91,7 @@ func (a *adminService) RemoveRaftVoter(ctx context.Context, r *adminv1.RemoveRaf
 		remove = fr.ForceRemoveVoter
 	}
 	if err := a.s.metrics.timeCall("RemoveVoter", func() error { return remove(ctx, r.Id) }); err != nil {
-		return nil, a.s.mapErr(err)
+		return nil, err
 	}
 	return &adminv1.RemoveRaftVoterResponse{}, nil
 }

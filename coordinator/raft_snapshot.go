@@ -42,7 +42,7 @@ func (a *adminService) SaveRaftSnapshot(_ *adminv1.SaveRaftSnapshotRequest, stre
 		res, err = migrate.ExportSnapshot(ctx, l.b, f, o)
 		return err
 	}); err != nil {
-		return a.s.mapErr(err)
+		return err
 	}
 	total, err := f.Seek(0, io.SeekEnd)
 	if err == nil {

@@ -186,11 +186,11 @@ func (a *adminService) ReassignBuckets(ctx context.Context, r *adminv1.ReassignB
 		return nil, err
 	}
 	bad := func(field, format string, args ...any) error {
-		return adminapi.ToStatus(&adminapi.FieldError{Field: field, Err: fmt.Errorf("%w: "+format, append([]any{core.ErrInvalidArgument}, args...)...)})
+		return &adminapi.FieldError{Field: field, Err: fmt.Errorf("%w: "+format, append([]any{core.ErrInvalidArgument}, args...)...)}
 	}
 	owners, err := bucketOwners(ctx, l, r.Database, r.Table, r.Partition)
 	if err != nil {
-		return nil, a.s.mapErr(withField(err, tableFields))
+		return nil, withField(err, tableFields)
 	}
 	if len(owners) != 1 {
 		return nil, bad("partition", "table %s.%s is partitioned: name the partition whose buckets to reassign", r.Database, r.Table)
@@ -202,12 +202,12 @@ func (a *adminService) ReassignBuckets(ctx context.Context, r *adminv1.ReassignB
 	}
 	current, err := l.cat.ReadAssignment(ctx, owner)
 	if err != nil {
-		return nil, a.s.mapErr(err)
+		return nil, err
 	}
 	alive := map[int32]bool{}
 	ids, err := l.cat.TabletServerIDs(ctx)
 	if err != nil {
-		return nil, a.s.mapErr(err)
+		return nil, err
 	}
 	for _, id := range ids {
 		alive[id] = true
@@ -292,7 +292,7 @@ func (a *adminService) ReassignBuckets(ctx context.Context, r *adminv1.ReassignB
 		err = terr
 	}
 	if err != nil {
-		return nil, a.s.mapErr(err)
+		return nil, err
 	}
 	if out.Started+out.Cancelled > 0 {
 		a.s.log.Info("bucket reassignment", "table", r.Database+"."+r.Table, "partition", r.Partition, "started", out.Started, "cancelled", out.Cancelled)

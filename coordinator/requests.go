@@ -112,7 +112,7 @@ func runOnce[Resp any](a *adminService, ctx context.Context, l *leaderState, met
 		return do(ctx)
 	}
 	if err := catalog.ValidateRequestID(id); err != nil {
-		return zero, adminapi.ToStatus(err)
+		return zero, err
 	}
 	unlock := a.s.requests.lock(id)
 	defer unlock()
@@ -120,12 +120,12 @@ func runOnce[Resp any](a *adminService, ctx context.Context, l *leaderState, met
 	lookup := func() (Resp, bool, error) {
 		rec, found, err := l.cat.Request(ctx, id)
 		if err != nil || !found {
-			return zero, false, a.s.mapErr(err)
+			return zero, false, err
 		}
 		if rec.Method != method || rec.BodyHash != hash {
-			return zero, true, adminapi.ToStatus(&adminapi.FieldError{Field: "request_id",
+			return zero, true, &adminapi.FieldError{Field: "request_id",
 				Err: fmt.Errorf("%w: request id %q was used for a different request (%s with another body): use a new id for a new request",
-					core.ErrInvalidArgument, id, methodName(rec.Method))})
+					core.ErrInvalidArgument, id, methodName(rec.Method))}
 		}
 		// The recorded write is in the backend; the image this leader
 		// answers reads from may not have it yet (its commit's answer was
@@ -133,7 +133,7 @@ func runOnce[Resp any](a *adminService, ctx context.Context, l *leaderState, met
 		// replay answers once it has, so that a read right after sees the
 		// write, as after the original answer.
 		if err := l.img.WaitRevision(ctx, rec.Revision); err != nil {
-			return zero, true, a.s.mapErr(err)
+			return zero, true, err
 		}
 		resp, err := replay(ctx, rec)
 		return resp, true, err

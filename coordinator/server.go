@@ -276,7 +276,9 @@ func (s *Server) newGRPC(creds credentials.TransportCredentials, sec *Security) 
 	if creds != nil {
 		sopts = append(sopts, grpc.Creds(creds))
 	}
-	sopts = append(sopts, grpc.ChainUnaryInterceptor(s.unaryAuth(sec)), grpc.ChainStreamInterceptor(s.streamAuth(sec)))
+	// Innermost last: a handler's error becomes its status (errorStatus)
+	// before the authorization and the metrics see it.
+	sopts = append(sopts, grpc.ChainUnaryInterceptor(s.unaryAuth(sec), s.unaryErrors), grpc.ChainStreamInterceptor(s.streamAuth(sec), s.streamErrors))
 	g := grpc.NewServer(sopts...)
 	adminv1.RegisterAdminServiceServer(g, &adminService{s: s})
 	adminv1.RegisterTabletServerServiceServer(g, &tabletServerService{s: s})
@@ -647,13 +649,26 @@ func (s *Server) serving() (*leaderState, error) {
 	if l != nil && !l.lost() {
 		return l, nil
 	}
-	return nil, adminapi.ToStatus(s.notLeader(s.currentLeader()))
+	return nil, s.notLeader(s.currentLeader())
 }
 
-// mapErr converts a handler's error into a status, turning a backend's
-// ErrNotLeader or ErrFenced (leadership lost under the call) into
-// NOT_LEADER with the new leader's address.
-func (s *Server) mapErr(err error) error {
+// unaryErrors and streamErrors give every handler's error its status
+// (errorStatus), so that a handler returns its errors as they are.
+func (s *Server) unaryErrors(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	return resp, s.errorStatus(err)
+}
+
+func (s *Server) streamErrors(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return s.errorStatus(handler(srv, ss))
+}
+
+// errorStatus is the status of a handler's error: a backend's ErrNotLeader
+// or ErrFenced (leadership lost under the call) becomes NOT_LEADER with
+// the new leader's address; any other error gets its row of the admin
+// wire's error table, and a status without one passes as it is
+// (adminapi.ToStatus).
+func (s *Server) errorStatus(err error) error {
 	if err == nil {
 		return nil
 	}

@@ -68,12 +68,12 @@ func (t *tabletServerService) RegisterTabletServer(ctx context.Context, r *admin
 		return nil, err
 	}
 	if r.ServerId < 0 {
-		return nil, adminapi.ToStatus(&adminapi.FieldError{Field: "server_id",
-			Err: fmt.Errorf("%w: tablet server id %d is negative", core.ErrInvalidArgument, r.ServerId)})
+		return nil, &adminapi.FieldError{Field: "server_id",
+			Err: fmt.Errorf("%w: tablet server id %d is negative", core.ErrInvalidArgument, r.ServerId)}
 	}
 	if r.Listeners == "" {
-		return nil, adminapi.ToStatus(&adminapi.FieldError{Field: "listeners",
-			Err: fmt.Errorf("%w: tablet server %d: listeners are required", core.ErrInvalidArgument, r.ServerId)})
+		return nil, &adminapi.FieldError{Field: "listeners",
+			Err: fmt.Errorf("%w: tablet server %d: listeners are required", core.ErrInvalidArgument, r.ServerId)}
 	}
 	lm, _ := core.Optional[core.LeaseManager](l.b) // present: tabletRPCsServed
 	ttl := t.s.opts.TabletServerSessionTimeout
@@ -83,7 +83,7 @@ func (t *tabletServerService) RegisterTabletServer(ctx context.Context, r *admin
 		return err
 	})
 	if err != nil {
-		return nil, t.s.mapErr(err)
+		return nil, err
 	}
 	reg := catalog.TabletServerRegistration{Listeners: r.Listeners, RegisterTimestamp: time.Now().UnixMilli(),
 		Rack: r.Rack, CPUCores: r.CpuCores, MemoryBytes: r.MemoryBytes}
@@ -92,7 +92,7 @@ func (t *tabletServerService) RegisterTabletServer(ctx context.Context, r *admin
 		var ops []core.Op
 		old, exists, err := core.Exists(ctx, l.b, path)
 		if err != nil {
-			return nil, t.s.mapErr(err)
+			return nil, err
 		}
 		if exists {
 			ops = append(ops, core.DeleteOp(path, old.Version))
@@ -106,7 +106,7 @@ func (t *tabletServerService) RegisterTabletServer(ctx context.Context, r *admin
 		}
 		if err != nil {
 			lm.RevokeLease(context.WithoutCancel(ctx), lease, l.lead.Fence())
-			return nil, t.s.mapErr(err)
+			return nil, err
 		}
 		l.img.ApplyWrite(ops, res)
 		if exists && old.EphemeralOwner != 0 && old.EphemeralOwner != lease {
@@ -120,7 +120,7 @@ func (t *tabletServerService) RegisterTabletServer(ctx context.Context, r *admin
 			CoordinatorEpoch: l.lead.Epoch()}, nil
 	}
 	lm.RevokeLease(context.WithoutCancel(ctx), lease, l.lead.Fence())
-	return nil, adminapi.ToStatus(fmt.Errorf("%w: tablet server %d: registration kept changing; retry", core.ErrUnavailable, r.ServerId))
+	return nil, fmt.Errorf("%w: tablet server %d: registration kept changing; retry", core.ErrUnavailable, r.ServerId)
 }
 
 // TabletServerHeartbeat renews a tablet server's lease.
@@ -131,7 +131,7 @@ func (t *tabletServerService) TabletServerHeartbeat(ctx context.Context, r *admi
 	}
 	lm, _ := core.Optional[core.LeaseManager](l.b) // present: tabletRPCsServed
 	if err := t.s.metrics.timeCall("RenewLease", func() error { return lm.RenewLease(ctx, r.LeaseId) }); err != nil {
-		return nil, t.s.mapErr(fmt.Errorf("tablet server %d lease %d: %w", r.ServerId, r.LeaseId, err))
+		return nil, fmt.Errorf("tablet server %d lease %d: %w", r.ServerId, r.LeaseId, err)
 	}
 	return &adminv1.TabletServerHeartbeatResponse{CoordinatorEpoch: l.lead.Epoch()}, nil
 }
@@ -150,7 +150,7 @@ func (t *tabletServerService) streamBackend() (b core.MetadataBackend, leader bo
 	}
 	ref := t.s.backend.Load()
 	if ref == nil || !t.s.backendOpen.Load() {
-		return nil, false, adminapi.ToStatus(t.s.notLeader(t.s.currentLeader()))
+		return nil, false, t.s.notLeader(t.s.currentLeader())
 	}
 	if err := tabletRPCsServed(ref.b); err != nil {
 		return nil, false, err
@@ -197,7 +197,7 @@ func (t *tabletServerService) FetchMetadata(ctx context.Context, r *adminv1.Fetc
 		return nil, err
 	}
 	if r.FromOffset < 1 {
-		return nil, adminapi.ToStatus(fmt.Errorf("%w: fetch from offset %d: take a metadata snapshot first", core.ErrCompacted, r.FromOffset))
+		return nil, fmt.Errorf("%w: fetch from offset %d: take a metadata snapshot first", core.ErrCompacted, r.FromOffset)
 	}
 	wait := t.s.opts.MetadataStreamMaxWait
 	if r.MaxWaitMs > 0 && time.Duration(r.MaxWaitMs)*time.Millisecond < wait {
@@ -223,7 +223,7 @@ func (t *tabletServerService) FetchMetadata(ctx context.Context, r *adminv1.Fetc
 	defer cancel()
 	ch, err := b.Watch(wctx, "/", r.FromOffset)
 	if err != nil {
-		return nil, t.s.mapErr(err)
+		return nil, err
 	}
 	finish := func() (*adminv1.FetchMetadataResponse, error) {
 		out.AppliedOffset = t.appliedOffset(ctx, b, out.NextOffset-1)
@@ -255,7 +255,7 @@ func (t *tabletServerService) FetchMetadata(ctx context.Context, r *adminv1.Fetc
 			if wctx.Err() != nil && !errors.Is(err, core.ErrCompacted) {
 				return finish()
 			}
-			return nil, t.s.mapErr(err)
+			return nil, err
 		}
 	case <-wctx.Done():
 		return finish()
@@ -355,14 +355,14 @@ func (t *tabletServerService) FetchMetadataSnapshotStream(r *adminv1.FetchMetada
 	case adminapi.DetailOf(err) != nil:
 		return err // already a status (behind)
 	}
-	return t.s.mapErr(err)
+	return err
 }
 
 // behind is the refusal of a snapshot at rev older than the caller's
 // minimum.
 func (t *tabletServerService) behind(rev, minimum int64) error {
-	return adminapi.ToStatus(fmt.Errorf("%w: coordinator %s has applied up to offset %d, behind the requested %d: retry, or ask another coordinator",
-		core.ErrUnavailable, t.s.id, rev, minimum))
+	return fmt.Errorf("%w: coordinator %s has applied up to offset %d, behind the requested %d: retry, or ask another coordinator",
+		core.ErrUnavailable, t.s.id, rev, minimum)
 }
 
 // snapshotSlot is the backend to take a metadata snapshot from, once one
@@ -392,7 +392,7 @@ func (t *tabletServerService) metadataSnapshot(ctx context.Context, r *adminv1.F
 	}
 	if snap, err = b.Snapshot(ctx, "/"); err != nil {
 		release()
-		return core.Snapshot{}, nil, t.s.mapErr(err)
+		return core.Snapshot{}, nil, err
 	}
 	t.s.noteApplied(snap.Revision)
 	if snap.Revision < r.MinOffset {
