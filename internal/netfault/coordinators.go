@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -63,7 +64,7 @@ func (c *Coordinator) Restart() {
 func coordinatorArgs(t testing.TB, nd *Node, extra []string) []string {
 	pluginDir := filepath.Dir(testutil.Binary(t, "metaplane-backend-raft"))
 	testutil.Binary(t, "metaplane-backend-zookeeper")
-	args := []string{"coordinator", "--no-env",
+	args := []string{"coordinator", "--no-env", "--log-level", logLevel(),
 		"-D", "metadata.backend.plugin.dir=" + pluginDir,
 		"-D", "metrics.address=127.0.0.1:0",
 		"-D", "bind.listeners=CLIENT://" + nd.Addr(ClientPort),
@@ -202,4 +203,13 @@ func WaitLeader(t testing.TB, cl *adminclient.Client, cs []*Coordinator, timeout
 		return err == nil
 	})
 	return l, e
+}
+
+// logLevel is the coordinators' log level: METAPLANE_FAULTS_LOG_LEVEL
+// (debug lets Dragonboat's elections and votes through), default info.
+func logLevel() string {
+	if l := os.Getenv("METAPLANE_FAULTS_LOG_LEVEL"); l != "" {
+		return l
+	}
+	return "info"
 }

@@ -357,8 +357,8 @@ func (nt *Net) Start(node *Node, name, bin string, args ...string) *Proc {
 		p.Kill()
 		if t.Failed() {
 			out := p.Out.String()
-			if len(out) > 20000 {
-				out = "..." + out[len(out)-20000:]
+			if len(out) > 400000 {
+				out = "..." + out[len(out)-400000:]
 			}
 			t.Logf("---- %s (%s, %s) ----\n%s", name, node.NS, node.IP, out)
 		}
