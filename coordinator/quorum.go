@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/metaplane/metaplane/adminapi"
@@ -78,6 +79,7 @@ func quorumText(addr string, st core.Status) string {
 		return fmt.Sprintf("coordinator at %s has paused its Raft replica: %s", addr, full)
 	}
 	voters, reachable := 0, 0
+	var cut []string
 	for _, m := range st.Members {
 		if m.Kind != core.MemberVoter {
 			continue
@@ -85,14 +87,20 @@ func quorumText(addr string, st core.Status) string {
 		voters++
 		if m.Reachable {
 			reachable++
+		} else {
+			cut = append(cut, fmt.Sprintf("%s at %s", m.ID, m.Address))
 		}
 	}
 	if voters == 0 {
 		return ""
 	}
-	if need := voters/2 + 1; reachable < need {
-		return fmt.Sprintf("coordinator at %s answers but has no quorum: %d of %d voters unreachable (%d of %d reachable, %d needed)",
-			addr, voters-reachable, voters, reachable, voters, need)
+	which := ""
+	if len(cut) > 0 {
+		which = "; it cannot reach voter " + strings.Join(cut, ", voter ")
 	}
-	return fmt.Sprintf("coordinator at %s reaches %d of %d voters (a quorum) and knows no leader yet: an election may be under way", addr, reachable, voters)
+	if need := voters/2 + 1; reachable < need {
+		return fmt.Sprintf("coordinator at %s answers but has no quorum: %d of %d voters unreachable (%d of %d reachable, %d needed)%s",
+			addr, voters-reachable, voters, reachable, voters, need, which)
+	}
+	return fmt.Sprintf("coordinator at %s reaches %d of %d voters (a quorum) and knows no leader yet: an election may be under way%s", addr, reachable, voters, which)
 }

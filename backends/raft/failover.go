@@ -57,9 +57,25 @@ type heard struct {
 	// transport's connections never fail towards Dragonboat, whose
 	// connection events then say nothing; see steadyConn).
 	contacts *contacts
+	// lost is, per peer, the latest "leader lost" notice it sent (see
+	// lostNotice); tcp is the transport the notices leave by.
+	lost map[uint64]lostNote
+	tcp  raftio.ITransport
+	// sending marks the peers a notice is being sent to (one at a time
+	// each).
+	sending map[string]bool
 }
 
-func newHeard(c *contacts) *heard { return &heard{last: map[uint64]time.Time{}, contacts: c} }
+// lostNote is a peer's notice that it has heard nothing from leader for
+// the leader watch's silence.
+type lostNote struct {
+	leader uint64
+	at     time.Time // when it arrived
+}
+
+func newHeard(c *contacts) *heard {
+	return &heard{last: map[uint64]time.Time{}, contacts: c, lost: map[uint64]lostNote{}, sending: map[string]bool{}}
+}
 
 // factory is a Dragonboat transport factory: its TCP transport with the
 // receive path observed by h and steady connections.
@@ -68,10 +84,11 @@ func (h *heard) factory() dbconfig.TransportFactory { return heardFactory{h} }
 type heardFactory struct{ h *heard }
 
 func (f heardFactory) Create(c dbconfig.NodeHostConfig, handler raftio.MessageHandler, chunks raftio.ChunkHandler) raftio.ITransport {
+	tcp := newTCPTransport(c, f.h.observe(handler), chunks)
 	f.h.mu.Lock()
-	f.h.deliver, f.h.did = handler, c.GetDeploymentID()
+	f.h.deliver, f.h.did, f.h.tcp = handler, c.GetDeploymentID(), tcp
 	f.h.mu.Unlock()
-	return steadyTransport{ITransport: newTCPTransport(c, f.h.observe(handler), chunks), contacts: f.h.contacts}
+	return steadyTransport{ITransport: tcp, contacts: f.h.contacts}
 }
 
 // steadyTransport is Dragonboat's TCP transport with connections that
@@ -220,20 +237,99 @@ func (r *steadyConn) Close() {
 func (heardFactory) Validate(addr string) bool { return stringutil.IsValidAddress(addr) }
 
 // observe wraps the transport's handler: every batch comes from one
-// NodeHost, so its first message of the shard names the sender.
+// NodeHost, so its first message of the shard names the sender. The
+// leader watch's notices (lostNotice) are taken out of the batch here and
+// never reach Dragonboat.
 func (h *heard) observe(next raftio.MessageHandler) raftio.MessageHandler {
 	return func(b pb.MessageBatch) {
+		now := time.Now()
+		noted := false
 		for i := range b.Requests {
 			if r := &b.Requests[i]; r.ShardID == shardID && r.From != 0 {
-				now := time.Now()
 				h.mu.Lock()
 				h.last[r.From] = now
 				h.mu.Unlock()
 				break
 			}
 		}
+		for i := range b.Requests {
+			if isLostNotice(&b.Requests[i]) {
+				noted = true
+				break
+			}
+		}
+		if noted {
+			kept := make([]pb.Message, 0, len(b.Requests))
+			for _, r := range b.Requests {
+				if isLostNotice(&r) {
+					h.mu.Lock()
+					h.lost[r.From] = lostNote{leader: r.Hint, at: now}
+					h.mu.Unlock()
+					continue
+				}
+				kept = append(kept, r)
+			}
+			if len(kept) == 0 {
+				return
+			}
+			b.Requests = kept
+		}
 		next(b)
 	}
+}
+
+// lostMarker marks a leader watch's notice: a message of type NoOP at
+// term 0 (which Raft would ignore if it ever got through) whose HintHigh
+// is this value and whose Hint names the leader lost.
+const lostMarker = 0x6c6f7374 // "lost"
+
+func isLostNotice(m *pb.Message) bool {
+	return m.Type == pb.NoOP && m.ShardID == shardID && m.Term == 0 && m.HintHigh == lostMarker && m.From != 0
+}
+
+// lostNotice sends peer (at addr) this member's notice that it has heard
+// nothing from leader for the watch's silence, in the background on a
+// connection of its own (a notice to a peer whose last one is still on
+// its way is not sent).
+func (h *heard) lostNotice(self, peer, leader uint64, addr string, timeout time.Duration) {
+	h.mu.Lock()
+	tcp, did := h.tcp, h.did
+	if tcp == nil || h.sending[addr] {
+		h.mu.Unlock()
+		return
+	}
+	h.sending[addr] = true
+	h.mu.Unlock()
+	go func() {
+		defer func() {
+			h.mu.Lock()
+			delete(h.sending, addr)
+			h.mu.Unlock()
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		c, err := tcp.GetConnection(ctx, addr)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		c.SendMessageBatch(pb.MessageBatch{DeploymentId: did, BinVer: raftio.TransportBinVersion,
+			Requests: []pb.Message{{Type: pb.NoOP, ShardID: shardID, From: self, To: peer, Hint: leader, HintHigh: lostMarker}}})
+	}()
+}
+
+// lostBy counts the peers other than except whose notice that they lost
+// leader arrived within the last window.
+func (h *heard) lostBy(leader uint64, window time.Duration, now time.Time) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for peer, l := range h.lost {
+		if peer != leader && l.leader == leader && now.Sub(l.at) < window {
+			n++
+		}
+	}
+	return n
 }
 
 // lastHeard is when replica id was last heard from (zero: never).
@@ -332,6 +428,8 @@ func (m *member) failoverLoop(ft failoverTiming) {
 		since   time.Time // when it became the one known
 		quiet   time.Time // the last word from suspect that the current silence follows
 		tries   int       // this member's attempts in the current silence
+		noticed time.Time // the silence the notices below are about
+		notices int       // the notices sent in it
 	)
 	t := time.NewTicker(ft.poll)
 	defer t.Stop()
@@ -357,13 +455,26 @@ func (m *member) failoverLoop(ft failoverTiming) {
 		if !last.Equal(quiet) {
 			quiet, tries = last, 0 // it spoke since: a new silence
 		}
+		if !last.Equal(noticed) {
+			noticed, notices = last, 0
+		}
 		if tries >= attempts || time.Since(last) < ft.silence {
 			continue
 		}
 		view := m.localMembership()
 		addr, ok := view.voters[suspect]
-		if !ok {
+		if _, voter := view.voters[m.replicaID]; !ok || !voter {
 			continue
+		}
+		// Tell the other voters that the leader is silent here: a
+		// successor campaigns only when a majority has lost the leader.
+		if notices < maxNotices && m.disk.refusal() == nil {
+			notices++
+			for id, a := range view.voters {
+				if id != suspect && id != m.replicaID {
+					m.heard.lostNotice(m.replicaID, id, suspect, a, ft.probe)
+				}
+			}
 		}
 		ids := make([]uint64, 0, len(view.voters))
 		for id := range view.voters {
@@ -372,6 +483,17 @@ func (m *member) failoverLoop(ft failoverTiming) {
 		rank := successorRank(ids, suspect, m.replicaID)
 		at := ft.silence + time.Duration(rank)*ft.stagger + time.Duration(tries*successors)*ft.stagger
 		if rank < 0 || rank >= successors || time.Since(last) < at {
+			continue
+		}
+		// The refusal alone does not prove the leader's process gone: a
+		// firewall refusing this member's packets (REJECT with a TCP
+		// reset) looks the same from here, while the leader still leads
+		// the others. Only when enough other voters have lost the leader
+		// too, that with this member they make a majority of the voters,
+		// is the leader gone for the quorum; otherwise the others would
+		// grant a vote that deposes a healthy leader (the TimeoutNow
+		// campaign bypasses their lease).
+		if 1+m.heard.lostBy(suspect, ft.silence, time.Now()) < len(view.voters)/2+1 {
 			continue
 		}
 		tries++
@@ -390,6 +512,10 @@ func (m *member) failoverLoop(ft failoverTiming) {
 
 // attempts bounds a successor's campaigns in one silence of the leader.
 const attempts = 5
+
+// maxNotices bounds the rounds of "leader lost" notices a member sends in
+// one silence of the leader (one round a poll).
+const maxNotices = 4 * attempts
 
 // localMembership is this member's own view of the voters, read without
 // a quorum (the leader may be gone).

@@ -141,7 +141,7 @@ func (m *member) status(ctx context.Context) core.Status {
 	}
 	m.mu.Unlock()
 	now := time.Now()
-	var lags []string
+	var lags, unreachable []string
 	// A report older than this says nothing about the follower now.
 	staleProgress := 3 * m.opts.SessionTimeout
 	st := core.Status{Backend: "raft", MemberID: strconv.FormatUint(m.replicaID, 10), Epoch: int64(term),
@@ -212,28 +212,21 @@ func (m *member) status(ctx context.Context) core.Status {
 			st.Members = append(st.Members, ms)
 			continue
 		}
-		// The latest evidence wins: a progress report applied here (fresh
-		// enough) or a connection set up is a contact; a failed
-		// connection after them is not.
 		p, hasP := progress[e.id]
 		if hasP && now.Sub(p.at) >= staleProgress {
 			hasP = false
 		}
 		if hasP {
 			ms.MatchIndex, ms.Lag = int64(p.applied), p.lag
-			ms.Reachable, ms.LastContact = true, p.at
 			lags = append(lags, fmt.Sprintf("%d:%d", e.id, p.lag))
 		}
-		if c, ok := m.contacts.get(e.addr); ok {
-			switch {
-			case c.ok && c.at.After(ms.LastContact):
-				ms.Reachable, ms.LastContact = true, c.at
-			case !c.ok && c.at.After(ms.LastContact):
-				ms.Reachable = false
-				if c.lastOK.After(ms.LastContact) {
-					ms.LastContact = c.lastOK
-				}
-			}
+		if m.heard == nil {
+			legacyReach(&ms, p, hasP, m.contacts, e.addr)
+		} else {
+			m.reach(&ms, e.id, p, hasP, leader, now)
+		}
+		if e.kind == core.MemberVoter && !ms.Reachable {
+			unreachable = append(unreachable, fmt.Sprintf("%d (%s)", e.id, e.addr))
 		}
 		st.Members = append(st.Members, ms)
 	}
@@ -250,5 +243,77 @@ func (m *member) status(ctx context.Context) core.Status {
 		st.Details["raftFollowerLag"] = "unknown"
 	}
 	st.Details["clusterId"] = st.ClusterID
+	if len(unreachable) > 0 {
+		st.Details["raftUnreachableVoters"] = strings.Join(unreachable, ",")
+	}
 	return st
+}
+
+// reach decides whether the member ms (replica id) is reachable from this
+// member now, from evidence no older than one election timeout (the time
+// in which Raft itself gives up on a silent leader):
+//
+//   - a message received from it (the transport records every sender):
+//     the leader hears its followers' answers every heartbeat, a follower
+//     hears its leader;
+//   - on a follower that hears its leader, a progress report of the
+//     member that is not stale (the member renewed its sessions through
+//     the leader, which this member hears: it is in the quorum as seen
+//     through the leader; followers send each other nothing between
+//     elections);
+//   - a connection to it opened recently, unless a failed connect or send
+//     came after.
+//
+// Older evidence says nothing about the member now: a member cut off by
+// the network has only old evidence of every peer, and reports them
+// unreachable (it used to count a connection opened before the cut as a
+// contact for as long as nothing failed, which under a silent drop is
+// forever).
+func (m *member) reach(ms *core.MemberStatus, id uint64, p followerProgress, hasP bool, leader uint64, now time.Time) {
+	recent := m.opts.ElectionTimeout
+	fresh := func(at time.Time) bool { return !at.IsZero() && now.Sub(at) < recent }
+	last := m.heard.lastHeard(id)
+	ms.LastContact = last
+	ms.Reachable = fresh(last)
+	if hasP && leader != 0 && leader != m.replicaID && id != leader && fresh(m.heard.lastHeard(leader)) {
+		ms.Reachable = true
+		if p.at.After(ms.LastContact) {
+			ms.LastContact = p.at
+		}
+	}
+	if c, ok := m.contacts.get(ms.Address); ok {
+		switch {
+		case c.ok && fresh(c.at):
+			ms.Reachable = true
+			if c.at.After(ms.LastContact) {
+				ms.LastContact = c.at
+			}
+		case !c.ok && c.at.After(ms.LastContact):
+			ms.Reachable = false
+			if c.lastOK.After(ms.LastContact) {
+				ms.LastContact = c.lastOK
+			}
+		}
+	}
+}
+
+// legacyReach is the reachability of a member without the observed
+// transport (fast failover off): the latest evidence wins, a progress
+// report applied here (fresh enough) or a connection set up is a contact,
+// a failed connection after them is not.
+func legacyReach(ms *core.MemberStatus, p followerProgress, hasP bool, cs *contacts, addr string) {
+	if hasP {
+		ms.Reachable, ms.LastContact = true, p.at
+	}
+	if c, ok := cs.get(addr); ok {
+		switch {
+		case c.ok && c.at.After(ms.LastContact):
+			ms.Reachable, ms.LastContact = true, c.at
+		case !c.ok && c.at.After(ms.LastContact):
+			ms.Reachable = false
+			if c.lastOK.After(ms.LastContact) {
+				ms.LastContact = c.lastOK
+			}
+		}
+	}
 }

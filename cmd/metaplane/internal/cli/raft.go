@@ -325,7 +325,13 @@ func buildReport(answers []raftAnswer) *raftReport {
 	rep.FailureTolerance = max(rep.VotersCaughtUp-quorum, 0)
 	switch {
 	case rep.Voters > 0 && rep.VotersReachable < quorum:
-		rep.Problem = fmt.Sprintf("%d of %d voters unreachable: no quorum", rep.Voters-rep.VotersReachable, rep.Voters)
+		var cut []string
+		for _, m := range rep.Members {
+			if (m.Kind == "voter" || m.Kind == "witness") && !m.Reachable {
+				cut = append(cut, m.ID)
+			}
+		}
+		rep.Problem = fmt.Sprintf("%d of %d voters unreachable: no quorum (unreachable: %s)", rep.Voters-rep.VotersReachable, rep.Voters, strings.Join(cut, ", "))
 		rep.code = codeNoQuorum
 	case rep.View != "LEADER":
 		rep.Problem = fmt.Sprintf("no leader reachable: %d of %d voters answer and none is the leader (an election may be in progress, or the leader's coordinator is not in --bootstrap-servers)",
