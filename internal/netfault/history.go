@@ -12,6 +12,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/metaplane/metaplane/adminapi"
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/core"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
@@ -231,7 +232,7 @@ func (c *Client) call(ctx context.Context, op, key string) bool {
 	default:
 		panic("netfault: unknown operation " + kind + " " + op)
 	}
-	err = adminclient.FromStatus(err)
+	err = adminapi.FromStatus(err)
 	switch {
 	case err == nil:
 		out.OK = true
