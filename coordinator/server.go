@@ -276,9 +276,9 @@ func (s *Server) newGRPC(creds credentials.TransportCredentials, sec *Security) 
 	if creds != nil {
 		sopts = append(sopts, grpc.Creds(creds))
 	}
-	// Innermost last: a handler's error becomes its status (errorStatus)
-	// before the authorization and the metrics see it.
-	sopts = append(sopts, grpc.ChainUnaryInterceptor(s.unaryAuth(sec), s.unaryErrors), grpc.ChainStreamInterceptor(s.streamAuth(sec), s.streamErrors))
+	// Outermost first: the metrics (above), then errorStatus, which gives
+	// the authorization's and the handler's errors their status.
+	sopts = append(sopts, grpc.ChainUnaryInterceptor(s.unaryErrors, s.unaryAuth(sec)), grpc.ChainStreamInterceptor(s.streamErrors, s.streamAuth(sec)))
 	g := grpc.NewServer(sopts...)
 	adminv1.RegisterAdminServiceServer(g, &adminService{s: s})
 	adminv1.RegisterTabletServerServiceServer(g, &tabletServerService{s: s})
