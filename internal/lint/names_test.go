@@ -14,7 +14,7 @@ import (
 )
 
 // backendNames are the names a comparison must not test outside
-// config and cmd: behaviour follows declared capabilities, never a
+// config: behaviour follows declared capabilities, never a
 // backend's name.
 var backendNames = map[string]bool{"raft": true, "zookeeper": true, "memory": true, "none": true}
 
@@ -22,10 +22,11 @@ var backendNames = map[string]bool{"raft": true, "zookeeper": true, "memory": tr
 var nameConstants = map[string]bool{"BackendRaft": true, "BackendZooKeeper": true, "BackendMemory": true, "BackendNone": true}
 
 // nameAllowed reports whether the file at rel (slash-separated, relative
-// to the module root) may compare backend names: the selector and the
-// binary, which pick a backend by name by design; tests; generated code.
+// to the module root) may compare backend names: the configuration, which
+// selects a backend by name and declares what the host does for each
+// built-in one; tests; generated code.
 func nameAllowed(rel string) bool {
-	return strings.HasPrefix(rel, "cmd/") || strings.HasPrefix(rel, "config/") ||
+	return strings.HasPrefix(rel, "config/") ||
 		strings.HasSuffix(rel, "_test.go") || strings.HasSuffix(rel, ".pb.go")
 }
 
@@ -77,7 +78,7 @@ func nameComparisons(fset *token.FileSet, f *ast.File) []string {
 			if x.Op != token.EQL && x.Op != token.NEQ {
 				return true
 			}
-			if isNameExpr(x.X) || isNameExpr(x.Y) {
+			if isNameExpr(x.X) || isNameExpr(x.Y) || literalAgainstName(x.X, x.Y) || literalAgainstName(x.Y, x.X) {
 				report(x, "compares a backend's name")
 			}
 		case *ast.SwitchStmt:
@@ -96,6 +97,13 @@ func nameComparisons(fset *token.FileSet, f *ast.File) []string {
 		return true
 	})
 	return out
+}
+
+// literalAgainstName reports whether lit is a backend's name and other an
+// expression that reads like one (cfg.Selected.Backend, backendName).
+func literalAgainstName(lit, other ast.Expr) bool {
+	o := strings.ToLower(exprString(other))
+	return isNameLiteral(lit) && (strings.Contains(o, "backend") || strings.Contains(o, "name"))
 }
 
 func exprString(e ast.Expr) string {
@@ -163,6 +171,9 @@ func f(b B, caps C) {
 	switch d.Name { case "zookeeper": }
 	if b.Capabilities().Leases {}
 	if n := b.Capabilities().Name; n != "" { _ = n == other }
+	if cfg.Selected.Backend == "raft" {}
+	if "zookeeper" != backendName {}
+	if mode == "memory" {}
 }`
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "p.go", src, 0)
@@ -170,7 +181,7 @@ func f(b B, caps C) {
 		t.Fatal(err)
 	}
 	got := nameComparisons(fset, f)
-	wantLines := []string{"p.go:3:", "p.go:4:", "p.go:5:", "p.go:6:", "p.go:7:"}
+	wantLines := []string{"p.go:3:", "p.go:4:", "p.go:5:", "p.go:6:", "p.go:7:", "p.go:10:", "p.go:11:"}
 	if len(got) != len(wantLines) {
 		t.Fatalf("got %d findings, want %d:\n%s", len(got), len(wantLines), strings.Join(got, "\n"))
 	}
@@ -179,12 +190,14 @@ func f(b B, caps C) {
 			t.Errorf("finding %d: %q, want it at %s", i, got[i], w)
 		}
 	}
-	for _, rel := range []string{"cmd/metaplane/internal/cli/coordinator.go", "config/selector.go", "coordinator/x_test.go"} {
+	for _, rel := range []string{"config/selector.go", "config/hostfacts.go", "coordinator/x_test.go"} {
 		if !nameAllowed(rel) {
 			t.Errorf("%s should be allowed to compare names", rel)
 		}
 	}
-	if nameAllowed("coordinator/metrics.go") {
-		t.Error("coordinator/metrics.go must not be allowed to compare names")
+	for _, rel := range []string{"coordinator/metrics.go", "cmd/metaplane/internal/cli/coordinator.go", "daemon/coordinator.go"} {
+		if nameAllowed(rel) {
+			t.Errorf("%s must not be allowed to compare names", rel)
+		}
 	}
 }

@@ -106,12 +106,7 @@ func validate(opts config.LoadOptions, pluginPath string) validateReport {
 	rep.Backend = cfg.Selected.Backend
 	rep.SelectedBy = cfg.Selected.SelectedBy
 	rep.Warnings = append(rep.Warnings, cfg.Selected.Warnings...)
-	switch rep.Backend {
-	case config.BackendRaft:
-		rep.Notes = append(rep.Notes, raftNotes(cfg)...)
-	case config.BackendZooKeeper:
-		rep.Notes = append(rep.Notes, cfg.ZooKeeperFailover())
-	}
+	rep.Notes = append(rep.Notes, cfg.BackendNotes()...)
 	if cl, err := cfg.ClientListener(); err == nil && (len(cfg.BindListeners) > 1 || !strings.EqualFold(cl.Bind.Name, config.DefaultClientListenerName)) {
 		// The choice matters: say which listener serves clients.
 		rep.Notes = append(rep.Notes, fmt.Sprintf("client listener %s (%s); %d other listener(s) not bound", cl.Bind, cl.Reason, len(cl.Unbound)))
@@ -152,23 +147,6 @@ func checkPluginSHA256(cfg *config.Config, pluginPath string, observer bool) *co
 		return &config.Problem{Key: plugins.KeyPluginSHA256, Message: fmt.Sprintf("the plugin binary %s has SHA-256 %s, not %s: the coordinator would refuse to start it (set the key to the binary's digest, `sha256sum %s`, or install the binary it names)", path, got, want, path)}
 	}
 	return nil
-}
-
-func raftNotes(cfg *config.Config) []string {
-	var notes []string
-	if len(cfg.Coordinator.Raft.Voters) == 0 {
-		v := cfg.RaftVoters()[0]
-		notes = append(notes, fmt.Sprintf("no coordinator.raft.voters: a single-voter embedded quorum, voter %s", v))
-	} else {
-		notes = append(notes, fmt.Sprintf("voters: %d, this node %d", len(cfg.RaftVoters()), cfg.RaftNodeID()))
-	}
-	if t, err := cfg.RaftTiming(); err == nil {
-		notes = append(notes, t.Summary())
-		if t.Note != "" {
-			notes = append(notes, t.Note)
-		}
-	}
-	return notes
 }
 
 func printReport(w io.Writer, rep validateReport) {

@@ -183,7 +183,7 @@ func configPorts(t *testing.T, cfg *config.Config) map[string]int {
 // listener, read from its source.
 func servedPaths(t *testing.T) map[string]bool {
 	t.Helper()
-	src, err := os.ReadFile("coordinator.go")
+	src, err := os.ReadFile(filepath.Join(repoRoot(t), "daemon", "coordinator.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func servedPaths(t *testing.T) map[string]bool {
 		out[m[1]] = true
 	}
 	if !out["/readyz"] || !out["/healthz"] {
-		t.Fatalf("coordinator.go registers %v: want /readyz and /healthz", out)
+		t.Fatalf("daemon/coordinator.go registers %v: want /readyz and /healthz", out)
 	}
 	return out
 }

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metaplane/metaplane/config"
+	"github.com/metaplane/metaplane/daemon"
 	"github.com/metaplane/metaplane/internal/testutil"
 )
 
@@ -183,7 +183,7 @@ func TestListenerRefusals(t *testing.T) {
 	_, tsErr, _ := startTabletServerProcess(t, "--id", "2", "--quiet", "--listen", "127.0.0.1:"+free,
 		"-D", "bind.listeners=FLUSS://"+busy.Addr().String())
 	want := []string{`msg="tablet server started"`, "listening=127.0.0.1:" + free, "registered=FLUSS://127.0.0.1:" + free,
-		`following="coordinators ` + defaultCoordinator + " over plaintext"}
+		`following="coordinators ` + daemon.DefaultCoordinator + " over plaintext"}
 	testutil.WaitFor(t, 30*time.Second, "the tablet server's start line", func() bool {
 		for _, w := range want {
 			if !strings.Contains(tsErr.String(), w) {
@@ -218,29 +218,4 @@ func startTabletServerProcess(t *testing.T, args ...string) (*exec.Cmd, *testuti
 		<-exited
 	})
 	return ts, stderr, done
-}
-
-// TestAdvertisedAddress: advertised.listeners' entry wins; else the bound
-// address, with a wildcard host replaced by the host name.
-func TestAdvertisedAddress(t *testing.T) {
-	host, err := os.Hostname()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bound := &net.TCPAddr{IP: net.IPv6zero, Port: 9123}
-	adv := config.Listener{Name: "FLUSS", Host: "coord-1.example.com", Port: 19123}
-	for _, tt := range []struct {
-		cl   config.ClientListenerChoice
-		addr net.Addr
-		want string
-	}{
-		{config.ClientListenerChoice{Bind: config.Listener{Name: "FLUSS", Host: "0.0.0.0", Port: 9123}}, bound, net.JoinHostPort(host, "9123")},
-		{config.ClientListenerChoice{Bind: config.Listener{Name: "FLUSS", Host: "::", Port: 9123}}, bound, net.JoinHostPort(host, "9123")},
-		{config.ClientListenerChoice{Bind: config.Listener{Name: "FLUSS", Host: "0.0.0.0", Port: 9123}, Advertised: &adv}, bound, "coord-1.example.com:19123"},
-		{config.ClientListenerChoice{Bind: config.Listener{Name: "CLIENT", Host: "127.0.0.1", Port: 0}}, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}, "127.0.0.1:40000"},
-	} {
-		if got, note := advertisedAddress(tt.cl, tt.addr); got != tt.want || note == "" {
-			t.Errorf("%+v bound at %s: got %q (%s), want %q", tt.cl, tt.addr, got, note, tt.want)
-		}
-	}
 }

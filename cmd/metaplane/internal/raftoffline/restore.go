@@ -12,7 +12,6 @@ import (
 
 	"github.com/metaplane/metaplane/backends/raft"
 	"github.com/metaplane/metaplane/cmd/metaplane/internal/cli"
-	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/migrate"
 )
@@ -48,7 +47,7 @@ func (of *offlineFlags) options(cmd *cobra.Command) (raft.Options, error) {
 	if err != nil {
 		return raft.Options{}, err
 	}
-	if cfg.Selected.Backend != config.BackendRaft {
+	if !cfg.KeepsRaftData() {
 		return raft.Options{}, fmt.Errorf("%s works on the Raft backend's data, and the configuration selects %s (%s)", cmd.CommandPath(), cfg.Selected.Backend, cfg.Selected.SelectedBy)
 	}
 	settings := cfg.PluginSettings()

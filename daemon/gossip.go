@@ -1,4 +1,4 @@
-package cli
+package daemon
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/adminapi"
-
 	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/internal/gossip"
