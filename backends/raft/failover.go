@@ -24,7 +24,7 @@ import (
 // campaign and split the vote (each then waits another timeout), and a
 // pre-vote that reaches a survivor still inside its minimum timeout is
 // dropped (the candidate waits again): with three voters a few kills in
-// fifty took two or three terms, 1.3 to 1.9 s (docs/benchmarks.md).
+// fifty took two or three terms, 1.3 to 1.9 s (docs/benchmarks-history.md).
 //
 // A follower here also watches the leader: the transport below records
 // when each peer was last heard from. When the leader has been silent for
@@ -103,7 +103,7 @@ func (f heardFactory) Create(c dbconfig.NodeHostConfig, handler raftio.MessageHa
 // the election bench a survivor's vote for the restarted member was
 // dropped that way (the vote was cast, its answer never sent), the
 // election waited for Raft's own timers, and the failover took a second
-// instead of a quarter (docs/benchmarks.md).
+// instead of a quarter (docs/benchmarks-history.md).
 type steadyTransport struct {
 	raftio.ITransport
 	contacts *contacts
