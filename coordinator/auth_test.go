@@ -27,6 +27,7 @@ import (
 	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/harness"
 	"github.com/metaplane/metaplane/internal/testutil"
 	"github.com/metaplane/metaplane/internal/tlsutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
@@ -97,8 +98,8 @@ func startSecured(t *testing.T, sec coordinator.Security) *secured {
 	}
 	s := memory.NewStore(memory.StoreOptions{})
 	t.Cleanup(func() { s.Close() })
-	n := startCoordinatorWith(t, s, coordinator.Options{Credentials: credentials.NewTLS(scfg), Security: sec})
-	testutil.WaitFor(t, 5*time.Second, "the secured coordinator leads", n.srv.IsLeader)
+	n := harness.StartCoordinator(t, s, coordinator.Options{Credentials: credentials.NewTLS(scfg), Security: sec})
+	testutil.WaitFor(t, 5*time.Second, "the secured coordinator leads", n.Srv.IsLeader)
 	return &secured{node: n, ca: ca, store: s}
 }
 
@@ -119,7 +120,7 @@ func (s *secured) as(t *testing.T, cn, user, password string) *grpc.ClientConn {
 	if user != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(adminapi.PasswordCredentials(user, password)))
 	}
-	cc, err := grpc.NewClient(s.addr, opts...)
+	cc, err := grpc.NewClient(s.Addr, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,10 +390,10 @@ func TestPasswordListener(t *testing.T) {
 	}
 	pctx, pcancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer pcancel()
-	if _, err := dialAdmin(t, s.addr).CreateDatabase(pctx, &adminv1.CreateDatabaseRequest{Name: "x"}); status.Code(err) != codes.Unavailable {
+	if _, err := dialAdmin(t, s.Addr).CreateDatabase(pctx, &adminv1.CreateDatabaseRequest{Name: "x"}); status.Code(err) != codes.Unavailable {
 		t.Fatalf("a plaintext client on the SASL_SSL listener: %v, want refused at the connection (UNAVAILABLE)", err)
 	}
-	if _, err := adminclient.NewClientWithOptions([]string{s.addr}, adminclient.Options{Username: "alice", Password: "wonderland"}); !errors.Is(err, core.ErrInvalidArgument) {
+	if _, err := adminclient.NewClientWithOptions([]string{s.Addr}, adminclient.Options{Username: "alice", Password: "wonderland"}); !errors.Is(err, core.ErrInvalidArgument) {
 		t.Errorf("a password without TLS: %v, want ErrInvalidArgument", err)
 	}
 
@@ -400,7 +401,7 @@ func TestPasswordListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	alice, err := adminclient.NewClientWithOptions([]string{s.addr}, adminclient.Options{TLS: cfg, Username: "alice", Password: "wonderland"})
+	alice, err := adminclient.NewClientWithOptions([]string{s.Addr}, adminclient.Options{TLS: cfg, Username: "alice", Password: "wonderland"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,7 +508,7 @@ func TestCertificateWithoutCommonName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, err := grpc.NewClient(s.addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	cc, err := grpc.NewClient(s.Addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -534,18 +535,18 @@ func TestStandbyAuthorizes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := startCoordinatorWith(t, s.store, coordinator.Options{Credentials: credentials.NewTLS(scfg),
+	sb := harness.StartCoordinator(t, s.store, coordinator.Options{Credentials: credentials.NewTLS(scfg),
 		Security: coordinator.Security{Authorize: true, SuperUsers: superAdmin}})
 	standby := &secured{node: sb, ca: s.ca, store: s.store}
 	bob := adminv1.NewAdminServiceClient(standby.as(t, "bob", "", ""))
 	testutil.WaitFor(t, 5*time.Second, "the standby knows the leader", func() bool {
 		r, err := adminv1.NewAdminServiceClient(standby.as(t, "admin", "", "")).GetLeader(ctx10(t), &adminv1.GetLeaderRequest{})
-		return err == nil && !r.IsLeader && r.LeaderAddress == s.addr
+		return err == nil && !r.IsLeader && r.LeaderAddress == s.Addr
 	})
 	_, err = bob.GetLeader(ctx10(t), &adminv1.GetLeaderRequest{})
 	wantDenied(t, err, "DESCRIBE", "CLUSTER fluss-cluster")
 	grant(t, adminv1.NewAdminServiceClient(s.as(t, "admin", "", "")), "CLUSTER", "fluss-cluster", "bob", "ALLOW", "DESCRIBE", "*")
-	if r, err := bob.GetLeader(ctx10(t), &adminv1.GetLeaderRequest{}); err != nil || r.LeaderAddress != s.addr {
+	if r, err := bob.GetLeader(ctx10(t), &adminv1.GetLeaderRequest{}); err != nil || r.LeaderAddress != s.Addr {
 		t.Fatalf("bob with DESCRIBE on the cluster, on the standby: %v, %v", r, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/adminapi"
+	"github.com/metaplane/metaplane/coordinator"
 
 	"google.golang.org/grpc"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/harness"
 	"github.com/metaplane/metaplane/internal/testutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
@@ -104,11 +106,11 @@ func startBucketRig(t *testing.T, n int32) (context.Context, *adminclient.Client
 	t.Helper()
 	s := memory.NewStore(memory.StoreOptions{})
 	t.Cleanup(func() { s.Close() })
-	a := startCoordinator(t, s)
-	testutil.WaitFor(t, 5*time.Second, "coordinator leads", a.srv.IsLeader)
+	a := harness.StartCoordinator(t, s, coordinator.Options{})
+	testutil.WaitFor(t, 5*time.Second, "coordinator leads", a.Srv.IsLeader)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	c := newClient(t, a.addr)
+	c := newClient(t, a.Addr)
 	tablets := map[int32]*fakeTablet{}
 	for id := int32(1); id <= n; id++ {
 		tablets[id] = startFakeTablet(t, id)
@@ -200,7 +202,7 @@ func TestBucketLeadership(t *testing.T) {
 
 	// Server 2 stops heartbeating: its lease expires.
 	tablets[2].stopBeat()
-	epoch := a.srv.Epoch()
+	epoch := a.Srv.Epoch()
 	var after []*adminv1.ListedBucket
 	testutil.WaitFor(t, 15*time.Second, "no bucket names server 2 as leader or ISR member", func() bool {
 		after = listBuckets(t, ctx, c, "db", "t")
@@ -524,11 +526,11 @@ func TestBucketReassignment(t *testing.T) {
 func TestPagedListUnderWrites(t *testing.T) {
 	s := memory.NewStore(memory.StoreOptions{})
 	t.Cleanup(func() { s.Close() })
-	a := startCoordinator(t, s)
-	testutil.WaitFor(t, 5*time.Second, "coordinator leads", a.srv.IsLeader)
+	a := harness.StartCoordinator(t, s, coordinator.Options{})
+	testutil.WaitFor(t, 5*time.Second, "coordinator leads", a.Srv.IsLeader)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c := newClient(t, a.addr)
+	c := newClient(t, a.Addr)
 	admin := func(f func(ctx context.Context, ac adminv1.AdminServiceClient) error) {
 		t.Helper()
 		if err := c.Admin(ctx, f); err != nil {

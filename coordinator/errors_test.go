@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/adminapi"
+	"github.com/metaplane/metaplane/coordinator"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -16,6 +17,7 @@ import (
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/harness"
 	"github.com/metaplane/metaplane/internal/testutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
@@ -26,11 +28,11 @@ import (
 func TestErrorDetailsFromTheServer(t *testing.T) {
 	s := memory.NewStore(memory.StoreOptions{})
 	t.Cleanup(func() { s.Close() })
-	a := startCoordinator(t, s)
-	testutil.WaitFor(t, 5*time.Second, "coordinator leads", a.srv.IsLeader)
+	a := harness.StartCoordinator(t, s, coordinator.Options{})
+	testutil.WaitFor(t, 5*time.Second, "coordinator leads", a.Srv.IsLeader)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cc, err := grpc.NewClient(a.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(a.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/harness"
 	"github.com/metaplane/metaplane/internal/testutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
@@ -38,14 +39,14 @@ func TestMetadataStreamFeed(t *testing.T) {
 	s := memory.NewStore(memory.StoreOptions{})
 	t.Cleanup(func() { s.Close() })
 	var cw *countingWatches
-	a := startCoordinatorWith(t, s, coordinator.Options{MetadataStreamFeed: 50, Open: func(ctx context.Context) (core.MetadataBackend, error) {
+	a := harness.StartCoordinator(t, s, coordinator.Options{MetadataStreamFeed: 50, Open: func(ctx context.Context) (core.MetadataBackend, error) {
 		cw = &countingWatches{Backend: s.NewClient(core.ClientOptions{SessionTimeout: 2 * time.Second})}
 		return cw, nil
 	}})
-	testutil.WaitFor(t, 5*time.Second, "coordinator leads", a.srv.IsLeader)
+	testutil.WaitFor(t, 5*time.Second, "coordinator leads", a.Srv.IsLeader)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := newClient(t, a.addr)
+	c := newClient(t, a.Addr)
 	fetch := func(from int64) *adminv1.FetchMetadataResponse {
 		t.Helper()
 		var r *adminv1.FetchMetadataResponse
@@ -149,13 +150,13 @@ func TestMetadataStreamFeed(t *testing.T) {
 func TestFetchMetadataStream(t *testing.T) {
 	s := memory.NewStore(memory.StoreOptions{})
 	t.Cleanup(func() { s.Close() })
-	a := startCoordinatorWith(t, s, coordinator.Options{})
-	testutil.WaitFor(t, 5*time.Second, "coordinator leads", a.srv.IsLeader)
+	a := harness.StartCoordinator(t, s, coordinator.Options{})
+	testutil.WaitFor(t, 5*time.Second, "coordinator leads", a.Srv.IsLeader)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := newClient(t, a.addr)
+	c := newClient(t, a.Addr)
 	var st adminv1.TabletServerService_FetchMetadataStreamClient
-	if err := c.TabletsAt(ctx, a.addr, func(_ context.Context, tc adminv1.TabletServerServiceClient) (err error) {
+	if err := c.TabletsAt(ctx, a.Addr, func(_ context.Context, tc adminv1.TabletServerServiceClient) (err error) {
 		st, err = tc.FetchMetadataStream(ctx)
 		return err
 	}); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"path/filepath"
 	"reflect"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/harness"
 	"github.com/metaplane/metaplane/internal/testutil"
 	"github.com/metaplane/metaplane/internal/zktest"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
@@ -193,7 +193,7 @@ func staleLeaderScenario(t *testing.T, open fenceStore) {
 		gatedMu.Unlock()
 		return g, nil
 	})
-	testutil.WaitFor(t, 30*time.Second, "the first coordinator leads", a.srv.IsLeader)
+	testutil.WaitFor(t, 30*time.Second, "the first coordinator leads", a.Srv.IsLeader)
 	gatedMu.Lock()
 	ga := gated[len(gated)-1]
 	gatedMu.Unlock()
@@ -207,7 +207,7 @@ func staleLeaderScenario(t *testing.T, open fenceStore) {
 	}
 	b := startCoordinatorOn(t, open)
 
-	aAdmin := dialAdmin(t, a.addr)
+	aAdmin := dialAdmin(t, a.Addr)
 	if _, err := aAdmin.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "before"}); err != nil {
 		t.Fatalf("create database on the leader: %v", err)
 	}
@@ -221,12 +221,12 @@ func staleLeaderScenario(t *testing.T, open fenceStore) {
 	case <-ctx.Done():
 		t.Fatal("the backend did not end the resigned leadership")
 	}
-	testutil.WaitFor(t, 30*time.Second, "the second coordinator leads", b.srv.IsLeader)
-	if !a.srv.IsLeader() {
+	testutil.WaitFor(t, 30*time.Second, "the second coordinator leads", b.Srv.IsLeader)
+	if !a.Srv.IsLeader() {
 		t.Fatal("the old leader noticed its loss: the test would not exercise the fence")
 	}
-	if b.srv.Epoch() <= oldFence.Epoch {
-		t.Fatalf("new epoch %d not above the old %d", b.srv.Epoch(), oldFence.Epoch)
+	if b.Srv.Epoch() <= oldFence.Epoch {
+		t.Fatalf("new epoch %d not above the old %d", b.Srv.Epoch(), oldFence.Epoch)
 	}
 
 	reader, err := open(ctx)
@@ -271,8 +271,8 @@ func staleLeaderScenario(t *testing.T, open fenceStore) {
 		if d == nil || d.Code != adminapi.CodeNotLeader || d.FlussErrorCode != adminapi.FlussNotCoordinatorLeader {
 			t.Fatalf("%s on the stale leader: got %v (detail %+v), want NOT_LEADER (65)", w.name, err, d)
 		}
-		if d.LeaderAddress != "" && adminapi.HostPort(d.LeaderAddress) != b.addr {
-			t.Errorf("%s on the stale leader redirects to %s, want the new leader %s", w.name, d.LeaderAddress, b.addr)
+		if d.LeaderAddress != "" && adminapi.HostPort(d.LeaderAddress) != b.Addr {
+			t.Errorf("%s on the stale leader redirects to %s, want the new leader %s", w.name, d.LeaderAddress, b.Addr)
 		}
 		f := ga.failures()[n:]
 		if len(f) == 0 {
@@ -287,7 +287,7 @@ func staleLeaderScenario(t *testing.T, open fenceStore) {
 			}
 		}
 	}
-	if !a.srv.IsLeader() {
+	if !a.Srv.IsLeader() {
 		t.Fatal("the old leader stopped serving during the test: the writes above may not have gone through its catalog")
 	}
 
@@ -311,7 +311,7 @@ func staleLeaderScenario(t *testing.T, open fenceStore) {
 
 	// Once the old leader notices, it answers NOT_LEADER naming the new
 	// leader, which serves the catalog written before the failover.
-	changed := a.srv.RoleChanged()
+	changed := a.Srv.RoleChanged()
 	ga.releaseAll()
 	select {
 	case <-changed:
@@ -323,9 +323,9 @@ func staleLeaderScenario(t *testing.T, open fenceStore) {
 		_, err := aAdmin.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "stale"})
 		var ok bool
 		addr, ok = adminapi.NotLeaderAddress(err)
-		return ok && addr == b.addr
+		return ok && addr == b.Addr
 	})
-	names, err := dialAdmin(t, b.addr).ListDatabases(ctx, &adminv1.ListDatabasesRequest{})
+	names, err := dialAdmin(t, b.Addr).ListDatabases(ctx, &adminv1.ListDatabasesRequest{})
 	if err != nil || !reflect.DeepEqual(names.Names, []string{"before"}) {
 		t.Fatalf("databases on the new leader: %v, %v; want [before]", names, err)
 	}
@@ -343,18 +343,5 @@ func nodePaths(nodes []core.Node) string {
 // open.
 func startCoordinatorOn(t *testing.T, open coordinator.Opener) *node {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := coordinator.New(coordinator.Options{Open: open, Listener: l, Logger: testLogger(t),
-		TabletServerSessionTimeout: time.Second, MetadataStreamMaxWait: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	n := &node{srv: srv, addr: l.Addr().String(), cancel: cancel, done: make(chan error, 1)}
-	go func() { n.done <- srv.Serve(ctx) }()
-	t.Cleanup(n.stop)
-	return n
+	return harness.StartCoordinator(t, nil, coordinator.Options{Open: open})
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/coordinator"
+	"github.com/metaplane/metaplane/internal/harness"
 	"github.com/metaplane/metaplane/internal/testutil"
 )
 
@@ -42,14 +43,14 @@ func TestStandbyLogsNewLeader(t *testing.T) {
 	s := memory.NewStore(memory.StoreOptions{})
 	t.Cleanup(func() { s.Close() })
 	var aLogs, bLogs logLines
-	a := startCoordinatorWith(t, s, coordinator.Options{Logger: aLogs.logger()})
-	testutil.WaitFor(t, 5*time.Second, "a leads", a.srv.IsLeader)
-	b := startCoordinatorWith(t, s, coordinator.Options{Logger: bLogs.logger()})
+	a := harness.StartCoordinator(t, s, coordinator.Options{Logger: aLogs.logger()})
+	testutil.WaitFor(t, 5*time.Second, "a leads", a.Srv.IsLeader)
+	b := harness.StartCoordinator(t, s, coordinator.Options{Logger: bLogs.logger()})
 	testutil.WaitFor(t, 5*time.Second, "b logs a as leader", func() bool {
-		return bLogs.find("new leader", map[string]any{"leader": a.srv.ID(), "leader_address": a.srv.Address()}) != nil
+		return bLogs.find("new leader", map[string]any{"leader": a.Srv.ID(), "leader_address": a.Srv.Address()}) != nil
 	})
-	a.stop()
-	testutil.WaitFor(t, 5*time.Second, "b leads", b.srv.IsLeader)
+	a.Stop()
+	testutil.WaitFor(t, 5*time.Second, "b leads", b.Srv.IsLeader)
 	if bLogs.find("elected leader", nil) == nil {
 		t.Errorf("b's logs lack its election:\n%s", bLogs.buf.String())
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/harness"
 	"github.com/metaplane/metaplane/internal/testutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
@@ -45,8 +46,8 @@ func newLimitsFixture(t *testing.T, storeOpts memory.StoreOptions, opts coordina
 	if opts.MaxPartitionNum == 0 {
 		opts.MaxPartitionNum = maxPartitions
 	}
-	n := startCoordinatorWith(t, s, opts)
-	testutil.WaitFor(t, 10*time.Second, "coordinator leads", n.srv.IsLeader)
+	n := harness.StartCoordinator(t, s, opts)
+	testutil.WaitFor(t, 10*time.Second, "coordinator leads", n.Srv.IsLeader)
 
 	b := s.NewClient(core.ClientOptions{Name: "tablets"})
 	t.Cleanup(func() { b.Close() })
@@ -58,12 +59,12 @@ func newLimitsFixture(t *testing.T, storeOpts memory.StoreOptions, opts coordina
 			t.Fatal(err)
 		}
 	}
-	cc, err := grpc.NewClient(n.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(n.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
-	f := &limitsFixture{store: s, b: b, admin: adminv1.NewAdminServiceClient(cc), addr: n.addr}
+	f := &limitsFixture{store: s, b: b, admin: adminv1.NewAdminServiceClient(cc), addr: n.Addr}
 	testutil.WaitFor(t, 10*time.Second, "the leader sees both tablet servers", func() bool {
 		r, err := f.admin.ListTabletServers(bg, &adminv1.ListTabletServersRequest{})
 		return err == nil && len(r.Servers) == 2

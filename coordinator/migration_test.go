@@ -7,7 +7,9 @@ import (
 
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/catalog"
+	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/harness"
 	"github.com/metaplane/metaplane/internal/testutil"
 )
 
@@ -17,8 +19,8 @@ import (
 func TestMigrationFence(t *testing.T) {
 	s := memory.NewStore(memory.StoreOptions{})
 	t.Cleanup(func() { s.Close() })
-	a := startCoordinator(t, s)
-	testutil.WaitFor(t, 5*time.Second, "the coordinator leads", a.srv.IsLeader)
+	a := harness.StartCoordinator(t, s, coordinator.Options{})
+	testutil.WaitFor(t, 5*time.Second, "the coordinator leads", a.Srv.IsLeader)
 	ctx := context.Background()
 	tool := s.NewClient(core.ClientOptions{Name: "tool"})
 	defer tool.Close()
@@ -27,14 +29,14 @@ func TestMigrationFence(t *testing.T) {
 	}
 	testutil.WaitFor(t, 5*time.Second, "the leader resigns on the fence", func() bool {
 		_, err := tool.Leader(ctx)
-		return !a.srv.IsLeader() && err != nil
+		return !a.Srv.IsLeader() && err != nil
 	})
 	// A second coordinator, started while the fence exists, does not
 	// lead either (checked over several of its campaign checks).
-	b := startCoordinator(t, s)
+	b := harness.StartCoordinator(t, s, coordinator.Options{})
 	deadline := time.Now().Add(2500 * time.Millisecond)
 	for time.Now().Before(deadline) {
-		if a.srv.IsLeader() || b.srv.IsLeader() {
+		if a.Srv.IsLeader() || b.Srv.IsLeader() {
 			t.Fatal("a coordinator leads while the migration fence exists")
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -43,6 +45,6 @@ func TestMigrationFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, 10*time.Second, "a coordinator leads once the fence is gone", func() bool {
-		return a.srv.IsLeader() || b.srv.IsLeader()
+		return a.Srv.IsLeader() || b.Srv.IsLeader()
 	})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/harness"
 	"github.com/metaplane/metaplane/internal/testutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
@@ -44,8 +45,8 @@ func startLossy(t *testing.T, s *memory.Store, opts coordinator.Options) (*node,
 	opts.Open = func(ctx context.Context) (core.MetadataBackend, error) {
 		return lossyBackend{Backend: s.NewClient(core.ClientOptions{SessionTimeout: 2 * time.Second}), armed: armed, lost: lost}, nil
 	}
-	n := startCoordinatorWith(t, s, opts)
-	testutil.WaitFor(t, 5*time.Second, "coordinator leads", n.srv.IsLeader)
+	n := harness.StartCoordinator(t, s, opts)
+	testutil.WaitFor(t, 5*time.Second, "coordinator leads", n.Srv.IsLeader)
 	return n, armed, lost
 }
 
@@ -60,7 +61,7 @@ func TestLostAnswerRetryReturnsOriginalTableID(t *testing.T) {
 	s := memory.NewStore(memory.StoreOptions{})
 	t.Cleanup(func() { s.Close() })
 	n, armed, lost := startLossy(t, s, coordinator.Options{})
-	c := newClient(t, n.addr)
+	c := newClient(t, n.Addr)
 	c.RetryWait = 10 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -109,7 +110,7 @@ func TestRequestIDReuseWithOtherBodyRefused(t *testing.T) {
 	s := memory.NewStore(memory.StoreOptions{})
 	t.Cleanup(func() { s.Close() })
 	n, _, _ := startLossy(t, s, coordinator.Options{})
-	c := newClient(t, n.addr)
+	c := newClient(t, n.Addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	rctx := adminclient.WithRequestID(ctx, "req-1")
@@ -154,7 +155,7 @@ func TestAllocateIDsRetryReturnsSameRange(t *testing.T) {
 	s := memory.NewStore(memory.StoreOptions{})
 	t.Cleanup(func() { s.Close() })
 	n, armed, lost := startLossy(t, s, coordinator.Options{})
-	c := newClient(t, n.addr)
+	c := newClient(t, n.Addr)
 	c.RetryWait = 10 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -190,7 +191,7 @@ func TestRequestRecordsExpire(t *testing.T) {
 	s := memory.NewStore(memory.StoreOptions{})
 	t.Cleanup(func() { s.Close() })
 	n, _, _ := startLossy(t, s, coordinator.Options{RequestRetention: 300 * time.Millisecond, RequestCleanupInterval: 20 * time.Millisecond})
-	c := newClient(t, n.addr)
+	c := newClient(t, n.Addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := c.Admin(adminclient.WithRequestID(ctx, "old-1"), func(ctx context.Context, a adminv1.AdminServiceClient) error {
@@ -221,7 +222,7 @@ func TestLostAnswerRetryOfDropAndACL(t *testing.T) {
 	s := memory.NewStore(memory.StoreOptions{})
 	t.Cleanup(func() { s.Close() })
 	n, armed, lost := startLossy(t, s, coordinator.Options{})
-	c := newClient(t, n.addr)
+	c := newClient(t, n.Addr)
 	c.RetryWait = 10 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -13,6 +13,7 @@ import (
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/harness"
 	"github.com/metaplane/metaplane/internal/testutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
@@ -75,12 +76,12 @@ func TestCreateTableRoundTrips(t *testing.T) {
 	s := memory.NewStore(memory.StoreOptions{})
 	t.Cleanup(func() { s.Close() })
 	cb := &countingBackend{calls: map[string][]string{}}
-	n := startCoordinatorWith(t, s, coordinator.Options{Open: func(ctx context.Context) (core.MetadataBackend, error) {
+	n := harness.StartCoordinator(t, s, coordinator.Options{Open: func(ctx context.Context) (core.MetadataBackend, error) {
 		cb.Backend = s.NewClient(core.ClientOptions{SessionTimeout: 2 * time.Second})
 		return cb, nil
 	}})
-	testutil.WaitFor(t, 5*time.Second, "coordinator leads", n.srv.IsLeader)
-	c := newClient(t, n.addr)
+	testutil.WaitFor(t, 5*time.Second, "coordinator leads", n.Srv.IsLeader)
+	c := newClient(t, n.Addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	admin := func(ctx context.Context, f func(ctx context.Context, a adminv1.AdminServiceClient) error) {

@@ -23,62 +23,13 @@ import (
 	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/harness"
 	"github.com/metaplane/metaplane/internal/testutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
-type node struct {
-	srv    *coordinator.Server
-	addr   string
-	cancel context.CancelFunc
-	done   chan error
-}
-
-func startCoordinator(t *testing.T, s *memory.Store) *node {
-	t.Helper()
-	return startCoordinatorWith(t, s, coordinator.Options{})
-}
-
-// startCoordinatorWith is startCoordinator with opts (Open, Listener and
-// Logger are filled in (Open and Logger only when opts has none), and the test's short
-// timeouts where opts has none).
-func startCoordinatorWith(t *testing.T, s *memory.Store, opts coordinator.Options) *node {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if opts.Open == nil {
-		opts.Open = func(ctx context.Context) (core.MetadataBackend, error) {
-			return s.NewClient(core.ClientOptions{SessionTimeout: 2 * time.Second}), nil
-		}
-	}
-	opts.Listener = l
-	if opts.Logger == nil {
-		opts.Logger = testLogger(t)
-	}
-	if opts.TabletServerSessionTimeout == 0 {
-		opts.TabletServerSessionTimeout = time.Second
-	}
-	if opts.MetadataStreamMaxWait == 0 {
-		opts.MetadataStreamMaxWait = 200 * time.Millisecond
-	}
-	srv, err := coordinator.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	n := &node{srv: srv, addr: l.Addr().String(), cancel: cancel, done: make(chan error, 1)}
-	go func() { n.done <- srv.Serve(ctx) }()
-	t.Cleanup(n.stop)
-	return n
-}
-
-func (n *node) stop() {
-	n.cancel()
-	<-n.done
-	n.done <- nil // idempotent for a second stop
-}
+// node is a coordinator the tests started (internal/harness).
+type node = harness.Coordinator
 
 func newClient(t *testing.T, addrs ...string) *adminclient.Client {
 	c, err := adminclient.NewClient(addrs)
@@ -92,14 +43,14 @@ func newClient(t *testing.T, addrs ...string) *adminclient.Client {
 func TestLeaderServesStandbyRedirects(t *testing.T) {
 	s := memory.NewStore(memory.StoreOptions{})
 	t.Cleanup(func() { s.Close() })
-	a := startCoordinator(t, s)
-	testutil.WaitFor(t, 5*time.Second, "first coordinator leads", a.srv.IsLeader)
-	b := startCoordinator(t, s)
+	a := harness.StartCoordinator(t, s, coordinator.Options{})
+	testutil.WaitFor(t, 5*time.Second, "first coordinator leads", a.Srv.IsLeader)
+	b := harness.StartCoordinator(t, s, coordinator.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
 	// Straight to the standby: NOT_LEADER naming the leader.
-	cc, err := grpc.NewClient(b.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(b.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +59,7 @@ func TestLeaderServesStandbyRedirects(t *testing.T) {
 	testutil.WaitFor(t, 5*time.Second, "standby names the leader", func() bool {
 		_, err = adminv1.NewAdminServiceClient(cc).ListDatabases(ctx, &adminv1.ListDatabasesRequest{})
 		err = adminapi.FromStatus(err)
-		return errors.As(err, &nl) && adminapi.HostPort(nl.LeaderAddress) == a.addr
+		return errors.As(err, &nl) && adminapi.HostPort(nl.LeaderAddress) == a.Addr
 	})
 	if d := adminapi.DetailOf(func() error {
 		_, err := adminv1.NewAdminServiceClient(cc).CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "x"})
@@ -118,15 +69,15 @@ func TestLeaderServesStandbyRedirects(t *testing.T) {
 	}
 
 	// Through the standby's address, the client follows the redirect.
-	c := newClient(t, b.addr)
+	c := newClient(t, b.Addr)
 	if err := c.Admin(ctx, func(ctx context.Context, ac adminv1.AdminServiceClient) error {
 		_, err := ac.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "db1"})
 		return err
 	}); err != nil {
 		t.Fatalf("create database through the standby: %v", err)
 	}
-	if c.Leader() != a.addr {
-		t.Fatalf("client's leader: got %s, want %s", c.Leader(), a.addr)
+	if c.Leader() != a.Addr {
+		t.Fatalf("client's leader: got %s, want %s", c.Leader(), a.Addr)
 	}
 	err = c.Admin(ctx, func(ctx context.Context, ac adminv1.AdminServiceClient) error {
 		_, err := ac.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "db1"})
@@ -161,9 +112,9 @@ func TestLeaderServesStandbyRedirects(t *testing.T) {
 	}
 
 	// Kill the leader: the standby takes over with the catalog intact.
-	a.stop()
-	testutil.WaitFor(t, 10*time.Second, "standby takes over", b.srv.IsLeader)
-	c2 := newClient(t, a.addr, b.addr)
+	a.Stop()
+	testutil.WaitFor(t, 10*time.Second, "standby takes over", b.Srv.IsLeader)
+	c2 := newClient(t, a.Addr, b.Addr)
 	var info *adminv1.TableInfo
 	if err := c2.Admin(ctx, func(ctx context.Context, ac adminv1.AdminServiceClient) error {
 		r, err := ac.GetTableInfo(ctx, &adminv1.GetTableInfoRequest{Database: "db1", Table: "orders"})
@@ -178,7 +129,7 @@ func TestLeaderServesStandbyRedirects(t *testing.T) {
 		t.Fatalf("table after failover: got %+v, want %+v", info, created)
 	}
 	lr, err := c2.GetLeader(ctx)
-	if err != nil || lr.LeaderAddress != b.addr {
+	if err != nil || lr.LeaderAddress != b.Addr {
 		t.Fatalf("leader after failover: %+v, %v", lr, err)
 	}
 }
@@ -186,11 +137,11 @@ func TestLeaderServesStandbyRedirects(t *testing.T) {
 func TestTabletServerRPCs(t *testing.T) {
 	s := memory.NewStore(memory.StoreOptions{})
 	t.Cleanup(func() { s.Close() })
-	a := startCoordinator(t, s)
-	testutil.WaitFor(t, 5*time.Second, "coordinator leads", a.srv.IsLeader)
+	a := harness.StartCoordinator(t, s, coordinator.Options{})
+	testutil.WaitFor(t, 5*time.Second, "coordinator leads", a.Srv.IsLeader)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c := newClient(t, a.addr)
+	c := newClient(t, a.Addr)
 
 	var snap *adminv1.FetchMetadataSnapshotResponse
 	if err := c.Tablets(ctx, func(ctx context.Context, tc adminv1.TabletServerServiceClient) (err error) {
@@ -280,7 +231,7 @@ func TestLosingLeadershipStopsServing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := coordinator.New(coordinator.Options{Listener: l, Logger: testLogger(t), Open: func(ctx context.Context) (core.MetadataBackend, error) {
+	a, err := coordinator.New(coordinator.Options{Listener: l, Logger: testutil.Logger(t), Open: func(ctx context.Context) (core.MetadataBackend, error) {
 		c := s.NewClient(core.ClientOptions{})
 		clients <- c
 		return c, nil
@@ -293,7 +244,7 @@ func TestLosingLeadershipStopsServing(t *testing.T) {
 	go func() { defer close(done); a.Serve(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	testutil.WaitFor(t, 5*time.Second, "a leads", a.IsLeader)
-	b := startCoordinator(t, s)
+	b := harness.StartCoordinator(t, s, coordinator.Options{})
 	// b must be queued before a's session ends, or a's next session could
 	// campaign first and win again.
 	testutil.WaitFor(t, 5*time.Second, "b's candidacy", func() bool { return s.Waiting() >= 1 })
@@ -310,7 +261,7 @@ func TestLosingLeadershipStopsServing(t *testing.T) {
 	if a.IsLeader() {
 		t.Fatal("still serving after losing leadership")
 	}
-	testutil.WaitFor(t, 5*time.Second, "b leads", b.srv.IsLeader)
+	testutil.WaitFor(t, 5*time.Second, "b leads", b.Srv.IsLeader)
 	cc, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -320,8 +271,8 @@ func TestLosingLeadershipStopsServing(t *testing.T) {
 	if _, ok := adminapi.NotLeaderAddress(err); !ok {
 		t.Fatalf("old leader's answer: %v, want NOT_LEADER", err)
 	}
-	if b.srv.Epoch() <= 0 {
-		t.Fatalf("new leader's epoch %d", b.srv.Epoch())
+	if b.Srv.Epoch() <= 0 {
+		t.Fatalf("new leader's epoch %d", b.Srv.Epoch())
 	}
 }
 
@@ -335,15 +286,15 @@ func TestLosingLeadershipStopsServing(t *testing.T) {
 func TestStandbyRefusesEveryAdminMethod(t *testing.T) {
 	s := memory.NewStore(memory.StoreOptions{})
 	t.Cleanup(func() { s.Close() })
-	a := startCoordinator(t, s)
-	testutil.WaitFor(t, 5*time.Second, "first coordinator leads", a.srv.IsLeader)
-	b := startCoordinator(t, s)
+	a := harness.StartCoordinator(t, s, coordinator.Options{})
+	testutil.WaitFor(t, 5*time.Second, "first coordinator leads", a.Srv.IsLeader)
+	b := harness.StartCoordinator(t, s, coordinator.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	standby := dialAdmin(t, b.addr)
+	standby := dialAdmin(t, b.Addr)
 	testutil.WaitFor(t, 5*time.Second, "the standby knows the leader", func() bool {
 		r, err := standby.GetLeader(ctx, &adminv1.GetLeaderRequest{})
-		return err == nil && r.LeaderAddress == a.addr
+		return err == nil && r.LeaderAddress == a.Addr
 	})
 
 	clientType := reflect.TypeOf((*adminv1.AdminServiceClient)(nil)).Elem()
@@ -374,8 +325,8 @@ func TestStandbyRefusesEveryAdminMethod(t *testing.T) {
 			err, _ := out[1].Interface().(error)
 			if m.Name == "GetLeader" {
 				r, _ := out[0].Interface().(*adminv1.GetLeaderResponse)
-				if err != nil || r.IsLeader || r.LeaderAddress != a.addr || r.ThisAddress != b.addr {
-					t.Fatalf("GetLeader on the standby: %+v, %v; want not leader, leader %s", r, err, a.addr)
+				if err != nil || r.IsLeader || r.LeaderAddress != a.Addr || r.ThisAddress != b.Addr {
+					t.Fatalf("GetLeader on the standby: %+v, %v; want not leader, leader %s", r, err, a.Addr)
 				}
 				return
 			}
@@ -395,8 +346,8 @@ func TestStandbyRefusesEveryAdminMethod(t *testing.T) {
 			if d == nil || d.Code != adminapi.CodeNotLeader || d.FlussErrorCode != adminapi.FlussNotCoordinatorLeader {
 				t.Fatalf("got %v (detail %+v), want NOT_LEADER (65)", err, d)
 			}
-			if adminapi.HostPort(d.LeaderAddress) != a.addr {
-				t.Fatalf("NOT_LEADER names %q, want the leader %s", d.LeaderAddress, a.addr)
+			if adminapi.HostPort(d.LeaderAddress) != a.Addr {
+				t.Fatalf("NOT_LEADER names %q, want the leader %s", d.LeaderAddress, a.Addr)
 			}
 		})
 	}
@@ -409,9 +360,9 @@ func TestStandbyRefusesEveryAdminMethod(t *testing.T) {
 func TestSnapshotsWaitForASlot(t *testing.T) {
 	s := memory.NewStore(memory.StoreOptions{})
 	t.Cleanup(func() { s.Close() })
-	n := startCoordinatorWith(t, s, coordinator.Options{MaxConcurrentSnapshots: 1})
-	testutil.WaitFor(t, 5*time.Second, "the coordinator leads", n.srv.IsLeader)
-	c := newClient(t, n.addr)
+	n := harness.StartCoordinator(t, s, coordinator.Options{MaxConcurrentSnapshots: 1})
+	testutil.WaitFor(t, 5*time.Second, "the coordinator leads", n.Srv.IsLeader)
+	c := newClient(t, n.Addr)
 	inParts := func(ctx context.Context, tc adminv1.TabletServerServiceClient) error {
 		st, err := tc.FetchMetadataSnapshotStream(ctx, &adminv1.FetchMetadataSnapshotRequest{})
 		for err == nil {
@@ -428,9 +379,9 @@ func TestSnapshotsWaitForASlot(t *testing.T) {
 	fetch := func(timeout time.Duration, call func(context.Context, adminv1.TabletServerServiceClient) error) error {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		return c.TabletsAt(ctx, n.addr, call)
+		return c.TabletsAt(ctx, n.Addr, call)
 	}
-	release := n.srv.HoldSnapshotSlot()
+	release := n.Srv.HoldSnapshotSlot()
 	for name, call := range map[string]func(context.Context, adminv1.TabletServerServiceClient) error{"in parts": inParts, "whole": whole} {
 		if err := fetch(300*time.Millisecond, call); status.Code(err) != codes.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("snapshot %s with the only slot taken: %v, want the deadline exceeded", name, err)

@@ -3,7 +3,6 @@ package coordinator_test
 import (
 	"context"
 	"crypto/tls"
-	"net"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/harness"
 	"github.com/metaplane/metaplane/internal/testutil"
 	"github.com/metaplane/metaplane/internal/tlsutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
@@ -32,24 +32,11 @@ func startTLSCoordinator(t *testing.T, files tlsutil.Files, auth tls.ClientAuthT
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := coordinator.New(coordinator.Options{
+	n := harness.StartCoordinator(t, s, coordinator.Options{
 		Open:        func(ctx context.Context) (core.MetadataBackend, error) { return s.NewClient(core.ClientOptions{}), nil },
-		Listener:    l,
 		Credentials: credentials.NewTLS(cfg),
-		Logger:      testLogger(t),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	n := &node{srv: srv, addr: l.Addr().String(), cancel: cancel, done: make(chan error, 1)}
-	go func() { n.done <- srv.Serve(ctx) }()
-	t.Cleanup(n.stop)
-	testutil.WaitFor(t, 5*time.Second, "the TLS coordinator leads", srv.IsLeader)
+	testutil.WaitFor(t, 5*time.Second, "the TLS coordinator leads", n.Srv.IsLeader)
 	return n
 }
 
@@ -122,14 +109,14 @@ func TestTLSListenerRefusesWhoItShould(t *testing.T) {
 		{"server-not-trusted", &tlsutil.Files{CAFile: other.CertFile, CertFile: alice.CertFile, KeyFile: alice.KeyFile}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := createDatabase(tlsClient(t, n.addr, tt.files), tt.name); err == nil {
+			if err := createDatabase(tlsClient(t, n.Addr, tt.files), tt.name); err == nil {
 				t.Fatal("create-database succeeded, want refused")
 			} else {
 				t.Logf("refused: %v", err)
 			}
 		})
 	}
-	good := tlsClient(t, n.addr, right)
+	good := tlsClient(t, n.Addr, right)
 	if got := listDatabases(t, good); len(got) != 0 {
 		t.Fatalf("databases %v after refused calls, want none", got)
 	}
@@ -148,10 +135,10 @@ func TestTLSServerOnly(t *testing.T) {
 	ca := testutil.NewCA(t, "ca")
 	srv := ca.ServerCert(t, "coordinator")
 	n := startTLSCoordinator(t, tlsutil.Files{CertFile: srv.CertFile, KeyFile: srv.KeyFile}, tls.NoClientCert)
-	if err := createDatabase(tlsClient(t, n.addr, nil), "plain"); err == nil {
+	if err := createDatabase(tlsClient(t, n.Addr, nil), "plain"); err == nil {
 		t.Fatal("plaintext create-database succeeded, want refused")
 	}
-	c := tlsClient(t, n.addr, &tlsutil.Files{CAFile: ca.CertFile})
+	c := tlsClient(t, n.Addr, &tlsutil.Files{CAFile: ca.CertFile})
 	if err := createDatabase(c, "shop"); err != nil {
 		t.Fatal(err)
 	}
@@ -175,14 +162,14 @@ func TestTLSCertificateRotation(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg.NextProtos = []string{"h2"}
-		c, err := tls.Dial("tcp", n.addr, cfg)
+		c, err := tls.Dial("tcp", n.Addr, cfg)
 		if err != nil {
 			t.Fatalf("TLS handshake: %v", err)
 		}
 		defer c.Close()
 		return c.ConnectionState().PeerCertificates[0].SerialNumber.String()
 	}
-	before := tlsClient(t, n.addr, &tlsutil.Files{CAFile: ca.CertFile})
+	before := tlsClient(t, n.Addr, &tlsutil.Files{CAFile: ca.CertFile})
 	if err := createDatabase(before, "one"); err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +181,7 @@ func TestTLSCertificateRotation(t *testing.T) {
 	if got := served(); got != second.Cert.SerialNumber.String() {
 		t.Fatalf("after rotation: serial %s, want the new certificate's %s", got, second.Cert.SerialNumber)
 	}
-	after := tlsClient(t, n.addr, &tlsutil.Files{CAFile: ca.CertFile})
+	after := tlsClient(t, n.Addr, &tlsutil.Files{CAFile: ca.CertFile})
 	if err := createDatabase(after, "two"); err != nil {
 		t.Fatalf("a new client after rotation: %v", err)
 	}

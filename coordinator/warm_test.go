@@ -10,6 +10,7 @@ import (
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/harness"
 	"github.com/metaplane/metaplane/internal/testutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
@@ -56,12 +57,12 @@ func TestWarmStandbyFailover(t *testing.T) {
 	open := func(ctx context.Context) (core.MetadataBackend, error) {
 		return treeReadCounter{MetadataBackend: s.NewClient(core.ClientOptions{SessionTimeout: 2 * time.Second}), snapshots: &snapshots, reads: &reads}, nil
 	}
-	a := startCoordinatorWith(t, s, coordinator.Options{Open: open})
-	testutil.WaitFor(t, 5*time.Second, "a leads", a.srv.IsLeader)
-	b := startCoordinatorWith(t, s, coordinator.Options{Open: open})
+	a := harness.StartCoordinator(t, s, coordinator.Options{Open: open})
+	testutil.WaitFor(t, 5*time.Second, "a leads", a.Srv.IsLeader)
+	b := harness.StartCoordinator(t, s, coordinator.Options{Open: open})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c := newClient(t, a.addr, b.addr)
+	c := newClient(t, a.Addr, b.Addr)
 	// A tree of some size: 200 tables of 20 buckets, about 9000 nodes.
 	const tables = 200
 	if err := c.Admin(ctx, func(ctx context.Context, ac adminv1.AdminServiceClient) error {
@@ -83,9 +84,9 @@ func TestWarmStandbyFailover(t *testing.T) {
 	// leader must serve it (it catches up to the leadership's start).
 	snapshots.Store(0)
 	reads.Store(0)
-	a.stop()
-	testutil.WaitFor(t, 10*time.Second, "b leads", b.srv.IsLeader)
-	c2 := newClient(t, b.addr)
+	a.Stop()
+	testutil.WaitFor(t, 10*time.Second, "b leads", b.Srv.IsLeader)
+	c2 := newClient(t, b.Addr)
 	var names []string
 	if err := c2.Admin(ctx, func(ctx context.Context, ac adminv1.AdminServiceClient) error {
 		r, err := ac.ListTables(ctx, &adminv1.ListTablesRequest{Database: "db"})
