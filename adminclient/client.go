@@ -23,6 +23,7 @@ import (
 
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/deadline"
+	"github.com/metaplane/metaplane/internal/retry"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
@@ -183,7 +184,7 @@ func (c *Client) refreshLoop(ctx context.Context, every time.Duration) {
 	defer close(c.stopped)
 	for {
 		c.Refresh(ctx) // a failure is retried at the next tick
-		if !sleep(ctx, every) {
+		if !retry.Sleep(ctx, every) {
 			return
 		}
 	}
@@ -445,7 +446,7 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 		addr := c.Leader()
 		if addr == "" {
 			known := c.Coordinators()
-			if next > 0 && next%len(known) == 0 && !sleep(ctx, c.RetryWait) {
+			if next > 0 && next%len(known) == 0 && !retry.Sleep(ctx, c.RetryWait) {
 				return timedOut()
 			}
 			addr = known[next%len(known)]
@@ -485,7 +486,7 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 		lastErr, lastAddr = err, addr
 		if leader, ok := adminapi.NotLeaderAddress(err); ok {
 			c.setLeader(leader) // "" when unknown: fall back to bootstrap
-			if leader == addr && !sleep(ctx, c.RetryWait) {
+			if leader == addr && !retry.Sleep(ctx, c.RetryWait) {
 				return timedOut()
 			}
 			continue
@@ -498,7 +499,7 @@ func (c *Client) Do(ctx context.Context, call func(ctx context.Context, cc grpc.
 		case d != nil && d.Outcome == adminv1.Outcome_OUTCOME_UNKNOWN && once && status.Code(err) != codes.Internal:
 			// Repeated with the same request id: applied at most once.
 			ambiguous = &OutcomeUnknownError{Address: addr, Method: at.method, Err: adminapi.FromStatus(err), RequestID: id}
-			if !sleep(ctx, c.RetryWait) {
+			if !retry.Sleep(ctx, c.RetryWait) {
 				return ambiguous
 			}
 		case d != nil && d.Outcome == adminv1.Outcome_OUTCOME_UNKNOWN:
@@ -623,16 +624,4 @@ func (c *Client) Close() error {
 	}
 	c.conns = map[string]*grpc.ClientConn{}
 	return errors.Join(errs...)
-}
-
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

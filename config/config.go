@@ -6,7 +6,7 @@ import (
 
 // Config is metaplane's typed configuration: every key the design documents
 // name, with their defaults. It is loaded and validated in one place
-// (Load; FromFlat on the plugin side) and never edited by
+// (Load) and never edited by
 // validation. Each field's comment gives its key and its default; the
 // `koanf` tags give the key's segments below the enclosing struct's key
 // (docs/configuration.md is the operator's reference).
@@ -91,13 +91,13 @@ type Config struct {
 	// when there are none. Not a key.
 	Extra map[string]string `koanf:"-"`
 
-	// Present records which keys Load's sources set (nil after Default
-	// and FromFlat). Not a key.
+	// Present records which keys Load's sources set (nil after Default).
+	// Not a key.
 	Present PresenceSet `koanf:"-"`
 
 	// Selected is the backend selection Load made (see SelectBackend).
-	// It is the zero Selection after Default and FromFlat,
-	// which do not select. Not a key.
+	// It is the zero Selection after Default, which does not select.
+	// Not a key.
 	Selected Selection `koanf:"-"`
 }
 

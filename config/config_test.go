@@ -468,7 +468,7 @@ func TestMissingFileIsAProblem(t *testing.T) {
 // whose default cell names the key's default, and every key the tables
 // name is one the loader knows.
 func TestDocsListEveryKey(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "configuration.md"))
+	b, err := os.ReadFile(filepath.Join("..", "docs", "configuration.md"))
 	if err != nil {
 		t.Fatalf("reading the configuration reference: %v", err)
 	}
@@ -657,4 +657,25 @@ func TestClusterIDTakesTheWholeRange(t *testing.T) {
 	if _, err := Load(LoadOptions{Overrides: []string{"coordinator.raft.cluster-id=-3"}}); err == nil || !strings.Contains(err.Error(), "must not be negative") {
 		t.Errorf("a negative cluster id: %v", err)
 	}
+}
+
+// FromFlat builds a Config from a map of keys to string values, as
+// (*Config).Flatten produces, on top of the defaults, and validates it: the
+// tests' check that Flatten and PluginSettings lose nothing. Unknown keys
+// under a built-in section are problems; other unknown keys (third-party
+// backends' settings, which the host has accepted) go to Extra. It does not
+// select a backend: the plugin is the selection. Errors: a *Error.
+// The caller owns the result; m is not retained.
+func FromFlat(m map[string]string) (*Config, error) {
+	var probs Problems
+	merged := make(map[string]any, len(m))
+	for k, v := range m {
+		merged[k] = v
+	}
+	cfg, _ := decodeFlat(merged, extraSet{any: true}, &probs)
+	cfg.validate(&probs, false)
+	if len(probs) > 0 {
+		return nil, probs.Err()
+	}
+	return cfg, nil
 }

@@ -14,31 +14,10 @@ import (
 	"github.com/metaplane/metaplane/settings"
 )
 
-// FromFlat builds a Config from a map of keys to string values, as
-// (*Config).Flatten produces, on top of the defaults, and validates it. It
-// is how a plugin process receives the host's configuration. Unknown keys
-// under a built-in section are problems; other unknown keys (third-party
-// backends' settings, which the host has accepted) go to Extra. It does not
-// select a backend: the plugin is the selection. Errors: a *Error.
-// The caller owns the result; m is not retained.
-func FromFlat(m map[string]string) (*Config, error) {
-	var probs Problems
-	merged := make(map[string]any, len(m))
-	for k, v := range m {
-		merged[k] = v
-	}
-	cfg, _ := decodeFlat(merged, extraSet{any: true}, &probs)
-	cfg.validate(&probs, false)
-	if len(probs) > 0 {
-		return nil, probs.Err()
-	}
-	return cfg, nil
-}
-
 // Flatten returns every key whose value is not empty, with its value as a
 // string in the syntax the loader accepts (lists joined with ",",
 // durations like "500ms", sizes like "8mb"), plus every Extra setting.
-// FromFlat(c.Flatten()) gives back an equal Config (except Selected).
+// Loading it back (decodeFlat) gives an equal Config (except Selected).
 // The caller owns the map.
 func (c *Config) Flatten() map[string]string {
 	out := map[string]string{}

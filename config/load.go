@@ -37,8 +37,8 @@ type LoadOptions struct {
 	// metadata.backend.plugin.dir from the sources above, "" for the
 	// default), so their selector keys take part in loading and selection
 	// like ExtraBackends. It is a hook because core does not launch
-	// plugins; the binary passes plugins.Discover. An error is reported as
-	// a problem of metadata.backend.plugin.dir.
+	// plugins; the binary passes plugins.DiscoverThirdParty. An error is
+	// reported as a problem of metadata.backend.plugin.dir.
 	DiscoverBackends func(pluginDir string) ([]core.BackendDescriptor, error)
 	// Observer says the process is a tablet server (an observer, never a
 	// Raft voter): the rules that only concern a voter (the voter list

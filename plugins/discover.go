@@ -21,23 +21,13 @@ type Found struct {
 	Descriptor core.BackendDescriptor
 }
 
-// Discover finds the backend plugins in dir (empty: DefaultDir): every
-// executable regular file (or link to one) named metaplane-backend-<name>,
-// sorted by name, and describes each one (see Describe) without starting
-// it. A plugin whose descriptor's name differs from <name> is refused.
-//
-// The host feeds the third-party descriptors (ThirdParty) to
-// config.Load as LoadOptions.ExtraBackends, so that their selector
-// keys take part in backend selection, then launches the selected one by
-// name. It returns every plugin it could describe; the error joins one
-// error per plugin it could not (each naming the file). Cancelling ctx
-// stops the describing.
-func Discover(ctx context.Context, dir string) ([]Found, error) {
-	return scan(ctx, dir, nil)
-}
-
-// scan lists the plugin binaries of dir (empty: DefaultDir) whose file
-// names skip does not reject, and describes each one.
+// scan finds the backend plugins in dir (empty: DefaultDir) whose file
+// names skip (nil: none) does not reject: every executable regular file
+// (or link to one) named metaplane-backend-<name>, sorted by name, and
+// describes each one (see Describe) without starting it. A plugin whose
+// descriptor's name differs from <name> is refused. It returns every
+// plugin it could describe; the error joins one error per plugin it could
+// not (each naming the file). Cancelling ctx stops the describing.
 func scan(ctx context.Context, dir string, skip func(file string) bool) ([]Found, error) {
 	if dir == "" {
 		var err error
@@ -97,11 +87,15 @@ func ThirdParty(found []Found) []core.BackendDescriptor {
 }
 
 // DiscoverThirdParty returns the descriptors of the third-party backend
-// plugins in dir (empty: DefaultDir) that declare a selector key. Unlike
-// Discover it does not run the built-in plugins' binaries, whose
-// descriptors config already knows, so a configuration load costs one
-// describe per third-party plugin only. It is what the metaplane command
-// passes to config.LoadOptions.DiscoverBackends. Errors: as Discover.
+// plugins in dir (empty: DefaultDir) that declare a selector key: every
+// executable named metaplane-backend-<name>, described (see Describe)
+// without being started. It does not run the built-in plugins' binaries,
+// whose descriptors config already knows, so a configuration load costs
+// one describe per third-party plugin only. It is what the metaplane
+// command passes to config.LoadOptions.DiscoverBackends. It returns every
+// descriptor it could learn; the error joins one error per plugin it could
+// not describe (each naming the file) or whose descriptor's name differs
+// from <name>. Cancelling ctx stops the describing.
 func DiscoverThirdParty(ctx context.Context, dir string) ([]core.BackendDescriptor, error) {
 	// The shipped plugins: config knows the selector backends' descriptors,
 	// and memory declares no selector key.

@@ -18,13 +18,13 @@
 //
 // # Host side
 //
-// The host discovers plugins (Discover, which runs each binary in describe
-// mode to learn its selector key without starting it), hands the
-// third-party descriptors to configuration loading, then launches the
-// selected backend:
+// The host discovers the third-party plugins (DiscoverThirdParty, which
+// runs each binary in describe mode to learn its selector key without
+// starting it), hands their descriptors to configuration loading, then
+// launches the selected backend:
 //
-//	found, _ := plugins.Discover(ctx, dir)
-//	cfg, err := config.Load(config.LoadOptions{..., ExtraBackends: plugins.ThirdParty(found)})
+//	extra, _ := plugins.DiscoverThirdParty(ctx, dir)
+//	cfg, err := config.Load(config.LoadOptions{..., ExtraBackends: extra})
 //	p, err := plugins.Launch(ctx, plugins.LaunchOptions{
 //		Name:   cfg.Selected.Backend,
 //		Dir:    cfg.Metadata.Backend.PluginDir,

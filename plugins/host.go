@@ -21,6 +21,7 @@ import (
 
 	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/retry"
 	pb "github.com/metaplane/metaplane/proto/metaplane/v1"
 )
 
@@ -63,7 +64,8 @@ type LaunchOptions struct {
 	MaxFailures   int
 	FailureWindow time.Duration
 	// RestartBackoff is the first delay before a restart, doubled after
-	// each failure up to MaxRestartBackoff (defaults 100ms and 5s).
+	// each failure within FailureWindow up to MaxRestartBackoff (defaults
+	// 100ms and 5s), each spread by ±50% (internal/retry).
 	RestartBackoff    time.Duration
 	MaxRestartBackoff time.Duration
 	// StartTimeout bounds one start of the plugin: process start,
@@ -472,14 +474,8 @@ func (p *Plugin) restart(cause error) {
 			p.giveUp(fmt.Errorf("%w: plugin %s failed %d times within %v; giving up (last failure: %v)", core.ErrUnavailable, p.name, n, p.opts.FailureWindow, last))
 			return
 		}
-		// The delay doubles with every failure within the window.
-		backoff := p.opts.MaxRestartBackoff
-		if n < 32 {
-			backoff = min(p.opts.RestartBackoff<<(n-1), p.opts.MaxRestartBackoff)
-		}
-		select {
-		case <-time.After(backoff):
-		case <-p.done:
+		// The delay doubles with every failure within the window (jittered).
+		if !retry.Sleep(context.Background(), retry.Nth(p.opts.RestartBackoff, p.opts.MaxRestartBackoff, n), p.done) {
 			return
 		}
 		ctx, cancel := context.WithCancel(context.Background())

@@ -604,3 +604,11 @@ func TestCloseStopsPlugin(t *testing.T) {
 		t.Errorf("Err() = %v after Close, want nil", p.Err())
 	}
 }
+
+// Discover finds every backend plugin in dir (empty: DefaultDir), the
+// built-in ones too, and describes each one: DiscoverThirdParty without
+// its skip of the shipped plugins and its filter. Errors: as
+// DiscoverThirdParty.
+func Discover(ctx context.Context, dir string) ([]Found, error) {
+	return scan(ctx, dir, nil)
+}

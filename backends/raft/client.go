@@ -11,6 +11,7 @@ import (
 	"github.com/metaplane/metaplane/backends/raft/fsm"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/fanout"
+	"github.com/metaplane/metaplane/internal/retry"
 	raftv1 "github.com/metaplane/metaplane/proto/metaplane/raft/v1"
 )
 
@@ -216,7 +217,7 @@ func (c *Client) handleExpired(id int64) {
 		l.lose()
 	}
 	c.emit(core.SessionEvent{State: core.SessionExpired, SessionID: id})
-	backoff := 10 * time.Millisecond
+	wait := retry.New(10*time.Millisecond, time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), c.m.opts.ProposalTimeout)
 		go func() {
@@ -232,13 +233,8 @@ func (c *Client) handleExpired(id int64) {
 			c.setSession(nid)
 			return
 		}
-		select {
-		case <-c.stop:
+		if !retry.Sleep(context.Background(), wait.Next(), c.stop) {
 			return
-		case <-time.After(backoff):
-		}
-		if backoff < time.Second {
-			backoff *= 2
 		}
 	}
 }

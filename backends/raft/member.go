@@ -26,6 +26,7 @@ import (
 	"github.com/metaplane/metaplane/backends/raft/logstore"
 	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/protocodec"
+	"github.com/metaplane/metaplane/internal/retry"
 	raftv1 "github.com/metaplane/metaplane/proto/metaplane/raft/v1"
 )
 
@@ -721,7 +722,7 @@ func (m *member) propose(ctx context.Context, cmd *raftv1.Command) (*raftv1.Comm
 	if err := m.awaitReady(ctx, pctx); err != nil {
 		return nil, err
 	}
-	backoff := 5 * time.Millisecond
+	var wait *retry.Backoff // made at the first retry: most proposals need none
 	for {
 		res, err := m.nh.SyncPropose(pctx, m.noop, data)
 		if err == nil {
@@ -732,13 +733,10 @@ func (m *member) propose(ctx context.Context, cmd *raftv1.Command) (*raftv1.Comm
 			return &r, nil
 		}
 		if retryable(err) && pctx.Err() == nil {
-			select {
-			case <-time.After(backoff):
-			case <-pctx.Done():
+			if wait == nil {
+				wait = retry.New(5*time.Millisecond, 100*time.Millisecond)
 			}
-			if backoff < 100*time.Millisecond {
-				backoff *= 2
-			}
+			retry.Sleep(pctx, wait.Next())
 			continue
 		}
 		m.proposalsFailed.Add(1)
@@ -845,7 +843,7 @@ func (m *member) read(ctx context.Context, q interface{}, stale bool) (interface
 	}
 	rctx, cancel := context.WithTimeout(ctx, m.opts.ProposalTimeout)
 	defer cancel()
-	backoff := 5 * time.Millisecond
+	var wait *retry.Backoff // made at the first retry: most reads need none
 	// A ReadIndex request a follower forwards to the leader is not
 	// retransmitted when the message is lost (as happens while a restarted
 	// member's connections are being set up): one attempt would wait out
@@ -870,13 +868,10 @@ func (m *member) read(ctx context.Context, q interface{}, stale bool) (interface
 			}
 		}
 		if retryable(err) && rctx.Err() == nil {
-			select {
-			case <-time.After(backoff):
-			case <-rctx.Done():
+			if wait == nil {
+				wait = retry.New(5*time.Millisecond, 100*time.Millisecond)
 			}
-			if backoff < 100*time.Millisecond {
-				backoff *= 2
-			}
+			retry.Sleep(rctx, wait.Next())
 			continue
 		}
 		return nil, m.mapErr(ctx, "read", err)

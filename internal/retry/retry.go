@@ -24,6 +24,7 @@ type Backoff struct {
 func New(initial, max time.Duration) *Backoff {
 	b := backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(initial),
+		backoff.WithMultiplier(2), // the library's default is 1.5
 		backoff.WithMaxInterval(max),
 		backoff.WithMaxElapsedTime(0), // never stop: the caller decides
 	)
@@ -35,6 +36,19 @@ func (b *Backoff) Next() time.Duration { return b.b.NextBackOff() }
 
 // Reset starts the waits over at the initial one (after a success).
 func (b *Backoff) Reset() { b.b.Reset() }
+
+// Nth returns the n-th wait (n >= 1; below 1 counts as 1) of a Backoff from
+// initial to max, that is about initial·2^(n-1) capped at max, with the same
+// jitter: for a caller that counts its failures itself (those within a
+// window, say) rather than one after another.
+func Nth(initial, max time.Duration, n int) time.Duration {
+	b := New(initial, max)
+	// Past 64 doublings every wait is the cap.
+	for i := 1; i < n && i < 64; i++ {
+		b.Next()
+	}
+	return b.Next()
+}
 
 // Sleep waits d, or less when ctx ends or any of stop is closed (or
 // receives). It reports whether it waited the whole d.
