@@ -16,6 +16,7 @@ import (
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/harness"
 	"github.com/metaplane/metaplane/internal/testutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 	"github.com/metaplane/metaplane/tabletserver"
@@ -120,11 +121,11 @@ func TestFetchMetadataAfterCompaction(t *testing.T) {
 	t.Cleanup(func() { s.Close() })
 	var hw *heldWatches
 	opened := make(chan struct{})
-	l := listen(t)
+	l := harness.Listen(t)
 	// No in-memory feed: every FETCH_METADATA opens its own watch, which
 	// the test holds (a feed would serve the held-back tablet server from
 	// memory, past the compaction).
-	srv, err := coordinator.New(coordinator.Options{Listener: l, Logger: testLogger(t), TabletServerSessionTimeout: 2 * time.Second,
+	srv, err := coordinator.New(coordinator.Options{Listener: l, Logger: testutil.Logger(t), TabletServerSessionTimeout: 2 * time.Second,
 		MetadataStreamMaxWait: 200 * time.Millisecond, MetadataStreamFeed: -1,
 		Open: func(ctx context.Context) (core.MetadataBackend, error) {
 			if hw != nil {
@@ -137,7 +138,7 @@ func TestFetchMetadataAfterCompaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, srv.Serve)
+	harness.Run(t, srv.Serve)
 	<-opened
 	testutil.WaitFor(t, 5*time.Second, "the coordinator leads", srv.IsLeader)
 	addr := l.Addr().String()
@@ -226,12 +227,12 @@ func TestFetchMetadataAfterCompaction(t *testing.T) {
 	}
 
 	// A running tablet server.
-	ts, err := tabletserver.New(tabletserver.Options{ID: 1, Listener: listen(t), Logger: testLogger(t), Seeds: []string{addr},
+	ts, err := tabletserver.New(tabletserver.Options{ID: 1, Listener: harness.Listen(t), Logger: testutil.Logger(t), Seeds: []string{addr},
 		HeartbeatInterval: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, ts.Serve)
+	harness.Run(t, ts.Serve)
 	testutil.WaitFor(t, 10*time.Second, "the tablet server registers and follows", func() bool {
 		return ts.Registered() && converged(ctx, ts, reader) == ""
 	})

@@ -16,11 +16,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/coordinator"
-	"github.com/metaplane/metaplane/core"
 	"github.com/metaplane/metaplane/internal/authn"
+	"github.com/metaplane/metaplane/internal/harness"
 	"github.com/metaplane/metaplane/internal/testutil"
 	"github.com/metaplane/metaplane/internal/tlsutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
@@ -59,21 +58,9 @@ func clientTLS(t *testing.T, ca *testutil.CA, c *testutil.CertFiles) *tls.Config
 
 // startTLSCoordinator starts a leading coordinator on a memory store,
 // serving creds and dialing the tablet servers with tabletTLS.
-func startTLSCoordinator(t *testing.T, creds credentials.TransportCredentials, tabletTLS *tls.Config) (*coordinator.Server, net.Listener) {
-	s := memory.NewStore(memory.StoreOptions{})
-	t.Cleanup(func() { s.Close() })
-	l := listen(t)
-	srv, err := coordinator.New(coordinator.Options{Listener: l, Logger: testLogger(t), Credentials: creds, TabletTLS: tabletTLS,
-		TabletServerSessionTimeout: 2 * time.Second, MetadataStreamMaxWait: 200 * time.Millisecond,
-		Open: func(ctx context.Context) (core.MetadataBackend, error) {
-			return s.NewClient(core.ClientOptions{SessionTimeout: 2 * time.Second}), nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, srv.Serve)
-	testutil.WaitFor(t, 5*time.Second, "the coordinator leads", srv.IsLeader)
-	return srv, l
+func startTLSCoordinator(t *testing.T, creds credentials.TransportCredentials, tabletTLS *tls.Config) (*coordinator.Server, string) {
+	c := harness.StartLeader(t, coordinator.Options{Credentials: creds, TabletTLS: tabletTLS, TabletServerSessionTimeout: 2 * time.Second})
+	return c.Srv, c.Addr
 }
 
 func dialWith(t *testing.T, addr string, opts ...grpc.DialOption) adminv1.TabletServiceClient {
@@ -98,13 +85,13 @@ func TestSecuredTabletService(t *testing.T) {
 	srv, cl := startTLSCoordinator(t, serverTLS(t, ca, coordCert), clientTLS(t, ca, &coordCert))
 
 	coordinatorPrincipal := config.Principal{Type: config.PrincipalUser, Name: "coordinator"}
-	ts, err := tabletserver.New(tabletserver.Options{ID: 3, Listener: listen(t), Logger: testLogger(t),
+	ts, err := tabletserver.New(tabletserver.Options{ID: 3, Listener: harness.Listen(t), Logger: testutil.Logger(t),
 		Credentials: serverTLS(t, ca, tsCert), Security: tabletserver.Security{Authorize: true, Allowed: []config.Principal{coordinatorPrincipal}},
-		Seeds: []string{cl.Addr().String()}, TLS: clientTLS(t, ca, &tsCert)})
+		Seeds: []string{cl}, TLS: clientTLS(t, ca, &tsCert)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, ts.Serve)
+	harness.Run(t, ts.Serve)
 	testutil.WaitFor(t, 10*time.Second, "registered", ts.Registered)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -165,14 +152,14 @@ func TestSASLTabletService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, err := tabletserver.New(tabletserver.Options{ID: 4, Listener: listen(t), Logger: testLogger(t), Credentials: credentials.NewTLS(scfg),
+	ts, err := tabletserver.New(tabletserver.Options{ID: 4, Listener: harness.Listen(t), Logger: testutil.Logger(t), Credentials: credentials.NewTLS(scfg),
 		Security: tabletserver.Security{Passwords: authn.NewPasswords(map[string]string{"coord": "s3cret", "bob": "hunter2"}), Authorize: true,
 			Allowed: []config.Principal{{Type: config.PrincipalUser, Name: "coord"}}},
 		Seeds: []string{"127.0.0.1:1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, ts.Serve)
+	harness.Run(t, ts.Serve)
 	tlsOnly := grpc.WithTransportCredentials(credentials.NewTLS(clientTLS(t, ca, nil)))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

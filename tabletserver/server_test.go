@@ -3,7 +3,6 @@ package tabletserver_test
 import (
 	"context"
 	"errors"
-	"net"
 	"testing"
 	"time"
 
@@ -16,34 +15,11 @@ import (
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/harness"
 	"github.com/metaplane/metaplane/internal/testutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 	"github.com/metaplane/metaplane/tabletserver"
 )
-
-func listen(t *testing.T) net.Listener {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
-func run(t *testing.T, serve func(ctx context.Context) error) func() {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); serve(ctx) }()
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			<-done
-		}
-	}
-	t.Cleanup(stop)
-	return stop
-}
 
 func tabletClient(t *testing.T, addr string) adminv1.TabletServiceClient {
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -59,12 +35,12 @@ func tabletClient(t *testing.T, addr string) adminv1.TabletServiceClient {
 func TestCoordinatorEpochFencing(t *testing.T) {
 	s := memory.NewStore(memory.StoreOptions{})
 	t.Cleanup(func() { s.Close() })
-	ts, err := tabletserver.New(tabletserver.Options{ID: 1, Listener: listen(t), Logger: testLogger(t),
+	ts, err := tabletserver.New(tabletserver.Options{ID: 1, Listener: harness.Listen(t), Logger: testutil.Logger(t),
 		Open: func(ctx context.Context) (core.MetadataBackend, error) { return s.NewClient(core.ClientOptions{}), nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, ts.Serve)
+	harness.Run(t, ts.Serve)
 	c := tabletClient(t, ts.Address())
 	ctx := context.Background()
 	notify := func(epoch int64) error {
@@ -112,23 +88,10 @@ func TestCoordinatorEpochFencing(t *testing.T) {
 	})
 }
 
-type coord struct {
-	srv  *coordinator.Server
-	addr string
-	stop func()
-}
-
-func startCoordinator(t *testing.T, s *memory.Store) *coord {
-	l := listen(t)
-	srv, err := coordinator.New(coordinator.Options{Listener: l, Logger: testLogger(t), TabletServerSessionTimeout: 2 * time.Second,
-		MetadataStreamMaxWait: 200 * time.Millisecond,
-		Open: func(ctx context.Context) (core.MetadataBackend, error) {
-			return s.NewClient(core.ClientOptions{SessionTimeout: 2 * time.Second}), nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &coord{srv: srv, addr: l.Addr().String(), stop: run(t, srv.Serve)}
+// startCoordinator starts a coordinator on s with the tablet servers'
+// session timeout these tests use.
+func startCoordinator(t *testing.T, s *memory.Store) *harness.Coordinator {
+	return harness.StartCoordinator(t, s, coordinator.Options{TabletServerSessionTimeout: 2 * time.Second})
 }
 
 // TestRaftModeFollowsAndSurvivesFailover: a tablet server registers through
@@ -138,18 +101,18 @@ func TestRaftModeFollowsAndSurvivesFailover(t *testing.T) {
 	s := memory.NewStore(memory.StoreOptions{})
 	t.Cleanup(func() { s.Close() })
 	a := startCoordinator(t, s)
-	testutil.WaitFor(t, 5*time.Second, "a leads", a.srv.IsLeader)
+	testutil.WaitFor(t, 5*time.Second, "a leads", a.Srv.IsLeader)
 	b := startCoordinator(t, s)
-	ts, err := tabletserver.New(tabletserver.Options{ID: 3, Listener: listen(t), Logger: testLogger(t), Seeds: []string{b.addr, a.addr}})
+	ts, err := tabletserver.New(tabletserver.Options{ID: 3, Listener: harness.Listen(t), Logger: testutil.Logger(t), Seeds: []string{b.Addr, a.Addr}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, ts.Serve)
+	harness.Run(t, ts.Serve)
 	testutil.WaitFor(t, 10*time.Second, "registered", ts.Registered)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	client, _ := adminclient.NewClient([]string{a.addr, b.addr})
+	client, _ := adminclient.NewClient([]string{a.Addr, b.Addr})
 	defer client.Close()
 	if err := client.Admin(ctx, func(ctx context.Context, c adminv1.AdminServiceClient) error {
 		if _, err := c.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "db"}); err != nil {
@@ -173,12 +136,12 @@ func TestRaftModeFollowsAndSurvivesFailover(t *testing.T) {
 		st := state()
 		return len(st.Tables) == 1 && st.Tables[0] == "db.t" && st.BucketsLed == 2
 	})
-	testutil.WaitFor(t, 10*time.Second, "epoch from the first leader", func() bool { return ts.Epoch() == a.srv.Epoch() })
+	testutil.WaitFor(t, 10*time.Second, "epoch from the first leader", func() bool { return ts.Epoch() == a.Srv.Epoch() })
 	first := ts.Epoch()
 
-	a.stop()
-	testutil.WaitFor(t, 10*time.Second, "b leads", b.srv.IsLeader)
-	testutil.WaitFor(t, 10*time.Second, "tablet adopts the new epoch", func() bool { return ts.Epoch() == b.srv.Epoch() && ts.Epoch() > first })
+	a.Stop()
+	testutil.WaitFor(t, 10*time.Second, "b leads", b.Srv.IsLeader)
+	testutil.WaitFor(t, 10*time.Second, "tablet adopts the new epoch", func() bool { return ts.Epoch() == b.Srv.Epoch() && ts.Epoch() > first })
 	testutil.WaitFor(t, 10*time.Second, "still registered on the new leader", func() bool {
 		var n int
 		client.Admin(ctx, func(ctx context.Context, c adminv1.AdminServiceClient) error {

@@ -17,6 +17,8 @@ import (
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/harness"
+	"github.com/metaplane/metaplane/internal/testutil"
 	itest "github.com/metaplane/metaplane/internal/testutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 	"github.com/metaplane/metaplane/tabletserver"
@@ -63,8 +65,8 @@ func follow(t *testing.T, ctx context.Context, src *tabletserver.MetadataSource,
 // leads and returns its address.
 func leadingCoordinator(t *testing.T, s *memory.Store, reg prometheus.Registerer, maxWait time.Duration) string {
 	t.Helper()
-	l := listen(t)
-	srv, err := coordinator.New(coordinator.Options{Listener: l, Logger: testLogger(t), Registerer: reg,
+	l := harness.Listen(t)
+	srv, err := coordinator.New(coordinator.Options{Listener: l, Logger: testutil.Logger(t), Registerer: reg,
 		MetadataStreamMaxWait: maxWait,
 		Open: func(ctx context.Context) (core.MetadataBackend, error) {
 			return s.NewClient(core.ClientOptions{SessionTimeout: 2 * time.Second}), nil
@@ -72,7 +74,7 @@ func leadingCoordinator(t *testing.T, s *memory.Store, reg prometheus.Registerer
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, srv.Serve)
+	harness.Run(t, srv.Serve)
 	itest.WaitFor(t, 5*time.Second, "the coordinator leads", srv.IsLeader)
 	return l.Addr().String()
 }
@@ -86,7 +88,7 @@ func newSource(t *testing.T, addr string) (*adminclient.Client, *tabletserver.Me
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	src, err := tabletserver.NewMetadataSource(c, tabletserver.SourceOptions{Logger: testLogger(t)})
+	src, err := tabletserver.NewMetadataSource(c, tabletserver.SourceOptions{Logger: testutil.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

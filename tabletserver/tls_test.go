@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/internal/harness"
 	"github.com/metaplane/metaplane/internal/testutil"
 	"github.com/metaplane/metaplane/internal/tlsutil"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
@@ -36,27 +37,27 @@ func TestRegistersThroughTLSCoordinator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stranger, err := tabletserver.New(tabletserver.Options{ID: 8, Listener: listen(t), Logger: testLogger(t),
-		Seeds: []string{l.Addr().String()}, TLS: anon})
+	stranger, err := tabletserver.New(tabletserver.Options{ID: 8, Listener: harness.Listen(t), Logger: testutil.Logger(t),
+		Seeds: []string{l}, TLS: anon})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopStranger := run(t, stranger.Serve)
+	stopStranger := harness.Run(t, stranger.Serve)
 
 	tsCert := ca.Issue(t, "tablet-server-7", testutil.CertOptions{CommonName: "tablet-server-7", Client: true})
 	ccfg, err := tlsutil.ClientConfig(tlsutil.Files{CAFile: ca.CertFile, CertFile: tsCert.CertFile, KeyFile: tsCert.KeyFile})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, err := tabletserver.New(tabletserver.Options{ID: 7, Listener: listen(t), Logger: testLogger(t),
-		Seeds: []string{l.Addr().String()}, TLS: ccfg})
+	ts, err := tabletserver.New(tabletserver.Options{ID: 7, Listener: harness.Listen(t), Logger: testutil.Logger(t),
+		Seeds: []string{l}, TLS: ccfg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, ts.Serve)
+	harness.Run(t, ts.Serve)
 	testutil.WaitFor(t, 10*time.Second, "registered through TLS", ts.Registered)
 
-	admin, err := adminclient.NewClientWithOptions([]string{l.Addr().String()}, adminclient.Options{TLS: ccfg})
+	admin, err := adminclient.NewClientWithOptions([]string{l}, adminclient.Options{TLS: ccfg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 func TestSingleVoterBasics(t *testing.T) {
 	c := startCluster(t, 1, nil)
 	cl := c.client(0)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	p, st, err := core.Create(ctx, cl, "/a/b", []byte("v1"), core.CreateOptions{MakeParents: true})
 	if err != nil {
 		t.Fatalf("create: %v", err)
@@ -99,7 +99,7 @@ func TestSingleVoterBasics(t *testing.T) {
 func TestRestartFromDisk(t *testing.T) {
 	c := startCluster(t, 1, nil)
 	cl := c.client(0)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	_, st, err := core.Create(ctx, cl, "/kept", []byte("v"), core.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +156,7 @@ func TestRestartFromDisk(t *testing.T) {
 func TestStatusReportsRaftState(t *testing.T) {
 	c := startCluster(t, 3, nil)
 	leader := c.waitLeader()
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	cl := c.client(leader)
 	c.client((leader + 1) % 3)
 	c.client((leader + 2) % 3)

@@ -158,7 +158,7 @@ func reopenAndAgree(t *testing.T, c *cluster, results map[string]outcome) {
 	for p := range results {
 		paths = append(paths, p)
 	}
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	var first []core.GetResult
 	for i := range c.members {
 		cl := c.client(i)

@@ -21,7 +21,7 @@ func TestMinorityCannotCommit(t *testing.T) {
 	survivor := (leader + 1) % 3
 	other := (leader + 2) % 3
 	cl := c.client(survivor)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	var acked []string
 	for i := 0; i < 20; i++ {
 		p := fmt.Sprintf("/acked-%02d", i)
@@ -104,7 +104,7 @@ func TestPartitionedFollowerNeverReadsStale(t *testing.T) {
 	c, proxies := startProxiedCluster(t)
 	leader := c.waitLeader()
 	follower := (leader + 1) % 3
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	lc, fc := c.client(leader), c.client(follower)
 	if _, _, err := core.Create(ctx, lc, "/k", []byte("old"), core.CreateOptions{}); err != nil {
 		t.Fatalf("create: %v", err)
@@ -162,7 +162,7 @@ func TestPartitionedFollowerNeverReadsStale(t *testing.T) {
 func TestPartitionedLeaderFenced(t *testing.T) {
 	c, proxies := startProxiedCluster(t)
 	old := c.waitLeader()
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	oldClient := c.client(old)
 	others := []*Client{c.client((old + 1) % 3), c.client((old + 2) % 3)}
 	l1, err := oldClient.Campaign(ctx, core.Candidate{ID: "old", Address: "CLIENT://old:1"})
@@ -237,7 +237,7 @@ func TestLeaseExpiryFencesTabletServer(t *testing.T) {
 	leader := c.waitLeader()
 	coord := c.client(leader)
 	follower := c.client((leader + 1) % 3)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	l, err := coord.Campaign(ctx, core.Candidate{ID: "coord", Address: "CLIENT://c:1"})
 	if err != nil {
 		t.Fatal(err)
@@ -281,7 +281,7 @@ func TestLeaseExpiryFencesTabletServer(t *testing.T) {
 func TestNewLeaderRestartsLeaseClocks(t *testing.T) {
 	c := startCluster(t, 3, nil)
 	leader := c.waitLeader()
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	coord := c.client(leader)
 	observer := c.client((leader + 1) % 3)
 	ttl := 2 * time.Second

@@ -67,7 +67,7 @@ func TestDiskFullPausesAndResumes(t *testing.T) {
 	l := c.waitLeader()
 	q := qs.of(l, "", 0)
 	full := c.client(l)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	if _, _, err := core.Create(ctx, full, "/before", []byte("1"), core.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestDiskFullAtStart(t *testing.T) {
 	o.DiskMinFree = reserve
 	o.storage = q.storage()
 	p := NewProvider(o)
-	if err := p.Start(ctxT(t), nil); err != nil {
+	if err := p.Start(testutil.Context(t, 20*time.Second), nil); err != nil {
 		t.Fatalf("start on a full disk: %v", err)
 	}
 	t.Cleanup(func() { p.Close() })
@@ -175,7 +175,7 @@ func TestDiskFullAtStart(t *testing.T) {
 	})
 	c := &cluster{t: t, members: []*Provider{p}}
 	cl := c.client(0)
-	if _, _, err := core.Create(ctxT(t), cl, "/after", nil, core.CreateOptions{}); err != nil {
+	if _, _, err := core.Create(testutil.Context(t, 20*time.Second), cl, "/after", nil, core.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	noENOSPC(t, "voter", q)
@@ -232,7 +232,7 @@ func TestLazyCommitWritingSince(t *testing.T) {
 func TestResumeEndsAStuckLogWrite(t *testing.T) {
 	dir := t.TempDir()
 	p := NewProvider(testOptions(dir, 1, newVoters(t, 1)))
-	if err := p.Start(ctxT(t), nil); err != nil {
+	if err := p.Start(testutil.Context(t, 20*time.Second), nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/testutil"
 )
 
 // TestSubscribersNeedNoGoroutine: session-event subscribers and leader
@@ -15,7 +16,7 @@ import (
 func TestSubscribersNeedNoGoroutine(t *testing.T) {
 	const n = 200
 	c := startCluster(t, 1, nil)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	cl := c.client(0)
 	octx, cancel := context.WithCancel(ctx)
 	defer cancel()

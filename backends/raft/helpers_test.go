@@ -204,9 +204,3 @@ func (c *cluster) client(i int) *Client {
 	c.t.Cleanup(func() { cl.Close() })
 	return cl
 }
-
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}

@@ -3,8 +3,10 @@ package raft
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/testutil"
 )
 
 // TestImportKeepsVersionsAndIsAtomic: on a real voter, an import batch
@@ -14,7 +16,7 @@ import (
 func TestImportKeepsVersionsAndIsAtomic(t *testing.T) {
 	c := startCluster(t, 1, nil)
 	cl := c.client(c.waitLeader())
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	im, ok := core.Optional[core.Importer](cl)
 	if !ok || !cl.Capabilities().ImportKeepsVersions {
 		t.Fatal("the Raft client offers no Importer keeping versions")
@@ -70,7 +72,7 @@ func TestImportKeepsVersionsAndIsAtomic(t *testing.T) {
 func TestEpochContinuesAboveImportedEpochNode(t *testing.T) {
 	c := startCluster(t, 1, nil)
 	cl := c.client(c.waitLeader())
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	first, err := cl.Campaign(ctx, core.Candidate{ID: "before"})
 	if err != nil {
 		t.Fatal(err)

@@ -198,7 +198,7 @@ func TestLazyCommitFewerFsyncs(t *testing.T) {
 			o.storage = storage{raft: gvfs.Wrap(gvfs.Default, counters[i])}
 		})
 		cl := c.client(c.waitLeader())
-		ctx := ctxT(t)
+		ctx := testutil.Context(t, 20*time.Second)
 		if _, _, err := core.Create(ctx, cl, "/serial", []byte("0"), core.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -235,7 +235,7 @@ func TestLazyCommitRestartAfterSnapshots(t *testing.T) {
 		o.SnapshotThreshold = 40
 	})
 	cl := c.client(c.waitLeader())
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	if _, _, err := core.Create(ctx, cl, "/serial", []byte("0"), core.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/testutil"
 )
 
 type regInput struct {
@@ -45,7 +46,7 @@ var registerModel = porcupine.Model{
 // time after their call.
 func TestLinearizableRegister(t *testing.T) {
 	c := startCluster(t, 3, nil)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	clients := []*Client{c.client(0), c.client(1), c.client(2), c.client(0), c.client(1), c.client(2)}
 	if _, _, err := core.Create(ctx, clients[0], "/reg", []byte("0"), core.CreateOptions{}); err != nil {
 		t.Fatal(err)

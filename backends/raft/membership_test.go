@@ -26,7 +26,7 @@ func TestAddVoterJoin(t *testing.T) {
 	c := startCluster(t, 3, nil)
 	leader := c.waitLeader()
 	cl := c.client(leader)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	if _, _, err := core.Create(ctx, cl, "/before-join", []byte("x"), core.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestJoinLearnsClusterID(t *testing.T) {
 	c := startCluster(t, 3, nil)
 	leader := c.waitLeader()
 	cl := c.client(leader)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	st, err := cl.Status(ctx)
 	if err != nil {
 		t.Fatal(err)

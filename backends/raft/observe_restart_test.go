@@ -60,7 +60,7 @@ func waitLeaderInfo(t *testing.T, cl *Client, what string, want func(core.Leader
 func TestObserveLeaderAfterFollowerRestart(t *testing.T) {
 	c := startCluster(t, 3, nil)
 	lead := c.waitLeader()
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	cl := c.client(lead)
 	l1, err := cl.Campaign(ctx, core.Candidate{ID: "a", Address: "CLIENT://a:1"})
 	if err != nil {
@@ -113,7 +113,7 @@ func TestObserveLeaderAfterFollowerRestart(t *testing.T) {
 // opened after it both deliver the new leader as Leader() names it.
 func TestObserveLeaderAfterSingleVoterRestart(t *testing.T) {
 	c := startCluster(t, 1, nil)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	cl := c.client(0)
 	l1, err := cl.Campaign(ctx, core.Candidate{ID: "a", Address: "CLIENT://a:1"})
 	if err != nil {
@@ -162,7 +162,7 @@ func TestObserveLeaderAfterSingleVoterRestart(t *testing.T) {
 func TestObserveLeaderAfterOldLeaderRestart(t *testing.T) {
 	c := startCluster(t, 3, nil)
 	lead := c.waitLeader()
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	cl := c.client(lead)
 	if _, err := cl.Campaign(ctx, core.Candidate{ID: "a", Address: "CLIENT://a:1"}); err != nil {
 		t.Fatalf("campaign: %v", err)
@@ -203,7 +203,7 @@ func TestObserveLeaderAfterOldLeaderRestart(t *testing.T) {
 func TestProcessObserveLeaderAfterKillRestart(t *testing.T) {
 	v := startProcs(t, 3)
 	clients := []core.MetadataBackend{v.client(0), v.client(1), v.client(2)}
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	var old int
 	testutil.WaitFor(t, 20*time.Second, "a leader", func() bool { old = v.leader(clients); return old >= 0 })
 	if _, err := clients[old].Campaign(ctx, core.Candidate{ID: "old", Address: "CLIENT://old:1"}); err != nil {
@@ -261,7 +261,7 @@ func TestProcessObserveLeaderAfterKillRestart(t *testing.T) {
 func TestObserveLeaderAfterSnapshotCatchUp(t *testing.T) {
 	c := startCluster(t, 3, func(i int, o *Options) { o.SnapshotThreshold = 20 })
 	lead := c.waitLeader()
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	cl := c.client(lead)
 	f := (lead + 1) % 3
 	c.stop(f)

@@ -376,7 +376,7 @@ func TestConformancePluginProcessThreeVoters(t *testing.T) {
 func TestProcessKillLeaderElects(t *testing.T) {
 	v := startProcs(t, 3)
 	clients := []core.MetadataBackend{v.client(0), v.client(1), v.client(2)}
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	var old int
 	testutil.WaitFor(t, 20*time.Second, "a leader", func() bool { old = v.leader(clients); return old >= 0 })
 	if _, _, err := core.Create(ctx, clients[(old+1)%3], "/before-kill", nil, core.CreateOptions{}); err != nil {
@@ -492,7 +492,7 @@ func TestProcessKillLeaderElectsWithinBound(t *testing.T) {
 func TestProcessKillAllKeepsAcknowledged(t *testing.T) {
 	v := startProcs(t, 3)
 	clients := []core.MetadataBackend{v.client(0), v.client(1), v.client(2)}
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	var mu sync.Mutex
 	var acked []string
 	var wg sync.WaitGroup
@@ -559,7 +559,7 @@ func TestProcessKillAllKeepsAcknowledged(t *testing.T) {
 func TestProcessStaleLeaderNeverCommits(t *testing.T) {
 	v := startProcs(t, 3)
 	clients := []core.MetadataBackend{v.client(0), v.client(1), v.client(2)}
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	var old int
 	testutil.WaitFor(t, 20*time.Second, "a leader", func() bool { old = v.leader(clients); return old >= 0 })
 	l1, err := clients[old].Campaign(ctx, core.Candidate{ID: "old", Address: "CLIENT://old:1"})

@@ -99,7 +99,7 @@ func TestSoakProcessChaos(t *testing.T) {
 	}
 	mu.Unlock()
 	reader := v.client(0)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	var names []string
 	testutil.WaitFor(t, 60*time.Second, "the cluster to serve reads", func() bool {
 		var err error

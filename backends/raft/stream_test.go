@@ -21,7 +21,7 @@ func TestSnapshotCatchUp(t *testing.T) {
 	leader := c.waitLeader()
 	lagger := (leader + 1) % 3
 	cl := c.client(leader)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	c.stop(lagger)
 	for i := 0; i < 150; i++ {
 		if _, _, err := core.Create(ctx, cl, fmt.Sprintf("/s/%03d", i), []byte{byte(i)}, core.CreateOptions{MakeParents: true}); err != nil {
@@ -48,7 +48,7 @@ func TestSnapshotCatchUp(t *testing.T) {
 func TestChangeLogRetention(t *testing.T) {
 	c := startCluster(t, 1, func(i int, o *Options) { o.ChangeLogRetention = 20 })
 	cl := c.client(0)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	for i := 0; i < 40; i++ {
 		if _, _, err := core.Create(ctx, cl, fmt.Sprintf("/r%02d", i), nil, core.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -88,7 +88,7 @@ func TestChangeLogRetention(t *testing.T) {
 // order, while leadership moves around.
 func TestMetadataStreamChaos(t *testing.T) {
 	c := startCluster(t, 3, nil)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	clients := []*Client{c.client(0), c.client(1), c.client(2)}
 	var mu sync.Mutex
 	acked := map[string]bool{}
@@ -213,7 +213,7 @@ func TestWatchBatchesAppliedWrites(t *testing.T) {
 	const writers, each = 32, 10
 	c := startCluster(t, 1, nil)
 	cl := c.client(c.waitLeader())
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	if _, _, err := core.Create(ctx, cl, "/wb", nil, core.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/metaplane/metaplane/backends/raft/fsm"
 	"github.com/metaplane/metaplane/core"
@@ -37,7 +38,7 @@ func TestMutualTLSThreeVoters(t *testing.T) {
 	if leader == 2 {
 		t.Fatalf("the voter with an untrusted certificate became leader")
 	}
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	cl := c.client(leader)
 	if _, _, err := core.Create(ctx, cl, "/over-tls", []byte("x"), core.CreateOptions{}); err != nil {
 		t.Fatalf("write over mutual TLS: %v", err)

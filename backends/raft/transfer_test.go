@@ -20,7 +20,7 @@ import (
 func TestTransferLeadership(t *testing.T) {
 	c := startCluster(t, 3, nil)
 	leader := c.waitLeader()
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 20*time.Second)
 	cl := c.client(leader)
 	follower := (leader + 1) % 3
 	if _, err := c.client(follower).TransferLeadership(ctx, ""); !errors.Is(err, core.ErrNotLeader) {

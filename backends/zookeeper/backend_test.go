@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/testutil"
 )
 
 func TestCreateGetSetDelete(t *testing.T) {
 	b := open(t, testOptions(t))
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 30*time.Second)
 	p, st, err := core.Create(ctx, b, "/a/b", []byte("x"), core.CreateOptions{MakeParents: true})
 	if err != nil {
 		t.Fatalf("create: %v", err)
@@ -67,7 +68,7 @@ func TestCreateGetSetDelete(t *testing.T) {
 
 func TestTxnFailingIndex(t *testing.T) {
 	b := open(t, testOptions(t))
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 30*time.Second)
 	if _, _, err := core.Create(ctx, b, "/t", nil, core.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestTxnFailingIndex(t *testing.T) {
 
 func TestTooLarge(t *testing.T) {
 	b := open(t, testOptions(t))
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 30*time.Second)
 	big := bytes.Repeat([]byte("v"), MaxValueSize)
 	if _, _, err := core.Create(ctx, b, "/big", big, core.CreateOptions{}); err != nil {
 		t.Fatalf("create at the limit: %v", err)
@@ -124,7 +125,7 @@ func TestTooLarge(t *testing.T) {
 
 func TestSessionExpiry(t *testing.T) {
 	b := open(t, testOptions(t))
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 30*time.Second)
 	other := open(t, testOptions(t))
 	_ = other
 	if _, _, err := core.Create(ctx, b, "/e", nil, core.CreateOptions{Mode: core.Ephemeral}); err != nil {
@@ -166,7 +167,7 @@ func TestSessionExpiry(t *testing.T) {
 func TestStatus(t *testing.T) {
 	o := testOptions(t)
 	b := open(t, o)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 30*time.Second)
 	l, err := b.Campaign(ctx, cand("a"))
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +197,7 @@ func TestLargeTxn(t *testing.T) {
 	o := testOptions(t)
 	o.SessionTimeout = 30 * time.Second
 	b := open(t, o)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 30*time.Second)
 	var ops []core.Op
 	for i := 0; i < 5000; i++ {
 		ops = append(ops, core.CreateOp(fmt.Sprintf("/big/t/%05d", i), []byte("v"), core.Persistent).WithParents())

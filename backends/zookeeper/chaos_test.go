@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/testutil"
 	"github.com/metaplane/metaplane/internal/zktest"
 )
 
@@ -93,7 +94,7 @@ func TestChaosElectionFencing(t *testing.T) {
 	wg.Wait()
 
 	check := open(t, o)
-	snap, err := check.Snapshot(ctxT(t), "/chaos")
+	snap, err := check.Snapshot(testutil.Context(t, 30*time.Second), "/chaos")
 	if err != nil {
 		t.Fatal(err)
 	}

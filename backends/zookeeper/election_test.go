@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/testutil"
 	"github.com/metaplane/metaplane/internal/zktest"
 )
 
@@ -91,7 +92,7 @@ func watchersOf(t *testing.T, addr, zpath string) []string {
 func TestElection(t *testing.T) {
 	o := testOptions(t)
 	a, b, c := open(t, o), open(t, o), open(t, o)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 30*time.Second)
 	la, err := a.Campaign(ctx, cand("a"))
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +217,7 @@ func testWaitFor(t *testing.T, what string, cond func() bool) {
 func TestCampaignCancelWithdraws(t *testing.T) {
 	o := testOptions(t)
 	a, b := open(t, o), open(t, o)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 30*time.Second)
 	la, err := a.Campaign(ctx, cand("a"))
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +239,7 @@ func TestCampaignCancelWithdraws(t *testing.T) {
 // participant; version 1 addresses are read too.
 func TestLeaderElectedNotRegistered(t *testing.T) {
 	b := open(t, testOptions(t))
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 30*time.Second)
 	mk := func(p string, data string, mode core.CreateMode) {
 		t.Helper()
 		if _, _, err := core.Create(ctx, b, p, []byte(data), core.CreateOptions{Mode: mode, MakeParents: true}); err != nil {
@@ -266,7 +267,7 @@ func TestLeaderElectedNotRegistered(t *testing.T) {
 func TestLeaderActiveDeleted(t *testing.T) {
 	o := testOptions(t)
 	a, op := open(t, o), open(t, o)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 30*time.Second)
 	l, err := a.Campaign(ctx, cand("a"))
 	if err != nil {
 		t.Fatal(err)
@@ -291,7 +292,7 @@ func TestLeaderActiveDeleted(t *testing.T) {
 func TestLeaderEpochPairsWithActive(t *testing.T) {
 	o := testOptions(t)
 	a, b := open(t, o), open(t, o)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 30*time.Second)
 	for round, want := range []int64{0, 1} {
 		l, err := a.Campaign(ctx, cand("a"))
 		if err != nil {

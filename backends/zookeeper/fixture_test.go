@@ -11,6 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/testutil"
 )
 
 // originalTree is a metadata tree exactly as the original system lays it
@@ -107,7 +108,7 @@ func TestOriginalTree(t *testing.T) {
 	o := testOptions(t)
 	want := writeOriginalTree(t, o.Address, o.Root)
 	b := open(t, o)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 30*time.Second)
 
 	snap, err := b.Snapshot(ctx, "/")
 	if err != nil {

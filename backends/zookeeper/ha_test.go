@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/testutil"
 	"github.com/metaplane/metaplane/internal/zktest"
 )
 
@@ -26,7 +27,7 @@ const haTimeout = 2 * time.Second
 // child's data.
 func treeUnder(t *testing.T, b *Backend, path string) map[string]string {
 	t.Helper()
-	snap, err := b.Snapshot(ctxT(t), path)
+	snap, err := b.Snapshot(testutil.Context(t, 30*time.Second), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func TestOldLeaderReconnection(t *testing.T) {
 	viaProxy.SessionTimeout = haTimeout
 	oldC := open(t, viaProxy)
 	newC := open(t, o)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 30*time.Second)
 
 	lOld, err := oldC.Campaign(ctx, cand("a"))
 	if err != nil {
@@ -132,7 +133,7 @@ func TestDualLeaderWrites(t *testing.T) {
 	o := testOptions(t)
 	o.SessionTimeout = haTimeout
 	a, b := open(t, o), open(t, o)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 30*time.Second)
 	la, err := a.Campaign(ctx, cand("a"))
 	if err != nil {
 		t.Fatal(err)
@@ -293,7 +294,7 @@ func TestLeaderProcessKilled(t *testing.T) {
 	childEpoch, _ := strconv.ParseInt(strings.TrimPrefix(first, "LEADER "), 10, 64)
 
 	standby := open(t, o)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 30*time.Second)
 	li, err := standby.Leader(ctx)
 	if err != nil || li.ID != "child" {
 		t.Fatalf("leader before the kill: %+v %v", li, err)
@@ -443,7 +444,7 @@ func TestTabletServerExpiry(t *testing.T) {
 	o := testOptions(t)
 	o.SessionTimeout = haTimeout
 	coord, ts := open(t, o), open(t, o)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 30*time.Second)
 	w, err := coord.Watch(ctx, "/tabletservers/ids", 0)
 	if err != nil {
 		t.Fatal(err)

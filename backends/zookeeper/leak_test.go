@@ -2,10 +2,12 @@ package zookeeper
 
 import (
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/testutil"
 )
 
 // TestCloseLeavesNoGoroutines: a client used for everything (watches,
@@ -13,7 +15,7 @@ import (
 // once closed.
 func TestCloseLeavesNoGoroutines(t *testing.T) {
 	o := testOptions(t)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 30*time.Second)
 	before := goleak.IgnoreCurrent()
 	b, err := Open(ctx, o, core.ClientOptions{})
 	if err != nil {

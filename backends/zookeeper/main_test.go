@@ -45,9 +45,3 @@ func open(t testing.TB, o Options) *Backend {
 	t.Cleanup(func() { b.Close() })
 	return b
 }
-
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}

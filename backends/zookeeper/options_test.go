@@ -109,11 +109,11 @@ func TestProviderStart(t *testing.T) {
 	o := testOptions(t)
 	cfg.ZooKeeper.Address = []string{o.Address}
 	cfg.ZooKeeper.PathRoot = o.Root
-	if err := p.Start(ctxT(t), cfg.Flatten()); err != nil {
+	if err := p.Start(testutil.Context(t, 30*time.Second), cfg.Flatten()); err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	c, err := p.NewClient(ctxT(t), core.ClientOptions{SessionTimeout: 3 * time.Second})
+	c, err := p.NewClient(testutil.Context(t, 30*time.Second), core.ClientOptions{SessionTimeout: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestProviderStart(t *testing.T) {
 // multi).
 func TestMakeParentsRace(t *testing.T) {
 	o := testOptions(t)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 30*time.Second)
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	for i := 0; i < 8; i++ {
@@ -166,7 +166,7 @@ func TestInFlightLimit(t *testing.T) {
 	o := testOptions(t)
 	o.MaxInFlightRequests = 1
 	b := open(t, o)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 30*time.Second)
 	var ops []core.Op
 	var paths []string
 	for i := 0; i < 50; i++ {

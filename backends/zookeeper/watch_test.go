@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/testutil"
 )
 
 // collect applies watch responses to a map until cond holds on it.
@@ -47,7 +48,7 @@ func collect(t *testing.T, w <-chan core.WatchResponse, state map[string]string,
 func TestWatchResetAfterExpiry(t *testing.T) {
 	o := testOptions(t)
 	wc, wr := open(t, o), open(t, o)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 30*time.Second)
 	res, err := wr.Txn(ctx, []core.Op{core.CreateOp("/w/a", []byte("1"), core.Persistent).WithParents()}, core.TxnOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +81,7 @@ func TestWatchResetAfterExpiry(t *testing.T) {
 func TestWatchConverges(t *testing.T) {
 	o := testOptions(t)
 	wc := open(t, o)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 30*time.Second)
 	if _, _, err := core.Create(ctx, wc, "/c", nil, core.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func TestWatchConverges(t *testing.T) {
 func TestWatchMissingPrefix(t *testing.T) {
 	o := testOptions(t)
 	wc := open(t, o)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t, 30*time.Second)
 	w, err := wc.Watch(ctx, "/later/p", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +153,7 @@ func TestWatchMissingPrefix(t *testing.T) {
 // TestWatchCancel: cancelling the context closes the channel.
 func TestWatchCancel(t *testing.T) {
 	wc := open(t, testOptions(t))
-	ctx, cancel := context.WithCancel(ctxT(t))
+	ctx, cancel := context.WithCancel(testutil.Context(t, 30*time.Second))
 	w, err := wc.Watch(ctx, "/", 0)
 	if err != nil {
 		t.Fatal(err)

@@ -41,13 +41,6 @@ func Run(t testing.TB, serve func(ctx context.Context) error) (stop func()) {
 	return stop
 }
 
-// Context is a context that ends after d or when the test ends.
-func Context(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // MemoryStore is a memory backend's store, closed when the test ends.
 func MemoryStore(t testing.TB) *memory.Store {
 	s := memory.NewStore(memory.StoreOptions{})
