@@ -70,6 +70,11 @@ const (
 	snapshotRounds = 10000
 )
 
+// snapshotDone, when set (tests), is told what each streamed snapshot
+// read: the rounds after pass 1, the nodes read again (overrides) and the
+// nodes spilled by pass 1.
+var snapshotDone func(rounds, overrides, spilled int)
+
 // errNoRecursiveWatch: the server refused addWatch (ZooKeeper before 3.6).
 var errNoRecursiveWatch = errors.New("zookeeper: the server has no persistent recursive watches (ZooKeeper 3.6 or later)")
 
@@ -332,6 +337,9 @@ func (sc *snapConn) read(ctx context.Context) error {
 		}
 		if len(d) == 0 {
 			sc.lastRev = last
+			if snapshotDone != nil {
+				snapshotDone(round, len(sc.over), sc.nspill)
+			}
 			return nil
 		}
 		paths := make([]string, 0, len(d))
