@@ -19,7 +19,9 @@ import (
 // and a body; a connection's first body is the connect response
 // (protocolVersion int32, timeout int32, sessionId int64, passwd buffer),
 // every later one starts with the reply header (xid int32, zxid int64, err
-// int32).
+// int32). The tap can also write a request of the backend's own between
+// the library's packets (inject: the streamed snapshot's addWatch, a call
+// the library lacks), and hands the reply's error code to the backend.
 
 // wireState is what the taps of one client saw, across its connections.
 type wireState struct {
