@@ -55,6 +55,8 @@ type Report struct {
 	Stream *Stream `json:"stream,omitempty"`
 	// Buckets is what the buckets. rows measured, when they ran.
 	Buckets *Buckets `json:"buckets,omitempty"`
+	// Scale is what the scale. rows measured (issue 34), when they ran.
+	Scale *Scale `json:"scale,omitempty"`
 	// Settle is what waiting for the other backends to go quiet before
 	// each batch cost; nil when the run did not wait (one backend, or
 	// --no-settle).

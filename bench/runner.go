@@ -54,6 +54,10 @@ type Options struct {
 	// MinMigrateNodes, at most MaxMigrateNodes); 0: 100 000, or 10 000
 	// with Quick.
 	MigrateNodes int
+	// ScaleNodes is the size of the scale. rows' tree (MinScaleNodes to
+	// MaxScaleNodes); 0: 1 000 000, or 100 000 with Quick. The rows also
+	// measure a tree a tenth that size.
+	ScaleNodes int
 	// Security adds the client-security rows (security.go): admin rows
 	// measured again on the same leader's mutual-TLS listener and on its
 	// mutual-TLS listener with the authorizer on, each noted with its
@@ -152,6 +156,9 @@ type rowSpec struct {
 	// buckets marks the buckets. rows: measured once, by runBuckets, not
 	// in the rounds (prepare is nil).
 	buckets bool
+	// scale marks the scale. rows: measured once, by runScale, not in the
+	// rounds (prepare is nil).
+	scale bool
 }
 
 // System is one backend under test and what the rows need of it. A part
@@ -279,6 +286,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if len(o.Backends) == 0 {
 		return nil, errors.New("backends: none given")
 	}
+	if o.ScaleNodes != 0 && (o.ScaleNodes < MinScaleNodes || o.ScaleNodes > MaxScaleNodes) {
+		return nil, fmt.Errorf("scale nodes: %d: must be %d to %d", o.ScaleNodes, MinScaleNodes, MaxScaleNodes)
+	}
 	if o.MigrateNodes != 0 && (o.MigrateNodes < MinMigrateNodes || o.MigrateNodes > MaxMigrateNodes) {
 		return nil, fmt.Errorf("migrate nodes: %d: must be %d to %d", o.MigrateNodes, MinMigrateNodes, MaxMigrateNodes)
 	}
@@ -311,11 +321,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rows := append(allRows(), migrateSpecs()...)
 	rows = append(rows, streamSpecs()...)
 	rows = append(rows, bucketsSpecs()...)
+	rows = append(rows, scaleSpecs()...)
 	if o.Security {
 		rows = append(rows, securityRows()...)
 	}
 	specs := onRunBackends(selectRows(rows, o.Rows), o.Backends)
-	var migSpecs, strSpecs, bktSpecs []rowSpec
+	var migSpecs, strSpecs, bktSpecs, sclSpecs []rowSpec
 	for i := 0; i < len(specs); i++ {
 		switch {
 		case specs[i].migration:
@@ -324,6 +335,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			strSpecs = append(strSpecs, specs[i])
 		case specs[i].buckets:
 			bktSpecs = append(bktSpecs, specs[i])
+		case specs[i].scale:
+			sclSpecs = append(sclSpecs, specs[i])
 		default:
 			continue
 		}
@@ -537,6 +550,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rows, fig := runBuckets(ctx, env, bktSpecs, systems)
 		rep.Rows = append(rep.Rows, rows...)
 		rep.Buckets = fig
+	}
+	if len(sclSpecs) > 0 && ctx.Err() == nil {
+		o.logf("scale rows ... (%s)", time.Since(start).Round(time.Second))
+		rows, fig := runScale(ctx, env, sclSpecs)
+		rep.Rows = append(rep.Rows, rows...)
+		rep.Scale = fig
 	}
 	applyFloors(rep)
 	securityRatios(rep)

@@ -184,6 +184,12 @@ func EvaluateTargets(rep *Report) []TargetResult {
 	if _, ok := rows["stream.any-voter"]; ok {
 		out = append(out, streamTargets(rep.Stream)...)
 	}
+	for id := range rows {
+		if strings.HasPrefix(id, "scale.") {
+			out = append(out, scaleTargets(rep.Scale)...)
+			break
+		}
+	}
 	_, loss := rows["buckets.tablet-loss-large"]
 	_, adjust := rows["buckets.adjust-isr-batch"]
 	if loss || adjust {

@@ -15,12 +15,15 @@ const snapshotChunk = 1 << 20
 
 // SaveRaftSnapshot (leader only; a standby answers NOT_LEADER) streams a
 // backup of the tree: migrate.ExportSnapshot of the backend (every
-// persistent node at one revision: one Snapshot, as a serving quorum's
-// revision moves with every session renewal), with the cluster id and
-// this leadership's epoch in the header, written as a tree file to a
-// temporary file and then sent from it in chunks, each carrying the
-// file's size (the snapshot is held while the file is written, the file
-// never). The temporary file is removed when the call ends.
+// persistent node at one revision: one streamed snapshot, as a serving
+// quorum's revision moves with every session renewal), with the cluster
+// id and this leadership's epoch in the header, written as a tree file to
+// a temporary file and then sent from it in chunks, each carrying the
+// file's size. Neither the tree nor the file is held: the snapshot's
+// pages pass through a spill file into the tree file (memory bounded by a
+// page and the ancestors of the node being written, on a backend that
+// declares core.SnapshotStreamer). The temporary files are removed when
+// the call ends.
 func (a *adminService) SaveRaftSnapshot(_ *adminv1.SaveRaftSnapshotRequest, stream adminv1.AdminService_SaveRaftSnapshotServer) error {
 	l, err := a.s.serving()
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/metaplane/metaplane/core"
@@ -54,6 +55,12 @@ type Header struct {
 	// /coordinators/epoch node). Older files have neither.
 	ClusterID string `json:"cluster_id,omitempty"`
 	Epoch     int64  `json:"epoch,omitempty"`
+	// Sorted says the nodes are in byte order of their paths (streamed
+	// exports write them so): Scan then checks the order holding only the
+	// ancestors of the latest node, not a hash per node. Older files, and
+	// those of a streaming walk, have it false (readers of version 1
+	// ignore the field: the files stay version 1).
+	Sorted bool `json:"sorted,omitempty"`
 }
 
 // Node is one persistent node of a tree file.
@@ -198,8 +205,10 @@ type FileInfo struct {
 // children, no duplicates), the count and the checksum. It calls fn, when
 // set, with each node as it is read (before the trailer is checked: a
 // caller that must not act on a bad file scans it once without fn
-// first). Its memory is one line and 16 bytes per node (a hash of the
-// path, for the order), never the nodes. Errors wrap ErrBadFile and say
+// first). Its memory is one line and, for a file whose header says Sorted,
+// the nodes whose paths are prefixes of the latest one (constant in the
+// tree's size; the order is checked too), else 16 bytes per node (a hash
+// of the path, for the order); never the nodes. Errors wrap ErrBadFile and say
 // what is wrong and where; fn's error is returned as it is.
 func Scan(r io.Reader, fn func(*Node) error) (FileInfo, error) {
 	var info FileInfo
@@ -233,6 +242,11 @@ func Scan(r io.Reader, fn func(*Node) error) (FileInfo, error) {
 	hashLine(h, b)
 	seen := pathSet{}
 	seen.add("/")
+	sorted := info.Header.Sorted
+	// open: for a sorted file, the nodes read that are byte prefixes of
+	// the latest (every parent is one of its children's).
+	open := []string{"/"}
+	prev := ""
 	for {
 		b, ok := next()
 		if !ok {
@@ -259,13 +273,32 @@ func Scan(r io.Reader, fn func(*Node) error) (FileInfo, error) {
 		if err := json.Unmarshal(b, &n); err != nil || n.Path == "" {
 			return info, bad("not a node line")
 		}
-		if seen.has(n.Path) {
-			return info, bad("node %s appears twice", n.Path)
+		if sorted {
+			if n.Path <= prev {
+				return info, bad("node %s after %s in a file whose header says its paths are sorted", n.Path, prev)
+			}
+			prev = n.Path
+			for len(open) > 1 && !strings.HasPrefix(n.Path, open[len(open)-1]) {
+				open = open[:len(open)-1]
+			}
+			parent := parentOf(n.Path)
+			found := false
+			for i := len(open) - 1; i >= 0 && !found; i-- {
+				found = open[i] == parent
+			}
+			if !found {
+				return info, bad("node %s comes before its parent %s", n.Path, parent)
+			}
+			open = append(open, n.Path)
+		} else {
+			if seen.has(n.Path) {
+				return info, bad("node %s appears twice", n.Path)
+			}
+			if !seen.has(parentOf(n.Path)) {
+				return info, bad("node %s comes before its parent %s", n.Path, parentOf(n.Path))
+			}
+			seen.add(n.Path)
 		}
-		if !seen.has(parentOf(n.Path)) {
-			return info, bad("node %s comes before its parent %s", n.Path, parentOf(n.Path))
-		}
-		seen.add(n.Path)
 		hashLine(h, b)
 		info.Nodes++
 		if fn != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"sync"
@@ -53,11 +54,14 @@ func currentRevision(ctx context.Context, src core.MetadataBackend) (int64, erro
 	return s.Revision, nil
 }
 
-// ExportFile writes src's persistent nodes to f as a tree file, streaming:
-// the tool holds one batch of siblings per tree level, never the tree
-// (constant memory in the tree size). The content is Export's, in another
-// order: parents before children, not path order (walkTasks batches of
-// siblings are read at once). A pass reads the source's revision, walks
+// ExportFile writes src's persistent nodes to f as a tree file, streaming.
+// From a source that declares core.SnapshotStreamer it is one streamed
+// snapshot (exportStreamed: the state of one revision however the source
+// is written meanwhile, in path order, through a spill file beside f).
+// From another it walks the tree: the tool holds one batch of siblings
+// per tree level, never the tree (constant memory in the tree size). The
+// content is Export's, in another order: parents before children, not
+// path order (walkTasks batches of siblings are read at once). A pass reads the source's revision, walks
 // the tree top-down (batched reads, children listings concurrent), then
 // reads the revision
 // again: the same revision proves that nothing changed during the walk,
@@ -82,6 +86,15 @@ type ExportOptions struct {
 
 // ExportFileWith is ExportFile with the header's cluster id and epoch.
 func ExportFileWith(ctx context.Context, src core.MetadataBackend, f *os.File, o ExportOptions) (ExportResult, error) {
+	if _, ok := core.Optional[core.SnapshotStreamer](src); ok {
+		if err := f.Truncate(0); err != nil {
+			return ExportResult{}, err
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return ExportResult{}, err
+		}
+		return exportStreamed(ctx, src, f, filepath.Dir(f.Name()), o)
+	}
 	progress := o.Progress
 	for pass := 1; pass <= ExportPasses; pass++ {
 		if err := f.Truncate(0); err != nil {
@@ -381,74 +394,14 @@ func nextSequence(names []string) int64 {
 	return next
 }
 
-// snapshotTree reads every persistent node of src at one revision
-// (src.Snapshot of "/") into a Tree (path order), leaving out the root (it always
-// exists), the migration marker (catalog.MigrationPath) and ephemeral
-// nodes (their owners recreate them; Tree.Ephemerals counts them). The
-// source is only read. Errors: the backend's.
-func snapshotTree(ctx context.Context, src core.MetadataBackend) (*Tree, error) {
-	snap, err := src.Snapshot(ctx, "/")
-	if err != nil {
-		return nil, fmt.Errorf("snapshot of the source: %w", err)
-	}
-	nodes := append([]core.Node(nil), snap.Nodes...)
-	sort.Slice(nodes, func(i, j int) bool { return pathLess(nodes[i].Path, nodes[j].Path) })
-	next := nextSequences(nodes)
-	t := &Tree{Header: Header{Source: src.Capabilities().Name, Revision: snap.Revision, Created: time.Now().UTC()}}
-	for _, n := range nodes {
-		switch {
-		case n.Path == "/" || isMarker(n.Path):
-		case n.Stat.EphemeralOwner != 0:
-			t.Ephemerals++
-		default:
-			t.Nodes = append(t.Nodes, nodeOf(n, next[n.Path]))
-		}
-	}
-	raiseEpoch(t, sourceEpoch(ctx, src))
-	return t, nil
-}
-
-// raiseEpoch makes t's /coordinators/epoch hold at least epoch (adding
-// the node, and /coordinators, when t lacks them): the coordinator epoch
-// of a backend whose epoch is not that node (Raft's is its term) travels
-// as the node's value, so the target's leaders continue above it.
-func raiseEpoch(t *Tree, epoch int64) {
-	if epoch <= 0 {
-		return
-	}
-	data := []byte(strconv.FormatInt(epoch, 10))
-	have := map[string]int{}
-	for i, n := range t.Nodes {
-		have[n.Path] = i
-	}
-	if i, ok := have[catalog.CoordinatorEpochPath]; ok {
-		if v, err := catalog.DecodeEpoch(t.Nodes[i].Data); err != nil || v < epoch {
-			t.Nodes[i].Data = data
-		}
-		return
-	}
-	if _, ok := have[catalog.CoordinatorsPath]; !ok {
-		t.Nodes = append(t.Nodes, Node{Path: catalog.CoordinatorsPath})
-	}
-	t.Nodes = append(t.Nodes, Node{Path: catalog.CoordinatorEpochPath, Data: data})
-	sort.Slice(t.Nodes, func(i, j int) bool { return pathLess(t.Nodes[i].Path, t.Nodes[j].Path) })
-}
-
 // ExportSnapshot writes src's persistent nodes to w as a tree file from
-// one src.Snapshot of the whole tree (path order): for a source whose
-// revision moves all the time without its tree changing (a serving Raft
-// quorum: every session renewal is an entry) but that reads its whole
-// tree at one revision at once. The snapshot is held in memory while the
-// file is written (the tree's size, once); ExportFile holds none.
+// one streamed snapshot of the whole tree (path order; exportStreamed):
+// for a source whose revision moves all the time without its tree
+// changing (a serving Raft quorum: every session renewal is an entry).
+// Its memory does not grow with the tree on a source that declares
+// core.SnapshotStreamer (the nodes pass through a spill file in the
+// system's temporary directory); on another, the one Snapshot is held.
 // Errors: the backend's, w's.
 func ExportSnapshot(ctx context.Context, src core.MetadataBackend, w io.Writer, o ExportOptions) (ExportResult, error) {
-	t, err := snapshotTree(ctx, src)
-	if err != nil {
-		return ExportResult{}, err
-	}
-	t.Header.ClusterID, t.Header.Epoch = o.ClusterID, o.Epoch
-	if err := t.Write(w); err != nil {
-		return ExportResult{}, err
-	}
-	return ExportResult{Header: t.Header, Nodes: len(t.Nodes), Ephemerals: t.Ephemerals, Passes: 1}, nil
+	return exportStreamed(ctx, src, w, "", o)
 }

@@ -329,6 +329,9 @@ func capabilities() core.Capabilities {
 		SessionExpiry: true,
 		MaxValueSize:  MaxValueSize,
 		SelectorKey:   "zookeeper.address",
+		// StreamSnapshot: a persistent recursive watch and a spill file
+		// (stream.go).
+		StreamedSnapshots: true,
 	}
 }
 

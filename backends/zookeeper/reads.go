@@ -215,10 +215,12 @@ func (b *Backend) readTree(ctx context.Context, prefix string) ([]*snapNode, err
 	return all, nil
 }
 
-// snapshotPasses bounds Snapshot's read-and-verify passes.
-const snapshotPasses = 8
+// maxSnapshotPasses bounds snapshotPasses's read-and-verify passes.
+const maxSnapshotPasses = 8
 
-// Snapshot reads every node at or below prefix, sorted by path.
+// snapshotPasses reads every node at or below prefix, sorted by path: the
+// snapshot of a server without persistent recursive watches (before
+// ZooKeeper 3.6; StreamSnapshot uses them).
 //
 // ZooKeeper has no multi-node read at one zxid, so the backend syncs, reads
 // the subtree, then re-reads every node's stat: when no node changed
@@ -229,7 +231,7 @@ const snapshotPasses = 8
 // snapshot's nodes or of the sync, whichever is higher: every change the
 // snapshot reflects has a zxid at or below it. Errors: ErrInvalidPath,
 // ErrUnavailable, ErrClosed, context errors.
-func (b *Backend) Snapshot(ctx context.Context, prefix string) (core.Snapshot, error) {
+func (b *Backend) snapshotPasses(ctx context.Context, prefix string) (core.Snapshot, error) {
 	if b.isClosed() {
 		return core.Snapshot{}, core.ErrClosed
 	}
@@ -240,7 +242,7 @@ func (b *Backend) Snapshot(ctx context.Context, prefix string) (core.Snapshot, e
 		return core.Snapshot{}, err
 	}
 	rev := b.wire.lastZxid.Load()
-	for pass := 0; pass < snapshotPasses; pass++ {
+	for pass := 0; pass < maxSnapshotPasses; pass++ {
 		nodes, err := b.readTree(ctx, prefix)
 		if err != nil {
 			return core.Snapshot{}, err
@@ -286,5 +288,5 @@ func (b *Backend) Snapshot(ctx context.Context, prefix string) (core.Snapshot, e
 		sort.Slice(snap.Nodes, func(i, j int) bool { return snap.Nodes[i].Path < snap.Nodes[j].Path })
 		return snap, nil
 	}
-	return core.Snapshot{}, fmt.Errorf("%w: snapshot of %s: the subtree kept changing during %d read passes", core.ErrUnavailable, prefix, snapshotPasses)
+	return core.Snapshot{}, fmt.Errorf("%w: snapshot of %s: the subtree kept changing during %d read passes", core.ErrUnavailable, prefix, maxSnapshotPasses)
 }

@@ -19,13 +19,19 @@ import (
 // and a body; a connection's first body is the connect response
 // (protocolVersion int32, timeout int32, sessionId int64, passwd buffer),
 // every later one starts with the reply header (xid int32, zxid int64, err
-// int32).
+// int32). The tap can also write a request of the backend's own between
+// the library's packets (inject: the streamed snapshot's addWatch, a call
+// the library lacks), and hands the reply's error code to the backend.
 
 // wireState is what the taps of one client saw, across its connections.
 type wireState struct {
 	lastZxid atomic.Int64
 	lastRead atomic.Int64 // unix nanoseconds of the last bytes received
 	timeout  atomic.Int64 // the negotiated session timeout, milliseconds
+
+	// replies, when set, receives the error code of each reply to a
+	// request this package wrote itself (inject), by xid.
+	replies func(xid int32, code int32)
 
 	mu        sync.Mutex
 	sessionID int64
@@ -77,7 +83,8 @@ func (w *wireState) dialer() func(network, address string, timeout time.Duration
 // goroutine reads a connection, so it needs no lock.
 type tapConn struct {
 	net.Conn
-	w *wireState
+	w   *wireState
+	wmu sync.Mutex // one packet written at a time (the library's or inject's)
 
 	first  bool    // the next body is the connect response
 	lenBuf [4]byte // length prefix being read
@@ -86,6 +93,34 @@ type tapConn struct {
 	head   [48]byte // the body's first bytes
 	headN  int
 	want   int // how many head bytes to keep of this body
+}
+
+// Write writes one of the library's packets (it writes each whole, in one
+// call), never in the middle of an injected one.
+func (t *tapConn) Write(p []byte) (int, error) {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	return t.Conn.Write(p)
+}
+
+// inject writes a request of this package's own on the current
+// connection, between two of the library's packets: body is the request
+// header (xid, opcode) and the request. Its xid must be negative and
+// neither -1 (notifications) nor -2 (pings): the library drops a reply
+// with such an xid, and the tap hands its error code to replies.
+func (w *wireState) inject(body []byte) error {
+	w.mu.Lock()
+	c, _ := w.cur.(*tapConn)
+	w.mu.Unlock()
+	if c == nil {
+		return fmt.Errorf("no connection")
+	}
+	pkt := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(len(body)))
+	pkt = append(pkt, body...)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_, err := c.Conn.Write(pkt)
+	return err
 }
 
 func (t *tapConn) Read(p []byte) (int, error) {
@@ -164,6 +199,9 @@ func (t *tapConn) packet() {
 	}
 	if z := int64(binary.BigEndian.Uint64(h[4:12])); z > 0 {
 		t.w.noteZxid(z)
+	}
+	if xid := int32(binary.BigEndian.Uint32(h[0:4])); xid < -2 && len(h) >= 16 && t.w.replies != nil {
+		t.w.replies(xid, int32(binary.BigEndian.Uint32(h[12:16])))
 	}
 }
 

@@ -32,7 +32,7 @@ usage error. docs/benchmarks.md explains the rows.`
 // benchFlags are the flags of `metaplane bench`.
 type benchFlags struct {
 	backends, jsonOut, svgOut, chartFrom, rows, binDir  string
-	voters, migrateNodes, elections                     int
+	voters, migrateNodes, scaleNodes, elections         int
 	quick, markdown, verbose, quiet, security, noSettle bool
 	logLevel                                            string
 }
@@ -63,6 +63,7 @@ func newBenchCmd() *cobra.Command {
 	f.StringVar(&bf.rows, "rows", "", "run only the rows whose id starts with one of these comma-separated `PREFIXES` (e.g. store.,ids.)")
 	f.StringVar(&bf.binDir, "bin-dir", "", "directory holding the metaplane-backend-<name> plugins (default: beside this binary, then ./bin)")
 	f.IntVar(&bf.migrateNodes, "migrate-nodes", 0, fmt.Sprintf("persistent nodes of the migrate. rows' tree, %d to %d (default 100000; 10000 with --quick)", bench.MinMigrateNodes, bench.MaxMigrateNodes))
+	f.IntVar(&bf.scaleNodes, "scale-nodes", 0, fmt.Sprintf("nodes of the scale. rows' tree, %d to %d (default 1000000; 100000 with --quick); they also measure a tree a tenth that size", bench.MinScaleNodes, bench.MaxScaleNodes))
 	f.BoolVar(&bf.security, "security", false, "also measure admin rows over mutual TLS and over mutual TLS with the authorizer on (the same leader, certificates generated for the run), as ratios to plaintext")
 	f.BoolVar(&bf.noSettle, "no-settle", false, "start every batch at once, without first waiting (at most 15 s) for the other backends' processes to go quiet after their own batch")
 	f.BoolVarP(&bf.verbose, "verbose", "v", false, "also print the plugins' and coordinators' records (see --log-level) and the live migration's rounds to stderr")
@@ -108,6 +109,9 @@ func benchRun(cmd *cobra.Command, bf benchFlags) error {
 	if bf.migrateNodes != 0 && (bf.migrateNodes < bench.MinMigrateNodes || bf.migrateNodes > bench.MaxMigrateNodes) {
 		return cli.UsageError("--migrate-nodes %d: must be %d to %d", bf.migrateNodes, bench.MinMigrateNodes, bench.MaxMigrateNodes)
 	}
+	if bf.scaleNodes != 0 && (bf.scaleNodes < bench.MinScaleNodes || bf.scaleNodes > bench.MaxScaleNodes) {
+		return usageError("--scale-nodes %d: must be %d to %d", bf.scaleNodes, bench.MinScaleNodes, bench.MaxScaleNodes)
+	}
 	if bf.elections < 0 || bf.elections > bench.MaxElections {
 		return cli.UsageError("--elections %d: must be 1 to %d", bf.elections, bench.MaxElections)
 	}
@@ -120,7 +124,7 @@ func benchRun(cmd *cobra.Command, bf benchFlags) error {
 			return cli.UsageError("--backends: unknown backend %q (known: %s)", b, strings.Join(bench.KnownBackends(), ", "))
 		}
 	}
-	opts := bench.Options{Backends: list, Voters: bf.voters, Quick: bf.quick, BinDir: bf.binDir, MigrateNodes: bf.migrateNodes, Security: bf.security, Elections: bf.elections, NoSettle: bf.noSettle}
+	opts := bench.Options{Backends: list, Voters: bf.voters, Quick: bf.quick, BinDir: bf.binDir, MigrateNodes: bf.migrateNodes, ScaleNodes: bf.scaleNodes, Security: bf.security, Elections: bf.elections, NoSettle: bf.noSettle}
 	switch bf.logLevel {
 	case "debug", "info", "warn", "error":
 		opts.LogLevel = bf.logLevel

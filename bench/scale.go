@@ -1,0 +1,400 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/migrate"
+	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
+)
+
+// The scale. rows (issue 34) measure the tools and a coordinator on a
+// large Raft store: a tree in the original layout (the migrate. rows'
+// shape, about 200 bytes a node) is written straight into a sorted tree
+// file, then, each step a process of its own as an operator runs it,
+// imported into a new single-voter Raft store (zk-to-raft-import),
+// validated (zk-to-raft-validate), exported again (migrate export), and a
+// coordinator started on the store: its cold start (until a catalog read
+// answers), its resident memory once its image is loaded, a tablet
+// server's full metadata snapshot from it (FETCH_METADATA_SNAPSHOT_STREAM,
+// every part read and dropped) and raft snapshot save. All of it at
+// --scale-nodes and at a tenth of that, so that the report says how each
+// figure grows.
+
+// Scale sizes.
+const (
+	scaleNodesFull  = 1_000_000
+	scaleNodesQuick = 100_000
+	// MinScaleNodes and MaxScaleNodes bound Options.ScaleNodes.
+	MinScaleNodes = 10_000
+	MaxScaleNodes = 10_000_000
+)
+
+// Scale is what the scale. rows measured: one entry per tree size, the
+// smaller first.
+type Scale struct {
+	Sizes []ScaleSize `json:"sizes"`
+}
+
+// ScaleSize is the figures at one tree size. RSS figures are the peak
+// resident set (VmHWM) of the verb's own process (its plugin, the store,
+// not counted); CoordinatorRSSBytes is the coordinator's resident set once
+// its image is loaded and its memory stopped growing.
+type ScaleSize struct {
+	Nodes int `json:"nodes"`
+	// DataBytes is the nodes' paths and data, all together.
+	DataBytes           int64   `json:"data_bytes"`
+	ImportSec           float64 `json:"import_s"`
+	ImportRSSBytes      int64   `json:"import_rss_bytes"`
+	ValidateSec         float64 `json:"validate_s"`
+	ValidateRSSBytes    int64   `json:"validate_rss_bytes"`
+	ExportSec           float64 `json:"export_s"`
+	ExportRSSBytes      int64   `json:"export_rss_bytes"`
+	ColdStartSec        float64 `json:"cold_start_s"`
+	CoordinatorRSSBytes int64   `json:"coordinator_rss_bytes"`
+	TabletSnapshotSec   float64 `json:"tablet_snapshot_s"`
+	TabletSnapshotNodes int     `json:"tablet_snapshot_nodes"`
+	SaveSec             float64 `json:"snapshot_save_s"`
+	SaveRSSBytes        int64   `json:"snapshot_save_rss_bytes"`
+}
+
+func scaleSpecs() []rowSpec {
+	const note = "measured once per run, after the other rows"
+	return []rowSpec{
+		{id: "scale.import", title: "scale: import into a new Raft store (nodes/s)", group: "scale", metric: MetricThroughput, note: note, scale: true, backends: []string{Raft}},
+		{id: "scale.cold-start", title: "scale: coordinator cold start to a catalog read", group: "scale", metric: MetricP50, note: note, scale: true, backends: []string{Raft}},
+		{id: "scale.tablet-snapshot", title: "scale: a tablet server's full metadata snapshot", group: "scale", metric: MetricP50, note: note, scale: true, backends: []string{Raft}},
+		{id: "scale.snapshot-save", title: "scale: raft snapshot save", group: "scale", metric: MetricP50, note: note, scale: true, backends: []string{Raft}},
+	}
+}
+
+// runScale measures the selected scale. rows at the configured size (the
+// rows' results) and at a tenth of it (in the figures only).
+func runScale(ctx context.Context, env *runEnv, specs []rowSpec) ([]Row, *Scale) {
+	nodes := env.opts.ScaleNodes
+	if nodes == 0 {
+		nodes = scaleNodesFull
+		if env.opts.Quick {
+			nodes = scaleNodesQuick
+		}
+	}
+	fig := &Scale{}
+	results := map[string]Result{}
+	why := ""
+	tool, err := env.toolBinary()
+	if err == nil {
+		_, err = env.binDir(Raft)
+	}
+	if err != nil {
+		why = err.Error()
+	}
+	for _, n := range []int{nodes / 10, nodes} {
+		if why != "" {
+			break
+		}
+		env.opts.logf("  scale: %d nodes ...", n)
+		sz, err := measureScale(ctx, env, tool, n)
+		if err != nil {
+			why = err.Error()
+			env.opts.logf("  scale: %v", err)
+			break
+		}
+		fig.Sizes = append(fig.Sizes, sz)
+		if n == nodes {
+			results["scale.import"] = fixedResult(Raft, secs(sz.ImportSec), sz.Nodes)
+			results["scale.cold-start"] = fixedResult(Raft, secs(sz.ColdStartSec), sz.Nodes)
+			results["scale.tablet-snapshot"] = fixedResult(Raft, secs(sz.TabletSnapshotSec), sz.TabletSnapshotNodes)
+			results["scale.snapshot-save"] = fixedResult(Raft, secs(sz.SaveSec), sz.Nodes)
+		}
+	}
+	var rows []Row
+	for _, s := range specs {
+		row := Row{ID: s.id, Title: s.title, Group: s.group, Metric: s.metric, Note: fmt.Sprintf("%s; a %d-node tree", s.note, nodes)}
+		res, ok := results[s.id]
+		if !ok {
+			res = Result{Backend: Raft, Unavailable: "not measured"}
+			if why != "" {
+				res.Unavailable += ": " + why
+			}
+		}
+		row.Results = []Result{res}
+		rows = append(rows, row)
+	}
+	if len(fig.Sizes) == 0 {
+		return rows, nil
+	}
+	return rows, fig
+}
+
+func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// measureScale runs the steps on a tree of about n nodes; every file and
+// store it makes is removed before it returns.
+func measureScale(ctx context.Context, env *runEnv, tool string, n int) (ScaleSize, error) {
+	var sz ScaleSize
+	dir := filepath.Join(env.opts.WorkDir, fmt.Sprintf("scale-%d", n))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return sz, err
+	}
+	defer os.RemoveAll(dir)
+	tree := filepath.Join(dir, "tree.jsonl")
+	var err error
+	if sz.Nodes, sz.DataBytes, err = writeScaleTree(tree, n); err != nil {
+		return sz, fmt.Errorf("write the tree file: %w", err)
+	}
+	plugDir, _ := env.binDir(Raft)
+	port, err := freeLoopbackPort()
+	if err != nil {
+		return sz, err
+	}
+	store := []string{"--no-env", "--quiet", "-D", "metadata.backend.plugin.dir=" + plugDir,
+		"-D", "coordinator.raft.dir=" + filepath.Join(dir, "raft"), "-D", "coordinator.raft.port=" + strconv.Itoa(port)}
+	timed := func(rss *int64, sec *float64, args ...string) error {
+		t0 := time.Now()
+		v, err := peakRSS(ctx, tool, args...)
+		*rss, *sec = v, round3(time.Since(t0).Seconds())
+		return err
+	}
+	if err := timed(&sz.ImportRSSBytes, &sz.ImportSec, append([]string{"zk-to-raft-import", tree}, store...)...); err != nil {
+		return sz, err
+	}
+	if err := timed(&sz.ValidateRSSBytes, &sz.ValidateSec, append([]string{"zk-to-raft-validate", tree}, store...)...); err != nil {
+		return sz, err
+	}
+	out := filepath.Join(dir, "export.jsonl")
+	if err := timed(&sz.ExportRSSBytes, &sz.ExportSec, append([]string{"migrate", "export", "--out", out}, store...)...); err != nil {
+		return sz, err
+	}
+	os.Remove(out)
+
+	// A coordinator on the store.
+	ln, err := freeLoopbackPort()
+	if err != nil {
+		return sz, err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(ln)
+	logf, err := os.Create(filepath.Join(dir, "coordinator.log"))
+	if err != nil {
+		return sz, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(tool, append([]string{"coordinator", "-D", "bind.listeners=CLIENT://" + addr, "-D", "metrics.address=127.0.0.1:0"}, store...)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		return sz, fmt.Errorf("start the coordinator: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	admin, err := adminclient.NewClient([]string{addr})
+	if err != nil {
+		return sz, err
+	}
+	defer admin.Close()
+	// Cold start: until the leader answers a catalog read (its image
+	// loaded), bounded.
+	deadline := t0.Add(10 * time.Minute)
+	for {
+		select {
+		case <-exited:
+			return sz, fmt.Errorf("the coordinator exited (log: %s)", logf.Name())
+		default:
+		}
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := admin.Admin(cctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+			_, err := a.ListDatabases(ctx, &adminv1.ListDatabasesRequest{})
+			return err
+		})
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return sz, fmt.Errorf("the coordinator did not answer a catalog read within %v: %v", time.Since(t0).Round(time.Second), err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	sz.ColdStartSec = round3(time.Since(t0).Seconds())
+	// Its memory once the image stopped growing: four samples in a row
+	// within 1% (a second apart; at most two minutes).
+	var rss int64
+	for same, i := 0, 0; same < 4 && i < 120; i++ {
+		v, err := residentSet(cmd.Process.Pid)
+		if err != nil {
+			return sz, err
+		}
+		if rss > 0 && v-rss < rss/100 {
+			same++
+		} else {
+			same = 0
+		}
+		rss = v
+		time.Sleep(time.Second)
+	}
+	sz.CoordinatorRSSBytes = rss
+
+	// A tablet server's full snapshot: every part read, none kept.
+	t0 = time.Now()
+	err = admin.Tablets(ctx, func(ctx context.Context, t adminv1.TabletServerServiceClient) error {
+		sz.TabletSnapshotNodes = 0
+		st, err := t.FetchMetadataSnapshotStream(ctx, &adminv1.FetchMetadataSnapshotRequest{})
+		if err != nil {
+			return err
+		}
+		for {
+			part, err := st.Recv()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			sz.TabletSnapshotNodes += len(part.Nodes)
+		}
+	})
+	if err != nil {
+		return sz, fmt.Errorf("a tablet server's snapshot: %w", err)
+	}
+	sz.TabletSnapshotSec = round3(time.Since(t0).Seconds())
+	if sz.TabletSnapshotNodes < sz.Nodes {
+		return sz, fmt.Errorf("a tablet server's snapshot had %d nodes, the tree %d", sz.TabletSnapshotNodes, sz.Nodes)
+	}
+	save := filepath.Join(dir, "backup.jsonl")
+	if err := timed(&sz.SaveRSSBytes, &sz.SaveSec, "raft", "snapshot", "save", save, "--bootstrap-servers", addr, "--wait", "30m"); err != nil {
+		return sz, err
+	}
+	return sz, nil
+}
+
+// residentSet is process pid's resident set (VmRSS), in bytes.
+func residentSet(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
+
+// writeScaleTree writes flussTree(n) (with fillTree's values) to path as a
+// sorted tree file, and returns its node count and its paths' and data's
+// bytes.
+func writeScaleTree(path string, n int) (int, int64, error) {
+	paths := flussTree(n)
+	sort.Strings(paths)
+	data := []byte(`{"version":1,"schema_id":1,"bucket_count":3,"properties":{"table.replication.factor":"3"},"custom_properties":{},"comment":"bench table","created_time":1700000000000,"modified_time":1700000000000}`)
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	bw := bufio.NewWriterSize(f, 1<<20)
+	tw, err := migrate.NewWriter(bw, migrate.Header{Source: "bench", Revision: 1, Created: time.Now().UTC(), Sorted: true})
+	if err != nil {
+		return 0, 0, err
+	}
+	var bytes int64
+	for _, p := range paths {
+		if err := tw.Node(&migrate.Node{Path: p, Data: data}); err != nil {
+			return 0, 0, err
+		}
+		bytes += int64(len(p) + len(data))
+	}
+	if err := tw.Close(); err != nil {
+		return 0, 0, err
+	}
+	if err := bw.Flush(); err != nil {
+		return 0, 0, err
+	}
+	return len(paths), bytes, f.Close()
+}
+
+// scaleTargets are issue 34's targets the scale. rows measure: the tools'
+// memory flat in the tree size (10x the nodes: at most 1.5x the peak
+// RSS), a tablet server's full snapshot at 1 000 000 nodes under 10 s, a
+// coordinator's cold start at 1 000 000 nodes under 20 s, and the
+// coordinator's image at most 400 bytes per node above the data.
+func scaleTargets(s *Scale) []TargetResult {
+	flat := TargetResult{Target: "tools' memory flat in the tree size (import, validate, export, raft snapshot save; 10x the nodes: at most 1.5x the peak RSS)"}
+	snap := TargetResult{Target: "a tablet server's full metadata snapshot at 1,000,000 nodes under 10 s"}
+	cold := TargetResult{Target: "coordinator cold start at 1,000,000 nodes under 20 s"}
+	image := TargetResult{Target: "coordinator image at most 400 bytes per node above the data"}
+	all := []*TargetResult{&flat, &snap, &cold, &image}
+	if s == nil || len(s.Sizes) == 0 {
+		for _, t := range all {
+			t.Status, t.Detail = TargetNotMeasured, "the scale. rows did not run"
+		}
+		return []TargetResult{flat, snap, cold, image}
+	}
+	big := s.Sizes[len(s.Sizes)-1]
+	at := func(t *TargetResult, pick func(ScaleSize) float64, bound float64) {
+		t.Detail = fmt.Sprintf("%.2f s at %d nodes", pick(big), big.Nodes)
+		if len(s.Sizes) == 2 {
+			t.Detail += fmt.Sprintf(" (%.2f s at %d nodes)", pick(s.Sizes[0]), s.Sizes[0].Nodes)
+		}
+		if big.Nodes < 1_000_000 {
+			t.Status = TargetNotMeasured
+			t.Detail += "; the tree is smaller than 1,000,000 nodes"
+			return
+		}
+		t.Status = status(pick(big) < bound)
+	}
+	at(&snap, func(z ScaleSize) float64 { return z.TabletSnapshotSec }, 10)
+	at(&cold, func(z ScaleSize) float64 { return z.ColdStartSec }, 20)
+	if len(s.Sizes) != 2 {
+		flat.Status, flat.Detail = TargetNotMeasured, "measured at one size only"
+		image.Status, image.Detail = TargetNotMeasured, "measured at one size only"
+		return []TargetResult{flat, snap, cold, image}
+	}
+	a, b := s.Sizes[0], s.Sizes[1]
+	ok := true
+	var parts []string
+	for _, v := range []struct {
+		verb string
+		a, b int64
+	}{{"import", a.ImportRSSBytes, b.ImportRSSBytes}, {"validate", a.ValidateRSSBytes, b.ValidateRSSBytes},
+		{"export", a.ExportRSSBytes, b.ExportRSSBytes}, {"snapshot save", a.SaveRSSBytes, b.SaveRSSBytes}} {
+		if v.a <= 0 {
+			continue
+		}
+		ratio := float64(v.b) / float64(v.a)
+		ok = ok && ratio <= 1.5
+		parts = append(parts, fmt.Sprintf("%s %s at %d nodes, %s at %d nodes (%.2fx)", v.verb, formatBytes(v.a), a.Nodes, formatBytes(v.b), b.Nodes, ratio))
+	}
+	flat.Detail = "peak RSS: " + strings.Join(parts, "; ")
+	flat.Status = status(ok)
+	dn := float64(b.Nodes - a.Nodes)
+	perNode := float64(b.CoordinatorRSSBytes-a.CoordinatorRSSBytes) / dn
+	dataPerNode := float64(b.DataBytes-a.DataBytes) / dn
+	image.Detail = fmt.Sprintf("%.0f bytes of RSS per node (coordinator %s at %d nodes, %s at %d), %.0f of them the nodes' paths and data: %.0f above",
+		perNode, formatBytes(a.CoordinatorRSSBytes), a.Nodes, formatBytes(b.CoordinatorRSSBytes), b.Nodes, dataPerNode, perNode-dataPerNode)
+	image.Status = status(perNode-dataPerNode <= 400)
+	return []TargetResult{flat, snap, cold, image}
+}
