@@ -110,7 +110,7 @@ func benchRun(cmd *cobra.Command, bf benchFlags) error {
 		return cli.UsageError("--migrate-nodes %d: must be %d to %d", bf.migrateNodes, bench.MinMigrateNodes, bench.MaxMigrateNodes)
 	}
 	if bf.scaleNodes != 0 && (bf.scaleNodes < bench.MinScaleNodes || bf.scaleNodes > bench.MaxScaleNodes) {
-		return usageError("--scale-nodes %d: must be %d to %d", bf.scaleNodes, bench.MinScaleNodes, bench.MaxScaleNodes)
+		return cli.UsageError("--scale-nodes %d: must be %d to %d", bf.scaleNodes, bench.MinScaleNodes, bench.MaxScaleNodes)
 	}
 	if bf.elections < 0 || bf.elections > bench.MaxElections {
 		return cli.UsageError("--elections %d: must be 1 to %d", bf.elections, bench.MaxElections)
