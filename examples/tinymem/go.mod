@@ -6,6 +6,7 @@ require github.com/metaplane/metaplane v0.0.0
 
 require (
 	github.com/anishathalye/porcupine v1.3.1 // indirect
+	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/fatih/color v1.13.0 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
 	github.com/go-viper/mapstructure/v2 v2.5.0 // indirect

@@ -45,10 +45,10 @@ type helperVerb struct {
 // the verbs themselves (cmd/metaplane/internal/lab, raftoffline) use it too.
 var helperVerbs = []helperVerb{
 	{"", "bench", "bench", "measure ZooKeeper against Raft side by side (the seeds' table)", HelperLab},
-	{"", "demo", "demo", "run three Raft coordinators and three tablet servers locally, kill the leader, then a tablet server", HelperLab},
 	{"", "conformance", "conformance --plugin PATH", "run the backend conformance suite against a plugin binary", HelperLab},
-	{"raft", "bootstrap", "bootstrap", "offline: format the empty --data-dir as a member of a new cluster of the configured voters", HelperRaftOffline},
+	{"", "demo", "demo", "run three Raft coordinators and three tablet servers locally, kill the leader, then a tablet server", HelperLab},
 	{"raft", "unsafe-recover", "unsafe-recover", "offline, after losing a majority for good: make the stopped member at --data-dir the only voter (--i-understand-data-loss)", HelperRaftOffline},
+	{"raft", "bootstrap", "bootstrap", "offline: format the empty --data-dir as a member of a new cluster of the configured voters", HelperRaftOffline},
 	{"raft snapshot", "restore", "restore FILE", "offline: make the empty --data-dir a new single-voter cluster holding FILE's tree (versions and times kept, epochs continued)", HelperRaftOffline},
 }
 
