@@ -301,6 +301,48 @@ func endedHow(passThrough bool, ctx context.Context) string {
 	return "canceled"
 }
 
+// call makes one unary call of c's in the plugin: send makes it on the
+// live incarnation with the context the plugin is to see (see passCtx),
+// and its error is translated (see callError). On an error the value
+// send returns is dropped, so it may convert a nil answer through the
+// answer's getters.
+func call[T any](c *Client, ctx context.Context, send func(context.Context, *remote) (T, error)) (T, error) {
+	ctx, done := c.passCtx(ctx)
+	defer done()
+	var zero T
+	r, err := c.current()
+	if err != nil {
+		return zero, err
+	}
+	v, err := send(ctx, r)
+	if err != nil {
+		return zero, callError(ctx, r.conn, err)
+	}
+	return v, nil
+}
+
+// callErr is call for a call whose only result is its error.
+func callErr[Resp any](c *Client, ctx context.Context, send func(context.Context, *remote) (Resp, error)) error {
+	_, err := call(c, ctx, send)
+	return err
+}
+
+// housekeep makes a call of c's that no caller waits for (FailNextWrite,
+// SetLatency): bounded by callTimeout; failures, and calls without a live
+// incarnation, are logged as what's.
+func (c *Client) housekeep(what string, send func(context.Context, *remote) error) {
+	r, err := c.current()
+	if err != nil {
+		c.p.logger.Warn(what+" ignored", "error", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if err := send(ctx, r); err != nil {
+		c.p.logger.Warn(what+" failed", "error", callError(ctx, r.conn, err))
+	}
+}
+
 // ---- session events fan-out ----
 
 // publish delivers ev to every subscriber, dropping a slow subscriber's
@@ -314,30 +356,19 @@ func (c *Client) publish(ev core.SessionEvent) {
 
 // GetMany reads many paths in one plugin call. See core.Reader.
 func (c *Client) GetMany(ctx context.Context, paths []string, opts core.ReadOptions) ([]core.GetResult, error) {
-	ctx, done := c.passCtx(ctx)
-	defer done()
-	r, err := c.current()
-	if err != nil {
-		return nil, err
-	}
-	resp, err := r.conn.rpc.GetMany(ctx, &pb.GetManyRequest{ClientId: r.id, Paths: paths, Options: readOptionsToProto(opts)})
-	if err != nil {
-		return nil, callError(ctx, r.conn, err)
-	}
-	return getResultsFromProto(resp.Results), nil
+	return call(c, ctx, func(ctx context.Context, r *remote) ([]core.GetResult, error) {
+		resp, err := r.conn.rpc.GetMany(ctx, &pb.GetManyRequest{ClientId: r.id, Paths: paths, Options: readOptionsToProto(opts)})
+		return getResultsFromProto(resp.GetResults()), err
+	})
 }
 
 // Children lists path's children. See core.Reader.
 func (c *Client) Children(ctx context.Context, path string, opts core.ReadOptions) ([]string, core.Stat, error) {
-	ctx, done := c.passCtx(ctx)
-	defer done()
-	r, err := c.current()
+	resp, err := call(c, ctx, func(ctx context.Context, r *remote) (*pb.ChildrenResponse, error) {
+		return r.conn.rpc.Children(ctx, &pb.ChildrenRequest{ClientId: r.id, Path: path, Options: readOptionsToProto(opts)})
+	})
 	if err != nil {
 		return nil, core.Stat{}, err
-	}
-	resp, err := r.conn.rpc.Children(ctx, &pb.ChildrenRequest{ClientId: r.id, Path: path, Options: readOptionsToProto(opts)})
-	if err != nil {
-		return nil, core.Stat{}, callError(ctx, r.conn, err)
 	}
 	names := resp.Names
 	if names == nil {
@@ -349,17 +380,10 @@ func (c *Client) Children(ctx context.Context, path string, opts core.ReadOption
 // Snapshot reads every node under prefix in one plugin call. See
 // core.Reader.
 func (c *Client) Snapshot(ctx context.Context, prefix string) (core.Snapshot, error) {
-	ctx, done := c.passCtx(ctx)
-	defer done()
-	r, err := c.current()
-	if err != nil {
-		return core.Snapshot{}, err
-	}
-	resp, err := r.conn.rpc.Snapshot(ctx, &pb.SnapshotRequest{ClientId: r.id, Prefix: prefix})
-	if err != nil {
-		return core.Snapshot{}, callError(ctx, r.conn, err)
-	}
-	return core.Snapshot{Revision: resp.Revision, Nodes: nodesFromProto(resp.Nodes)}, nil
+	return call(c, ctx, func(ctx context.Context, r *remote) (core.Snapshot, error) {
+		resp, err := r.conn.rpc.Snapshot(ctx, &pb.SnapshotRequest{ClientId: r.id, Prefix: prefix})
+		return core.Snapshot{Revision: resp.GetRevision(), Nodes: nodesFromProto(resp.GetNodes())}, err
+	})
 }
 
 // Txn applies ops atomically in the plugin. See core.Writer; a failed op's
@@ -369,28 +393,18 @@ func (c *Client) Snapshot(ctx context.Context, prefix string) (core.Snapshot, er
 // (see txnMux); a plugin without it gets unary Txn calls.
 func (c *Client) Txn(ctx context.Context, ops []core.Op, opts core.TxnOptions) (core.TxnResult, error) {
 	ended := endedHow(c.passThrough, ctx) // TxnStream carries it in the call
-	ctx, done := passEnded(ctx, ended)
-	defer done()
-	r, err := c.current()
-	if err != nil {
-		return core.TxnResult{}, err
-	}
-	req := &pb.TxnRequest{ClientId: r.id, Ops: opsToProto(ops), Fence: fenceToProto(opts.Fence)}
-	if err := ctx.Err(); err != nil {
-		// What gRPC answers a call whose context has ended, unsent.
-		return core.TxnResult{}, callError(ctx, r.conn, status.FromContextError(err).Err())
-	}
-	if resp, err, ok := r.conn.txnMux().do(ctx, req, ended); ok {
-		if err != nil {
-			return core.TxnResult{}, callError(ctx, r.conn, err)
+	return call(c, ctx, func(ctx context.Context, r *remote) (core.TxnResult, error) {
+		req := &pb.TxnRequest{ClientId: r.id, Ops: opsToProto(ops), Fence: fenceToProto(opts.Fence)}
+		if err := ctx.Err(); err != nil {
+			// What gRPC answers a call whose context has ended, unsent.
+			return core.TxnResult{}, status.FromContextError(err).Err()
 		}
-		return txnResultFromProto(resp), nil
-	}
-	resp, err := r.conn.rpc.Txn(ctx, req)
-	if err != nil {
-		return core.TxnResult{}, callError(ctx, r.conn, err)
-	}
-	return txnResultFromProto(resp), nil
+		resp, err, ok := r.conn.txnMux().do(ctx, req, ended)
+		if !ok {
+			resp, err = r.conn.rpc.Txn(ctx, req)
+		}
+		return txnResultFromProto(resp), err
+	})
 }
 
 // watchBuffer is the host-side buffer of a watch channel; beyond it gRPC's
@@ -671,17 +685,10 @@ var hostResignTimeout = 10 * time.Second
 
 // Leader returns the current leader. See core.Elector.
 func (c *Client) Leader(ctx context.Context) (core.LeaderInfo, error) {
-	ctx, done := c.passCtx(ctx)
-	defer done()
-	r, err := c.current()
-	if err != nil {
-		return core.LeaderInfo{}, err
-	}
-	resp, err := r.conn.rpc.Leader(ctx, &pb.LeaderRequest{ClientId: r.id})
-	if err != nil {
-		return core.LeaderInfo{}, callError(ctx, r.conn, err)
-	}
-	return leaderFromProto(resp.Leader), nil
+	return call(c, ctx, func(ctx context.Context, r *remote) (core.LeaderInfo, error) {
+		resp, err := r.conn.rpc.Leader(ctx, &pb.LeaderRequest{ClientId: r.id})
+		return leaderFromProto(resp.GetLeader()), err
+	})
 }
 
 // ObserveLeader delivers the current leader and its changes. See
@@ -768,17 +775,13 @@ func (c *Client) observe(ctx context.Context, r *remote) (pb.Backend_ObserveLead
 // Status returns the plugin's view of the backend. See
 // core.MetadataBackend.
 func (c *Client) Status(ctx context.Context) (core.Status, error) {
-	ctx, done := c.passCtx(ctx)
-	defer done()
-	r, err := c.current()
-	if err != nil {
-		return core.Status{}, err
-	}
-	resp, err := r.conn.rpc.Status(ctx, &pb.StatusRequest{ClientId: r.id})
-	if err != nil {
-		return core.Status{}, callError(ctx, r.conn, err)
-	}
-	return statusFromProto(resp), nil
+	return call(c, ctx, func(ctx context.Context, r *remote) (core.Status, error) {
+		resp, err := r.conn.rpc.Status(ctx, &pb.StatusRequest{ClientId: r.id})
+		if err != nil {
+			return core.Status{}, err
+		}
+		return statusFromProto(resp), nil
+	})
 }
 
 // Capabilities returns the backend's capabilities, as the plugin reported

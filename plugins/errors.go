@@ -120,8 +120,9 @@ func codeOf(s pb.Sentinel) codes.Code {
 	return codes.Unknown
 }
 
-// ToStatus turns a backend's error into the gRPC status error a server
-// method returns: the table's code, the error's text and an Error detail.
+// ToStatus turns a backend's error into the gRPC status error the server
+// answers (the plugin's Backend service does so for each method's error:
+// see statusUnary): the table's code, the error's text and an Error detail.
 // A nil error gives nil.
 func ToStatus(err error) error {
 	if err == nil {

@@ -78,199 +78,122 @@ func ClientOf(b core.MetadataBackend) (*Client, bool) { return core.Optional[*Cl
 
 // GrantLease grants a lease in the plugin. See core.LeaseManager.
 func (l leaseLayer) GrantLease(ctx context.Context, owner string, ttl time.Duration, fence core.Fence) (int64, error) {
-	ctx, done := l.c.passCtx(ctx)
-	defer done()
-	r, err := l.c.current()
-	if err != nil {
-		return 0, err
-	}
-	resp, err := r.conn.rpc.GrantLease(ctx, &pb.GrantLeaseRequest{ClientId: r.id, Owner: owner, TtlNanos: int64(ttl), Fence: fenceToProto(fence)})
-	if err != nil {
-		return 0, callError(ctx, r.conn, err)
-	}
-	return resp.LeaseId, nil
+	return call(l.c, ctx, func(ctx context.Context, r *remote) (int64, error) {
+		resp, err := r.conn.rpc.GrantLease(ctx, &pb.GrantLeaseRequest{ClientId: r.id, Owner: owner, TtlNanos: int64(ttl), Fence: fenceToProto(fence)})
+		return resp.GetLeaseId(), err
+	})
 }
 
 // RenewLease renews a lease in the plugin. See core.LeaseManager.
 func (l leaseLayer) RenewLease(ctx context.Context, id int64) error {
-	ctx, done := l.c.passCtx(ctx)
-	defer done()
-	r, err := l.c.current()
-	if err != nil {
-		return err
-	}
-	if _, err := r.conn.rpc.RenewLease(ctx, &pb.RenewLeaseRequest{ClientId: r.id, LeaseId: id}); err != nil {
-		return callError(ctx, r.conn, err)
-	}
-	return nil
+	return callErr(l.c, ctx, func(ctx context.Context, r *remote) (*pb.RenewLeaseResponse, error) {
+		return r.conn.rpc.RenewLease(ctx, &pb.RenewLeaseRequest{ClientId: r.id, LeaseId: id})
+	})
 }
 
 // RevokeLease revokes a lease in the plugin. See core.LeaseManager.
 func (l leaseLayer) RevokeLease(ctx context.Context, id int64, fence core.Fence) error {
-	ctx, done := l.c.passCtx(ctx)
-	defer done()
-	r, err := l.c.current()
-	if err != nil {
-		return err
-	}
-	if _, err := r.conn.rpc.RevokeLease(ctx, &pb.RevokeLeaseRequest{ClientId: r.id, LeaseId: id, Fence: fenceToProto(fence)}); err != nil {
-		return callError(ctx, r.conn, err)
-	}
-	return nil
+	return callErr(l.c, ctx, func(ctx context.Context, r *remote) (*pb.RevokeLeaseResponse, error) {
+		return r.conn.rpc.RevokeLease(ctx, &pb.RevokeLeaseRequest{ClientId: r.id, LeaseId: id, Fence: fenceToProto(fence)})
+	})
 }
 
 // AllocateIDs reserves [first, first+n) from the counter at path with the
 // backend's native allocator, in one plugin call. See core.IDAllocator.
 func (l idLayer) AllocateIDs(ctx context.Context, path string, n int64, fence core.Fence) (int64, error) {
-	ctx, done := l.c.passCtx(ctx)
-	defer done()
-	r, err := l.c.current()
-	if err != nil {
-		return 0, err
-	}
-	resp, err := r.conn.rpc.AllocateIDs(ctx, &pb.AllocateIDsRequest{ClientId: r.id, Path: path, Count: n, Fence: fenceToProto(fence)})
-	if err != nil {
-		return 0, callError(ctx, r.conn, err)
-	}
-	return resp.First, nil
+	return call(l.c, ctx, func(ctx context.Context, r *remote) (int64, error) {
+		resp, err := r.conn.rpc.AllocateIDs(ctx, &pb.AllocateIDsRequest{ClientId: r.id, Path: path, Count: n, Fence: fenceToProto(fence)})
+		return resp.GetFirst(), err
+	})
 }
 
 // AddVoter adds a voter in the plugin. See core.MembershipManager.
 func (l membershipLayer) AddVoter(ctx context.Context, id string, address string) error {
-	ctx, done := l.c.passCtx(ctx)
-	defer done()
-	r, err := l.c.current()
-	if err != nil {
-		return err
-	}
-	if _, err := r.conn.rpc.AddVoter(ctx, &pb.AddVoterRequest{ClientId: r.id, Id: id, Address: address}); err != nil {
-		return callError(ctx, r.conn, err)
-	}
-	return nil
+	return callErr(l.c, ctx, func(ctx context.Context, r *remote) (*pb.AddVoterResponse, error) {
+		return r.conn.rpc.AddVoter(ctx, &pb.AddVoterRequest{ClientId: r.id, Id: id, Address: address})
+	})
 }
 
 // RemoveVoter removes a voter in the plugin. See core.MembershipManager.
 func (l membershipLayer) RemoveVoter(ctx context.Context, id string) error {
-	ctx, done := l.c.passCtx(ctx)
-	defer done()
-	r, err := l.c.current()
-	if err != nil {
-		return err
-	}
-	if _, err := r.conn.rpc.RemoveVoter(ctx, &pb.RemoveVoterRequest{ClientId: r.id, Id: id}); err != nil {
-		return callError(ctx, r.conn, err)
-	}
-	return nil
+	return callErr(l.c, ctx, func(ctx context.Context, r *remote) (*pb.RemoveVoterResponse, error) {
+		return r.conn.rpc.RemoveVoter(ctx, &pb.RemoveVoterRequest{ClientId: r.id, Id: id})
+	})
 }
 
 // ForceRemoveVoter removes a member that is gone for good in the plugin.
 // See core.ForceRemover.
 func (l membershipLayer) ForceRemoveVoter(ctx context.Context, id string) error {
-	r, err := l.c.current()
-	if err != nil {
-		return err
-	}
-	if _, err := r.conn.rpc.RemoveVoter(ctx, &pb.RemoveVoterRequest{ClientId: r.id, Id: id, Force: true}); err != nil {
-		return callError(ctx, r.conn, err)
-	}
-	return nil
+	return callErr(l.c, ctx, func(ctx context.Context, r *remote) (*pb.RemoveVoterResponse, error) {
+		return r.conn.rpc.RemoveVoter(ctx, &pb.RemoveVoterRequest{ClientId: r.id, Id: id, Force: true})
+	})
 }
 
 // TransferLeadership hands the plugin's consensus leadership to a member.
 // See core.LeadershipTransferer.
 func (l transferLayer) TransferLeadership(ctx context.Context, to string) (core.LeadershipTransfer, error) {
-	ctx, done := l.c.passCtx(ctx)
-	defer done()
-	r, err := l.c.current()
-	if err != nil {
-		return core.LeadershipTransfer{}, err
-	}
-	resp, err := r.conn.rpc.TransferLeadership(ctx, &pb.TransferLeadershipRequest{ClientId: r.id, To: to})
-	if err != nil {
-		return core.LeadershipTransfer{}, callError(ctx, r.conn, err)
-	}
-	return core.LeadershipTransfer{MemberID: resp.MemberId, Term: resp.Term}, nil
+	return call(l.c, ctx, func(ctx context.Context, r *remote) (core.LeadershipTransfer, error) {
+		resp, err := r.conn.rpc.TransferLeadership(ctx, &pb.TransferLeadershipRequest{ClientId: r.id, To: to})
+		return core.LeadershipTransfer{MemberID: resp.GetMemberId(), Term: resp.GetTerm()}, err
+	})
 }
 
-// FailNextWrite makes the plugin's next write fail with err (its sentinel,
-// message and details cross the boundary). See core.FaultInjector. It has
-// no error result: when the plugin cannot be reached, the request is
-// logged and dropped.
-func (l faultLayer) FailNextWrite(err error) {
-	r, cerr := l.c.current()
-	if cerr != nil {
-		l.c.p.logger.Warn("FailNextWrite ignored", "error", cerr)
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
-	if _, cerr := r.conn.rpc.FailNextWrite(ctx, &pb.FailNextWriteRequest{ClientId: r.id, Error: ErrorToProto(err)}); cerr != nil {
-		l.c.p.logger.Warn("FailNextWrite failed", "error", callError(ctx, r.conn, cerr))
-	}
+// FailNextWrite makes the plugin's next write fail with injected (its
+// sentinel, message and details cross the boundary). See
+// core.FaultInjector. It has no error result: when the plugin cannot be
+// reached, the request is logged and dropped.
+func (l faultLayer) FailNextWrite(injected error) {
+	l.c.housekeep("FailNextWrite", func(ctx context.Context, r *remote) error {
+		_, err := r.conn.rpc.FailNextWrite(ctx, &pb.FailNextWriteRequest{ClientId: r.id, Error: ErrorToProto(injected)})
+		return err
+	})
 }
 
 // SetLatency adds d before every call in the plugin. See
 // core.FaultInjector; like FailNextWrite, failures are logged.
 func (l faultLayer) SetLatency(d time.Duration) {
-	r, cerr := l.c.current()
-	if cerr != nil {
-		l.c.p.logger.Warn("SetLatency ignored", "error", cerr)
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
-	if _, cerr := r.conn.rpc.SetLatency(ctx, &pb.SetLatencyRequest{ClientId: r.id, LatencyNanos: int64(d)}); cerr != nil {
-		l.c.p.logger.Warn("SetLatency failed", "error", callError(ctx, r.conn, cerr))
-	}
+	l.c.housekeep("SetLatency", func(ctx context.Context, r *remote) error {
+		_, err := r.conn.rpc.SetLatency(ctx, &pb.SetLatencyRequest{ClientId: r.id, LatencyNanos: int64(d)})
+		return err
+	})
 }
 
 // ExpireSession expires the client's session in the plugin and returns
 // once the host has seen the new session (or ctx ends). See
 // core.SessionExpirer.
 func (l expiryLayer) ExpireSession(ctx context.Context) error {
-	ctx, done := l.c.passCtx(ctx)
-	defer done()
 	c := l.c
-	r, err := c.current()
-	if err != nil {
-		return err
-	}
-	old := c.Session().ID
-	if _, err := r.conn.rpc.ExpireSession(ctx, &pb.ExpireSessionRequest{ClientId: r.id}); err != nil {
-		return callError(ctx, r.conn, err)
-	}
-	// The plugin established the new session before answering; wait until
-	// its event has reached this side so Session() reports it.
-	wait, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	for {
-		c.mu.Lock()
-		cur, changed := c.session, c.changed
-		live := c.rem == r
-		c.mu.Unlock()
-		if !live || (cur.ID != old && cur.State == core.SessionConnected) {
-			return nil
+	return callErr(c, ctx, func(ctx context.Context, r *remote) (*pb.ExpireSessionResponse, error) {
+		old := c.Session().ID
+		if _, err := r.conn.rpc.ExpireSession(ctx, &pb.ExpireSessionRequest{ClientId: r.id}); err != nil {
+			return nil, err
 		}
-		select {
-		case <-changed:
-		case <-wait.Done():
-			return nil
+		// The plugin established the new session before answering; wait
+		// until its event has reached this side so Session() reports it.
+		wait, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		for {
+			c.mu.Lock()
+			cur, changed := c.session, c.changed
+			live := c.rem == r
+			c.mu.Unlock()
+			if !live || (cur.ID != old && cur.State == core.SessionConnected) {
+				return nil, nil
+			}
+			select {
+			case <-changed:
+			case <-wait.Done():
+				return nil, nil
+			}
 		}
-	}
+	})
 }
 
 // Import loads nodes in bulk in the plugin, in one call. See core.Importer.
 func (l importLayer) Import(ctx context.Context, nodes []core.ImportNode, fence core.Fence) error {
-	ctx, done := l.c.passCtx(ctx)
-	defer done()
-	r, err := l.c.current()
-	if err != nil {
-		return err
-	}
-	if _, err := r.conn.rpc.Import(ctx, &pb.ImportRequest{ClientId: r.id, Nodes: importNodesToProto(nodes), Fence: fenceToProto(fence)}); err != nil {
-		return callError(ctx, r.conn, err)
-	}
-	return nil
+	return callErr(l.c, ctx, func(ctx context.Context, r *remote) (*pb.ImportResponse, error) {
+		return r.conn.rpc.Import(ctx, &pb.ImportRequest{ClientId: r.id, Nodes: importNodesToProto(nodes), Fence: fenceToProto(fence)})
+	})
 }
 
 // StreamSnapshot reads the plugin's snapshot a page at a time, asking for

@@ -56,7 +56,7 @@ type GRPCPlugin struct {
 // GRPCServer registers the Backend service for the provider.
 func (p *GRPCPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 	p.srv = newServer(p.Provider)
-	pb.RegisterBackendServer(s, p.srv)
+	registerBackend(s, p.srv)
 	return nil
 }
 

@@ -3,10 +3,12 @@ package plugins
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/metaplane/metaplane/core"
@@ -69,12 +71,7 @@ func newServer(p core.Provider) *server {
 // ended.
 const resignTimeout = 5 * time.Second
 
-func (s *server) client(id uint64) (*serverClient, error) {
-	c, err := s.lookup(id)
-	return c, ToStatus(err)
-}
-
-// lookup is client with the backend's error (not yet a status).
+// lookup returns the open client id names (or a closed pass-through one).
 func (s *server) lookup(id uint64) (*serverClient, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -122,8 +119,143 @@ func (s *server) closeAll() {
 	}
 }
 
+// The methods of server return the backend's errors as they are: the
+// Backend service is registered behind statusUnary and statusStream (see
+// registerBackend), which turn them into the wire's status errors. A
+// method body therefore says only what it does; the client-scoped ones
+// run through handle or handlePart.
+
+// registerBackend registers srv as g's Backend service, each method behind
+// statusUnary or statusStream. They are installed here, on the service,
+// rather than among the server's options (grpcServerOptions), so that
+// every server that serves the plugin has them: go-plugin's in-process
+// test server (plugin.TestPluginGRPCConn) is built without those options.
+func registerBackend(g *grpc.Server, srv pb.BackendServer) {
+	desc := pb.Backend_ServiceDesc // the host's streams use the original
+	desc.Methods = slices.Clone(desc.Methods)
+	for i := range desc.Methods {
+		h := desc.Methods[i].Handler
+		desc.Methods[i].Handler = func(srv any, ctx context.Context, dec func(any) error, next grpc.UnaryServerInterceptor) (any, error) {
+			if next == nil {
+				return h(srv, ctx, dec, statusUnary)
+			}
+			// statusUnary runs innermost, next to the method.
+			return h(srv, ctx, dec, func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+				return next(ctx, req, info, func(ctx context.Context, req any) (any, error) {
+					return statusUnary(ctx, req, info, handler)
+				})
+			})
+		}
+	}
+	desc.Streams = slices.Clone(desc.Streams)
+	for i := range desc.Streams {
+		d := desc.Streams[i]
+		info := &grpc.StreamServerInfo{FullMethod: "/" + desc.ServiceName + "/" + d.StreamName, IsClientStream: d.ClientStreams, IsServerStream: d.ServerStreams}
+		desc.Streams[i].Handler = func(srv any, ss grpc.ServerStream) error {
+			return statusStream(srv, ss, info, d.Handler)
+		}
+	}
+	g.RegisterService(&desc, srv)
+}
+
+// statusUnary turns the error of a Backend method into its status (see
+// ToStatus).
+func statusUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	return resp, wireStatus(err)
+}
+
+// statusStream turns the error of a Backend stream into its status (see
+// ToStatus), except the stream's own errors (its Send and Recv), which
+// the stream it gives the method marks (see wireError) and which go back
+// as they are.
+func statusStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return wireStatus(handler(srv, markedStream{ss}))
+}
+
+// wireStatus is what a Backend method's error becomes on the wire: a
+// wireError's own error as it is, any other through ToStatus.
+func wireStatus(err error) error {
+	if w, ok := err.(*wireError); ok {
+		return w.err
+	}
+	return ToStatus(err)
+}
+
+// wireError is an error of the wire itself (a stream's Send or Recv, the
+// end of the stream's context), which the server returns as it is: not a
+// backend's error to translate.
+type wireError struct{ err error }
+
+func (e *wireError) Error() string { return e.err.Error() }
+func (e *wireError) Unwrap() error { return e.err }
+
+// asIs marks err (if any) as the wire's own.
+func asIs(err error) error {
+	if _, ok := err.(*wireError); ok || err == nil {
+		return err
+	}
+	return &wireError{err}
+}
+
+// markedStream marks the errors of its Send and Recv as the wire's own.
+type markedStream struct{ grpc.ServerStream }
+
+func (s markedStream) SendMsg(m any) error { return asIs(s.ServerStream.SendMsg(m)) }
+func (s markedStream) RecvMsg(m any) error { return asIs(s.ServerStream.RecvMsg(m)) }
+
+// handle runs do for the client clientID names, with the call's context
+// (see callCtx).
+func handle[Resp any](s *server, ctx context.Context, clientID uint64, do func(context.Context, *serverClient) (Resp, error)) (Resp, error) {
+	c, err := s.lookup(clientID)
+	if err != nil {
+		var zero Resp
+		return zero, err
+	}
+	ctx, done := callCtx(ctx)
+	defer done()
+	return do(ctx, c)
+}
+
+// handlePart is handle for a method of the optional part P of the client's
+// backend: a backend without it answers what unsupported says.
+func handlePart[P, Resp any](s *server, ctx context.Context, clientID uint64, what part[P], do func(context.Context, P) (Resp, error)) (Resp, error) {
+	return handle(s, ctx, clientID, func(ctx context.Context, c *serverClient) (Resp, error) {
+		p, err := what.of(c)
+		if err != nil {
+			var zero Resp
+			return zero, err
+		}
+		return do(ctx, p)
+	})
+}
+
+// part names the optional part P in the error of a backend without it.
+type part[P any] string
+
+// The optional parts the server looks up.
+const (
+	leases       part[core.LeaseManager]         = "leases (LeaseManager)"
+	snapStreams  part[core.SnapshotStreamer]     = "streamed snapshots (SnapshotStreamer)"
+	imports      part[core.Importer]             = "bulk import (Importer)"
+	membership   part[core.MembershipManager]    = "membership changes (MembershipManager)"
+	forceRemoval part[core.ForceRemover]         = "forced membership removals (ForceRemover)"
+	transfers    part[core.LeadershipTransferer] = "leadership transfer (LeadershipTransferer)"
+	faults       part[core.FaultInjector]        = "fault injection (FaultInjector)"
+	expiry       part[core.SessionExpirer]       = "expiring sessions on demand (SessionExpirer)"
+)
+
+// of returns c's backend as P, or the error of a backend without it.
+func (p part[P]) of(c *serverClient) (P, error) {
+	v, ok := core.Optional[P](c.b)
+	if !ok {
+		return v, unsupported(string(p))
+	}
+	return v, nil
+}
+
 func unsupported(what string) error {
-	return ToStatus(fmt.Errorf("%w: backend does not support %s", core.ErrInvalidArgument, what))
+	return fmt.Errorf("%w: backend does not support %s", core.ErrInvalidArgument, what)
 }
 
 // ---- provider ----
@@ -139,17 +271,14 @@ func (s *server) CompactHistory(ctx context.Context, req *pb.CompactHistoryReque
 	if !ok {
 		return nil, unsupported("compacting the change history on demand (core.HistoryCompactor)")
 	}
-	if err := hc.CompactHistory(ctx, req.Revision); err != nil {
-		return nil, ToStatus(err)
-	}
-	return &pb.CompactHistoryResponse{}, nil
+	return &pb.CompactHistoryResponse{}, hc.CompactHistory(ctx, req.Revision)
 }
 
 func (s *server) Start(ctx context.Context, req *pb.StartRequest) (*pb.StartResponse, error) {
 	s.mu.Lock()
 	if s.started {
 		s.mu.Unlock()
-		return nil, ToStatus(fmt.Errorf("%w: the plugin was already started", core.ErrInvalidArgument))
+		return nil, fmt.Errorf("%w: the plugin was already started", core.ErrInvalidArgument)
 	}
 	s.started = true
 	s.mu.Unlock()
@@ -157,7 +286,7 @@ func (s *server) Start(ctx context.Context, req *pb.StartRequest) (*pb.StartResp
 		s.mu.Lock()
 		s.started = false
 		s.mu.Unlock()
-		return nil, ToStatus(err)
+		return nil, err
 	}
 	return &pb.StartResponse{}, nil
 }
@@ -167,23 +296,23 @@ func (s *server) NewClient(ctx context.Context, req *pb.NewClientRequest) (*pb.N
 	started, closed := s.started, s.closed
 	s.mu.Unlock()
 	if closed {
-		return nil, ToStatus(fmt.Errorf("%w: the plugin is stopping", core.ErrClosed))
+		return nil, fmt.Errorf("%w: the plugin is stopping", core.ErrClosed)
 	}
 	if !started {
-		return nil, ToStatus(fmt.Errorf("%w: NewClient before Start", core.ErrInvalidArgument))
+		return nil, fmt.Errorf("%w: NewClient before Start", core.ErrInvalidArgument)
 	}
 	b, err := s.provider.NewClient(ctx, core.ClientOptions{
 		SessionTimeout: time.Duration(req.SessionTimeoutNanos),
 		Name:           req.Name,
 	})
 	if err != nil {
-		return nil, ToStatus(err)
+		return nil, err
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		_ = b.Close()
-		return nil, ToStatus(fmt.Errorf("%w: the plugin is stopping", core.ErrClosed))
+		return nil, fmt.Errorf("%w: the plugin is stopping", core.ErrClosed)
 	}
 	s.nextID++
 	id := s.nextID
@@ -210,7 +339,7 @@ func (s *server) CloseClient(ctx context.Context, req *pb.CloseClientRequest) (*
 	s.mu.Unlock()
 	if ok {
 		if err := c.b.Close(); err != nil {
-			return nil, ToStatus(err)
+			return nil, err
 		}
 	}
 	return &pb.CloseClientResponse{}, nil
@@ -219,89 +348,59 @@ func (s *server) CloseClient(ctx context.Context, req *pb.CloseClientRequest) (*
 // ---- key space ----
 
 func (s *server) GetMany(ctx context.Context, req *pb.GetManyRequest) (*pb.GetManyResponse, error) {
-	c, err := s.client(req.ClientId)
-	if err != nil {
-		return nil, err
-	}
-	ctx, done := callCtx(ctx)
-	defer done()
-	res, err := c.b.GetMany(ctx, req.Paths, readOptionsFromProto(req.Options))
-	if err != nil {
-		return nil, ToStatus(err)
-	}
-	return &pb.GetManyResponse{Results: getResultsToProto(res)}, nil
+	return handle(s, ctx, req.ClientId, func(ctx context.Context, c *serverClient) (*pb.GetManyResponse, error) {
+		res, err := c.b.GetMany(ctx, req.Paths, readOptionsFromProto(req.Options))
+		return &pb.GetManyResponse{Results: getResultsToProto(res)}, err
+	})
 }
 
 func (s *server) Children(ctx context.Context, req *pb.ChildrenRequest) (*pb.ChildrenResponse, error) {
-	c, err := s.client(req.ClientId)
-	if err != nil {
-		return nil, err
-	}
-	ctx, done := callCtx(ctx)
-	defer done()
-	names, st, err := c.b.Children(ctx, req.Path, readOptionsFromProto(req.Options))
-	if err != nil {
-		return nil, ToStatus(err)
-	}
-	return &pb.ChildrenResponse{Names: names, Stat: statToProto(st)}, nil
+	return handle(s, ctx, req.ClientId, func(ctx context.Context, c *serverClient) (*pb.ChildrenResponse, error) {
+		names, st, err := c.b.Children(ctx, req.Path, readOptionsFromProto(req.Options))
+		return &pb.ChildrenResponse{Names: names, Stat: statToProto(st)}, err
+	})
 }
 
 func (s *server) Snapshot(ctx context.Context, req *pb.SnapshotRequest) (*pb.SnapshotResponse, error) {
-	c, err := s.client(req.ClientId)
-	if err != nil {
-		return nil, err
-	}
-	ctx, done := callCtx(ctx)
-	defer done()
-	snap, err := c.b.Snapshot(ctx, req.Prefix)
-	if err != nil {
-		return nil, ToStatus(err)
-	}
-	return &pb.SnapshotResponse{Revision: snap.Revision, Nodes: nodesToProto(snap.Nodes)}, nil
+	return handle(s, ctx, req.ClientId, func(ctx context.Context, c *serverClient) (*pb.SnapshotResponse, error) {
+		snap, err := c.b.Snapshot(ctx, req.Prefix)
+		return &pb.SnapshotResponse{Revision: snap.Revision, Nodes: nodesToProto(snap.Nodes)}, err
+	})
 }
 
+// Txn is the unary Txn; TxnStream's calls run txn too.
 func (s *server) Txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, error) {
-	resp, err := s.txn(ctx, req)
-	if err != nil {
-		return nil, ToStatus(err)
-	}
-	return resp, nil
+	return s.txn(ctx, req)
 }
 
-// txn is Txn (unary and on TxnStream) with the backend's error, not yet
-// a status.
 func (s *server) txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, error) {
-	c, err := s.lookup(req.ClientId)
-	if err != nil {
-		return nil, err
-	}
-	ctx, done := callCtx(ctx)
-	defer done()
-	res, err := c.b.Txn(ctx, opsFromProto(req.Ops), core.TxnOptions{Fence: fenceFromProto(req.Fence)})
-	if err != nil {
-		return nil, err
-	}
-	return txnResultToProto(res), nil
+	return handle(s, ctx, req.ClientId, func(ctx context.Context, c *serverClient) (*pb.TxnResponse, error) {
+		res, err := c.b.Txn(ctx, opsFromProto(req.Ops), core.TxnOptions{Fence: fenceFromProto(req.Fence)})
+		if err != nil {
+			return nil, err
+		}
+		return txnResultToProto(res), nil
+	})
 }
 
 func (s *server) Watch(req *pb.WatchRequest, stream pb.Backend_WatchServer) error {
-	c, err := s.client(req.ClientId)
+	c, err := s.lookup(req.ClientId)
 	if err != nil {
 		return err
 	}
 	ch, err := c.b.Watch(stream.Context(), req.Prefix, req.FromRevision)
 	if err != nil {
-		return ToStatus(err)
+		return err
 	}
 	if err := stream.Send(&pb.WatchResponse{Started: true}); err != nil {
 		return err
 	}
-	return pumpWatch(stream.Context(), ch, func(m *pb.WatchResponse) error {
+	return asIs(pumpWatch(stream.Context(), ch, func(m *pb.WatchResponse) error {
 		if h := watchMessageHook.Load(); h != nil {
 			(*h)(m)
 		}
 		return stream.Send(m)
-	})
+	}))
 }
 
 // Bounds of one coalesced watch message (see pumpWatch): far below any
@@ -392,39 +491,37 @@ func watchEventsSize(evs []core.WatchEvent) int {
 }
 
 func (s *server) Session(ctx context.Context, req *pb.SessionRequest) (*pb.SessionResponse, error) {
-	c, err := s.client(req.ClientId)
-	if err != nil {
-		return nil, err
-	}
-	return &pb.SessionResponse{Session: sessionInfoToProto(c.b.Session())}, nil
+	return handle(s, ctx, req.ClientId, func(_ context.Context, c *serverClient) (*pb.SessionResponse, error) {
+		return &pb.SessionResponse{Session: sessionInfoToProto(c.b.Session())}, nil
+	})
 }
 
 func (s *server) SessionEvents(req *pb.SessionEventsRequest, stream pb.Backend_SessionEventsServer) error {
-	c, err := s.client(req.ClientId)
+	c, err := s.lookup(req.ClientId)
 	if err != nil {
 		return err
 	}
 	ch, err := c.b.SessionEvents(stream.Context())
 	if err != nil {
-		return ToStatus(err)
+		return err
 	}
 	if err := stream.Send(&pb.SessionEventsResponse{Started: true, Session: sessionInfoToProto(c.b.Session())}); err != nil {
 		return err
 	}
-	return pump(stream.Context(), ch, func(ev core.SessionEvent) (bool, error) {
+	return asIs(pump(stream.Context(), ch, func(ev core.SessionEvent) (bool, error) {
 		return false, stream.Send(&pb.SessionEventsResponse{
 			State:     pb.SessionState(ev.State),
 			SessionId: ev.SessionID,
 			Session:   sessionInfoToProto(c.b.Session()),
 		})
-	})
+	}))
 }
 
 // Campaign campaigns with the stream's context (cancelled by the host before
 // election: the candidacy is withdrawn), then holds the leadership until it
 // is lost (sending lost=true) or the host ends the stream (resigning).
 func (s *server) Campaign(req *pb.CampaignRequest, stream pb.Backend_CampaignServer) error {
-	c, err := s.client(req.ClientId)
+	c, err := s.lookup(req.ClientId)
 	if err != nil {
 		return err
 	}
@@ -456,12 +553,12 @@ func (s *server) Campaign(req *pb.CampaignRequest, stream pb.Backend_CampaignSer
 	c.mu.Unlock()
 	close(run.settled)
 	if err != nil {
-		return ToStatus(err)
+		return err
 	}
 	if withdrawn {
 		// Withdrawn just as it was won: give the leadership up.
 		s.resign(l)
-		return ToStatus(fmt.Errorf("campaign withdrawn: %w", context.Canceled))
+		return fmt.Errorf("campaign withdrawn: %w", context.Canceled)
 	}
 	c.mu.Lock()
 	c.nextLeader++
@@ -482,7 +579,7 @@ func (s *server) Campaign(req *pb.CampaignRequest, stream pb.Backend_CampaignSer
 		return stream.Send(&pb.CampaignResponse{LeadershipId: id, Lost: true})
 	case <-stream.Context().Done():
 		s.resign(l)
-		return stream.Context().Err()
+		return asIs(stream.Context().Err())
 	}
 }
 
@@ -493,24 +590,19 @@ func (s *server) resign(l core.Leadership) {
 }
 
 func (s *server) Resign(ctx context.Context, req *pb.ResignRequest) (*pb.ResignResponse, error) {
-	c, err := s.client(req.ClientId)
-	if err != nil {
-		return nil, err
-	}
-	if req.CampaignId != 0 {
-		return &pb.ResignResponse{}, s.withdraw(ctx, c, req.CampaignId)
-	}
-	c.mu.Lock()
-	l, ok := c.leaderships[req.LeadershipId]
-	c.mu.Unlock()
-	if !ok {
-		// Already lost and forgotten: resigning is idempotent.
-		return &pb.ResignResponse{}, nil
-	}
-	if err := l.Resign(ctx); err != nil {
-		return nil, ToStatus(err)
-	}
-	return &pb.ResignResponse{}, nil
+	return handle(s, ctx, req.ClientId, func(ctx context.Context, c *serverClient) (*pb.ResignResponse, error) {
+		if req.CampaignId != 0 {
+			return &pb.ResignResponse{}, s.withdraw(ctx, c, req.CampaignId)
+		}
+		c.mu.Lock()
+		l, ok := c.leaderships[req.LeadershipId]
+		c.mu.Unlock()
+		if !ok {
+			// Already lost and forgotten: resigning is idempotent.
+			return &pb.ResignResponse{}, nil
+		}
+		return &pb.ResignResponse{}, l.Resign(ctx)
+	})
 }
 
 // withdraw withdraws c's campaign id: its backend call's context ends, and
@@ -536,7 +628,7 @@ func (s *server) withdraw(ctx context.Context, c *serverClient, id uint64) error
 	select {
 	case <-run.settled:
 	case <-ctx.Done():
-		return ToStatus(ctx.Err())
+		return ctx.Err()
 	}
 	c.mu.Lock()
 	l := run.lead
@@ -548,102 +640,55 @@ func (s *server) withdraw(ctx context.Context, c *serverClient, id uint64) error
 }
 
 func (s *server) Leader(ctx context.Context, req *pb.LeaderRequest) (*pb.LeaderResponse, error) {
-	c, err := s.client(req.ClientId)
-	if err != nil {
-		return nil, err
-	}
-	ctx, done := callCtx(ctx)
-	defer done()
-	l, err := c.b.Leader(ctx)
-	if err != nil {
-		return nil, ToStatus(err)
-	}
-	return &pb.LeaderResponse{Leader: leaderToProto(l)}, nil
+	return handle(s, ctx, req.ClientId, func(ctx context.Context, c *serverClient) (*pb.LeaderResponse, error) {
+		l, err := c.b.Leader(ctx)
+		return &pb.LeaderResponse{Leader: leaderToProto(l)}, err
+	})
 }
 
 func (s *server) ObserveLeader(req *pb.ObserveLeaderRequest, stream pb.Backend_ObserveLeaderServer) error {
-	c, err := s.client(req.ClientId)
+	c, err := s.lookup(req.ClientId)
 	if err != nil {
 		return err
 	}
 	ch, err := c.b.ObserveLeader(stream.Context())
 	if err != nil {
-		return ToStatus(err)
+		return err
 	}
 	if err := stream.Send(&pb.ObserveLeaderResponse{Started: true}); err != nil {
 		return err
 	}
-	return pump(stream.Context(), ch, func(l core.LeaderInfo) (bool, error) {
+	return asIs(pump(stream.Context(), ch, func(l core.LeaderInfo) (bool, error) {
 		return false, stream.Send(&pb.ObserveLeaderResponse{Leader: leaderToProto(l)})
-	})
+	}))
 }
 
 func (s *server) Status(ctx context.Context, req *pb.StatusRequest) (*pb.StatusResponse, error) {
-	c, err := s.client(req.ClientId)
-	if err != nil {
-		return nil, err
-	}
-	ctx, done := callCtx(ctx)
-	defer done()
-	st, err := c.b.Status(ctx)
-	if err != nil {
-		return nil, ToStatus(err)
-	}
-	return statusToProto(st), nil
+	return handle(s, ctx, req.ClientId, func(ctx context.Context, c *serverClient) (*pb.StatusResponse, error) {
+		st, err := c.b.Status(ctx)
+		return statusToProto(st), err
+	})
 }
 
 // ---- optional parts ----
 
 func (s *server) GrantLease(ctx context.Context, req *pb.GrantLeaseRequest) (*pb.GrantLeaseResponse, error) {
-	c, err := s.client(req.ClientId)
-	if err != nil {
-		return nil, err
-	}
-	ctx, done := callCtx(ctx)
-	defer done()
-	lm, ok := core.Optional[core.LeaseManager](c.b)
-	if !ok {
-		return nil, unsupported("leases (LeaseManager)")
-	}
-	id, err := lm.GrantLease(ctx, req.Owner, time.Duration(req.TtlNanos), fenceFromProto(req.Fence))
-	if err != nil {
-		return nil, ToStatus(err)
-	}
-	return &pb.GrantLeaseResponse{LeaseId: id}, nil
+	return handlePart(s, ctx, req.ClientId, leases, func(ctx context.Context, lm core.LeaseManager) (*pb.GrantLeaseResponse, error) {
+		id, err := lm.GrantLease(ctx, req.Owner, time.Duration(req.TtlNanos), fenceFromProto(req.Fence))
+		return &pb.GrantLeaseResponse{LeaseId: id}, err
+	})
 }
 
 func (s *server) RenewLease(ctx context.Context, req *pb.RenewLeaseRequest) (*pb.RenewLeaseResponse, error) {
-	c, err := s.client(req.ClientId)
-	if err != nil {
-		return nil, err
-	}
-	ctx, done := callCtx(ctx)
-	defer done()
-	lm, ok := core.Optional[core.LeaseManager](c.b)
-	if !ok {
-		return nil, unsupported("leases (LeaseManager)")
-	}
-	if err := lm.RenewLease(ctx, req.LeaseId); err != nil {
-		return nil, ToStatus(err)
-	}
-	return &pb.RenewLeaseResponse{}, nil
+	return handlePart(s, ctx, req.ClientId, leases, func(ctx context.Context, lm core.LeaseManager) (*pb.RenewLeaseResponse, error) {
+		return &pb.RenewLeaseResponse{}, lm.RenewLease(ctx, req.LeaseId)
+	})
 }
 
 func (s *server) RevokeLease(ctx context.Context, req *pb.RevokeLeaseRequest) (*pb.RevokeLeaseResponse, error) {
-	c, err := s.client(req.ClientId)
-	if err != nil {
-		return nil, err
-	}
-	ctx, done := callCtx(ctx)
-	defer done()
-	lm, ok := core.Optional[core.LeaseManager](c.b)
-	if !ok {
-		return nil, unsupported("leases (LeaseManager)")
-	}
-	if err := lm.RevokeLease(ctx, req.LeaseId, fenceFromProto(req.Fence)); err != nil {
-		return nil, ToStatus(err)
-	}
-	return &pb.RevokeLeaseResponse{}, nil
+	return handlePart(s, ctx, req.ClientId, leases, func(ctx context.Context, lm core.LeaseManager) (*pb.RevokeLeaseResponse, error) {
+		return &pb.RevokeLeaseResponse{}, lm.RevokeLease(ctx, req.LeaseId, fenceFromProto(req.Fence))
+	})
 }
 
 // SnapshotStream sends the backend's snapshot a page at a time as its
@@ -655,171 +700,97 @@ func (s *server) SnapshotStream(stream pb.Backend_SnapshotStreamServer) error {
 	if err != nil {
 		return err
 	}
-	c, err := s.client(req.ClientId)
+	c, err := s.lookup(req.ClientId)
 	if err != nil {
 		return err
 	}
-	ss, ok := core.Optional[core.SnapshotStreamer](c.b)
-	if !ok {
-		return unsupported("streamed snapshots (SnapshotStreamer)")
+	ss, err := snapStreams.of(c)
+	if err != nil {
+		return err
 	}
-	var wireErr error // the stream's own failure, returned as it is
+	// A failure of the stream's own that the backend returns as it is
+	// goes back as it is (it comes marked, see statusStream).
 	first := true
-	err = ss.StreamSnapshot(stream.Context(), req.Prefix, int(req.PageBytes), func(rev int64, nodes []core.Node) error {
+	return ss.StreamSnapshot(stream.Context(), req.Prefix, int(req.PageBytes), func(rev int64, nodes []core.Node) error {
 		if !first {
 			// The host asks for each page after the first.
-			if _, wireErr = stream.Recv(); wireErr != nil {
-				return wireErr
+			if _, err := stream.Recv(); err != nil {
+				return err
 			}
 		}
 		first = false
-		wireErr = stream.Send(&pb.SnapshotResponse{Revision: rev, Nodes: nodesToProto(nodes)})
-		return wireErr
+		return stream.Send(&pb.SnapshotResponse{Revision: rev, Nodes: nodesToProto(nodes)})
 	})
-	if err != nil && err == wireErr {
-		return err
-	}
-	return ToStatus(err)
 }
 
 func (s *server) Import(ctx context.Context, req *pb.ImportRequest) (*pb.ImportResponse, error) {
-	c, err := s.client(req.ClientId)
-	if err != nil {
-		return nil, err
-	}
-	ctx, done := callCtx(ctx)
-	defer done()
-	im, ok := core.Optional[core.Importer](c.b)
-	if !ok {
-		return nil, unsupported("bulk import (Importer)")
-	}
-	if err := im.Import(ctx, importNodesFromProto(req.Nodes), fenceFromProto(req.Fence)); err != nil {
-		return nil, ToStatus(err)
-	}
-	return &pb.ImportResponse{}, nil
+	return handlePart(s, ctx, req.ClientId, imports, func(ctx context.Context, im core.Importer) (*pb.ImportResponse, error) {
+		return &pb.ImportResponse{}, im.Import(ctx, importNodesFromProto(req.Nodes), fenceFromProto(req.Fence))
+	})
 }
 
 func (s *server) AllocateIDs(ctx context.Context, req *pb.AllocateIDsRequest) (*pb.AllocateIDsResponse, error) {
-	c, err := s.client(req.ClientId)
-	if err != nil {
-		return nil, err
-	}
-	ctx, done := callCtx(ctx)
-	defer done()
-	// core.AllocateIDs uses the backend's IDAllocator when it has one and
-	// the compare-and-set loop otherwise, next to the data.
-	first, err := core.AllocateIDs(ctx, c.b, req.Path, req.Count, fenceFromProto(req.Fence))
-	if err != nil {
-		return nil, ToStatus(err)
-	}
-	return &pb.AllocateIDsResponse{First: first}, nil
+	return handle(s, ctx, req.ClientId, func(ctx context.Context, c *serverClient) (*pb.AllocateIDsResponse, error) {
+		// core.AllocateIDs uses the backend's IDAllocator when it has one
+		// and the compare-and-set loop otherwise, next to the data.
+		first, err := core.AllocateIDs(ctx, c.b, req.Path, req.Count, fenceFromProto(req.Fence))
+		return &pb.AllocateIDsResponse{First: first}, err
+	})
 }
 
 func (s *server) AddVoter(ctx context.Context, req *pb.AddVoterRequest) (*pb.AddVoterResponse, error) {
-	c, err := s.client(req.ClientId)
-	if err != nil {
-		return nil, err
-	}
-	ctx, done := callCtx(ctx)
-	defer done()
-	mm, ok := core.Optional[core.MembershipManager](c.b)
-	if !ok {
-		return nil, unsupported("membership changes (MembershipManager)")
-	}
-	if err := mm.AddVoter(ctx, req.Id, req.Address); err != nil {
-		return nil, ToStatus(err)
-	}
-	return &pb.AddVoterResponse{}, nil
+	return handlePart(s, ctx, req.ClientId, membership, func(ctx context.Context, mm core.MembershipManager) (*pb.AddVoterResponse, error) {
+		return &pb.AddVoterResponse{}, mm.AddVoter(ctx, req.Id, req.Address)
+	})
 }
 
 func (s *server) TransferLeadership(ctx context.Context, req *pb.TransferLeadershipRequest) (*pb.TransferLeadershipResponse, error) {
-	c, err := s.client(req.ClientId)
-	if err != nil {
-		return nil, err
-	}
-	ctx, done := callCtx(ctx)
-	defer done()
-	lt, ok := core.Optional[core.LeadershipTransferer](c.b)
-	if !ok {
-		return nil, unsupported("leadership transfer (LeadershipTransferer)")
-	}
-	r, err := lt.TransferLeadership(ctx, req.To)
-	if err != nil {
-		return nil, ToStatus(err)
-	}
-	return &pb.TransferLeadershipResponse{MemberId: r.MemberID, Term: r.Term}, nil
+	return handlePart(s, ctx, req.ClientId, transfers, func(ctx context.Context, lt core.LeadershipTransferer) (*pb.TransferLeadershipResponse, error) {
+		r, err := lt.TransferLeadership(ctx, req.To)
+		return &pb.TransferLeadershipResponse{MemberId: r.MemberID, Term: r.Term}, err
+	})
 }
 
 func (s *server) RemoveVoter(ctx context.Context, req *pb.RemoveVoterRequest) (*pb.RemoveVoterResponse, error) {
-	c, err := s.client(req.ClientId)
-	if err != nil {
-		return nil, err
-	}
-	ctx, done := callCtx(ctx)
-	defer done()
-	mm, ok := core.Optional[core.MembershipManager](c.b)
-	if !ok {
-		return nil, unsupported("membership changes (MembershipManager)")
-	}
-	remove := mm.RemoveVoter
-	if req.Force {
-		fr, ok := core.Optional[core.ForceRemover](c.b)
-		if !ok {
-			return nil, unsupported("forced membership removals (ForceRemover)")
+	return handle(s, ctx, req.ClientId, func(ctx context.Context, c *serverClient) (*pb.RemoveVoterResponse, error) {
+		mm, err := membership.of(c)
+		if err != nil {
+			return nil, err
 		}
-		remove = fr.ForceRemoveVoter
-	}
-	if err := remove(ctx, req.Id); err != nil {
-		return nil, ToStatus(err)
-	}
-	return &pb.RemoveVoterResponse{}, nil
+		remove := mm.RemoveVoter
+		if req.Force {
+			fr, err := forceRemoval.of(c)
+			if err != nil {
+				return nil, err
+			}
+			remove = fr.ForceRemoveVoter
+		}
+		return &pb.RemoveVoterResponse{}, remove(ctx, req.Id)
+	})
 }
 
 func (s *server) FailNextWrite(ctx context.Context, req *pb.FailNextWriteRequest) (*pb.FailNextWriteResponse, error) {
-	c, err := s.client(req.ClientId)
-	if err != nil {
-		return nil, err
-	}
-	fi, ok := core.Optional[core.FaultInjector](c.b)
-	if !ok {
-		return nil, unsupported("fault injection (FaultInjector)")
-	}
-	e := ErrorFromProto(req.Error)
-	if e == nil {
-		e = fmt.Errorf("%w: injected failure", core.ErrUnavailable)
-	}
-	fi.FailNextWrite(e)
-	return &pb.FailNextWriteResponse{}, nil
+	return handlePart(s, ctx, req.ClientId, faults, func(_ context.Context, fi core.FaultInjector) (*pb.FailNextWriteResponse, error) {
+		e := ErrorFromProto(req.Error)
+		if e == nil {
+			e = fmt.Errorf("%w: injected failure", core.ErrUnavailable)
+		}
+		fi.FailNextWrite(e)
+		return &pb.FailNextWriteResponse{}, nil
+	})
 }
 
 func (s *server) SetLatency(ctx context.Context, req *pb.SetLatencyRequest) (*pb.SetLatencyResponse, error) {
-	c, err := s.client(req.ClientId)
-	if err != nil {
-		return nil, err
-	}
-	fi, ok := core.Optional[core.FaultInjector](c.b)
-	if !ok {
-		return nil, unsupported("fault injection (FaultInjector)")
-	}
-	fi.SetLatency(time.Duration(req.LatencyNanos))
-	return &pb.SetLatencyResponse{}, nil
+	return handlePart(s, ctx, req.ClientId, faults, func(_ context.Context, fi core.FaultInjector) (*pb.SetLatencyResponse, error) {
+		fi.SetLatency(time.Duration(req.LatencyNanos))
+		return &pb.SetLatencyResponse{}, nil
+	})
 }
 
 func (s *server) ExpireSession(ctx context.Context, req *pb.ExpireSessionRequest) (*pb.ExpireSessionResponse, error) {
-	c, err := s.client(req.ClientId)
-	if err != nil {
-		return nil, err
-	}
-	ctx, done := callCtx(ctx)
-	defer done()
-	se, ok := core.Optional[core.SessionExpirer](c.b)
-	if !ok {
-		return nil, unsupported("expiring sessions on demand (SessionExpirer)")
-	}
-	if err := se.ExpireSession(ctx); err != nil {
-		return nil, ToStatus(err)
-	}
-	return &pb.ExpireSessionResponse{}, nil
+	return handlePart(s, ctx, req.ClientId, expiry, func(ctx context.Context, se core.SessionExpirer) (*pb.ExpireSessionResponse, error) {
+		return &pb.ExpireSessionResponse{}, se.ExpireSession(ctx)
+	})
 }
 
 // pump forwards what a backend channel delivers to a server stream until the

@@ -28,7 +28,7 @@ var txnStreamOff atomic.Bool
 // are when their stream is reset.
 func (s *server) TxnStream(stream pb.Backend_TxnStreamServer) error {
 	if txnStreamOff.Load() {
-		return status.Error(codes.Unimplemented, "method TxnStream not implemented")
+		return asIs(status.Error(codes.Unimplemented, "method TxnStream not implemented"))
 	}
 	ctx, cancelAll := context.WithCancel(stream.Context())
 	out := &replyQueue{kick: make(chan struct{}, 1)}
