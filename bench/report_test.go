@@ -173,3 +173,33 @@ func TestWriteTable(t *testing.T) {
 		}
 	}
 }
+
+// TestCPUPerWriteTarget: Raft's CPU per write against the raw ZooKeeper
+// ensemble's, met only when Raft's is at most ZooKeeper's, and not
+// measured without both figures.
+func TestCPUPerWriteTarget(t *testing.T) {
+	find := func(rep *Report) TargetResult {
+		for _, tr := range EvaluateTargets(rep) {
+			if strings.HasPrefix(tr.Target, "CPU per acknowledged write") {
+				return tr
+			}
+		}
+		t.Fatal("no CPU-per-write target")
+		return TargetResult{}
+	}
+	rep := func(raftCPU, zkCPU float64) *Report {
+		return &Report{Options: RunConfig{Voters: 3}, Rows: []Row{
+			{ID: "store.write-16", Metric: MetricThroughput, Results: []Result{{Backend: Raft, N: 1, Ops: 100, OpsPerSec: 1000, CPUMicrosPerOp: raftCPU}}},
+			{ID: "zk.raw-write-16", Metric: MetricThroughput, Results: []Result{{Backend: ZooKeeper, N: 1, Ops: 100, OpsPerSec: 1000, CPUMicrosPerOp: zkCPU}}},
+		}}
+	}
+	if tr := find(rep(80, 120)); tr.Status != TargetMet || !strings.Contains(tr.Detail, "0.67x") {
+		t.Errorf("Raft 80 µs, ZooKeeper 120 µs: %s (%s), want met at 0.67x", tr.Status, tr.Detail)
+	}
+	if tr := find(rep(150, 120)); tr.Status != TargetNotMet {
+		t.Errorf("Raft 150 µs, ZooKeeper 120 µs: %s (%s), want not met", tr.Status, tr.Detail)
+	}
+	if tr := find(rep(0, 120)); tr.Status != TargetNotMeasured {
+		t.Errorf("no Raft CPU figure: %s, want not measured", tr.Status)
+	}
+}

@@ -97,6 +97,11 @@ func allRows() []rowSpec {
 			prepare: prepareThroughput(16),
 		},
 		{
+			id: "zk.raw-write-16", title: "raw ZooKeeper write throughput, 16 clients (Go client, no plugin)", group: "raw ZooKeeper", metric: MetricThroughput,
+			note:     "the ensemble's own CPU per acknowledged write, beside store.write-16's on Raft: an efficiency comparison that does not depend on the machine's cores",
+			backends: []string{ZooKeeper}, prepare: prepareRawZooKeeperThroughput(16),
+		},
+		{
 			id: "store.write-64", coordinator: true, title: "write throughput, 64 clients", group: "writes", metric: MetricThroughput,
 			note:    "with a coordinator leading: its image follows every write through its watch across the plugin, as in production",
 			prepare: prepareThroughput(64),
@@ -608,23 +613,9 @@ func prepareRawZooKeeper(write bool) func(ctx context.Context, s *System, p plan
 		if s.ZooKeeperAddress == "" {
 			return nil, fmt.Errorf("no ZooKeeper ensemble on %s", s.Name)
 		}
-		conn, events, err := zk.Connect(strings.Split(s.ZooKeeperAddress, ","), 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(discardLogger{}))
+		conn, err := rawZooKeeperSession(ctx, s.ZooKeeperAddress)
 		if err != nil {
 			return nil, err
-		}
-		connected := false
-		deadline := time.After(30 * time.Second)
-		for !connected {
-			select {
-			case ev := <-events:
-				connected = ev.State == zk.StateHasSession
-			case <-deadline:
-				conn.Close()
-				return nil, errors.New("raw ZooKeeper client: no session within 30s")
-			case <-ctx.Done():
-				conn.Close()
-				return nil, ctx.Err()
-			}
 		}
 		path, size := "/metaplane-bench-raw-get", 256
 		if write {
@@ -649,6 +640,73 @@ func prepareRawZooKeeper(write bool) func(ctx context.Context, s *System, p plan
 			}
 		}
 		return w, nil
+	}
+}
+
+// rawZooKeeperSession opens a go-zookeeper connection to the ensemble and
+// waits for its session.
+func rawZooKeeperSession(ctx context.Context, addr string) (*zk.Conn, error) {
+	conn, events, err := zk.Connect(strings.Split(addr, ","), 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(discardLogger{}))
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if ev.State == zk.StateHasSession {
+				return conn, nil
+			}
+		case <-deadline:
+			conn.Close()
+			return nil, errors.New("raw ZooKeeper client: no session within 30s")
+		case <-ctx.Done():
+			conn.Close()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// prepareRawZooKeeperThroughput is store.write-N's workload from N raw
+// ZooKeeper clients, each with its own session and node, in the bench
+// process: the CPU per write the runner measures is the ensemble's (and
+// the clients'), with no plugin or coordinator in the path.
+func prepareRawZooKeeperThroughput(clients int) func(ctx context.Context, s *System, p plan) (*workload, error) {
+	return func(ctx context.Context, s *System, p plan) (*workload, error) {
+		if s.ZooKeeperAddress == "" {
+			return nil, fmt.Errorf("no ZooKeeper ensemble on %s", s.Name)
+		}
+		conns := make([]*zk.Conn, 0, clients)
+		closeAll := func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}
+		data := value(128)
+		paths := make([]string, clients)
+		for k := 0; k < clients; k++ {
+			c, err := rawZooKeeperSession(ctx, s.ZooKeeperAddress)
+			if err != nil {
+				closeAll()
+				return nil, fmt.Errorf("raw client %d of %d: %w", k+1, clients, err)
+			}
+			conns = append(conns, c)
+			paths[k] = fmt.Sprintf("/metaplane-bench-raw-throughput-%d", k)
+			if _, err := c.Create(paths[k], data, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+				closeAll()
+				return nil, fmt.Errorf("create %s: %w", paths[k], err)
+			}
+		}
+		return &workload{
+			op: func(_ context.Context, k, _ int) (int64, error) {
+				_, err := conns[k].Set(paths[k], data, -1)
+				return 1, err
+			},
+			workers: clients,
+			calls:   p.throughputOps,
+			memory:  true, // its CPU per write (and the servers' peak memory under it)
+			close:   closeAll,
+		}, nil
 	}
 }
 

@@ -178,6 +178,25 @@ func EvaluateTargets(rep *Report) []TargetResult {
 		}
 		out = append(out, t)
 	}
+	// 7. CPU per acknowledged write: Raft's (store.write-16: its voters,
+	// its plugins, the clients) at most the raw ZooKeeper ensemble's
+	// (zk.raw-write-16: the servers and the clients, no plugin), in the
+	// same run: an efficiency comparison that does not depend on the
+	// machine's cores.
+	if _, ok := rows["zk.raw-write-16"]; ok {
+		t := TargetResult{Target: "CPU per acknowledged write: Raft (store.write-16) at most the raw ZooKeeper ensemble's (zk.raw-write-16), same run"}
+		raft, okR := get("store.write-16", Raft)
+		zkRaw, okZ := get("zk.raw-write-16", ZooKeeper)
+		switch {
+		case !okR || !okZ || raft.CPUMicrosPerOp <= 0 || zkRaw.CPUMicrosPerOp <= 0:
+			t.Status, t.Detail = TargetNotMeasured, "store.write-16 on Raft and zk.raw-write-16 on ZooKeeper, both with their CPU per write, are needed"
+		default:
+			t.Detail = fmt.Sprintf("Raft %s, raw ZooKeeper %s per write (%.2fx), %d voters",
+				FormatDuration(raft.CPUMicrosPerOp), FormatDuration(zkRaw.CPUMicrosPerOp), raft.CPUMicrosPerOp/zkRaw.CPUMicrosPerOp, rep.Options.Voters)
+			t.Status = status(raft.CPUMicrosPerOp <= zkRaw.CPUMicrosPerOp)
+		}
+		out = append(out, t)
+	}
 	if _, ok := rows["migrate.total"]; ok {
 		out = append(out, migrationTargets(rep.Migration)...)
 	}
