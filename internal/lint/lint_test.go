@@ -67,6 +67,8 @@ func violations(pkgs []pkg) []string {
 			switch {
 			case stdlibOnly[p.ImportPath] && !isStdlib(d) && !stdlibOnly[d]:
 				why = "the contract (and the settings decoder and fan-out backends share) imports the standard library only"
+			case (under(p.ImportPath, module+"/coordinator") || under(p.ImportPath, module+"/internal/authn")) && under(d, module+"/adminclient"):
+				why = "a server of the admin wire imports its contract (adminapi), never the client SDK"
 			case under(p.ImportPath, module+"/coordinator") || under(p.ImportPath, module+"/tabletserver"):
 				switch {
 				case under(d, module+"/plugins"):
@@ -136,7 +138,7 @@ func moduleRoot(t *testing.T) string {
 // list runs `go list -deps`-style listing of the layered packages.
 func list(t *testing.T) []pkg {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Deps,Error", "./core/...", "./catalog/...", "./image/...", "./settings/...", "./config/...", "./conformance/...", "./migrate/...", "./backends/...", "./coordinator/...", "./tabletserver/...", "./internal/fanout/...", "./internal/tlsutil/...", "./internal/deadline/...")
+	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Deps,Error", "./core/...", "./catalog/...", "./image/...", "./settings/...", "./config/...", "./conformance/...", "./migrate/...", "./backends/...", "./coordinator/...", "./tabletserver/...", "./internal/fanout/...", "./internal/tlsutil/...", "./internal/deadline/...", "./internal/authn/...")
 	cmd.Dir = moduleRoot(t)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -194,6 +196,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		{ImportPath: module + "/settings", Deps: []string{"strings", "github.com/knadh/koanf/v2"}},
 		{ImportPath: module + "/config/raftkeys", Deps: []string{module + "/settings", "time"}},
 		{ImportPath: module + "/coordinator", Deps: []string{module + "/core", module + "/plugins"}},
+		{ImportPath: module + "/internal/authn", Deps: []string{module + "/adminapi", module + "/adminclient"}},
 		{ImportPath: module + "/tabletserver/x", Deps: []string{module + "/adminclient", module + "/backends/raft"}},
 		{ImportPath: module + "/migrate", Deps: []string{module + "/core", module + "/backends/memory"}},
 		{ImportPath: module + "/internal/fanout", Deps: []string{"context", "sync", module + "/catalog"}},
@@ -210,6 +213,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		module + "/core/x imports github.com/hashicorp/go-plugin",
 		module + "/core/x imports " + module + "/plugins/shim",
 		module + "/image imports " + module + "/backends/memory",
+		module + "/internal/authn imports " + module + "/adminclient",
 		module + "/internal/fanout imports " + module + "/catalog",
 		module + "/migrate imports " + module + "/backends/memory",
 		module + "/settings imports github.com/knadh/koanf/v2",
