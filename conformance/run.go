@@ -364,7 +364,9 @@ func describeWaits(label string) string {
 			}
 			where := fmt.Sprintf("%s (%s)", shortFunc(fn), filepath.Base(fs[3]))
 			if inner == "" && !boringFrame(fn, fs[3]) {
-				inner = where
+				// The call it waits in is the method, not the closure
+				// the method hands its RPC in.
+				inner = fmt.Sprintf("%s (%s)", closureFree(shortFunc(fn)), filepath.Base(fs[3]))
 			}
 			if prop == "" && strings.HasPrefix(fn, suitePackage+".") && !strings.Contains(fs[3], "/conformance/run.go") {
 				prop = where
@@ -413,6 +415,23 @@ func boringFrame(fn, file string) bool {
 		first, _, _ = strings.Cut(fn, ".")
 	}
 	return first != "main" && !strings.Contains(first, ".")
+}
+
+// closureFree drops the closure suffixes of a function name:
+// "plugins.(*Client).Children.func1" is "plugins.(*Client).Children".
+func closureFree(fn string) string {
+	digits := func(x string) bool { return x != "" && strings.Trim(x, "0123456789") == "" }
+	for {
+		i := strings.LastIndex(fn, ".")
+		if i < 0 {
+			return fn
+		}
+		last := fn[i+1:]
+		if !digits(last) && !(strings.HasPrefix(last, "func") && digits(last[4:])) {
+			return fn
+		}
+		fn = fn[:i]
+	}
 }
 
 // shortFunc drops the module path from a function name:
