@@ -288,6 +288,7 @@ func (r *steadyConn) SendMessageBatch(b pb.MessageBatch) error {
 		r.c = nil
 	}
 	r.lastSend = now
+	b.Requests = coalesceHeartbeats(b.Requests, pb.Heartbeat)
 	if !r.connect(now) {
 		r.drop(b, now)
 		return nil
@@ -374,8 +375,68 @@ func (h *heard) observe(next raftio.MessageHandler) raftio.MessageHandler {
 			}
 			b.Requests = kept
 		}
+		b.Requests = coalesceHeartbeats(b.Requests, pb.HeartbeatResp)
 		next(b)
 	}
+}
+
+// coalesceHeartbeats keeps, of the messages of type typ (Heartbeat or
+// HeartbeatResp) in one batch, only the last one of each peer, term and
+// kind (carrying a ReadIndex context or not); every other message stays,
+// in its order.
+//
+// Why: a leader sends a heartbeat to every follower for each batch of
+// linearizable reads (ReadIndex), hundreds a second under load, and
+// handles every answer from a follower whose log is behind by reading
+// the whole gap from the Raft log and sending it again (Dragonboat's
+// retry state: each heartbeat answer unpauses the follower). A follower
+// back from a partition answered every one of them: the leader read the
+// same thousand entries from Pebble for each answer, its step loop
+// stalled for up to a second and a half, its receive queue overflowed and
+// dropped the other follower's answers, and it stepped down on a lost
+// quorum, or the other follower's election timeout ran out
+// (internal/netfault, one-way refusal). The ones dropped lose nothing:
+// a heartbeat's commit index is the leader's (capped at the follower's
+// match), never lower in a later one, and confirming a read context
+// confirms every earlier one (Dragonboat's readIndex.confirm releases the
+// queue up to it), so the last answer of a batch does what all of them
+// did.
+func coalesceHeartbeats(reqs []pb.Message, typ pb.MessageType) []pb.Message {
+	type key struct {
+		peer, term uint64
+		hinted     bool
+	}
+	var last map[key]int
+	n := 0
+	for i := range reqs {
+		if reqs[i].Type != typ {
+			continue
+		}
+		n++
+		if last == nil {
+			last = map[key]int{}
+		}
+		m := &reqs[i]
+		peer := m.From
+		if typ == pb.Heartbeat {
+			peer = m.To
+		}
+		last[key{peer, m.Term, m.Hint != 0 || m.HintHigh != 0}] = i
+	}
+	if n == len(last) {
+		return reqs
+	}
+	keep := make(map[int]bool, len(last))
+	for _, i := range last {
+		keep[i] = true
+	}
+	out := make([]pb.Message, 0, len(reqs)-n+len(last))
+	for i, m := range reqs {
+		if m.Type != typ || keep[i] {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // lostMarker marks a leader watch's notice: a message of type NoOP at
