@@ -68,6 +68,10 @@ type heard struct {
 	// sending marks the peers a notice is being sent to (one at a time
 	// each).
 	sending map[string]bool
+	// peerSilence is the minimum election timeout: a connection whose
+	// peer sent nothing for that long is replaced (steadyConn). Set
+	// before the transport starts.
+	peerSilence time.Duration
 }
 
 // lostNote is a peer's notice that it has heard nothing from leader for
@@ -92,7 +96,7 @@ func (f heardFactory) Create(c dbconfig.NodeHostConfig, handler raftio.MessageHa
 	f.h.mu.Lock()
 	f.h.deliver, f.h.did, f.h.tcp = handler, c.GetDeploymentID(), tcp
 	f.h.mu.Unlock()
-	return steadyTransport{ITransport: tcp, contacts: f.h.contacts, unreachable: f.h.unreachable}
+	return steadyTransport{ITransport: tcp, contacts: f.h.contacts, unreachable: f.h.unreachable, silent: f.h.silent}
 }
 
 // steadyTransport is Dragonboat's TCP transport with connections that
@@ -114,12 +118,15 @@ type steadyTransport struct {
 	// unreachable, when set, is told every batch dropped because its
 	// peer could not be reached (heard.unreachable).
 	unreachable func(pb.MessageBatch)
+	// silent, when set, says whether a peer has sent nothing since a time
+	// for longer than the minimum election timeout (heard.silent).
+	silent func(peer uint64, since, now time.Time) bool
 }
 
 // GetConnection always returns a connection: one that is not open yet
 // connects on its first batch.
 func (t steadyTransport) GetConnection(ctx context.Context, target string) (raftio.IConnection, error) {
-	sc := &steadyConn{t: t.ITransport, target: target, contacts: t.contacts, unreachable: t.unreachable}
+	sc := &steadyConn{t: t.ITransport, target: target, contacts: t.contacts, unreachable: t.unreachable, silent: t.silent}
 	sc.connect(time.Now())
 	return sc, nil
 }
@@ -151,6 +158,14 @@ func (t steadyTransport) GetConnection(ctx context.Context, target string) (raft
 //     a REJECT of the peer's SYN-ACK on this side), and the transport's
 //     queue to the peer fills behind it meanwhile: the leader's appends of
 //     those seconds, delivered all at once when the path heals.
+//   - An open connection whose peer has sent this member nothing for the
+//     minimum election timeout since it opened (every peer answers what
+//     it is sent: a follower each heartbeat, a voter each vote request) is
+//     closed before the next batch and connected again: under dropped
+//     packets a connection opened before the fault takes every write into
+//     the kernel's buffer without an error, and the leader appended every
+//     entry to a follower that received none of them; when the path
+//     healed, TCP delivered megabytes of stale appends at once.
 //   - Every batch dropped is reported to the local replica as its peer
 //     being unreachable (Dragonboat's Unreachable, which its own transport
 //     sends when a connection fails; see heard.unreachable): a leader
@@ -171,7 +186,9 @@ type steadyConn struct {
 	target      string
 	contacts    *contacts
 	unreachable func(pb.MessageBatch)
+	silent      func(peer uint64, since, now time.Time) bool
 	c           raftio.IConnection // nil: none open
+	openedAt    time.Time          // when c opened
 	dial        *pendingDial       // the connect under way (nil: none)
 	lastSend    time.Time
 	failedAt    time.Time // the last connect that failed (zero: none since one opened)
@@ -208,7 +225,7 @@ const dialWait = 100 * time.Millisecond
 const reportEvery = 10 * time.Millisecond
 
 func (r *steadyConn) opened(c raftio.IConnection) {
-	r.c, r.failedAt = c, time.Time{}
+	r.c, r.failedAt, r.openedAt = c, time.Time{}, time.Now()
 	if r.contacts != nil {
 		r.contacts.record(r.target, true)
 	}
@@ -288,6 +305,16 @@ func (r *steadyConn) SendMessageBatch(b pb.MessageBatch) error {
 		r.c = nil
 	}
 	r.lastSend = now
+	if r.c != nil && r.silent != nil {
+		for _, m := range b.Requests {
+			if m.ShardID == shardID && m.To != 0 {
+				if r.silent(m.To, r.openedAt, now) {
+					r.failed(now)
+				}
+				break
+			}
+		}
+	}
 	b.Requests = coalesceHeartbeats(b.Requests, pb.Heartbeat)
 	if !r.connect(now) {
 		r.drop(b, now)
@@ -495,6 +522,21 @@ func (h *heard) lostBy(leader uint64, window time.Duration, now time.Time) int {
 		}
 	}
 	return n
+}
+
+// silent says whether peer has sent nothing since since (or its last
+// message, if later) for longer than peerSilence (zero: never silent).
+func (h *heard) silent(peer uint64, since, now time.Time) bool {
+	if h.peerSilence <= 0 {
+		return false
+	}
+	h.mu.Lock()
+	last := h.last[peer]
+	h.mu.Unlock()
+	if last.Before(since) {
+		last = since
+	}
+	return now.Sub(last) > h.peerSilence
 }
 
 // lastHeard is when replica id was last heard from (zero: never).

@@ -282,3 +282,31 @@ func TestUnreachableReported(t *testing.T) {
 		t.Fatalf("reported %+v, want one Unreachable from 2 to 1", got)
 	}
 }
+
+// TestPeerSilent: a connection's peer is silent once it sent nothing for
+// peerSilence since the later of its last message and the connection's
+// opening; without peerSilence nothing is silent.
+func TestPeerSilent(t *testing.T) {
+	now := time.Now()
+	h := newHeard(newContacts())
+	h.peerSilence = 400 * time.Millisecond
+	h.last[2] = now.Add(-time.Second)
+	h.last[3] = now.Add(-100 * time.Millisecond)
+	opened := now.Add(-2 * time.Second)
+	if !h.silent(2, opened, now) {
+		t.Errorf("a peer heard a second ago on a connection opened two seconds ago is not silent")
+	}
+	if h.silent(2, now.Add(-200*time.Millisecond), now) {
+		t.Errorf("a connection opened 200 ms ago counted its peer silent")
+	}
+	if h.silent(3, opened, now) {
+		t.Errorf("a peer heard 100 ms ago counted silent")
+	}
+	if !h.silent(4, opened, now) {
+		t.Errorf("a peer never heard on a connection opened two seconds ago is not silent")
+	}
+	h.peerSilence = 0
+	if h.silent(2, opened, now) {
+		t.Errorf("silent without peerSilence")
+	}
+}
