@@ -274,6 +274,9 @@ func (s Scenario) Run(t testing.TB) Result {
 	t.Logf("%s (seed %d): %s", s.Fault.Name, s.Seed, res)
 	if !res.Report.Linearizable {
 		t.Errorf("%s: the history is not linearizable (undecided: %v)", s.Fault.Name, res.Report.Undecided)
+		for _, b := range res.Report.Bad {
+			t.Logf("%s: %s", s.Fault.Name, b)
+		}
 	}
 	for _, l := range res.Report.Lost {
 		t.Errorf("%s: acknowledged write lost: %s", s.Fault.Name, l)
