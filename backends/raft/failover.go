@@ -309,7 +309,11 @@ func (r *steadyConn) SendMessageBatch(b pb.MessageBatch) error {
 		for _, m := range b.Requests {
 			if m.ShardID == shardID && m.To != 0 {
 				if r.silent(m.To, r.openedAt, now) {
-					r.failed(now)
+					// Connected again at once (no redial pause): the
+					// batch may be a vote request, to a peer that did
+					// not need to say anything since.
+					r.c.Close()
+					r.c = nil
 				}
 				break
 			}
