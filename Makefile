@@ -57,7 +57,9 @@ stress: build deps-test
 
 # faults runs every network fault of internal/netfault (drop, refuse, one
 # way and both, leader isolation, bridge, flap) on both backends, each on a
-# fresh cluster in network namespaces, under a checked history. SEED
+# fresh cluster in network namespaces, under a checked history (on
+# ZooKeeper: coordinators cut from the ensemble with the FIP-9 fencing
+# check, the ZooKeeper leader cut from the other servers). SEED
 # repeats a run; HOLD is how long each fault holds; FAULTS_TIMEOUT bounds
 # the whole run. Needs root and iptables. Kept out of `make test`, which
 # runs one short scenario per backend.

@@ -29,10 +29,14 @@ import (
 // A follower here also watches the leader: the transport below records
 // when each peer was last heard from. When the leader has been silent for
 // half the minimum election timeout, the follower probes the leader's
-// Raft address; a connection refused means no process listens there (it
-// exited or was killed; a machine that is down or cut off does not
-// refuse, and then Raft's own timers decide as before). The survivors then
-// agree without a message on one successor, the lowest-numbered voter
+// Raft address; a connection refused suggests no process listens there
+// (it exited or was killed; a machine that is down or cut off by dropped
+// packets does not refuse, and then Raft's own timers decide as before).
+// A firewall's REJECT refuses too, on one path only: so a follower that
+// sees the silence and the refusal tells the other voters (a "leader
+// lost" notice), and nobody campaigns early unless a majority of the
+// voters, itself included, saw both within the last silence. The
+// survivors then agree on one successor, the lowest-numbered voter
 // other than the leader, which campaigns at once as a leader-transfer
 // target would (Dragonboat's TimeoutNow, delivered to itself): no
 // pre-vote round, and the others grant the vote although the leader's
@@ -64,6 +68,10 @@ type heard struct {
 	// sending marks the peers a notice is being sent to (one at a time
 	// each).
 	sending map[string]bool
+	// peerSilence is the minimum election timeout: a connection whose
+	// peer sent nothing for that long is replaced (steadyConn). Set
+	// before the transport starts.
+	peerSilence time.Duration
 }
 
 // lostNote is a peer's notice that it has heard nothing from leader for
@@ -88,7 +96,7 @@ func (f heardFactory) Create(c dbconfig.NodeHostConfig, handler raftio.MessageHa
 	f.h.mu.Lock()
 	f.h.deliver, f.h.did, f.h.tcp = handler, c.GetDeploymentID(), tcp
 	f.h.mu.Unlock()
-	return steadyTransport{ITransport: tcp, contacts: f.h.contacts}
+	return steadyTransport{ITransport: tcp, contacts: f.h.contacts, unreachable: f.h.unreachable, silent: f.h.silent}
 }
 
 // steadyTransport is Dragonboat's TCP transport with connections that
@@ -107,13 +115,19 @@ func (f heardFactory) Create(c dbconfig.NodeHostConfig, handler raftio.MessageHa
 type steadyTransport struct {
 	raftio.ITransport
 	contacts *contacts
+	// unreachable, when set, is told every batch dropped because its
+	// peer could not be reached (heard.unreachable).
+	unreachable func(pb.MessageBatch)
+	// silent, when set, says whether a peer has sent nothing since a time
+	// for longer than the minimum election timeout (heard.silent).
+	silent func(peer uint64, since, now time.Time) bool
 }
 
 // GetConnection always returns a connection: one that is not open yet
 // connects on its first batch.
 func (t steadyTransport) GetConnection(ctx context.Context, target string) (raftio.IConnection, error) {
-	sc := &steadyConn{t: t.ITransport, target: target, contacts: t.contacts}
-	sc.connect(ctx, time.Now())
+	sc := &steadyConn{t: t.ITransport, target: target, contacts: t.contacts, unreachable: t.unreachable, silent: t.silent}
+	sc.connect(time.Now())
 	return sc, nil
 }
 
@@ -137,16 +151,57 @@ func (t steadyTransport) GetConnection(ctx context.Context, target string) (raft
 //   - After a connect failed, batches in the next redialPause are dropped
 //     without trying, so a peer that is down costs a connect attempt per
 //     pause and not per message.
+//   - A connect runs in the background: a batch waits for it at most
+//     dialWait and is dropped if it has not opened by then (the next batch
+//     waits for the same attempt). Dragonboat's own dial waits up to five
+//     seconds for a peer whose answers are dropped (a firewall's DROP, or
+//     a REJECT of the peer's SYN-ACK on this side), and the transport's
+//     queue to the peer fills behind it meanwhile: the leader's appends of
+//     those seconds, delivered all at once when the path heals.
+//   - An open connection whose peer has sent this member nothing for the
+//     minimum election timeout since it opened (every peer answers what
+//     it is sent: a follower each heartbeat, a voter each vote request) is
+//     closed before the next batch and connected again: under dropped
+//     packets a connection opened before the fault takes every write into
+//     the kernel's buffer without an error, and the leader appended every
+//     entry to a follower that received none of them; when the path
+//     healed, TCP delivered megabytes of stale appends at once.
+//   - Every batch dropped is reported to the local replica as its peer
+//     being unreachable (Dragonboat's Unreachable, which its own transport
+//     sends when a connection fails; see heard.unreachable): a leader
+//     stops streaming appends to that follower (the follower's progress
+//     goes to retry, one append per heartbeat answer) until it answers
+//     again. Without it the leader appended every entry to a follower it
+//     could not reach; the queue to it held thousands of them when the
+//     path healed, and their answers filled the leader's receive queue,
+//     where the other follower's heartbeat answers were then dropped: the
+//     leader stepped down on a lost quorum, or stalled past the other
+//     follower's election timeout (internal/netfault, one-way refusal).
 //
 // Reachability goes to contacts (raft status): a connection opened is a
-// contact; a connect or a send that failed is not.
+// contact; a connect or a send that failed, or a connect still not open
+// after dialWait, is not.
 type steadyConn struct {
-	t        raftio.ITransport
-	target   string
-	contacts *contacts
-	c        raftio.IConnection // nil: none open
-	lastSend time.Time
-	failedAt time.Time // the last connect that failed (zero: none since one opened)
+	t           raftio.ITransport
+	target      string
+	contacts    *contacts
+	unreachable func(pb.MessageBatch)
+	silent      func(peer uint64, since, now time.Time) bool
+	c           raftio.IConnection // nil: none open
+	openedAt    time.Time          // when c opened
+	dial        *pendingDial       // the connect under way (nil: none)
+	lastSend    time.Time
+	failedAt    time.Time // the last connect that failed (zero: none since one opened)
+	reportedAt  time.Time // the last batch reported unreachable
+}
+
+// pendingDial is a connect running in the background.
+type pendingDial struct {
+	done      chan struct{} // closed once c, err are set
+	mu        sync.Mutex
+	c         raftio.IConnection
+	err       error
+	abandoned bool // the steadyConn closed meanwhile: c is closed on arrival
 }
 
 // idleReconnect: see steadyConn. Connections to and from the leader carry
@@ -160,8 +215,17 @@ const idleReconnect = time.Second
 // is reached within the election.
 const redialPause = 50 * time.Millisecond
 
+// dialWait: see steadyConn. A connect on a network that answers takes a
+// round trip; this is the longest a batch (and the transport's queue
+// behind it) waits for one.
+const dialWait = 100 * time.Millisecond
+
+// reportEvery bounds the unreachable reports of one connection (each is a
+// message in the local replica's receive queue).
+const reportEvery = 10 * time.Millisecond
+
 func (r *steadyConn) opened(c raftio.IConnection) {
-	r.c, r.failedAt = c, time.Time{}
+	r.c, r.failedAt, r.openedAt = c, time.Time{}, time.Now()
 	if r.contacts != nil {
 		r.contacts.record(r.target, true)
 	}
@@ -179,21 +243,58 @@ func (r *steadyConn) failed(now time.Time) {
 }
 
 // connect opens a connection unless one is open or the last attempt
-// failed less than redialPause ago; it reports whether one is open.
-func (r *steadyConn) connect(ctx context.Context, now time.Time) bool {
+// failed less than redialPause ago, waiting for it at most dialWait; it
+// reports whether one is open.
+func (r *steadyConn) connect(now time.Time) bool {
 	if r.c != nil {
 		return true
 	}
-	if !r.failedAt.IsZero() && now.Sub(r.failedAt) < redialPause {
+	if r.dial == nil {
+		if !r.failedAt.IsZero() && now.Sub(r.failedAt) < redialPause {
+			return false
+		}
+		d := &pendingDial{done: make(chan struct{})}
+		r.dial = d
+		t, target := r.t, r.target
+		go func() {
+			c, err := t.GetConnection(context.Background(), target)
+			d.mu.Lock()
+			d.c, d.err = c, err
+			abandoned := d.abandoned
+			d.mu.Unlock()
+			if abandoned && c != nil {
+				c.Close()
+			}
+			close(d.done)
+		}()
+	}
+	wait := time.NewTimer(dialWait)
+	defer wait.Stop()
+	select {
+	case <-r.dial.done:
+	case <-wait.C:
+		if r.contacts != nil {
+			r.contacts.record(r.target, false)
+		}
 		return false
 	}
-	c, err := r.t.GetConnection(ctx, r.target)
-	if err != nil {
-		r.failed(now)
+	d := r.dial
+	r.dial = nil
+	if d.err != nil {
+		r.failed(time.Now())
 		return false
 	}
-	r.opened(c)
+	r.opened(d.c)
 	return true
+}
+
+// drop reports b, which is not sent, as sent to a peer that could not be
+// reached.
+func (r *steadyConn) drop(b pb.MessageBatch, now time.Time) {
+	if r.unreachable != nil && now.Sub(r.reportedAt) >= reportEvery {
+		r.reportedAt = now
+		r.unreachable(b)
+	}
 }
 
 // SendMessageBatch sends b or drops it; it never fails (see steadyConn).
@@ -204,7 +305,23 @@ func (r *steadyConn) SendMessageBatch(b pb.MessageBatch) error {
 		r.c = nil
 	}
 	r.lastSend = now
-	if !r.connect(context.Background(), now) {
+	if r.c != nil && r.silent != nil {
+		for _, m := range b.Requests {
+			if m.ShardID == shardID && m.To != 0 {
+				if r.silent(m.To, r.openedAt, now) {
+					// Connected again at once (no redial pause): the
+					// batch may be a vote request, to a peer that did
+					// not need to say anything since.
+					r.c.Close()
+					r.c = nil
+				}
+				break
+			}
+		}
+	}
+	b.Requests = coalesceHeartbeats(b.Requests, pb.Heartbeat)
+	if !r.connect(now) {
+		r.drop(b, now)
 		return nil
 	}
 	err := r.c.SendMessageBatch(b)
@@ -215,13 +332,16 @@ func (r *steadyConn) SendMessageBatch(b pb.MessageBatch) error {
 	r.c = nil
 	if !(errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
 		r.failed(now)
+		r.drop(b, now)
 		return nil
 	}
-	if !r.connect(context.Background(), now) {
+	if !r.connect(now) {
+		r.drop(b, now)
 		return nil
 	}
 	if err := r.c.SendMessageBatch(b); err != nil {
 		r.failed(now)
+		r.drop(b, now)
 	}
 	return nil
 }
@@ -230,6 +350,16 @@ func (r *steadyConn) Close() {
 	if r.c != nil {
 		r.c.Close()
 		r.c = nil
+	}
+	if d := r.dial; d != nil {
+		r.dial = nil
+		d.mu.Lock()
+		d.abandoned = true
+		c := d.c
+		d.mu.Unlock()
+		if c != nil {
+			c.Close()
+		}
 	}
 }
 
@@ -262,9 +392,11 @@ func (h *heard) observe(next raftio.MessageHandler) raftio.MessageHandler {
 			kept := make([]pb.Message, 0, len(b.Requests))
 			for _, r := range b.Requests {
 				if isLostNotice(&r) {
-					h.mu.Lock()
-					h.lost[r.From] = lostNote{leader: r.Hint, at: now}
-					h.mu.Unlock()
+					if r.Reject {
+						h.mu.Lock()
+						h.lost[r.From] = lostNote{leader: r.Hint, at: now}
+						h.mu.Unlock()
+					}
 					continue
 				}
 				kept = append(kept, r)
@@ -274,13 +406,75 @@ func (h *heard) observe(next raftio.MessageHandler) raftio.MessageHandler {
 			}
 			b.Requests = kept
 		}
+		b.Requests = coalesceHeartbeats(b.Requests, pb.HeartbeatResp)
 		next(b)
 	}
 }
 
+// coalesceHeartbeats keeps, of the messages of type typ (Heartbeat or
+// HeartbeatResp) in one batch, only the last one of each peer, term and
+// kind (carrying a ReadIndex context or not); every other message stays,
+// in its order.
+//
+// Why: a leader sends a heartbeat to every follower for each batch of
+// linearizable reads (ReadIndex), hundreds a second under load, and
+// handles every answer from a follower whose log is behind by reading
+// the whole gap from the Raft log and sending it again (Dragonboat's
+// retry state: each heartbeat answer unpauses the follower). A follower
+// back from a partition answered every one of them: the leader read the
+// same thousand entries from Pebble for each answer, its step loop
+// stalled for up to a second and a half, its receive queue overflowed and
+// dropped the other follower's answers, and it stepped down on a lost
+// quorum, or the other follower's election timeout ran out
+// (internal/netfault, one-way refusal). The ones dropped lose nothing:
+// a heartbeat's commit index is the leader's (capped at the follower's
+// match), never lower in a later one, and confirming a read context
+// confirms every earlier one (Dragonboat's readIndex.confirm releases the
+// queue up to it), so the last answer of a batch does what all of them
+// did.
+func coalesceHeartbeats(reqs []pb.Message, typ pb.MessageType) []pb.Message {
+	type key struct {
+		peer, term uint64
+		hinted     bool
+	}
+	var last map[key]int
+	n := 0
+	for i := range reqs {
+		if reqs[i].Type != typ {
+			continue
+		}
+		n++
+		if last == nil {
+			last = map[key]int{}
+		}
+		m := &reqs[i]
+		peer := m.From
+		if typ == pb.Heartbeat {
+			peer = m.To
+		}
+		last[key{peer, m.Term, m.Hint != 0 || m.HintHigh != 0}] = i
+	}
+	if n == len(last) {
+		return reqs
+	}
+	keep := make(map[int]bool, len(last))
+	for _, i := range last {
+		keep[i] = true
+	}
+	out := make([]pb.Message, 0, len(reqs)-n+len(last))
+	for i, m := range reqs {
+		if m.Type != typ || keep[i] {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // lostMarker marks a leader watch's notice: a message of type NoOP at
 // term 0 (which Raft would ignore if it ever got through) whose HintHigh
-// is this value and whose Hint names the leader lost.
+// is this value and whose Hint names the leader lost. Reject set: the
+// sender's own probe of the leader was refused (a notice without it, from
+// an earlier version that sent one on silence alone, is not counted).
 const lostMarker = 0x6c6f7374 // "lost"
 
 func isLostNotice(m *pb.Message) bool {
@@ -288,9 +482,10 @@ func isLostNotice(m *pb.Message) bool {
 }
 
 // lostNotice sends peer (at addr) this member's notice that it has heard
-// nothing from leader for the watch's silence, in the background on a
-// connection of its own (a notice to a peer whose last one is still on
-// its way is not sent).
+// nothing from leader for the watch's silence and that leader's Raft
+// address refused its connection, in the background on a connection of
+// its own (a notice to a peer whose last one is still on its way is not
+// sent).
 func (h *heard) lostNotice(self, peer, leader uint64, addr string, timeout time.Duration) {
 	h.mu.Lock()
 	tcp, did := h.tcp, h.did
@@ -314,12 +509,13 @@ func (h *heard) lostNotice(self, peer, leader uint64, addr string, timeout time.
 		}
 		defer c.Close()
 		c.SendMessageBatch(pb.MessageBatch{DeploymentId: did, BinVer: raftio.TransportBinVersion,
-			Requests: []pb.Message{{Type: pb.NoOP, ShardID: shardID, From: self, To: peer, Hint: leader, HintHigh: lostMarker}}})
+			Requests: []pb.Message{{Type: pb.NoOP, ShardID: shardID, From: self, To: peer, Hint: leader, HintHigh: lostMarker, Reject: true}}})
 	}()
 }
 
-// lostBy counts the peers other than except whose notice that they lost
-// leader arrived within the last window.
+// lostBy counts the peers other than leader whose notice that they lost
+// leader (silent, and refusing their connection) arrived within the last
+// window.
 func (h *heard) lostBy(leader uint64, window time.Duration, now time.Time) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -332,11 +528,52 @@ func (h *heard) lostBy(leader uint64, window time.Duration, now time.Time) int {
 	return n
 }
 
+// silent says whether peer has sent nothing since since (or its last
+// message, if later) for longer than peerSilence (zero: never silent).
+func (h *heard) silent(peer uint64, since, now time.Time) bool {
+	if h.peerSilence <= 0 {
+		return false
+	}
+	h.mu.Lock()
+	last := h.last[peer]
+	h.mu.Unlock()
+	if last.Before(since) {
+		last = since
+	}
+	return now.Sub(last) > h.peerSilence
+}
+
 // lastHeard is when replica id was last heard from (zero: never).
 func (h *heard) lastHeard(id uint64) time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.last[id]
+}
+
+// unreachable tells the local replica that the peers b was addressed to
+// could not be reached, as Dragonboat's own transport does when a
+// connection fails (an Unreachable message from each peer: a leader puts
+// the peer's progress into retry, the other roles ignore it). Term 0:
+// outside any term, like the transport's own.
+func (h *heard) unreachable(b pb.MessageBatch) {
+	h.mu.Lock()
+	deliver, did := h.deliver, h.did
+	h.mu.Unlock()
+	if deliver == nil {
+		return
+	}
+	var reqs []pb.Message
+	for _, m := range b.Requests {
+		if m.ShardID != shardID || m.To == 0 || m.From == 0 || isLostNotice(&m) {
+			continue
+		}
+		if !slices.ContainsFunc(reqs, func(u pb.Message) bool { return u.From == m.To && u.To == m.From }) {
+			reqs = append(reqs, pb.Message{Type: pb.Unreachable, ShardID: shardID, From: m.To, To: m.From})
+		}
+	}
+	if len(reqs) > 0 {
+		deliver(pb.MessageBatch{DeploymentId: did, BinVer: raftio.TransportBinVersion, Requests: reqs})
+	}
 }
 
 // timeoutNow hands the local replica self a TimeoutNow, as the leader
@@ -466,14 +703,31 @@ func (m *member) failoverLoop(ft failoverTiming) {
 		if _, voter := view.voters[m.replicaID]; !ok || !voter {
 			continue
 		}
-		// Tell the other voters that the leader is silent here: a
-		// successor campaigns only when a majority has lost the leader.
-		if notices < maxNotices && m.disk.refusal() == nil {
-			notices++
-			for id, a := range view.voters {
-				if id != suspect && id != m.replicaID {
-					m.heard.lostNotice(m.replicaID, id, suspect, a, ft.probe)
-				}
+		// The silence alone proves nothing: a leader that stalled for a
+		// moment (a slow disk, a busy machine) is silent to every
+		// follower at once. A refused connection alone proves nothing
+		// either: a firewall refusing this member's packets (REJECT with
+		// a TCP reset) looks the same from here, while the leader still
+		// leads the others. The leader's process is gone for the quorum
+		// only when a majority of the voters each see both, the silence
+		// and the refusal: every voter that does tells the others, and a
+		// successor campaigns only with enough such notices that with
+		// itself they make a majority. Otherwise the others would grant a
+		// vote that deposes a healthy leader (the TimeoutNow campaign
+		// bypasses their lease): with one follower refused by the leader
+		// and the leader pausing for a few hundred milliseconds, the
+		// other follower's silence and this one's refusal deposed it
+		// (internal/netfault, one-way refusal).
+		if notices >= maxNotices || m.disk.refusal() != nil {
+			continue
+		}
+		notices++
+		if !refused(addr, ft.probe) {
+			continue
+		}
+		for id, a := range view.voters {
+			if id != suspect && id != m.replicaID {
+				m.heard.lostNotice(m.replicaID, id, suspect, a, ft.probe)
 			}
 		}
 		ids := make([]uint64, 0, len(view.voters))
@@ -485,27 +739,16 @@ func (m *member) failoverLoop(ft failoverTiming) {
 		if rank < 0 || rank >= successors || time.Since(last) < at {
 			continue
 		}
-		// The refusal alone does not prove the leader's process gone: a
-		// firewall refusing this member's packets (REJECT with a TCP
-		// reset) looks the same from here, while the leader still leads
-		// the others. Only when enough other voters have lost the leader
-		// too, that with this member they make a majority of the voters,
-		// is the leader gone for the quorum; otherwise the others would
-		// grant a vote that deposes a healthy leader (the TimeoutNow
-		// campaign bypasses their lease).
 		if 1+m.heard.lostBy(suspect, ft.silence, time.Now()) < len(view.voters)/2+1 {
 			continue
 		}
 		tries++
-		if m.disk.refusal() != nil || !refused(addr, ft.probe) {
-			continue
-		}
 		m.mu.Lock()
 		still := m.raftLeader == suspect || m.raftLeader == 0
 		m.mu.Unlock()
 		if still && m.heard.timeoutNow(m.replicaID, suspect) {
-			m.opts.Logf("raft: leader %d at %s refuses connections (its process is gone) and was silent for %v: member %d campaigns now (successor %d of %d, attempt %d)",
-				suspect, addr, time.Since(last).Round(time.Millisecond), m.replicaID, rank+1, successors, tries)
+			m.opts.Logf("raft: leader %d at %s refuses connections (its process is gone) and was silent for %v, as it was for %d other voters: member %d campaigns now (successor %d of %d, attempt %d)",
+				suspect, addr, time.Since(last).Round(time.Millisecond), m.heard.lostBy(suspect, ft.silence, time.Now()), m.replicaID, rank+1, successors, tries)
 		}
 	}
 }

@@ -231,3 +231,82 @@ func TestLeaderSilent(t *testing.T) {
 		t.Errorf("a member without the leader watch reported its leader silent")
 	}
 }
+
+// TestCoalesceHeartbeats: of the heartbeats (or their answers) in one
+// batch only the last of each peer, term and kind (with a read context or
+// without) stays; every other message keeps its place.
+func TestCoalesceHeartbeats(t *testing.T) {
+	hb := func(to, term, hint uint64) pb.Message {
+		return pb.Message{Type: pb.Heartbeat, ShardID: shardID, From: 1, To: to, Term: term, Hint: hint}
+	}
+	rep := pb.Message{Type: pb.Replicate, ShardID: shardID, From: 1, To: 2, Term: 2, LogIndex: 7}
+	in := []pb.Message{hb(2, 2, 11), hb(3, 2, 11), rep, hb(2, 2, 12), hb(2, 2, 0), hb(2, 2, 13), hb(2, 2, 0), hb(2, 3, 14)}
+	got := coalesceHeartbeats(append([]pb.Message(nil), in...), pb.Heartbeat)
+	want := []pb.Message{hb(3, 2, 11), rep, hb(2, 2, 13), hb(2, 2, 0), hb(2, 3, 14)}
+	if len(got) != len(want) {
+		t.Fatalf("coalesced to %d messages, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		if got[i].Type != want[i].Type || got[i].To != want[i].To || got[i].Term != want[i].Term || got[i].Hint != want[i].Hint || got[i].LogIndex != want[i].LogIndex {
+			t.Errorf("message %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	// Answers are told apart by their sender; a batch without duplicates
+	// is returned as it is.
+	resp := func(from, hint uint64) pb.Message {
+		return pb.Message{Type: pb.HeartbeatResp, ShardID: shardID, From: from, To: 1, Term: 2, Hint: hint}
+	}
+	got = coalesceHeartbeats([]pb.Message{resp(2, 5), resp(3, 5), resp(2, 6)}, pb.HeartbeatResp)
+	if len(got) != 2 || got[0].From != 3 || got[1].From != 2 || got[1].Hint != 6 {
+		t.Errorf("answers coalesced to %+v, want member 3's and member 2's last", got)
+	}
+	one := []pb.Message{resp(2, 5), resp(3, 5)}
+	if got := coalesceHeartbeats(one, pb.HeartbeatResp); len(got) != 2 {
+		t.Errorf("a batch without duplicates changed: %+v", got)
+	}
+}
+
+// TestUnreachableReported: a batch dropped for want of a connection tells
+// the local replica that each peer it was addressed to is unreachable,
+// once per peer, and a leader-lost notice among it is not reported.
+func TestUnreachableReported(t *testing.T) {
+	h := newHeard(newContacts())
+	var got []pb.Message
+	h.deliver = func(b pb.MessageBatch) { got = append(got, b.Requests...) }
+	h.unreachable(pb.MessageBatch{Requests: []pb.Message{
+		{Type: pb.Heartbeat, ShardID: shardID, From: 1, To: 2},
+		{Type: pb.Replicate, ShardID: shardID, From: 1, To: 2},
+		{Type: pb.NoOP, ShardID: shardID, From: 1, To: 3, Hint: 2, HintHigh: lostMarker, Reject: true},
+	}})
+	if len(got) != 1 || got[0].Type != pb.Unreachable || got[0].From != 2 || got[0].To != 1 {
+		t.Fatalf("reported %+v, want one Unreachable from 2 to 1", got)
+	}
+}
+
+// TestPeerSilent: a connection's peer is silent once it sent nothing for
+// peerSilence since the later of its last message and the connection's
+// opening; without peerSilence nothing is silent.
+func TestPeerSilent(t *testing.T) {
+	now := time.Now()
+	h := newHeard(newContacts())
+	h.peerSilence = 400 * time.Millisecond
+	h.last[2] = now.Add(-time.Second)
+	h.last[3] = now.Add(-100 * time.Millisecond)
+	opened := now.Add(-2 * time.Second)
+	if !h.silent(2, opened, now) {
+		t.Errorf("a peer heard a second ago on a connection opened two seconds ago is not silent")
+	}
+	if h.silent(2, now.Add(-200*time.Millisecond), now) {
+		t.Errorf("a connection opened 200 ms ago counted its peer silent")
+	}
+	if h.silent(3, opened, now) {
+		t.Errorf("a peer heard 100 ms ago counted silent")
+	}
+	if !h.silent(4, opened, now) {
+		t.Errorf("a peer never heard on a connection opened two seconds ago is not silent")
+	}
+	h.peerSilence = 0
+	if h.silent(2, opened, now) {
+		t.Errorf("silent without peerSilence")
+	}
+}

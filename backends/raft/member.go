@@ -314,6 +314,7 @@ func startMember(ctx context.Context, o Options) (*member, error) {
 	if !o.noFastFailover {
 		m.contacts.own = true
 		m.heard = newHeard(m.contacts)
+		m.heard.peerSilence = time.Duration(el) * o.raftTick()
 		nhc.Expert.TransportFactory = m.heard.factory()
 	}
 	if f, ok := nhc.Expert.LogDBFactory.(logstore.LazyCommitPebble); ok {

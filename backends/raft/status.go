@@ -250,8 +250,12 @@ func (m *member) status(ctx context.Context) core.Status {
 }
 
 // reach decides whether the member ms (replica id) is reachable from this
-// member now, from evidence no older than one election timeout (the time
-// in which Raft itself gives up on a silent leader):
+// member now, from evidence no older than the minimum election timeout
+// (ElectionRTT ticks: the time in which a leader's check-quorum gives up
+// on followers that do not answer, and a follower's timer on a silent
+// leader; heartbeats come at least four times in it), so that a leader
+// cut off has counted its followers unreachable by the time it steps
+// down and never says it knows no leader while reaching a quorum:
 //
 //   - a message received from it (the transport records every sender):
 //     the leader hears its followers' answers every heartbeat, a follower
@@ -271,6 +275,9 @@ func (m *member) status(ctx context.Context) core.Status {
 // forever).
 func (m *member) reach(ms *core.MemberStatus, id uint64, p followerProgress, hasP bool, leader uint64, now time.Time) {
 	recent := m.opts.ElectionTimeout
+	if m.leaderSilence > 0 {
+		recent = 2 * m.leaderSilence // the leader watch's silence is half the minimum election timeout
+	}
 	fresh := func(at time.Time) bool { return !at.IsZero() && now.Sub(at) < recent }
 	last := m.heard.lastHeard(id)
 	ms.LastContact = last

@@ -347,6 +347,10 @@ type Report struct {
 	Lost           []string      // acknowledged writes not reflected in the final reads
 	Overlaps       []string      // id ranges or table ids handed out twice
 	LongestNoWrite time.Duration // the longest time between two acknowledged writes
+	// Bad is, for a history that is not linearizable, each key whose own
+	// history is not, with its operations (call and return times from the
+	// first call, input and output), for the test's log.
+	Bad []string
 }
 
 // Violations is the number of properties broken.
@@ -382,6 +386,9 @@ func (h *History) Check(timeout time.Duration) Report {
 	res := porcupine.CheckOperationsTimeout(KeyModel.ToModel(), ops, timeout)
 	rep.Linearizable = res == porcupine.Ok
 	rep.Undecided = res == porcupine.Unknown
+	if res == porcupine.Illegal {
+		rep.Bad = badKeys(ops, timeout)
+	}
 	// Id ranges.
 	sort.Slice(ids, func(i, j int) bool { return ids[i].First < ids[j].First })
 	for i := 1; i < len(ids); i++ {
@@ -497,4 +504,37 @@ func (h *History) StaleControl(ctx context.Context, c *Client) (*History, error)
 		stale.ops = append(stale.ops, o)
 	}
 	return stale, nil
+}
+
+// badKeys checks each key's history alone and describes those that are not
+// linearizable.
+func badKeys(ops []porcupine.Operation, timeout time.Duration) []string {
+	byKey := map[string][]porcupine.Operation{}
+	var t0 int64 = -1
+	for _, o := range ops {
+		k := o.Input.(keyInput).Key
+		byKey[k] = append(byKey[k], o)
+		if t0 < 0 || o.Call < t0 {
+			t0 = o.Call
+		}
+	}
+	var bad []string
+	for k, kops := range byKey {
+		if porcupine.CheckOperationsTimeout(KeyModel.ToModel(), kops, timeout) != porcupine.Illegal {
+			continue
+		}
+		sort.Slice(kops, func(i, j int) bool { return kops[i].Call < kops[j].Call })
+		var b strings.Builder
+		fmt.Fprintf(&b, "key %s:", k)
+		for _, o := range kops {
+			ret := "pending"
+			if o.Return != pending {
+				ret = fmt.Sprintf("%.3fs", float64(o.Return-t0)/1e9)
+			}
+			fmt.Fprintf(&b, "\n  client %d %.3fs..%s %+v -> %+v", o.ClientId, float64(o.Call-t0)/1e9, ret, o.Input, o.Output)
+		}
+		bad = append(bad, b.String())
+	}
+	sort.Strings(bad)
+	return bad
 }

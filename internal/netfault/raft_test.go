@@ -1,12 +1,22 @@
 package netfault_test
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/metaplane/metaplane/adminapi"
+	"github.com/metaplane/metaplane/adminclient"
 	"github.com/metaplane/metaplane/internal/netfault"
+	"github.com/metaplane/metaplane/internal/testutil"
+	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
 
 // seed is METAPLANE_FAULTS_SEED, or one from the clock (logged).
@@ -71,4 +81,80 @@ func TestRaftFaults(t *testing.T) {
 		})
 	}
 	t.Logf("raft summary (fault | leader changes | longest gap between acknowledged writes | operations | violations):\n%s", netfault.Summary(rs))
+}
+
+// TestRaftIsolatedLeaderStatus: a leader cut off from both followers
+// (packets dropped both ways; the clients still reach it) never says it
+// reaches a quorum: from the cut on, its NOT_LEADER answers either name no
+// quorum or are not given yet (it still believes it leads), and within a
+// few election timeouts both its answers and its Raft status name the two
+// voters it cannot reach. After the heal a coordinator leads again.
+func TestRaftIsolatedLeaderStatus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three coordinators in network namespaces")
+	}
+	nt := netfault.New(t, 3)
+	cs := nt.StartRaftCoordinators([]int{0, 1, 2})
+	admin, err := adminclient.NewClient(netfault.Addrs(cs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	l, _ := netfault.WaitLeader(t, admin, cs, 90*time.Second)
+	old := cs[l]
+	cc, err := grpc.NewClient(old.Client, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	direct := adminv1.NewAdminServiceClient(cc)
+	var others []string
+	for i, c := range cs {
+		if i != l {
+			others = append(others, fmt.Sprintf("voter %s at %s", c.ID, c.Raft))
+		}
+	}
+	if err := nt.Isolate(l, netfault.Drop); err != nil {
+		t.Fatal(err)
+	}
+	cut := time.Now()
+	var answer string
+	var view *adminv1.GetCoordinatorRaftStatusResponse
+	testutil.WaitFor(t, 15*time.Second, "the isolated leader to name the voters it cannot reach", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := direct.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: "isolated", IgnoreIfExists: true})
+		if err != nil {
+			answer = adminapi.FromStatus(err).Error()
+			if strings.Contains(answer, "(a quorum)") {
+				t.Fatalf("%v after the cut, the isolated leader says it reaches a quorum: %s", time.Since(cut).Round(time.Millisecond), answer)
+			}
+		} else {
+			answer = "" // still served: it has not stepped down yet
+		}
+		view, err = admin.RaftStatusFrom(ctx, old.Client)
+		if err != nil || view.GetRole() == "leader" {
+			return false
+		}
+		unreachable := 0
+		for _, m := range view.GetMembers() {
+			if m.GetId() != view.GetMemberId() && m.GetKind() == "voter" && !m.GetReachable() {
+				unreachable++
+			}
+		}
+		if unreachable != 2 {
+			return false
+		}
+		for _, o := range others {
+			if !strings.Contains(answer, o) {
+				return false
+			}
+		}
+		return strings.Contains(answer, "has no quorum")
+	})
+	t.Logf("%v after the cut: %s", time.Since(cut).Round(time.Millisecond), answer)
+	if err := nt.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	netfault.WaitLeader(t, admin, cs, 30*time.Second)
 }

@@ -25,6 +25,10 @@ type Fault struct {
 	// Steady: the leader stays healthy with a majority, so the fault must
 	// not move the leadership (the disruption budget).
 	Steady bool
+	// Fences: the fault cuts the leader off and another takes over; the
+	// scenario checks that the old one writes nothing once its epoch is
+	// stale (FIP-9 fencing; see fencing).
+	Fences bool
 }
 
 // Faults is every fault of the set, for a cluster of three coordinators on
@@ -100,10 +104,18 @@ type Result struct {
 	LeaderChanges int // epochs observed above the one before the fault
 	Report        Report
 	Control       Report // the negative control's check
+	// Fenced is how many writes sent to the old leader once its epoch was
+	// stale it refused (Fault.Fences), FenceViolations what broke.
+	Fenced          int
+	FenceViolations []string
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("%s: %d leader changes; %s; negative control linearizable=%v", r.Fault, r.LeaderChanges, r.Report, r.Control.Linearizable)
+	f := ""
+	if r.Fenced > 0 || len(r.FenceViolations) > 0 {
+		f = fmt.Sprintf("; fencing: %d writes to the stale leader refused, %d violations %v", r.Fenced, len(r.FenceViolations), r.FenceViolations)
+	}
+	return fmt.Sprintf("%s: %d leader changes; %s; negative control linearizable=%v%s", r.Fault, r.LeaderChanges, r.Report, r.Control.Linearizable, f)
 }
 
 // Scenario is one run of the checked history under one fault.
@@ -116,10 +128,6 @@ type Scenario struct {
 	// fault holds for Hold, and the history goes on After past the heal.
 	Warm, Hold, After time.Duration
 	Clients           int
-	// Fencing, when set, is called during the fault with the old leader's
-	// index: the ZooKeeper runs check there that the old leader wrote
-	// nothing once its epoch was stale.
-	Fencing func(ctx context.Context, oldLeader int) error
 }
 
 // Run runs the scenario and checks its history; it fails t on a broken
@@ -207,9 +215,20 @@ func (s Scenario) Run(t testing.TB) Result {
 		}
 	}()
 	fctx, stopFault := context.WithTimeout(ctx, s.Hold)
+	// The fencing check runs from the fault to the end of the workload,
+	// the heal included (the old leader hears of its stale epoch then).
+	var fen *fence
+	var fenErr error
+	fenCtx, stopFence := context.WithCancel(ctx)
+	fenDone := make(chan struct{})
 	ferr := s.Fault.Inject(fctx, s.Net, leader, others)
-	if ferr == nil && s.Fencing != nil {
-		ferr = s.Fencing(fctx, leader)
+	if s.Fault.Fences {
+		go func() {
+			defer close(fenDone)
+			fen, fenErr = fencing(fenCtx, admin, s.Coords, leader, epoch, fmt.Sprint(s.Seed%1000000))
+		}()
+	} else {
+		close(fenDone)
 	}
 	<-fctx.Done()
 	stopFault()
@@ -217,6 +236,8 @@ func (s Scenario) Run(t testing.TB) Result {
 		ferr = errors.Join(ferr, herr)
 	}
 	sleepCtx(ctx, s.After)
+	stopFence()
+	<-fenDone
 	stopWork()
 	wg.Wait()
 	// After healing: a leader again, the final reads, the negative control.
@@ -243,15 +264,28 @@ func (s Scenario) Run(t testing.TB) Result {
 		t.Fatalf("%s: %v", s.Fault.Name, err)
 	}
 	res.Control = stale.Check(60 * time.Second)
+	if fenErr != nil {
+		res.FenceViolations = append(res.FenceViolations, fenErr.Error())
+	}
+	if fen != nil {
+		res.Fenced = len(fen.refused)
+		res.FenceViolations = append(res.FenceViolations, fen.check(rctx, admin)...)
+	}
 	t.Logf("%s (seed %d): %s", s.Fault.Name, s.Seed, res)
 	if !res.Report.Linearizable {
 		t.Errorf("%s: the history is not linearizable (undecided: %v)", s.Fault.Name, res.Report.Undecided)
+		for _, b := range res.Report.Bad {
+			t.Logf("%s: %s", s.Fault.Name, b)
+		}
 	}
 	for _, l := range res.Report.Lost {
 		t.Errorf("%s: acknowledged write lost: %s", s.Fault.Name, l)
 	}
 	for _, o := range res.Report.Overlaps {
 		t.Errorf("%s: handed out twice: %s", s.Fault.Name, o)
+	}
+	for _, v := range res.FenceViolations {
+		t.Errorf("%s: %s", s.Fault.Name, v)
 	}
 	if res.Control.Linearizable {
 		t.Errorf("%s: the negative control (reads from a stale cache) passed the checker: the checker cannot see stale reads", s.Fault.Name)
@@ -275,7 +309,7 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 func Summary(rs []Result) string {
 	var b strings.Builder
 	for _, r := range rs {
-		fmt.Fprintf(&b, "| %s | %d | %v | %d | %d |\n", r.Fault, r.LeaderChanges, r.Report.LongestNoWrite.Round(10*time.Millisecond), r.Report.Ops, r.Report.Violations())
+		fmt.Fprintf(&b, "| %s | %d | %v | %d | %d |\n", r.Fault, r.LeaderChanges, r.Report.LongestNoWrite.Round(10*time.Millisecond), r.Report.Ops, r.Report.Violations()+len(r.FenceViolations))
 	}
 	return b.String()
 }

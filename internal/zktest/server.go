@@ -699,3 +699,24 @@ func UniqueRoot(t testing.TB) string {
 	}
 	return fmt.Sprintf("/t/%s-%d-%d", name, os.Getpid(), n)
 }
+
+// ServerCommand is the java binary and the arguments before the zoo.cfg
+// path that start one ZooKeeper server (QuorumPeerMain) as Start does, for
+// harnesses that launch servers themselves (internal/netfault runs each in
+// a network namespace of its own). Errors: ErrNotInstalled.
+func ServerCommand() (string, []string, error) {
+	java, err := javaPath()
+	if err != nil {
+		return "", nil, err
+	}
+	cp, err := classPath()
+	if err != nil {
+		return "", nil, err
+	}
+	return java, []string{"-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+		"-Dorg.slf4j.simpleLogger.showDateTime=true",
+		"-Dzookeeper.jmx.log4j.disable=true",
+		"-Dzookeeper.admin.enableServer=false",
+		"-cp", cp, "org.apache.zookeeper.server.quorum.QuorumPeerMain"}, nil
+}
