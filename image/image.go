@@ -322,7 +322,13 @@ func (im *Image) ApplyWrite(ops []core.Op, res core.TxnResult) {
 	copy(w.ops, ops)
 	var touched []string
 	im.mu.Lock()
-	if res.Revision > im.watched {
+	// At the watched revision too: a backend whose watch delivers one
+	// revision's changes in several steps (ZooKeeper: a multi's deletes
+	// come as separate notifications, each read back) may have applied
+	// part of it; the rest must not wait for the watch. Re-applying what
+	// the watch already applied changes nothing (the per-node revisions
+	// and tombstones decide).
+	if res.Revision >= im.watched {
 		im.own = append(im.own, w)
 		im.applyOwnLocked(w)
 		if im.opts.OnChange != nil {

@@ -335,35 +335,51 @@ func (w *watcher) run() {
 		case <-w.b.closeCh:
 			return
 		}
-		w.qmu.Lock()
-		evs := w.fired
-		w.fired = nil
-		w.qmu.Unlock()
+		// Handle every notification queued, then those that came in
+		// while they were handled, until none is left, before emitting:
+		// a read made while handling (its answer's zxid stamps the
+		// events) may be newer than a notification queued behind it, and
+		// the stream's revision must not pass a change it has not
+		// delivered (a writer's image skips its own write at or below
+		// it). ZooKeeper sends a session the notifications of a change
+		// before any answer with a later zxid, and the library's receive
+		// goroutine queues them in that order. Under writes that never
+		// pause this could go on: after maxDrainRounds rounds the events
+		// go out as they are.
 		var out []core.WatchEvent
-		for _, ev := range evs {
-			if ev.Type == zk.EventNotWatching {
-				if errors.Is(ev.Err, zk.ErrClosing) {
-					return
+		for round := 0; round < maxDrainRounds; round++ {
+			w.qmu.Lock()
+			evs := w.fired
+			w.fired = nil
+			w.qmu.Unlock()
+			if len(evs) == 0 {
+				break
+			}
+			for _, ev := range evs {
+				if ev.Type == zk.EventNotWatching {
+					if errors.Is(ev.Err, zk.ErrClosing) {
+						return
+					}
+					resync, reset = true, true
+					continue
 				}
-				resync, reset = true, true
-				continue
-			}
-			if resync {
-				continue // the re-read covers it
-			}
-			got, err := w.handle(ev)
-			if err == nil && w.prefixGone {
-				// The prefix itself went: watch for its return.
-				w.prefixGone = false
-				var more []core.WatchEvent
-				more, err = w.added(w.prefix)
-				got = append(got, more...)
-			}
-			// Events returned with an error are already in the model: they
-			// must reach the consumer, the resync only diffs from there.
-			out = append(out, got...)
-			if err != nil {
-				resync = true
+				if resync {
+					continue // the re-read covers it
+				}
+				got, err := w.handle(ev)
+				if err == nil && w.prefixGone {
+					// The prefix itself went: watch for its return.
+					w.prefixGone = false
+					var more []core.WatchEvent
+					more, err = w.added(w.prefix)
+					got = append(got, more...)
+				}
+				// Events returned with an error are already in the model: they
+				// must reach the consumer, the resync only diffs from there.
+				out = append(out, got...)
+				if err != nil {
+					resync = true
+				}
 			}
 		}
 		if len(out) > 0 {
@@ -386,6 +402,10 @@ func (w *watcher) run() {
 		}
 	}
 }
+
+// maxDrainRounds bounds how many times a watcher takes the notifications
+// that came in while it handled the previous ones before it emits.
+const maxDrainRounds = 16
 
 // emit queues events with non-decreasing revisions.
 func (w *watcher) emit(evs []core.WatchEvent) {

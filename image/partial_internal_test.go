@@ -1,0 +1,43 @@
+package image
+
+import (
+	"testing"
+
+	"github.com/metaplane/metaplane/core"
+)
+
+// TestOwnWriteAtTheWatchedRevision: a watch that has delivered part of a
+// revision (ZooKeeper's notifications of one multi's deletes come one by
+// one) has the image at that revision; the writer's own write of the same
+// revision still applies the rest at once, and re-applies what the watch
+// applied without changing it.
+func TestOwnWriteAtTheWatchedRevision(t *testing.T) {
+	im := New(Options{})
+	m := map[string]*entry{}
+	for _, p := range []string{"/t", "/t/a", "/t/b", "/t/c"} {
+		put(im, m, core.Node{Path: p, Data: []byte(p), Stat: core.Stat{CreateRevision: 5, ModifyRevision: 5}})
+	}
+	im.install(m, 5)
+	// Revision 10 deleted /t/a and /t/b and set /t/c; the watch has
+	// delivered the delete of /t/a only.
+	im.applyEvents([]core.WatchEvent{{Type: core.EventDeleted, Path: "/t/a", Revision: 10}}, 10)
+	ops := []core.Op{core.DeleteOp("/t/a", core.AnyVersion), core.DeleteOp("/t/b", core.AnyVersion), core.SetOp("/t/c", []byte("new"), core.AnyVersion)}
+	res := core.TxnResult{Revision: 10, Results: []core.OpResult{
+		{Type: core.OpDelete, Path: "/t/a"}, {Type: core.OpDelete, Path: "/t/b"},
+		{Type: core.OpSet, Path: "/t/c", Stat: core.Stat{CreateRevision: 5, ModifyRevision: 10, Version: 1}},
+	}}
+	im.ApplyWrite(ops, res)
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	for _, p := range []string{"/t/a", "/t/b"} {
+		if _, ok := im.nodes[p]; ok {
+			t.Errorf("%s still in the image after its own delete at the watched revision", p)
+		}
+	}
+	if e := im.nodes["/t/c"]; e == nil || string(e.data) != "new" || e.rev != 10 {
+		t.Errorf("/t/c after its own set at the watched revision: %+v", e)
+	}
+	if im.watched != 10 {
+		t.Errorf("watched %d, want 10", im.watched)
+	}
+}
