@@ -195,7 +195,7 @@ type electionCandidate struct {
 	// whole (its image loaded).
 	opens, campaigning, loaded int
 	reads                      treeReads
-	probe              core.MetadataBackend // Raft: Status of the member
+	probe                      core.MetadataBackend // Raft: Status of the member
 }
 
 func (c *electionCandidate) counts() (opens, campaigning int) {
