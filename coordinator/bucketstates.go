@@ -106,6 +106,21 @@ func (s *bucketStates) onChange(paths []string) {
 	}
 }
 
+// sharedSnapshotter is a reader whose snapshot can share its data
+// (image.Image): the states only decode it.
+type sharedSnapshotter interface {
+	SnapshotShared(ctx context.Context, prefix string) (core.Snapshot, error)
+}
+
+// snapshotShared is img's snapshot of prefix, its data shared where img
+// allows it (the first round reads the whole /tabletservers subtree).
+func snapshotShared(ctx context.Context, img core.Reader, prefix string) (core.Snapshot, error) {
+	if s, ok := img.(sharedSnapshotter); ok {
+		return s.SnapshotShared(ctx, prefix)
+	}
+	return img.Snapshot(ctx, prefix)
+}
+
 // refresh brings the states up to date with img: the changed paths, or
 // everything when a rebuild is due. On a read failure the changes stay
 // pending for the next round.
@@ -142,7 +157,7 @@ func (s *bucketStates) refresh(ctx context.Context, cat *catalog.Catalog, img co
 	}
 	if all {
 		s.rebuilds++
-		snap, err := img.Snapshot(ctx, catalog.TabletServersRoot)
+		snap, err := snapshotShared(ctx, img, catalog.TabletServersRoot)
 		if err != nil {
 			s.mu.Lock()
 			s.all = true
@@ -160,7 +175,7 @@ func (s *bucketStates) refresh(ctx context.Context, cat *catalog.Catalog, img co
 		return nil
 	}
 	for p := range dirty {
-		snap, err := img.Snapshot(ctx, p)
+		snap, err := snapshotShared(ctx, img, p)
 		if err != nil {
 			s.mu.Lock()
 			for q := range dirty {

@@ -553,8 +553,29 @@ func (im *Image) Children(ctx context.Context, path string, opts core.ReadOption
 
 // Snapshot implements core.Reader from the image: every node at or below
 // prefix, sorted by path, at the image's watched revision. Errors:
-// ErrNotReady, ErrInvalidPath.
+// ErrNotReady, ErrInvalidPath. Returned data is a copy.
 func (im *Image) Snapshot(ctx context.Context, prefix string) (core.Snapshot, error) {
+	snap, err := im.snapshot(ctx, prefix)
+	for i := range snap.Nodes {
+		snap.Nodes[i].Data = append([]byte(nil), snap.Nodes[i].Data...)
+	}
+	return snap, err
+}
+
+// SnapshotShared is Snapshot without the copies: the data returned is the
+// image's own and must not be modified (the coordinator's bucket states
+// only decode it). On a large subtree it saves a copy of every node's
+// data.
+func (im *Image) SnapshotShared(ctx context.Context, prefix string) (core.Snapshot, error) {
+	return im.snapshot(ctx, prefix)
+}
+
+// snapshot collects the subtree under the read lock, with the nodes' data
+// shared (the image never changes a node's data in place: a change
+// replaces the slice), and copies and sorts nothing while it holds the
+// lock, so that a large subtree holds the image's writers back only for
+// the walk.
+func (im *Image) snapshot(ctx context.Context, prefix string) (core.Snapshot, error) {
 	if err := core.ValidatePath(prefix); err != nil {
 		return core.Snapshot{}, err
 	}
@@ -562,14 +583,14 @@ func (im *Image) Snapshot(ctx context.Context, prefix string) (core.Snapshot, er
 		return core.Snapshot{}, err
 	}
 	im.mu.RLock()
-	defer im.mu.RUnlock()
 	if !im.ready {
+		im.mu.RUnlock()
 		return core.Snapshot{}, ErrNotReady
 	}
 	var nodes []core.Node
 	var walk func(p string, e *entry)
 	walk = func(p string, e *entry) {
-		nodes = append(nodes, core.Node{Path: p, Data: append([]byte(nil), e.data...), Stat: im.statLocked(e)})
+		nodes = append(nodes, core.Node{Path: p, Data: e.data, Stat: im.statLocked(e)})
 		for _, c := range e.children {
 			cp := core.JoinPath(p, c)
 			if ce, ok := im.nodes[cp]; ok {
@@ -580,8 +601,10 @@ func (im *Image) Snapshot(ctx context.Context, prefix string) (core.Snapshot, er
 	if e, ok := im.nodes[prefix]; ok {
 		walk(prefix, e)
 	}
+	rev := im.watched
+	im.mu.RUnlock()
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Path < nodes[j].Path })
-	return core.Snapshot{Revision: im.watched, Nodes: nodes}, nil
+	return core.Snapshot{Revision: rev, Nodes: nodes}, nil
 }
 
 // Len returns the number of nodes in the image.

@@ -404,3 +404,40 @@ func TestImageChildrenStaySorted(t *testing.T) {
 		t.Fatalf("/p/m/leaf after its delete: %v", err)
 	}
 }
+
+// TestSnapshotSharedAndCopied: Snapshot and SnapshotShared answer the same
+// nodes, sorted, at the same revision; Snapshot's data is a copy (changing
+// it leaves the image as it was).
+func TestSnapshotSharedAndCopied(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	w := s.NewClient(core.ClientOptions{})
+	for _, p := range []string{"/s/b/x", "/s/a", "/s/a-b", "/s/a/y"} {
+		if _, _, err := core.Create(ctx, w, p, []byte(p), core.CreateOptions{MakeParents: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	im := startImage(t, s.NewClient(core.ClientOptions{}))
+	copied, err := im.Snapshot(ctx, "/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := im.SnapshotShared(ctx, "/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for i, n := range copied.Nodes {
+		paths = append(paths, n.Path)
+		if sn := shared.Nodes[i]; sn.Path != n.Path || string(sn.Data) != string(n.Data) || sn.Stat != n.Stat {
+			t.Fatalf("node %d: shared %+v, copied %+v", i, sn, n)
+		}
+	}
+	if fmt.Sprint(paths) != "[/s /s/a /s/a-b /s/a/y /s/b /s/b/x]" || copied.Revision != shared.Revision || len(shared.Nodes) != len(copied.Nodes) {
+		t.Fatalf("snapshot %v at %d, shared at %d (%d nodes)", paths, copied.Revision, shared.Revision, len(shared.Nodes))
+	}
+	copied.Nodes[1].Data[0] = 'X'
+	if n, err := core.Get(ctx, im, "/s/a"); err != nil || string(n.Data) != "/s/a" {
+		t.Fatalf("/s/a after its snapshot's copy changed: %q, %v", n.Data, err)
+	}
+}
