@@ -587,22 +587,48 @@ func (im *Image) snapshot(ctx context.Context, prefix string) (core.Snapshot, er
 		im.mu.RUnlock()
 		return core.Snapshot{}, ErrNotReady
 	}
-	var nodes []core.Node
-	var walk func(p string, e *entry)
-	walk = func(p string, e *entry) {
-		nodes = append(nodes, core.Node{Path: p, Data: e.data, Stat: im.statLocked(e)})
+	// Under the lock, no allocation per node: each child's path is built
+	// in buf for its lookup, and a node is recorded by its parent's index
+	// and its name (a substring of its path, immutable); the paths are
+	// joined after.
+	type rec struct {
+		parent int
+		name   string
+		data   []byte
+		stat   core.Stat
+	}
+	var recs []rec
+	buf := append(make([]byte, 0, 256), prefix...)
+	var walk func(parent int, name string, e *entry)
+	walk = func(parent int, name string, e *entry) {
+		me := len(recs)
+		recs = append(recs, rec{parent: parent, name: name, data: e.data, stat: im.statLocked(e)})
+		n := len(buf)
 		for _, c := range e.children {
-			cp := core.JoinPath(p, c)
-			if ce, ok := im.nodes[cp]; ok {
-				walk(cp, ce)
+			buf = buf[:n]
+			if n > 1 {
+				buf = append(buf, '/')
+			}
+			buf = append(buf, c...)
+			if ce, ok := im.nodes[string(buf)]; ok {
+				walk(me, c, ce)
 			}
 		}
+		buf = buf[:n]
 	}
 	if e, ok := im.nodes[prefix]; ok {
-		walk(prefix, e)
+		walk(-1, prefix, e)
 	}
 	rev := im.watched
 	im.mu.RUnlock()
+	nodes := make([]core.Node, len(recs))
+	for i, r := range recs {
+		p := r.name
+		if r.parent >= 0 {
+			p = core.JoinPath(nodes[r.parent].Path, r.name)
+		}
+		nodes[i] = core.Node{Path: p, Data: r.data, Stat: r.stat}
+	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Path < nodes[j].Path })
 	return core.Snapshot{Revision: rev, Nodes: nodes}, nil
 }
