@@ -64,6 +64,9 @@ type ElectionKill struct {
 	// path, one per listing). A warm standby takes no snapshot.
 	TreeSnapshots int64 `json:"tree_snapshots"`
 	NodesRead     int64 `json:"nodes_read"`
+	// ImageNodes is the nodes in the new leader's image once it answered:
+	// the tree it serves, though it read none of it after the kill.
+	ImageNodes int `json:"image_nodes"`
 }
 
 // ElectionPhase summarizes one phase over the kills.
@@ -424,6 +427,7 @@ func (r *electionRig) KillLeaderAndWait(ctx context.Context) (ElectionKill, erro
 	k.TotalMicros = since(time.Now())
 	k.TreeSnapshots = r.cands[w].reads.snapshots.Load() - snaps[w]
 	k.NodesRead = r.cands[w].reads.nodes.Load() - nodes[w]
+	k.ImageNodes = r.cands[w].srv.ImageNodes()
 	k.Killed, k.Winner = r.cands[l].m.label, r.cands[w].m.label
 	k.ServingMicros = since(servingAt)
 	wonAt, epoch := r.cands[w].won()

@@ -109,8 +109,8 @@ func measureFailover(ctx context.Context, env *runEnv, n int) (ScaleFailover, *E
 		if err != nil {
 			return f, nil, fmt.Errorf("kill %d: %w", i+1, err)
 		}
-		env.opts.logf("  scale.failover: %d nodes, kill %d: %s to the write, %d snapshots, %d nodes read",
-			f.Nodes, i+1, FormatDuration(k.TotalMicros), k.TreeSnapshots, k.NodesRead)
+		env.opts.logf("  scale.failover: %d nodes, kill %d: %s to the write, %d snapshots, %d nodes read, %d nodes in the new leader's image",
+			f.Nodes, i+1, FormatDuration(k.TotalMicros), k.TreeSnapshots, k.NodesRead, k.ImageNodes)
 		f.Kills = append(f.Kills, k)
 		f.TreeSnapshots += k.TreeSnapshots
 		f.MaxNodesRead = max(f.MaxNodesRead, k.NodesRead)

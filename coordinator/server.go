@@ -296,6 +296,16 @@ func (s *Server) Address() string { return s.addr }
 // Metrics returns the server's metrics.
 func (s *Server) Metrics() *Metrics { return s.metrics }
 
+// ImageNodes returns the number of nodes in the metadata image of the
+// open backend client (kept current on a standby too), 0 when none is
+// open.
+func (s *Server) ImageNodes() int {
+	if img := s.warmImage.Load(); img != nil {
+		return img.Len()
+	}
+	return 0
+}
+
 // IsLeader reports whether the server is serving as leader now.
 func (s *Server) IsLeader() bool {
 	l := s.leader.Load()

@@ -106,5 +106,10 @@ func TestWarmStandbyFailover(t *testing.T) {
 	if n := reads.Load(); n > 50 {
 		t.Errorf("the new leader read %d nodes through its client after the failover: a warm standby serves from its image", n)
 	}
-	t.Logf("after the failover: %d snapshots, %d node reads through the client", snapshots.Load(), reads.Load())
+	// Its image holds the whole tree (200 tables of 20 buckets: each a
+	// bucket node and its LeaderAndIsr) without having read it now.
+	if n := b.Srv.ImageNodes(); n < tables*20*2 {
+		t.Errorf("the new leader's image holds %d nodes, want at least %d", n, tables*20*2)
+	}
+	t.Logf("after the failover: %d snapshots, %d node reads through the client, %d nodes in the image", snapshots.Load(), reads.Load(), b.Srv.ImageNodes())
 }
