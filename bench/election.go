@@ -443,8 +443,9 @@ func (r *electionRig) KillLeaderAndWait(ctx context.Context) (ElectionKill, erro
 }
 
 // waitLoaded waits until every coordinator's image has loaded on its
-// current backend client (a standby is warm), at most bound.
-func (r *electionRig) waitLoaded(ctx context.Context, bound time.Duration) error {
+// current backend client and, with warm, its bucket states are current
+// with it (a standby is warm), at most bound.
+func (r *electionRig) waitLoaded(ctx context.Context, bound time.Duration, warm bool) error {
 	deadline := time.Now().Add(bound)
 	for {
 		cold := ""
@@ -454,6 +455,9 @@ func (r *electionRig) waitLoaded(ctx context.Context, bound time.Duration) error
 				cold = c.m.label
 			}
 			c.mu.Unlock()
+			if warm && !c.srv.Warm() {
+				cold = c.m.label
+			}
 		}
 		if cold == "" {
 			return nil

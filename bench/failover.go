@@ -15,7 +15,8 @@ import (
 // The scale.failover row: three Raft voters, each with a coordinator of
 // its own in the bench process (the election rows' rig), on a tree of
 // --scale-nodes written through the leader's voter; once every
-// coordinator's image is loaded (the standbys warm), the leader
+// coordinator's image is loaded and its bucket states built from it (the
+// standbys warm), the leader
 // coordinator's voter is SIGKILLed and the time to the first acknowledged
 // admin write (CreateDatabase) on the new leader measured, with what the
 // new leader read of the tree through its backend client meanwhile.
@@ -34,7 +35,8 @@ const scaleWarmBound = 10 * time.Minute
 type ScaleFailover struct {
 	Nodes int `json:"nodes"`
 	// FillSec is the time to write the tree through Raft; LoadSec the
-	// time from the coordinators' start until all three images loaded.
+	// time from the coordinators' start until all three images loaded
+	// (their bucket states are built after).
 	FillSec float64 `json:"fill_s"`
 	LoadSec float64 `json:"load_s"`
 	// P50Sec and MaxSec: from the SIGKILL to the acknowledged write.
@@ -90,7 +92,7 @@ func measureFailover(ctx context.Context, env *runEnv, n int) (ScaleFailover, *E
 		return f, nil, err
 	}
 	defer rig.Close()
-	if err := rig.waitLoaded(ctx, scaleWarmBound); err != nil {
+	if err := rig.waitLoaded(ctx, scaleWarmBound, false); err != nil {
 		return f, nil, err
 	}
 	f.LoadSec = round3(time.Since(t0).Seconds())
@@ -102,7 +104,7 @@ func measureFailover(ctx context.Context, env *runEnv, n int) (ScaleFailover, *E
 	var ds []time.Duration
 	for i := 0; i < scaleFailoverKills; i++ {
 		writes = i
-		if err := rig.waitLoaded(ctx, scaleWarmBound); err != nil {
+		if err := rig.waitLoaded(ctx, scaleWarmBound, true); err != nil {
 			return f, nil, err
 		}
 		k, err := rig.KillLeaderAndWait(ctx)

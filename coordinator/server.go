@@ -306,6 +306,14 @@ func (s *Server) ImageNodes() int {
 	return 0
 }
 
+// Warm reports whether the open client's image is loaded and its bucket
+// states are current with it: a standby that would take over without
+// reading the tree or rebuilding its bucket states.
+func (s *Server) Warm() bool {
+	img, b := s.warmImage.Load(), s.bucketsSink.Load()
+	return img != nil && img.Ready() && b != nil && b.current()
+}
+
 // IsLeader reports whether the server is serving as leader now.
 func (s *Server) IsLeader() bool {
 	l := s.leader.Load()
