@@ -9,6 +9,7 @@ import (
 	"net"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -57,6 +58,15 @@ type ElectionKill struct {
 	// Killed and Winner name the killed and the new leader's member.
 	Killed string `json:"killed"`
 	Winner string `json:"winner"`
+	// TreeSnapshots and NodesRead are what the new leader's backend
+	// client read of the tree from the kill to the measured answer:
+	// snapshots taken (whole or streamed) and nodes read (in snapshots, by
+	// path, one per listing). A warm standby takes no snapshot.
+	TreeSnapshots int64 `json:"tree_snapshots"`
+	NodesRead     int64 `json:"nodes_read"`
+	// ImageNodes is the nodes in the new leader's image once it answered:
+	// the tree it serves, though it read none of it after the kill.
+	ImageNodes int `json:"image_nodes"`
 }
 
 // ElectionPhase summarizes one phase over the kills.
@@ -107,11 +117,56 @@ func summarizeElections(voters int, kills []ElectionKill) *ElectionDetail {
 }
 
 // campaignTap passes every call to the wrapped backend and records when
-// Campaign returned a leadership (the rig's "campaign returned" phase).
+// Campaign returned a leadership (the rig's "campaign returned" phase),
+// what the coordinator read of the tree through it, and when its image's
+// snapshot (the first of the client) was read whole.
 type campaignTap struct {
 	core.MetadataBackend
 	started func()
 	won     func(epoch int64)
+	reads   *treeReads
+	loaded  func()
+}
+
+// treeReads counts a coordinator's reads of the tree through its backend
+// clients.
+type treeReads struct {
+	snapshots, nodes atomic.Int64
+}
+
+func (t campaignTap) Snapshot(ctx context.Context, prefix string) (core.Snapshot, error) {
+	t.reads.snapshots.Add(1)
+	s, err := t.MetadataBackend.Snapshot(ctx, prefix)
+	t.reads.nodes.Add(int64(len(s.Nodes)))
+	if err == nil {
+		t.loaded()
+	}
+	return s, err
+}
+
+// StreamSnapshot is the wrapped backend's (core.StreamSnapshot: streamed
+// where it streams), counted; core.Optional finds it only where the
+// wrapped backend declares streamed snapshots.
+func (t campaignTap) StreamSnapshot(ctx context.Context, prefix string, pageBytes int, fn func(int64, []core.Node) error) error {
+	t.reads.snapshots.Add(1)
+	err := core.StreamSnapshot(ctx, t.MetadataBackend, prefix, pageBytes, func(rev int64, nodes []core.Node) error {
+		t.reads.nodes.Add(int64(len(nodes)))
+		return fn(rev, nodes)
+	})
+	if err == nil {
+		t.loaded()
+	}
+	return err
+}
+
+func (t campaignTap) GetMany(ctx context.Context, paths []string, opts core.ReadOptions) ([]core.GetResult, error) {
+	t.reads.nodes.Add(int64(len(paths)))
+	return t.MetadataBackend.GetMany(ctx, paths, opts)
+}
+
+func (t campaignTap) Children(ctx context.Context, path string, opts core.ReadOptions) ([]string, core.Stat, error) {
+	t.reads.nodes.Add(1)
+	return t.MetadataBackend.Children(ctx, path, opts)
 }
 
 func (t campaignTap) Campaign(ctx context.Context, c core.Candidate) (core.Leadership, error) {
@@ -138,9 +193,12 @@ type electionCandidate struct {
 	wonAt   time.Time
 	wonEpch int64
 	// opens counts the backend clients its coordinator opened;
-	// campaigning is the number of the last one it campaigned with.
-	opens, campaigning int
-	probe              core.MetadataBackend // Raft: Status of the member
+	// campaigning is the number of the last one it campaigned with;
+	// loaded the number of the last one whose first snapshot was read
+	// whole (its image loaded).
+	opens, campaigning, loaded int
+	reads                      treeReads
+	probe                      core.MetadataBackend // Raft: Status of the member
 }
 
 func (c *electionCandidate) counts() (opens, campaigning int) {
@@ -166,6 +224,9 @@ type electionRig struct {
 	// restoreErr is why the last killed member could not be restored.
 	restoreErr error
 	restoreIdx int
+	// ack is the call whose answer from the new leader ends a kill's
+	// measurement; nil: a leader-only read (ListDatabases).
+	ack func(ctx context.Context, a adminv1.AdminServiceClient) error
 }
 
 func newElectionRig(ctx context.Context, env *runEnv, backend string, ms []*member, copts core.ClientOptions, started bool) (*electionRig, error) {
@@ -228,6 +289,10 @@ func (r *electionRig) startCandidate(env *runEnv, i int, m *member) (*electionCa
 			}, won: func(epoch int64) {
 				c.mu.Lock()
 				c.wonAt, c.wonEpch = time.Now(), epoch
+				c.mu.Unlock()
+			}, reads: &c.reads, loaded: func() {
+				c.mu.Lock()
+				c.loaded = max(c.loaded, gen)
 				c.mu.Unlock()
 			}}, nil
 		},
@@ -318,6 +383,10 @@ func (r *electionRig) KillLeaderAndWait(ctx context.Context) (ElectionKill, erro
 			survivors = append(survivors, i)
 		}
 	}
+	snaps, nodes := make([]int64, len(r.cands)), make([]int64, len(r.cands))
+	for i, c := range r.cands {
+		snaps[i], nodes[i] = c.reads.snapshots.Load(), c.reads.nodes.Load()
+	}
 	wctx, cancel := context.WithTimeout(ctx, electionWaitBound)
 	defer cancel()
 	t0 := time.Now()
@@ -345,14 +414,20 @@ func (r *electionRig) KillLeaderAndWait(ctx context.Context) (ElectionKill, erro
 		}
 	}
 	servingAt := time.Now()
-	err := r.cands[w].admin.Admin(wctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
-		_, err := a.ListDatabases(ctx, &adminv1.ListDatabasesRequest{})
-		return err
-	})
-	if err != nil {
+	ack := r.ack
+	if ack == nil {
+		ack = func(ctx context.Context, a adminv1.AdminServiceClient) error {
+			_, err := a.ListDatabases(ctx, &adminv1.ListDatabasesRequest{})
+			return err
+		}
+	}
+	if err := r.cands[w].admin.Admin(wctx, ack); err != nil {
 		return k, fmt.Errorf("new leader %s: admin API: %w", r.cands[w].m.label, err)
 	}
 	k.TotalMicros = since(time.Now())
+	k.TreeSnapshots = r.cands[w].reads.snapshots.Load() - snaps[w]
+	k.NodesRead = r.cands[w].reads.nodes.Load() - nodes[w]
+	k.ImageNodes = r.cands[w].srv.ImageNodes()
 	k.Killed, k.Winner = r.cands[l].m.label, r.cands[w].m.label
 	k.ServingMicros = since(servingAt)
 	wonAt, epoch := r.cands[w].won()
@@ -365,6 +440,37 @@ func (r *electionRig) KillLeaderAndWait(ctx context.Context) (ElectionKill, erro
 	// kill with this reason.
 	r.restoreErr, r.restoreIdx = r.restore(ctx, l), l
 	return k, nil
+}
+
+// waitLoaded waits until every coordinator's image has loaded on its
+// current backend client and, with warm, its bucket states are current
+// with it (a standby is warm), at most bound.
+func (r *electionRig) waitLoaded(ctx context.Context, bound time.Duration, warm bool) error {
+	deadline := time.Now().Add(bound)
+	for {
+		cold := ""
+		for _, c := range r.cands {
+			c.mu.Lock()
+			if c.loaded < c.opens || c.opens == 0 {
+				cold = c.m.label
+			}
+			c.mu.Unlock()
+			if warm && !c.srv.Warm() {
+				cold = c.m.label
+			}
+		}
+		if cold == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the coordinator of %s did not load its image within %v", cold, bound)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // restore restarts killed member i and, on Raft, waits until it has

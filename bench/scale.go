@@ -45,7 +45,10 @@ const (
 // Scale is what the scale. rows measured: one entry per tree size, the
 // smaller first.
 type Scale struct {
-	Sizes []ScaleSize `json:"sizes"`
+	Sizes []ScaleSize `json:"sizes,omitempty"`
+	// Failover is the scale.failover row's figures, the smaller size
+	// first.
+	Failover []ScaleFailover `json:"failover,omitempty"`
 }
 
 // ScaleSize is the figures at one tree size. RSS figures are the peak
@@ -77,6 +80,8 @@ func scaleSpecs() []rowSpec {
 		{id: "scale.cold-start", title: "scale: coordinator cold start to a catalog read", group: "scale", metric: MetricP50, note: note, scale: true, backends: []string{Raft}},
 		{id: "scale.tablet-snapshot", title: "scale: a tablet server's full metadata snapshot", group: "scale", metric: MetricP50, note: note, scale: true, backends: []string{Raft}},
 		{id: "scale.snapshot-save", title: "scale: raft snapshot save", group: "scale", metric: MetricP50, note: note, scale: true, backends: []string{Raft}},
+		{id: "scale.failover", title: "scale: failover, SIGKILL of the leader to the first acknowledged write (3 voters)", group: "scale", metric: MetricP50,
+			note: fmt.Sprintf("%d kills per size, after the other rows", scaleFailoverKills), scale: true, backends: []string{Raft}},
 	}
 }
 
@@ -100,8 +105,16 @@ func runScale(ctx context.Context, env *runEnv, specs []rowSpec) ([]Row, *Scale)
 	if err != nil {
 		why = err.Error()
 	}
+	main, failover := false, false
+	for _, s := range specs {
+		if s.id == "scale.failover" {
+			failover = true
+		} else {
+			main = true
+		}
+	}
 	for _, n := range []int{nodes / 10, nodes} {
-		if why != "" {
+		if why != "" || !main {
 			break
 		}
 		env.opts.logf("  scale: %d nodes ...", n)
@@ -119,20 +132,46 @@ func runScale(ctx context.Context, env *runEnv, specs []rowSpec) ([]Row, *Scale)
 			results["scale.snapshot-save"] = fixedResult(Raft, secs(sz.SaveSec), sz.Nodes)
 		}
 	}
+	failWhy := ""
+	if _, err := env.binDir(Raft); err != nil {
+		failWhy = err.Error()
+	}
+	for _, n := range []int{nodes / 10, nodes} {
+		if failWhy != "" || !failover || ctx.Err() != nil {
+			break
+		}
+		env.opts.logf("  scale.failover: %d nodes ...", n)
+		f, detail, err := measureFailover(ctx, env, n)
+		if err != nil {
+			failWhy = err.Error()
+			env.opts.logf("  scale.failover: %v", err)
+			break
+		}
+		fig.Failover = append(fig.Failover, f)
+		if n == nodes {
+			ds := make([]time.Duration, len(f.Kills))
+			for i, k := range f.Kills {
+				ds[i] = time.Duration(k.TotalMicros * 1e3)
+			}
+			res := resultFromSummary(Raft, Summarize(ds, int64(len(ds)), 0), int64(len(ds)), 0, nil)
+			res.Election = detail
+			results["scale.failover"] = res
+		}
+	}
 	var rows []Row
 	for _, s := range specs {
 		row := Row{ID: s.id, Title: s.title, Group: s.group, Metric: s.metric, Note: fmt.Sprintf("%s; a %d-node tree", s.note, nodes)}
 		res, ok := results[s.id]
 		if !ok {
 			res = Result{Backend: Raft, Unavailable: "not measured"}
-			if why != "" {
-				res.Unavailable += ": " + why
+			if w := map[bool]string{false: why, true: failWhy}[s.id == "scale.failover"]; w != "" {
+				res.Unavailable += ": " + w
 			}
 		}
 		row.Results = []Result{res}
 		rows = append(rows, row)
 	}
-	if len(fig.Sizes) == 0 {
+	if len(fig.Sizes) == 0 && len(fig.Failover) == 0 {
 		return rows, nil
 	}
 	return rows, fig
@@ -351,7 +390,7 @@ func scaleTargets(s *Scale) []TargetResult {
 		for _, t := range all {
 			t.Status, t.Detail = TargetNotMeasured, "the scale. rows did not run"
 		}
-		return []TargetResult{flat, snap, cold, image}
+		return []TargetResult{flat, snap, cold, image, failoverTarget(s)}
 	}
 	big := s.Sizes[len(s.Sizes)-1]
 	at := func(t *TargetResult, pick func(ScaleSize) float64, bound float64) {
@@ -371,7 +410,7 @@ func scaleTargets(s *Scale) []TargetResult {
 	if len(s.Sizes) != 2 {
 		flat.Status, flat.Detail = TargetNotMeasured, "measured at one size only"
 		image.Status, image.Detail = TargetNotMeasured, "measured at one size only"
-		return []TargetResult{flat, snap, cold, image}
+		return []TargetResult{flat, snap, cold, image, failoverTarget(s)}
 	}
 	a, b := s.Sizes[0], s.Sizes[1]
 	ok := true
@@ -396,5 +435,5 @@ func scaleTargets(s *Scale) []TargetResult {
 	image.Detail = fmt.Sprintf("%.0f bytes of RSS per node (coordinator %s at %d nodes, %s at %d), %.0f of them the nodes' paths and data: %.0f above",
 		perNode, formatBytes(a.CoordinatorRSSBytes), a.Nodes, formatBytes(b.CoordinatorRSSBytes), b.Nodes, dataPerNode, perNode-dataPerNode)
 	image.Status = status(perNode-dataPerNode <= 400)
-	return []TargetResult{flat, snap, cold, image}
+	return []TargetResult{flat, snap, cold, image, failoverTarget(s)}
 }

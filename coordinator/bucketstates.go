@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/metaplane/metaplane/catalog"
 	"github.com/metaplane/metaplane/core"
@@ -53,7 +54,9 @@ type bucketStates struct {
 	// as soon as a member of their ISR is alive.
 	offline map[string]*bucketState
 	// rebuilds counts the refreshes that read the whole subtree (tests).
-	rebuilds int
+	rebuilds atomic.Int64
+	// refreshing is set (under mu) while a refresh runs.
+	refreshing bool
 }
 
 type bucketState = adminv1.NotifyLeaderAndIsrRequest_BucketState
@@ -106,6 +109,29 @@ func (s *bucketStates) onChange(paths []string) {
 	}
 }
 
+// current reports whether every change recorded has been refreshed (no
+// change pending, no refresh running).
+func (s *bucketStates) current() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.all && len(s.dirty) == 0 && !s.refreshing
+}
+
+// sharedSnapshotter is a reader whose snapshot can share its data
+// (image.Image): the states only decode it.
+type sharedSnapshotter interface {
+	SnapshotShared(ctx context.Context, prefix string) (core.Snapshot, error)
+}
+
+// snapshotShared is img's snapshot of prefix, its data shared where img
+// allows it (the first round reads the whole /tabletservers subtree).
+func snapshotShared(ctx context.Context, img core.Reader, prefix string) (core.Snapshot, error) {
+	if s, ok := img.(sharedSnapshotter); ok {
+		return s.SnapshotShared(ctx, prefix)
+	}
+	return img.Snapshot(ctx, prefix)
+}
+
 // refresh brings the states up to date with img: the changed paths, or
 // everything when a rebuild is due. On a read failure the changes stay
 // pending for the next round.
@@ -113,7 +139,13 @@ func (s *bucketStates) refresh(ctx context.Context, cat *catalog.Catalog, img co
 	s.mu.Lock()
 	all, dirty := s.all, s.dirty
 	s.all, s.dirty = false, map[string]struct{}{}
+	s.refreshing = true
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.refreshing = false
+		s.mu.Unlock()
+	}()
 	if !all {
 		// A path below another changed path needs no pass of its own:
 		// the other's pass reads its whole subtree again. A createTable
@@ -141,8 +173,8 @@ func (s *bucketStates) refresh(ctx context.Context, cat *catalog.Catalog, img co
 		all = passes > 64
 	}
 	if all {
-		s.rebuilds++
-		snap, err := img.Snapshot(ctx, catalog.TabletServersRoot)
+		s.rebuilds.Add(1)
+		snap, err := snapshotShared(ctx, img, catalog.TabletServersRoot)
 		if err != nil {
 			s.mu.Lock()
 			s.all = true
@@ -160,7 +192,7 @@ func (s *bucketStates) refresh(ctx context.Context, cat *catalog.Catalog, img co
 		return nil
 	}
 	for p := range dirty {
-		snap, err := img.Snapshot(ctx, p)
+		snap, err := snapshotShared(ctx, img, p)
 		if err != nil {
 			s.mu.Lock()
 			for q := range dirty {

@@ -367,16 +367,16 @@ func TestBucketStatesCreateTablesInOneRound(t *testing.T) {
 		}
 	}
 	round(0, 0) // the first round builds from the whole subtree
-	if states.rebuilds != 1 {
-		t.Fatalf("%d rebuilds after the first round, want 1", states.rebuilds)
+	if states.rebuilds.Load() != 1 {
+		t.Fatalf("%d rebuilds after the first round, want 1", states.rebuilds.Load())
 	}
 	round(40, 20)
-	if states.rebuilds != 1 {
-		t.Fatalf("40 createTables and 20 createPartitions in one round rebuilt from the whole subtree (%d rebuilds): each should be one pass", states.rebuilds)
+	if states.rebuilds.Load() != 1 {
+		t.Fatalf("40 createTables and 20 createPartitions in one round rebuilt from the whole subtree (%d rebuilds): each should be one pass", states.rebuilds.Load())
 	}
 	round(50, 20)
-	if states.rebuilds != 2 {
-		t.Fatalf("70 tables and partitions in one round: %d rebuilds, want the round to rebuild (past 64 passes)", states.rebuilds)
+	if states.rebuilds.Load() != 2 {
+		t.Fatalf("70 tables and partitions in one round: %d rebuilds, want the round to rebuild (past 64 passes)", states.rebuilds.Load())
 	}
 }
 

@@ -296,6 +296,24 @@ func (s *Server) Address() string { return s.addr }
 // Metrics returns the server's metrics.
 func (s *Server) Metrics() *Metrics { return s.metrics }
 
+// ImageNodes returns the number of nodes in the metadata image of the
+// open backend client (kept current on a standby too), 0 when none is
+// open.
+func (s *Server) ImageNodes() int {
+	if img := s.warmImage.Load(); img != nil {
+		return img.Len()
+	}
+	return 0
+}
+
+// Warm reports whether the open client's image is loaded and its bucket
+// states are current with it: a standby that would take over without
+// reading the tree or rebuilding its bucket states.
+func (s *Server) Warm() bool {
+	img, b := s.warmImage.Load(), s.bucketsSink.Load()
+	return img != nil && img.Ready() && b != nil && b.current()
+}
+
 // IsLeader reports whether the server is serving as leader now.
 func (s *Server) IsLeader() bool {
 	l := s.leader.Load()
@@ -438,6 +456,12 @@ func (s *Server) withClient(ctx context.Context, b core.MetadataBackend) {
 	defer func() { cancel(); <-imgDone }()
 	s.warmImage.Store(img)
 	defer s.warmImage.Store(nil)
+	// The bucket states follow the image from now on too, kept current by
+	// keepBucketsWarm while this coordinator campaigns, by the
+	// controller's rounds while it leads.
+	buckets := newBucketStates()
+	s.bucketsSink.Store(buckets)
+	defer s.bucketsSink.Store(nil)
 	failures := 0
 	wait := retry.New(200*time.Millisecond, 2*time.Second)
 	for cctx.Err() == nil {
@@ -447,7 +471,12 @@ func (s *Server) withClient(ctx context.Context, b core.MetadataBackend) {
 		if !s.waitMigrationUnfenced(cctx, b) {
 			return
 		}
+		warmCtx, warmStop := context.WithCancel(cctx)
+		warmDone := make(chan struct{})
+		go func() { defer close(warmDone); s.keepBucketsWarm(warmCtx, b, img, buckets) }()
 		lead, err := b.Campaign(cctx, core.Candidate{ID: s.id, Address: s.addr})
+		warmStop()
+		<-warmDone
 		if err != nil {
 			if cctx.Err() != nil {
 				return
@@ -466,7 +495,40 @@ func (s *Server) withClient(ctx context.Context, b core.MetadataBackend) {
 		}
 		failures = 0
 		wait.Reset()
-		s.lead(cctx, b, lead, img)
+		s.lead(cctx, b, lead, img, buckets)
+	}
+}
+
+// keepBucketsWarm keeps a standby's bucket states current with its image,
+// as the controller's rounds do on the leader (paced as they are), so that
+// a new leader's first round reads what changed since, not every
+// LeaderAndIsr record. It returns when ctx ends.
+func (s *Server) keepBucketsWarm(ctx context.Context, b core.MetadataBackend, img *image.Image, buckets *bucketStates) {
+	if img.WaitReady(ctx) != nil {
+		return
+	}
+	cat := catalog.New(b, catalog.Options{Reader: img}) // for its decode cache only
+	for {
+		start := time.Now()
+		err := buckets.refresh(ctx, cat, img)
+		if err == nil {
+			buckets.perServer()
+		}
+		build := time.Since(start)
+		if err == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-buckets.wake:
+			}
+		}
+		t := time.NewTimer(min(max(notifyDebounce, notifyPacing*build), notifyMaxPause))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
 	}
 }
 
@@ -497,8 +559,8 @@ func (s *Server) catchUp(ctx context.Context, b core.MetadataBackend, img *image
 	return img.WaitRevision(ctx, rev)
 }
 
-// imageChanged passes the paths the image changed to the leadership's
-// bucket states, when this coordinator leads.
+// imageChanged passes the paths the image changed to the client's bucket
+// states (kept current on a standby too).
 func (s *Server) imageChanged(paths []string) {
 	if b := s.bucketsSink.Load(); b != nil {
 		b.onChange(paths)
@@ -507,14 +569,11 @@ func (s *Server) imageChanged(paths []string) {
 
 // lead serves as leader until the leadership is lost or ctx ends. img is
 // the client's image, kept current since the client opened.
-func (s *Server) lead(ctx context.Context, b core.MetadataBackend, lead core.Leadership, img *image.Image) {
+func (s *Server) lead(ctx context.Context, b core.MetadataBackend, lead core.Leadership, img *image.Image, buckets *bucketStates) {
 	s.log.Info("elected leader", "epoch", lead.Epoch())
 	elected := time.Now()
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	buckets := newBucketStates() // its first round reads the image whole (in memory)
-	s.bucketsSink.Store(buckets)
-	defer s.bucketsSink.Store(nil)
 
 	wctx, wcancel := context.WithTimeout(lctx, s.opts.ImageLoadTimeout)
 	go func() {

@@ -82,6 +82,10 @@ func TestWarmStandbyFailover(t *testing.T) {
 	}
 	// The last table is created just before the failover: the new
 	// leader must serve it (it catches up to the leadership's start).
+	// b's bucket states are built while it stands by (once, from its
+	// image), so that as leader it does not rebuild them.
+	testutil.WaitFor(t, 10*time.Second, "b's bucket states current", func() bool { return b.Srv.BucketRebuilds() >= 1 && b.Srv.BucketStatesCurrent() })
+	rebuilds := b.Srv.BucketRebuilds()
 	snapshots.Store(0)
 	reads.Store(0)
 	a.Stop()
@@ -106,5 +110,13 @@ func TestWarmStandbyFailover(t *testing.T) {
 	if n := reads.Load(); n > 50 {
 		t.Errorf("the new leader read %d nodes through its client after the failover: a warm standby serves from its image", n)
 	}
-	t.Logf("after the failover: %d snapshots, %d node reads through the client", snapshots.Load(), reads.Load())
+	if n := b.Srv.BucketRebuilds(); n != rebuilds {
+		t.Errorf("the new leader rebuilt its bucket states from the whole subtree (%d rebuilds, %d before): a warm standby's are current", n, rebuilds)
+	}
+	// Its image holds the whole tree (200 tables of 20 buckets: each a
+	// bucket node and its LeaderAndIsr) without having read it now.
+	if n := b.Srv.ImageNodes(); n < tables*20*2 {
+		t.Errorf("the new leader's image holds %d nodes, want at least %d", n, tables*20*2)
+	}
+	t.Logf("after the failover: %d snapshots, %d node reads through the client, %d nodes in the image", snapshots.Load(), reads.Load(), b.Srv.ImageNodes())
 }

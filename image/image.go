@@ -39,14 +39,57 @@ type Options struct {
 	OnChange func(paths []string)
 }
 
+// entry is one node. Its path is the node map's key; its children are
+// their base names, sorted, each a substring of the child's own path (no
+// copy), kept as a slice rather than a set: most nodes have none or a
+// few, and a slice costs 16 bytes a child where a map costs a table per
+// parent.
 type entry struct {
 	data     []byte
-	stat     core.Stat
-	children map[string]struct{}
-	sorted   []string // cached sorted children; nil when stale
+	stat     stat
+	children []string
 	// rev is the revision of the last change applied to the node, from
 	// either source; older watch events for it are ignored.
 	rev int64
+}
+
+// stat is a node's core.Stat less what the image derives from the entry
+// (NumChildren, DataLength).
+type stat struct {
+	version, createRevision, modifyRevision, createTime, modifyTime, ephemeralOwner, childrenRevision int64
+}
+
+func compact(s core.Stat) stat {
+	return stat{s.Version, s.CreateRevision, s.ModifyRevision, s.CreateTime, s.ModifyTime, s.EphemeralOwner, s.ChildrenRevision}
+}
+
+// addChild inserts name into the sorted children (once).
+func (e *entry) addChild(name string) {
+	i := sort.SearchStrings(e.children, name)
+	if i < len(e.children) && e.children[i] == name {
+		return
+	}
+	if i == len(e.children) {
+		e.children = append(e.children, name) // the usual case: a snapshot's nodes come in path order
+		return
+	}
+	e.children = append(e.children, "")
+	copy(e.children[i+1:], e.children[i:])
+	e.children[i] = name
+}
+
+// removeChild removes name from the sorted children.
+func (e *entry) removeChild(name string) {
+	i := sort.SearchStrings(e.children, name)
+	if i == len(e.children) || e.children[i] != name {
+		return
+	}
+	copy(e.children[i:], e.children[i+1:])
+	e.children[len(e.children)-1] = ""
+	e.children = e.children[:len(e.children)-1]
+	if len(e.children) == 0 {
+		e.children = nil
+	}
 }
 
 type ownWrite struct {
@@ -179,7 +222,7 @@ func (im *Image) replace(nodes []core.Node, rev int64) {
 // put records node n in the node map m (with its missing parents).
 func put(im *Image, m map[string]*entry, n core.Node) {
 	e := im.ensureIn(m, n.Path, 0)
-	e.data, e.stat, e.rev = n.Data, n.Stat, maxRev(n.Stat.ModifyRevision, n.Stat.CreateRevision)
+	e.data, e.stat, e.rev = n.Data, compact(n.Stat), maxRev(n.Stat.ModifyRevision, n.Stat.CreateRevision)
 }
 
 // install makes m, the nodes at revision rev, the image's state, then
@@ -222,12 +265,7 @@ func (im *Image) ensureIn(m map[string]*entry, path string, rev int64) *entry {
 	m[path] = e
 	if path != "/" && path != im.opts.Prefix {
 		parent := core.ParentPath(path)
-		p := im.ensureIn(m, parent, rev)
-		if p.children == nil {
-			p.children = map[string]struct{}{}
-		}
-		p.children[core.BaseName(path)] = struct{}{}
-		p.sorted = nil
+		im.ensureIn(m, parent, rev).addChild(core.BaseName(path))
 	}
 	return e
 }
@@ -237,14 +275,15 @@ func (im *Image) deleteLocked(path string, rev int64) {
 	if !ok {
 		return
 	}
-	for c := range e.children {
+	kids := e.children
+	e.children = nil // each child's delete finds it gone from here
+	for _, c := range kids {
 		im.deleteLocked(core.JoinPath(path, c), rev)
 	}
 	delete(im.nodes, path)
 	im.tombstones[path] = rev
 	if p, ok := im.nodes[core.ParentPath(path)]; ok && path != "/" {
-		delete(p.children, core.BaseName(path))
-		p.sorted = nil
+		p.removeChild(core.BaseName(path))
 	}
 }
 
@@ -273,7 +312,7 @@ func (im *Image) applyEvents(events []core.WatchEvent, rev int64) {
 			im.deleteLocked(ev.Path, ev.Revision)
 		default:
 			e := im.ensureLocked(ev.Path, ev.Revision)
-			e.data, e.stat, e.rev = ev.Data, ev.Stat, ev.Revision
+			e.data, e.stat, e.rev = ev.Data, compact(ev.Stat), ev.Revision
 			delete(im.tombstones, ev.Path)
 		}
 		if im.opts.OnChange != nil {
@@ -373,8 +412,7 @@ func (im *Image) applyOwnLocked(w ownWrite) {
 			if stat.ModifyRevision == 0 && stat.CreateRevision == 0 {
 				stat.CreateRevision, stat.ModifyRevision = w.rev, w.rev
 			}
-			stat.DataLength = int32(len(op.Data))
-			e.stat, e.rev = stat, w.rev
+			e.stat, e.rev = compact(stat), w.rev
 			delete(im.tombstones, path)
 		case core.OpDelete:
 			if e, ok := im.nodes[path]; ok && e.rev > w.rev {
@@ -445,10 +483,10 @@ func (im *Image) Changed() <-chan struct{} {
 }
 
 func (im *Image) statLocked(e *entry) core.Stat {
-	st := e.stat
-	st.NumChildren = int32(len(e.children))
-	st.DataLength = int32(len(e.data))
-	return st
+	s := &e.stat
+	return core.Stat{Version: s.version, CreateRevision: s.createRevision, ModifyRevision: s.modifyRevision,
+		CreateTime: s.createTime, ModifyTime: s.modifyTime, EphemeralOwner: s.ephemeralOwner,
+		NumChildren: int32(len(e.children)), DataLength: int32(len(e.data)), ChildrenRevision: s.childrenRevision}
 }
 
 // GetMany implements core.Reader from the image. It fails with ErrNotReady
@@ -504,20 +542,11 @@ func (im *Image) Children(ctx context.Context, path string, opts core.ReadOption
 	if err := ctx.Err(); err != nil {
 		return nil, core.Stat{}, err
 	}
-	// Readers share the lock; the first listing of a node since it
-	// changed sorts its children under the exclusive one.
 	im.mu.RLock()
+	defer im.mu.RUnlock()
 	if !im.ready {
-		im.mu.RUnlock()
 		return nil, core.Stat{}, ErrNotReady
 	}
-	if e, ok := im.nodes[path]; ok && e.sorted != nil {
-		defer im.mu.RUnlock()
-		return append([]string(nil), e.sorted...), im.statLocked(e), nil
-	}
-	im.mu.RUnlock()
-	im.mu.Lock()
-	defer im.mu.Unlock()
 	e, ok := im.nodes[path]
 	if !ok {
 		if err := core.ValidatePath(path); err != nil {
@@ -525,20 +554,34 @@ func (im *Image) Children(ctx context.Context, path string, opts core.ReadOption
 		}
 		return nil, core.Stat{}, fmt.Errorf("%w: %s", core.ErrNotFound, path)
 	}
-	if e.sorted == nil {
-		e.sorted = make([]string, 0, len(e.children))
-		for c := range e.children {
-			e.sorted = append(e.sorted, c)
-		}
-		sort.Strings(e.sorted)
-	}
-	return append([]string(nil), e.sorted...), im.statLocked(e), nil
+	return append(make([]string, 0, len(e.children)), e.children...), im.statLocked(e), nil
 }
 
 // Snapshot implements core.Reader from the image: every node at or below
 // prefix, sorted by path, at the image's watched revision. Errors:
-// ErrNotReady, ErrInvalidPath.
+// ErrNotReady, ErrInvalidPath. Returned data is a copy.
 func (im *Image) Snapshot(ctx context.Context, prefix string) (core.Snapshot, error) {
+	snap, err := im.snapshot(ctx, prefix)
+	for i := range snap.Nodes {
+		snap.Nodes[i].Data = append([]byte(nil), snap.Nodes[i].Data...)
+	}
+	return snap, err
+}
+
+// SnapshotShared is Snapshot without the copies: the data returned is the
+// image's own and must not be modified (the coordinator's bucket states
+// only decode it). On a large subtree it saves a copy of every node's
+// data.
+func (im *Image) SnapshotShared(ctx context.Context, prefix string) (core.Snapshot, error) {
+	return im.snapshot(ctx, prefix)
+}
+
+// snapshot collects the subtree under the read lock, with the nodes' data
+// shared (the image never changes a node's data in place: a change
+// replaces the slice), and copies and sorts nothing while it holds the
+// lock, so that a large subtree holds the image's writers back only for
+// the walk.
+func (im *Image) snapshot(ctx context.Context, prefix string) (core.Snapshot, error) {
 	if err := core.ValidatePath(prefix); err != nil {
 		return core.Snapshot{}, err
 	}
@@ -546,26 +589,54 @@ func (im *Image) Snapshot(ctx context.Context, prefix string) (core.Snapshot, er
 		return core.Snapshot{}, err
 	}
 	im.mu.RLock()
-	defer im.mu.RUnlock()
 	if !im.ready {
+		im.mu.RUnlock()
 		return core.Snapshot{}, ErrNotReady
 	}
-	var nodes []core.Node
-	var walk func(p string, e *entry)
-	walk = func(p string, e *entry) {
-		nodes = append(nodes, core.Node{Path: p, Data: append([]byte(nil), e.data...), Stat: im.statLocked(e)})
-		for c := range e.children {
-			cp := core.JoinPath(p, c)
-			if ce, ok := im.nodes[cp]; ok {
-				walk(cp, ce)
+	// Under the lock, no allocation per node: each child's path is built
+	// in buf for its lookup, and a node is recorded by its parent's index
+	// and its name (a substring of its path, immutable); the paths are
+	// joined after.
+	type rec struct {
+		parent int
+		name   string
+		data   []byte
+		stat   core.Stat
+	}
+	var recs []rec
+	buf := append(make([]byte, 0, 256), prefix...)
+	var walk func(parent int, name string, e *entry)
+	walk = func(parent int, name string, e *entry) {
+		me := len(recs)
+		recs = append(recs, rec{parent: parent, name: name, data: e.data, stat: im.statLocked(e)})
+		n := len(buf)
+		for _, c := range e.children {
+			buf = buf[:n]
+			if n > 1 {
+				buf = append(buf, '/')
+			}
+			buf = append(buf, c...)
+			if ce, ok := im.nodes[string(buf)]; ok {
+				walk(me, c, ce)
 			}
 		}
+		buf = buf[:n]
 	}
 	if e, ok := im.nodes[prefix]; ok {
-		walk(prefix, e)
+		walk(-1, prefix, e)
+	}
+	rev := im.watched
+	im.mu.RUnlock()
+	nodes := make([]core.Node, len(recs))
+	for i, r := range recs {
+		p := r.name
+		if r.parent >= 0 {
+			p = core.JoinPath(nodes[r.parent].Path, r.name)
+		}
+		nodes[i] = core.Node{Path: p, Data: r.data, Stat: r.stat}
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Path < nodes[j].Path })
-	return core.Snapshot{Revision: im.watched, Nodes: nodes}, nil
+	return core.Snapshot{Revision: rev, Nodes: nodes}, nil
 }
 
 // Len returns the number of nodes in the image.

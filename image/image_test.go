@@ -2,6 +2,7 @@ package image_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -345,5 +346,98 @@ func TestDeleteAndCreateInOneTransaction(t *testing.T) {
 				t.Fatalf("after delete and create in one transaction: %q, %v; want the new node", n.Data, err)
 			}
 		})
+	}
+}
+
+// TestImageChildrenStaySorted: the children index is a sorted list, kept
+// so through creations out of order (from the stream and the image's own
+// writes), deletions of single nodes and of subtrees, and a listing
+// answers the children in order with the count in the stat.
+func TestImageChildrenStaySorted(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	w := s.NewClient(core.ClientOptions{})
+	for _, n := range []string{"m", "c", "x"} {
+		if _, _, err := core.Create(ctx, w, "/p/"+n+"/leaf", nil, core.CreateOptions{MakeParents: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	im := startImage(t, s.NewClient(core.ClientOptions{}))
+	list := func(want string, rev int64) {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := im.WaitRevision(wctx, rev); err != nil {
+			t.Fatal(err)
+		}
+		names, st, err := im.Children(ctx, "/p", core.ReadOptions{})
+		if err != nil || fmt.Sprint(names) != want || int(st.NumChildren) != len(names) {
+			t.Fatalf("children of /p: %v (stat %d), %v; want %s", names, st.NumChildren, err, want)
+		}
+	}
+	list("[c m x]", 0)
+	var rev int64
+	for _, n := range []string{"a", "n", "b", "z"} {
+		_, st, err := core.Create(ctx, w, "/p/"+n, []byte(n), core.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev = st.CreateRevision
+	}
+	list("[a b c m n x z]", rev)
+	// An own write, applied before the stream delivers it.
+	res, err := w.Txn(ctx, []core.Op{core.CreateOp("/p/d", nil, core.Persistent)}, core.TxnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	im.ApplyWrite([]core.Op{core.CreateOp("/p/d", nil, core.Persistent)}, res)
+	list("[a b c d m n x z]", 0)
+	res, err = w.Txn(ctx, []core.Op{core.DeleteOp("/p/m/leaf", core.AnyVersion), core.DeleteOp("/p/m", core.AnyVersion), core.DeleteOp("/p/a", core.AnyVersion)}, core.TxnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list("[b c d n x z]", res.Revision)
+	if n := im.CountChildren("/p/c"); n != 1 {
+		t.Fatalf("/p/c has %d children, want 1", n)
+	}
+	if _, err := core.Get(ctx, im, "/p/m/leaf"); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("/p/m/leaf after its delete: %v", err)
+	}
+}
+
+// TestSnapshotSharedAndCopied: Snapshot and SnapshotShared answer the same
+// nodes, sorted, at the same revision; Snapshot's data is a copy (changing
+// it leaves the image as it was).
+func TestSnapshotSharedAndCopied(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	w := s.NewClient(core.ClientOptions{})
+	for _, p := range []string{"/s/b/x", "/s/a", "/s/a-b", "/s/a/y"} {
+		if _, _, err := core.Create(ctx, w, p, []byte(p), core.CreateOptions{MakeParents: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	im := startImage(t, s.NewClient(core.ClientOptions{}))
+	copied, err := im.Snapshot(ctx, "/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := im.SnapshotShared(ctx, "/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for i, n := range copied.Nodes {
+		paths = append(paths, n.Path)
+		if sn := shared.Nodes[i]; sn.Path != n.Path || string(sn.Data) != string(n.Data) || sn.Stat != n.Stat {
+			t.Fatalf("node %d: shared %+v, copied %+v", i, sn, n)
+		}
+	}
+	if fmt.Sprint(paths) != "[/s /s/a /s/a-b /s/a/y /s/b /s/b/x]" || copied.Revision != shared.Revision || len(shared.Nodes) != len(copied.Nodes) {
+		t.Fatalf("snapshot %v at %d, shared at %d (%d nodes)", paths, copied.Revision, shared.Revision, len(shared.Nodes))
+	}
+	copied.Nodes[1].Data[0] = 'X'
+	if n, err := core.Get(ctx, im, "/s/a"); err != nil || string(n.Data) != "/s/a" {
+		t.Fatalf("/s/a after its snapshot's copy changed: %q, %v", n.Data, err)
 	}
 }
