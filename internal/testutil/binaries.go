@@ -59,11 +59,29 @@ func Binary(t testing.TB, name string) string {
 		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
 	}
 	builtPaths[name] = out
+	if name == "metaplane" {
+		// metaplane runs its helpers from beside itself (raft bootstrap,
+		// bench, ...): build them into the same directory.
+		for _, h := range []string{"metaplane-raft-offline", "metaplane-lab"} {
+			if _, ok := builtPaths[h]; ok {
+				continue
+			}
+			hp := filepath.Join(buildDir, h)
+			cmd := exec.Command("go", "build", "-o", hp, binaryPackages[h])
+			cmd.Dir = moduleRoot(t)
+			if b, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("go build %s: %v\n%s", binaryPackages[h], err, b)
+			}
+			builtPaths[h] = hp
+		}
+	}
 	return out
 }
 
 var binaryPackages = map[string]string{
 	"metaplane":                   "./cmd/metaplane",
+	"metaplane-raft-offline":      "./cmd/metaplane/metaplane-raft-offline",
+	"metaplane-lab":               "./cmd/metaplane/metaplane-lab",
 	"metaplane-backend-memory":    "./plugins/memory",
 	"metaplane-backend-zookeeper": "./plugins/zookeeper",
 	"metaplane-backend-raft":      "./plugins/raft",
