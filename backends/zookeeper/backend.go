@@ -149,7 +149,12 @@ func (discardLogger) Printf(string, ...any) {}
 
 type funcLogger func(string, ...any)
 
-func (f funcLogger) Printf(format string, args ...any) { f("zookeeper: "+format, args...) }
+func (f funcLogger) Printf(format string, args ...any) {
+	if strings.HasPrefix(format, "Xid < 0") {
+		return // the reply to a request the backend wrote itself (wireState.call)
+	}
+	f("zookeeper: "+format, args...)
+}
 
 // onEvent is the library's event callback; it must not block: it queues.
 func (b *Backend) onEvent(ev zk.Event) {

@@ -190,10 +190,10 @@ func (b *Backend) openSnapConn(ctx context.Context, prefix string) (*snapConn, e
 		dirty:     map[string]struct{}{},
 		over:      map[string]*core.Node{},
 	}
-	sc.wire.replies = func(xid, code int32) {
-		if xid == snapWatchXid {
+	sc.wire.replies = func(r reply) {
+		if r.xid == snapWatchXid {
 			select {
-			case sc.watchErr <- code:
+			case sc.watchErr <- r.err:
 			default:
 			}
 		}

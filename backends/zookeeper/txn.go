@@ -2,6 +2,7 @@ package zookeeper
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -10,6 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/retry"
 )
 
 // epochPath is the leader epoch node (under the root); a fenced write's
@@ -58,9 +60,14 @@ const (
 // read right after the multi and set back to the node's state at its
 // creation (version 0, its data, no children); of a check it is read right
 // after the multi (a later change, in the multi or by someone else, may
-// show). TxnResult.Revision is the multi's zxid when it has a set or a
-// create; for a transaction of deletes and checks only it is the latest
-// zxid this client had seen when the multi returned (at least the multi's).
+// show). TxnResult.Revision is the multi's zxid. A multi with a set or a
+// create goes through the client library, and the zxid is read off a set's
+// stat or a created node's czxid. The library answers no zxid for deletes
+// and checks, so a transaction of deletes and checks only is written by
+// the backend itself on the library's connection (multiExact) and its zxid
+// is the reply's: exactly the transaction's, never a later write's (an
+// image that applied a later re-create of a deleted path would otherwise
+// lose it to the delete).
 func (b *Backend) Txn(ctx context.Context, ops []core.Op, opts core.TxnOptions) (core.TxnResult, error) {
 	if b.isClosed() {
 		return core.TxnResult{}, core.ErrClosed
@@ -84,13 +91,18 @@ func (b *Backend) Txn(ctx context.Context, ops []core.Op, opts core.TxnOptions) 
 			reqs[i] = z.req
 		}
 		var res []zk.MultiResponse
-		err = b.do(ctx, func() error {
-			var err error
-			res, err = b.conn.Multi(reqs...)
-			return err
-		})
+		var zxid int64
+		if exactPlan(plan) {
+			res, zxid, err = b.multiExact(ctx, plan)
+		} else {
+			err = b.do(ctx, func() error {
+				var err error
+				res, err = b.conn.Multi(reqs...)
+				return err
+			})
+		}
 		if err == nil {
-			return b.results(ctx, ops, plan, res)
+			return b.results(ctx, ops, plan, res, zxid)
 		}
 		if ctx.Err() != nil {
 			return core.TxnResult{}, err
@@ -272,8 +284,9 @@ func (b *Backend) plan(ctx context.Context, ops []core.Op, fence core.Fence) ([]
 	return plan, nil
 }
 
-// results builds the TxnResult of a successful multi.
-func (b *Backend) results(ctx context.Context, ops []core.Op, plan []zop, res []zk.MultiResponse) (core.TxnResult, error) {
+// results builds the TxnResult of a successful multi; zxid is its zxid
+// when known (multiExact), else 0.
+func (b *Backend) results(ctx context.Context, ops []core.Op, plan []zop, res []zk.MultiResponse, zxid int64) (core.TxnResult, error) {
 	out := core.TxnResult{Results: make([]core.OpResult, len(ops))}
 	if len(res) != len(plan) {
 		return core.TxnResult{}, fmt.Errorf("%w: multi answered %d results for %d ops", core.ErrUnavailable, len(res), len(plan))
@@ -325,6 +338,8 @@ func (b *Backend) results(ctx context.Context, ops []core.Op, plan []zop, res []
 		})
 	}
 	switch {
+	case zxid > 0:
+		out.Revision = zxid
 	case setZxid > 0:
 		out.Revision = setZxid
 	case createZxid != math.MaxInt64:
@@ -350,3 +365,175 @@ func (b *Backend) results(ctx context.Context, ops []core.Op, plan []zop, res []
 	}
 	return out, nil
 }
+
+// ZooKeeper's wire opcodes and its multi's op header (type, done, err).
+const (
+	zkOpDelete = 2
+	zkOpCheck  = 13
+	zkOpMulti  = 14
+	zkOpError  = -1
+)
+
+// exactPlan reports whether a plan holds deletes and checks only: the
+// transactions multiExact writes.
+func exactPlan(plan []zop) bool {
+	for _, z := range plan {
+		switch z.req.(type) {
+		case *zk.DeleteRequest, *zk.CheckVersionRequest:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// multiExact runs a plan of deletes and checks as one multi written on
+// the library's connection by the backend itself (wireState.call), so
+// that the reply's zxid, which the library does not hand out, is known.
+// It answers like the library's Multi: per-op results with the first
+// failing op's error also returned; a lost connection gives an error
+// with no results (outcome unknown). Until a connection is established
+// nothing is sent, and it waits for one (bounded by ctx).
+func (b *Backend) multiExact(ctx context.Context, plan []zop) ([]zk.MultiResponse, int64, error) {
+	req := make([]byte, 0, 64*len(plan))
+	putStr := func(s string) {
+		req = binary.BigEndian.AppendUint32(req, uint32(len(s)))
+		req = append(req, s...)
+	}
+	putHeader := func(typ int32, done bool, err int32) {
+		req = binary.BigEndian.AppendUint32(req, uint32(typ))
+		if done {
+			req = append(req, 1)
+		} else {
+			req = append(req, 0)
+		}
+		req = binary.BigEndian.AppendUint32(req, uint32(err))
+	}
+	for _, z := range plan {
+		switch r := z.req.(type) {
+		case *zk.DeleteRequest:
+			putHeader(zkOpDelete, false, -1)
+			putStr(r.Path)
+			req = binary.BigEndian.AppendUint32(req, uint32(r.Version))
+		case *zk.CheckVersionRequest:
+			putHeader(zkOpCheck, false, -1)
+			putStr(r.Path)
+			req = binary.BigEndian.AppendUint32(req, uint32(r.Version))
+		}
+	}
+	putHeader(-1, true, -1)
+
+	var rep reply
+	err := b.do(ctx, func() error {
+		wait := retry.New(b.opts.RetryWait, 4*b.opts.RetryWait)
+		for {
+			var err error
+			rep, err = b.wire.call(ctx, zkOpMulti, req)
+			if !errors.Is(err, errNotSent) {
+				return err
+			}
+			// Nothing sent: wait for the session's connection.
+			if err := b.waitConnected(ctx); err != nil {
+				return err
+			}
+			if !retry.Sleep(ctx, wait.Next(), b.closeCh) {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return core.ErrClosed
+			}
+		}
+	})
+	if err != nil {
+		if errors.Is(err, errReplyLost) {
+			return nil, 0, zk.ErrConnectionClosed
+		}
+		return nil, 0, err
+	}
+	if rep.err != 0 {
+		// The whole request was refused before it ran.
+		return nil, 0, zkCodeErr(rep.err)
+	}
+	res, err := decodeMultiReply(rep.body, len(plan))
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: %v", core.ErrUnavailable, err)
+	}
+	for _, r := range res {
+		if r.Error != nil {
+			return res, rep.zxid, r.Error
+		}
+	}
+	return res, rep.zxid, nil
+}
+
+// decodeMultiReply reads a multi's per-op results (header, then an error
+// code for a failed op; deletes and checks have no other body).
+func decodeMultiReply(body []byte, n int) ([]zk.MultiResponse, error) {
+	res := make([]zk.MultiResponse, 0, n)
+	for {
+		if len(body) < 9 {
+			return nil, fmt.Errorf("zookeeper: truncated multi reply after %d results", len(res))
+		}
+		typ := int32(binary.BigEndian.Uint32(body[0:4]))
+		done := body[4] != 0
+		body = body[9:]
+		if done {
+			break
+		}
+		var r zk.MultiResponse
+		switch typ {
+		case zkOpError:
+			if len(body) < 4 {
+				return nil, fmt.Errorf("zookeeper: truncated multi error result")
+			}
+			if code := int32(binary.BigEndian.Uint32(body[0:4])); code != 0 {
+				r.Error = zkCodeErr(code)
+			}
+			body = body[4:]
+		case zkOpDelete, zkOpCheck:
+		default:
+			return nil, fmt.Errorf("zookeeper: unexpected result type %d in a multi of deletes and checks", typ)
+		}
+		res = append(res, r)
+	}
+	if len(res) != n {
+		return nil, fmt.Errorf("zookeeper: multi answered %d results for %d ops", len(res), n)
+	}
+	return res, nil
+}
+
+// zkCodeErr is the client library's error for a ZooKeeper error code.
+func zkCodeErr(code int32) error {
+	switch code {
+	case -101:
+		return zk.ErrNoNode
+	case -102:
+		return zk.ErrNoAuth
+	case -103:
+		return zk.ErrBadVersion
+	case -108:
+		return zk.ErrNoChildrenForEphemerals
+	case -110:
+		return zk.ErrNodeExists
+	case -111:
+		return zk.ErrNotEmpty
+	case -112:
+		return zk.ErrSessionExpired
+	case -114:
+		return zk.ErrInvalidACL
+	case -115:
+		return zk.ErrAuthFailed
+	case -118:
+		return zk.ErrSessionMoved
+	case -8:
+		return zk.ErrBadArguments
+	case -2:
+		// An op after the failing one: rolled back, not itself refused.
+		return errRolledBack
+	}
+	return fmt.Errorf("zookeeper: error code %d", code)
+}
+
+// errRolledBack marks the ops of a failed multi other than the one that
+// failed.
+var errRolledBack = errors.New("zookeeper: rolled back (another op of the multi failed)")

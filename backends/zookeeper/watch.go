@@ -40,9 +40,17 @@ const maxPendingEvents = 4096
 //     disconnection within the session the library re-registers the
 //     watches and the server reports what changed meanwhile.
 //   - Revisions: an event's Stat is the node's true stat; its Revision is
-//     the zxid at which its state was observed (for a create or update the
-//     node's czxid or mzxid, for a delete the latest zxid this client had
-//     seen), made non-decreasing across the watch. A consumer that falls
+//     the zxid of the state it carries: for a create or update the node's
+//     czxid or mzxid; for a delete the pzxid of a read of the parent's
+//     children that no longer lists the node (at or after the delete, and
+//     before any later create of the path), or the czxid of the path's next
+//     incarnation when that was read instead. Revisions are never raised:
+//     a consumer that also applies its own writes (image.ApplyWrite)
+//     compares them with its writes' revisions. Events are delivered in the
+//     order observed; a batch whose events are not in revision order goes
+//     out as several responses, each in revision order, the last carrying
+//     the batch's highest revision and the others the revision already
+//     delivered; responses' revisions never decrease. A consumer that falls
 //     more than 4096 events behind gets one Reset instead.
 //
 // The channel is closed when ctx ends or the backend closes. Errors:
@@ -132,7 +140,9 @@ func (w *watcher) concerns(zp string) bool {
 
 // arm reads node p with a data and a child watch. found is false when the
 // node does not exist (then an exists watch is armed if p is the prefix).
-func (w *watcher) arm(p string) (core.Node, []string, bool, error) {
+// pzxid is the children list's: a child deleted at or before it is not in
+// the list, and none created after it is.
+func (w *watcher) arm(p string) (n core.Node, kids []string, pzxid int64, found bool, err error) {
 	// The closures below write only their own locals' copies: a request
 	// abandoned by a cancelled context may still complete in the
 	// background, so nothing it writes may be touched by the caller.
@@ -144,7 +154,7 @@ func (w *watcher) arm(p string) (core.Node, []string, bool, error) {
 		ch   <-chan zk.Event
 	}
 	var dr dataRes
-	err := b.read(w.ctx, func() error {
+	err = b.read(w.ctx, func() error {
 		data, st, ch, err := b.conn.GetW(zp)
 		if err == nil {
 			dr = dataRes{data, st, ch}
@@ -163,20 +173,19 @@ func (w *watcher) arm(p string) (core.Node, []string, bool, error) {
 				return err
 			})
 			if err != nil {
-				return core.Node{}, nil, false, err
+				return core.Node{}, nil, 0, false, err
 			}
 			w.forward(ech)
 			if ok { // created in between: read it again
 				return w.arm(p)
 			}
 		}
-		return core.Node{}, nil, false, nil
+		return core.Node{}, nil, 0, false, nil
 	}
 	if err != nil {
-		return core.Node{}, nil, false, err
+		return core.Node{}, nil, 0, false, err
 	}
 	w.forward(dr.ch)
-	var kids []string
 	var cst *zk.Stat
 	var cch <-chan zk.Event
 	err = b.read(w.ctx, func() error {
@@ -187,10 +196,10 @@ func (w *watcher) arm(p string) (core.Node, []string, bool, error) {
 		return err
 	})
 	if errors.Is(err, zk.ErrNoNode) {
-		return core.Node{}, nil, false, nil // deleted in between: its data watch reports it
+		return core.Node{}, nil, 0, false, nil // deleted in between: its data watch reports it
 	}
 	if err != nil {
-		return core.Node{}, nil, false, err
+		return core.Node{}, nil, 0, false, err
 	}
 	w.forward(cch)
 	st := dr.st
@@ -201,46 +210,56 @@ func (w *watcher) arm(p string) (core.Node, []string, bool, error) {
 	if len(data) == 0 {
 		data = nil
 	}
-	return core.Node{Path: p, Data: data, Stat: convStat(st)}, kids, true, nil
+	return core.Node{Path: p, Data: data, Stat: convStat(st)}, kids, cst.Pzxid, true, nil
 }
 
-// loadTree arms and reads every node at or below p, level by level.
-func (w *watcher) loadTree(p string) (map[string]core.Node, error) {
-	nodes := map[string]core.Node{}
+// listedGone marks, in loadTree's pzxids, a node its parent listed that
+// was gone when it was read.
+const listedGone = -1
+
+// loadTree arms and reads every node at or below p, level by level. pz
+// holds each node's children list pzxid (arm), and listedGone for a node
+// listed by its parent but gone when read.
+func (w *watcher) loadTree(p string) (nodes map[string]core.Node, pz map[string]int64, err error) {
+	nodes = map[string]core.Node{}
+	pz = map[string]int64{}
 	level := []string{p}
 	for len(level) > 0 {
 		type res struct {
 			n     core.Node
 			k     []string
+			pzxid int64
 			found bool
 		}
 		rs := make([]res, len(level))
 		err := parallel(len(level), func(i int) error {
-			n, k, found, err := w.arm(level[i])
-			rs[i] = res{n, k, found}
+			n, k, pzxid, found, err := w.arm(level[i])
+			rs[i] = res{n, k, pzxid, found}
 			return err
 		})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var next []string
-		for _, r := range rs {
+		for i, r := range rs {
 			if !r.found {
+				pz[level[i]] = listedGone
 				continue
 			}
 			nodes[r.n.Path] = r.n
+			pz[r.n.Path] = r.pzxid
 			for _, c := range r.k {
 				next = append(next, core.JoinPath(r.n.Path, c))
 			}
 		}
 		level = next
 	}
-	return nodes, nil
+	return nodes, pz, nil
 }
 
 // load reads the whole prefix into the model.
 func (w *watcher) load() error {
-	nodes, err := w.loadTree(w.prefix)
+	nodes, _, err := w.loadTree(w.prefix)
 	if err != nil {
 		return mapErr(err, w.prefix, false)
 	}
@@ -407,20 +426,39 @@ func (w *watcher) run() {
 // that came in while it handled the previous ones before it emits.
 const maxDrainRounds = 16
 
-// emit queues events with non-decreasing revisions.
+// emit queues events in the order they were observed, each with its own
+// revision (the zxid of the state it carries; for a delete, one at or after
+// the delete and before any later create of the path, see removed). Events
+// of different paths observed out of revision order are split into
+// responses whose events are in revision order; every response but the
+// last carries the revision already delivered, and the last the highest
+// revision of the batch: a consumer learns the batch is complete only once
+// it has all of it. A revision is never raised to keep the order: a state
+// stamped later than it is would win over a newer write the consumer
+// applied itself (an image re-showing a table after its drop).
 func (w *watcher) emit(evs []core.WatchEvent) {
 	rev := w.lastRev
-	for i := range evs {
-		rev = max(rev, evs[i].Revision)
-		evs[i].Revision = rev
+	for _, ev := range evs {
+		rev = max(rev, ev.Revision)
 	}
-	w.queue(core.WatchResponse{Events: evs, Revision: rev})
+	start := 0
+	for i := 1; i <= len(evs); i++ {
+		if i < len(evs) && evs[i].Revision >= evs[i-1].Revision {
+			continue
+		}
+		r := core.WatchResponse{Events: evs[start:i:i], Revision: w.lastRev}
+		if i == len(evs) {
+			r.Revision = rev
+		}
+		w.queue(r)
+		start = i
+	}
 }
 
 // resync re-reads the prefix and reports the difference to the model (or
 // the whole state as a Reset).
 func (w *watcher) resync(reset bool) error {
-	nodes, err := w.loadTree(w.prefix)
+	nodes, pz, err := w.loadTree(w.prefix)
 	if err != nil {
 		return err
 	}
@@ -430,7 +468,7 @@ func (w *watcher) resync(reset bool) error {
 		return nil
 	}
 	var out []core.WatchEvent
-	del := w.b.wire.lastZxid.Load()
+	fallback := w.b.wire.lastZxid.Load()
 	var gone []string
 	for p := range w.model {
 		if _, ok := nodes[p]; !ok {
@@ -439,7 +477,7 @@ func (w *watcher) resync(reset bool) error {
 	}
 	sort.Sort(sort.Reverse(sort.StringSlice(gone)))
 	for _, p := range gone {
-		out = append(out, core.WatchEvent{Type: core.EventDeleted, Path: p, Revision: del})
+		out = append(out, core.WatchEvent{Type: core.EventDeleted, Path: p, Revision: goneRevision(p, w.prefix, nodes, pz, fallback)})
 	}
 	var paths []string
 	for p := range nodes {
@@ -466,6 +504,27 @@ func (w *watcher) resync(reset bool) error {
 	return nil
 }
 
+// goneRevision stamps the delete of p, which a reload (nodes, pz) did not
+// find: the pzxid of the children list of its nearest ancestor that was
+// found, which lacked the branch to p (p was deleted at or before it, and
+// not created again by then). When that ancestor listed the branch but the
+// branch was gone when read, or p is the prefix, there is no such list: the
+// latest zxid the client had seen (fallback) stands in.
+func goneRevision(p, prefix string, nodes map[string]core.Node, pz map[string]int64, fallback int64) int64 {
+	child := p
+	for child != prefix {
+		a := core.ParentPath(child)
+		if _, ok := nodes[a]; ok {
+			if pz[child] == listedGone || pz[a] <= 0 {
+				return fallback
+			}
+			return pz[a]
+		}
+		child = a
+	}
+	return fallback
+}
+
 // handle processes one fired watch and returns the events it reveals.
 func (w *watcher) handle(ev zk.Event) ([]core.WatchEvent, error) {
 	p := w.b.rel(ev.Path)
@@ -481,16 +540,16 @@ func (w *watcher) handle(ev zk.Event) ([]core.WatchEvent, error) {
 		if !known {
 			return w.added(p)
 		}
-		n, _, found, err := w.armData(p)
+		n, found, err := w.armData(p)
 		if err != nil {
 			return nil, err
 		}
 		if !found {
-			return w.removed(p), nil
+			return w.vanished(p)
 		}
 		if n.Stat.CreateRevision != old.Stat.CreateRevision {
 			// Deleted and created again between two looks.
-			out := w.removed(p)
+			out := w.removed(p, n.Stat.CreateRevision)
 			more, err := w.added(p)
 			return append(out, more...), err
 		}
@@ -508,76 +567,103 @@ func (w *watcher) handle(ev zk.Event) ([]core.WatchEvent, error) {
 		// The notification may be older than what this watcher has already
 		// seen (watches fire on separate channels): look before believing
 		// it. A node created again since is replaced and re-armed.
-		n, _, found, err := w.armData(p)
+		n, found, err := w.armData(p)
 		if err != nil {
 			return nil, err
 		}
 		if !found {
-			return w.removed(p), nil
+			return w.vanished(p)
 		}
 		if n.Stat.CreateRevision == old.Stat.CreateRevision {
 			return nil, nil
 		}
-		out := w.removed(p)
+		out := w.removed(p, n.Stat.CreateRevision)
 		more, err := w.added(p)
 		return append(out, more...), err
 	case zk.EventNodeChildrenChanged:
 		if _, known := w.model[p]; !known {
 			return nil, nil
 		}
-		var names []string
-		var st *zk.Stat
-		var ch <-chan zk.Event
-		err := w.b.read(w.ctx, func() error {
-			var err error
-			names, st, ch, err = w.b.conn.ChildrenW(w.b.zpath(p))
-			return err
-		})
-		if errors.Is(err, zk.ErrNoNode) {
-			return w.removed(p), nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		w.forward(ch)
-		n := w.model[p]
-		n.Stat.NumChildren = st.NumChildren
-		w.model[p] = n
-		now := map[string]bool{}
-		for _, c := range names {
-			now[c] = true
-		}
-		var out []core.WatchEvent
-		var gone, added []string
-		for c := range w.kids[p] {
-			if !now[c] {
-				gone = append(gone, c)
-			}
-		}
-		for c := range now {
-			if !w.kids[p][c] {
-				added = append(added, c)
-			}
-		}
-		sort.Strings(gone)
-		sort.Strings(added)
-		for _, c := range gone {
-			out = append(out, w.removed(core.JoinPath(p, c))...)
-		}
-		for _, c := range added {
-			more, err := w.added(core.JoinPath(p, c))
-			if err != nil {
-				return out, err
-			}
-			out = append(out, more...)
-		}
-		return out, nil
+		return w.children(p)
 	}
 	return nil, nil
 }
 
+// vanished handles a known node p found gone by a read. Its delete is
+// stamped with the pzxid of its parent's children list read after it
+// (children), which no longer lists it; if the parent lists it again (it
+// was created again since), p is read again as a new node.
+func (w *watcher) vanished(p string) ([]core.WatchEvent, error) {
+	if p == w.prefix {
+		// No parent in the model to read: the latest zxid seen stands in.
+		return w.removed(p, w.b.wire.lastZxid.Load()), nil
+	}
+	out, err := w.children(core.ParentPath(p))
+	if err != nil {
+		return out, err
+	}
+	if _, still := w.model[p]; still {
+		more, err := w.added(p)
+		return append(out, more...), err
+	}
+	return out, nil
+}
+
+// children re-reads known node p's children list (re-arming its child
+// watch) and reports the children gone (stamped with the list's pzxid)
+// and the new ones (read whole).
+func (w *watcher) children(p string) ([]core.WatchEvent, error) {
+	var names []string
+	var st *zk.Stat
+	var ch <-chan zk.Event
+	err := w.b.read(w.ctx, func() error {
+		var err error
+		names, st, ch, err = w.b.conn.ChildrenW(w.b.zpath(p))
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return w.vanished(p)
+	}
+	if err != nil {
+		return nil, err
+	}
+	w.forward(ch)
+	n := w.model[p]
+	n.Stat.NumChildren = st.NumChildren
+	w.model[p] = n
+	now := map[string]bool{}
+	for _, c := range names {
+		now[c] = true
+	}
+	var out []core.WatchEvent
+	var gone, added []string
+	for c := range w.kids[p] {
+		if !now[c] {
+			gone = append(gone, c)
+		}
+	}
+	for c := range now {
+		if !w.kids[p][c] {
+			added = append(added, c)
+		}
+	}
+	sort.Strings(gone)
+	sort.Strings(added)
+	for _, c := range gone {
+		out = append(out, w.removed(core.JoinPath(p, c), st.Pzxid)...)
+	}
+	for _, c := range added {
+		more, err := w.added(core.JoinPath(p, c))
+		if err != nil {
+			return out, err
+		}
+		out = append(out, more...)
+	}
+	return out, nil
+}
+
 // armData re-reads a known node's data with a new data watch.
-func (w *watcher) armData(p string) (core.Node, []string, bool, error) {
+func (w *watcher) armData(p string) (core.Node, bool, error) {
 	var data []byte
 	var st *zk.Stat
 	var ch <-chan zk.Event
@@ -587,22 +673,22 @@ func (w *watcher) armData(p string) (core.Node, []string, bool, error) {
 		return err
 	})
 	if errors.Is(err, zk.ErrNoNode) {
-		return core.Node{}, nil, false, nil
+		return core.Node{}, false, nil
 	}
 	if err != nil {
-		return core.Node{}, nil, false, err
+		return core.Node{}, false, err
 	}
 	w.forward(ch)
 	if len(data) == 0 {
 		data = nil
 	}
-	return core.Node{Path: p, Data: data, Stat: convStat(st)}, nil, true, nil
+	return core.Node{Path: p, Data: data, Stat: convStat(st)}, true, nil
 }
 
 // added loads a new subtree at p into the model and returns its creates,
 // parents first.
 func (w *watcher) added(p string) ([]core.WatchEvent, error) {
-	nodes, err := w.loadTree(p)
+	nodes, _, err := w.loadTree(p)
 	if err != nil {
 		return nil, err
 	}
@@ -634,8 +720,10 @@ func (w *watcher) added(p string) ([]core.WatchEvent, error) {
 }
 
 // removed drops p and its descendants from the model and returns their
-// deletes, children first.
-func (w *watcher) removed(p string) []core.WatchEvent {
+// deletes, children first, stamped rev: a zxid at or after p's delete and
+// before any later create of p (the pzxid of a children list that lacks p,
+// or the czxid of p's next incarnation).
+func (w *watcher) removed(p string, rev int64) []core.WatchEvent {
 	var paths []string
 	for q := range w.model {
 		if core.HasPrefixPath(q, p) {
@@ -643,7 +731,6 @@ func (w *watcher) removed(p string) []core.WatchEvent {
 		}
 	}
 	sort.Sort(sort.Reverse(sort.StringSlice(paths)))
-	rev := w.b.wire.lastZxid.Load()
 	out := make([]core.WatchEvent, 0, len(paths))
 	for _, q := range paths {
 		delete(w.model, q)

@@ -1,7 +1,9 @@
 package zookeeper
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -21,7 +23,8 @@ import (
 // every later one starts with the reply header (xid int32, zxid int64, err
 // int32). The tap can also write a request of the backend's own between
 // the library's packets (inject: the streamed snapshot's addWatch, a call
-// the library lacks), and hands the reply's error code to the backend.
+// the library lacks; call: a multi whose reply's zxid the backend needs),
+// and hands the reply to the backend.
 
 // wireState is what the taps of one client saw, across its connections.
 type wireState struct {
@@ -29,15 +32,53 @@ type wireState struct {
 	lastRead atomic.Int64 // unix nanoseconds of the last bytes received
 	timeout  atomic.Int64 // the negotiated session timeout, milliseconds
 
-	// replies, when set, receives the error code of each reply to a
-	// request this package wrote itself (inject), by xid.
-	replies func(xid int32, code int32)
+	// replies, when set, receives each reply to a request this package
+	// wrote itself (inject) that no call waits for.
+	replies func(r reply)
 
 	mu        sync.Mutex
 	sessionID int64
 	passwd    []byte
-	cur       net.Conn // the latest connection
+	cur       net.Conn               // the latest connection
+	calls     map[int32]*pendingCall // calls waiting for their reply, by xid
+	nextXid   int32                  // the last xid call used (counting down)
 }
+
+// reply is the answer to a request this package wrote itself.
+type reply struct {
+	xid  int32
+	zxid int64
+	err  int32  // the reply header's error code
+	body []byte // what follows the reply header (only for a call)
+	lost bool   // the connection closed before the reply came
+}
+
+// pendingCall is a call waiting for its reply on connection conn.
+type pendingCall struct {
+	conn *tapConn
+	ch   chan reply
+}
+
+// Injected requests use xids below firstCallXid (counting down, wrapping
+// before they could reach the library's -1 and -2): the library counts
+// its own up from 1, and snapWatchXid is above.
+const (
+	firstCallXid = -1000
+	lastCallXid  = -1 << 30
+)
+
+// maxCallReply bounds the reply body a call keeps: a multi of deletes
+// and checks answers about 13 bytes per op, far below this for any
+// request within ZooKeeper's request limit.
+const maxCallReply = 4 << 20
+
+// errNotSent: there was no established connection to write a call on;
+// nothing was sent.
+var errNotSent = errors.New("zookeeper: no established connection")
+
+// errReplyLost: the connection closed after a call was written and before
+// its reply came; the request may or may not have been applied.
+var errReplyLost = errors.New("zookeeper: the connection was lost before the reply came")
 
 // dropConn closes the current connection; the library reconnects.
 func (w *wireState) dropConn() {
@@ -92,7 +133,14 @@ type tapConn struct {
 	remain int      // bytes of the current body still to come
 	head   [48]byte // the body's first bytes
 	headN  int
-	want   int // how many head bytes to keep of this body
+	want   int    // how many head bytes to keep of this body
+	rest   []byte // the rest of a call's reply body
+	keep   bool   // this body is a call's reply: keep it whole
+
+	// ready: the connect response was read, so the library's connect
+	// request went before anything written now. dead: the connection
+	// failed or closed (both under w.mu).
+	ready, dead bool
 }
 
 // Write writes one of the library's packets (it writes each whole, in one
@@ -107,20 +155,98 @@ func (t *tapConn) Write(p []byte) (int, error) {
 // connection, between two of the library's packets: body is the request
 // header (xid, opcode) and the request. Its xid must be negative and
 // neither -1 (notifications) nor -2 (pings): the library drops a reply
-// with such an xid, and the tap hands its error code to replies.
+// with such an xid, and the tap hands it to replies.
 func (w *wireState) inject(body []byte) error {
 	w.mu.Lock()
 	c, _ := w.cur.(*tapConn)
+	ok := c != nil && c.ready && !c.dead
 	w.mu.Unlock()
-	if c == nil {
-		return fmt.Errorf("no connection")
+	if !ok {
+		return errNotSent
 	}
+	return c.writeBody(body)
+}
+
+func (t *tapConn) writeBody(body []byte) error {
 	pkt := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(len(body)))
 	pkt = append(pkt, body...)
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_, err := c.Conn.Write(pkt)
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	_, err := t.Conn.Write(pkt)
 	return err
+}
+
+// call writes a request of this package's own (header: a fresh xid from
+// callXid, then opcode; body: the request after the header) on the
+// current connection and waits for its reply. It answers errNotSent when
+// there was no established connection (nothing was sent), and
+// errReplyLost or the write's error when the connection failed after the
+// request may have gone out (its outcome is unknown). The reply comes on
+// the connection the request went on, in order with the library's
+// replies: the server answers a session's requests in the order it
+// received them.
+func (w *wireState) call(ctx context.Context, opcode int32, req []byte) (reply, error) {
+	ch := make(chan reply, 1)
+	w.mu.Lock()
+	c, _ := w.cur.(*tapConn)
+	if c == nil || !c.ready || c.dead {
+		w.mu.Unlock()
+		return reply{}, errNotSent
+	}
+	w.nextXid--
+	if w.nextXid > firstCallXid || w.nextXid < lastCallXid {
+		w.nextXid = firstCallXid
+	}
+	xid := w.nextXid
+	if w.calls == nil {
+		w.calls = map[int32]*pendingCall{}
+	}
+	w.calls[xid] = &pendingCall{conn: c, ch: ch}
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		delete(w.calls, xid)
+		w.mu.Unlock()
+	}()
+	body := binary.BigEndian.AppendUint32(make([]byte, 0, 8+len(req)), uint32(xid))
+	body = binary.BigEndian.AppendUint32(body, uint32(opcode))
+	body = append(body, req...)
+	if err := c.writeBody(body); err != nil {
+		c.Close() // a partly written packet leaves the stream unusable
+		return reply{}, fmt.Errorf("%w: %v", errReplyLost, err)
+	}
+	select {
+	case r := <-ch:
+		if r.lost {
+			return reply{}, errReplyLost
+		}
+		return r, nil
+	case <-ctx.Done():
+		return reply{}, ctx.Err()
+	}
+}
+
+// lost marks t failed and answers every call still waiting on it.
+func (t *tapConn) lost() {
+	t.w.mu.Lock()
+	defer t.w.mu.Unlock()
+	if t.dead {
+		return
+	}
+	t.dead = true
+	for _, pc := range t.w.calls {
+		if pc.conn == t {
+			select {
+			case pc.ch <- reply{lost: true}:
+			default:
+			}
+		}
+	}
+}
+
+func (t *tapConn) Close() error {
+	t.lost()
+	return t.Conn.Close()
 }
 
 func (t *tapConn) Read(p []byte) (int, error) {
@@ -129,6 +255,9 @@ func (t *tapConn) Read(p []byte) (int, error) {
 		t.w.lastRead.Store(time.Now().UnixNano())
 	}
 	t.feed(p[:n])
+	if err != nil {
+		t.lost()
+	}
 	return n, err
 }
 
@@ -144,6 +273,8 @@ func (t *tapConn) feed(b []byte) {
 			t.lenN = 0
 			t.remain = int(binary.BigEndian.Uint32(t.lenBuf[:]))
 			t.headN = 0
+			t.rest = t.rest[:0]
+			t.keep = false
 			t.want = 16
 			if t.first {
 				t.want = len(t.head)
@@ -160,8 +291,18 @@ func (t *tapConn) feed(b []byte) {
 		if k > t.remain {
 			k = t.remain
 		}
+		chunk := b[:k]
 		if t.headN < t.want {
-			t.headN += copy(t.head[t.headN:t.want], b[:k])
+			n := copy(t.head[t.headN:t.want], chunk)
+			t.headN += n
+			chunk = chunk[n:]
+			if t.headN == 16 && !t.first {
+				// A reply header: keep the whole body of a call's reply.
+				t.keep = int32(binary.BigEndian.Uint32(t.head[0:4])) < -2 && t.remain-n <= maxCallReply
+			}
+		}
+		if t.keep && len(chunk) > 0 {
+			t.rest = append(t.rest, chunk...)
 		}
 		b = b[k:]
 		t.remain -= k
@@ -191,17 +332,38 @@ func (t *tapConn) packet() {
 		t.w.mu.Lock()
 		t.w.sessionID = sid
 		t.w.passwd = append([]byte(nil), h[20:20+pl]...)
+		t.ready = sid != 0
 		t.w.mu.Unlock()
 		return
 	}
 	if len(h) < 12 {
 		return
 	}
-	if z := int64(binary.BigEndian.Uint64(h[4:12])); z > 0 {
+	z := int64(binary.BigEndian.Uint64(h[4:12]))
+	if z > 0 {
 		t.w.noteZxid(z)
 	}
-	if xid := int32(binary.BigEndian.Uint32(h[0:4])); xid < -2 && len(h) >= 16 && t.w.replies != nil {
-		t.w.replies(xid, int32(binary.BigEndian.Uint32(h[12:16])))
+	xid := int32(binary.BigEndian.Uint32(h[0:4]))
+	if xid >= -2 || len(h) < 16 {
+		return
+	}
+	r := reply{xid: xid, zxid: z, err: int32(binary.BigEndian.Uint32(h[12:16]))}
+	t.w.mu.Lock()
+	pc := t.w.calls[xid]
+	t.w.mu.Unlock()
+	if pc != nil && pc.conn == t {
+		if !t.keep {
+			r.lost = true // too large to keep: treated as an unknown outcome
+		}
+		r.body = append([]byte(nil), t.rest...)
+		select {
+		case pc.ch <- r:
+		default:
+		}
+		return
+	}
+	if t.w.replies != nil {
+		t.w.replies(r)
 	}
 }
 
