@@ -448,15 +448,17 @@ func lostWrites(ops []porcupine.Operation) []string {
 			continue
 		}
 		// No other write was called after lastWrite, and lastRead came after
-		// it returned: overlapping writes called earlier may still apply
-		// later only if pending, so only keys without pending writes count.
-		anyPending := false
-		for _, o := range kops {
-			if o.Input.(keyInput).Op != OpGet && o.Return == pending {
-				anyPending = true
+		// it returned. A write called earlier that returned after
+		// lastWrite was called (acknowledged or pending) may have taken
+		// effect after it: such keys are left to the linearizability check.
+		overlapped := false
+		for i := range kops {
+			o := &kops[i]
+			if o != lastWrite && o.Input.(keyInput).Op != OpGet && o.Return > lastWrite.Call {
+				overlapped = true
 			}
 		}
-		if anyPending {
+		if overlapped {
 			continue
 		}
 		want := lastWrite.Input.(keyInput).Op == OpCreate
