@@ -30,6 +30,9 @@ type Coordinator struct {
 	Raft   string // its Raft address, ip:port (Raft backend)
 	args   []string
 	nt     *Net
+	// tablet are the settings a tablet server of this cluster needs (its
+	// backend's: the seeds on Raft, the ensemble on ZooKeeper).
+	tablet []string
 
 	mu   sync.Mutex
 	proc *Proc
@@ -100,7 +103,8 @@ func (nt *Net) StartRaftCoordinators(nodes []int, extra ...string) []*Coordinato
 			"coordinator.raft.port=" + strconv.Itoa(RaftPort),
 			"coordinator.raft.dir=" + dir,
 		}, extra...)
-		c := &Coordinator{ID: id, Node: nd, Client: nd.Addr(ClientPort), Raft: nd.Addr(RaftPort), nt: nt}
+		c := &Coordinator{ID: id, Node: nd, Client: nd.Addr(ClientPort), Raft: nd.Addr(RaftPort), nt: nt,
+			tablet: []string{"coordinator.seed.nodes=" + strings.Join(clients, ",")}}
 		c.args = coordinatorArgs(t, nd, settings)
 		cs = append(cs, c)
 		boot = append(boot, c.args)
@@ -125,7 +129,7 @@ func (nt *Net) StartZooKeeperCoordinators(nodes []int, connect string, extra ...
 		nd := nt.Nodes[n]
 		id := strconv.Itoa(i + 1)
 		settings := append([]string{"zookeeper.address=" + connect}, extra...)
-		c := &Coordinator{ID: id, Node: nd, Client: nd.Addr(ClientPort), nt: nt}
+		c := &Coordinator{ID: id, Node: nd, Client: nd.Addr(ClientPort), nt: nt, tablet: settings}
 		c.args = coordinatorArgs(t, nd, settings)
 		c.proc = nt.Start(c.Node, "coordinator "+c.ID, testutil.Binary(t, "metaplane"), c.args...)
 		cs = append(cs, c)

@@ -39,6 +39,10 @@ const (
 type keyInput struct {
 	Op  string
 	Key string
+	// An AdjustIsr (OpIsrAdjust): the bucket epoch it is asked at and the
+	// ISR it asks for (isrString).
+	Expect int32
+	NewIsr string
 }
 
 // keyOutput is its answer.
@@ -46,11 +50,19 @@ type keyOutput struct {
 	OK      bool  // create or drop applied; get found the key
 	ID      int64 // the table id created or read (0 for databases)
 	Unknown bool  // the call failed: the outcome of a write is unknown
+	// The bucket's record an OpIsrGet read or an OpIsrAdjust answered
+	// (Epoch 0: none), and an AdjustIsr's refusal.
+	Epoch int32
+	Isr   string
+	Code  string
 }
 
 type keyState struct {
 	present bool
 	id      int64 // -1: present, id not known (created by a write of unknown outcome)
+	// The bucket key's last known record (epoch 0: none yet).
+	epoch int32
+	isr   string
 }
 
 // KeyModel is the porcupine model of the keys, partitioned by key.
@@ -75,6 +87,9 @@ var KeyModel = porcupine.NondeterministicModel{
 	Init: func() []any { return []any{keyState{}} },
 	Step: func(state, input, output any) []any {
 		s, in, out := state.(keyState), input.(keyInput), output.(keyOutput)
+		if in.Op == OpIsrGet || in.Op == OpIsrAdjust {
+			return isrStep(s, in, out)
+		}
 		switch in.Op {
 		case OpGet:
 			switch {
@@ -113,6 +128,12 @@ var KeyModel = porcupine.NondeterministicModel{
 	DescribeOperation: func(input, output any) string {
 		in, out := input.(keyInput), output.(keyOutput)
 		switch {
+		case in.Op == OpIsrAdjust && out.Unknown:
+			return fmt.Sprintf("adjust-isr %s at bucket epoch %d to [%s] -> ?", in.Key, in.Expect, in.NewIsr)
+		case in.Op == OpIsrAdjust:
+			return fmt.Sprintf("adjust-isr %s at bucket epoch %d to [%s] -> ok=%v %s epoch %d isr [%s]", in.Key, in.Expect, in.NewIsr, out.OK, out.Code, out.Epoch, out.Isr)
+		case in.Op == OpIsrGet:
+			return fmt.Sprintf("get %s -> bucket epoch %d isr [%s]", in.Key, out.Epoch, out.Isr)
 		case out.Unknown:
 			return fmt.Sprintf("%s %s -> ?", in.Op, in.Key)
 		case in.Op == OpGet && out.OK:
@@ -156,7 +177,7 @@ func (h *History) record(client int, in keyInput, out keyOutput, call int64) {
 	defer h.mu.Unlock()
 	h.calls++
 	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
-	if !out.Unknown && in.Op != OpGet {
+	if !out.Unknown && in.Op != OpGet && in.Op != OpIsrGet {
 		h.acks = append(h.acks, time.Duration(ret))
 	}
 }
@@ -176,6 +197,9 @@ type Client struct {
 	H  *History
 	// CallTimeout bounds one call, its redirects and retries included.
 	CallTimeout time.Duration
+	// Buckets: the workload reads and adjusts the ISR of nf.isr's bucket
+	// too (SetUpIsr made it).
+	Buckets bool
 }
 
 // Database is the database that holds the tables of the workload.
@@ -291,7 +315,8 @@ func Keys(tables, dbs int) []string {
 }
 
 // Run runs the client's workload on keys until ctx ends: random creates,
-// drops and reads, and an id allocation now and then. A write that was
+// drops and reads, an id allocation now and then, and (Buckets) a read
+// and an AdjustIsr of nf.isr's bucket. A write that was
 // not answered is called again until it is (or ctx ends) before the
 // client moves on, so that an unavailable cluster adds one pending write
 // per client and not thousands.
@@ -299,6 +324,12 @@ func (c *Client) Run(ctx context.Context, keys []string, rng *rand.Rand) {
 	for ctx.Err() == nil {
 		if rng.IntN(8) == 0 {
 			for !c.allocate(ctx, 1+rng.Int64N(20)) && ctx.Err() == nil {
+				c.pause(ctx)
+			}
+			continue
+		}
+		if c.Buckets && rng.IntN(6) == 0 {
+			for !c.isr(ctx) && ctx.Err() == nil {
 				c.pause(ctx)
 			}
 			continue
@@ -342,6 +373,7 @@ type Report struct {
 	Pending        int           // of which of unknown outcome
 	Calls          int           // calls made, id allocations included
 	IDRanges       int           // acknowledged id allocations
+	IsrAdjusts     int           // AdjustIsr calls answered (applied or refused)
 	Linearizable   bool          // porcupine's verdict
 	Undecided      bool          // porcupine timed out
 	Lost           []string      // acknowledged writes not reflected in the final reads
@@ -363,8 +395,8 @@ func (r Report) Violations() int {
 }
 
 func (r Report) String() string {
-	return fmt.Sprintf("%d operations checked (%d pending, %d calls, %d id ranges), linearizable=%v undecided=%v, lost %d %v, overlaps %d %v, longest gap between acknowledged writes %v",
-		r.Ops, r.Pending, r.Calls, r.IDRanges, r.Linearizable, r.Undecided, len(r.Lost), r.Lost, len(r.Overlaps), r.Overlaps, r.LongestNoWrite.Round(time.Millisecond))
+	return fmt.Sprintf("%d operations checked (%d pending, %d calls, %d id ranges, %d AdjustIsr answered), linearizable=%v undecided=%v, lost %d %v, overlaps %d %v, longest gap between acknowledged writes %v",
+		r.Ops, r.Pending, r.Calls, r.IDRanges, r.IsrAdjusts, r.Linearizable, r.Undecided, len(r.Lost), r.Lost, len(r.Overlaps), r.Overlaps, r.LongestNoWrite.Round(time.Millisecond))
 }
 
 // Check checks the history: linearizability (porcupine, within timeout),
@@ -381,6 +413,8 @@ func (h *History) Check(timeout time.Duration) Report {
 	for _, o := range ops {
 		if o.Return == pending {
 			rep.Pending++
+		} else if o.Input.(keyInput).Op == OpIsrAdjust {
+			rep.IsrAdjusts++
 		}
 	}
 	res := porcupine.CheckOperationsTimeout(KeyModel.ToModel(), ops, timeout)
@@ -425,6 +459,9 @@ func lostWrites(ops []porcupine.Operation) []string {
 	}
 	var lost []string
 	for k, kops := range byKey {
+		if strings.HasPrefix(k, "bucket/") {
+			continue // no write of its own is the last: others change it too
+		}
 		var lastRead *porcupine.Operation
 		var lastWrite *porcupine.Operation
 		for i := range kops {

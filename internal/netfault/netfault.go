@@ -335,18 +335,26 @@ func (p *Proc) Signal(sig syscall.Signal) {
 	}
 }
 
-// Start runs bin with args inside node's namespace, in a process group of
+// Start runs bin with args inside node's namespace (nil: the test's own,
+// where the clients are), in a process group of
 // its own, killed at the end of the test (and with the test process: its
 // parent-death signal is SIGKILL). Its output is kept and logged when the
 // test fails.
 func (nt *Net) Start(node *Node, name, bin string, args ...string) *Proc {
 	nt.t.Helper()
 	p := &Proc{Node: node, Name: name, Out: &testutil.SyncBuffer{}, done: make(chan struct{})}
-	p.Cmd = exec.Command("ip", append([]string{"netns", "exec", node.NS, bin}, args...)...)
+	where, ns := "the test's namespace", "-"
+	if node == nil {
+		// The test's own namespace, beside the clients.
+		p.Cmd = exec.Command(bin, args...)
+	} else {
+		p.Cmd = exec.Command("ip", append([]string{"netns", "exec", node.NS, bin}, args...)...)
+		where, ns = node.NS, node.IP
+	}
 	p.Cmd.Stdout, p.Cmd.Stderr = p.Out, p.Out
 	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := p.Cmd.Start(); err != nil {
-		nt.t.Fatalf("netfault: start %s in %s: %v", name, node.NS, err)
+		nt.t.Fatalf("netfault: start %s in %s: %v", name, where, err)
 	}
 	go func() { p.Cmd.Wait(); close(p.done) }()
 	nt.mu.Lock()
@@ -360,7 +368,7 @@ func (nt *Net) Start(node *Node, name, bin string, args ...string) *Proc {
 			if len(out) > 400000 {
 				out = "..." + out[len(out)-400000:]
 			}
-			t.Logf("---- %s (%s, %s) ----\n%s", name, node.NS, node.IP, out)
+			t.Logf("---- %s (%s, %s) ----\n%s", name, where, ns, out)
 		}
 	})
 	return p

@@ -128,6 +128,9 @@ type Scenario struct {
 	// fault holds for Hold, and the history goes on After past the heal.
 	Warm, Hold, After time.Duration
 	Clients           int
+	// NoBuckets leaves out the bucket part of the workload (two tablet
+	// servers and AdjustIsr calls, isr.go).
+	NoBuckets bool
 }
 
 // Run runs the scenario and checks its history; it fails t on a broken
@@ -155,6 +158,15 @@ func (s Scenario) Run(t testing.TB) Result {
 	if err != nil {
 		t.Fatalf("create database %s: %v", Database, err)
 	}
+	if !s.NoBuckets {
+		s.Net.StartTabletServers([]int32{1, 2}, s.Coords[0].tablet...)
+		sctx, sc := context.WithTimeout(ctx, 60*time.Second)
+		err := SetUpIsr(sctx, admin, 2)
+		sc()
+		if err != nil {
+			t.Fatalf("%s: %v", s.Fault.Name, err)
+		}
+	}
 	h := NewHistory()
 	keys := Keys(4, 2)
 	var clients []*Client
@@ -166,7 +178,7 @@ func (s Scenario) Run(t testing.TB) Result {
 		cl.RetryWait = 50 * time.Millisecond
 		cl.ConnectWait = 500 * time.Millisecond
 		defer cl.Close()
-		clients = append(clients, &Client{ID: i, C: cl, H: h, CallTimeout: 2 * time.Second})
+		clients = append(clients, &Client{ID: i, C: cl, H: h, CallTimeout: 2 * time.Second, Buckets: !s.NoBuckets})
 	}
 	wctx, stopWork := context.WithCancel(ctx)
 	var wg sync.WaitGroup
