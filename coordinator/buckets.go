@@ -73,8 +73,13 @@ func (t *tabletServerService) AdjustIsr(ctx context.Context, r *adminv1.AdjustIs
 	})
 	if err != nil {
 		for _, i := range staged {
-			out.Results[i].ErrorCode = adminapi.CodeUnavailable
-			out.Results[i].ErrorMessage = "the change was not written (ask again): " + err.Error()
+			// The write's outcome is unknown: the record after the call is
+			// not known either (the staged one may never be written), so
+			// the answer carries none. Asking again is safe: a change
+			// already made is answered with its record.
+			out.Results[i] = &adminv1.AdjustIsrResponse_Result{Bucket: out.Results[i].Bucket,
+				ErrorCode:    adminapi.CodeUnavailable,
+				ErrorMessage: "the change may not have been written (its outcome is unknown; ask again): " + err.Error()}
 		}
 		if len(staged) == 0 && !errors.Is(err, core.ErrBadVersion) && !errors.Is(err, core.ErrNotFound) {
 			return nil, err

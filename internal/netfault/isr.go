@@ -203,6 +203,9 @@ func (c *Client) isr(ctx context.Context) bool {
 	case err != nil:
 		err = adminapi.FromStatus(err)
 		out = keyOutput{Unknown: true}
+	case res.GetErrorCode() == adminapi.CodeUnavailable:
+		// The change's write failed: its outcome is unknown.
+		out = keyOutput{Unknown: true}
 	case res.GetErrorCode() == "":
 		out = keyOutput{OK: true, Epoch: res.GetBucketEpoch(), Isr: isrString(res.GetIsr())}
 	case res.GetBucketEpoch() > 0:

@@ -6205,10 +6205,13 @@ type AdjustIsrResponse_Result struct {
 	// INVALID_UPDATE_VERSION, NOT_LEADER_OR_FOLLOWER (the server does not
 	// lead the bucket), INELIGIBLE_REPLICA (a new ISR member is not an
 	// assigned, registered replica, or the leader is left out),
-	// UNKNOWN_BUCKET.
+	// UNKNOWN_BUCKET, or UNAVAILABLE (the change's write failed and its
+	// outcome is unknown: ask again; a change already made is answered
+	// with its record).
 	ErrorCode    string `protobuf:"bytes,2,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
 	ErrorMessage string `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	// The bucket's record after the call (also when refused, when known).
+	// The bucket's record after the call (also when refused, when known;
+	// never with UNAVAILABLE: bucket_epoch is 0 then).
 	Leader           int32   `protobuf:"varint,4,opt,name=leader,proto3" json:"leader,omitempty"`
 	LeaderEpoch      int32   `protobuf:"varint,5,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	Isr              []int32 `protobuf:"varint,6,rep,packed,name=isr,proto3" json:"isr,omitempty"`
