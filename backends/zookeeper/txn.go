@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 
 	"github.com/go-zookeeper/zk"
 
@@ -60,14 +59,13 @@ const (
 // read right after the multi and set back to the node's state at its
 // creation (version 0, its data, no children); of a check it is read right
 // after the multi (a later change, in the multi or by someone else, may
-// show). TxnResult.Revision is the multi's zxid. A multi with a set or a
-// create goes through the client library, and the zxid is read off a set's
-// stat or a created node's czxid. The library answers no zxid for deletes
-// and checks, so a transaction of deletes and checks only is written by
-// the backend itself on the library's connection (multiExact) and its zxid
-// is the reply's: exactly the transaction's, never a later write's (an
-// image that applied a later re-create of a deleted path would otherwise
-// lose it to the delete).
+// show). TxnResult.Revision is the multi's zxid, exactly: the library
+// answers no zxid, so the backend writes the multi itself on the library's
+// connection (multiExact) and takes the reply's. (A zxid pieced together
+// from stats, or the latest zxid the client had seen, could be a later
+// write's: a created node read back after someone deleted it again, or
+// another request's reply. An image merging its own writes with its watch
+// by revision then let a stale state win over a newer one.)
 func (b *Backend) Txn(ctx context.Context, ops []core.Op, opts core.TxnOptions) (core.TxnResult, error) {
 	if b.isClosed() {
 		return core.TxnResult{}, core.ErrClosed
@@ -86,21 +84,7 @@ func (b *Backend) Txn(ctx context.Context, ops []core.Op, opts core.TxnOptions) 
 		if err := checkSize(plan); err != nil {
 			return core.TxnResult{}, err
 		}
-		reqs := make([]any, len(plan))
-		for i, z := range plan {
-			reqs[i] = z.req
-		}
-		var res []zk.MultiResponse
-		var zxid int64
-		if exactPlan(plan) {
-			res, zxid, err = b.multiExact(ctx, plan)
-		} else {
-			err = b.do(ctx, func() error {
-				var err error
-				res, err = b.conn.Multi(reqs...)
-				return err
-			})
-		}
+		res, zxid, err := b.multiExact(ctx, plan)
 		if err == nil {
 			return b.results(ctx, ops, plan, res, zxid)
 		}
@@ -109,6 +93,9 @@ func (b *Backend) Txn(ctx context.Context, ops []core.Op, opts core.TxnOptions) 
 		}
 		if err == core.ErrClosed {
 			// do's own refusal: closed before the multi was sent.
+			return core.TxnResult{}, err
+		}
+		if errors.Is(err, errNotSentUnavailable) {
 			return core.TxnResult{}, err
 		}
 		if b.isClosed() {
@@ -284,15 +271,13 @@ func (b *Backend) plan(ctx context.Context, ops []core.Op, fence core.Fence) ([]
 	return plan, nil
 }
 
-// results builds the TxnResult of a successful multi; zxid is its zxid
-// when known (multiExact), else 0.
+// results builds the TxnResult of a successful multi; zxid is its zxid.
 func (b *Backend) results(ctx context.Context, ops []core.Op, plan []zop, res []zk.MultiResponse, zxid int64) (core.TxnResult, error) {
 	out := core.TxnResult{Results: make([]core.OpResult, len(ops))}
 	if len(res) != len(plan) {
 		return core.TxnResult{}, fmt.Errorf("%w: multi answered %d results for %d ops", core.ErrUnavailable, len(res), len(plan))
 	}
 	var readBack []int // caller op indexes whose stat is read after the multi
-	var setZxid int64
 	for k, z := range plan {
 		if z.orig < 0 || z.parent {
 			continue
@@ -305,16 +290,11 @@ func (b *Backend) results(ctx context.Context, ops []core.Op, plan []zop, res []
 			readBack = append(readBack, z.orig)
 		case core.OpSet:
 			r.Stat = convStat(res[k].Stat)
-			if res[k].Stat != nil {
-				setZxid = res[k].Stat.Mzxid
-			}
 		case core.OpCheck:
 			readBack = append(readBack, z.orig)
 		}
 		out.Results[z.orig] = r
 	}
-	createZxid := int64(math.MaxInt64)
-	var mu sync.Mutex
 	if len(readBack) > 0 {
 		// The multi is done; a failure here only leaves stats empty.
 		_ = parallel(len(readBack), func(j int) error {
@@ -328,25 +308,11 @@ func (b *Backend) results(ctx context.Context, ops []core.Op, plan []zop, res []
 			})
 			if err == nil && ok {
 				out.Results[i].Stat = convStat(st)
-				mu.Lock()
-				if ops[i].Type == core.OpCreate && st.Czxid < createZxid {
-					createZxid = st.Czxid
-				}
-				mu.Unlock()
 			}
 			return nil
 		})
 	}
-	switch {
-	case zxid > 0:
-		out.Revision = zxid
-	case setZxid > 0:
-		out.Revision = setZxid
-	case createZxid != math.MaxInt64:
-		out.Revision = createZxid
-	default:
-		out.Revision = b.wire.lastZxid.Load()
-	}
+	out.Revision = zxid
 	// A create's stat is the node's right after that op (core.OpResult),
 	// not after the whole multi or later changes: a node read back with
 	// the multi's zxid as its creation is the one this multi made, so its
@@ -368,28 +334,19 @@ func (b *Backend) results(ctx context.Context, ops []core.Op, plan []zop, res []
 
 // ZooKeeper's wire opcodes and its multi's op header (type, done, err).
 const (
-	zkOpDelete = 2
-	zkOpCheck  = 13
-	zkOpMulti  = 14
-	zkOpError  = -1
+	zkOpCreate  = 1
+	zkOpDelete  = 2
+	zkOpSetData = 5
+	zkOpCheck   = 13
+	zkOpMulti   = 14
+	zkOpError   = -1
+	// zkStatSize is a stat's size on the wire.
+	zkStatSize = 68
 )
 
-// exactPlan reports whether a plan holds deletes and checks only: the
-// transactions multiExact writes.
-func exactPlan(plan []zop) bool {
-	for _, z := range plan {
-		switch z.req.(type) {
-		case *zk.DeleteRequest, *zk.CheckVersionRequest:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// multiExact runs a plan of deletes and checks as one multi written on
-// the library's connection by the backend itself (wireState.call), so
-// that the reply's zxid, which the library does not hand out, is known.
+// multiExact runs a plan as one multi written on the library's connection
+// by the backend itself (wireState.call), so that the reply's zxid, which
+// the library does not hand out, is known.
 // It answers like the library's Multi: per-op results with the first
 // failing op's error also returned; a lost connection gives an error
 // with no results (outcome unknown). Until a connection is established
@@ -409,8 +366,32 @@ func (b *Backend) multiExact(ctx context.Context, plan []zop) ([]zk.MultiRespons
 		}
 		req = binary.BigEndian.AppendUint32(req, uint32(err))
 	}
+	putData := func(d []byte) {
+		if d == nil {
+			req = binary.BigEndian.AppendUint32(req, math.MaxUint32) // -1: null
+			return
+		}
+		req = binary.BigEndian.AppendUint32(req, uint32(len(d)))
+		req = append(req, d...)
+	}
 	for _, z := range plan {
 		switch r := z.req.(type) {
+		case *zk.CreateRequest:
+			putHeader(zkOpCreate, false, -1)
+			putStr(r.Path)
+			putData(r.Data)
+			req = binary.BigEndian.AppendUint32(req, uint32(len(r.Acl)))
+			for _, a := range r.Acl {
+				req = binary.BigEndian.AppendUint32(req, uint32(a.Perms))
+				putStr(a.Scheme)
+				putStr(a.ID)
+			}
+			req = binary.BigEndian.AppendUint32(req, uint32(r.Flags))
+		case *zk.SetDataRequest:
+			putHeader(zkOpSetData, false, -1)
+			putStr(r.Path)
+			putData(r.Data)
+			req = binary.BigEndian.AppendUint32(req, uint32(r.Version))
 		case *zk.DeleteRequest:
 			putHeader(zkOpDelete, false, -1)
 			putStr(r.Path)
@@ -419,6 +400,8 @@ func (b *Backend) multiExact(ctx context.Context, plan []zop) ([]zk.MultiRespons
 			putHeader(zkOpCheck, false, -1)
 			putStr(r.Path)
 			req = binary.BigEndian.AppendUint32(req, uint32(r.Version))
+		default:
+			return nil, 0, fmt.Errorf("%w: op %T in a multi", core.ErrInvalidArgument, z.req)
 		}
 	}
 	putHeader(-1, true, -1)
@@ -426,21 +409,30 @@ func (b *Backend) multiExact(ctx context.Context, plan []zop) ([]zk.MultiRespons
 	var rep reply
 	err := b.do(ctx, func() error {
 		wait := retry.New(b.opts.RetryWait, 4*b.opts.RetryWait)
+		// Nothing is sent without a connection: wait for one while the
+		// library tries each server once (as it fails its own requests
+		// then), and at most zookeeper.client.connection-timeout.
+		cctx, cancel := context.WithTimeout(ctx, b.opts.ConnectionTimeout)
+		defer cancel()
+		dials := b.wire.dials.Load()
 		for {
 			var err error
 			rep, err = b.wire.call(ctx, zkOpMulti, req)
 			if !errors.Is(err, errNotSent) {
 				return err
 			}
-			// Nothing sent: wait for the session's connection.
-			if err := b.waitConnected(ctx); err != nil {
-				return err
+			if b.wire.dials.Load()-dials > int64(len(b.servers)) {
+				return fmt.Errorf("%w: transaction not sent: no server of %d accepted a connection", errNotSentUnavailable, len(b.servers))
 			}
-			if !retry.Sleep(ctx, wait.Next(), b.closeCh) {
-				if ctx.Err() != nil {
+			if !retry.Sleep(cctx, wait.Next(), b.closeCh) {
+				switch {
+				case ctx.Err() != nil:
 					return ctx.Err()
+				case cctx.Err() == nil:
+					return core.ErrClosed
 				}
-				return core.ErrClosed
+				return fmt.Errorf("%w: transaction not sent: no connection to a ZooKeeper server within zookeeper.client.connection-timeout (%v)",
+					errNotSentUnavailable, b.opts.ConnectionTimeout)
 			}
 		}
 	})
@@ -466,8 +458,9 @@ func (b *Backend) multiExact(ctx context.Context, plan []zop) ([]zk.MultiRespons
 	return res, rep.zxid, nil
 }
 
-// decodeMultiReply reads a multi's per-op results (header, then an error
-// code for a failed op; deletes and checks have no other body).
+// decodeMultiReply reads a multi's per-op results: a header, then an error
+// code for a failed op, the path of a create, the stat of a set (deletes
+// and checks have no body).
 func decodeMultiReply(body []byte, n int) ([]zk.MultiResponse, error) {
 	res := make([]zk.MultiResponse, 0, n)
 	for {
@@ -490,9 +483,25 @@ func decodeMultiReply(body []byte, n int) ([]zk.MultiResponse, error) {
 				r.Error = zkCodeErr(code)
 			}
 			body = body[4:]
+		case zkOpCreate:
+			if len(body) < 4 {
+				return nil, fmt.Errorf("zookeeper: truncated multi create result")
+			}
+			l := int(int32(binary.BigEndian.Uint32(body[0:4])))
+			if l < 0 || 4+l > len(body) {
+				return nil, fmt.Errorf("zookeeper: bad path length %d in a multi create result", l)
+			}
+			r.String = string(body[4 : 4+l])
+			body = body[4+l:]
+		case zkOpSetData:
+			if len(body) < zkStatSize {
+				return nil, fmt.Errorf("zookeeper: truncated multi set result")
+			}
+			r.Stat = decodeStat(body)
+			body = body[zkStatSize:]
 		case zkOpDelete, zkOpCheck:
 		default:
-			return nil, fmt.Errorf("zookeeper: unexpected result type %d in a multi of deletes and checks", typ)
+			return nil, fmt.Errorf("zookeeper: unexpected result type %d in a multi", typ)
 		}
 		res = append(res, r)
 	}
@@ -500,6 +509,15 @@ func decodeMultiReply(body []byte, n int) ([]zk.MultiResponse, error) {
 		return nil, fmt.Errorf("zookeeper: multi answered %d results for %d ops", len(res), n)
 	}
 	return res, nil
+}
+
+// decodeStat reads a stat off the wire (b holds at least zkStatSize bytes).
+func decodeStat(b []byte) *zk.Stat {
+	u64 := func(i int) int64 { return int64(binary.BigEndian.Uint64(b[i : i+8])) }
+	u32 := func(i int) int32 { return int32(binary.BigEndian.Uint32(b[i : i+4])) }
+	return &zk.Stat{Czxid: u64(0), Mzxid: u64(8), Ctime: u64(16), Mtime: u64(24),
+		Version: u32(32), Cversion: u32(36), Aversion: u32(40), EphemeralOwner: u64(44),
+		DataLength: u32(52), NumChildren: u32(56), Pzxid: u64(60)}
 }
 
 // zkCodeErr is the client library's error for a ZooKeeper error code.
@@ -533,6 +551,10 @@ func zkCodeErr(code int32) error {
 	}
 	return fmt.Errorf("zookeeper: error code %d", code)
 }
+
+// errNotSentUnavailable: multiExact found no connection to send on within
+// the connection timeout; nothing was sent.
+var errNotSentUnavailable = fmt.Errorf("%w: not applied", core.ErrUnavailable)
 
 // errRolledBack marks the ops of a failed multi other than the one that
 // failed.

@@ -30,6 +30,7 @@ import (
 type wireState struct {
 	lastZxid atomic.Int64
 	lastRead atomic.Int64 // unix nanoseconds of the last bytes received
+	dials    atomic.Int64 // connection attempts made
 	timeout  atomic.Int64 // the negotiated session timeout, milliseconds
 
 	// replies, when set, receives each reply to a request this package
@@ -108,6 +109,7 @@ func (w *wireState) session() (int64, []byte) {
 // dialer returns a go-zookeeper Dialer whose connections are tapped.
 func (w *wireState) dialer() func(network, address string, timeout time.Duration) (net.Conn, error) {
 	return func(network, address string, timeout time.Duration) (net.Conn, error) {
+		w.dials.Add(1)
 		c, err := net.DialTimeout(network, address, timeout)
 		if err != nil {
 			return nil, err
@@ -126,6 +128,8 @@ type tapConn struct {
 	net.Conn
 	w   *wireState
 	wmu sync.Mutex // one packet written at a time (the library's or inject's)
+	// wroteConnect: the library's connect request went out (under wmu).
+	wroteConnect bool
 
 	first  bool    // the next body is the connect response
 	lenBuf [4]byte // length prefix being read
@@ -145,9 +149,32 @@ type tapConn struct {
 
 // Write writes one of the library's packets (it writes each whole, in one
 // call), never in the middle of an injected one.
+//
+// The first is the connect request (length, protocolVersion int32,
+// lastZxidSeen int64, ...): its lastZxidSeen is raised to the last zxid
+// the tap has read, when it resumes a session. The library counts only
+// the replies to its own requests, not those to the requests the backend
+// wrote itself (every transaction: see call), and a server refuses a
+// client that has seen a later zxid than its own: so a client that
+// reconnects never lands on a server that has not yet applied a
+// transaction it acknowledged.
 func (t *tapConn) Write(p []byte) (int, error) {
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
+	if !t.wroteConnect {
+		t.wroteConnect = true
+		// Only within a session (sessionId at [20:28] set): a new session
+		// may meet an ensemble started over, whose zxids began again.
+		if len(p) >= 28 && binary.BigEndian.Uint64(p[20:28]) != 0 {
+			seen := int64(binary.BigEndian.Uint64(p[8:16]))
+			if z := t.w.lastZxid.Load(); z > seen {
+				q := append([]byte(nil), p...)
+				binary.BigEndian.PutUint64(q[8:16], uint64(z))
+				n, err := t.Conn.Write(q)
+				return min(n, len(p)), err
+			}
+		}
+	}
 	return t.Conn.Write(p)
 }
 
