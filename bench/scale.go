@@ -71,6 +71,8 @@ type ScaleSize struct {
 	TabletSnapshotNodes int     `json:"tablet_snapshot_nodes"`
 	SaveSec             float64 `json:"snapshot_save_s"`
 	SaveRSSBytes        int64   `json:"snapshot_save_rss_bytes"`
+	RestoreSec          float64 `json:"snapshot_restore_s"`
+	RestoreRSSBytes     int64   `json:"snapshot_restore_rss_bytes"`
 }
 
 func scaleSpecs() []rowSpec {
@@ -80,6 +82,7 @@ func scaleSpecs() []rowSpec {
 		{id: "scale.cold-start", title: "scale: coordinator cold start to a catalog read", group: "scale", metric: MetricP50, note: note, scale: true, backends: []string{Raft}},
 		{id: "scale.tablet-snapshot", title: "scale: a tablet server's full metadata snapshot", group: "scale", metric: MetricP50, note: note, scale: true, backends: []string{Raft}},
 		{id: "scale.snapshot-save", title: "scale: raft snapshot save", group: "scale", metric: MetricP50, note: note, scale: true, backends: []string{Raft}},
+		{id: "scale.restore", title: "scale: raft snapshot restore into a new store", group: "scale", metric: MetricP50, note: note, scale: true, backends: []string{Raft}},
 		{id: "scale.failover", title: "scale: failover, SIGKILL of the leader to the first acknowledged write (3 voters)", group: "scale", metric: MetricP50,
 			note: fmt.Sprintf("%d kills per size, after the other rows", scaleFailoverKills), scale: true, backends: []string{Raft}},
 	}
@@ -130,6 +133,7 @@ func runScale(ctx context.Context, env *runEnv, specs []rowSpec) ([]Row, *Scale)
 			results["scale.cold-start"] = fixedResult(Raft, secs(sz.ColdStartSec), sz.Nodes)
 			results["scale.tablet-snapshot"] = fixedResult(Raft, secs(sz.TabletSnapshotSec), sz.TabletSnapshotNodes)
 			results["scale.snapshot-save"] = fixedResult(Raft, secs(sz.SaveSec), sz.Nodes)
+			results["scale.restore"] = fixedResult(Raft, secs(sz.RestoreSec), sz.Nodes)
 		}
 	}
 	failWhy := ""
@@ -324,6 +328,18 @@ func measureScale(ctx context.Context, env *runEnv, tool string, n int) (ScaleSi
 	if err := timed(&sz.SaveRSSBytes, &sz.SaveSec, "raft", "snapshot", "save", save, "--bootstrap-servers", addr, "--wait", "30m"); err != nil {
 		return sz, err
 	}
+	// The saved file restored offline into a new single-voter store, as an
+	// operator rebuilds a cluster from a backup.
+	rport, err := freeLoopbackPort()
+	if err != nil {
+		return sz, err
+	}
+	rdir := filepath.Join(dir, "restored")
+	if err := timed(&sz.RestoreRSSBytes, &sz.RestoreSec, "raft", "snapshot", "restore", save, "--data-dir", rdir, "--no-env",
+		"--voters", "1@127.0.0.1:"+strconv.Itoa(rport), "--node-id", "1", "-D", "coordinator.raft.port="+strconv.Itoa(rport),
+		"-D", "metadata.backend.plugin.dir="+plugDir); err != nil {
+		return sz, fmt.Errorf("raft snapshot restore: %w", err)
+	}
 	return sz, nil
 }
 
@@ -381,7 +397,7 @@ func writeScaleTree(path string, n int) (int, int64, error) {
 // coordinator's cold start at 1 000 000 nodes under 20 s, and the
 // coordinator's image at most 400 bytes per node above the data.
 func scaleTargets(s *Scale) []TargetResult {
-	flat := TargetResult{Target: "tools' memory flat in the tree size (import, validate, export, raft snapshot save; 10x the nodes: at most 1.5x the peak RSS)"}
+	flat := TargetResult{Target: "tools' memory flat in the tree size (import, validate, export, raft snapshot save and restore; 10x the nodes: at most 1.5x the peak RSS)"}
 	snap := TargetResult{Target: "a tablet server's full metadata snapshot at 1,000,000 nodes under 10 s"}
 	cold := TargetResult{Target: "coordinator cold start at 1,000,000 nodes under 20 s"}
 	image := TargetResult{Target: "coordinator image at most 400 bytes per node above the data"}
@@ -419,7 +435,8 @@ func scaleTargets(s *Scale) []TargetResult {
 		verb string
 		a, b int64
 	}{{"import", a.ImportRSSBytes, b.ImportRSSBytes}, {"validate", a.ValidateRSSBytes, b.ValidateRSSBytes},
-		{"export", a.ExportRSSBytes, b.ExportRSSBytes}, {"snapshot save", a.SaveRSSBytes, b.SaveRSSBytes}} {
+		{"export", a.ExportRSSBytes, b.ExportRSSBytes}, {"snapshot save", a.SaveRSSBytes, b.SaveRSSBytes},
+		{"snapshot restore", a.RestoreRSSBytes, b.RestoreRSSBytes}} {
 		if v.a <= 0 {
 			continue
 		}
