@@ -462,6 +462,35 @@ func (env *runEnv) verbsPeakRSS(ctx context.Context, tool, zkAddr, root string, 
 // the parent's high-water mark), so every verb would report the bench's
 // own size.
 func peakRSS(ctx context.Context, tool string, args ...string) (int64, error) {
+	return peakRSSOf(ctx, false, tool, args...)
+}
+
+// peakRSSTree is peakRSS counting the processes the verb starts too (the
+// sum of each one's peak): for a verb that runs in a helper binary.
+func peakRSSTree(ctx context.Context, tool string, args ...string) (int64, error) {
+	return peakRSSOf(ctx, true, tool, args...)
+}
+
+// descendants lists the processes below pid (from /proc/<pid>/task/*/children).
+func descendants(pid int) []int {
+	var out []int
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, w := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(w); err == nil {
+				out = append(out, c)
+				out = append(out, descendants(c)...)
+			}
+		}
+	}
+	return out
+}
+
+func peakRSSOf(ctx context.Context, tree bool, tool string, args ...string) (int64, error) {
 	cmd := exec.CommandContext(ctx, tool, args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -471,11 +500,19 @@ func peakRSS(ctx context.Context, tool string, args ...string) (int64, error) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var peak int64
+	kids := map[int]int64{} // peak of each process below the verb
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		if v, err := PeakRSS(cmd.Process.Pid); err == nil {
 			peak = max(peak, v)
+		}
+		if tree {
+			for _, c := range descendants(cmd.Process.Pid) {
+				if v, err := PeakRSS(c); err == nil {
+					kids[c] = max(kids[c], v)
+				}
+			}
 		}
 		select {
 		case err := <-done:
@@ -484,6 +521,9 @@ func peakRSS(ctx context.Context, tool string, args ...string) (int64, error) {
 			}
 			if peak == 0 {
 				return 0, fmt.Errorf("%s exited before its memory could be read", args[0])
+			}
+			for _, v := range kids {
+				peak += v
 			}
 			return peak, nil
 		case <-tick.C:

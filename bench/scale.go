@@ -53,7 +53,8 @@ type Scale struct {
 
 // ScaleSize is the figures at one tree size. RSS figures are the peak
 // resident set (VmHWM) of the verb's own process (its plugin, the store,
-// not counted); CoordinatorRSSBytes is the coordinator's resident set once
+// not counted; for restore, which runs in a helper binary that writes the
+// store itself, the sum of the verb's and the helper's peaks); CoordinatorRSSBytes is the coordinator's resident set once
 // its image is loaded and its memory stopped growing.
 type ScaleSize struct {
 	Nodes int `json:"nodes"`
@@ -335,9 +336,12 @@ func measureScale(ctx context.Context, env *runEnv, tool string, n int) (ScaleSi
 		return sz, err
 	}
 	rdir := filepath.Join(dir, "restored")
-	if err := timed(&sz.RestoreRSSBytes, &sz.RestoreSec, "raft", "snapshot", "restore", save, "--data-dir", rdir, "--no-env",
+	t0 = time.Now()
+	sz.RestoreRSSBytes, err = peakRSSTree(ctx, tool, "raft", "snapshot", "restore", save, "--data-dir", rdir, "--no-env",
 		"--voters", "1@127.0.0.1:"+strconv.Itoa(rport), "--node-id", "1", "-D", "coordinator.raft.port="+strconv.Itoa(rport),
-		"-D", "metadata.backend.plugin.dir="+plugDir); err != nil {
+		"-D", "metadata.backend.plugin.dir="+plugDir)
+	sz.RestoreSec = round3(time.Since(t0).Seconds())
+	if err != nil {
 		return sz, fmt.Errorf("raft snapshot restore: %w", err)
 	}
 	return sz, nil
