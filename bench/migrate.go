@@ -462,12 +462,13 @@ func (env *runEnv) verbsPeakRSS(ctx context.Context, tool, zkAddr, root string, 
 // the parent's high-water mark), so every verb would report the bench's
 // own size.
 func peakRSS(ctx context.Context, tool string, args ...string) (int64, error) {
-	return peakRSSOf(ctx, false, tool, args...)
+	own, _, err := peakRSSOf(ctx, false, tool, args...)
+	return own, err
 }
 
-// peakRSSTree is peakRSS counting the processes the verb starts too (the
-// sum of each one's peak): for a verb that runs in a helper binary.
-func peakRSSTree(ctx context.Context, tool string, args ...string) (int64, error) {
+// peakRSSTree is peakRSS and, beside it, the sum of the peaks of the
+// processes the verb starts (for a verb that runs in a helper binary).
+func peakRSSTree(ctx context.Context, tool string, args ...string) (own, started int64, err error) {
 	return peakRSSOf(ctx, true, tool, args...)
 }
 
@@ -490,12 +491,12 @@ func descendants(pid int) []int {
 	return out
 }
 
-func peakRSSOf(ctx context.Context, tree bool, tool string, args ...string) (int64, error) {
+func peakRSSOf(ctx context.Context, tree bool, tool string, args ...string) (int64, int64, error) {
 	cmd := exec.CommandContext(ctx, tool, args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("%s: %v", args[0], err)
+		return 0, 0, fmt.Errorf("%s: %v", args[0], err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -517,15 +518,16 @@ func peakRSSOf(ctx context.Context, tree bool, tool string, args ...string) (int
 		select {
 		case err := <-done:
 			if err != nil {
-				return 0, fmt.Errorf("%s: %v: %s", args[0], err, stderr.String())
+				return 0, 0, fmt.Errorf("%s: %v: %s", args[0], err, stderr.String())
 			}
 			if peak == 0 {
-				return 0, fmt.Errorf("%s exited before its memory could be read", args[0])
+				return 0, 0, fmt.Errorf("%s exited before its memory could be read", args[0])
 			}
+			var started int64
 			for _, v := range kids {
-				peak += v
+				started += v
 			}
-			return peak, nil
+			return peak, started, nil
 		case <-tick.C:
 		}
 	}
