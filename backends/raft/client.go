@@ -137,6 +137,12 @@ func (c *Client) sessionLoop() {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	// A member that joined and is not yet promoted reports its progress
+	// (with the renewal) every joinReportEvery, so that AddVoter, which
+	// waits for a report made after it added the member, sees it catch up
+	// at once rather than at the next renewal.
+	j := time.NewTicker(joinReportEvery)
+	defer j.Stop()
 	for {
 		select {
 		case <-c.stop:
@@ -145,9 +151,17 @@ func (c *Client) sessionLoop() {
 			c.handleExpired(id)
 		case <-t.C:
 			c.renew()
+		case <-j.C:
+			if every > joinReportEvery && c.m.nonVoting() {
+				c.renew()
+			}
 		}
 	}
 }
+
+// joinReportEvery is how often a joined member not yet promoted renews its
+// session, its progress report.
+const joinReportEvery = 500 * time.Millisecond
 
 func (c *Client) renew() {
 	if c.silenced.Load() {

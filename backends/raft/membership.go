@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -251,6 +252,13 @@ func (c *Client) removeVoter(ctx context.Context, id string, force bool) error {
 // non-voting and has not yet seen its promotion to voter: it restarts
 // non-voting while the file exists.
 const nonVotingFile = "non-voting"
+
+// nonVoting reports whether this member joined and has not yet seen its
+// promotion (its nonVotingFile exists).
+func (m *member) nonVoting() bool {
+	_, err := os.Stat(filepath.Join(m.opts.Dir, nonVotingFile))
+	return err == nil
+}
 
 func writeFileSync(p string, b []byte) error {
 	f, err := os.Create(p)
