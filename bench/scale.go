@@ -80,7 +80,8 @@ type ScaleSize struct {
 	RestoreStoreRSSBytes int64 `json:"snapshot_restore_store_rss_bytes"`
 	// AddVoterSec is `raft add-voter` of an empty member, from the call
 	// to its return (caught up, promoted); JoinerRSSBytes the new
-	// member's coordinator's resident set right after.
+	// member's coordinator's resident set right when it returns (its
+	// image may still be loading from the applied log).
 	AddVoterSec    float64 `json:"add_voter_s"`
 	JoinerRSSBytes int64   `json:"joiner_rss_bytes"`
 }
