@@ -233,7 +233,7 @@ func (im *Image) install(m map[string]*entry, rev int64) {
 	im.tombstones = map[string]int64{}
 	im.setWatchedLocked(rev)
 	for _, w := range im.own {
-		im.applyOwnLocked(w)
+		im.applyOwnLocked(w, false)
 	}
 	im.ready = true
 	im.signalLocked()
@@ -369,9 +369,22 @@ func (im *Image) ApplyWrite(ops []core.Op, res core.TxnResult) {
 	// and tombstones decide).
 	if res.Revision >= im.watched {
 		im.own = append(im.own, w)
-		im.applyOwnLocked(w)
+		im.applyOwnLocked(w, false)
 		if im.opts.OnChange != nil {
 			for i := range ops {
+				touched = append(touched, pathOf(w, i))
+			}
+		}
+	} else if im.applyOwnLocked(w, true) && im.opts.OnChange != nil {
+		// Below the watched revision the watch has delivered the write's
+		// effects on every node it knows of, but a node this image holds
+		// from an own create that the watch never saw (created and
+		// deleted between two of its looks, by this writer's drop) gets
+		// no delete from the watch: the write's deletes are applied
+		// anyway. A node created again since the delete keeps its newer
+		// state (revisions decide).
+		for i, op := range ops {
+			if op.Type == core.OpDelete {
 				touched = append(touched, pathOf(w, i))
 			}
 		}
@@ -389,10 +402,13 @@ func pathOf(w ownWrite, i int) string {
 	return w.ops[i].Path
 }
 
-func (im *Image) applyOwnLocked(w ownWrite) {
+// applyOwnLocked applies own write w (only its deletes with deletesOnly)
+// and reports whether it changed the image.
+func (im *Image) applyOwnLocked(w ownWrite, deletesOnly bool) bool {
+	changed := false
 	for i, op := range w.ops {
 		path := pathOf(w, i)
-		if !core.HasPrefixPath(path, im.opts.Prefix) {
+		if !core.HasPrefixPath(path, im.opts.Prefix) || (deletesOnly && op.Type != core.OpDelete) {
 			continue
 		}
 		var stat core.Stat
@@ -415,12 +431,15 @@ func (im *Image) applyOwnLocked(w ownWrite) {
 			e.stat, e.rev = compact(stat), w.rev
 			delete(im.tombstones, path)
 		case core.OpDelete:
-			if e, ok := im.nodes[path]; ok && e.rev > w.rev {
+			e, ok := im.nodes[path]
+			if !ok || e.rev > w.rev {
 				continue
 			}
 			im.deleteLocked(path, w.rev)
 		}
+		changed = true
 	}
+	return changed
 }
 
 // Revision returns the revision the watch stream has delivered everything

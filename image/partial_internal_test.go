@@ -41,3 +41,36 @@ func TestOwnWriteAtTheWatchedRevision(t *testing.T) {
 		t.Errorf("watched %d, want 10", im.watched)
 	}
 }
+
+// TestOwnDeleteBelowTheWatchedRevision: an own create the watch never saw
+// (created and deleted between two of its looks) is in the image only by
+// the writer's own write; when the writer's drop of it returns after the
+// watch's revision passed the drop, the drop still removes it (the watch
+// sends no delete for a node it never knew). A node created again after
+// the delete keeps its newer state.
+func TestOwnDeleteBelowTheWatchedRevision(t *testing.T) {
+	im := New(Options{})
+	im.install(map[string]*entry{}, 5)
+	create := func(p string, rev int64) {
+		im.ApplyWrite([]core.Op{core.CreateOp(p, []byte("v"), core.Persistent)},
+			core.TxnResult{Revision: rev, Results: []core.OpResult{{Type: core.OpCreate, Path: p}}})
+	}
+	create("/t", 10)
+	create("/u", 11)
+	// The watch passes revision 20 without an event for /t or /u; /u was
+	// created again at 15 (its event arrives).
+	im.applyEvents([]core.WatchEvent{{Type: core.EventCreated, Path: "/u", Data: []byte("again"),
+		Stat: core.Stat{CreateRevision: 15, ModifyRevision: 15}, Revision: 15}}, 20)
+	for _, p := range []string{"/t", "/u"} {
+		im.ApplyWrite([]core.Op{core.DeleteOp(p, core.AnyVersion)},
+			core.TxnResult{Revision: 12, Results: []core.OpResult{{Type: core.OpDelete, Path: p}}})
+	}
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	if _, ok := im.nodes["/t"]; ok {
+		t.Errorf("/t still in the image after its own delete at 12, below the watched revision %d", im.watched)
+	}
+	if e := im.nodes["/u"]; e == nil || string(e.data) != "again" {
+		t.Errorf("/u, created again at 15, lost to a delete at 12: %+v", e)
+	}
+}
