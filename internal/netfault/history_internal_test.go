@@ -68,6 +68,11 @@ func TestIsrModel(t *testing.T) {
 		get(5, "1,2", 0, 1), adjust(4, "1", true, 5, 2, 3))
 	check("the same change asked twice at one epoch", true,
 		get(3, "1,2", 0, 1), adjust(3, "1", true, 4, 2, 3), adjust(3, "1", true, 4, 4, 5))
+	check("the ISR asked for is already the record's, at a later epoch", true,
+		get(3, "1,2", 0, 1), get(5, "1", 2, 3), adjust(3, "1", true, 5, 4, 5))
+	check("answered with a record of another ISR", false,
+		get(3, "1,2", 0, 1), porcupine.Operation{Input: keyInput{Op: OpIsrAdjust, Key: isrKey, Expect: 3, NewIsr: "1"},
+			Output: keyOutput{OK: true, Epoch: 5, Isr: "1,2"}, Call: 2, Return: 3})
 	check("another ISR at the same epoch", false,
 		get(5, "1,2", 0, 1), get(5, "1", 2, 3))
 }

@@ -29,9 +29,11 @@ import (
 // later bucket epoch than the last one it knows of, never an earlier one,
 // and lets an AdjustIsr apply only at a bucket epoch no later than the
 // one it was asked at: a stale read, or an ISR change applied over a
-// newer record, fails the check. An AdjustIsr that asks for the change
-// the record at the next epoch already made is answered with that record
-// (the coordinator's answer to a retry); the model takes that too.
+// newer record, fails the check. An AdjustIsr that asks for the ISR the
+// record already has is answered with the record as it is, at any bucket
+// epoch (the coordinator's answer to a retry of a change made, as Kafka's
+// controller answers an AlterPartition it finds already applied); the
+// model takes that too.
 
 // Bucket op kinds and the bucket key.
 const (
@@ -247,12 +249,12 @@ func isrStep(s keyState, in keyInput, out keyOutput) []any {
 			if applies && out.Epoch == in.Expect+1 && out.Isr == in.NewIsr {
 				return []any{next}
 			}
-			// The same change asked again (by the leader's retry, or here
-			// by another client asking for the same ISR at the same
-			// epoch) is answered with the record it made, not applied
-			// twice.
-			if s.epoch == in.Expect+1 && s.isr == in.NewIsr && out.Epoch == s.epoch && out.Isr == s.isr {
-				return []any{s}
+			// A request for the ISR the record already has (a leader's
+			// retry of a change made, or here another client's request
+			// for the same ISR) is answered with the record as it is, at
+			// whatever bucket epoch: nothing is written.
+			if out.Isr == in.NewIsr && shows(out.Epoch, out.Isr) {
+				return []any{next}
 			}
 			return nil
 		case out.Epoch > 0:
