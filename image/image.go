@@ -432,7 +432,16 @@ func (im *Image) applyOwnLocked(w ownWrite, deletesOnly bool) bool {
 			delete(im.tombstones, path)
 		case core.OpDelete:
 			e, ok := im.nodes[path]
-			if !ok || e.rev > w.rev {
+			if !ok {
+				// Not in the image yet: its create (an own write still
+				// on its way back, or a watch event to come) must not
+				// show it after this delete.
+				if t, had := im.tombstones[path]; !had || t < w.rev {
+					im.tombstones[path] = w.rev
+				}
+				continue
+			}
+			if e.rev > w.rev {
 				continue
 			}
 			im.deleteLocked(path, w.rev)

@@ -74,3 +74,25 @@ func TestOwnDeleteBelowTheWatchedRevision(t *testing.T) {
 		t.Errorf("/u, created again at 15, lost to a delete at 12: %+v", e)
 	}
 }
+
+// TestOwnDeleteBeforeItsCreate: a writer's drop of a node another of its
+// requests created can come back before that create does (the create's
+// answer waits on a read-back); the image, which did not hold the node
+// yet, must not show it when the create's own write arrives after the
+// delete.
+func TestOwnDeleteBeforeItsCreate(t *testing.T) {
+	im := New(Options{})
+	im.install(map[string]*entry{}, 5)
+	im.ApplyWrite([]core.Op{core.DeleteOp("/t", core.AnyVersion)},
+		core.TxnResult{Revision: 12, Results: []core.OpResult{{Type: core.OpDelete, Path: "/t"}}})
+	im.ApplyWrite([]core.Op{core.CreateOp("/t", []byte("v"), core.Persistent)},
+		core.TxnResult{Revision: 10, Results: []core.OpResult{{Type: core.OpCreate, Path: "/t"}}})
+	// The watch's event for the create, read before the delete, arrives too.
+	im.applyEvents([]core.WatchEvent{{Type: core.EventCreated, Path: "/t", Data: []byte("v"),
+		Stat: core.Stat{CreateRevision: 10, ModifyRevision: 10}, Revision: 10}}, 10)
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	if e, ok := im.nodes["/t"]; ok {
+		t.Fatalf("/t shown after its delete at 12: %+v", e)
+	}
+}
