@@ -62,14 +62,13 @@ stress: build deps-test
 # check, the ZooKeeper leader cut from the other servers). SEED
 # repeats a run; HOLD is how long each fault holds; FAULTS_TIMEOUT bounds
 # the whole run. Needs root and iptables. Kept out of `make test`, which
-# runs the short Raft scenario (the short ZooKeeper one runs here until its
-# remaining stale read is fixed: docs/architecture.md, Testing).
+# runs one short scenario per backend.
 SEED           ?=
 HOLD           ?= 5s
 FAULTS_TIMEOUT ?= 30m
 faults: build deps-test
 	METAPLANE_FAULTS=1 METAPLANE_FAULTS_SEED=$(SEED) METAPLANE_FAULTS_HOLD=$(HOLD) \
-		$(GO) test -count=1 -p 1 -timeout $(FAULTS_TIMEOUT) -v -run 'Faults|ZooKeeperFaultShort' ./internal/netfault/
+		$(GO) test -count=1 -p 1 -timeout $(FAULTS_TIMEOUT) -v -run 'Faults' ./internal/netfault/
 
 bench: build deps-test
 	$(BIN)/metaplane bench

@@ -28,14 +28,8 @@ func startZooKeeperCluster(t *testing.T) (*netfault.Net, *netfault.ZooKeeper, []
 // namespace; the coordinator leader is cut from the ensemble (TCP resets
 // both ways) until another coordinator leads, under a checked history,
 // with the FIP-9 fencing check: writes sent to the old leader once its
-// epoch is stale are refused and never appear. It runs under make faults
-// only: the ZooKeeper backend still shows, now and then, a table for a
-// while after its drop was acknowledged (docs/architecture.md "Network
-// faults"), and make test must not fail by chance.
+// epoch is stale are refused and never appear.
 func TestZooKeeperFaultShort(t *testing.T) {
-	if !full() {
-		t.Skip("runs under make faults (METAPLANE_FAULTS=1) until the ZooKeeper backend's remaining stale read after a drop is fixed")
-	}
 	nt, z, cs := startZooKeeperCluster(t)
 	var f netfault.Fault
 	for _, x := range netfault.ZooKeeperFaults(z) {
