@@ -140,9 +140,14 @@ func (c *Client) sessionLoop() {
 	// A member that joined and is not yet promoted reports its progress
 	// (with the renewal) every joinReportEvery, so that AddVoter, which
 	// waits for a report made after it added the member, sees it catch up
-	// at once rather than at the next renewal.
-	j := time.NewTicker(joinReportEvery)
-	defer j.Stop()
+	// at once rather than at the next renewal. Once it is a voter (it
+	// never goes back) the faster ticker stops.
+	var join <-chan time.Time
+	if every > joinReportEvery && c.m.nonVoting() {
+		j := time.NewTicker(joinReportEvery)
+		defer j.Stop()
+		join = j.C
+	}
 	for {
 		select {
 		case <-c.stop:
@@ -151,10 +156,12 @@ func (c *Client) sessionLoop() {
 			c.handleExpired(id)
 		case <-t.C:
 			c.renew()
-		case <-j.C:
-			if every > joinReportEvery && c.m.nonVoting() {
-				c.renew()
+		case <-join:
+			if !c.m.nonVoting() {
+				join = nil
+				continue
 			}
+			c.renew()
 		}
 	}
 }

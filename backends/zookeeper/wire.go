@@ -68,9 +68,9 @@ const (
 	lastCallXid  = -1 << 30
 )
 
-// maxCallReply bounds the reply body a call keeps: a multi of deletes
-// and checks answers about 13 bytes per op, far below this for any
-// request within ZooKeeper's request limit.
+// maxCallReply bounds the reply body a call keeps: a multi answers at
+// most a header and a path or a stat (68 bytes) per op, far below this for
+// any request within ZooKeeper's request limit.
 const maxCallReply = 4 << 20
 
 // errNotSent: there was no established connection to write a call on;

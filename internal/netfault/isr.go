@@ -2,7 +2,6 @@ package netfault
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -203,7 +202,6 @@ func (c *Client) isr(ctx context.Context) bool {
 	var out keyOutput
 	switch {
 	case err != nil:
-		err = adminapi.FromStatus(err)
 		out = keyOutput{Unknown: true}
 	case res.GetErrorCode() == adminapi.CodeUnavailable:
 		// The change's write failed: its outcome is unknown.
@@ -218,7 +216,7 @@ func (c *Client) isr(ctx context.Context) bool {
 		out = keyOutput{Code: res.GetErrorCode()}
 	}
 	c.H.record(c.ID, in, out, call)
-	return !errors.Is(err, context.Canceled) && !out.Unknown
+	return !out.Unknown
 }
 
 // isrStep is the model's step for the bucket key (see the top of the
