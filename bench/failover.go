@@ -48,6 +48,8 @@ type ScaleFailover struct {
 	TreeSnapshots int64          `json:"tree_snapshots"`
 	MaxNodesRead  int64          `json:"max_nodes_read"`
 	Kills         []ElectionKill `json:"kills"`
+	// Unfinished says which wait did not end within the bound (ZooKeeper).
+	Unfinished string `json:"unfinished,omitempty"`
 }
 
 // measureFailover runs the row at n nodes; every store it makes is removed
@@ -92,27 +94,37 @@ func measureFailover(ctx context.Context, env *runEnv, n int) (ScaleFailover, *E
 		return f, nil, err
 	}
 	defer rig.Close()
-	if err := rig.waitLoaded(ctx, scaleWarmBound, false); err != nil {
-		return f, nil, err
+	detail, err := failoverKills(ctx, env, rig, &f, t0, scaleFailoverKills, scaleWarmBound)
+	return f, detail, err
+}
+
+// failoverKills waits (at most bound) until every coordinator of rig has
+// loaded its image (f.LoadSec, from start), then kills the leader kills
+// times, each once every standby is warm (at most bound again), timing
+// each to the first acknowledged CreateDatabase on the new leader. A wait
+// past the bound: errScaleBound.
+func failoverKills(ctx context.Context, env *runEnv, rig *electionRig, f *ScaleFailover, start time.Time, kills int, bound time.Duration) (*ElectionDetail, error) {
+	if err := rig.waitLoaded(ctx, bound, false); err != nil {
+		return nil, boundErr(ctx, err)
 	}
-	f.LoadSec = round3(time.Since(t0).Seconds())
+	f.LoadSec = round3(time.Since(start).Seconds())
 	writes := 0
 	rig.ack = func(ctx context.Context, a adminv1.AdminServiceClient) error {
 		_, err := a.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: fmt.Sprintf("failover_%d", writes)})
 		return err
 	}
 	var ds []time.Duration
-	for i := 0; i < scaleFailoverKills; i++ {
+	for i := 0; i < kills; i++ {
 		writes = i
-		if err := rig.waitLoaded(ctx, scaleWarmBound, true); err != nil {
-			return f, nil, err
+		if err := rig.waitLoaded(ctx, bound, true); err != nil {
+			return nil, boundErr(ctx, err)
 		}
 		k, err := rig.KillLeaderAndWait(ctx)
 		if err != nil {
-			return f, nil, fmt.Errorf("kill %d: %w", i+1, err)
+			return nil, fmt.Errorf("kill %d: %w", i+1, err)
 		}
-		env.opts.logf("  scale.failover: %d nodes, kill %d: %s to the write, %d snapshots, %d nodes read, %d nodes in the new leader's image",
-			f.Nodes, i+1, FormatDuration(k.TotalMicros), k.TreeSnapshots, k.NodesRead, k.ImageNodes)
+		env.opts.logf("  scale.failover (%s): %d nodes, kill %d: %s to the write, %d snapshots, %d nodes read, %d nodes in the new leader's image",
+			rig.backend, f.Nodes, i+1, FormatDuration(k.TotalMicros), k.TreeSnapshots, k.NodesRead, k.ImageNodes)
 		f.Kills = append(f.Kills, k)
 		f.TreeSnapshots += k.TreeSnapshots
 		f.MaxNodesRead = max(f.MaxNodesRead, k.NodesRead)
@@ -120,7 +132,16 @@ func measureFailover(ctx context.Context, env *runEnv, n int) (ScaleFailover, *E
 	}
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	f.P50Sec, f.MaxSec = round3(Percentile(ds, 50).Seconds()), round3(ds[len(ds)-1].Seconds())
-	return f, summarizeElections(scaleFailoverVoters, f.Kills), nil
+	return summarizeElections(len(rig.cands), f.Kills), nil
+}
+
+// boundErr marks a waitLoaded error that is its bound (not the run's
+// cancellation) with errScaleBound.
+func boundErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %w", err, errScaleBound)
 }
 
 // failoverTarget is issue 34's failover target: SIGKILL of the leader to

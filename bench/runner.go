@@ -353,7 +353,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	// Start the systems.
 	systems := map[string]*System{}
 	startErr := map[string]error{}
+	// The scale. and stream. rows start systems of their own: a run of
+	// only those starts none here.
+	needSystems := len(specs) > 0 || len(migSpecs) > 0 || len(bktSpecs) > 0
 	for _, name := range o.Backends {
+		if !needSystems {
+			break
+		}
 		o.logf("starting %s ...", name)
 		s, err := starters[name](ctx, env)
 		if err != nil {

@@ -49,6 +49,13 @@ type Scale struct {
 	// Failover is the scale.failover row's figures, the smaller size
 	// first.
 	Failover []ScaleFailover `json:"failover,omitempty"`
+	// ZooKeeper and ZooKeeperFailover are the same figures on a
+	// three-server ZooKeeper ensemble, each step bounded by
+	// ZooKeeperBoundSec (a size past it says so in Unfinished, and no
+	// larger size is tried).
+	ZooKeeper         []ScaleSize     `json:"zookeeper,omitempty"`
+	ZooKeeperFailover []ScaleFailover `json:"zookeeper_failover,omitempty"`
+	ZooKeeperBoundSec float64         `json:"zookeeper_bound_s,omitempty"`
 }
 
 // ScaleSize is the figures at one tree size. RSS figures are the peak
@@ -70,38 +77,42 @@ type ScaleSize struct {
 	CoordinatorRSSBytes int64   `json:"coordinator_rss_bytes"`
 	TabletSnapshotSec   float64 `json:"tablet_snapshot_s"`
 	TabletSnapshotNodes int     `json:"tablet_snapshot_nodes"`
-	SaveSec             float64 `json:"snapshot_save_s"`
-	SaveRSSBytes        int64   `json:"snapshot_save_rss_bytes"`
-	RestoreSec          float64 `json:"snapshot_restore_s"`
-	RestoreRSSBytes     int64   `json:"snapshot_restore_rss_bytes"`
+	SaveSec             float64 `json:"snapshot_save_s,omitempty"`
+	SaveRSSBytes        int64   `json:"snapshot_save_rss_bytes,omitempty"`
+	RestoreSec          float64 `json:"snapshot_restore_s,omitempty"`
+	RestoreRSSBytes     int64   `json:"snapshot_restore_rss_bytes,omitempty"`
 	// RestoreStoreRSSBytes is the peak of the helper process the restore
 	// runs in, which writes the store (Dragonboat and Pebble in process):
 	// the store, as the plugin beside the other verbs, not counted above.
-	RestoreStoreRSSBytes int64 `json:"snapshot_restore_store_rss_bytes"`
+	RestoreStoreRSSBytes int64 `json:"snapshot_restore_store_rss_bytes,omitempty"`
 	// AddVoterSec is `raft add-voter` of an empty member, from the call
 	// to its return (caught up, promoted); JoinerRSSBytes the new
 	// member's coordinator's resident set right when it returns (its
 	// image may still be loading from the applied log).
-	AddVoterSec    float64 `json:"add_voter_s"`
-	JoinerRSSBytes int64   `json:"joiner_rss_bytes"`
+	AddVoterSec    float64 `json:"add_voter_s,omitempty"`
+	JoinerRSSBytes int64   `json:"joiner_rss_bytes,omitempty"`
+	// Unfinished says which step did not finish within the bound
+	// (ZooKeeper), the steps after it not run.
+	Unfinished string `json:"unfinished,omitempty"`
 }
 
 func scaleSpecs() []rowSpec {
 	const note = "measured once per run, after the other rows"
 	return []rowSpec{
-		{id: "scale.import", title: "scale: import into a new Raft store (nodes/s)", group: "scale", metric: MetricThroughput, note: note, scale: true, backends: []string{Raft}},
-		{id: "scale.cold-start", title: "scale: coordinator cold start to a catalog read", group: "scale", metric: MetricP50, note: note, scale: true, backends: []string{Raft}},
-		{id: "scale.tablet-snapshot", title: "scale: a tablet server's full metadata snapshot", group: "scale", metric: MetricP50, note: note, scale: true, backends: []string{Raft}},
+		{id: "scale.import", title: "scale: import into a new store (nodes/s)", group: "scale", metric: MetricThroughput, note: note, scale: true, backends: []string{ZooKeeper, Raft}},
+		{id: "scale.cold-start", title: "scale: coordinator cold start to a catalog read", group: "scale", metric: MetricP50, note: note, scale: true, backends: []string{ZooKeeper, Raft}},
+		{id: "scale.tablet-snapshot", title: "scale: a tablet server's full metadata snapshot", group: "scale", metric: MetricP50, note: note, scale: true, backends: []string{ZooKeeper, Raft}},
 		{id: "scale.snapshot-save", title: "scale: raft snapshot save", group: "scale", metric: MetricP50, note: note, scale: true, backends: []string{Raft}},
 		{id: "scale.restore", title: "scale: raft snapshot restore into a new store", group: "scale", metric: MetricP50, note: note, scale: true, backends: []string{Raft}},
 		{id: "scale.add-voter", title: "scale: raft add-voter, an empty member until caught up and promoted", group: "scale", metric: MetricP50, note: note, scale: true, backends: []string{Raft}},
-		{id: "scale.failover", title: "scale: failover, SIGKILL of the leader to the first acknowledged write (3 voters)", group: "scale", metric: MetricP50,
-			note: fmt.Sprintf("%d kills per size, after the other rows", scaleFailoverKills), scale: true, backends: []string{Raft}},
+		{id: "scale.failover", title: "scale: failover, SIGKILL of the leader to the first acknowledged write (3 voters or servers)", group: "scale", metric: MetricP50,
+			note: fmt.Sprintf("%d kills per size on Raft, %d on ZooKeeper, after the other rows", scaleFailoverKills, scaleZKFailoverKills), scale: true, backends: []string{ZooKeeper, Raft}},
 	}
 }
 
 // runScale measures the selected scale. rows at the configured size (the
-// rows' results) and at a tenth of it (in the figures only).
+// rows' results) and at a tenth of it (in the figures only), on Raft and,
+// when the run has it, on ZooKeeper.
 func runScale(ctx context.Context, env *runEnv, specs []rowSpec) ([]Row, *Scale) {
 	nodes := env.opts.ScaleNodes
 	if nodes == 0 {
@@ -110,16 +121,19 @@ func runScale(ctx context.Context, env *runEnv, specs []rowSpec) ([]Row, *Scale)
 			nodes = scaleNodesQuick
 		}
 	}
+	sizes := []int{nodes / 10, nodes}
 	fig := &Scale{}
-	results := map[string]Result{}
-	why := ""
-	tool, err := env.toolBinary()
-	if err == nil {
-		_, err = env.binDir(Raft)
+	results := map[string]map[string]Result{}
+	set := func(id, backend string, r Result) {
+		if results[id] == nil {
+			results[id] = map[string]Result{}
+		}
+		results[id][backend] = r
 	}
-	if err != nil {
-		why = err.Error()
-	}
+	// why[backend] and failWhy[backend]: why the rows (the failover row)
+	// were not measured.
+	why, failWhy := map[string]string{}, map[string]string{}
+	tool, toolErr := env.toolBinary()
 	main, failover := false, false
 	for _, s := range specs {
 		if s.id == "scale.failover" {
@@ -128,67 +142,131 @@ func runScale(ctx context.Context, env *runEnv, specs []rowSpec) ([]Row, *Scale)
 			main = true
 		}
 	}
-	for _, n := range []int{nodes / 10, nodes} {
-		if why != "" || !main {
+	onRaft, onZK := contains(env.opts.Backends, Raft), contains(env.opts.Backends, ZooKeeper)
+	for _, b := range []string{Raft, ZooKeeper} {
+		err := toolErr
+		if err == nil {
+			_, err = env.binDir(b)
+		}
+		if err != nil {
+			why[b], failWhy[b] = err.Error(), err.Error()
+		}
+	}
+	for _, n := range sizes {
+		if why[Raft] != "" || !main || !onRaft {
 			break
 		}
 		env.opts.logf("  scale: %d nodes ...", n)
 		sz, err := measureScale(ctx, env, tool, n)
 		if err != nil {
-			why = err.Error()
+			why[Raft] = err.Error()
 			env.opts.logf("  scale: %v", err)
 			break
 		}
 		fig.Sizes = append(fig.Sizes, sz)
 		if n == nodes {
-			results["scale.import"] = fixedResult(Raft, secs(sz.ImportSec), sz.Nodes)
-			results["scale.cold-start"] = fixedResult(Raft, secs(sz.ColdStartSec), sz.Nodes)
-			results["scale.tablet-snapshot"] = fixedResult(Raft, secs(sz.TabletSnapshotSec), sz.TabletSnapshotNodes)
-			results["scale.snapshot-save"] = fixedResult(Raft, secs(sz.SaveSec), sz.Nodes)
-			results["scale.restore"] = fixedResult(Raft, secs(sz.RestoreSec), sz.Nodes)
-			results["scale.add-voter"] = fixedResult(Raft, secs(sz.AddVoterSec), sz.Nodes)
+			set("scale.import", Raft, fixedResult(Raft, secs(sz.ImportSec), sz.Nodes))
+			set("scale.cold-start", Raft, fixedResult(Raft, secs(sz.ColdStartSec), sz.Nodes))
+			set("scale.tablet-snapshot", Raft, fixedResult(Raft, secs(sz.TabletSnapshotSec), sz.TabletSnapshotNodes))
+			set("scale.snapshot-save", Raft, fixedResult(Raft, secs(sz.SaveSec), sz.Nodes))
+			set("scale.restore", Raft, fixedResult(Raft, secs(sz.RestoreSec), sz.Nodes))
+			set("scale.add-voter", Raft, fixedResult(Raft, secs(sz.AddVoterSec), sz.Nodes))
 		}
 	}
-	failWhy := ""
-	if _, err := env.binDir(Raft); err != nil {
-		failWhy = err.Error()
+	killResult := func(backend string, f ScaleFailover, detail *ElectionDetail) Result {
+		ds := make([]time.Duration, len(f.Kills))
+		for i, k := range f.Kills {
+			ds[i] = time.Duration(k.TotalMicros * 1e3)
+		}
+		res := resultFromSummary(backend, Summarize(ds, int64(len(ds)), 0), int64(len(ds)), 0, nil)
+		res.Election = detail
+		return res
 	}
-	for _, n := range []int{nodes / 10, nodes} {
-		if failWhy != "" || !failover || ctx.Err() != nil {
+	for _, n := range sizes {
+		if failWhy[Raft] != "" || !failover || !onRaft || ctx.Err() != nil {
 			break
 		}
 		env.opts.logf("  scale.failover: %d nodes ...", n)
 		f, detail, err := measureFailover(ctx, env, n)
 		if err != nil {
-			failWhy = err.Error()
+			failWhy[Raft] = err.Error()
 			env.opts.logf("  scale.failover: %v", err)
 			break
 		}
 		fig.Failover = append(fig.Failover, f)
 		if n == nodes {
-			ds := make([]time.Duration, len(f.Kills))
-			for i, k := range f.Kills {
-				ds[i] = time.Duration(k.TotalMicros * 1e3)
+			set("scale.failover", Raft, killResult(Raft, f, detail))
+		}
+	}
+	if onZK && why[ZooKeeper] == "" {
+		fig.ZooKeeperBoundSec = scaleZKBound.Seconds()
+	}
+	for _, n := range sizes {
+		if why[ZooKeeper] != "" || !onZK || ctx.Err() != nil {
+			break
+		}
+		env.opts.logf("  scale (zookeeper): %d nodes ...", n)
+		sz, f, detail, err := measureScaleZK(ctx, env, tool, n, main, failover)
+		if err != nil {
+			why[ZooKeeper], failWhy[ZooKeeper] = err.Error(), err.Error()
+			env.opts.logf("  scale (zookeeper): %v", err)
+			break
+		}
+		if main {
+			fig.ZooKeeper = append(fig.ZooKeeper, sz)
+		}
+		if f != nil {
+			fig.ZooKeeperFailover = append(fig.ZooKeeperFailover, *f)
+		}
+		if n == nodes {
+			if sz.ImportSec > 0 {
+				set("scale.import", ZooKeeper, fixedResult(ZooKeeper, secs(sz.ImportSec), sz.Nodes))
 			}
-			res := resultFromSummary(Raft, Summarize(ds, int64(len(ds)), 0), int64(len(ds)), 0, nil)
-			res.Election = detail
-			results["scale.failover"] = res
+			if sz.ColdStartSec > 0 {
+				set("scale.cold-start", ZooKeeper, fixedResult(ZooKeeper, secs(sz.ColdStartSec), sz.Nodes))
+			}
+			if sz.TabletSnapshotSec > 0 {
+				set("scale.tablet-snapshot", ZooKeeper, fixedResult(ZooKeeper, secs(sz.TabletSnapshotSec), sz.TabletSnapshotNodes))
+			}
+			if f != nil && f.Unfinished == "" {
+				set("scale.failover", ZooKeeper, killResult(ZooKeeper, *f, detail))
+			}
+		}
+		// Past the bound: the rows not measured say where, and no larger
+		// tree is tried.
+		if sz.Unfinished != "" {
+			why[ZooKeeper] = fmt.Sprintf("at %d nodes: %s", sz.Nodes, sz.Unfinished)
+			failWhy[ZooKeeper] = why[ZooKeeper]
+			break
+		}
+		if f != nil && f.Unfinished != "" {
+			failWhy[ZooKeeper] = fmt.Sprintf("at %d nodes: %s", f.Nodes, f.Unfinished)
 		}
 	}
 	var rows []Row
 	for _, s := range specs {
 		row := Row{ID: s.id, Title: s.title, Group: s.group, Metric: s.metric, Note: fmt.Sprintf("%s; a %d-node tree", s.note, nodes)}
-		res, ok := results[s.id]
-		if !ok {
-			res = Result{Backend: Raft, Unavailable: "not measured"}
-			if w := map[bool]string{false: why, true: failWhy}[s.id == "scale.failover"]; w != "" {
-				res.Unavailable += ": " + w
+		for _, b := range env.opts.Backends {
+			if !contains(s.backends, b) {
+				continue
 			}
+			res, ok := results[s.id][b]
+			if !ok {
+				res = Result{Backend: b, Unavailable: "not measured"}
+				w := why[b]
+				if s.id == "scale.failover" {
+					w = failWhy[b]
+				}
+				if w != "" {
+					res.Unavailable += ": " + w
+				}
+			}
+			row.Results = append(row.Results, res)
 		}
-		row.Results = []Result{res}
+		row.computeRatio()
 		rows = append(rows, row)
 	}
-	if len(fig.Sizes) == 0 && len(fig.Failover) == 0 {
+	if len(fig.Sizes) == 0 && len(fig.Failover) == 0 && len(fig.ZooKeeper) == 0 && len(fig.ZooKeeperFailover) == 0 {
 		return rows, nil
 	}
 	return rows, fig
@@ -217,130 +295,24 @@ func measureScale(ctx context.Context, env *runEnv, tool string, n int) (ScaleSi
 	}
 	store := []string{"--no-env", "--quiet", "-D", "metadata.backend.plugin.dir=" + plugDir,
 		"-D", "coordinator.raft.dir=" + filepath.Join(dir, "raft"), "-D", "coordinator.raft.port=" + strconv.Itoa(port)}
-	timed := func(rss *int64, sec *float64, args ...string) error {
-		t0 := time.Now()
-		v, err := peakRSS(ctx, tool, args...)
-		*rss, *sec = v, round3(time.Since(t0).Seconds())
-		return err
-	}
-	if err := timed(&sz.ImportRSSBytes, &sz.ImportSec, append([]string{"zk-to-raft-import", tree}, store...)...); err != nil {
+	if err := scaleVerbs(ctx, &sz, tool, dir, tree, store, 0, false); err != nil {
 		return sz, err
 	}
-	if err := timed(&sz.ValidateRSSBytes, &sz.ValidateSec, append([]string{"zk-to-raft-validate", tree}, store...)...); err != nil {
-		return sz, err
-	}
-	out := filepath.Join(dir, "export.jsonl")
-	if err := timed(&sz.ExportRSSBytes, &sz.ExportSec, append([]string{"migrate", "export", "--out", out}, store...)...); err != nil {
-		return sz, err
-	}
-	os.Remove(out)
-
-	// A coordinator on the store.
-	ln, err := freeLoopbackPort()
+	co, err := startScaleCoordinator(ctx, &sz, tool, dir, store, 10*time.Minute)
 	if err != nil {
 		return sz, err
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(ln)
-	logf, err := os.Create(filepath.Join(dir, "coordinator.log"))
-	if err != nil {
+	defer co.stop()
+	if err := co.measure(ctx, &sz); err != nil {
 		return sz, err
 	}
-	defer logf.Close()
-	cmd := exec.Command(tool, append([]string{"coordinator", "-D", "bind.listeners=CLIENT://" + addr, "-D", "metrics.address=127.0.0.1:0"}, store...)...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	t0 := time.Now()
-	if err := cmd.Start(); err != nil {
-		return sz, fmt.Errorf("start the coordinator: %w", err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-	}()
-	admin, err := adminclient.NewClient([]string{addr})
-	if err != nil {
-		return sz, err
-	}
-	defer admin.Close()
-	// Cold start: until the leader answers a catalog read (its image
-	// loaded), bounded.
-	deadline := t0.Add(10 * time.Minute)
-	for {
-		select {
-		case <-exited:
-			return sz, fmt.Errorf("the coordinator exited (log: %s)", logf.Name())
-		default:
-		}
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := admin.Admin(cctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
-			_, err := a.ListDatabases(ctx, &adminv1.ListDatabasesRequest{})
-			return err
-		})
-		cancel()
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil || time.Now().After(deadline) {
-			return sz, fmt.Errorf("the coordinator did not answer a catalog read within %v: %v", time.Since(t0).Round(time.Second), err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	sz.ColdStartSec = round3(time.Since(t0).Seconds())
-	// Its memory once the image stopped growing: four samples in a row
-	// within 1% (a second apart; at most two minutes).
-	var rss int64
-	for same, i := 0, 0; same < 4 && i < 120; i++ {
-		v, err := residentSet(cmd.Process.Pid)
-		if err != nil {
-			return sz, err
-		}
-		if rss > 0 && v-rss < rss/100 {
-			same++
-		} else {
-			same = 0
-		}
-		rss = v
-		time.Sleep(time.Second)
-	}
-	sz.CoordinatorRSSBytes = rss
-
-	// A tablet server's full snapshot: every part read, none kept.
-	t0 = time.Now()
-	err = admin.Tablets(ctx, func(ctx context.Context, t adminv1.TabletServerServiceClient) error {
-		sz.TabletSnapshotNodes = 0
-		st, err := t.FetchMetadataSnapshotStream(ctx, &adminv1.FetchMetadataSnapshotRequest{})
-		if err != nil {
-			return err
-		}
-		for {
-			part, err := st.Recv()
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			sz.TabletSnapshotNodes += len(part.Nodes)
-		}
-	})
-	if err != nil {
-		return sz, fmt.Errorf("a tablet server's snapshot: %w", err)
-	}
-	sz.TabletSnapshotSec = round3(time.Since(t0).Seconds())
-	if sz.TabletSnapshotNodes < sz.Nodes {
-		return sz, fmt.Errorf("a tablet server's snapshot had %d nodes, the tree %d", sz.TabletSnapshotNodes, sz.Nodes)
-	}
+	addr := co.addr
 	save := filepath.Join(dir, "backup.jsonl")
-	if err := timed(&sz.SaveRSSBytes, &sz.SaveSec, "raft", "snapshot", "save", save, "--bootstrap-servers", addr, "--wait", "30m"); err != nil {
+	t0 := time.Now()
+	if sz.SaveRSSBytes, err = peakRSS(ctx, tool, "raft", "snapshot", "save", save, "--bootstrap-servers", addr, "--wait", "30m"); err != nil {
 		return sz, err
 	}
+	sz.SaveSec = round3(time.Since(t0).Seconds())
 	// The saved file restored offline into a new single-voter store, as an
 	// operator rebuilds a cluster from a backup.
 	rport, err := freeLoopbackPort()
@@ -360,6 +332,190 @@ func measureScale(ctx context.Context, env *runEnv, tool string, n int) (ScaleSi
 		return sz, fmt.Errorf("raft add-voter: %w", err)
 	}
 	return sz, nil
+}
+
+// errScaleBound marks a ZooKeeper step of the scale. rows that did not
+// finish within scaleZKBound.
+var errScaleBound = errors.New("bound reached")
+
+// scaleVerbs runs the tree file's import into the store the flags in store
+// select (empty) and, unless importOnly, its validation and an export of
+// the store, each timed with its peak RSS. bound > 0 bounds each verb
+// (errScaleBound after) and runs the generic verbs (ZooKeeper's store).
+func scaleVerbs(ctx context.Context, sz *ScaleSize, tool, dir, tree string, store []string, bound time.Duration, importOnly bool) error {
+	timed := func(rss *int64, sec *float64, args ...string) error {
+		vctx, cancel := ctx, context.CancelFunc(func() {})
+		if bound > 0 {
+			vctx, cancel = context.WithTimeout(ctx, bound)
+		}
+		defer cancel()
+		t0 := time.Now()
+		v, err := peakRSS(vctx, tool, args...)
+		if err != nil && ctx.Err() == nil && vctx.Err() != nil {
+			return fmt.Errorf("%s did not finish within %v: %w", args[0]+" "+args[1], bound, errScaleBound)
+		}
+		*rss, *sec = v, round3(time.Since(t0).Seconds())
+		return err
+	}
+	verb := func(v string) []string {
+		if bound > 0 { // ZooKeeper: the generic verbs
+			return []string{"migrate", v}
+		}
+		return []string{"zk-to-raft-" + v}
+	}
+	if err := timed(&sz.ImportRSSBytes, &sz.ImportSec, append(append(verb("import"), tree), store...)...); err != nil || importOnly {
+		return err
+	}
+	if err := timed(&sz.ValidateRSSBytes, &sz.ValidateSec, append(append(verb("validate"), tree), store...)...); err != nil {
+		return err
+	}
+	out := filepath.Join(dir, "export.jsonl")
+	defer os.Remove(out)
+	return timed(&sz.ExportRSSBytes, &sz.ExportSec, append([]string{"migrate", "export", "--out", out}, store...)...)
+}
+
+// scaleCoordinator is a coordinator process on a scale store.
+type scaleCoordinator struct {
+	cmd    *exec.Cmd
+	addr   string
+	admin  *adminclient.Client
+	exited chan struct{}
+	log    *os.File
+}
+
+// startScaleCoordinator starts a coordinator on the store the flags in
+// store select and waits, at most bound, until it answers a catalog read
+// (its image loaded): sz.ColdStartSec. Past the bound: errScaleBound.
+func startScaleCoordinator(ctx context.Context, sz *ScaleSize, tool, dir string, store []string, bound time.Duration) (*scaleCoordinator, error) {
+	ln, err := freeLoopbackPort()
+	if err != nil {
+		return nil, err
+	}
+	co := &scaleCoordinator{addr: "127.0.0.1:" + strconv.Itoa(ln), exited: make(chan struct{})}
+	if co.log, err = os.Create(filepath.Join(dir, "coordinator.log")); err != nil {
+		return nil, err
+	}
+	co.cmd = exec.Command(tool, append([]string{"coordinator", "-D", "bind.listeners=CLIENT://" + co.addr, "-D", "metrics.address=127.0.0.1:0"}, store...)...)
+	co.cmd.Stdout, co.cmd.Stderr = co.log, co.log
+	co.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	t0 := time.Now()
+	if err := co.cmd.Start(); err != nil {
+		co.log.Close()
+		return nil, fmt.Errorf("start the coordinator: %w", err)
+	}
+	go func() { co.cmd.Wait(); close(co.exited) }()
+	if co.admin, err = adminclient.NewClient([]string{co.addr}); err != nil {
+		co.stop()
+		return nil, err
+	}
+	deadline := t0.Add(bound)
+	for {
+		select {
+		case <-co.exited:
+			co.stop()
+			return nil, fmt.Errorf("the coordinator exited (log: %s)", co.log.Name())
+		default:
+		}
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := co.admin.Admin(cctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+			_, err := a.ListDatabases(ctx, &adminv1.ListDatabasesRequest{})
+			return err
+		})
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			co.stop()
+			return nil, ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			co.stop()
+			return nil, fmt.Errorf("the coordinator did not answer a catalog read within %v (%v): %w", bound, err, errScaleBound)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	sz.ColdStartSec = round3(time.Since(t0).Seconds())
+	return co, nil
+}
+
+// measure reads the coordinator's memory once its image stopped growing
+// and times a tablet server's full snapshot from it.
+func (co *scaleCoordinator) measure(ctx context.Context, sz *ScaleSize) error {
+	if err := co.settledRSS(sz); err != nil {
+		return err
+	}
+	return co.tabletSnapshot(ctx, sz)
+}
+
+// settledRSS is the coordinator's resident set once its image stopped
+// growing: sz.CoordinatorRSSBytes.
+func (co *scaleCoordinator) settledRSS(sz *ScaleSize) error {
+	// Four samples in a row within 1% (a second apart; at most two
+	// minutes).
+	var rss int64
+	for same, i := 0, 0; same < 4 && i < 120; i++ {
+		v, err := residentSet(co.cmd.Process.Pid)
+		if err != nil {
+			return err
+		}
+		if rss > 0 && v-rss < rss/100 {
+			same++
+		} else {
+			same = 0
+		}
+		rss = v
+		time.Sleep(time.Second)
+	}
+	sz.CoordinatorRSSBytes = rss
+	return nil
+}
+
+// tabletSnapshot times a tablet server's full snapshot from the
+// coordinator (FETCH_METADATA_SNAPSHOT_STREAM): every part read, none
+// kept.
+func (co *scaleCoordinator) tabletSnapshot(ctx context.Context, sz *ScaleSize) error {
+	t0 := time.Now()
+	err := co.admin.Tablets(ctx, func(ctx context.Context, t adminv1.TabletServerServiceClient) error {
+		sz.TabletSnapshotNodes = 0
+		st, err := t.FetchMetadataSnapshotStream(ctx, &adminv1.FetchMetadataSnapshotRequest{})
+		if err != nil {
+			return err
+		}
+		for {
+			part, err := st.Recv()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			sz.TabletSnapshotNodes += len(part.Nodes)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("a tablet server's snapshot: %w", err)
+	}
+	sz.TabletSnapshotSec = round3(time.Since(t0).Seconds())
+	if sz.TabletSnapshotNodes < sz.Nodes {
+		return fmt.Errorf("a tablet server's snapshot had %d nodes, the tree %d", sz.TabletSnapshotNodes, sz.Nodes)
+	}
+	return nil
+}
+
+// stop ends the coordinator (SIGTERM, SIGKILL after 30 s).
+func (co *scaleCoordinator) stop() {
+	if co.admin != nil {
+		co.admin.Close()
+	}
+	co.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-co.exited:
+	case <-time.After(30 * time.Second):
+		syscall.Kill(-co.cmd.Process.Pid, syscall.SIGKILL)
+		<-co.exited
+	}
+	co.log.Close()
 }
 
 // measureAddVoter starts a coordinator on an empty directory as a joining
