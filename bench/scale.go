@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/metaplane/metaplane/adminclient"
+	"github.com/metaplane/metaplane/internal/procstat"
 	"github.com/metaplane/metaplane/migrate"
 	adminv1 "github.com/metaplane/metaplane/proto/metaplane/admin/v1"
 )
@@ -91,6 +93,20 @@ type ScaleSize struct {
 	// image may still be loading from the applied log).
 	AddVoterSec    float64 `json:"add_voter_s,omitempty"`
 	JoinerRSSBytes int64   `json:"joiner_rss_bytes,omitempty"`
+	// The joined member's coordinator as a standby: JoinerWarmSec from
+	// the add-voter call until it reports itself warm (its image loaded
+	// from its own member's store, its bucket states built); then
+	// StandbyWrites admin writes (CreateDatabase, one node each) on the
+	// leader, and the CPU each coordinator process used per write while
+	// the standby followed them (its plugin, the Raft member every voter
+	// runs anyway, not counted), with the standby's CPU per second when
+	// idle for comparison and its resident set once it followed them.
+	JoinerWarmSec              float64 `json:"joiner_warm_s,omitempty"`
+	StandbyWrites              int     `json:"standby_writes,omitempty"`
+	StandbyCPUMicrosPerWrite   float64 `json:"standby_cpu_us_per_write,omitempty"`
+	LeaderCPUMicrosPerWrite    float64 `json:"leader_cpu_us_per_write,omitempty"`
+	StandbyIdleCPUMicrosPerSec float64 `json:"standby_idle_cpu_us_per_s,omitempty"`
+	StandbyRSSBytes            int64   `json:"standby_rss_bytes,omitempty"`
 	// Unfinished says which step did not finish within the bound
 	// (ZooKeeper), the steps after it not run.
 	Unfinished string `json:"unfinished,omitempty"`
@@ -328,7 +344,7 @@ func measureScale(ctx context.Context, env *runEnv, tool string, n int) (ScaleSi
 	if err != nil {
 		return sz, fmt.Errorf("raft snapshot restore: %w", err)
 	}
-	if err := measureAddVoter(ctx, &sz, tool, dir, plugDir, addr, port); err != nil {
+	if err := measureAddVoter(ctx, &sz, co, tool, dir, plugDir, port); err != nil {
 		return sz, fmt.Errorf("raft add-voter: %w", err)
 	}
 	return sz, nil
@@ -376,11 +392,13 @@ func scaleVerbs(ctx context.Context, sz *ScaleSize, tool, dir, tree string, stor
 
 // scaleCoordinator is a coordinator process on a scale store.
 type scaleCoordinator struct {
-	cmd    *exec.Cmd
-	addr   string
-	admin  *adminclient.Client
-	exited chan struct{}
-	log    *os.File
+	cmd  *exec.Cmd
+	addr string
+	// metrics is its metrics listener's address.
+	metrics string
+	admin   *adminclient.Client
+	exited  chan struct{}
+	log     *os.File
 }
 
 // startScaleCoordinator starts a coordinator on the store the flags in
@@ -391,11 +409,15 @@ func startScaleCoordinator(ctx context.Context, sz *ScaleSize, tool, dir string,
 	if err != nil {
 		return nil, err
 	}
-	co := &scaleCoordinator{addr: "127.0.0.1:" + strconv.Itoa(ln), exited: make(chan struct{})}
+	mp, err := freeLoopbackPort()
+	if err != nil {
+		return nil, err
+	}
+	co := &scaleCoordinator{addr: "127.0.0.1:" + strconv.Itoa(ln), metrics: "127.0.0.1:" + strconv.Itoa(mp), exited: make(chan struct{})}
 	if co.log, err = os.Create(filepath.Join(dir, "coordinator.log")); err != nil {
 		return nil, err
 	}
-	co.cmd = exec.Command(tool, append([]string{"coordinator", "-D", "bind.listeners=CLIENT://" + co.addr, "-D", "metrics.address=127.0.0.1:0"}, store...)...)
+	co.cmd = exec.Command(tool, append([]string{"coordinator", "-D", "bind.listeners=CLIENT://" + co.addr, "-D", "metrics.address=" + co.metrics}, store...)...)
 	co.cmd.Stdout, co.cmd.Stderr = co.log, co.log
 	co.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	t0 := time.Now()
@@ -519,16 +541,21 @@ func (co *scaleCoordinator) stop() {
 }
 
 // measureAddVoter starts a coordinator on an empty directory as a joining
-// member 2 of the single-voter cluster whose coordinator serves addr (its
-// Raft member on 127.0.0.1:port) and times `raft add-voter` until it
-// returns: the member received the store (a snapshot and the log's tail),
-// caught up and was promoted.
-func measureAddVoter(ctx context.Context, sz *ScaleSize, tool, dir, plugDir, addr string, port int) error {
+// member 2 of the single-voter cluster whose coordinator is co (its Raft
+// member on 127.0.0.1:port) and times `raft add-voter` until it returns:
+// the member received the store (a snapshot and the log's tail), caught
+// up and was promoted. Then the new coordinator as a standby: until it is
+// warm, and its CPU while it follows the leader's writes.
+func measureAddVoter(ctx context.Context, sz *ScaleSize, co *scaleCoordinator, tool, dir, plugDir string, port int) error {
 	rport, err := freeLoopbackPort()
 	if err != nil {
 		return err
 	}
 	cport, err := freeLoopbackPort()
+	if err != nil {
+		return err
+	}
+	mport, err := freeLoopbackPort()
 	if err != nil {
 		return err
 	}
@@ -539,8 +566,8 @@ func measureAddVoter(ctx context.Context, sz *ScaleSize, tool, dir, plugDir, add
 	}
 	defer logf.Close()
 	cmd := exec.Command(tool, "coordinator", "--no-env", "--quiet",
-		"-D", "metadata.backend.plugin.dir="+plugDir, "-D", "metrics.address=127.0.0.1:0",
-		"-D", "bind.listeners=CLIENT://127.0.0.1:"+strconv.Itoa(cport), "-D", "coordinator.seed.nodes="+addr,
+		"-D", "metadata.backend.plugin.dir="+plugDir, "-D", "metrics.address=127.0.0.1:"+strconv.Itoa(mport),
+		"-D", "bind.listeners=CLIENT://127.0.0.1:"+strconv.Itoa(cport), "-D", "coordinator.seed.nodes="+co.addr,
 		"-D", "coordinator.raft.voters=1@127.0.0.1:"+strconv.Itoa(port)+",2@"+raftAddr, "-D", "coordinator.raft.node.id=2",
 		"-D", "coordinator.raft.port="+strconv.Itoa(rport), "-D", "coordinator.raft.dir="+filepath.Join(dir, "joiner"),
 		"-D", "coordinator.raft.join=true")
@@ -557,7 +584,7 @@ func measureAddVoter(ctx context.Context, sz *ScaleSize, tool, dir, plugDir, add
 	}()
 	t0 := time.Now()
 	out, err := exec.CommandContext(ctx, tool, "raft", "add-voter", "--id", "2", "--address", raftAddr,
-		"--bootstrap-servers", addr, "--catch-up-timeout", "30m", "--timeout", "30s", "--json").CombinedOutput()
+		"--bootstrap-servers", co.addr, "--catch-up-timeout", "30m", "--timeout", "30s", "--json").CombinedOutput()
 	sz.AddVoterSec = round3(time.Since(t0).Seconds())
 	if err != nil {
 		return fmt.Errorf("%v: %s (the joiner's log: %s)", err, strings.TrimSpace(string(out)), logf.Name())
@@ -565,7 +592,107 @@ func measureAddVoter(ctx context.Context, sz *ScaleSize, tool, dir, plugDir, add
 	if v, err := residentSet(cmd.Process.Pid); err == nil {
 		sz.JoinerRSSBytes = v
 	}
+	standby := "127.0.0.1:" + strconv.Itoa(mport)
+	if err := waitMetric(ctx, standby, "metaplane_coordinator_warm", func(v float64) bool { return v == 1 }, 10*time.Minute); err != nil {
+		return fmt.Errorf("the joined coordinator: %w (its log: %s)", err, logf.Name())
+	}
+	sz.JoinerWarmSec = round3(time.Since(t0).Seconds())
+	return measureStandby(ctx, sz, co, cmd.Process.Pid, standby)
+}
+
+// standbyWrites is the admin writes of the standby measurement.
+const standbyWrites = 1000
+
+// measureStandby measures the standby coordinator (pid, metrics on
+// standby) while it follows co's writes: standbyWrites CreateDatabase
+// calls, one at a time, until the standby's image applied the last; and
+// its CPU per second idle for as long before.
+func measureStandby(ctx context.Context, sz *ScaleSize, co *scaleCoordinator, pid int, standby string) error {
+	idle0, t0 := procstat.CPU(pid), time.Now()
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	<-sctx.Done()
+	cancel()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	sz.StandbyIdleCPUMicrosPerSec = round3(float64((procstat.CPU(pid) - idle0).Microseconds()) / time.Since(t0).Seconds())
+	s0, l0 := procstat.CPU(pid), procstat.CPU(co.cmd.Process.Pid)
+	err := co.admin.Admin(ctx, func(ctx context.Context, a adminv1.AdminServiceClient) error {
+		for i := 0; i < standbyWrites; i++ {
+			if _, err := a.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: fmt.Sprintf("standby_%d", i)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("writes on the leader: %w", err)
+	}
+	rev, err := readMetric(ctx, co.metrics, "metaplane_image_revision")
+	if err != nil {
+		return err
+	}
+	if err := waitMetric(ctx, standby, "metaplane_image_revision", func(v float64) bool { return v >= rev }, time.Minute); err != nil {
+		return fmt.Errorf("the standby did not follow the writes: %w", err)
+	}
+	sz.StandbyWrites = standbyWrites
+	sz.StandbyCPUMicrosPerWrite = round3(float64((procstat.CPU(pid) - s0).Microseconds()) / standbyWrites)
+	sz.LeaderCPUMicrosPerWrite = round3(float64((procstat.CPU(co.cmd.Process.Pid) - l0).Microseconds()) / standbyWrites)
+	if v, err := residentSet(pid); err == nil {
+		sz.StandbyRSSBytes = v
+	}
 	return nil
+}
+
+// readMetric reads one unlabelled metric from a coordinator's metrics
+// listener at addr.
+func readMetric(ctx context.Context, addr, name string) (float64, error) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(rest), 64)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("no %s in %s/metrics", name, addr)
+}
+
+// waitMetric polls a metric until ok holds, at most bound.
+func waitMetric(ctx context.Context, addr, name string, ok func(float64) bool, bound time.Duration) error {
+	deadline := time.Now().Add(bound)
+	var last error
+	for {
+		v, err := readMetric(ctx, addr, name)
+		if err == nil && ok(v) {
+			return nil
+		}
+		last = err
+		if err == nil {
+			last = fmt.Errorf("%s is %v", name, v)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not within %v: %v", bound, last)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // residentSet is process pid's resident set (VmRSS), in bytes.

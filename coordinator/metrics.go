@@ -26,6 +26,10 @@ type Metrics struct {
 	calls         *prometheus.HistogramVec
 	tablets       prometheus.GaugeFunc
 	imageRevision prometheus.GaugeFunc
+	// warm is 1 while the coordinator's image is loaded and its bucket
+	// states current (Server.Warm): a standby that would take over
+	// without reading the tree.
+	warm prometheus.GaugeFunc
 	// leaderChanges counts the changes of leader this coordinator has
 	// observed (a new leader id or epoch).
 	leaderChanges prometheus.Counter
@@ -88,10 +92,18 @@ func newMetrics(s *Server, reg prometheus.Registerer) *Metrics {
 			return 0
 		})
 	m.imageRevision = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "metaplane_image_revision",
-		Help: "The revision the leader's metadata image has applied (0 on a standby)."},
+		Help: "The revision this coordinator's metadata image has applied: the leader's, or a standby's warm image (0 before one is loaded)."},
 		func() float64 {
-			if l := s.leader.Load(); l != nil {
-				return float64(l.img.Revision())
+			if img := s.warmImage.Load(); img != nil {
+				return float64(img.Revision())
+			}
+			return 0
+		})
+	m.warm = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "metaplane_coordinator_warm",
+		Help: "1 while this coordinator's metadata image is loaded and its bucket states are current with it (a standby that would take over without reading the tree), else 0."},
+		func() float64 {
+			if s.Warm() {
+				return 1
 			}
 			return 0
 		})
@@ -101,7 +113,7 @@ func newMetrics(s *Server, reg prometheus.Registerer) *Metrics {
 			func() float64 { return float64(s.opts.PluginRestarts()) }))
 	}
 	if reg != nil {
-		reg.MustRegister(m.leader, m.epoch, m.observedEpoch, m.calls, m.tablets, m.imageRevision, m.leaderChanges, m.buildInfo,
+		reg.MustRegister(m.leader, m.epoch, m.observedEpoch, m.calls, m.tablets, m.imageRevision, m.warm, m.leaderChanges, m.buildInfo,
 			m.leaderAndIsrWrites, m.offlineBuckets, m.imageCatchUp,
 			newStatusCollector(s), m.grpc)
 	}

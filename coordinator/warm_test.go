@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/metaplane/metaplane/backends/memory"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
@@ -119,4 +121,61 @@ func TestWarmStandbyFailover(t *testing.T) {
 		t.Errorf("the new leader's image holds %d nodes, want at least %d", n, tables*20*2)
 	}
 	t.Logf("after the failover: %d snapshots, %d node reads through the client, %d nodes in the image", snapshots.Load(), reads.Load(), b.Srv.ImageNodes())
+}
+
+// gaugeValue is the value of the unlabelled metric name in reg.
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+// TestStandbyMetrics: a standby reports itself warm
+// (metaplane_coordinator_warm) once its image is loaded and its bucket
+// states built, and its image's revision (metaplane_image_revision)
+// follows the leader's writes, so that an operator reads how far it lags.
+func TestStandbyMetrics(t *testing.T) {
+	s := memory.NewStore(memory.StoreOptions{})
+	t.Cleanup(func() { s.Close() })
+	open := func(ctx context.Context) (core.MetadataBackend, error) {
+		return s.NewClient(core.ClientOptions{SessionTimeout: 2 * time.Second}), nil
+	}
+	ra, rb := prometheus.NewRegistry(), prometheus.NewRegistry()
+	a := harness.StartCoordinator(t, s, coordinator.Options{Open: open, Registerer: ra})
+	testutil.WaitFor(t, 5*time.Second, "a leads", a.Srv.IsLeader)
+	b := harness.StartCoordinator(t, s, coordinator.Options{Open: open, Registerer: rb})
+	testutil.WaitFor(t, 10*time.Second, "the standby reports itself warm", func() bool { return gaugeValue(t, rb, "metaplane_coordinator_warm") == 1 })
+	if !b.Srv.Warm() {
+		t.Fatal("metaplane_coordinator_warm is 1 on a standby that is not warm")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := newClient(t, a.Addr, b.Addr)
+	for i := 0; i < 5; i++ {
+		if err := c.Admin(ctx, func(ctx context.Context, ac adminv1.AdminServiceClient) error {
+			_, err := ac.CreateDatabase(ctx, &adminv1.CreateDatabaseRequest{Name: fmt.Sprintf("db%d", i)})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leader := gaugeValue(t, ra, "metaplane_image_revision")
+	if leader <= 0 {
+		t.Fatalf("the leader's metaplane_image_revision is %v after five writes", leader)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the standby's image revision reaches the leader's", func() bool {
+		return gaugeValue(t, rb, "metaplane_image_revision") >= leader
+	})
+	if v := gaugeValue(t, ra, "metaplane_coordinator_warm"); v != 1 {
+		t.Errorf("the leader's metaplane_coordinator_warm is %v, want 1", v)
+	}
 }
