@@ -375,7 +375,7 @@ func (a *adminService) ElectLeaders(ctx context.Context, r *adminv1.ElectLeaders
 		ks := keys
 		if r.Table == "" {
 			for _, b := range l.buckets.buckets {
-				ks = append(ks, stateKey(l.buckets.resolve(b)))
+				ks = append(ks, stateKey(b))
 			}
 		}
 		recs, err := rd.load(ctx, ks)

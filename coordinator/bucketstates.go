@@ -35,19 +35,23 @@ type bucketStates struct {
 	servers chan struct{}
 
 	// The notifier's own state.
-	buckets map[string]*bucketState // by leader_isr path; a partition's TableId is -1 here (see resolve)
+	// buckets holds each bucket's state by its leader_isr path; a
+	// partition's bucket carries its partition's table id when the
+	// partition's assignment names one (put resolves it: the assignment
+	// is the buckets' parent, read before them), else -1.
+	buckets map[string]*bucketState
 	// owned indexes buckets' paths by their owner, the table's or the
-	// partition's assignment node they are below (ownerOf), so that a
-	// changed node below an owner drops what was kept below it without a
-	// pass over every bucket.
-	owned     map[string]map[string]struct{}
+	// partition's assignment node they are below (ownerOf), each list
+	// sorted, so that a changed node below an owner drops what was kept
+	// below it without a pass over every bucket. (A sorted list, not a
+	// set: a few words a bucket instead of a small map an owner.)
+	owned     map[string][]string
 	partTable map[int64]int64 // partition id -> table id, from the partition assignments
-	// lists holds every replica's buckets, resolved and in (table,
-	// partition, bucket) order, kept in step with each bucket's change
-	// (listed: the entry of each path in them) unless regroup is set, when
-	// perServer rebuilds them all (after a rebuild from the subtree).
+	// lists holds every replica's buckets (the states in buckets
+	// themselves) in (table, partition, bucket) order, kept in step with
+	// each bucket's change unless regroup is set, when perServer rebuilds
+	// them all (after a rebuild from the subtree).
 	lists   map[int32][]*bucketState
-	listed  map[string]*bucketState
 	regroup bool
 	// offline holds the buckets without a leader (leader -1), by path,
 	// kept in step with every change: the controller gives them a leader
@@ -68,7 +72,7 @@ const bucketStatesMaxDirty = 4096
 
 func newBucketStates() *bucketStates {
 	return &bucketStates{dirty: map[string]struct{}{}, all: true, wake: make(chan struct{}, 1), servers: make(chan struct{}, 1),
-		buckets: map[string]*bucketState{}, owned: map[string]map[string]struct{}{}, partTable: map[int64]int64{}, regroup: true,
+		buckets: map[string]*bucketState{}, owned: map[string][]string{}, partTable: map[int64]int64{}, regroup: true,
 		offline: map[string]*bucketState{}}
 }
 
@@ -252,7 +256,8 @@ func (s *bucketStates) drop(p string) {
 		}
 	}
 	if o, ok := ownerOf(p); ok {
-		for q := range s.owned[o] {
+		// forget changes the list: walk a copy.
+		for _, q := range slices.Clone(s.owned[o]) {
 			forget(q)
 		}
 	} else {
@@ -284,9 +289,10 @@ func ownerOf(p string) (string, bool) {
 }
 
 // setPartition records (ok) or forgets partition id's table. Its
-// buckets, listed with the table id they had, need no pass here: they are
-// below its path, so the refresh that takes this change puts them again
-// (refresh reads each changed path's whole subtree, parent first).
+// buckets, kept with the table id they had, need no pass here: they are
+// below its path, so the refresh that takes this change puts them again,
+// with the new table id (refresh reads each changed path's whole subtree,
+// parent first).
 func (s *bucketStates) setPartition(id, table int64, ok bool) {
 	if ok {
 		s.partTable[id] = table
@@ -304,39 +310,39 @@ func (s *bucketStates) setBucket(p string, b *bucketState) {
 	} else {
 		delete(s.offline, p)
 	}
+	old, had := s.buckets[p]
 	if b == nil {
 		delete(s.buckets, p)
-		if set := s.owned[o]; set != nil {
-			delete(set, p)
-			if len(set) == 0 {
+		if l := s.owned[o]; l != nil {
+			if i, found := slices.BinarySearch(l, p); found {
+				l = slices.Delete(l, i, i+1)
+			}
+			if len(l) == 0 {
 				delete(s.owned, o)
+			} else {
+				s.owned[o] = l
 			}
 		}
 	} else {
 		s.buckets[p] = b
-		set := s.owned[o]
-		if set == nil {
-			set = map[string]struct{}{}
-			s.owned[o] = set
+		if l := s.owned[o]; !had {
+			i, _ := slices.BinarySearch(l, p)
+			s.owned[o] = slices.Insert(l, i, p)
 		}
-		set[p] = struct{}{}
 	}
 	if s.regroup {
 		return
 	}
-	if old, ok := s.listed[p]; ok {
+	if had {
 		for _, r := range old.Isr {
 			s.unlist(r, old)
 		}
-		delete(s.listed, p)
 	}
 	if b != nil {
-		e := s.resolve(b)
-		s.listed[p] = e
-		for _, r := range e.Isr {
+		for _, r := range b.Isr {
 			l := s.lists[r]
-			i, _ := slices.BinarySearchFunc(l, e, cmpBucket)
-			s.lists[r] = slices.Insert(l, i, e)
+			i, _ := slices.BinarySearchFunc(l, b, cmpBucket)
+			s.lists[r] = slices.Insert(l, i, b)
 		}
 	}
 }
@@ -354,20 +360,6 @@ func (s *bucketStates) unlist(r int32, e *bucketState) {
 	} else {
 		s.lists[r] = l
 	}
-}
-
-// resolve is b with its partition's table id, when it is a partition's
-// bucket whose assignment names one.
-func (s *bucketStates) resolve(b *bucketState) *bucketState {
-	if b.PartitionId < 0 {
-		return b
-	}
-	t, ok := s.partTable[b.PartitionId]
-	if !ok || t == b.TableId {
-		return b
-	}
-	return &bucketState{TableId: t, PartitionId: b.PartitionId, Bucket: b.Bucket,
-		Leader: b.Leader, LeaderEpoch: b.LeaderEpoch, Isr: b.Isr, BucketEpoch: b.BucketEpoch}
 }
 
 // cmpBucket orders buckets by table, partition and bucket.
@@ -397,6 +389,11 @@ func (s *bucketStates) put(cat *catalog.Catalog, n core.Node) {
 		s.setBucket(n.Path, nil)
 		return
 	}
+	if partitionID >= 0 {
+		if t, ok := s.partTable[partitionID]; ok {
+			tableID = t
+		}
+	}
 	s.setBucket(n.Path, &bucketState{TableId: tableID, PartitionId: partitionID, Bucket: bucket,
 		Leader: lai.Leader, LeaderEpoch: lai.LeaderEpoch, Isr: lai.ISR, BucketEpoch: lai.BucketEpoch})
 }
@@ -409,12 +406,10 @@ func (s *bucketStates) perServer() map[int32][]*bucketState {
 	if !s.regroup {
 		return s.lists
 	}
-	s.lists, s.listed = map[int32][]*bucketState{}, make(map[string]*bucketState, len(s.buckets))
-	for p, b := range s.buckets {
-		e := s.resolve(b)
-		s.listed[p] = e
-		for _, r := range e.Isr {
-			s.lists[r] = append(s.lists[r], e)
+	s.lists = map[int32][]*bucketState{}
+	for _, b := range s.buckets {
+		for _, r := range b.Isr {
+			s.lists[r] = append(s.lists[r], b)
 		}
 	}
 	for _, l := range s.lists {
