@@ -132,7 +132,10 @@ func flussTree(n int) []string {
 }
 
 // fillTree writes paths into c in transactions of 500 creates, each node
-// holding ~200 bytes.
+// holding ~200 bytes. A transaction that fails unavailable (a timeout on
+// a loaded machine: its outcome unknown) is retried unless its first node
+// exists (a transaction applies whole or not at all), a few times with a
+// growing pause.
 func fillTree(ctx context.Context, c core.MetadataBackend, paths []string) error {
 	data := []byte(`{"version":1,"schema_id":1,"bucket_count":3,"properties":{"table.replication.factor":"3"},"custom_properties":{},"comment":"bench table","created_time":1700000000000,"modified_time":1700000000000}`)
 	for i := 0; i < len(paths); i += 500 {
@@ -140,7 +143,20 @@ func fillTree(ctx context.Context, c core.MetadataBackend, paths []string) error
 		for _, p := range paths[i:min(i+500, len(paths))] {
 			ops = append(ops, core.CreateOp(p, data, core.Persistent))
 		}
-		if _, err := c.Txn(ctx, ops, core.TxnOptions{}); err != nil {
+		_, err := c.Txn(ctx, ops, core.TxnOptions{})
+		for try := 1; try <= 5 && errors.Is(err, core.ErrUnavailable) && ctx.Err() == nil; try++ {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Duration(try) * time.Second):
+			}
+			rs, gerr := c.GetMany(ctx, []string{ops[0].Path}, core.ReadOptions{})
+			if gerr == nil && rs[0].Err == nil {
+				err = nil // it was applied
+				break
+			}
+			_, err = c.Txn(ctx, ops, core.TxnOptions{})
+		}
+		if err != nil {
 			return fmt.Errorf("fill the tree (%s...): %w", ops[0].Path, err)
 		}
 	}

@@ -77,12 +77,17 @@ type ScaleSize struct {
 	ExportRSSBytes      int64   `json:"export_rss_bytes"`
 	ColdStartSec        float64 `json:"cold_start_s"`
 	CoordinatorRSSBytes int64   `json:"coordinator_rss_bytes"`
-	TabletSnapshotSec   float64 `json:"tablet_snapshot_s"`
-	TabletSnapshotNodes int     `json:"tablet_snapshot_nodes"`
-	SaveSec             float64 `json:"snapshot_save_s,omitempty"`
-	SaveRSSBytes        int64   `json:"snapshot_save_rss_bytes,omitempty"`
-	RestoreSec          float64 `json:"snapshot_restore_s,omitempty"`
-	RestoreRSSBytes     int64   `json:"snapshot_restore_rss_bytes,omitempty"`
+	// CoordinatorHeapInuseBytes and CoordinatorNextGCBytes are the Go
+	// runtime's heap in use and next collection goal when the RSS was
+	// read (go_memstats_heap_inuse_bytes, go_memstats_next_gc_bytes).
+	CoordinatorHeapInuseBytes int64   `json:"coordinator_heap_inuse_bytes,omitempty"`
+	CoordinatorNextGCBytes    int64   `json:"coordinator_next_gc_bytes,omitempty"`
+	TabletSnapshotSec         float64 `json:"tablet_snapshot_s"`
+	TabletSnapshotNodes       int     `json:"tablet_snapshot_nodes"`
+	SaveSec                   float64 `json:"snapshot_save_s,omitempty"`
+	SaveRSSBytes              int64   `json:"snapshot_save_rss_bytes,omitempty"`
+	RestoreSec                float64 `json:"snapshot_restore_s,omitempty"`
+	RestoreRSSBytes           int64   `json:"snapshot_restore_rss_bytes,omitempty"`
 	// RestoreStoreRSSBytes is the peak of the helper process the restore
 	// runs in, which writes the store (Dragonboat and Pebble in process):
 	// the store, as the plugin beside the other verbs, not counted above.
@@ -490,6 +495,15 @@ func (co *scaleCoordinator) settledRSS(sz *ScaleSize) error {
 		time.Sleep(time.Second)
 	}
 	sz.CoordinatorRSSBytes = rss
+	// What the Go runtime says of it (its metrics listener): the live
+	// heap as of the last collection is about half of the next
+	// collection's goal at the default GOGC.
+	if v, err := readMetric(context.Background(), co.metrics, "go_memstats_heap_inuse_bytes"); err == nil {
+		sz.CoordinatorHeapInuseBytes = int64(v)
+	}
+	if v, err := readMetric(context.Background(), co.metrics, "go_memstats_next_gc_bytes"); err == nil {
+		sz.CoordinatorNextGCBytes = int64(v)
+	}
 	return nil
 }
 
