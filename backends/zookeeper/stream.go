@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -56,6 +58,95 @@ import (
 // (a few nodes, one round trip), so rounds end as soon as one round trip
 // passes without a write below the prefix; at most snapshotRounds rounds
 // (ErrUnavailable after).
+//
+// Servers before 3.6 have no addWatch: 3.5 answers it with ZUNIMPLEMENTED
+// and closes the connection, an older one may not answer at all. The
+// snapshot then opens a fresh connection and reads the same way (pass 1
+// into the spill file, rounds, pages of the spill merged with the
+// overrides) with ZooKeeper's ordinary one-shot watches instead (oneShot):
+// every read sets them.
+//
+//   - getData with watch: a data watch, fired (once) by a set of the node
+//     (NodeDataChanged) or its deletion (NodeDeleted);
+//   - getChildren2 with watch: a child watch, fired (once) by the create
+//     or delete of a child (NodeChildrenChanged) or the node's deletion
+//     (NodeDeleted); read for every node, a leaf too (a child may come);
+//   - the prefix, when it is missing: exists with watch, fired by its
+//     create (NodeCreated).
+//
+// The backend writes those requests itself on the connection (wire.call)
+// and decodes their replies: go-zookeeper's GetW and ChildrenW would keep a
+// channel per node in the library until its watch fires (most never do:
+// memory per node of the tree). The one exception is a reply over
+// maxCallReply, which wire.call does not keep (a child list that long, or
+// data on a server whose jute.maxbuffer allows it): that node is read with
+// ChildrenW or GetW (one channel, for that node).
+//
+// A fired watch is gone until its node is read again with a watch, so a
+// round re-reads (with watches) every node with an event: its data and
+// stat after NodeDataChanged; after NodeChildrenChanged, NodeDeleted or
+// NodeCreated also its children, and then every child that is not known
+// and its whole subtree, in the same round. A node is known when it is in
+// the result: in the overrides (not deleted), or spilled by pass 1 and not
+// overridden (looked up in the spill file through an index of one path per
+// spillIndexBytes of it). A child that vanished needs no diff against an
+// older list: its own data or child watch fires NodeDeleted, and a later
+// round reads it gone. The events are taken off the byte stream below the
+// tap (eventConn), not from the library's callback: the tap hands a reply
+// to wire.call as soon as it is read, before the library has handled the
+// events ahead of it, and an event must be taken before any reply after
+// it.
+//
+// Why a round that takes no event ends at one zxid's state. Round k takes
+// the events that arrived so far, then reads (every request's reply in);
+// let B be the point at which the server handled the request whose reply
+// came last (a server handles a session's requests in order and answers
+// them in order: every read of the round was handled at or before B). The
+// next round takes no event. ZooKeeper sends an event to a watching
+// session before the reply to any request it handles after the change, on
+// the same connection, and eventConn takes it before that reply is handed
+// over.
+//
+//  1. Every node in the result is its state at B. Take its latest data
+//     read and its latest children read (each set its watch, or found one
+//     set and not fired). A change after them and before B fires one of
+//     those watches (a set: the data watch; a child's create or delete:
+//     the child watch; the node's delete: both), and the event arrives
+//     after the read was sent and before the last reply. The read was sent
+//     in round j <= k (pass 1 is round 0), after round j took its events;
+//     no event came after round k took its own, so round i, j < i <= k,
+//     took it and read that part of the node again: not the latest read.
+//     A contradiction: no change. The stat's data fields (version,
+//     mzxid, mtime, length) move only with a set, its children fields
+//     (count, pzxid) only with a child's create or delete, the rest only
+//     with a new node (after a delete); a read of data only keeps the
+//     stat of that read, whose children fields have not moved since the
+//     latest children read, before it.
+//  2. Every node present at B is in the result. The prefix: when the
+//     result lacks it, its latest read found it missing and set an exists
+//     watch, which a create would have fired. A node below: by induction
+//     its parent is in the result, and by 1 the parent's children at B
+//     are those of its latest children read. Every child of that
+//     list was known then, or was read in the same round (a round reads
+//     unknown children until none is left). It is still in the result: it
+//     would leave it only by a later read that found it missing, after a
+//     delete after the parent's list, which fires the parent's child
+//     watch (by 1, none did). And a child of the list that its read found
+//     missing was deleted after the list: the same.
+//  3. Nothing else is: every node in the result exists at B (by 1).
+//
+// So the result is the prefix's state at B, and, as on the main path, at
+// its highest zxid (or, when no node is left, the last reply's zxid).
+//
+// Memory: as on the main path (pass 1's pending paths, a batch, the
+// overrides: the nodes created, changed or deleted while the snapshot
+// read, with the subtrees created meanwhile, and one page), plus the spill
+// file's index and, during a round, the child names of the nodes whose
+// children changed. The server holds a data and a child watch per node of
+// the subtree for the snapshot's session (its memory, per node) until the
+// session closes at the end. Termination: as on the main path, with
+// rounds of a few round trips (the reads of changed nodes, then one per
+// level of the subtrees created meanwhile), within snapshotRounds.
 
 const (
 	// snapWatchXid is the xid of the injected addWatch request.
@@ -68,6 +159,22 @@ const (
 	snapshotBatch = 256
 	// snapshotRounds bounds the rounds that re-read changed nodes.
 	snapshotRounds = 10000
+	// The reads of the one-shot fallback: ZooKeeper's opcodes.
+	opExists       = 3
+	opGetData      = 4
+	opGetChildren2 = 12
+	// zkNoNode is ZooKeeper's NoNode error code.
+	zkNoNode = -101
+	// spillIndexBytes: the one-shot fallback indexes the spill file with
+	// one path per this many bytes of it.
+	spillIndexBytes = 64 << 10
+)
+
+// What an event asks the one-shot fallback's next round to read again:
+// the node's data and stat (evData), and also its children (evKids).
+const (
+	evData uint8 = 1 << iota
+	evKids
 )
 
 // snapshotDone, when set (tests), is told what each streamed snapshot
@@ -83,10 +190,14 @@ var _ core.SnapshotStreamer = (*Backend)(nil)
 // StreamSnapshot calls fn with the nodes at or below prefix as of one zxid,
 // in path order, a page of about pageBytes at a time (see the comment
 // above for how). A missing prefix is one call with no nodes, at the
-// current revision. On a server without persistent recursive watches it
-// falls back to the read-and-verify passes (the whole tree in memory, and
-// ErrUnavailable when the prefix changes during each of them). Errors:
-// ErrInvalidPath, ErrUnavailable, ErrClosed, fn's, context errors.
+// current revision. On a server without persistent recursive watches
+// (before 3.6) it reads the same way with one-shot watches, on a second
+// connection. It is safe for concurrent use; fn is called on the caller's
+// goroutine, and the nodes it gets are valid only during the call.
+// Cancelling ctx stops the reads (fn is no longer called once they end).
+// Errors: ErrInvalidPath, ErrUnavailable (among others, when the prefix
+// changes during each of snapshotRounds rounds), ErrClosed, fn's, context
+// errors.
 func (b *Backend) StreamSnapshot(ctx context.Context, prefix string, pageBytes int, fn func(rev int64, nodes []core.Node) error) error {
 	if b.isClosed() {
 		return core.ErrClosed
@@ -112,13 +223,10 @@ func (b *Backend) StreamSnapshot(ctx context.Context, prefix string, pageBytes i
 	if !ok {
 		return fn(b.wire.lastZxid.Load(), nil)
 	}
-	sc, err := b.openSnapConn(ctx, prefix)
+	sc, err := b.openSnapConn(ctx, prefix, true)
 	if errors.Is(err, errNoRecursiveWatch) {
-		snap, err := b.snapshotPasses(ctx, prefix)
-		if err != nil {
-			return err
-		}
-		return core.PageNodes(snap.Nodes, pageBytes, func(nodes []core.Node) error { return fn(snap.Revision, nodes) })
+		// A 3.5 server closes the connection that asked: a fresh one.
+		sc, err = b.openSnapConn(ctx, prefix, false)
 	}
 	if err != nil {
 		return err
@@ -127,7 +235,7 @@ func (b *Backend) StreamSnapshot(ctx context.Context, prefix string, pageBytes i
 	if err := sc.read(ctx); err != nil {
 		return b.closedErr(err)
 	}
-	sc.conn.Close() // the watch ends with the session
+	sc.conn.Close() // the watches end with the session
 	return sc.emit(pageBytes, fn)
 }
 
@@ -165,9 +273,13 @@ type snapConn struct {
 	onceConn  sync.Once
 	watchErr  chan int32 // the addWatch reply's error code
 
+	// oneShot: the server has no addWatch; every read sets one-shot
+	// watches (see the comment above).
+	oneShot bool
+
 	mu      sync.Mutex
-	dirty   map[string]struct{} // paths with an event since they were taken
-	broken  error               // the connection was lost: the watch with it
+	dirty   map[string]uint8 // paths with an event since they were taken: what to read again
+	broken  error            // the connection was lost: the watches with it
 	hadConn bool
 
 	spill   *os.File
@@ -176,18 +288,31 @@ type snapConn struct {
 	over    map[string]*core.Node // re-read nodes; nil: deleted
 	maxZxid int64
 	lastRev int64 // the zxid of the last reply when the reads ended
+
+	// The spill file's size and index (oneShot only): a path and its
+	// record's offset, every spillIndexBytes, in path order.
+	spillOff   int64
+	spillIndex []spillMark
+}
+
+// spillMark is one entry of the spill file's index.
+type spillMark struct {
+	path string
+	off  int64
 }
 
 // openSnapConn opens the snapshot's own connection, registers the
-// recursive watch on prefix and syncs the server (its reads then see
-// every write committed before). Errors: errNoRecursiveWatch,
-// ErrUnavailable, context errors.
-func (b *Backend) openSnapConn(ctx context.Context, prefix string) (*snapConn, error) {
+// recursive watch on prefix (when recursive; else the reads will set
+// one-shot watches) and syncs the server (its reads then see every write
+// committed before). Errors: errNoRecursiveWatch, ErrUnavailable, context
+// errors.
+func (b *Backend) openSnapConn(ctx context.Context, prefix string, recursive bool) (*snapConn, error) {
 	sc := &snapConn{
 		b: b, prefix: prefix, wire: &wireState{},
 		connected: make(chan struct{}),
 		watchErr:  make(chan int32, 1),
-		dirty:     map[string]struct{}{},
+		oneShot:   !recursive,
+		dirty:     map[string]uint8{},
 		over:      map[string]*core.Node{},
 	}
 	sc.wire.replies = func(r reply) {
@@ -198,8 +323,12 @@ func (b *Backend) openSnapConn(ctx context.Context, prefix string) (*snapConn, e
 			}
 		}
 	}
+	dial := sc.wire.dialer()
+	if sc.oneShot {
+		dial = sc.dialer()
+	}
 	conn, _, err := zk.Connect(b.servers, b.timeout,
-		zk.WithDialer(sc.wire.dialer()),
+		zk.WithDialer(dial),
 		zk.WithEventCallback(sc.onEvent),
 		zk.WithLogger(discardLogger{}),
 		zk.WithLogInfo(false),
@@ -225,6 +354,9 @@ func (b *Backend) openSnapConn(ctx context.Context, prefix string) (*snapConn, e
 		return fail(fmt.Errorf("%w: no session for a snapshot within zookeeper.client.connection-timeout (%v)", core.ErrUnavailable, b.opts.ConnectionTimeout))
 	}
 	zp := b.zpath(prefix)
+	if !recursive {
+		return sc.synced(zp)
+	}
 	xid := int32(snapWatchXid)
 	body := binary.BigEndian.AppendUint32(nil, uint32(xid))
 	body = binary.BigEndian.AppendUint32(body, opAddWatch)
@@ -247,13 +379,21 @@ func (b *Backend) openSnapConn(ctx context.Context, prefix string) (*snapConn, e
 		// the connection: no reply.
 		return fail(errNoRecursiveWatch)
 	}
-	if err := sc.err(); err != nil {
-		return fail(err)
-	}
-	if !b.standalone {
-		if _, err := conn.Sync(zp); err != nil {
-			return fail(mapErr(err, prefix, false))
+	return sc.synced(zp)
+}
+
+// synced syncs the snapshot connection's server (not needed on a
+// standalone one) and returns sc, or closes it and returns the error.
+func (sc *snapConn) synced(zp string) (*snapConn, error) {
+	err := sc.err()
+	if err == nil && !sc.b.standalone {
+		if _, serr := sc.conn.Sync(zp); serr != nil {
+			err = mapErr(serr, sc.prefix, false)
 		}
+	}
+	if err != nil {
+		sc.close()
+		return nil, err
 	}
 	return sc, nil
 }
@@ -277,11 +417,14 @@ func (sc *snapConn) onEvent(ev zk.Event) {
 			sc.mu.Unlock()
 		}
 	case zk.EventNodeCreated, zk.EventNodeDeleted, zk.EventNodeDataChanged, zk.EventNodeChildrenChanged:
+		if sc.oneShot {
+			return // eventConn took it off the byte stream
+		}
 		p := sc.b.rel(ev.Path)
 		sc.mu.Lock()
-		sc.dirty[p] = struct{}{}
+		sc.dirty[p] = evData
 		if (ev.Type == zk.EventNodeCreated || ev.Type == zk.EventNodeDeleted) && p != sc.prefix {
-			sc.dirty[core.ParentPath(p)] = struct{}{}
+			sc.dirty[core.ParentPath(p)] = evData
 		}
 		sc.mu.Unlock()
 	case zk.EventNotWatching:
@@ -300,12 +443,19 @@ func (sc *snapConn) err() error {
 }
 
 // takeDirty returns the paths changed since the last take.
-func (sc *snapConn) takeDirty() map[string]struct{} {
+func (sc *snapConn) takeDirty() map[string]uint8 {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	d := sc.dirty
-	sc.dirty = map[string]struct{}{}
+	sc.dirty = map[string]uint8{}
 	return d
+}
+
+// markDirty asks the next round to read p again (what: evData, evKids).
+func (sc *snapConn) markDirty(p string, what uint8) {
+	sc.mu.Lock()
+	sc.dirty[p] |= what
+	sc.mu.Unlock()
 }
 
 func (sc *snapConn) close() {
@@ -342,6 +492,12 @@ func (sc *snapConn) read(ctx context.Context) error {
 			}
 			return nil
 		}
+		if sc.oneShot {
+			if err := sc.reread(ctx, d); err != nil {
+				return err
+			}
+			continue
+		}
 		paths := make([]string, 0, len(d))
 		for p := range d {
 			paths = append(paths, p)
@@ -370,10 +526,14 @@ func (sc *snapConn) note(st core.Stat) {
 }
 
 // get reads p's data and stat, and its children's names when kids and it
-// has some. A missing node is nil.
+// has some (oneShot: when kids, a leaf's too; see getWatched). A missing
+// node is nil.
 func (sc *snapConn) get(ctx context.Context, p string, kids bool) (*core.Node, []string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
+	}
+	if sc.oneShot {
+		return sc.getWatched(ctx, p, kids)
 	}
 	zp := sc.b.zpath(p)
 	data, st, err := sc.conn.Get(zp)
@@ -468,12 +628,23 @@ func (sc *snapConn) write(n *core.Node) error {
 	if _, err := sc.spillW.Write(n.Data); err != nil {
 		return fmt.Errorf("snapshot spill file: %w", err)
 	}
+	if sc.oneShot {
+		if k := len(sc.spillIndex); k == 0 || sc.spillOff-sc.spillIndex[k-1].off >= spillIndexBytes {
+			sc.spillIndex = append(sc.spillIndex, spillMark{path: n.Path, off: sc.spillOff})
+		}
+		sc.spillOff += int64(len(b) + len(n.Data))
+	}
 	sc.nspill++
 	return nil
 }
 
 // readSpill reads the next node of the spill file; io.EOF at its end.
 func readSpill(r *bufio.Reader) (core.Node, error) {
+	return readSpillNode(r, true)
+}
+
+// readSpillNode is readSpill; without data, it skips the node's data.
+func readSpillNode(r *bufio.Reader, data bool) (core.Node, error) {
 	var n core.Node
 	pl, err := binary.ReadUvarint(r)
 	if err != nil {
@@ -496,7 +667,11 @@ func readSpill(r *bufio.Reader) (core.Node, error) {
 	}
 	n.Stat = core.Stat{Version: v[0], CreateRevision: v[1], ModifyRevision: v[2], CreateTime: v[3], ModifyTime: v[4],
 		EphemeralOwner: v[5], NumChildren: int32(v[6]), DataLength: int32(v[7]), ChildrenRevision: v[8]}
-	if dl > 0 {
+	if dl > 0 && !data {
+		if _, err := r.Discard(int(dl)); err != nil {
+			return n, io.ErrUnexpectedEOF
+		}
+	} else if dl > 0 {
 		n.Data = make([]byte, dl)
 		if _, err := io.ReadFull(r, n.Data); err != nil {
 			return n, io.ErrUnexpectedEOF
@@ -581,6 +756,436 @@ func (sc *snapConn) emit(pageBytes int, fn func(rev int64, nodes []core.Node) er
 		return fn(rev, page)
 	}
 	return nil
+}
+
+// dialer is wireState.dialer with an eventConn under the tap (oneShot):
+// the events on the byte stream are taken before the tap hands over the
+// replies that follow them.
+func (sc *snapConn) dialer() func(network, address string, timeout time.Duration) (net.Conn, error) {
+	w := sc.wire
+	return func(network, address string, timeout time.Duration) (net.Conn, error) {
+		w.dials.Add(1)
+		c, err := net.DialTimeout(network, address, timeout)
+		if err != nil {
+			return nil, err
+		}
+		tc := &tapConn{Conn: &eventConn{Conn: c, sc: sc, first: true}, w: w, first: true}
+		w.mu.Lock()
+		w.cur = tc
+		w.mu.Unlock()
+		return tc, nil
+	}
+}
+
+// eventConn reads the watch events (xid -1) off a snapshot connection's
+// byte stream as it is read, below the tap: noteEvent has taken every
+// event ahead of a reply before the tap hands that reply to wire.call.
+// Every packet is a 4-byte length and a body; the first body is the
+// connect response, every later one starts with the reply header (xid
+// int32, zxid int64, err int32); an event's body after it is type int32,
+// state int32, path. Only the library's receive goroutine reads a
+// connection, so it needs no lock.
+type eventConn struct {
+	net.Conn
+	sc     *snapConn
+	first  bool    // the next body is the connect response
+	lenBuf [4]byte // length prefix being read
+	lenN   int
+	remain int    // bytes of the current body still to come
+	body   []byte // the current body's bytes kept: the header, all of an event
+}
+
+func (c *eventConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.feed(p[:n])
+	return n, err
+}
+
+func (c *eventConn) feed(b []byte) {
+	for len(b) > 0 {
+		if c.remain == 0 {
+			k := copy(c.lenBuf[c.lenN:], b)
+			c.lenN += k
+			b = b[k:]
+			if c.lenN < 4 {
+				return
+			}
+			c.lenN = 0
+			c.remain = int(binary.BigEndian.Uint32(c.lenBuf[:]))
+			c.body = c.body[:0]
+			if c.remain == 0 {
+				c.first = false
+			}
+			continue
+		}
+		k := min(len(b), c.remain)
+		// Keep the reply header, and the rest of an event's body.
+		if keep := len(c.body) < 16 || int32(binary.BigEndian.Uint32(c.body[0:4])) == -1; keep && !c.first {
+			c.body = append(c.body, b[:k]...)
+		}
+		b = b[k:]
+		c.remain -= k
+		if c.remain == 0 {
+			if c.first {
+				c.first = false
+			} else if len(c.body) >= 28 && int32(binary.BigEndian.Uint32(c.body[0:4])) == -1 {
+				typ := zk.EventType(int32(binary.BigEndian.Uint32(c.body[16:20])))
+				if l := int(int32(binary.BigEndian.Uint32(c.body[24:28]))); l >= 0 && len(c.body) >= 28+l {
+					c.sc.noteEvent(typ, string(c.body[28:28+l]))
+				}
+			}
+			if cap(c.body) > 64<<10 {
+				c.body = nil // a large event: not kept for the next
+			}
+		}
+	}
+}
+
+// noteEvent records a watch event of the one-shot fallback: what the next
+// round reads again.
+func (sc *snapConn) noteEvent(typ zk.EventType, zp string) {
+	var what uint8
+	switch typ {
+	case zk.EventNodeDataChanged:
+		what = evData
+	case zk.EventNodeCreated, zk.EventNodeDeleted, zk.EventNodeChildrenChanged:
+		// The parent of a created or deleted node has its own event (its
+		// child watch).
+		what = evData | evKids
+	default:
+		return
+	}
+	sc.markDirty(sc.b.rel(zp), what)
+}
+
+// reread is a round of the one-shot fallback: it reads again, with
+// watches, every path of d (its children too where d says evKids), then
+// every child not known and its subtree, until none is left.
+func (sc *snapConn) reread(ctx context.Context, d map[string]uint8) error {
+	type job struct {
+		path string
+		kids bool
+	}
+	work := make([]job, 0, len(d))
+	for p, what := range d {
+		work = append(work, job{p, what&evKids != 0})
+	}
+	for len(work) > 0 {
+		sort.Slice(work, func(i, j int) bool { return work[i].path < work[j].path })
+		nodes := make([]*core.Node, len(work))
+		kids := make([][]string, len(work))
+		err := parallel(len(work), func(i int) error {
+			var err error
+			nodes[i], kids[i], err = sc.getWatched(ctx, work[i].path, work[i].kids)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for i, j := range work {
+			n := nodes[i]
+			if _, had := sc.over[j.path]; n == nil && !had && d[j.path] == 0 {
+				// A child not known, gone before its read: nothing to
+				// override (it is not in the spill, see below).
+				continue
+			}
+			sc.over[j.path] = n
+			if n != nil {
+				sc.note(n.Stat)
+			}
+		}
+		// The children not known: not in the overrides, or deleted there,
+		// and not in the spill file when not in the overrides.
+		var unknown, lookup []string
+		queued := map[string]bool{}
+		for i, names := range kids {
+			for _, k := range names {
+				c := core.JoinPath(work[i].path, k)
+				if queued[c] {
+					continue
+				}
+				n, ok := sc.over[c]
+				switch {
+				case ok && n != nil:
+					continue
+				case ok:
+					unknown = append(unknown, c)
+				default:
+					lookup = append(lookup, c)
+				}
+				queued[c] = true
+			}
+		}
+		in, err := sc.inSpill(lookup)
+		if err != nil {
+			return err
+		}
+		for i, c := range lookup {
+			if !in[i] {
+				unknown = append(unknown, c)
+			}
+		}
+		work = work[:0]
+		for _, c := range unknown {
+			work = append(work, job{c, true})
+		}
+		d = nil // the next batches are children found, not events
+	}
+	return nil
+}
+
+// getWatched reads p's data and stat with a data watch, and, when kids,
+// its children's names with a child watch (a leaf's too: a child may be
+// created), both at once. A missing node is nil; a missing prefix gets an
+// exists watch (or, when it exists by then, is marked to be read again).
+func (sc *snapConn) getWatched(ctx context.Context, p string, kids bool) (*core.Node, []string, error) {
+	zp := sc.b.zpath(p)
+	var names []string
+	var cst *zk.Stat
+	var cerr error
+	var wg sync.WaitGroup
+	if kids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			names, cst, cerr = sc.children(ctx, p, zp)
+		}()
+	}
+	n, err := sc.data(ctx, p, zp)
+	wg.Wait()
+	if err != nil {
+		return nil, nil, err
+	}
+	if n == nil {
+		if p == sc.prefix {
+			return nil, nil, sc.watchPrefix(ctx, zp)
+		}
+		return nil, nil, nil
+	}
+	if !kids {
+		return n, nil, nil
+	}
+	if cerr != nil || cst == nil {
+		// Missing: deleted around the data read; a watch set on it fires
+		// NodeDeleted (or the parent's child watch fires), and a later
+		// round reads it again.
+		return nil, nil, cerr
+	}
+	n.Stat.NumChildren, n.Stat.ChildrenRevision = cst.NumChildren, cst.Pzxid
+	return n, names, nil
+}
+
+// watchPrefix sets an exists watch on the missing prefix: its create
+// fires NodeCreated. If it exists by then, the next round reads it.
+func (sc *snapConn) watchPrefix(ctx context.Context, zp string) error {
+	r, err := sc.readCall(ctx, opExists, sc.prefix, zp)
+	if err != nil {
+		return err
+	}
+	if r.err != zkNoNode {
+		sc.markDirty(sc.prefix, evData|evKids)
+	}
+	return nil
+}
+
+// data reads p's data and stat with a data watch; a missing node is nil.
+// Data too large for wire.call (a server whose jute.maxbuffer allows it)
+// is read with the library's GetW (a channel kept in the library for this
+// node).
+func (sc *snapConn) data(ctx context.Context, p, zp string) (*core.Node, error) {
+	r, err := sc.readCall(ctx, opGetData, p, zp)
+	if errors.Is(err, errReplyTooLarge) {
+		data, st, _, err := sc.conn.GetW(zp)
+		if err != nil {
+			return nil, sc.libErr(err, p)
+		}
+		n := &core.Node{Path: p, Data: data, Stat: convStat(st)}
+		if len(n.Data) == 0 {
+			n.Data = nil
+		}
+		return n, nil
+	}
+	if err != nil || r.err == zkNoNode {
+		return nil, err
+	}
+	return decodeGetData(p, r.body)
+}
+
+// children reads p's children's names and stat with a child watch; a
+// missing node is a nil stat. A list too large for wire.call is read with
+// the library's ChildrenW (a channel kept in the library for this node).
+func (sc *snapConn) children(ctx context.Context, p, zp string) ([]string, *zk.Stat, error) {
+	r, err := sc.readCall(ctx, opGetChildren2, p, zp)
+	if errors.Is(err, errReplyTooLarge) {
+		names, st, _, err := sc.conn.ChildrenW(zp)
+		if err != nil {
+			return nil, nil, sc.libErr(err, p)
+		}
+		return names, st, nil
+	}
+	if err != nil || r.err == zkNoNode {
+		return nil, nil, err
+	}
+	return decodeChildren(p, r.body)
+}
+
+// libErr maps the error of a library read of p: nil for a missing node
+// (the caller's result is then nil too), the lost connection's error, or
+// mapErr's.
+func (sc *snapConn) libErr(err error, p string) error {
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if berr := sc.err(); berr != nil {
+		return berr
+	}
+	return mapErr(err, p, false)
+}
+
+// errReplyTooLarge: a reply over maxCallReply, which wire.call does not
+// keep, on a connection still up.
+var errReplyTooLarge = errors.New("zookeeper: reply too large to keep")
+
+// readCall sends a read of zp with a watch (opcode: getData,
+// getChildren2, exists) on the snapshot's connection and returns its
+// reply: no error and r.err 0 or zkNoNode, or an error (ErrUnavailable,
+// context errors, errReplyTooLarge).
+func (sc *snapConn) readCall(ctx context.Context, opcode int32, p, zp string) (reply, error) {
+	if err := ctx.Err(); err != nil {
+		return reply{}, err
+	}
+	req := binary.BigEndian.AppendUint32(make([]byte, 0, 5+len(zp)), uint32(len(zp)))
+	req = append(req, zp...)
+	req = append(req, 1) // watch
+	r, err := sc.wire.call(ctx, opcode, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return reply{}, ctx.Err()
+		}
+		if berr := sc.err(); berr != nil {
+			return reply{}, berr
+		}
+		if errors.Is(err, errReplyLost) && sc.connUp() {
+			return reply{}, errReplyTooLarge
+		}
+		return reply{}, fmt.Errorf("%w: the snapshot's connection failed: %v", core.ErrUnavailable, err)
+	}
+	if r.err != 0 && r.err != zkNoNode {
+		return reply{}, mapErr(zkCodeErr(r.err), p, false)
+	}
+	return r, nil
+}
+
+// connUp reports whether the snapshot's connection is established and
+// not failed.
+func (sc *snapConn) connUp() bool {
+	sc.wire.mu.Lock()
+	defer sc.wire.mu.Unlock()
+	c, _ := sc.wire.cur.(*tapConn)
+	return c != nil && c.ready && !c.dead
+}
+
+// decodeGetData decodes a getData reply: data (a buffer, length -1 for
+// none), then the stat.
+func decodeGetData(p string, b []byte) (*core.Node, error) {
+	bad := fmt.Errorf("%w: %s: malformed getData reply (%d bytes)", core.ErrUnavailable, p, len(b))
+	if len(b) < 4 {
+		return nil, bad
+	}
+	dl := int(int32(binary.BigEndian.Uint32(b)))
+	b = b[4:]
+	if dl < 0 {
+		dl = 0
+	}
+	if len(b) < dl+zkStatSize {
+		return nil, bad
+	}
+	n := &core.Node{Path: p, Stat: convStat(decodeStat(b[dl:]))}
+	if dl > 0 {
+		n.Data = b[:dl:dl]
+	}
+	return n, nil
+}
+
+// decodeChildren decodes a getChildren2 reply: a vector of names, then the
+// stat.
+func decodeChildren(p string, b []byte) ([]string, *zk.Stat, error) {
+	bad := fmt.Errorf("%w: %s: malformed getChildren2 reply (%d bytes)", core.ErrUnavailable, p, len(b))
+	if len(b) < 4 {
+		return nil, nil, bad
+	}
+	cnt := int(int32(binary.BigEndian.Uint32(b)))
+	b = b[4:]
+	if cnt < 0 {
+		cnt = 0
+	}
+	if cnt > len(b)/4 {
+		return nil, nil, bad
+	}
+	names := make([]string, 0, cnt)
+	for i := 0; i < cnt; i++ {
+		if len(b) < 4 {
+			return nil, nil, bad
+		}
+		l := int(int32(binary.BigEndian.Uint32(b)))
+		if l < 0 || len(b) < 4+l {
+			return nil, nil, bad
+		}
+		names = append(names, string(b[4:4+l]))
+		b = b[4+l:]
+	}
+	if len(b) < zkStatSize {
+		return nil, nil, bad
+	}
+	return names, decodeStat(b), nil
+}
+
+// inSpill reports, for each path, whether pass 1 spilled it: a lookup in
+// the spill file through its index, the paths in order, each read from
+// the index entry at or before it (a scan of at most about
+// spillIndexBytes, shared by the paths between two entries).
+func (sc *snapConn) inSpill(paths []string) ([]bool, error) {
+	in := make([]bool, len(paths))
+	if len(paths) == 0 || len(sc.spillIndex) == 0 {
+		return in, nil
+	}
+	order := make([]int, len(paths))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(i, j int) bool { return paths[order[i]] < paths[order[j]] })
+	var r *bufio.Reader
+	block, cur, end := -1, "", false // the entry scanned from, the path last read, at the end
+	for _, i := range order {
+		q := paths[i]
+		m := sort.Search(len(sc.spillIndex), func(k int) bool { return sc.spillIndex[k].path > q }) - 1
+		if m < 0 {
+			continue // before the first node spilled
+		}
+		if m != block || cur > q {
+			block, end = m, false
+			off := sc.spillIndex[m].off
+			r = bufio.NewReaderSize(io.NewSectionReader(sc.spill, off, sc.spillOff-off), 64<<10)
+			n, err := readSpillNode(r, false)
+			if err != nil {
+				return nil, fmt.Errorf("snapshot spill file: %w", err)
+			}
+			cur = n.Path
+		}
+		for !end && cur < q {
+			n, err := readSpillNode(r, false)
+			if err == io.EOF {
+				end = true
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("snapshot spill file: %w", err)
+			}
+			cur = n.Path
+		}
+		in[i] = cur == q
+	}
+	return in, nil
 }
 
 // pathHeap is a min-heap of paths.
