@@ -229,7 +229,10 @@ type electionRig struct {
 	ack func(ctx context.Context, a adminv1.AdminServiceClient) error
 }
 
-func newElectionRig(ctx context.Context, env *runEnv, backend string, ms []*member, copts core.ClientOptions, started bool) (*electionRig, error) {
+// newElectionRig starts a coordinator on each member (started: the
+// members run already) and waits, at most leadBound, until one leads
+// (errScaleBound after).
+func newElectionRig(ctx context.Context, env *runEnv, backend string, ms []*member, copts core.ClientOptions, started bool, leadBound time.Duration) (*electionRig, error) {
 	r := &electionRig{backend: backend, copts: copts}
 	if !started {
 		if err := startMembers(ctx, ms); err != nil {
@@ -250,11 +253,11 @@ func newElectionRig(ctx context.Context, env *runEnv, backend string, ms []*memb
 		}
 		r.cands = append(r.cands, c)
 	}
-	deadline := time.Now().Add(initialElectionBound)
+	deadline := time.Now().Add(leadBound)
 	for r.leader() < 0 {
 		if time.Now().After(deadline) {
 			r.Close()
-			return nil, fmt.Errorf("no coordinator led within %v", initialElectionBound)
+			return nil, fmt.Errorf("no coordinator led within %v: %w", leadBound, errScaleBound)
 		}
 		select {
 		case <-ctx.Done():

@@ -102,7 +102,7 @@ func TestElectionRigRaft(t *testing.T) {
 			t.Fatalf("%s launched with restarts (MaxFailures %d)", m.label, m.opts.MaxFailures)
 		}
 	}
-	r, err := newElectionRig(ctx, env, Raft, ms, core.ClientOptions{}, true)
+	r, err := newElectionRig(ctx, env, Raft, ms, core.ClientOptions{}, true, initialElectionBound)
 	if err != nil {
 		t.Fatal(err)
 	}

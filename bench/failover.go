@@ -89,7 +89,7 @@ func measureFailover(ctx context.Context, env *runEnv, n int) (ScaleFailover, *E
 	}
 	f.FillSec = round3(time.Since(t0).Seconds())
 	t0 = time.Now()
-	rig, err := newElectionRig(ctx, env, Raft, ms, core.ClientOptions{}, true)
+	rig, err := newElectionRig(ctx, env, Raft, ms, core.ClientOptions{}, true, scaleWarmBound)
 	if err != nil {
 		return f, nil, err
 	}

@@ -227,7 +227,9 @@ func runScale(ctx context.Context, env *runEnv, specs []rowSpec) ([]Row, *Scale)
 			break
 		}
 		env.opts.logf("  scale (zookeeper): %d nodes ...", n)
-		sz, f, detail, err := measureScaleZK(ctx, env, tool, n, main, failover)
+		// The failover row is not tried again at a larger size once it
+		// did not finish.
+		sz, f, detail, err := measureScaleZK(ctx, env, tool, n, main, failover && failWhy[ZooKeeper] == "")
 		if err != nil {
 			why[ZooKeeper], failWhy[ZooKeeper] = err.Error(), err.Error()
 			env.opts.logf("  scale (zookeeper): %v", err)

@@ -236,7 +236,7 @@ func startZooKeeperSystem(ctx context.Context, env *runEnv) (*System, error) {
 			}
 			ms = append(ms, em)
 		}
-		return newElectionRig(ctx, env, ZooKeeper, ms, core.ClientOptions{SessionTimeout: zkElectionSession}, false)
+		return newElectionRig(ctx, env, ZooKeeper, ms, core.ClientOptions{SessionTimeout: zkElectionSession}, false, initialElectionBound)
 	}
 	attachCoordinator(ctx, env, s)
 	return s, nil
@@ -368,7 +368,7 @@ func startRaft(ctx context.Context, env *runEnv) (*System, error) {
 		if err != nil {
 			return nil, err
 		}
-		return newElectionRig(ctx, env, Raft, ems, core.ClientOptions{}, true)
+		return newElectionRig(ctx, env, Raft, ems, core.ClientOptions{}, true, initialElectionBound)
 	}
 	attachCoordinator(ctx, env, s)
 	return s, nil
