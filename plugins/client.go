@@ -421,7 +421,7 @@ func (c *Client) Watch(ctx context.Context, prefix string, fromRevision int64) (
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(r.ctx, cancel)
-	stream, err := r.conn.rpc.Watch(sctx, &pb.WatchRequest{ClientId: r.id, Prefix: prefix, FromRevision: fromRevision})
+	stream, err := r.conn.rpc.Watch(sctx, &pb.WatchRequest{ClientId: r.id, Prefix: prefix, FromRevision: fromRevision, Parts: true})
 	var first *pb.WatchResponse
 	if err == nil {
 		first, err = stream.Recv()
@@ -439,6 +439,9 @@ func (c *Client) Watch(ctx context.Context, prefix string, fromRevision int64) (
 		defer close(out)
 		defer cancel()
 		defer stop()
+		// joined holds the parts of a response sent in parts (more) until
+		// its last part.
+		var joined []core.WatchEvent
 		for {
 			m, err := stream.Recv()
 			if err != nil {
@@ -452,6 +455,13 @@ func (c *Client) Watch(ctx context.Context, prefix string, fromRevision int64) (
 				return
 			}
 			resp := watchResponseFromProto(m)
+			if m.More {
+				joined = append(joined, resp.Events...)
+				continue
+			}
+			if joined != nil {
+				resp.Events, joined = append(joined, resp.Events...), nil
+			}
 			select {
 			case out <- resp:
 			case <-ctx.Done():

@@ -24,8 +24,8 @@ func WithoutAutoMTLS(o LaunchOptions) LaunchOptions {
 }
 
 // PumpWatch is the server's coalescing watch pump (pumpWatch).
-func PumpWatch(ctx context.Context, ch <-chan core.WatchResponse, send func(*pb.WatchResponse) error) error {
-	return pumpWatch(ctx, ch, send)
+func PumpWatch(ctx context.Context, ch <-chan core.WatchResponse, parts bool, send func(*pb.WatchResponse) error) error {
+	return pumpWatch(ctx, ch, parts, send)
 }
 
 // WatchMergeEvents and WatchMergeBytes are the bounds of one coalesced

@@ -395,7 +395,7 @@ func (s *server) Watch(req *pb.WatchRequest, stream pb.Backend_WatchServer) erro
 	if err := stream.Send(&pb.WatchResponse{Started: true}); err != nil {
 		return err
 	}
-	return asIs(pumpWatch(stream.Context(), ch, func(m *pb.WatchResponse) error {
+	return asIs(pumpWatch(stream.Context(), ch, req.Parts, func(m *pb.WatchResponse) error {
 		if h := watchMessageHook.Load(); h != nil {
 			(*h)(m)
 		}
@@ -423,11 +423,13 @@ var watchMessageHook atomic.Pointer[func(*pb.WatchResponse)]
 // delivered more responses than the host has taken, the ones waiting in ch
 // are merged into one message, in order, with the last one's revision,
 // up to watchMergeEvents events and about watchMergeBytes (a response that
-// alone exceeds the bounds goes out alone). A Reset response and an Err
+// alone exceeds the bounds goes out alone: whole, or, when the host joins
+// parts, in parts within the bounds). A Reset response and an Err
 // response are never merged with another: each goes out as it came. So a
 // burst of writes crosses the boundary in few messages, and the host (one
-// core.WatchResponse per message) applies it at once.
-func pumpWatch(ctx context.Context, ch <-chan core.WatchResponse, send func(*pb.WatchResponse) error) error {
+// core.WatchResponse per message, or per response sent in parts) applies
+// it at once; and no response is bounded by a message's size.
+func pumpWatch(ctx context.Context, ch <-chan core.WatchResponse, parts bool, send func(*pb.WatchResponse) error) error {
 	var held *core.WatchResponse // taken from ch, not merged: goes out next
 	for {
 		var resp core.WatchResponse
@@ -443,6 +445,12 @@ func pumpWatch(ctx context.Context, ch <-chan core.WatchResponse, send func(*pb.
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+		}
+		if parts && (len(resp.Events) > watchMergeEvents || watchEventsSize(resp.Events) > watchMergeBytes) {
+			if err := sendParts(resp, send); err != nil || resp.Err != nil {
+				return err
+			}
+			continue
 		}
 		m := watchResponseToProto(resp)
 		closed := false
@@ -475,6 +483,32 @@ func pumpWatch(ctx context.Context, ch <-chan core.WatchResponse, send func(*pb.
 			return err
 		}
 	}
+}
+
+// sendParts sends resp as parts within the bounds of one coalesced
+// message, each but the last marked more (the host joins them).
+func sendParts(resp core.WatchResponse, send func(*pb.WatchResponse) error) error {
+	evs := resp.Events
+	for len(evs) > 0 {
+		n, size := 0, 0
+		for n < len(evs) && n < watchMergeEvents {
+			es := len(evs[n].Path) + len(evs[n].Data) + watchEventOverhead
+			if n > 0 && size+es > watchMergeBytes {
+				break
+			}
+			n, size = n+1, size+es
+		}
+		m := &pb.WatchResponse{Reset_: resp.Reset, Revision: resp.Revision, More: n < len(evs)}
+		m.Events = appendWatchEventsToProto(nil, evs[:n])
+		if !m.More {
+			m.Error = ErrorToProto(resp.Err)
+		}
+		if err := send(m); err != nil {
+			return err
+		}
+		evs = evs[n:]
+	}
+	return nil
 }
 
 // mergeableWatch: r may be merged with its neighbours (an ordinary batch

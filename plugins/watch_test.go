@@ -59,7 +59,7 @@ func TestPumpWatchCoalesces(t *testing.T) {
 		ch <- r
 	}
 	var out []*pb.WatchResponse
-	err := plugins.PumpWatch(context.Background(), ch, func(m *pb.WatchResponse) error {
+	err := plugins.PumpWatch(context.Background(), ch, false, func(m *pb.WatchResponse) error {
 		out = append(out, m)
 		return nil
 	})
@@ -183,5 +183,115 @@ func TestWatchBurstCrossesInFewMessages(t *testing.T) {
 	t.Logf("%d writes crossed in %d plugin messages", n, messages)
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Fatal("timed out")
+	}
+}
+
+// TestPumpWatchParts: with a host that joins parts, a response beyond the
+// bounds (a Reset of a large tree) goes out as parts within them, in
+// order, each with the response's reset and revision, all but the last
+// marked more; without, it goes out whole.
+func TestPumpWatchParts(t *testing.T) {
+	const n = 3*plugins.WatchMergeEvents + 10
+	reset := core.WatchResponse{Reset: true, Revision: 77}
+	for i := 0; i < n; i++ {
+		reset.Events = append(reset.Events, core.WatchEvent{Type: core.EventCreated, Path: fmt.Sprintf("/r/n%06d", i), Data: []byte("d"), Revision: 77})
+	}
+	after := oneEvent(78, []byte("v"))
+	for _, parts := range []bool{true, false} {
+		ch := make(chan core.WatchResponse, 2)
+		ch <- reset
+		ch <- after
+		close(ch)
+		var out []*pb.WatchResponse
+		if err := plugins.PumpWatch(context.Background(), ch, parts, func(m *pb.WatchResponse) error {
+			out = append(out, m)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !parts {
+			if len(out) != 2 || len(out[0].Events) != n || out[0].More {
+				t.Fatalf("without parts: %d messages, the first with %d events (more %v), want the reset whole", len(out), len(out[0].Events), out[0].More)
+			}
+			continue
+		}
+		if len(out) < 4 {
+			t.Fatalf("with parts: %d messages for a reset of %d events, want at least 4", len(out), n)
+		}
+		next := 0
+		for i, m := range out[:len(out)-1] {
+			last := i == len(out)-2
+			if !m.Reset_ || m.Revision != 77 || m.More == last || len(m.Events) > plugins.WatchMergeEvents {
+				t.Fatalf("part %d: reset %v, revision %d, more %v, %d events", i, m.Reset_, m.Revision, m.More, len(m.Events))
+			}
+			for _, e := range m.Events {
+				if want := fmt.Sprintf("/r/n%06d", next); e.Path != want {
+					t.Fatalf("part %d: %s, want %s", i, e.Path, want)
+				}
+				next++
+			}
+		}
+		if next != n {
+			t.Fatalf("the parts hold %d events, want %d", next, n)
+		}
+		if m := out[len(out)-1]; m.Reset_ || m.More || m.Revision != 78 {
+			t.Fatalf("the response after the reset: reset %v, more %v, revision %d", m.Reset_, m.More, m.Revision)
+		}
+	}
+}
+
+// TestWatchLargeResponseCrossesInParts: a transaction whose changes are
+// larger than one watch message crosses the plugin boundary in parts and
+// reaches the host as one response, whole.
+func TestWatchLargeResponseCrossesInParts(t *testing.T) {
+	const prefix = "/large"
+	var mu sync.Mutex
+	var parts []bool
+	defer plugins.OnWatchMessage(func(m *pb.WatchResponse) {
+		if len(m.Events) > 0 && strings.HasPrefix(m.Events[0].Path, prefix+"/") {
+			mu.Lock()
+			parts = append(parts, m.More)
+			mu.Unlock()
+		}
+	})()
+	c := client(t, connect(t, memory.NewProvider(memory.StoreOptions{})))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, st, err := core.Create(ctx, c, prefix, nil, core.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := c.Watch(ctx, prefix, st.CreateRevision+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const nodes = 8
+	data := make([]byte, 300<<10)
+	var ops []core.Op
+	for i := 0; i < nodes; i++ {
+		ops = append(ops, core.CreateOp(fmt.Sprintf("%s/n%d", prefix, i), data, core.Persistent))
+	}
+	res, err := c.Txn(ctx, ops, core.TxnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r core.WatchResponse
+	select {
+	case r = <-ch:
+	case <-ctx.Done():
+		t.Fatal("no watch response")
+	}
+	if r.Err != nil || len(r.Events) != nodes || r.Revision != res.Revision {
+		t.Fatalf("the host got %d events at revision %d (err %v), want the transaction's %d at %d in one response", len(r.Events), r.Revision, r.Err, nodes, res.Revision)
+	}
+	for i, e := range r.Events {
+		if want := fmt.Sprintf("%s/n%d", prefix, i); e.Path != want || len(e.Data) != len(data) {
+			t.Fatalf("event %d: %s with %d bytes, want %s with %d", i, e.Path, len(e.Data), want, len(data))
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(parts) < 2 || parts[len(parts)-1] {
+		t.Fatalf("the transaction crossed in %d messages (more flags %v), want parts, the last not marked more", len(parts), parts)
 	}
 }

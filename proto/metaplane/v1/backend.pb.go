@@ -2447,10 +2447,14 @@ func (x *TxnStreamResponse) GetReplies() []*TxnReply {
 }
 
 type WatchRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClientId      uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
-	Prefix        string                 `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
-	FromRevision  int64                  `protobuf:"varint,3,opt,name=from_revision,json=fromRevision,proto3" json:"from_revision,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ClientId     uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Prefix       string                 `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	FromRevision int64                  `protobuf:"varint,3,opt,name=from_revision,json=fromRevision,proto3" json:"from_revision,omitempty"`
+	// parts: the host joins a response sent in parts (WatchResponse.more),
+	// so the plugin may split one larger than a message's bounds (a Reset of
+	// a large tree). A host that does not set it gets every response whole.
+	Parts         bool `protobuf:"varint,4,opt,name=parts,proto3" json:"parts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2504,6 +2508,13 @@ func (x *WatchRequest) GetFromRevision() int64 {
 		return x.FromRevision
 	}
 	return 0
+}
+
+func (x *WatchRequest) GetParts() bool {
+	if x != nil {
+		return x.Parts
+	}
+	return false
 }
 
 type WatchEvent struct {
@@ -2591,7 +2602,12 @@ type WatchResponse struct {
 	Reset_   bool          `protobuf:"varint,3,opt,name=reset,proto3" json:"reset,omitempty"`
 	Revision int64         `protobuf:"varint,4,opt,name=revision,proto3" json:"revision,omitempty"`
 	// error, when set, ends the watch (core.WatchResponse.Err).
-	Error         *Error `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	Error *Error `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// more: this message is a part of one response and the next message
+	// continues it (only when the request set parts). The host joins the
+	// parts' events, in order, into one core.WatchResponse; every part
+	// carries the response's reset and revision.
+	More          bool `protobuf:"varint,6,opt,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2659,6 +2675,13 @@ func (x *WatchResponse) GetError() *Error {
 		return x.Error
 	}
 	return nil
+}
+
+func (x *WatchResponse) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
 }
 
 type SessionInfo struct {
@@ -5148,24 +5171,26 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12)\n" +
 	"\x05error\x18\x05 \x01(\v2\x13.metaplane.v1.ErrorR\x05error\"E\n" +
 	"\x11TxnStreamResponse\x120\n" +
-	"\areplies\x18\x01 \x03(\v2\x16.metaplane.v1.TxnReplyR\areplies\"h\n" +
+	"\areplies\x18\x01 \x03(\v2\x16.metaplane.v1.TxnReplyR\areplies\"~\n" +
 	"\fWatchRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x16\n" +
 	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12#\n" +
-	"\rfrom_revision\x18\x03 \x01(\x03R\ffromRevision\"\xa5\x01\n" +
+	"\rfrom_revision\x18\x03 \x01(\x03R\ffromRevision\x12\x14\n" +
+	"\x05parts\x18\x04 \x01(\bR\x05parts\"\xa5\x01\n" +
 	"\n" +
 	"WatchEvent\x12+\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x17.metaplane.v1.EventTypeR\x04type\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12&\n" +
 	"\x04stat\x18\x04 \x01(\v2\x12.metaplane.v1.StatR\x04stat\x12\x1a\n" +
-	"\brevision\x18\x05 \x01(\x03R\brevision\"\xb8\x01\n" +
+	"\brevision\x18\x05 \x01(\x03R\brevision\"\xcc\x01\n" +
 	"\rWatchResponse\x12\x18\n" +
 	"\astarted\x18\x01 \x01(\bR\astarted\x120\n" +
 	"\x06events\x18\x02 \x03(\v2\x18.metaplane.v1.WatchEventR\x06events\x12\x14\n" +
 	"\x05reset\x18\x03 \x01(\bR\x05reset\x12\x1a\n" +
 	"\brevision\x18\x04 \x01(\x03R\brevision\x12)\n" +
-	"\x05error\x18\x05 \x01(\v2\x13.metaplane.v1.ErrorR\x05error\"t\n" +
+	"\x05error\x18\x05 \x01(\v2\x13.metaplane.v1.ErrorR\x05error\x12\x12\n" +
+	"\x04more\x18\x06 \x01(\bR\x04more\"t\n" +
 	"\vSessionInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12#\n" +
 	"\rtimeout_nanos\x18\x02 \x01(\x03R\ftimeoutNanos\x120\n" +
