@@ -266,10 +266,22 @@ func runScale(ctx context.Context, env *runEnv, specs []rowSpec) ([]Row, *Scale)
 			failWhy[ZooKeeper] = fmt.Sprintf("at %d nodes: %s", f.Nodes, f.Unfinished)
 		}
 	}
+	rows := scaleRows(specs, env.opts.Backends, nodes, results, why, failWhy)
+	if len(fig.Sizes) == 0 && len(fig.Failover) == 0 && len(fig.ZooKeeper) == 0 && len(fig.ZooKeeperFailover) == 0 {
+		return rows, nil
+	}
+	return rows, fig
+}
+
+// scaleRows makes the scale. rows from what was measured (results, by row
+// id and backend): a row has a result for each of its backends the run
+// has, measured or not measured with the reason (why, by backend; failWhy
+// for the failover row).
+func scaleRows(specs []rowSpec, backends []string, nodes int, results map[string]map[string]Result, why, failWhy map[string]string) []Row {
 	var rows []Row
 	for _, s := range specs {
 		row := Row{ID: s.id, Title: s.title, Group: s.group, Metric: s.metric, Note: fmt.Sprintf("%s; a %d-node tree", s.note, nodes)}
-		for _, b := range env.opts.Backends {
+		for _, b := range backends {
 			if !contains(s.backends, b) {
 				continue
 			}
@@ -289,10 +301,7 @@ func runScale(ctx context.Context, env *runEnv, specs []rowSpec) ([]Row, *Scale)
 		row.computeRatio()
 		rows = append(rows, row)
 	}
-	if len(fig.Sizes) == 0 && len(fig.Failover) == 0 && len(fig.ZooKeeper) == 0 && len(fig.ZooKeeperFailover) == 0 {
-		return rows, nil
-	}
-	return rows, fig
+	return rows
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
