@@ -8,11 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"sort"
 	"sync"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -91,11 +89,11 @@ import (
 // overridden (looked up in the spill file through an index of one path per
 // spillIndexBytes of it). A child that vanished needs no diff against an
 // older list: its own data or child watch fires NodeDeleted, and a later
-// round reads it gone. The events are taken off the byte stream below the
-// tap (eventConn), not from the library's callback: the tap hands a reply
-// to wire.call as soon as it is read, before the library has handled the
-// events ahead of it, and an event must be taken before any reply after
-// it.
+// round reads it gone. The events are taken off the byte stream by the
+// tap (wireState.events), not from the library's callback: the tap hands
+// a reply to wire.call as soon as it is read, before the library has
+// handled the events ahead of it, and an event must be taken before any
+// reply after it.
 //
 // Why a round that takes no event ends at one zxid's state. Round k takes
 // the events that arrived so far, then reads (every request's reply in);
@@ -104,7 +102,7 @@ import (
 // them in order: every read of the round was handled at or before B). The
 // next round takes no event. ZooKeeper sends an event to a watching
 // session before the reply to any request it handles after the change, on
-// the same connection, and eventConn takes it before that reply is handed
+// the same connection, and the tap takes it before that reply is handed
 // over.
 //
 //  1. Every node in the result is its state at B. Take its latest data
@@ -323,12 +321,11 @@ func (b *Backend) openSnapConn(ctx context.Context, prefix string, recursive boo
 			}
 		}
 	}
-	dial := sc.wire.dialer()
 	if sc.oneShot {
-		dial = sc.dialer()
+		sc.wire.events = sc.noteEvent
 	}
 	conn, _, err := zk.Connect(b.servers, b.timeout,
-		zk.WithDialer(dial),
+		zk.WithDialer(sc.wire.dialer()),
 		zk.WithEventCallback(sc.onEvent),
 		zk.WithLogger(discardLogger{}),
 		zk.WithLogInfo(false),
@@ -418,7 +415,7 @@ func (sc *snapConn) onEvent(ev zk.Event) {
 		}
 	case zk.EventNodeCreated, zk.EventNodeDeleted, zk.EventNodeDataChanged, zk.EventNodeChildrenChanged:
 		if sc.oneShot {
-			return // eventConn took it off the byte stream
+			return // the tap took it off the byte stream (noteEvent)
 		}
 		p := sc.b.rel(ev.Path)
 		sc.mu.Lock()
@@ -756,89 +753,6 @@ func (sc *snapConn) emit(pageBytes int, fn func(rev int64, nodes []core.Node) er
 		return fn(rev, page)
 	}
 	return nil
-}
-
-// dialer is wireState.dialer with an eventConn under the tap (oneShot):
-// the events on the byte stream are taken before the tap hands over the
-// replies that follow them.
-func (sc *snapConn) dialer() func(network, address string, timeout time.Duration) (net.Conn, error) {
-	w := sc.wire
-	return func(network, address string, timeout time.Duration) (net.Conn, error) {
-		w.dials.Add(1)
-		c, err := net.DialTimeout(network, address, timeout)
-		if err != nil {
-			return nil, err
-		}
-		tc := &tapConn{Conn: &eventConn{Conn: c, sc: sc, first: true}, w: w, first: true}
-		w.mu.Lock()
-		w.cur = tc
-		w.mu.Unlock()
-		return tc, nil
-	}
-}
-
-// eventConn reads the watch events (xid -1) off a snapshot connection's
-// byte stream as it is read, below the tap: noteEvent has taken every
-// event ahead of a reply before the tap hands that reply to wire.call.
-// Every packet is a 4-byte length and a body; the first body is the
-// connect response, every later one starts with the reply header (xid
-// int32, zxid int64, err int32); an event's body after it is type int32,
-// state int32, path. Only the library's receive goroutine reads a
-// connection, so it needs no lock.
-type eventConn struct {
-	net.Conn
-	sc     *snapConn
-	first  bool    // the next body is the connect response
-	lenBuf [4]byte // length prefix being read
-	lenN   int
-	remain int    // bytes of the current body still to come
-	body   []byte // the current body's bytes kept: the header, all of an event
-}
-
-func (c *eventConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	c.feed(p[:n])
-	return n, err
-}
-
-func (c *eventConn) feed(b []byte) {
-	for len(b) > 0 {
-		if c.remain == 0 {
-			k := copy(c.lenBuf[c.lenN:], b)
-			c.lenN += k
-			b = b[k:]
-			if c.lenN < 4 {
-				return
-			}
-			c.lenN = 0
-			c.remain = int(binary.BigEndian.Uint32(c.lenBuf[:]))
-			c.body = c.body[:0]
-			if c.remain == 0 {
-				c.first = false
-			}
-			continue
-		}
-		k := min(len(b), c.remain)
-		// Keep the reply header, and the rest of an event's body.
-		if keep := len(c.body) < 16 || int32(binary.BigEndian.Uint32(c.body[0:4])) == -1; keep && !c.first {
-			c.body = append(c.body, b[:k]...)
-		}
-		b = b[k:]
-		c.remain -= k
-		if c.remain == 0 {
-			if c.first {
-				c.first = false
-			} else if len(c.body) >= 28 && int32(binary.BigEndian.Uint32(c.body[0:4])) == -1 {
-				typ := zk.EventType(int32(binary.BigEndian.Uint32(c.body[16:20])))
-				if l := int(int32(binary.BigEndian.Uint32(c.body[24:28]))); l >= 0 && len(c.body) >= 28+l {
-					c.sc.noteEvent(typ, string(c.body[28:28+l]))
-				}
-			}
-			if cap(c.body) > 64<<10 {
-				c.body = nil // a large event: not kept for the next
-			}
-		}
-	}
 }
 
 // noteEvent records a watch event of the one-shot fallback: what the next

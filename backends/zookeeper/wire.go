@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 )
 
 // The client library (go-zookeeper) does not expose two facts the backend
@@ -36,6 +38,11 @@ type wireState struct {
 	// replies, when set, receives each reply to a request this package
 	// wrote itself (inject) that no call waits for.
 	replies func(r reply)
+	// events, when set, receives each watch notification (xid -1) as the
+	// tap reads it: before any reply read after it is handed to a call
+	// (the library's event callback comes later than that). Set it
+	// before the first dial.
+	events func(typ zk.EventType, zpath string)
 
 	mu        sync.Mutex
 	sessionID int64
@@ -324,8 +331,10 @@ func (t *tapConn) feed(b []byte) {
 			t.headN += n
 			chunk = chunk[n:]
 			if t.headN == 16 && !t.first {
-				// A reply header: keep the whole body of a call's reply.
-				t.keep = int32(binary.BigEndian.Uint32(t.head[0:4])) < -2 && t.remain-n <= maxCallReply
+				// A reply header: keep the whole body of a call's reply,
+				// and of a notification when events wants them.
+				xid := int32(binary.BigEndian.Uint32(t.head[0:4]))
+				t.keep = (xid < -2 || xid == -1 && t.w.events != nil) && t.remain-n <= maxCallReply
 			}
 		}
 		if t.keep && len(chunk) > 0 {
@@ -371,6 +380,14 @@ func (t *tapConn) packet() {
 		t.w.noteZxid(z)
 	}
 	xid := int32(binary.BigEndian.Uint32(h[0:4]))
+	if xid == -1 && t.keep && len(t.rest) >= 12 {
+		// A notification: type int32, state int32, path.
+		typ := zk.EventType(int32(binary.BigEndian.Uint32(t.rest[0:4])))
+		if l := int(int32(binary.BigEndian.Uint32(t.rest[8:12]))); l >= 0 && len(t.rest) >= 12+l {
+			t.w.events(typ, string(t.rest[12:12+l]))
+		}
+		return
+	}
 	if xid >= -2 || len(h) < 16 {
 		return
 	}
