@@ -327,7 +327,7 @@ func measureScale(ctx context.Context, env *runEnv, tool string, n int) (ScaleSi
 	}
 	store := []string{"--no-env", "--quiet", "-D", "metadata.backend.plugin.dir=" + plugDir,
 		"-D", "coordinator.raft.dir=" + filepath.Join(dir, "raft"), "-D", "coordinator.raft.port=" + strconv.Itoa(port)}
-	if err := scaleVerbs(ctx, &sz, tool, dir, tree, store, 0, false); err != nil {
+	if err := scaleVerbs(ctx, &sz, tool, dir, tree, store, raftVerb, 0, false); err != nil {
 		return sz, err
 	}
 	co, err := startScaleCoordinator(ctx, &sz, tool, dir, store, 10*time.Minute)
@@ -370,11 +370,16 @@ func measureScale(ctx context.Context, env *runEnv, tool string, n int) (ScaleSi
 // finish within scaleZKBound.
 var errScaleBound = errors.New("bound reached")
 
+// The import and validate verbs of the scale rows: the ones that require a
+// Raft target, and the generic ones (any backend: ZooKeeper's store).
+func raftVerb(v string) []string    { return []string{"zk-to-raft-" + v} }
+func genericVerb(v string) []string { return []string{"migrate", v} }
+
 // scaleVerbs runs the tree file's import into the store the flags in store
-// select (empty) and, unless importOnly, its validation and an export of
-// the store, each timed with its peak RSS. bound > 0 bounds each verb
-// (errScaleBound after) and runs the generic verbs (ZooKeeper's store).
-func scaleVerbs(ctx context.Context, sz *ScaleSize, tool, dir, tree string, store []string, bound time.Duration, importOnly bool) error {
+// select (empty) and, unless importOnly, its validation (both with verb's
+// command) and an export of the store, each timed with its peak RSS.
+// bound > 0 bounds each verb (errScaleBound after).
+func scaleVerbs(ctx context.Context, sz *ScaleSize, tool, dir, tree string, store []string, verb func(string) []string, bound time.Duration, importOnly bool) error {
 	timed := func(rss *int64, sec *float64, args ...string) error {
 		vctx, cancel := ctx, context.CancelFunc(func() {})
 		if bound > 0 {
@@ -388,12 +393,6 @@ func scaleVerbs(ctx context.Context, sz *ScaleSize, tool, dir, tree string, stor
 		}
 		*rss, *sec = v, round3(time.Since(t0).Seconds())
 		return err
-	}
-	verb := func(v string) []string {
-		if bound > 0 { // ZooKeeper: the generic verbs
-			return []string{"migrate", v}
-		}
-		return []string{"zk-to-raft-" + v}
 	}
 	if err := timed(&sz.ImportRSSBytes, &sz.ImportSec, append(append(verb("import"), tree), store...)...); err != nil || importOnly {
 		return err
@@ -480,7 +479,7 @@ func startScaleCoordinator(ctx context.Context, sz *ScaleSize, tool, dir string,
 // measure reads the coordinator's memory once its image stopped growing
 // and times a tablet server's full snapshot from it.
 func (co *scaleCoordinator) measure(ctx context.Context, sz *ScaleSize) error {
-	if err := co.settledRSS(sz); err != nil {
+	if err := co.settledRSS(ctx, sz); err != nil {
 		return err
 	}
 	return co.tabletSnapshot(ctx, sz)
@@ -488,7 +487,7 @@ func (co *scaleCoordinator) measure(ctx context.Context, sz *ScaleSize) error {
 
 // settledRSS is the coordinator's resident set once its image stopped
 // growing: sz.CoordinatorRSSBytes.
-func (co *scaleCoordinator) settledRSS(sz *ScaleSize) error {
+func (co *scaleCoordinator) settledRSS(ctx context.Context, sz *ScaleSize) error {
 	// Four samples in a row within 1% (a second apart; at most two
 	// minutes).
 	var rss int64
@@ -509,10 +508,10 @@ func (co *scaleCoordinator) settledRSS(sz *ScaleSize) error {
 	// What the Go runtime says of it (its metrics listener): the live
 	// heap as of the last collection is about half of the next
 	// collection's goal at the default GOGC.
-	if v, err := readMetric(context.Background(), co.metrics, "go_memstats_heap_inuse_bytes"); err == nil {
+	if v, err := readMetric(ctx, co.metrics, "go_memstats_heap_inuse_bytes"); err == nil {
 		sz.CoordinatorHeapInuseBytes = int64(v)
 	}
-	if v, err := readMetric(context.Background(), co.metrics, "go_memstats_next_gc_bytes"); err == nil {
+	if v, err := readMetric(ctx, co.metrics, "go_memstats_next_gc_bytes"); err == nil {
 		sz.CoordinatorNextGCBytes = int64(v)
 	}
 	return nil
@@ -625,20 +624,23 @@ func measureAddVoter(ctx context.Context, sz *ScaleSize, co *scaleCoordinator, t
 	return measureStandby(ctx, sz, co, cmd.Process.Pid, standby)
 }
 
-// standbyWrites is the admin writes of the standby measurement.
-const standbyWrites = 1000
+// standbyWrites is the admin writes of the standby measurement, and
+// standbyIdleWindow how long its idle CPU is measured.
+const (
+	standbyWrites     = 1000
+	standbyIdleWindow = 3 * time.Second
+)
 
 // measureStandby measures the standby coordinator (pid, metrics on
 // standby) while it follows co's writes: standbyWrites CreateDatabase
-// calls, one at a time, until the standby's image applied the last; and
-// its CPU per second idle for as long before.
+// calls, one at a time, until the standby's image applied the last; and,
+// before them, its CPU per second over standbyIdleWindow of idling.
 func measureStandby(ctx context.Context, sz *ScaleSize, co *scaleCoordinator, pid int, standby string) error {
 	idle0, t0 := procstat.CPU(pid), time.Now()
-	sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	<-sctx.Done()
-	cancel()
-	if ctx.Err() != nil {
+	select {
+	case <-ctx.Done():
 		return ctx.Err()
+	case <-time.After(standbyIdleWindow):
 	}
 	sz.StandbyIdleCPUMicrosPerSec = round3(float64((procstat.CPU(pid) - idle0).Microseconds()) / time.Since(t0).Seconds())
 	s0, l0 := procstat.CPU(pid), procstat.CPU(co.cmd.Process.Pid)

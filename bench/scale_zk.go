@@ -76,7 +76,7 @@ func measureScaleZK(ctx context.Context, env *runEnv, tool string, n int, main, 
 		}
 		return sz, nil, nil, err
 	}
-	if err := scaleVerbs(ctx, &sz, tool, dir, tree, store, scaleZKBound, !main); err != nil {
+	if err := scaleVerbs(ctx, &sz, tool, dir, tree, store, genericVerb, scaleZKBound, !main); err != nil {
 		return unfinished(err)
 	}
 	env.opts.logf("  scale (zookeeper): %d nodes: import %.1f s, validate %.1f s, export %.1f s (0: not run)", sz.Nodes, sz.ImportSec, sz.ValidateSec, sz.ExportSec)
@@ -85,7 +85,7 @@ func measureScaleZK(ctx context.Context, env *runEnv, tool string, n int, main, 
 		if err != nil {
 			return unfinished(err)
 		}
-		err = co.settledRSS(&sz)
+		err = co.settledRSS(ctx, &sz)
 		co.stop()
 		if err != nil {
 			return sz, nil, nil, err

@@ -492,7 +492,7 @@ func sendParts(resp core.WatchResponse, send func(*pb.WatchResponse) error) erro
 	for len(evs) > 0 {
 		n, size := 0, 0
 		for n < len(evs) && n < watchMergeEvents {
-			es := len(evs[n].Path) + len(evs[n].Data) + watchEventOverhead
+			es := watchEventSize(evs[n])
 			if n > 0 && size+es > watchMergeBytes {
 				break
 			}
@@ -519,10 +519,13 @@ func mergeableWatch(r core.WatchResponse) bool { return !r.Reset && r.Err == nil
 func watchEventsSize(evs []core.WatchEvent) int {
 	n := 0
 	for _, e := range evs {
-		n += len(e.Path) + len(e.Data) + watchEventOverhead
+		n += watchEventSize(e)
 	}
 	return n
 }
+
+// watchEventSize is what pumpWatch counts for one event.
+func watchEventSize(e core.WatchEvent) int { return len(e.Path) + len(e.Data) + watchEventOverhead }
 
 func (s *server) Session(ctx context.Context, req *pb.SessionRequest) (*pb.SessionResponse, error) {
 	return handle(s, ctx, req.ClientId, func(_ context.Context, c *serverClient) (*pb.SessionResponse, error) {
