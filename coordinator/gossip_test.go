@@ -85,9 +85,22 @@ func TestGossip(t *testing.T) {
 			return slices.Equal(addrs, sorted(clients)) && slices.Equal(gossips, wantGossip)
 		})
 	}
-	// `metaplane admin leader` prints the list when the coordinator gossips.
-	out, err := exec.Command(bin, "admin", "leader", "--bootstrap-servers", clients[1]).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "coordinators known to "+clients[1]+" (gossip):") {
+	all, err := adminclient.NewClient(clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer all.Close()
+	first := waitServingLeader(t, ctx, all, "")
+	seed := first.LeaderAddress
+	// `metaplane admin leader` prints the list when the coordinator gossips
+	// (asked once a leader serves, until the answering one has heard of it:
+	// the answer names it).
+	var out []byte
+	testutil.WaitFor(t, 30*time.Second, clients[1]+" names the leader", func() bool {
+		out, err = exec.Command(bin, "admin", "leader", "--timeout", "5s", "--bootstrap-servers", clients[1]).CombinedOutput()
+		return err == nil && strings.Contains(string(out), "leader "+first.LeaderId)
+	})
+	if !strings.Contains(string(out), "coordinators known to "+clients[1]+" (gossip):") {
 		t.Errorf("admin leader: %v\n%s", err, out)
 	}
 	for i, c := range clients {
@@ -101,13 +114,6 @@ func TestGossip(t *testing.T) {
 		}
 	}
 
-	all, err := adminclient.NewClient(clients)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer all.Close()
-	first := waitServingLeader(t, ctx, all, "")
-	seed := first.LeaderAddress
 	voters := voterSet(t, ctx, seed)
 	if len(voters) != n {
 		t.Fatalf("voter set %v, want %d voters", voters, n)

@@ -550,10 +550,10 @@ func adminLeader(a *admin) *cobra.Command {
 			}
 			return a.print(cmd.OutOrStdout(), r, func(w io.Writer) {
 				if r.LeaderAddress == "" {
-					fmt.Fprintln(w, "no leader known")
-					return
+					fmt.Fprintf(w, "no leader known to %s (backend %s): an election may be under way; run this again in a few seconds (on Raft, `metaplane raft status` shows the quorum)\n", orDash(r.ThisAddress), r.Backend)
+				} else {
+					fmt.Fprintf(w, "leader %s at %s, epoch %d (backend %s)\n", r.LeaderId, r.LeaderAddress, r.Epoch, r.Backend)
 				}
-				fmt.Fprintf(w, "leader %s at %s, epoch %d (backend %s)\n", r.LeaderId, r.LeaderAddress, r.Epoch, r.Backend)
 				printGossipCoordinators(w, r)
 			})
 		}}
