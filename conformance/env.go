@@ -273,8 +273,11 @@ type follower struct {
 	state  map[string][]byte
 	rev    int64
 	resets int // snapshots retaken after ErrCompacted, Resets received
-	err    error
-	done   chan struct{}
+	// pages holds a Reset that comes in pages until its last page (nil
+	// when none is under way).
+	pages map[string][]byte
+	err   error
+	done  chan struct{}
 	// gate, when not nil, holds the follower back from reading its watch
 	// until it is closed (a slow consumer).
 	gate <-chan struct{}
@@ -359,8 +362,25 @@ func (f *follower) loop(ch <-chan core.WatchResponse) {
 			return
 		}
 		if r.Reset {
-			f.resets++
-			f.state = map[string][]byte{}
+			if f.pages == nil {
+				f.resets++
+				f.pages = map[string][]byte{}
+			}
+			for _, ev := range r.Events {
+				if ev.Type != core.EventDeleted {
+					f.pages[ev.Path] = ev.Data
+				}
+			}
+			if r.Partial {
+				f.mu.Unlock()
+				continue
+			}
+			f.state, f.pages = f.pages, nil
+			if r.Revision > f.rev {
+				f.rev = r.Revision
+			}
+			f.mu.Unlock()
+			continue
 		}
 		for _, ev := range r.Events {
 			switch ev.Type {

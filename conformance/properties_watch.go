@@ -315,6 +315,78 @@ func watchProperties() []Property {
 			},
 		},
 		{
+			Name:        "Watch/Reset/Pages",
+			Description: "a watch from an earlier revision over a state larger than a page of a snapshot replays it (exact history) or sends it as a Reset whose pages (Partial on all but the last) share one revision and hold each node once, in path order",
+			run: func(e *env) {
+				const nodes = 32
+				size := 48 << 10
+				if m := e.caps.MaxValueSize; m > 0 && size > m {
+					size = m
+				}
+				want := map[string]string{base: ""}
+				from := int64(0)
+				for i := 0; i < nodes; i++ {
+					data := bytes.Repeat([]byte{byte('a' + i%26)}, size)
+					data[0] = byte(i)
+					e.create(e.c0, p(fmt.Sprintf("n%02d", i)), data, core.Persistent)
+					if i == 0 {
+						from = e.get(e.c0, p("n00")).Stat.CreateRevision
+					}
+					want[p(fmt.Sprintf("n%02d", i))] = string(data)
+				}
+				ch := e.watch(e.client(), base, from)
+				got := map[string]string{}
+				if e.caps.ExactHistory {
+					for _, ev := range e.nextEvents(ch, nodes) {
+						if ev.Type == core.EventCreated {
+							got[ev.Path] = string(ev.Data)
+						}
+					}
+					got[base] = ""
+				} else {
+					var rev int64
+					last := ""
+					for pages := 0; ; pages++ {
+						var r core.WatchResponse
+						select {
+						case v, ok := <-ch:
+							if !ok || v.Err != nil {
+								e.t.Fatalf("watch ended (%v) in page %d of its Reset", v.Err, pages+1)
+							}
+							r = v
+						case <-time.After(e.wait):
+							e.t.Fatalf("no page %d of the Reset within %v", pages+1, e.wait)
+						}
+						if !r.Reset {
+							e.t.Fatalf("response %d is not a Reset page (the Reset's last page had Partial set): %s", pages+1, describeEvents(r.Events))
+						}
+						if pages == 0 {
+							rev = r.Revision
+						} else if r.Revision != rev {
+							e.t.Fatalf("page %d of the Reset at revision %d, the first at %d: want one revision", pages+1, r.Revision, rev)
+						}
+						for _, ev := range r.Events {
+							if _, dup := got[ev.Path]; dup || ev.Path <= last {
+								e.t.Fatalf("page %d: %s out of path order or twice (after %s)", pages+1, ev.Path, last)
+							}
+							got[ev.Path], last = string(ev.Data), ev.Path
+						}
+						if !r.Partial {
+							break
+						}
+					}
+				}
+				if len(got) != len(want) {
+					e.t.Fatalf("the watch delivered %d nodes, want %d", len(got), len(want))
+				}
+				for k, v := range want {
+					if got[k] != v {
+						e.t.Fatalf("%s: delivered %d bytes, want %d (or the wrong bytes)", k, len(got[k]), len(v))
+					}
+				}
+			},
+		},
+		{
 			Name:        "Watch/Compacted/Immediate",
 			Needs:       NeedsExactHistory + "+" + NeedsCompactor,
 			Description: "a watch from a revision the backend no longer keeps fails at once with ErrCompacted",

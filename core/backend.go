@@ -102,7 +102,8 @@ type Watcher interface {
 	//
 	// With exact history, a fromRevision older than the backend keeps fails
 	// at once with ErrCompacted. Without exact history a fromRevision > 0
-	// is answered with a first Reset response holding the current state.
+	// is answered with a first Reset response holding the current state
+	// (in pages on a large state: WatchResponse.Partial).
 	// Errors: ErrInvalidPath, ErrCompacted, ErrClosed, ErrUnavailable.
 	Watch(ctx context.Context, prefix string, fromRevision int64) (<-chan WatchResponse, error)
 }

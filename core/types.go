@@ -294,6 +294,13 @@ type WatchResponse struct {
 	// what it knew and starts over from it. Only backends without exact
 	// history send it.
 	Reset bool
+	// Partial, on a Reset response, means the Reset continues in the next
+	// response: a large state comes in pages, each a Reset response with
+	// the same Revision, every page but the last Partial. The consumer
+	// has the complete state (and discards what it knew before the first
+	// page) only once the page that is not Partial arrives. The pages hold
+	// each node once, in path order. Never set on other responses.
+	Partial bool
 	// Revision is the store revision the consumer has seen everything up
 	// to after applying this response.
 	Revision int64

@@ -130,7 +130,9 @@ func New(opts Options) *Image {
 var ErrNotReady = fmt.Errorf("%w: metadata image not loaded yet", core.ErrUnavailable)
 
 // Run follows b until ctx ends: it takes a Snapshot of the prefix, applies
-// it, then watches from the snapshot's revision on. On ErrCompacted (the
+// it, then watches from the snapshot's revision on (without exact history:
+// it watches from revision 1, and the watch's first Reset is the load; see
+// open). On ErrCompacted (the
 // image fell behind an exact-history backend's retention) it takes a new
 // snapshot and resumes; on a Reset response (backends without exact
 // history) it replaces its state; on other failures it retries with
@@ -162,37 +164,30 @@ func (im *Image) Run(ctx context.Context, b core.MetadataBackend) error {
 }
 
 func (im *Image) follow(ctx context.Context, b core.MetadataBackend) error {
-	// The tree arrives in pages (core.StreamSnapshot: on a backend that
-	// streams, no whole copy of it is held beside the image).
-	nodes := map[string]*entry{}
-	rev := int64(0)
-	err := core.StreamSnapshot(ctx, b, im.opts.Prefix, 0, func(r int64, page []core.Node) error {
-		rev = r
-		for _, n := range page {
-			put(im, nodes, core.Node{Path: n.Path, Data: append([]byte(nil), n.Data...), Stat: n.Stat})
-		}
-		return nil
-	})
+	ch, err := im.open(ctx, b)
 	if err != nil {
-		return fmt.Errorf("snapshot %s: %w", im.opts.Prefix, err)
+		return err
 	}
-	im.install(nodes, rev)
-	ch, err := b.Watch(ctx, im.opts.Prefix, rev+1)
-	if err != nil {
-		return fmt.Errorf("watch %s from %d: %w", im.opts.Prefix, rev+1, err)
-	}
+	// pages holds a Reset that comes in pages (core.WatchResponse.Partial)
+	// until its last page: the state it replaces stays in place until then.
+	var pages map[string]*entry
 	for resp := range ch {
 		if resp.Err != nil {
 			return fmt.Errorf("watch %s: %w", im.opts.Prefix, resp.Err)
 		}
 		if resp.Reset {
-			nodes := make([]core.Node, 0, len(resp.Events))
+			if pages == nil {
+				pages = map[string]*entry{}
+			}
 			for _, ev := range resp.Events {
 				if ev.Type != core.EventDeleted {
-					nodes = append(nodes, core.Node{Path: ev.Path, Data: ev.Data, Stat: ev.Stat})
+					put(im, pages, core.Node{Path: ev.Path, Data: ev.Data, Stat: ev.Stat})
 				}
 			}
-			im.replace(nodes, resp.Revision)
+			if !resp.Partial {
+				im.install(pages, resp.Revision)
+				pages = nil
+			}
 			continue
 		}
 		im.applyEvents(resp.Events, resp.Revision)
@@ -203,20 +198,44 @@ func (im *Image) follow(ctx context.Context, b core.MetadataBackend) error {
 	return fmt.Errorf("%w: watch %s ended", core.ErrUnavailable, im.opts.Prefix)
 }
 
+// open loads the image and returns the watch that follows it. On a
+// backend with exact history: a snapshot of the prefix (in pages, on a
+// backend that streams: no whole copy of the tree is held beside the
+// image), then a watch from its revision on. On a backend without (no
+// history to resume from): a watch from revision 1, whose first response,
+// a Reset (in pages on a large tree), is the load: the tree is read once.
+func (im *Image) open(ctx context.Context, b core.MetadataBackend) (<-chan core.WatchResponse, error) {
+	if !b.Capabilities().ExactHistory {
+		ch, err := b.Watch(ctx, im.opts.Prefix, 1)
+		if err != nil {
+			return nil, fmt.Errorf("watch %s: %w", im.opts.Prefix, err)
+		}
+		return ch, nil
+	}
+	nodes := map[string]*entry{}
+	rev := int64(0)
+	err := core.StreamSnapshot(ctx, b, im.opts.Prefix, 0, func(r int64, page []core.Node) error {
+		rev = r
+		for _, n := range page {
+			put(im, nodes, core.Node{Path: n.Path, Data: append([]byte(nil), n.Data...), Stat: n.Stat})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", im.opts.Prefix, err)
+	}
+	im.install(nodes, rev)
+	ch, err := b.Watch(ctx, im.opts.Prefix, rev+1)
+	if err != nil {
+		return nil, fmt.Errorf("watch %s from %d: %w", im.opts.Prefix, rev+1, err)
+	}
+	return ch, nil
+}
+
 func (im *Image) logf(format string, args ...any) {
 	if im.opts.Logf != nil {
 		im.opts.Logf(format, args...)
 	}
-}
-
-// replace discards the state and loads nodes at revision rev, then
-// re-applies the own writes newer than rev.
-func (im *Image) replace(nodes []core.Node, rev int64) {
-	m := make(map[string]*entry, len(nodes)+1)
-	for _, n := range nodes {
-		put(im, m, n)
-	}
-	im.install(m, rev)
 }
 
 // put records node n in the node map m (with its missing parents).

@@ -200,7 +200,11 @@ func (f *faultyWatch) Watch(ctx context.Context, prefix string, from int64) (<-c
 		for _, n := range snap.Nodes {
 			evs = append(evs, core.WatchEvent{Type: core.EventCreated, Path: n.Path, Data: n.Data, Stat: n.Stat, Revision: n.Stat.ModifyRevision})
 		}
-		out <- core.WatchResponse{Reset: true, Events: evs, Revision: snap.Revision}
+		// In pages of one node: the image replaces its state only at
+		// the last.
+		for i := range evs {
+			out <- core.WatchResponse{Reset: true, Partial: i < len(evs)-1, Events: evs[i : i+1], Revision: snap.Revision}
+		}
 		for r := range in {
 			out <- r
 		}
@@ -237,6 +241,106 @@ func TestResyncAfterCompactedAndReset(t *testing.T) {
 				t.Fatalf("resyncs: got %d, want 1", im.Resyncs())
 			}
 		})
+	}
+}
+
+// noHistory is a backend without exact history: its watch from a revision
+// answers with the state as a Reset in pages (one node each), the last held
+// until release is closed; Snapshot is counted (it must not be called).
+type noHistory struct {
+	core.MetadataBackend
+	snapshots atomic.Int32
+	release   chan struct{}
+}
+
+func (n *noHistory) Capabilities() core.Capabilities {
+	c := n.MetadataBackend.Capabilities()
+	c.ExactHistory = false
+	return c
+}
+
+func (n *noHistory) Snapshot(ctx context.Context, prefix string) (core.Snapshot, error) {
+	n.snapshots.Add(1)
+	return n.MetadataBackend.Snapshot(ctx, prefix)
+}
+
+func (n *noHistory) StreamSnapshot(ctx context.Context, prefix string, pageBytes int, fn func(int64, []core.Node) error) error {
+	n.snapshots.Add(1)
+	return core.StreamSnapshot(ctx, n.MetadataBackend, prefix, pageBytes, fn)
+}
+
+func (n *noHistory) Watch(ctx context.Context, prefix string, from int64) (<-chan core.WatchResponse, error) {
+	if from == 0 {
+		return n.MetadataBackend.Watch(ctx, prefix, 0)
+	}
+	in, err := n.MetadataBackend.Watch(ctx, prefix, 0)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := n.MetadataBackend.Snapshot(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan core.WatchResponse)
+	go func() {
+		defer close(out)
+		for i, nd := range snap.Nodes {
+			if i == len(snap.Nodes)-1 {
+				<-n.release
+			}
+			out <- core.WatchResponse{Reset: true, Partial: i < len(snap.Nodes)-1, Revision: snap.Revision,
+				Events: []core.WatchEvent{{Type: core.EventCreated, Path: nd.Path, Data: nd.Data, Stat: nd.Stat, Revision: snap.Revision}}}
+		}
+		for r := range in {
+			out <- r
+		}
+	}()
+	return out, nil
+}
+
+// TestLoadWithoutHistoryReadsOnce: on a backend without exact history the
+// image loads from its watch's first Reset, taken in pages, and takes no
+// snapshot (the tree is read once); it is not ready before the last page.
+func TestLoadWithoutHistoryReadsOnce(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	w := s.NewClient(core.ClientOptions{})
+	for _, p := range []string{"/metadata/a", "/metadata/b", "/metadata/c"} {
+		if _, _, err := core.Create(ctx, w, p, []byte(p), core.CreateOptions{MakeParents: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nh := &noHistory{MetadataBackend: s.NewClient(core.ClientOptions{}), release: make(chan struct{})}
+	im := image.New(image.Options{Prefix: "/metadata"})
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); im.Run(rctx, nh) }()
+	t.Cleanup(func() { cancel(); <-done })
+	wctx, wcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err := im.WaitReady(wctx)
+	wcancel()
+	if err == nil {
+		t.Fatal("the image is ready before the Reset's last page")
+	}
+	close(nh.release)
+	wctx, wcancel = context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if err := im.WaitReady(wctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := im.CountChildren("/metadata"); got != 3 {
+		t.Fatalf("children of /metadata: %d, want 3", got)
+	}
+	_, st, err := core.Create(ctx, w, "/metadata/d", nil, core.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := im.WaitRevision(wctx, st.CreateRevision); err != nil {
+		t.Fatal(err)
+	}
+	testWait(t, "the change after the load", func() bool { return im.CountChildren("/metadata") == 4 })
+	if n := nh.snapshots.Load(); n != 0 {
+		t.Fatalf("the image took %d snapshots on a backend without exact history, want 0", n)
 	}
 }
 

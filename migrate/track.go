@@ -53,8 +53,8 @@ type tracker struct {
 	stopped chan struct{}
 }
 
-// startTracker opens the watch in the background (on ZooKeeper the watch
-// reads the whole tree first: it overlaps the copy rounds).
+// startTracker opens the watch in the background (on ZooKeeper before 3.6
+// the watch reads the whole tree first: it overlaps the copy rounds).
 func startTracker(ctx context.Context, src core.MetadataBackend) *tracker {
 	tctx, cancel := context.WithCancel(ctx)
 	t := &tracker{dirty: map[string]uint8{}, kick: make(chan struct{}, 1), ready: make(chan struct{}), cancel: cancel, stopped: make(chan struct{})}

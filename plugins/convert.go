@@ -173,7 +173,7 @@ func getResultsFromProto(rs []*pb.GetResult) []core.GetResult {
 }
 
 func watchResponseToProto(r core.WatchResponse) *pb.WatchResponse {
-	out := &pb.WatchResponse{Reset_: r.Reset, Revision: r.Revision, Error: ErrorToProto(r.Err)}
+	out := &pb.WatchResponse{Reset_: r.Reset, Partial: r.Partial, Revision: r.Revision, Error: ErrorToProto(r.Err)}
 	out.Events = appendWatchEventsToProto(out.Events, r.Events)
 	return out
 }
@@ -196,7 +196,7 @@ func appendWatchEventsToProto(dst []*pb.WatchEvent, evs []core.WatchEvent) []*pb
 }
 
 func watchResponseFromProto(r *pb.WatchResponse) core.WatchResponse {
-	out := core.WatchResponse{Reset: r.Reset_, Revision: r.Revision, Err: ErrorFromProto(r.Error)}
+	out := core.WatchResponse{Reset: r.Reset_, Partial: r.Partial, Revision: r.Revision, Err: ErrorFromProto(r.Error)}
 	if len(r.Events) > 0 {
 		out.Events = make([]core.WatchEvent, len(r.Events))
 		for i, e := range r.Events {

@@ -82,3 +82,7 @@ func ClientPid(b core.MetadataBackend) int {
 	}
 	return c.p.Pid()
 }
+
+// JoinResetPages joins a Reset's pages for a host that predates them
+// (joinResetPages).
+var JoinResetPages = joinResetPages

@@ -395,12 +395,44 @@ func (s *server) Watch(req *pb.WatchRequest, stream pb.Backend_WatchServer) erro
 	if err := stream.Send(&pb.WatchResponse{Started: true}); err != nil {
 		return err
 	}
+	if !req.Parts {
+		ch = joinResetPages(stream.Context(), ch)
+	}
 	return asIs(pumpWatch(stream.Context(), ch, req.Parts, func(m *pb.WatchResponse) error {
 		if h := watchMessageHook.Load(); h != nil {
 			(*h)(m)
 		}
 		return stream.Send(m)
 	}))
+}
+
+// joinResetPages is ch with every Reset that comes in pages
+// (core.WatchResponse.Partial) joined into one response: for a host that
+// predates the pages (it does not ask for parts, and does not know
+// partial). Other responses pass as they are.
+func joinResetPages(ctx context.Context, ch <-chan core.WatchResponse) <-chan core.WatchResponse {
+	out := make(chan core.WatchResponse)
+	go func() {
+		defer close(out)
+		var pages []core.WatchEvent
+		for resp := range ch {
+			if resp.Reset && resp.Partial {
+				pages = append(pages, resp.Events...)
+				continue
+			}
+			if resp.Reset && pages != nil {
+				resp.Events, pages = append(pages, resp.Events...), nil
+			}
+			select {
+			case out <- resp:
+			case <-ctx.Done():
+				for range ch {
+				}
+				return
+			}
+		}
+	}()
+	return out
 }
 
 // Bounds of one coalesced watch message (see pumpWatch): far below any
@@ -498,7 +530,7 @@ func sendParts(resp core.WatchResponse, send func(*pb.WatchResponse) error) erro
 			}
 			n, size = n+1, size+es
 		}
-		m := &pb.WatchResponse{Reset_: resp.Reset, Revision: resp.Revision, More: n < len(evs)}
+		m := &pb.WatchResponse{Reset_: resp.Reset, Partial: resp.Partial, Revision: resp.Revision, More: n < len(evs)}
 		m.Events = appendWatchEventsToProto(nil, evs[:n])
 		if !m.More {
 			m.Error = ErrorToProto(resp.Err)

@@ -295,3 +295,40 @@ func TestWatchLargeResponseCrossesInParts(t *testing.T) {
 		t.Fatalf("the transaction crossed in %d messages (more flags %v), want parts, the last not marked more", len(parts), parts)
 	}
 }
+
+// TestResetPagesAcrossTheBoundary: a Reset in pages crosses as pages (each
+// message keeps partial, for a host that asks for parts); for a host that
+// does not (it predates the pages), the pages are joined into one Reset
+// first, and the responses after it pass as they are.
+func TestResetPagesAcrossTheBoundary(t *testing.T) {
+	page := func(i int, partial bool) core.WatchResponse {
+		return core.WatchResponse{Reset: true, Partial: partial, Revision: 9,
+			Events: []core.WatchEvent{{Type: core.EventCreated, Path: fmt.Sprintf("/p/n%d", i), Revision: 9}}}
+	}
+	feed := func() chan core.WatchResponse {
+		ch := make(chan core.WatchResponse, 4)
+		ch <- page(0, true)
+		ch <- page(1, true)
+		ch <- page(2, false)
+		ch <- oneEvent(10, []byte("v"))
+		close(ch)
+		return ch
+	}
+	var out []*pb.WatchResponse
+	if err := plugins.PumpWatch(context.Background(), feed(), true, func(m *pb.WatchResponse) error {
+		out = append(out, m)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 4 || !out[0].Partial || !out[1].Partial || out[2].Partial || !out[2].Reset_ || out[3].Reset_ || out[3].Partial {
+		t.Fatalf("with parts: %d messages %v, want three pages (partial, partial, last) and the event", len(out), out)
+	}
+	var joined []core.WatchResponse
+	for r := range plugins.JoinResetPages(context.Background(), feed()) {
+		joined = append(joined, r)
+	}
+	if len(joined) != 2 || !joined[0].Reset || joined[0].Partial || len(joined[0].Events) != 3 || joined[0].Events[2].Path != "/p/n2" || joined[1].Reset || joined[1].Revision != 10 {
+		t.Fatalf("joined for an older host: %+v, want one Reset of 3 events, then the event", joined)
+	}
+}

@@ -690,3 +690,47 @@ func TestStreamSnapshotFallbackPass1Changes(t *testing.T) {
 		t.Fatalf("no round read a node again after writes during pass 1")
 	}
 }
+
+// TestWatchFallback: through the proxy that refuses addWatch as ZooKeeper
+// 3.5 does, a watch falls back to one-shot watches (the model of
+// watch.go): its first response is a Reset of the prefix, and a create
+// and a delete after it are reported.
+func TestWatchFallback(t *testing.T) {
+	direct, reader, _, proxy := fallbackClients(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := direct.Txn(ctx, []core.Op{core.CreateOp("/g", nil, core.Persistent), core.CreateOp("/g/a", []byte("1"), core.Persistent)}, core.TxnOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := reader.Watch(ctx, "/g", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := proxy.refused.Load(); n < 1 {
+		t.Fatalf("the proxy refused %d addWatch requests: the fallback was not taken", n)
+	}
+	first := <-ch
+	if !first.Reset || first.Partial || len(first.Events) != 2 || first.Events[1].Path != "/g/a" || string(first.Events[1].Data) != "1" {
+		t.Fatalf("first response %+v, want a Reset of /g and /g/a", first)
+	}
+	if _, _, err := core.Create(ctx, direct, "/g/b", []byte("2"), core.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := core.Delete(ctx, direct, "/g/a", core.AnyVersion, core.Fence{}); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]core.EventType{}
+	for seen["/g/b"] != core.EventCreated || seen["/g/a"] != core.EventDeleted {
+		select {
+		case r, ok := <-ch:
+			if !ok || r.Err != nil {
+				t.Fatalf("watch ended: %v", r.Err)
+			}
+			for _, ev := range r.Events {
+				seen[ev.Path] = ev.Type
+			}
+		case <-ctx.Done():
+			t.Fatalf("events seen %v: want /g/b created and /g/a deleted", seen)
+		}
+	}
+}

@@ -173,6 +173,11 @@ const (
 const (
 	evData uint8 = 1 << iota
 	evKids
+	// What a streamed watch (watchstream.go) reports of a path: an event
+	// of its own (not only a child's) created, deleted or changed it.
+	evCreated
+	evDeleted
+	evChanged
 )
 
 // snapshotDone, when set (tests), is told what each streamed snapshot
@@ -221,10 +226,10 @@ func (b *Backend) StreamSnapshot(ctx context.Context, prefix string, pageBytes i
 	if !ok {
 		return fn(b.wire.lastZxid.Load(), nil)
 	}
-	sc, err := b.openSnapConn(ctx, prefix, true)
+	sc, err := b.openSnapConn(ctx, prefix, true, nil)
 	if errors.Is(err, errNoRecursiveWatch) {
 		// A 3.5 server closes the connection that asked: a fresh one.
-		sc, err = b.openSnapConn(ctx, prefix, false)
+		sc, err = b.openSnapConn(ctx, prefix, false, nil)
 	}
 	if err != nil {
 		return err
@@ -280,6 +285,13 @@ type snapConn struct {
 	broken  error            // the connection was lost: the watches with it
 	hadConn bool
 
+	// A streamed watch's connection (watchstream.go): kick is told of
+	// every event; dirty holds at most maxDirty paths, and overflow is set
+	// when an event found it full (the event is not kept).
+	kick     chan struct{}
+	maxDirty int
+	overflow bool
+
 	spill   *os.File
 	spillW  *bufio.Writer
 	nspill  int
@@ -302,9 +314,10 @@ type spillMark struct {
 // openSnapConn opens the snapshot's own connection, registers the
 // recursive watch on prefix (when recursive; else the reads will set
 // one-shot watches) and syncs the server (its reads then see every write
-// committed before). Errors: errNoRecursiveWatch, ErrUnavailable, context
+// committed before). A streamed watch passes kick (see snapConn.kick);
+// a snapshot nil. Errors: errNoRecursiveWatch, ErrUnavailable, context
 // errors.
-func (b *Backend) openSnapConn(ctx context.Context, prefix string, recursive bool) (*snapConn, error) {
+func (b *Backend) openSnapConn(ctx context.Context, prefix string, recursive bool, kick chan struct{}) (*snapConn, error) {
 	sc := &snapConn{
 		b: b, prefix: prefix, wire: &wireState{},
 		connected: make(chan struct{}),
@@ -312,7 +325,9 @@ func (b *Backend) openSnapConn(ctx context.Context, prefix string, recursive boo
 		oneShot:   !recursive,
 		dirty:     map[string]uint8{},
 		over:      map[string]*core.Node{},
+		kick:      kick,
 	}
+
 	sc.wire.replies = func(r reply) {
 		if r.xid == snapWatchXid {
 			select {
@@ -412,24 +427,55 @@ func (sc *snapConn) onEvent(ev zk.Event) {
 				sc.broken = fmt.Errorf("%w: the snapshot's connection was lost (%v)", core.ErrUnavailable, ev.State)
 			}
 			sc.mu.Unlock()
+			sc.wake()
 		}
 	case zk.EventNodeCreated, zk.EventNodeDeleted, zk.EventNodeDataChanged, zk.EventNodeChildrenChanged:
 		if sc.oneShot {
 			return // the tap took it off the byte stream (noteEvent)
 		}
 		p := sc.b.rel(ev.Path)
+		what := evData | evChanged
+		switch ev.Type {
+		case zk.EventNodeCreated:
+			what = evData | evCreated
+		case zk.EventNodeDeleted:
+			what = evData | evDeleted
+		}
 		sc.mu.Lock()
-		sc.dirty[p] = evData
+		sc.markLocked(p, what)
 		if (ev.Type == zk.EventNodeCreated || ev.Type == zk.EventNodeDeleted) && p != sc.prefix {
-			sc.dirty[core.ParentPath(p)] = evData
+			sc.markLocked(core.ParentPath(p), evData)
 		}
 		sc.mu.Unlock()
+		sc.wake()
 	case zk.EventNotWatching:
 		sc.mu.Lock()
 		if sc.broken == nil {
 			sc.broken = fmt.Errorf("%w: the snapshot's watch ended", core.ErrUnavailable)
 		}
 		sc.mu.Unlock()
+		sc.wake()
+	}
+}
+
+// markLocked adds what to p's entry of dirty, unless dirty is full
+// (maxDirty): then it sets overflow.
+func (sc *snapConn) markLocked(p string, what uint8) {
+	if _, ok := sc.dirty[p]; !ok && sc.maxDirty > 0 && len(sc.dirty) >= sc.maxDirty {
+		sc.overflow = true
+		return
+	}
+	sc.dirty[p] |= what
+}
+
+// wake tells a streamed watch that an event came (a snapshot has no kick).
+func (sc *snapConn) wake() {
+	if sc.kick == nil {
+		return
+	}
+	select {
+	case sc.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -457,10 +503,18 @@ func (sc *snapConn) markDirty(p string, what uint8) {
 
 func (sc *snapConn) close() {
 	sc.conn.Close()
+	sc.dropRead()
+}
+
+// dropRead removes the spill file and forgets the overrides: what a read
+// held, once it was handed out.
+func (sc *snapConn) dropRead() {
 	if sc.spill != nil {
 		sc.spill.Close()
 		os.Remove(sc.spill.Name())
+		sc.spill, sc.spillW = nil, nil
 	}
+	sc.over, sc.nspill, sc.spillIndex, sc.spillOff = map[string]*core.Node{}, 0, nil, 0
 }
 
 // read runs pass 1 and the rounds.
@@ -965,12 +1019,21 @@ var errReplyTooLarge = errors.New("zookeeper: reply too large to keep")
 // reply: no error and r.err 0 or zkNoNode, or an error (ErrUnavailable,
 // context errors, errReplyTooLarge).
 func (sc *snapConn) readCall(ctx context.Context, opcode int32, p, zp string) (reply, error) {
+	return sc.readCallWatch(ctx, opcode, p, zp, true)
+}
+
+// readCallWatch is readCall, the read setting a watch only when watch.
+func (sc *snapConn) readCallWatch(ctx context.Context, opcode int32, p, zp string, watch bool) (reply, error) {
 	if err := ctx.Err(); err != nil {
 		return reply{}, err
 	}
 	req := binary.BigEndian.AppendUint32(make([]byte, 0, 5+len(zp)), uint32(len(zp)))
 	req = append(req, zp...)
-	req = append(req, 1) // watch
+	if watch {
+		req = append(req, 1)
+	} else {
+		req = append(req, 0)
+	}
 	r, err := sc.wire.call(ctx, opcode, req)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -1128,4 +1191,39 @@ func (h *nodeHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
+}
+
+// limitDirty bounds dirty at n paths from now on (see snapConn.kick).
+func (sc *snapConn) limitDirty(n int) {
+	sc.mu.Lock()
+	sc.maxDirty = n
+	sc.mu.Unlock()
+}
+
+// overflowed reports whether an event found dirty full.
+func (sc *snapConn) overflowed() bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.overflow
+}
+
+// peek reads p's data and stat without a watch (the recursive one reports
+// its changes) and the zxid of the reply; a missing node is nil, and the
+// zxid then one at which p did not exist. Data too large for wire.call is
+// read with the library's Get (a node found: no zxid needed).
+func (sc *snapConn) peek(ctx context.Context, p string) (*core.Node, int64, error) {
+	zp := sc.b.zpath(p)
+	r, err := sc.readCallWatch(ctx, opGetData, p, zp, false)
+	if errors.Is(err, errReplyTooLarge) {
+		n, _, err := sc.get(ctx, p, false)
+		return n, 0, err
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	if r.err == zkNoNode {
+		return nil, r.zxid, nil
+	}
+	n, err := decodeGetData(p, r.body)
+	return n, r.zxid, err
 }

@@ -19,10 +19,16 @@ const maxPendingEvents = 4096
 
 // Watch delivers the changes at or below prefix.
 //
-// ZooKeeper has no change feed, only one-shot watches, so the watch keeps
-// a copy of the subtree: it reads every node with a data watch and a child
-// watch, re-reads a node (re-arming) when its watch fires, and reports the
-// difference. What is promised:
+// On ZooKeeper 3.6 and later it is a streamed watch (watchstream.go): a
+// connection of its own with a persistent recursive watch, no copy of the
+// tree, a Reset in pages. A server that refuses persistent recursive
+// watches (before 3.6) gets the watch described here (watchOneShot).
+//
+// ZooKeeper before 3.6 has no change feed, only one-shot watches, so that
+// watch keeps a copy of the subtree: it reads every node with a data watch
+// and a child watch, re-reads a node (re-arming) when its watch fires, and
+// reports the difference. What is promised (by both; the streamed watch
+// differs where watchstream.go says):
 //
 //   - Convergence: after the last change to a path, the consumer receives
 //     an event (or a Reset) carrying that path's latest state (or its
@@ -62,6 +68,22 @@ func (b *Backend) Watch(ctx context.Context, prefix string, fromRevision int64) 
 	if err := core.ValidatePath(prefix); err != nil {
 		return nil, err
 	}
+	if err := b.syncRevision(ctx); err != nil {
+		return nil, err
+	}
+	ch, err := b.openStreamWatch(ctx, prefix, fromRevision)
+	if err == nil {
+		return ch, nil
+	}
+	if !errors.Is(err, errNoRecursiveWatch) {
+		return nil, b.closedErr(err)
+	}
+	return b.watchOneShot(ctx, prefix, fromRevision)
+}
+
+// watchOneShot is Watch on a server without persistent recursive watches
+// (before 3.6): the model described above.
+func (b *Backend) watchOneShot(ctx context.Context, prefix string, fromRevision int64) (<-chan core.WatchResponse, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	w := &watcher{
 		b: b, prefix: prefix, ctx: wctx, cancel: cancel,

@@ -15,19 +15,21 @@ import (
 func collect(t *testing.T, w <-chan core.WatchResponse, state map[string]string, what string, cond func(resets int) bool) int {
 	t.Helper()
 	resets := 0
+	paging := false // within a Reset's pages
 	timeout := time.After(15 * time.Second)
-	for !cond(resets) {
+	for !cond(resets) || paging {
 		select {
 		case r, ok := <-w:
 			if !ok {
 				t.Fatalf("watch closed waiting for %s", what)
 			}
-			if r.Reset {
+			if r.Reset && !paging {
 				resets++
 				for k := range state {
 					delete(state, k)
 				}
 			}
+			paging = r.Reset && r.Partial
 			for _, ev := range r.Events {
 				if ev.Type == core.EventDeleted {
 					delete(state, ev.Path)
@@ -42,13 +44,18 @@ func collect(t *testing.T, w <-chan core.WatchResponse, state map[string]string,
 	return resets
 }
 
-// TestWatchResetAfterExpiry: a watch from a revision starts with a Reset;
-// after the watching client's session expires the watch re-arms in the new
-// session and sends a Reset with the current state, then goes on.
+// TestWatchResetAfterExpiry: a watch from a revision starts with a Reset.
+// The watch has a connection and session of its own: the watching
+// client's session expiring does not stop it. When the watch's own
+// connection is lost (its persistent watch with it), the watch opens
+// another, sends a Reset with the current state, and goes on.
 func TestWatchResetAfterExpiry(t *testing.T) {
 	o := testOptions(t)
 	wc, wr := open(t, o), open(t, o)
 	ctx := testutil.Context(t, 30*time.Second)
+	conns := make(chan *snapConn, 4)
+	streamWatchConn = func(sc *snapConn) { conns <- sc }
+	t.Cleanup(func() { streamWatchConn = nil })
 	res, err := wr.Txn(ctx, []core.Op{core.CreateOp("/w/a", []byte("1"), core.Persistent).WithParents()}, core.TxnOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -58,22 +65,31 @@ func TestWatchResetAfterExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := <-w
-	if !first.Reset || len(first.Events) != 2 || first.Events[0].Path != "/w" || first.Events[1].Path != "/w/a" || first.Revision < res.Revision {
+	if !first.Reset || first.Partial || len(first.Events) != 2 || first.Events[0].Path != "/w" || first.Events[1].Path != "/w/a" || first.Revision < res.Revision {
 		t.Fatalf("first response: %+v", first)
 	}
 	state := map[string]string{"/w": "", "/w/a": "1"}
 	if err := wc.ExpireSession(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// A change made while the watcher's session was being replaced.
+	// A change made while the watcher's client replaced its session.
 	if _, err := core.Set(ctx, wr, "/w/a", []byte("2"), core.AnyVersion, core.Fence{}); err != nil {
 		t.Fatal(err)
 	}
-	collect(t, w, state, "a Reset after expiry with /w/a=2", func(resets int) bool { return resets > 0 && state["/w/a"] == "2" })
-	if _, _, err := core.Create(ctx, wr, "/w/b", []byte("3"), core.CreateOptions{}); err != nil {
+	if resets := collect(t, w, state, "/w/a=2 after the client's session expired", func(int) bool { return state["/w/a"] == "2" }); resets != 0 {
+		t.Fatalf("%d Resets after the client's session expired, want none (the watch has its own)", resets)
+	}
+	// The watch's own connection is lost; a change made meanwhile comes
+	// with the Reset.
+	(<-conns).wire.dropConn()
+	if _, err := core.Set(ctx, wr, "/w/a", []byte("3"), core.AnyVersion, core.Fence{}); err != nil {
 		t.Fatal(err)
 	}
-	collect(t, w, state, "/w/b after the reset", func(int) bool { return state["/w/b"] == "3" })
+	collect(t, w, state, "a Reset after the watch's connection was lost, with /w/a=3", func(resets int) bool { return resets > 0 && state["/w/a"] == "3" })
+	if _, _, err := core.Create(ctx, wr, "/w/b", []byte("4"), core.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	collect(t, w, state, "/w/b after the reset", func(int) bool { return state["/w/b"] == "4" })
 }
 
 // TestWatchConverges: many writers change, create and delete nodes at

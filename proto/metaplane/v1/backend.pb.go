@@ -2606,8 +2606,11 @@ type WatchResponse struct {
 	// more: this message is a part of one response and the next message
 	// continues it (only when the request set parts). The host joins the
 	// parts' events, in order, into one core.WatchResponse; every part
-	// carries the response's reset and revision.
-	More          bool `protobuf:"varint,6,opt,name=more,proto3" json:"more,omitempty"`
+	// carries the response's reset, partial and revision.
+	More bool `protobuf:"varint,6,opt,name=more,proto3" json:"more,omitempty"`
+	// partial: on a reset, the reset continues in the next response
+	// (core.WatchResponse.Partial); not a part: each page is a response.
+	Partial       bool `protobuf:"varint,7,opt,name=partial,proto3" json:"partial,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2680,6 +2683,13 @@ func (x *WatchResponse) GetError() *Error {
 func (x *WatchResponse) GetMore() bool {
 	if x != nil {
 		return x.More
+	}
+	return false
+}
+
+func (x *WatchResponse) GetPartial() bool {
+	if x != nil {
+		return x.Partial
 	}
 	return false
 }
@@ -5183,14 +5193,15 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12&\n" +
 	"\x04stat\x18\x04 \x01(\v2\x12.metaplane.v1.StatR\x04stat\x12\x1a\n" +
-	"\brevision\x18\x05 \x01(\x03R\brevision\"\xcc\x01\n" +
+	"\brevision\x18\x05 \x01(\x03R\brevision\"\xe6\x01\n" +
 	"\rWatchResponse\x12\x18\n" +
 	"\astarted\x18\x01 \x01(\bR\astarted\x120\n" +
 	"\x06events\x18\x02 \x03(\v2\x18.metaplane.v1.WatchEventR\x06events\x12\x14\n" +
 	"\x05reset\x18\x03 \x01(\bR\x05reset\x12\x1a\n" +
 	"\brevision\x18\x04 \x01(\x03R\brevision\x12)\n" +
 	"\x05error\x18\x05 \x01(\v2\x13.metaplane.v1.ErrorR\x05error\x12\x12\n" +
-	"\x04more\x18\x06 \x01(\bR\x04more\"t\n" +
+	"\x04more\x18\x06 \x01(\bR\x04more\x12\x18\n" +
+	"\apartial\x18\a \x01(\bR\apartial\"t\n" +
 	"\vSessionInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12#\n" +
 	"\rtimeout_nanos\x18\x02 \x01(\x03R\ftimeoutNanos\x120\n" +
