@@ -49,8 +49,9 @@ type SourceOptions struct {
 
 // MetadataSource feeds an image.Image (image.Run) from the coordinators'
 // metadata stream: Snapshot is FetchMetadataSnapshot, Watch is a
-// FetchMetadata long poll loop. Only those two methods are used by the
-// image; the embedded nil interface makes every other method panic.
+// FetchMetadata long poll loop, Capabilities says the stream has exact
+// history (offsets). Only those three methods are used by the image; the
+// embedded nil interface makes every other method panic.
 //
 // Whichever coordinator answers, what it delivers never goes backwards:
 // every fetch starts at the offset after the last one delivered, a
@@ -73,6 +74,13 @@ type MetadataSource struct {
 	// seen is the highest offset delivered (a snapshot's, or a fetch's
 	// next offset - 1).
 	seen atomic.Int64
+}
+
+// Capabilities: the metadata stream is a log of offsets (exact history:
+// an offset it no longer keeps is ErrCompacted, and the image takes a new
+// snapshot).
+func (r *MetadataSource) Capabilities() core.Capabilities {
+	return core.Capabilities{Name: "metadata-stream", ExactHistory: true}
 }
 
 // NewMetadataSource returns a source of the metadata stream through c.
