@@ -119,7 +119,8 @@ func summarizeElections(voters int, kills []ElectionKill) *ElectionDetail {
 // campaignTap passes every call to the wrapped backend and records when
 // Campaign returned a leadership (the rig's "campaign returned" phase),
 // what the coordinator read of the tree through it, and when its image's
-// snapshot (the first of the client) was read whole.
+// snapshot (the first of the client; without exact history, its watch's
+// first Reset) was read whole.
 type campaignTap struct {
 	core.MetadataBackend
 	started func()
@@ -157,6 +158,40 @@ func (t campaignTap) StreamSnapshot(ctx context.Context, prefix string, pageByte
 		t.loaded()
 	}
 	return err
+}
+
+// Watch is the wrapped backend's. A watch from a revision on a backend
+// without exact history is counted as a tree read (its first response, a
+// Reset, is the tree: the image loads from it), its Reset's events as the
+// nodes read, and the image as loaded at the Reset's last page.
+func (t campaignTap) Watch(ctx context.Context, prefix string, from int64) (<-chan core.WatchResponse, error) {
+	ch, err := t.MetadataBackend.Watch(ctx, prefix, from)
+	if err != nil || from == 0 || t.Capabilities().ExactHistory {
+		return ch, err
+	}
+	t.reads.snapshots.Add(1)
+	out := make(chan core.WatchResponse)
+	go func() {
+		defer close(out)
+		first := true
+		for r := range ch {
+			if first && r.Reset {
+				t.reads.nodes.Add(int64(len(r.Events)))
+				if !r.Partial {
+					first = false
+					t.loaded()
+				}
+			}
+			select {
+			case out <- r:
+			case <-ctx.Done():
+				for range ch {
+				}
+				return
+			}
+		}
+	}()
+	return out, nil
 }
 
 func (t campaignTap) GetMany(ctx context.Context, paths []string, opts core.ReadOptions) ([]core.GetResult, error) {

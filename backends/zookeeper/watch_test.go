@@ -185,3 +185,39 @@ func TestWatchCancel(t *testing.T) {
 		t.Fatal("watch not closed after cancel")
 	}
 }
+
+// TestWatchSlowConsumerResets: a consumer that reads nothing while more
+// paths change than the watch holds unread (maxWatchDirty, lowered here)
+// holds back no writer; when it reads at last it gets a Reset (read again
+// on a new connection) and ends with every node.
+func TestWatchSlowConsumerResets(t *testing.T) {
+	o := testOptions(t)
+	wc, wr := open(t, o), open(t, o)
+	ctx := testutil.Context(t, 60*time.Second)
+	old := maxWatchDirty
+	maxWatchDirty = 16
+	t.Cleanup(func() { maxWatchDirty = old })
+	if _, _, err := core.Create(ctx, wr, "/s", nil, core.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(ctx, "/s", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	for i := 0; i < n; i++ {
+		if _, _, err := core.Create(ctx, wr, fmt.Sprintf("/s/n%03d", i), []byte{byte(i)}, core.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := map[string]string{}
+	resets := collect(t, w, state, fmt.Sprintf("all %d nodes", n), func(int) bool { return len(state) >= n })
+	if resets == 0 {
+		t.Fatalf("no Reset after %d paths changed with the consumer away (the watch holds %d unread)", n, maxWatchDirty)
+	}
+	for i := 0; i < n; i++ {
+		if p := fmt.Sprintf("/s/n%03d", i); state[p] != string([]byte{byte(i)}) {
+			t.Fatalf("%s: %q after the Reset", p, state[p])
+		}
+	}
+}

@@ -49,19 +49,20 @@ import (
 // take what was read, under writes to more paths than that, makes the
 // watch read the prefix again and send a Reset (the same happens when the
 // connection is lost: its watch went with it; the watch opens another,
-// with backoff, until it succeeds, ctx ends or the backend closes).
+// with backoff, until it succeeds, ctx ends or the backend closes). Any
+// other failure (a permission refused, the spill file's disk full) ends
+// the watch with a response whose Err says it.
 //
 // Memory: the set (the paths changed and not yet read), one batch of
 // reads, and during a Reset what a streamed snapshot holds (see stream.go)
 // and one page. The tree is never held.
 
-const (
-	// maxWatchDirty bounds the paths a streamed watch holds as changed
-	// and not yet read.
-	maxWatchDirty = 1 << 16
-	// watchPageBytes is the size of a Reset's pages.
-	watchPageBytes = core.DefaultSnapshotPageBytes
-)
+// watchPageBytes is the size of a Reset's pages.
+const watchPageBytes = core.DefaultSnapshotPageBytes
+
+// maxWatchDirty bounds the paths a streamed watch holds as changed and not
+// yet read (a variable for tests).
+var maxWatchDirty = 1 << 16
 
 // streamWatchConn, when set (tests), is told of every connection a
 // streamed watch opens.
@@ -126,6 +127,12 @@ func (w *streamWatch) run(reset bool) {
 			err = w.follow()
 		}
 		if w.done() {
+			return
+		}
+		if !errors.Is(err, core.ErrUnavailable) && !errors.Is(err, core.ErrSessionExpired) && !errors.Is(err, errWatchOverflow) {
+			// Not the connection (a permission refused, the spill file's
+			// disk full): the watch ends with it, and its consumer decides.
+			w.send(core.WatchResponse{Err: fmt.Errorf("watch %s: %w", w.prefix, err)})
 			return
 		}
 		// The connection was lost (its watch with it), or the set
