@@ -60,7 +60,8 @@ const maxPendingEvents = 4096
 //     more than 4096 events behind gets one Reset instead.
 //
 // The channel is closed when ctx ends or the backend closes. Errors:
-// ErrInvalidPath, ErrUnavailable (the first read failed), ErrClosed.
+// ErrInvalidPath, ErrUnavailable (no connection or watch could be opened;
+// before 3.6, the first read failed), ErrClosed.
 func (b *Backend) Watch(ctx context.Context, prefix string, fromRevision int64) (<-chan core.WatchResponse, error) {
 	if b.isClosed() {
 		return nil, core.ErrClosed

@@ -159,6 +159,15 @@ func (w *streamWatch) run(reset bool) {
 	}
 }
 
+// ended is why a send found the watch over: its context's error, or
+// ErrClosed (the backend closed).
+func (w *streamWatch) ended() error {
+	if err := w.ctx.Err(); err != nil {
+		return err
+	}
+	return core.ErrClosed
+}
+
 // send hands r to the consumer; false when the watch ended first.
 func (w *streamWatch) send(r core.WatchResponse) bool {
 	select {
@@ -187,7 +196,7 @@ func (w *streamWatch) reset() error {
 		if held != nil {
 			held.Partial = true
 			if !w.send(*held) {
-				return w.ctx.Err()
+				return w.ended()
 			}
 		}
 		// The nodes' data is not reused by emit (each spilled node is read
@@ -203,7 +212,7 @@ func (w *streamWatch) reset() error {
 		return err
 	}
 	if !w.send(*held) {
-		return w.ctx.Err()
+		return w.ended()
 	}
 	w.lastRev = held.Revision
 	return nil
@@ -276,7 +285,7 @@ func (w *streamWatch) report(d map[string]uint8) error {
 			r.Revision = rev
 		}
 		if !w.send(r) {
-			return w.ctx.Err()
+			return w.ended()
 		}
 		w.lastRev = r.Revision
 		evs, size = nil, 0
