@@ -42,7 +42,8 @@ const (
 	// number of children, so it repeats after deletes.
 	bugSuffixFromChildCount = "sequential suffix from the number of children"
 	// bugSnapshotWalk: Snapshot reads node by node, each read at its own
-	// revision, and labels the result with the revision before the walk.
+	// revision (a change under the prefix, when one comes, lands between
+	// two reads), and labels the result with the revision before the walk.
 	bugSnapshotWalk = "snapshot not at one revision"
 	// bugStreamMixesRevisions: a streamed snapshot reads each page from a
 	// snapshot taken anew, labelled with the first page's revision.
@@ -183,11 +184,24 @@ func (m *mutant) Snapshot(ctx context.Context, prefix string) (core.Snapshot, er
 		return core.Snapshot{}, err
 	}
 	out := core.Snapshot{Revision: st.Revision}
+	// A walk over a busy store spans commits; the memory store's is too
+	// quick to, so between two reads the walk waits for the next change
+	// under the prefix (at most 20 ms: none may come).
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	changes, err := m.MetadataBackend.Watch(wctx, prefix, 0)
+	if err != nil {
+		return core.Snapshot{}, err
+	}
 	var walk func(path string) error
 	walk = func(path string) error {
 		rs, err := m.MetadataBackend.GetMany(ctx, []string{path}, core.ReadOptions{})
 		if err != nil {
 			return err
+		}
+		select {
+		case <-changes:
+		case <-time.After(20 * time.Millisecond):
 		}
 		if errors.Is(rs[0].Err, core.ErrNotFound) {
 			return nil

@@ -120,17 +120,21 @@ func raftAddVoter(r *RaftFlags) *cobra.Command {
 		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), catchUp+core.MembershipChangeReserve+15*time.Second)
 		defer cancel()
-		// Progress on stderr: the new member as the leader sees it.
+		// Progress on stderr: the new member as the leader sees it, at
+		// once and then every second (a join that is quick still shows
+		// where it started).
 		done := make(chan struct{})
 		progressDone := make(chan struct{})
 		go func() {
 			defer close(progressDone)
 			last := ""
-			for {
-				select {
-				case <-done:
-					return
-				case <-time.After(time.Second):
+			for first := true; ; first = false {
+				if !first {
+					select {
+					case <-done:
+						return
+					case <-time.After(time.Second):
+					}
 				}
 				answers, _ := r.gather(ctx)
 				la := leaderAnswer(answers)
