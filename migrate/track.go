@@ -34,18 +34,21 @@ const (
 // copied is always read from the source after the change. What makes the
 // list complete is the barrier: the tool writes a token into its own
 // fence node (catalog.MigrationFencePath) and waits until the watch
-// reports that write. Every backend's watch reports a path's change
-// before any later one's (in revision order: exactly on Raft and on the
-// memory backend; on ZooKeeper the server sends a session's notifications
-// in zxid order and the watch re-reads a node before it handles the next
-// notification), so once the token arrives every change made before the
-// barrier has been reported. A watch that sends a Reset, ends, or reports
+// reports that write and its responses' revision reaches the write's.
+// Every backend's watch reports a path's change before any later one's, or
+// in the same batch (in revision order: exactly on Raft and on the memory
+// backend; on ZooKeeper the server sends a session's notifications in zxid
+// order, and the watch reads the nodes they name, a batch at a time; a
+// large batch goes out in several responses by path, and only the last
+// carries the batch's revision), so once both have arrived every change
+// made before the barrier has been reported. A watch that sends a Reset, ends, or reports
 // an error is lost: the final scan then reads every node's stat.
 type tracker struct {
 	mu      sync.Mutex
 	dirty   map[string]uint8
 	lost    error
 	seen    int64 // highest barrier token reported
+	rev     int64 // highest revision the watch's responses reached
 	token   int64 // highest barrier token written
 	kick    chan struct{}
 	ready   chan struct{}
@@ -88,9 +91,10 @@ func (t *tracker) add(r core.WatchResponse) {
 		t.setLost(fmt.Errorf("the source's watch failed: %w", r.Err))
 		return
 	case r.Reset:
-		t.setLost(errors.New("the source's watch was reset (its session expired, or it fell behind)"))
+		t.setLost(errors.New("the source's watch was reset (its session expired, its connection was lost, or it fell behind)"))
 		return
 	}
+	t.rev = max(t.rev, r.Revision)
 	for _, ev := range r.Events {
 		switch {
 		case ev.Path == catalog.MigrationFencePath && ev.Type != core.EventDeleted:
@@ -164,17 +168,24 @@ func (t *tracker) barrier(ctx context.Context, src core.MetadataBackend, fence M
 	if lost != nil {
 		return nil, false, lost
 	}
-	if _, err := core.Set(ctx, src, catalog.MigrationFencePath, markerData(fence), core.AnyVersion, core.Fence{}); err != nil {
+	st, err := core.Set(ctx, src, catalog.MigrationFencePath, markerData(fence), core.AnyVersion, core.Fence{})
+	if err != nil {
 		return nil, false, fmt.Errorf("write a barrier into the fence: %w", err)
 	}
+	// The token's event and the watch's revision at or past the token's
+	// write: a watch may send one batch of changes in several responses
+	// (the ZooKeeper watch, by path), the token in an early one, and only
+	// the revision tells that the batch is whole.
+	want := st.ModifyRevision
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
 		t.mu.Lock()
-		seen, lost := t.seen, t.lost
+		reached := t.seen >= fence.Barrier && t.rev >= want
+		lost := t.lost
 		var paths []string
 		relevant := false
-		if lost == nil && seen >= fence.Barrier {
+		if lost == nil && reached {
 			paths = make([]string, 0, len(t.dirty))
 			for p, f := range t.dirty {
 				paths = append(paths, p)
@@ -190,7 +201,7 @@ func (t *tracker) barrier(ctx context.Context, src core.MetadataBackend, fence M
 		if lost != nil {
 			return nil, false, lost
 		}
-		if seen >= fence.Barrier {
+		if reached {
 			sort.Slice(paths, func(i, j int) bool { return pathLess(paths[i], paths[j]) })
 			return paths, relevant, nil
 		}
