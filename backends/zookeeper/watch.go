@@ -69,9 +69,7 @@ func (b *Backend) Watch(ctx context.Context, prefix string, fromRevision int64) 
 	if err := core.ValidatePath(prefix); err != nil {
 		return nil, err
 	}
-	if err := b.syncRevision(ctx); err != nil {
-		return nil, err
-	}
+	// The streamed watch's connection syncs its own server (openSnapConn).
 	ch, err := b.openStreamWatch(ctx, prefix, fromRevision)
 	if err == nil {
 		return ch, nil

@@ -89,18 +89,27 @@ func (b *Backend) openStreamWatch(ctx context.Context, prefix string, fromRevisi
 	wctx, cancel := context.WithCancel(ctx)
 	w := &streamWatch{b: b, prefix: prefix, ctx: wctx, cancel: cancel,
 		out: make(chan core.WatchResponse), kick: make(chan struct{}, 1)}
-	sc, err := b.openSnapConn(wctx, prefix, true, w.kick)
-	if err != nil {
+	if err := w.open(); err != nil {
 		cancel()
 		return nil, err
 	}
+	w.lastRev = w.sc.wire.lastZxid.Load() // the sync's
+	go w.run(fromRevision > 0)
+	return w.out, nil
+}
+
+// open opens the watch's connection (w.sc): its own session, the
+// persistent recursive watch, a sync.
+func (w *streamWatch) open() error {
+	sc, err := w.b.openSnapConn(w.ctx, w.prefix, true, w.kick)
+	if err != nil {
+		return err
+	}
 	w.sc = sc
-	w.lastRev = sc.wire.lastZxid.Load() // the sync's
 	if streamWatchConn != nil {
 		streamWatchConn(sc)
 	}
-	go w.run(fromRevision > 0)
-	return w.out, nil
+	return nil
 }
 
 // done reports whether the watch is over: ctx ended or the backend closed.
@@ -143,16 +152,9 @@ func (w *streamWatch) run(reset bool) {
 			if !retry.Sleep(w.ctx, wait.Next(), w.b.closeCh) {
 				return
 			}
-			sc, err := w.b.openSnapConn(w.ctx, w.prefix, true, w.kick)
-			if errors.Is(err, errNoRecursiveWatch) {
+			if err := w.open(); errors.Is(err, errNoRecursiveWatch) {
 				w.send(core.WatchResponse{Err: fmt.Errorf("%w: watch %s: %v", core.ErrUnavailable, w.prefix, err)})
 				return
-			}
-			if err == nil {
-				w.sc = sc
-				if streamWatchConn != nil {
-					streamWatchConn(sc)
-				}
 			}
 		}
 		wait.Reset()
