@@ -150,6 +150,12 @@ type CoordinatorConfig struct {
 	MaxRequestRecords int `koanf:"request-records.max"`
 	// Gossip holds the coordinator.gossip.* keys.
 	Gossip GossipConfig `koanf:"gossip"`
+	// GCHeadroom, key coordinator.memory.gc-headroom, default 64mb: how
+	// far the coordinator's Go heap may grow above its live size before
+	// the next collection (at least a tenth of the live size, at most the
+	// live size: Go's default). 0 leaves the collector to Go's default.
+	// Ignored when GOGC or GOMEMLIMIT is set in the environment.
+	GCHeadroom Size `koanf:"memory.gc-headroom"`
 }
 
 // GossipConfig holds the coordinator.gossip.* keys.
@@ -361,6 +367,7 @@ func Default() *Config {
 			RequestRetention:           24 * time.Hour,
 			MaxRequestRecords:          100000,
 			Gossip:                     GossipConfig{Port: 9125},
+			GCHeadroom:                 64 * MiB,
 		},
 		ZooKeeper: ZooKeeperConfig{
 			PathRoot: "/fluss",

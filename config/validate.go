@@ -95,6 +95,9 @@ func (c *Config) validate(probs *Problems, observer bool) {
 		probs.Add("coordinator.metadata-stream.max-concurrent-snapshots", fmt.Sprintf("%d must be at least 1", c.Coordinator.MetadataStreamMaxSnapshots))
 	}
 	positive("coordinator.request-records.retention", c.Coordinator.RequestRetention)
+	if c.Coordinator.GCHeadroom < 0 {
+		probs.Add("coordinator.memory.gc-headroom", fmt.Sprintf("%s must not be negative (0 leaves the collector to Go's default)", c.Coordinator.GCHeadroom))
+	}
 	if c.Coordinator.MaxRequestRecords < 1 {
 		probs.Add("coordinator.request-records.max", fmt.Sprintf("%d must be at least 1", c.Coordinator.MaxRequestRecords))
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/metaplane/metaplane/config"
 	"github.com/metaplane/metaplane/coordinator"
 	"github.com/metaplane/metaplane/core"
+	"github.com/metaplane/metaplane/internal/gctune"
 	"github.com/metaplane/metaplane/plugins"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -111,6 +112,9 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 		go hs.Serve(ml)
 		defer hs.Close()
 	}
+
+	memBanner := startGCTuner(cfg, logger)
+	defer memBanner.stop()
 
 	sec, err := listenerSecurity(cfg, logger)
 	if err != nil {
@@ -231,6 +235,8 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 		b.line("  gossip:   %s", gossipBanner)
 		attrs = append(attrs, "gossip", gossipBanner)
 	}
+	b.line("  memory:   %s", memBanner.line)
+	attrs = append(attrs, "memory", memBanner.line)
 	if metricsAddr != "" {
 		b.line("  metrics:  http://%s/metrics", metricsAddr)
 		attrs = append(attrs, "metrics", "http://"+metricsAddr+"/metrics")
@@ -348,4 +354,30 @@ func learnClusterID(ctx context.Context, cfg *config.Config, advertised string, 
 		"which must be the voters the cluster was bootstrapped with (or set coordinator.raft.cluster-id)",
 		"errors", strings.Join(errs, "; "))
 	return "", nil
+}
+
+// gcTuning is the coordinator's collector setting: the tuner (nil when
+// off) and the banner's line about it.
+type gcTuning struct {
+	tuner *gctune.Tuner
+	line  string
+}
+
+func (g gcTuning) stop() { g.tuner.Stop() }
+
+// startGCTuner bounds the coordinator's heap growth between collections
+// by coordinator.memory.gc-headroom (see package gctune), unless GOGC or
+// GOMEMLIMIT is set (Go's own controls win) or the key is 0.
+func startGCTuner(cfg *config.Config, logger *slog.Logger) gcTuning {
+	if v := gctune.Overridden(os.Getenv); v != "" {
+		return gcTuning{line: fmt.Sprintf("the collector as %s=%s says (coordinator.memory.gc-headroom not used)", v, os.Getenv(v))}
+	}
+	h := cfg.Coordinator.GCHeadroom
+	if h <= 0 {
+		return gcTuning{line: "Go's default collector (coordinator.memory.gc-headroom=0)"}
+	}
+	t := gctune.Start(gctune.Options{Headroom: int64(h), OnSet: func(p int, live uint64) {
+		logger.Debug("gc headroom: GOGC set", "gogc", p, "live_heap_bytes", live)
+	}})
+	return gcTuning{tuner: t, line: fmt.Sprintf("the Go heap is collected once it grows %s above its live size (coordinator.memory.gc-headroom; at least a tenth of the live size, at most the live size as by default)", h)}
 }

@@ -157,16 +157,7 @@ func TestCoordinatorSurvivesPluginDeath(t *testing.T) {
 		return code == ExitOK && o == "kept\n"
 	})
 	// The restart is counted.
-	m := regexp.MustCompile(`metrics:  (http://\S+)`).FindStringSubmatch(logs.String())
-	if m == nil {
-		t.Fatalf("the coordinator printed no metrics address")
-	}
-	resp, err := http.Get(m[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	b := scrapeMetrics(t, logs.String())
 	if !strings.Contains(string(b), "metaplane_plugin_restarts_total 1\n") {
 		t.Errorf("metrics lack metaplane_plugin_restarts_total 1:\n%s", b)
 	}
@@ -243,5 +234,77 @@ func TestCoordinatorBannerNamesThePluginsBackend(t *testing.T) {
 	}
 	if strings.Contains(p.banner, "voter 1 of 1") {
 		t.Errorf("banner names a Raft voter although the memory backend runs:\n%s", p.banner)
+	}
+}
+
+// scrapeMetrics reads the metrics of the coordinator whose banner (or
+// logs) name its metrics address.
+func scrapeMetrics(t *testing.T, banner string) []byte {
+	t.Helper()
+	m := regexp.MustCompile(`metrics:  (http://\S+)`).FindStringSubmatch(banner)
+	if m == nil {
+		t.Fatalf("the coordinator printed no metrics address:\n%s", banner)
+	}
+	resp, err := http.Get(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// gogcMetric reads go_gc_gogc_percent from the coordinator whose banner
+// names its metrics address.
+func gogcMetric(t *testing.T, banner string) int {
+	t.Helper()
+	b := scrapeMetrics(t, banner)
+	v := regexp.MustCompile(`(?m)^go_gc_gogc_percent (\d+)$`).FindSubmatch(b)
+	if v == nil {
+		t.Fatalf("no go_gc_gogc_percent in the metrics:\n%s", b)
+	}
+	n, _ := strconv.Atoi(string(v[1]))
+	return n
+}
+
+// TestCoordinatorGCHeadroom runs coordinators with
+// coordinator.memory.gc-headroom far below their live heap: the banner
+// says so and the collector's GOGC (go_gc_gogc_percent) is brought below
+// Go's default of 100; with GOGC in the environment the key stands aside
+// and the runtime keeps the environment's value.
+func TestCoordinatorGCHeadroom(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts coordinators and their plugins")
+	}
+	mem := testutil.Binary(t, "metaplane-backend-memory")
+	p := startCoordinatorProcess(t, t.TempDir(), "admin list-tables", "--plugin", mem,
+		"-D", "bind.listeners=CLIENT://127.0.0.1:"+strconv.Itoa(testutil.FreePort(t)),
+		"-D", "metrics.address=127.0.0.1:0", "-D", "coordinator.memory.gc-headroom=64kb")
+	if want := "memory:   the Go heap is collected once it grows 64kb above its live size"; !strings.Contains(p.banner, want) {
+		t.Errorf("banner lacks %q:\n%s", want, p.banner)
+	}
+	// A coordinator's live heap is megabytes: 64kb of it is under a
+	// tenth, so the tuner sets the floor once it has read the heap.
+	var v int
+	testutil.WaitFor(t, 30*time.Second, "GOGC at the tuner's floor", func() bool {
+		v = gogcMetric(t, p.banner)
+		return v < 100
+	})
+	if v != 10 {
+		t.Errorf("go_gc_gogc_percent %d, want 10 (the floor: 64kb is less than a tenth of the live heap)", v)
+	}
+
+	t.Setenv("GOGC", "50")
+	q := startCoordinatorProcess(t, t.TempDir(), "admin list-tables", "--plugin", mem,
+		"-D", "bind.listeners=CLIENT://127.0.0.1:"+strconv.Itoa(testutil.FreePort(t)),
+		"-D", "metrics.address=127.0.0.1:0", "-D", "coordinator.memory.gc-headroom=64kb")
+	if want := "memory:   the collector as GOGC=50 says (coordinator.memory.gc-headroom not used)"; !strings.Contains(q.banner, want) {
+		t.Errorf("banner lacks %q:\n%s", want, q.banner)
+	}
+	if v := gogcMetric(t, q.banner); v != 50 {
+		t.Errorf("with GOGC=50 in the environment go_gc_gogc_percent is %d", v)
 	}
 }
