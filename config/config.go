@@ -59,6 +59,10 @@ type Config struct {
 	// the Prometheus metrics endpoint listens (host:port; port 0 picks a
 	// free port).
 	MetricsAddress string `koanf:"metrics.address"`
+	// MetricsPprof, key metrics.pprof, default false: also serve Go's
+	// profiles (net/http/pprof, under /debug/pprof/) on the metrics
+	// listener of a coordinator.
+	MetricsPprof bool `koanf:"metrics.pprof"`
 	// TabletServerID, key tablet-server.id, default -1 (not set): this
 	// process's tablet-server id when it runs as a tablet server
 	// (observer); at least 0 when set.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -108,6 +109,13 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 		metricsAddr = ml.Addr().String()
 		mux = http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		if cfg.MetricsPprof {
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
 		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go hs.Serve(ml)
 		defer hs.Close()
@@ -239,6 +247,10 @@ func serveCoordinator(ctx context.Context, w io.Writer, cfg *config.Config, id, 
 	attrs = append(attrs, "memory", memBanner.line)
 	if metricsAddr != "" {
 		b.line("  metrics:  http://%s/metrics", metricsAddr)
+		if cfg.MetricsPprof {
+			b.line("  pprof:    http://%s/debug/pprof/ (metrics.pprof)", metricsAddr)
+			attrs = append(attrs, "pprof", "http://"+metricsAddr+"/debug/pprof/")
+		}
 		attrs = append(attrs, "metrics", "http://"+metricsAddr+"/metrics")
 	}
 	hint := binaryHint()

@@ -274,7 +274,8 @@ func gogcMetric(t *testing.T, banner string) int {
 // coordinator.memory.gc-headroom far below their live heap: the banner
 // says so and the collector's GOGC (go_gc_gogc_percent) is brought below
 // Go's default of 100; with GOGC in the environment the key stands aside
-// and the runtime keeps the environment's value.
+// and the runtime keeps the environment's value. The first also serves
+// Go's profiles (metrics.pprof), the second, without the key, does not.
 func TestCoordinatorGCHeadroom(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts coordinators and their plugins")
@@ -282,7 +283,7 @@ func TestCoordinatorGCHeadroom(t *testing.T) {
 	mem := testutil.Binary(t, "metaplane-backend-memory")
 	p := startCoordinatorProcess(t, t.TempDir(), "admin list-tables", "--plugin", mem,
 		"-D", "bind.listeners=CLIENT://127.0.0.1:"+strconv.Itoa(testutil.FreePort(t)),
-		"-D", "metrics.address=127.0.0.1:0", "-D", "coordinator.memory.gc-headroom=64kb")
+		"-D", "metrics.address=127.0.0.1:0", "-D", "coordinator.memory.gc-headroom=64kb", "-D", "metrics.pprof=true")
 	if want := "memory:   the Go heap is collected once it grows 64kb above its live size"; !strings.Contains(p.banner, want) {
 		t.Errorf("banner lacks %q:\n%s", want, p.banner)
 	}
@@ -296,6 +297,25 @@ func TestCoordinatorGCHeadroom(t *testing.T) {
 	if v != 10 {
 		t.Errorf("go_gc_gogc_percent %d, want 10 (the floor: 64kb is less than a tenth of the live heap)", v)
 	}
+	heap := func(banner string) (int, string) {
+		m := regexp.MustCompile(`metrics:  http://(\S+)/metrics`).FindStringSubmatch(banner)
+		if m == nil {
+			t.Fatalf("no metrics address in the banner:\n%s", banner)
+		}
+		resp, err := http.Get("http://" + m[1] + "/debug/pprof/heap?debug=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if !strings.Contains(p.banner, "pprof:    http://") {
+		t.Errorf("banner names no pprof address with metrics.pprof=true:\n%s", p.banner)
+	}
+	if code, body := heap(p.banner); code != http.StatusOK || !strings.Contains(body, "heap profile:") {
+		t.Errorf("/debug/pprof/heap with metrics.pprof=true: %d\n%.200s", code, body)
+	}
 
 	t.Setenv("GOGC", "50")
 	q := startCoordinatorProcess(t, t.TempDir(), "admin list-tables", "--plugin", mem,
@@ -306,5 +326,8 @@ func TestCoordinatorGCHeadroom(t *testing.T) {
 	}
 	if v := gogcMetric(t, q.banner); v != 50 {
 		t.Errorf("with GOGC=50 in the environment go_gc_gogc_percent is %d", v)
+	}
+	if code, _ := heap(q.banner); code != http.StatusNotFound {
+		t.Errorf("/debug/pprof/heap without metrics.pprof: %d, want 404", code)
 	}
 }
