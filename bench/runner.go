@@ -35,6 +35,10 @@ type Options struct {
 	// WorkDir is where data directories go; empty: a new temporary
 	// directory, removed at the end.
 	WorkDir string
+	// HeapProfiles, when set, is a directory where the scale. rows write
+	// each coordinator's heap profile once its memory settled (after a
+	// collection): coordinator-heap-<backend>-<nodes>.pb.gz.
+	HeapProfiles string
 	// Rows, when set, runs only the rows whose id has one of these
 	// prefixes.
 	Rows []string

@@ -335,6 +335,7 @@ func measureScale(ctx context.Context, env *runEnv, tool string, n int) (ScaleSi
 		return sz, err
 	}
 	defer co.stop()
+	co.profile = env.heapProfile(Raft, sz.Nodes)
 	if err := co.measure(ctx, &sz); err != nil {
 		return sz, err
 	}
@@ -411,6 +412,9 @@ type scaleCoordinator struct {
 	addr string
 	// metrics is its metrics listener's address.
 	metrics string
+	// profile, when set, is the file settledRSS writes the heap profile
+	// to (Options.HeapProfiles).
+	profile string
 	admin   *adminclient.Client
 	exited  chan struct{}
 	log     *os.File
@@ -432,7 +436,7 @@ func startScaleCoordinator(ctx context.Context, sz *ScaleSize, tool, dir string,
 	if co.log, err = os.Create(filepath.Join(dir, "coordinator.log")); err != nil {
 		return nil, err
 	}
-	co.cmd = exec.Command(tool, append([]string{"coordinator", "-D", "bind.listeners=CLIENT://" + co.addr, "-D", "metrics.address=" + co.metrics}, store...)...)
+	co.cmd = exec.Command(tool, append([]string{"coordinator", "-D", "bind.listeners=CLIENT://" + co.addr, "-D", "metrics.address=" + co.metrics, "-D", "metrics.pprof=true"}, store...)...)
 	co.cmd.Stdout, co.cmd.Stderr = co.log, co.log
 	co.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	t0 := time.Now()
@@ -514,7 +518,50 @@ func (co *scaleCoordinator) settledRSS(ctx context.Context, sz *ScaleSize) error
 	if v, err := readMetric(ctx, co.metrics, "go_memstats_next_gc_bytes"); err == nil {
 		sz.CoordinatorNextGCBytes = int64(v)
 	}
+	if co.profile != "" {
+		if err := co.writeHeapProfile(ctx); err != nil {
+			return fmt.Errorf("the coordinator's heap profile: %w", err)
+		}
+	}
 	return nil
+}
+
+// heapProfile is the file the coordinator's heap profile at nodes on
+// backend goes to, or "" without Options.HeapProfiles.
+func (env *runEnv) heapProfile(backend string, nodes int) string {
+	if env.opts.HeapProfiles == "" {
+		return ""
+	}
+	return filepath.Join(env.opts.HeapProfiles, fmt.Sprintf("coordinator-heap-%s-%d.pb.gz", backend, nodes))
+}
+
+// writeHeapProfile saves the coordinator's heap profile, taken after a
+// collection, to co.profile.
+func (co *scaleCoordinator) writeHeapProfile(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+co.metrics+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /debug/pprof/heap: %s", resp.Status)
+	}
+	if err := os.MkdirAll(filepath.Dir(co.profile), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(co.profile)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // tabletSnapshot times a tablet server's full snapshot from the

@@ -85,6 +85,7 @@ func measureScaleZK(ctx context.Context, env *runEnv, tool string, n int, main, 
 		if err != nil {
 			return unfinished(err)
 		}
+		co.profile = env.heapProfile(ZooKeeper, sz.Nodes)
 		err = co.settledRSS(ctx, &sz)
 		co.stop()
 		if err != nil {

@@ -34,7 +34,7 @@ type benchFlags struct {
 	backends, jsonOut, svgOut, chartFrom, rows, binDir  string
 	voters, migrateNodes, scaleNodes, elections         int
 	quick, markdown, verbose, quiet, security, noSettle bool
-	logLevel                                            string
+	logLevel, heapProfiles                              string
 }
 
 func newBenchCmd() *cobra.Command {
@@ -64,6 +64,7 @@ func newBenchCmd() *cobra.Command {
 	f.StringVar(&bf.binDir, "bin-dir", "", "directory holding the metaplane-backend-<name> plugins (default: beside this binary, then ./bin)")
 	f.IntVar(&bf.migrateNodes, "migrate-nodes", 0, fmt.Sprintf("persistent nodes of the migrate. rows' tree, %d to %d (default 100000; 10000 with --quick)", bench.MinMigrateNodes, bench.MaxMigrateNodes))
 	f.IntVar(&bf.scaleNodes, "scale-nodes", 0, fmt.Sprintf("nodes of the scale. rows' tree, %d to %d (default 1000000; 100000 with --quick); they also measure a tree a tenth that size", bench.MinScaleNodes, bench.MaxScaleNodes))
+	f.StringVar(&bf.heapProfiles, "heap-profiles", "", "write each scale. row coordinator's heap profile, once its memory settled, into `DIR` (coordinator-heap-<backend>-<nodes>.pb.gz; read with go tool pprof)")
 	f.BoolVar(&bf.security, "security", false, "also measure admin rows over mutual TLS and over mutual TLS with the authorizer on (the same leader, certificates generated for the run), as ratios to plaintext")
 	f.BoolVar(&bf.noSettle, "no-settle", false, "start every batch at once, without first waiting (at most 15 s) for the other backends' processes to go quiet after their own batch")
 	f.BoolVarP(&bf.verbose, "verbose", "v", false, "also print the plugins' and coordinators' records (see --log-level) and the live migration's rounds to stderr")
@@ -73,6 +74,7 @@ func newBenchCmd() *cobra.Command {
 		cmd.MarkFlagFilename(name)
 	}
 	cmd.MarkFlagDirname("bin-dir")
+	cmd.MarkFlagDirname("heap-profiles")
 	return cmd
 }
 
@@ -124,7 +126,7 @@ func benchRun(cmd *cobra.Command, bf benchFlags) error {
 			return cli.UsageError("--backends: unknown backend %q (known: %s)", b, strings.Join(bench.KnownBackends(), ", "))
 		}
 	}
-	opts := bench.Options{Backends: list, Voters: bf.voters, Quick: bf.quick, BinDir: bf.binDir, MigrateNodes: bf.migrateNodes, ScaleNodes: bf.scaleNodes, Security: bf.security, Elections: bf.elections, NoSettle: bf.noSettle}
+	opts := bench.Options{Backends: list, Voters: bf.voters, Quick: bf.quick, BinDir: bf.binDir, MigrateNodes: bf.migrateNodes, ScaleNodes: bf.scaleNodes, HeapProfiles: bf.heapProfiles, Security: bf.security, Elections: bf.elections, NoSettle: bf.noSettle}
 	switch bf.logLevel {
 	case "debug", "info", "warn", "error":
 		opts.LogLevel = bf.logLevel
