@@ -15,7 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -39,59 +39,6 @@ type Options struct {
 	OnChange func(paths []string)
 }
 
-// entry is one node. Its path is the node map's key; its children are
-// their base names, sorted, each a substring of the child's own path (no
-// copy), kept as a slice rather than a set: most nodes have none or a
-// few, and a slice costs 16 bytes a child where a map costs a table per
-// parent.
-type entry struct {
-	data     []byte
-	stat     stat
-	children []string
-	// rev is the revision of the last change applied to the node, from
-	// either source; older watch events for it are ignored.
-	rev int64
-}
-
-// stat is a node's core.Stat less what the image derives from the entry
-// (NumChildren, DataLength).
-type stat struct {
-	version, createRevision, modifyRevision, createTime, modifyTime, ephemeralOwner, childrenRevision int64
-}
-
-func compact(s core.Stat) stat {
-	return stat{s.Version, s.CreateRevision, s.ModifyRevision, s.CreateTime, s.ModifyTime, s.EphemeralOwner, s.ChildrenRevision}
-}
-
-// addChild inserts name into the sorted children (once).
-func (e *entry) addChild(name string) {
-	i := sort.SearchStrings(e.children, name)
-	if i < len(e.children) && e.children[i] == name {
-		return
-	}
-	if i == len(e.children) {
-		e.children = append(e.children, name) // the usual case: a snapshot's nodes come in path order
-		return
-	}
-	e.children = append(e.children, "")
-	copy(e.children[i+1:], e.children[i:])
-	e.children[i] = name
-}
-
-// removeChild removes name from the sorted children.
-func (e *entry) removeChild(name string) {
-	i := sort.SearchStrings(e.children, name)
-	if i == len(e.children) || e.children[i] != name {
-		return
-	}
-	copy(e.children[i:], e.children[i+1:])
-	e.children[len(e.children)-1] = ""
-	e.children = e.children[:len(e.children)-1]
-	if len(e.children) == 0 {
-		e.children = nil
-	}
-}
-
 type ownWrite struct {
 	rev     int64
 	ops     []core.Op
@@ -104,7 +51,7 @@ type Image struct {
 	opts Options
 
 	mu         sync.RWMutex
-	nodes      map[string]*entry
+	nodes      *tree            // see tree
 	tombstones map[string]int64 // path -> revision of a delete not yet seen on the stream
 	watched    int64            // revision the watch stream has delivered everything up to
 	own        []ownWrite       // own writes newer than watched, re-applied after a reset
@@ -122,7 +69,7 @@ func New(opts Options) *Image {
 	if opts.RetryBackoff <= 0 {
 		opts.RetryBackoff = 100 * time.Millisecond
 	}
-	return &Image{opts: opts, nodes: map[string]*entry{}, tombstones: map[string]int64{}, changed: make(chan struct{})}
+	return &Image{opts: opts, nodes: newTree(opts.Prefix), tombstones: map[string]int64{}, changed: make(chan struct{})}
 }
 
 // ErrNotReady is returned by reads before the first snapshot is applied
@@ -170,14 +117,14 @@ func (im *Image) follow(ctx context.Context, b core.MetadataBackend) error {
 	}
 	// pages holds a Reset that comes in pages (core.WatchResponse.Partial)
 	// until its last page: the state it replaces stays in place until then.
-	var pages map[string]*entry
+	var pages *tree
 	for resp := range ch {
 		if resp.Err != nil {
 			return fmt.Errorf("watch %s: %w", im.opts.Prefix, resp.Err)
 		}
 		if resp.Reset {
 			if pages == nil {
-				pages = map[string]*entry{}
+				pages = newTree(im.opts.Prefix)
 			}
 			for _, ev := range resp.Events {
 				if ev.Type != core.EventDeleted {
@@ -212,12 +159,12 @@ func (im *Image) open(ctx context.Context, b core.MetadataBackend) (<-chan core.
 		}
 		return ch, nil
 	}
-	nodes := map[string]*entry{}
+	nodes := newTree(im.opts.Prefix)
 	rev := int64(0)
 	err := core.StreamSnapshot(ctx, b, im.opts.Prefix, 0, func(r int64, page []core.Node) error {
 		rev = r
 		for _, n := range page {
-			put(im, nodes, core.Node{Path: n.Path, Data: append([]byte(nil), n.Data...), Stat: n.Stat})
+			put(im, nodes, core.Node{Path: n.Path, Data: nilIfEmpty(n.Data), Stat: n.Stat}) // put copies the data
 		}
 		return nil
 	})
@@ -238,17 +185,25 @@ func (im *Image) logf(format string, args ...any) {
 	}
 }
 
-// put records node n in the node map m (with its missing parents).
-func put(im *Image, m map[string]*entry, n core.Node) {
-	e := im.ensureIn(m, n.Path, 0)
-	e.data, e.stat, e.rev = n.Data, compact(n.Stat), maxRev(n.Stat.ModifyRevision, n.Stat.CreateRevision)
+// put records node n in the node tree t (with its missing parents, empty
+// at revision 0).
+func put(im *Image, t *tree, n core.Node) {
+	t.set(n.Path, n.Data, n.Stat, maxRev(n.Stat.ModifyRevision, n.Stat.CreateRevision), 0)
 }
 
-// install makes m, the nodes at revision rev, the image's state, then
+// nilIfEmpty returns b, nil when empty.
+func nilIfEmpty(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// install makes t, the nodes at revision rev, the image's state, then
 // re-applies the own writes newer than rev.
-func (im *Image) install(m map[string]*entry, rev int64) {
+func (im *Image) install(t *tree, rev int64) {
 	im.mu.Lock()
-	im.nodes = m
+	im.nodes = t
 	im.tombstones = map[string]int64{}
 	im.setWatchedLocked(rev)
 	for _, w := range im.own {
@@ -269,41 +224,10 @@ func maxRev(a, b int64) int64 {
 	return b
 }
 
-// ensureLocked returns path's entry, creating it and its missing parents
-// (as empty nodes at revision rev).
-func (im *Image) ensureLocked(path string, rev int64) *entry {
-	return im.ensureIn(im.nodes, path, rev)
-}
-
-// ensureIn is ensureLocked on the node map m.
-func (im *Image) ensureIn(m map[string]*entry, path string, rev int64) *entry {
-	if e, ok := m[path]; ok {
-		return e
-	}
-	e := &entry{rev: rev}
-	m[path] = e
-	if path != "/" && path != im.opts.Prefix {
-		parent := core.ParentPath(path)
-		im.ensureIn(m, parent, rev).addChild(core.BaseName(path))
-	}
-	return e
-}
-
+// deleteLocked deletes path and its subtree, with a tombstone at rev for
+// each node deleted.
 func (im *Image) deleteLocked(path string, rev int64) {
-	e, ok := im.nodes[path]
-	if !ok {
-		return
-	}
-	kids := e.children
-	e.children = nil // each child's delete finds it gone from here
-	for _, c := range kids {
-		im.deleteLocked(core.JoinPath(path, c), rev)
-	}
-	delete(im.nodes, path)
-	im.tombstones[path] = rev
-	if p, ok := im.nodes[core.ParentPath(path)]; ok && path != "/" {
-		p.removeChild(core.BaseName(path))
-	}
+	im.nodes.remove(path, func(p string) { im.tombstones[p] = rev })
 }
 
 func (im *Image) applyEvents(events []core.WatchEvent, rev int64) {
@@ -313,7 +237,7 @@ func (im *Image) applyEvents(events []core.WatchEvent, rev int64) {
 		if !core.HasPrefixPath(ev.Path, im.opts.Prefix) {
 			continue
 		}
-		if e, ok := im.nodes[ev.Path]; ok && e.rev >= ev.Revision && ev.Type != core.EventDeleted {
+		if r, ok := im.nodes.rev(ev.Path); ok && r >= ev.Revision && ev.Type != core.EventDeleted {
 			continue // an own write already applied a newer state
 		}
 		// A delete at a later revision than the event wins. One at the
@@ -325,13 +249,12 @@ func (im *Image) applyEvents(events []core.WatchEvent, rev int64) {
 		}
 		switch ev.Type {
 		case core.EventDeleted:
-			if e, ok := im.nodes[ev.Path]; ok && e.rev > ev.Revision {
+			if r, ok := im.nodes.rev(ev.Path); ok && r > ev.Revision {
 				continue
 			}
 			im.deleteLocked(ev.Path, ev.Revision)
 		default:
-			e := im.ensureLocked(ev.Path, ev.Revision)
-			e.data, e.stat, e.rev = ev.Data, compact(ev.Stat), ev.Revision
+			im.nodes.set(ev.Path, ev.Data, ev.Stat, ev.Revision, ev.Revision)
 			delete(im.tombstones, ev.Path)
 		}
 		if im.opts.OnChange != nil {
@@ -436,21 +359,19 @@ func (im *Image) applyOwnLocked(w ownWrite, deletesOnly bool) bool {
 		}
 		switch op.Type {
 		case core.OpCreate, core.OpSet:
-			if e, ok := im.nodes[path]; ok && e.rev > w.rev {
+			if r, ok := im.nodes.rev(path); ok && r > w.rev {
 				continue
 			}
 			if t, ok := im.tombstones[path]; ok && t > w.rev {
 				continue
 			}
-			e := im.ensureLocked(path, w.rev)
-			e.data = append([]byte(nil), op.Data...)
 			if stat.ModifyRevision == 0 && stat.CreateRevision == 0 {
 				stat.CreateRevision, stat.ModifyRevision = w.rev, w.rev
 			}
-			e.stat, e.rev = compact(stat), w.rev
+			im.nodes.set(path, nilIfEmpty(op.Data), stat, w.rev, w.rev)
 			delete(im.tombstones, path)
 		case core.OpDelete:
-			e, ok := im.nodes[path]
+			r, ok := im.nodes.rev(path)
 			if !ok {
 				// Not in the image yet: its create (an own write still
 				// on its way back, or a watch event to come) must not
@@ -460,7 +381,7 @@ func (im *Image) applyOwnLocked(w ownWrite, deletesOnly bool) bool {
 				}
 				continue
 			}
-			if e.rev > w.rev {
+			if r > w.rev {
 				continue
 			}
 			im.deleteLocked(path, w.rev)
@@ -529,13 +450,6 @@ func (im *Image) Changed() <-chan struct{} {
 	return im.changed
 }
 
-func (im *Image) statLocked(e *entry) core.Stat {
-	s := &e.stat
-	return core.Stat{Version: s.version, CreateRevision: s.createRevision, ModifyRevision: s.modifyRevision,
-		CreateTime: s.createTime, ModifyTime: s.modifyTime, EphemeralOwner: s.ephemeralOwner,
-		NumChildren: int32(len(e.children)), DataLength: int32(len(e.data)), ChildrenRevision: s.childrenRevision}
-}
-
 // GetMany implements core.Reader from the image. It fails with ErrNotReady
 // before the first snapshot; per-path errors are ErrNotFound and
 // ErrInvalidPath. Returned data is a copy.
@@ -545,7 +459,10 @@ func (im *Image) GetMany(ctx context.Context, paths []string, opts core.ReadOpti
 
 // GetManyShared is GetMany without the copy: the data returned is the
 // image's own and must not be modified (the catalog only decodes it). It
-// saves an allocation and a copy per node on the catalog's hot reads.
+// saves an allocation and a copy per node on the catalog's hot reads. The
+// image never writes to it again (a later change of the node writes a new
+// record); as long as the caller holds it, it keeps the arena chunk it
+// lies in alive (up to 128 KiB), so it is for decoding, not for keeping.
 func (im *Image) GetManyShared(ctx context.Context, paths []string, opts core.ReadOptions) ([]core.GetResult, error) {
 	return im.getMany(ctx, paths, opts, false)
 }
@@ -562,7 +479,7 @@ func (im *Image) getMany(ctx context.Context, paths []string, opts core.ReadOpti
 	}
 	for i, p := range paths {
 		out[i].Node.Path = p
-		e, ok := im.nodes[p]
+		id, rec, ok := im.nodes.find(p)
 		if !ok {
 			if err := core.ValidatePath(p); err != nil {
 				out[i].Err = err
@@ -571,13 +488,15 @@ func (im *Image) getMany(ctx context.Context, paths []string, opts core.ReadOpti
 			}
 			continue
 		}
-		out[i].Node.Stat = im.statLocked(e)
+		r := decode(rec)
+		r.stat.NumChildren = int32(im.nodes.numChildren(id))
+		out[i].Node.Stat = r.stat
 		switch {
-		case opts.NoData || e.data == nil:
+		case opts.NoData || r.data == nil:
 		case copyData:
-			out[i].Node.Data = append([]byte(nil), e.data...)
+			out[i].Node.Data = append([]byte(nil), r.data...)
 		default:
-			out[i].Node.Data = e.data
+			out[i].Node.Data = r.data
 		}
 	}
 	return out, nil
@@ -594,14 +513,38 @@ func (im *Image) Children(ctx context.Context, path string, opts core.ReadOption
 	if !im.ready {
 		return nil, core.Stat{}, ErrNotReady
 	}
-	e, ok := im.nodes[path]
+	t := im.nodes
+	id, rec, ok := t.find(path)
 	if !ok {
 		if err := core.ValidatePath(path); err != nil {
 			return nil, core.Stat{}, err
 		}
 		return nil, core.Stat{}, fmt.Errorf("%w: %s", core.ErrNotFound, path)
 	}
-	return append(make([]string, 0, len(e.children)), e.children...), im.statLocked(e), nil
+	// The names are copied out of the arena into one string (of their
+	// exact size), so that a caller that keeps a name keeps that
+	// listing's bytes alive, not a chunk of the image.
+	kids := t.children(id)
+	var bufs [512]byte
+	var ends0 [64]int32
+	buf, ends := bufs[:0], ends0[:0]
+	if len(kids) > len(ends0) {
+		buf, ends = make([]byte, 0, 8*len(kids)), make([]int32, 0, len(kids))
+	}
+	for _, c := range kids {
+		buf = append(buf, t.name(c)...)
+		ends = append(ends, int32(len(buf)))
+	}
+	all := string(buf)
+	names := make([]string, len(kids))
+	at := int32(0)
+	for i, end := range ends {
+		names[i] = all[at:end]
+		at = end
+	}
+	st := decode(rec).stat
+	st.NumChildren = int32(len(kids))
+	return names, st, nil
 }
 
 // Snapshot implements core.Reader from the image: every node at or below
@@ -618,16 +561,17 @@ func (im *Image) Snapshot(ctx context.Context, prefix string) (core.Snapshot, er
 // SnapshotShared is Snapshot without the copies: the data returned is the
 // image's own and must not be modified (the coordinator's bucket states
 // only decode it). On a large subtree it saves a copy of every node's
-// data.
+// data. As with GetManyShared, the data keeps its arena chunks alive
+// while it is held. The paths are the snapshot's own.
 func (im *Image) SnapshotShared(ctx context.Context, prefix string) (core.Snapshot, error) {
 	return im.snapshot(ctx, prefix)
 }
 
 // snapshot collects the subtree under the read lock, with the nodes' data
 // shared (the image never changes a node's data in place: a change
-// replaces the slice), and copies and sorts nothing while it holds the
-// lock, so that a large subtree holds the image's writers back only for
-// the walk.
+// appends a new record to the arena, see tree), and copies and sorts
+// nothing while it holds the lock, so that a large subtree holds the
+// image's writers back only for the walk.
 func (im *Image) snapshot(ctx context.Context, prefix string) (core.Snapshot, error) {
 	if err := core.ValidatePath(prefix); err != nil {
 		return core.Snapshot{}, err
@@ -640,49 +584,41 @@ func (im *Image) snapshot(ctx context.Context, prefix string) (core.Snapshot, er
 		im.mu.RUnlock()
 		return core.Snapshot{}, ErrNotReady
 	}
-	// Under the lock, no allocation per node: each child's path is built
-	// in buf for its lookup, and a node is recorded by its parent's index
-	// and its name (a substring of its path, immutable); the paths are
-	// joined after.
-	type rec struct {
-		parent int
-		name   string
-		data   []byte
-		stat   core.Stat
+	// Under the lock, no allocation per node and no decoding: a node is
+	// recorded by its record's bytes (in the arena, immutable, kept alive
+	// by the slice) and its number of children, in the walk's order (a
+	// parent, then its children's subtrees in name order); the records
+	// are decoded after.
+	type item struct {
+		rec []byte
+		nk  int32
 	}
-	var recs []rec
-	buf := append(make([]byte, 0, 256), prefix...)
-	var walk func(parent int, name string, e *entry)
-	walk = func(parent int, name string, e *entry) {
-		me := len(recs)
-		recs = append(recs, rec{parent: parent, name: name, data: e.data, stat: im.statLocked(e)})
-		n := len(buf)
-		for _, c := range e.children {
-			buf = buf[:n]
-			if n > 1 {
-				buf = append(buf, '/')
-			}
-			buf = append(buf, c...)
-			if ce, ok := im.nodes[string(buf)]; ok {
-				walk(me, c, ce)
-			}
+	t := im.nodes
+	var items []item
+	var walk func(id uint32)
+	walk = func(id uint32) {
+		items = append(items, item{t.record(id), int32(t.numChildren(id))})
+		for _, c := range t.children(id) {
+			walk(c)
 		}
-		buf = buf[:n]
 	}
-	if e, ok := im.nodes[prefix]; ok {
-		walk(-1, prefix, e)
+	if id, ok := t.lookup(prefix); ok {
+		walk(id)
 	}
 	rev := im.watched
 	im.mu.RUnlock()
-	nodes := make([]core.Node, len(recs))
-	for i, r := range recs {
-		p := r.name
-		if r.parent >= 0 {
-			p = core.JoinPath(nodes[r.parent].Path, r.name)
-		}
-		nodes[i] = core.Node{Path: p, Data: r.data, Stat: r.stat}
+	nodes := make([]core.Node, len(items))
+	for i, it := range items {
+		r := decode(it.rec)
+		r.stat.NumChildren = it.nk
+		nodes[i] = core.Node{Path: string(r.path), Data: r.data, Stat: r.stat}
 	}
-	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Path < nodes[j].Path })
+	// The walk's order is the paths' order unless a name holds a byte
+	// below '/' ("a-b" sorts before "a/c").
+	byPath := func(a, b core.Node) int { return strings.Compare(a.Path, b.Path) }
+	if !slices.IsSortedFunc(nodes, byPath) {
+		slices.SortFunc(nodes, byPath)
+	}
 	return core.Snapshot{Revision: rev, Nodes: nodes}, nil
 }
 
@@ -690,15 +626,15 @@ func (im *Image) snapshot(ctx context.Context, prefix string) (core.Snapshot, er
 func (im *Image) Len() int {
 	im.mu.RLock()
 	defer im.mu.RUnlock()
-	return len(im.nodes)
+	return im.nodes.n
 }
 
 // CountChildren returns the number of children of path (0 when missing).
 func (im *Image) CountChildren(path string) int {
 	im.mu.RLock()
 	defer im.mu.RUnlock()
-	if e, ok := im.nodes[path]; ok {
-		return len(e.children)
+	if id, ok := im.nodes.lookup(path); ok {
+		return im.nodes.numChildren(id)
 	}
 	return 0
 }
@@ -710,6 +646,6 @@ func (im *Image) String() string {
 	im.mu.RLock()
 	defer im.mu.RUnlock()
 	var b strings.Builder
-	fmt.Fprintf(&b, "image{prefix %s, %d nodes, revision %d, ready %v}", im.opts.Prefix, len(im.nodes), im.watched, im.ready)
+	fmt.Fprintf(&b, "image{prefix %s, %d nodes, revision %d, ready %v}", im.opts.Prefix, im.nodes.n, im.watched, im.ready)
 	return b.String()
 }

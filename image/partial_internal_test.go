@@ -13,7 +13,7 @@ import (
 // applied without changing it.
 func TestOwnWriteAtTheWatchedRevision(t *testing.T) {
 	im := New(Options{})
-	m := map[string]*entry{}
+	m := newTree(im.opts.Prefix)
 	for _, p := range []string{"/t", "/t/a", "/t/b", "/t/c"} {
 		put(im, m, core.Node{Path: p, Data: []byte(p), Stat: core.Stat{CreateRevision: 5, ModifyRevision: 5}})
 	}
@@ -30,11 +30,11 @@ func TestOwnWriteAtTheWatchedRevision(t *testing.T) {
 	im.mu.Lock()
 	defer im.mu.Unlock()
 	for _, p := range []string{"/t/a", "/t/b"} {
-		if _, ok := im.nodes[p]; ok {
+		if _, ok := im.nodes.lookup(p); ok {
 			t.Errorf("%s still in the image after its own delete at the watched revision", p)
 		}
 	}
-	if e := im.nodes["/t/c"]; e == nil || string(e.data) != "new" || e.rev != 10 {
+	if e, ok := nodeAt(im, "/t/c"); !ok || string(e.data) != "new" || e.rev != 10 {
 		t.Errorf("/t/c after its own set at the watched revision: %+v", e)
 	}
 	if im.watched != 10 {
@@ -50,7 +50,7 @@ func TestOwnWriteAtTheWatchedRevision(t *testing.T) {
 // the delete keeps its newer state.
 func TestOwnDeleteBelowTheWatchedRevision(t *testing.T) {
 	im := New(Options{})
-	im.install(map[string]*entry{}, 5)
+	im.install(newTree(im.opts.Prefix), 5)
 	create := func(p string, rev int64) {
 		im.ApplyWrite([]core.Op{core.CreateOp(p, []byte("v"), core.Persistent)},
 			core.TxnResult{Revision: rev, Results: []core.OpResult{{Type: core.OpCreate, Path: p}}})
@@ -67,10 +67,10 @@ func TestOwnDeleteBelowTheWatchedRevision(t *testing.T) {
 	}
 	im.mu.Lock()
 	defer im.mu.Unlock()
-	if _, ok := im.nodes["/t"]; ok {
+	if _, ok := im.nodes.lookup("/t"); ok {
 		t.Errorf("/t still in the image after its own delete at 12, below the watched revision %d", im.watched)
 	}
-	if e := im.nodes["/u"]; e == nil || string(e.data) != "again" {
+	if e, ok := nodeAt(im, "/u"); !ok || string(e.data) != "again" {
 		t.Errorf("/u, created again at 15, lost to a delete at 12: %+v", e)
 	}
 }
@@ -82,7 +82,7 @@ func TestOwnDeleteBelowTheWatchedRevision(t *testing.T) {
 // delete.
 func TestOwnDeleteBeforeItsCreate(t *testing.T) {
 	im := New(Options{})
-	im.install(map[string]*entry{}, 5)
+	im.install(newTree(im.opts.Prefix), 5)
 	im.ApplyWrite([]core.Op{core.DeleteOp("/t", core.AnyVersion)},
 		core.TxnResult{Revision: 12, Results: []core.OpResult{{Type: core.OpDelete, Path: "/t"}}})
 	im.ApplyWrite([]core.Op{core.CreateOp("/t", []byte("v"), core.Persistent)},
@@ -92,7 +92,16 @@ func TestOwnDeleteBeforeItsCreate(t *testing.T) {
 		Stat: core.Stat{CreateRevision: 10, ModifyRevision: 10}, Revision: 10}}, 10)
 	im.mu.Lock()
 	defer im.mu.Unlock()
-	if e, ok := im.nodes["/t"]; ok {
+	if e, ok := nodeAt(im, "/t"); ok {
 		t.Fatalf("/t shown after its delete at 12: %+v", e)
 	}
+}
+
+// nodeAt returns path's record in im (under im's lock).
+func nodeAt(im *Image, path string) (record, bool) {
+	id, ok := im.nodes.lookup(path)
+	if !ok {
+		return record{}, false
+	}
+	return im.nodes.get(id), true
 }
