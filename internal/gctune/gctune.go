@@ -11,6 +11,10 @@
 // MinPercent of it): a small process keeps Go's default, a large one
 // collects once it has allocated Headroom bytes.
 //
+// GOGC is set again only when the live heap has moved by more than an
+// eighth since it was last derived, so that it does not flip between
+// neighbouring values from one collection to the next.
+//
 // The tuner learns of each collection from a finalizer on an object it
 // re-arms every cycle, and reads the live heap the collection marked
 // (runtime/metrics /gc/heap/live:bytes).
@@ -74,6 +78,35 @@ func Overridden(getenv func(string) string) string {
 	return ""
 }
 
+// policy decides, after each collection, whether and to what GOGC is
+// set.
+type policy struct {
+	headroom   int64
+	minPercent int
+	// base is the live heap GOGC was last derived from (0: none yet).
+	base uint64
+	last int // the GOGC last set (-1: none)
+}
+
+// next returns the GOGC for a collection that left live bytes live, and
+// whether to set it. A live heap within an eighth of the one GOGC was
+// last derived from leaves GOGC as it is: live heaps a little apart
+// would otherwise flip GOGC between neighbouring values on every
+// collection, and a lower value can start a collection at once, which
+// finds the heap a little different again.
+func (pol *policy) next(live uint64) (int, bool) {
+	if pol.base > 0 && live > pol.base-pol.base/8 && live < pol.base+pol.base/8 {
+		return pol.last, false
+	}
+	pol.base = live
+	p := Percent(live, pol.headroom, pol.minPercent)
+	if p == pol.last {
+		return p, false
+	}
+	pol.last = p
+	return p, true
+}
+
 // Tuner adjusts GOGC after each collection until Stop.
 type Tuner struct {
 	opts    Options
@@ -126,7 +159,7 @@ func (t *Tuner) arm() {
 func (t *Tuner) loop() {
 	defer close(t.done)
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	last := -1
+	pol := policy{headroom: t.opts.Headroom, minPercent: t.opts.MinPercent, last: -1}
 	for {
 		select {
 		case <-t.stop:
@@ -138,12 +171,11 @@ func (t *Tuner) loop() {
 			continue
 		}
 		live := sample[0].Value.Uint64()
-		p := Percent(live, t.opts.Headroom, t.opts.MinPercent)
-		if p == last {
+		p, set := pol.next(live)
+		if !set {
 			continue
 		}
 		debug.SetGCPercent(p)
-		last = p
 		if t.opts.OnSet != nil {
 			t.opts.OnSet(p, live)
 		}

@@ -124,3 +124,32 @@ func TestStartWithoutHeadroom(t *testing.T) {
 	var tu *Tuner
 	tu.Stop() // a nil tuner stops
 }
+
+// TestPolicySteady: a live heap within an eighth of the one GOGC was
+// derived from leaves GOGC alone; past it, GOGC follows.
+func TestPolicySteady(t *testing.T) {
+	const mib = 1 << 20
+	pol := policy{headroom: 64 * mib, last: -1}
+	for i, c := range []struct {
+		live mib64
+		want int
+		set  bool
+	}{
+		{400, 16, true},  // 64/400
+		{390, 16, false}, // 17 by itself, within an eighth: left alone
+		{420, 16, false},
+		{340, 18, true}, // more than an eighth below 400: 64/340
+		{370, 18, false},
+		{800, 10, true},  // 64/800 is 8: the floor
+		{700, 10, false}, // a new base (an eighth below 800), the same GOGC: nothing to set
+		{640, 10, false},
+		{32, 100, true},
+	} {
+		p, set := pol.next(uint64(c.live) * mib)
+		if p != c.want || set != c.set {
+			t.Errorf("step %d, %d MiB live: GOGC %d, set %v; want %d, %v", i, c.live, p, set, c.want, c.set)
+		}
+	}
+}
+
+type mib64 uint64
