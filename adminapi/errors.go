@@ -34,6 +34,10 @@ const (
 	CodeInternal           = "INTERNAL"
 	CodeUnauthenticated    = "UNAUTHENTICATED"
 	CodePermissionDenied   = "PERMISSION_DENIED"
+	// CodeBackendPermissionDenied: the coordinator's metadata store
+	// refused its own call for lack of permission (core.ErrPermissionDenied:
+	// a ZooKeeper ACL its credentials do not satisfy).
+	CodeBackendPermissionDenied = "BACKEND_PERMISSION_DENIED"
 )
 
 // The per-bucket error codes of an AdjustIsr answer
@@ -202,6 +206,7 @@ var errorTable = []errorRow{
 	{sentinel: context.Canceled, code: CodeUnavailable, status: codes.Canceled, outcome: adminv1.Outcome_OUTCOME_UNKNOWN},
 	{sentinel: ErrUnauthenticated, code: CodeUnauthenticated, status: codes.Unauthenticated},
 	{sentinel: ErrPermissionDenied, code: CodePermissionDenied, status: codes.PermissionDenied},
+	{sentinel: core.ErrPermissionDenied, code: CodeBackendPermissionDenied, status: codes.FailedPrecondition, outcome: adminv1.Outcome_OUTCOME_NOT_APPLIED},
 	// The fallback: an error of no other row (a malformed stored record, a
 	// storage failure). Its outcome is not known.
 	{code: CodeInternal, status: codes.Internal, outcome: adminv1.Outcome_OUTCOME_UNKNOWN},

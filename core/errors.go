@@ -48,6 +48,11 @@ var (
 	// ErrClosed: the backend (or the leadership, or the session) was closed
 	// by its owner.
 	ErrClosed = errors.New("metadata: closed")
+	// ErrPermissionDenied: the store refused the call for lack of
+	// permission (a ZooKeeper node's ACL that the client's credentials do
+	// not satisfy). Nothing was changed; retrying does not help until the
+	// permissions or the credentials change.
+	ErrPermissionDenied = errors.New("metadata: permission denied")
 )
 
 // Sentinels lists every sentinel error, for translation tables and tests.
@@ -55,6 +60,7 @@ var Sentinels = []error{
 	ErrNotFound, ErrNodeExists, ErrBadVersion, ErrNotEmpty, ErrNoParent,
 	ErrFenced, ErrNotLeader, ErrSessionExpired, ErrCompacted, ErrTooLarge,
 	ErrInvalidPath, ErrInvalidArgument, ErrUnavailable, ErrClosed,
+	ErrPermissionDenied,
 }
 
 // NotLeaderError is ErrNotLeader with the current leader's identity, when

@@ -41,6 +41,7 @@ var errorTable = []errorRow{
 	{core.ErrInvalidArgument, pb.Sentinel_SENTINEL_INVALID_ARGUMENT, codes.InvalidArgument},
 	{core.ErrUnavailable, pb.Sentinel_SENTINEL_UNAVAILABLE, codes.Unavailable},
 	{core.ErrClosed, pb.Sentinel_SENTINEL_CLOSED, codes.FailedPrecondition},
+	{core.ErrPermissionDenied, pb.Sentinel_SENTINEL_PERMISSION_DENIED, codes.PermissionDenied},
 	{context.Canceled, pb.Sentinel_SENTINEL_CANCELED, codes.Canceled},
 	{context.DeadlineExceeded, pb.Sentinel_SENTINEL_DEADLINE_EXCEEDED, codes.DeadlineExceeded},
 }

@@ -40,6 +40,9 @@ func mapErr(err error, path string, create bool) error {
 		s = core.ErrInvalidArgument
 	case errors.Is(err, zk.ErrSessionExpired):
 		s = core.ErrSessionExpired
+	case errors.Is(err, zk.ErrNoAuth):
+		// A node's ACL the client's credentials do not satisfy.
+		s = core.ErrPermissionDenied
 	case errors.Is(err, zk.ErrConnectionClosed), errors.Is(err, zk.ErrNoServer),
 		errors.Is(err, zk.ErrClosing), errors.Is(err, zk.ErrSessionMoved):
 		s = core.ErrUnavailable

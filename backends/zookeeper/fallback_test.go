@@ -34,10 +34,13 @@ type refusingProxy struct {
 	target  string
 	ln      net.Listener
 	refused atomic.Int64 // addWatch requests answered
-	// hook, when set, is called with each request's opcode and, for a
-	// read (getData, getChildren2, exists), its path, before the request
-	// is forwarded; the connection waits for it.
-	hook atomic.Pointer[func(opcode int32, path string)]
+	// passAddWatch, when set, forwards addWatch as any request (a 3.6+
+	// server behind a proxy that only hooks).
+	passAddWatch atomic.Bool
+	// hook, when set, is called with each request's xid, opcode and, for
+	// a read (getData, getChildren2, exists), its path, before the
+	// request is forwarded; the connection waits for it.
+	hook atomic.Pointer[func(xid, opcode int32, path string)]
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -146,7 +149,7 @@ func (p *refusingProxy) up(rc *relayConn) {
 		if body := f[4:]; !first && len(body) >= 8 {
 			xid := binary.BigEndian.Uint32(body[0:4])
 			op := int32(binary.BigEndian.Uint32(body[4:8]))
-			if op == opAddWatch {
+			if op == opAddWatch && !p.passAddWatch.Load() {
 				p.refused.Add(1)
 				r := binary.BigEndian.AppendUint32(nil, 16)
 				r = binary.BigEndian.AppendUint32(r, xid)
@@ -165,7 +168,7 @@ func (p *refusingProxy) up(rc *relayConn) {
 						path = string(body[12 : 12+l])
 					}
 				}
-				(*h)(op, path)
+				(*h)(int32(xid), op, path)
 			}
 		}
 		if _, err := rc.server.Write(f); err != nil {
@@ -622,7 +625,7 @@ func TestStreamSnapshotFallbackPass1Changes(t *testing.T) {
 	trigger := o.Root + "/f/a/n150/c"
 	var fired atomic.Int32
 	hookErr := make(chan error, 1)
-	hook := func(op int32, path string) {
+	hook := func(_, op int32, path string) {
 		if op != opGetData || path != trigger || fired.Add(1) != 1 {
 			return
 		}

@@ -23,9 +23,13 @@ func TestMain(m *testing.M) {
 // root, with short timeouts.
 func testOptions(t testing.TB) Options {
 	t.Helper()
-	srv := zktest.Shared(t)
+	return optionsFor(t, zktest.Shared(t).ConnectString())
+}
+
+// optionsFor are testOptions for a client of the server at addr.
+func optionsFor(t testing.TB, addr string) Options {
 	return Options{
-		Address:           srv.ConnectString(),
+		Address:           addr,
 		Root:              zktest.UniqueRoot(t),
 		SessionTimeout:    4 * time.Second,
 		ConnectionTimeout: 10 * time.Second,

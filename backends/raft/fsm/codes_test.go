@@ -14,7 +14,7 @@ import (
 
 // notFromApply are the sentinels no command's result carries: the member,
 // not the state machine, returns them.
-var notFromApply = []error{core.ErrNotLeader, core.ErrCompacted, core.ErrClosed}
+var notFromApply = []error{core.ErrNotLeader, core.ErrCompacted, core.ErrClosed, core.ErrPermissionDenied}
 
 // TestResultCodesTable: every code but CODE_OK has exactly one row, no
 // sentinel has two, and every core sentinel either has a row or is listed

@@ -64,6 +64,7 @@ const (
 	// context.Canceled and context.DeadlineExceeded.
 	Sentinel_SENTINEL_CANCELED          Sentinel = 15
 	Sentinel_SENTINEL_DEADLINE_EXCEEDED Sentinel = 16
+	Sentinel_SENTINEL_PERMISSION_DENIED Sentinel = 17
 )
 
 // Enum value maps for Sentinel.
@@ -86,6 +87,7 @@ var (
 		14: "SENTINEL_CLOSED",
 		15: "SENTINEL_CANCELED",
 		16: "SENTINEL_DEADLINE_EXCEEDED",
+		17: "SENTINEL_PERMISSION_DENIED",
 	}
 	Sentinel_value = map[string]int32{
 		"SENTINEL_UNSPECIFIED":       0,
@@ -105,6 +107,7 @@ var (
 		"SENTINEL_CLOSED":            14,
 		"SENTINEL_CANCELED":          15,
 		"SENTINEL_DEADLINE_EXCEEDED": 16,
+		"SENTINEL_PERMISSION_DENIED": 17,
 	}
 )
 
@@ -5351,7 +5354,7 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12.\n" +
 	"\x05nodes\x18\x02 \x03(\v2\x18.metaplane.v1.ImportNodeR\x05nodes\x12)\n" +
 	"\x05fence\x18\x03 \x01(\v2\x13.metaplane.v1.FenceR\x05fence\"\x10\n" +
-	"\x0eImportResponse*\xbc\x03\n" +
+	"\x0eImportResponse*\xdc\x03\n" +
 	"\bSentinel\x12\x18\n" +
 	"\x14SENTINEL_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SENTINEL_NOT_FOUND\x10\x01\x12\x18\n" +
@@ -5370,7 +5373,8 @@ const file_metaplane_v1_backend_proto_rawDesc = "" +
 	"\x14SENTINEL_UNAVAILABLE\x10\r\x12\x13\n" +
 	"\x0fSENTINEL_CLOSED\x10\x0e\x12\x15\n" +
 	"\x11SENTINEL_CANCELED\x10\x0f\x12\x1e\n" +
-	"\x1aSENTINEL_DEADLINE_EXCEEDED\x10\x10*]\n" +
+	"\x1aSENTINEL_DEADLINE_EXCEEDED\x10\x10\x12\x1e\n" +
+	"\x1aSENTINEL_PERMISSION_DENIED\x10\x11*]\n" +
 	"\x10TabletServerMode\x12\x1d\n" +
 	"\x19TABLET_SERVER_MODE_DIRECT\x10\x00\x12*\n" +
 	"&TABLET_SERVER_MODE_THROUGH_COORDINATOR\x10\x01*m\n" +
