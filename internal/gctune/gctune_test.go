@@ -89,9 +89,14 @@ func TestTunerFollowsTheLiveHeap(t *testing.T) {
 		b[0] = byte(i)
 		live = append(live, b)
 	}
-	v := waitGOGC(t, "64 MiB live", func(v int64) bool { return v < 100 })
-	if v < DefaultMinPercent || v > 13 { // 8 MiB over 64 MiB and what the test binary holds: at most 12.5
-		t.Errorf("GOGC with 64 MiB live and 8 MiB of headroom: %d, want 10 to 13", v)
+	// 8 MiB over a live heap of 64 MiB and what the test binary holds:
+	// at most 12.5, or 14 when derived from a live heap an eighth lower
+	// (a collection during the allocation; the tuner keeps GOGC while
+	// the live heap stays within an eighth). Collections made while the
+	// heap grew may have set higher values first.
+	v := waitGOGC(t, "64 MiB live", func(v int64) bool { return v <= 14 })
+	if v < DefaultMinPercent {
+		t.Errorf("GOGC with 64 MiB live and 8 MiB of headroom: %d, below the floor of %d", v, DefaultMinPercent)
 	}
 	runtime.KeepAlive(live)
 	live = nil
