@@ -74,8 +74,11 @@ func TestTimeoutNowMovesLeadership(t *testing.T) {
 // minimum election timeout 2 s, the watch acting after 1 s of silence),
 // stopping the leader's NodeHost gets a new leader through the watch: one
 // of the two successors, which says it campaigned because the leader
-// refused connections, within two terms (the first successor's log may be
-// behind the other's, which then wins).
+// refused connections, within the watch's budget of campaigns for one
+// silence (each raises the term at most once): usually one or two terms
+// (the first successor's log may be behind the other's, which then wins),
+// more on a loaded machine where a campaign came too early or its vote
+// request was lost and was tried again (CI saw three).
 func TestLeaderWatchElectsTheSuccessor(t *testing.T) {
 	var mu sync.Mutex
 	var lines []string
@@ -94,8 +97,8 @@ func TestLeaderWatchElectsTheSuccessor(t *testing.T) {
 	testutil.WaitFor(t, 20*time.Second, "a new leader", func() bool { return c.leader() >= 0 })
 	got := c.leader()
 	v := c.view(got)
-	if v.term <= old.term || v.term > old.term+2 {
-		t.Errorf("member %d leads in term %d; want a term after %d, at most two later", got+1, v.term, old.term)
+	if budget := uint64(successors * attempts); v.term <= old.term || v.term > old.term+budget {
+		t.Errorf("member %d leads in term %d; want a term after %d, at most %d later (the watch's campaigns in one silence)", got+1, v.term, old.term, budget)
 	}
 	mu.Lock()
 	defer mu.Unlock()
