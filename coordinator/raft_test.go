@@ -356,9 +356,18 @@ func atoi(s string) int {
 func checkRaftStatusRPC(t *testing.T, ctx context.Context, clients []string, backend string) {
 	t.Helper()
 	for _, addr := range clients {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		st, err := dialAdmin(t, addr).GetCoordinatorRaftStatus(cctx, &adminv1.GetCoordinatorRaftStatusRequest{})
-		cancel()
+		// A standby may still be opening its backend client (on Raft a
+		// session through the quorum, slow on a loaded machine): it
+		// answers UNAVAILABLE saying so until it has.
+		var st *adminv1.GetCoordinatorRaftStatusResponse
+		var err error
+		a := dialAdmin(t, addr)
+		testutil.WaitFor(t, 30*time.Second, "a backend client open on "+addr, func() bool {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			st, err = a.GetCoordinatorRaftStatus(cctx, &adminv1.GetCoordinatorRaftStatusRequest{})
+			return status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "no metadata backend client is open")
+		})
 		if backend == "raft" {
 			if err != nil || st.Backend != "raft" || st.MemberId == "" {
 				t.Errorf("GetCoordinatorRaftStatus on %s: %+v, %v", addr, st, err)
