@@ -41,7 +41,10 @@ type Backend struct {
 
 	closeCh   chan struct{}
 	closeOnce sync.Once
-	wg        sync.WaitGroup
+	// oneShotWarned: the warning that a watch fell back to one-shot
+	// watches (a server before 3.6) was logged (once a client).
+	oneShotWarned sync.Once
+	wg            sync.WaitGroup
 
 	evMu    sync.Mutex
 	evQueue []zk.Event

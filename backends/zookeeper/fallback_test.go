@@ -699,7 +699,19 @@ func TestStreamSnapshotFallbackPass1Changes(t *testing.T) {
 // watch.go): its first response is a Reset of the prefix, and a create
 // and a delete after it are reported.
 func TestWatchFallback(t *testing.T) {
-	direct, reader, _, proxy := fallbackClients(t)
+	direct, _, o, proxy := fallbackClients(t)
+	// A reader of its own that keeps its log lines: the fallback says
+	// what it costs, once.
+	var logMu sync.Mutex
+	var logs []string
+	ro := o
+	ro.Address = proxy.addr()
+	ro.Logf = func(format string, args ...any) {
+		logMu.Lock()
+		logs = append(logs, fmt.Sprintf(format, args...))
+		logMu.Unlock()
+	}
+	reader := open(t, ro)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := direct.Txn(ctx, []core.Op{core.CreateOp("/g", nil, core.Persistent), core.CreateOp("/g/a", []byte("1"), core.Persistent)}, core.TxnOptions{}); err != nil {
@@ -715,6 +727,24 @@ func TestWatchFallback(t *testing.T) {
 	first := <-ch
 	if !first.Reset || first.Partial || len(first.Events) != 2 || first.Events[1].Path != "/g/a" || string(first.Events[1].Data) != "1" {
 		t.Fatalf("first response %+v, want a Reset of /g and /g/a", first)
+	}
+	// A second watch on the same client falls back too, without a second
+	// warning.
+	wctx, wcancel := context.WithCancel(ctx)
+	if _, err := reader.Watch(wctx, "/g", 0); err != nil {
+		t.Fatal(err)
+	}
+	wcancel()
+	logMu.Lock()
+	warned := 0
+	for _, l := range logs {
+		if strings.Contains(l, "no persistent recursive watches") && strings.Contains(l, "keeps a copy of the subtree") {
+			warned++
+		}
+	}
+	logMu.Unlock()
+	if warned != 1 {
+		t.Errorf("the fallback warned %d times for two watches, want once; log: %q", warned, logs)
 	}
 	if _, _, err := core.Create(ctx, direct, "/g/b", []byte("2"), core.CreateOptions{}); err != nil {
 		t.Fatal(err)

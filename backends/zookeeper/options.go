@@ -46,7 +46,8 @@ type Options struct {
 	// server's jute.maxbuffer (see MaxValueSize).
 	MaxBufferSize int
 	// Logf, when set, receives the client library's log lines; nil drops
-	// them.
+	// them. The backend's own warnings (a watch on a server before 3.6)
+	// go to it too, or to slog's default logger when it is nil.
 	Logf func(format string, args ...any)
 }
 

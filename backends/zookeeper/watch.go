@@ -3,6 +3,8 @@ package zookeeper
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -77,6 +79,10 @@ func (b *Backend) Watch(ctx context.Context, prefix string, fromRevision int64) 
 	if !errors.Is(err, errNoRecursiveWatch) {
 		return nil, b.closedErr(err)
 	}
+	b.oneShotWarned.Do(func() {
+		b.warnf("zookeeper: the server has no persistent recursive watches (ZooKeeper before 3.6): the watch of %s falls back to one-shot watches, "+
+			"keeps a copy of the subtree in this process and sends a Reset as one response; ZooKeeper 3.6 or later streams both (docs/zookeeper.md, Watches)", prefix)
+	})
 	return b.watchOneShot(ctx, prefix, fromRevision)
 }
 
@@ -765,4 +771,14 @@ func (w *watcher) removed(p string, rev int64) []core.WatchEvent {
 		w.prefixGone = true
 	}
 	return out
+}
+
+// warnf logs a warning of the backend's own: to Options.Logf when set,
+// else to slog's default logger (in a plugin process, the host's log).
+func (b *Backend) warnf(format string, args ...any) {
+	if b.opts.Logf != nil {
+		b.opts.Logf(format, args...)
+		return
+	}
+	slog.Warn(fmt.Sprintf(format, args...))
 }
