@@ -25,7 +25,6 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
-	"sync/atomic"
 )
 
 // DefaultMinPercent is the lowest GOGC the tuner sets: a live heap ten
@@ -109,22 +108,19 @@ func (pol *policy) next(live uint64) (int, bool) {
 
 // Tuner adjusts GOGC after each collection until Stop.
 type Tuner struct {
-	opts    Options
-	kick    chan struct{}
-	stop    chan struct{}
-	stopped atomic.Bool
-	done    chan struct{}
-	once    sync.Once
-	before  int
+	opts   Options
+	kick   chan struct{}
+	stop   chan struct{} // closed by Stop
+	done   chan struct{}
+	once   sync.Once
+	before int
 }
 
 // sentinel is the object whose finalizer runs once per collection. It
-// holds a pointer so that it is its own allocation (not batched with
-// other small objects, which would delay its finalizer).
-type sentinel struct {
-	t   *Tuner
-	pad [16]byte
-}
+// holds a pointer, so it is never batched with other small objects (the
+// tiny allocator takes pointer-free ones only), which would delay its
+// finalizer.
+type sentinel struct{ t *Tuner }
 
 // Start starts a tuner (nil when opts.Headroom is zero or less). It sets
 // GOGC from the current live heap at once, then after every collection.
@@ -133,6 +129,8 @@ func Start(opts Options) *Tuner {
 		return nil
 	}
 	t := &Tuner{opts: opts, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	// runtime/debug has no getter: set and put back (runtime/metrics
+	// reports GOGC=off as 0, which would not restore it).
 	t.before = debug.SetGCPercent(100)
 	debug.SetGCPercent(t.before)
 	t.arm()
@@ -144,14 +142,15 @@ func Start(opts Options) *Tuner {
 func (t *Tuner) arm() {
 	s := &sentinel{t: t}
 	runtime.SetFinalizer(s, func(s *sentinel) {
-		if s.t.stopped.Load() {
-			return
+		select {
+		case <-s.t.stop:
+			return // not re-armed
+		default:
 		}
 		select {
 		case s.t.kick <- struct{}{}:
 		default:
 		}
-		runtime.SetFinalizer(s, nil)
 		s.t.arm()
 	})
 }
@@ -189,7 +188,6 @@ func (t *Tuner) Stop() {
 		return
 	}
 	t.once.Do(func() {
-		t.stopped.Store(true)
 		close(t.stop)
 		<-t.done
 		debug.SetGCPercent(t.before)

@@ -237,15 +237,15 @@ func TestCoordinatorBannerNamesThePluginsBackend(t *testing.T) {
 	}
 }
 
-// scrapeMetrics reads the metrics of the coordinator whose banner (or
-// logs) name its metrics address.
-func scrapeMetrics(t *testing.T, banner string) []byte {
+// metricsGet answers GET path on the metrics listener of the coordinator
+// whose banner (or logs) name it: the status code and the body.
+func metricsGet(t *testing.T, banner, path string) (int, []byte) {
 	t.Helper()
-	m := regexp.MustCompile(`metrics:  (http://\S+)`).FindStringSubmatch(banner)
+	m := regexp.MustCompile(`metrics:  http://(\S+)/metrics`).FindStringSubmatch(banner)
 	if m == nil {
 		t.Fatalf("the coordinator printed no metrics address:\n%s", banner)
 	}
-	resp, err := http.Get(m[1])
+	resp, err := http.Get("http://" + m[1] + path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,6 +254,14 @@ func scrapeMetrics(t *testing.T, banner string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return resp.StatusCode, b
+}
+
+// scrapeMetrics reads the metrics of the coordinator whose banner (or
+// logs) name its metrics address.
+func scrapeMetrics(t *testing.T, banner string) []byte {
+	t.Helper()
+	_, b := metricsGet(t, banner, "/metrics")
 	return b
 }
 
@@ -298,17 +306,8 @@ func TestCoordinatorGCHeadroom(t *testing.T) {
 		t.Errorf("go_gc_gogc_percent %d, want 10 (the floor: 64kb is less than a tenth of the live heap)", v)
 	}
 	heap := func(banner string) (int, string) {
-		m := regexp.MustCompile(`metrics:  http://(\S+)/metrics`).FindStringSubmatch(banner)
-		if m == nil {
-			t.Fatalf("no metrics address in the banner:\n%s", banner)
-		}
-		resp, err := http.Get("http://" + m[1] + "/debug/pprof/heap?debug=1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		code, b := metricsGet(t, banner, "/debug/pprof/heap?debug=1")
+		return code, string(b)
 	}
 	if !strings.Contains(p.banner, "pprof:    http://") {
 		t.Errorf("banner names no pprof address with metrics.pprof=true:\n%s", p.banner)
